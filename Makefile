@@ -1,0 +1,54 @@
+# The two commands of the README: `make demo` (set up, then run the main job) and `make test`
+# (set up, then lint and run the whole suite). Both install what they need on a fresh Debian/Ubuntu machine.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+PY := $(VENV)/bin/python
+SYSTEM_TOOLS := mksquashfs squashfuse fuse-overlayfs git bash
+APT_PACKAGES := squashfs-tools squashfuse fuse-overlayfs fuse3 git
+# pytest arguments; e.g. `make test PYTEST_ARGS='-m "not e2e"'` skips the heavy end-to-end tests.
+PYTEST_ARGS ?=
+
+.PHONY: setup system-deps venv lint test test-fast demo bench clean
+
+setup: system-deps venv
+
+system-deps:
+	@missing=""; for t in $(SYSTEM_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then \
+	  echo "installing Debian packages for:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PACKAGES); \
+	else \
+	  echo "missing system tools:$$missing"; \
+	  echo "run as root: apt-get install -y $(APT_PACKAGES)  (swebox falls back to slower backends without them)"; \
+	fi
+
+$(VENV)/.installed: setup.cfg pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip setuptools wheel
+	# the CPU build of torch that lies on this machine's disk; a bare `torch` would pull a multi-GB CUDA build
+	$(PY) -m pip install -q torch==2.13.0 || $(PY) -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu
+	$(PY) -m pip install -q -e '.[dev,train,skyrl,synth]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+lint: venv
+	$(PY) scripts/lint.py
+
+test: setup lint
+	RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 $(PY) -m pytest $(PYTEST_ARGS)
+
+# The quick local loop: everything but the heavy end-to-end tests.
+test-fast: setup
+	RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 $(PY) -m pytest -m "not e2e" $(PYTEST_ARGS)
+
+demo: setup
+	RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 $(VENV)/bin/swebox demo
+
+bench: setup
+	$(VENV)/bin/swebox bench sandbox
+
+clean:
+	rm -rf $(VENV) build *.egg-info runs
