@@ -1,0 +1,10 @@
+"""swebox.envs.sandbox: the isolation mechanism (namespaces, layers, overlay, the shell, limits).
+
+Knows nothing of RL or tasks; imports nothing else of swebox. See docs/sandbox.md for the threat model.
+"""
+
+from .layers import Layer
+from .policy import SandboxError, SandboxPolicy
+from .sandbox import ExecResult, Sandbox
+
+__all__ = ["ExecResult", "Layer", "Sandbox", "SandboxError", "SandboxPolicy"]

@@ -1,0 +1,324 @@
+"""nsinit: the long-lived process that owns one sandbox's namespaces and its filesystem.
+
+Started by the host (`python -I -S nsinit.py FD`), it creates the user namespace (the host writes the id
+maps, or nsinit maps itself when rootless), then mount, network, IPC and UTS namespaces, stacks the layers
+under a writable tmpfs with overlayfs, and serves requests on FD:
+
+- session: fork a shell session: a new PID and mount namespace whose pid 1 (supervisor.py) sees the
+  overlay as `/` after pivot_root, with read-only system binds, fresh /proc, private /tmp, /dev/shm, /dev;
+- reset: kill the session (its PID namespace dies with its pid 1), drop the writable layer, mount a fresh
+  one and start a new session. The cost does not depend on the size of the layers.
+
+When the host goes away (EOF), nsinit kills everything and exits; its namespaces and mounts vanish with it.
+Standard library only: this file runs as a plain script next to syscalls.py, protocol.py and supervisor.py.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import protocol  # noqa: E402
+import supervisor  # noqa: E402
+import syscalls as S  # noqa: E402
+
+RO_FLAGS = {1: S.MS_RDONLY, 2: S.MS_NOSUID, 4: S.MS_NODEV, 8: S.MS_NOEXEC, 1024: S.MS_NOATIME,
+            2048: S.MS_NODIRATIME, 4096: S.MS_RELATIME}
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+
+
+def bind_readonly(src: str, dst: str) -> None:
+    """Bind `src` on `dst` read-only, keeping the flags the kernel locks on binds made in a user namespace."""
+    S.mount(src, dst, None, S.MS_BIND | S.MS_REC)
+    flags = os.statvfs(dst).f_flag
+    locked = sum(bit for st, bit in RO_FLAGS.items() if flags & st and bit != S.MS_RDONLY)
+    S.mount(None, dst, None, S.MS_BIND | S.MS_REMOUNT | S.MS_RDONLY | locked)
+
+
+def loopback_up() -> None:
+    import fcntl
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        iff_up, iff_loopback, iff_running = 0x1, 0x8, 0x40
+        fcntl.ioctl(s.fileno(), 0x8914, struct.pack("16sH14x", b"lo", iff_up | iff_loopback | iff_running))
+
+
+class Init:
+    def __init__(self, ctl: socket.socket, cfg: dict) -> None:
+        self.ctl = ctl
+        self.cfg = cfg
+        self.st = cfg["staging"]
+        self.root = os.path.join(self.st, "root")
+        self.session_pid = 0
+        self.fuse: subprocess.Popen | None = None
+
+    # -- namespaces and the static part of the filesystem ------------------------------------------------
+    def enter_namespaces(self) -> None:
+        S.unshare(S.CLONE_NEWUSER)
+        if self.cfg["map_self"]:
+            uid, gid = self.cfg["outer_uid"], self.cfg["outer_gid"]
+            with open("/proc/self/setgroups", "w") as f:
+                f.write("deny")
+            with open("/proc/self/uid_map", "w") as f:
+                f.write(f"0 {uid} 1")
+            with open("/proc/self/gid_map", "w") as f:
+                f.write(f"0 {gid} 1")
+            self.lower_fds: list[int] = []
+        else:
+            protocol.send(self.ctl, {"op": "userns_ready"})  # the host writes our maps, sends id-mapped lowers
+            reply, self.lower_fds = protocol.recv(self.ctl)
+            self.idmapped = reply["idmapped"]
+        os.setresgid(0, 0, 0)
+        os.setresuid(0, 0, 0)
+        flags = S.CLONE_NEWNS | S.CLONE_NEWIPC | S.CLONE_NEWUTS
+        if self.cfg["network"] == "none":
+            flags |= S.CLONE_NEWNET
+        S.unshare(flags)
+        S.mount(None, "/", None, S.MS_REC | S.MS_PRIVATE)
+        socket.sethostname(self.cfg["hostname"])
+        if self.cfg["network"] == "none":
+            loopback_up()
+        S.prctl(S.PR_SET_CHILD_SUBREAPER, 1)
+
+    def build_static(self) -> None:
+        S.mount("tmpfs", self.st, "tmpfs", S.MS_NOSUID | S.MS_NODEV, "size=64m,mode=0755")
+        for name in ("skel", "rw", "root", "dev"):
+            os.mkdir(os.path.join(self.st, name))
+        self.lowers = []
+        fds = iter(self.lower_fds)
+        for i, layer in enumerate(self.cfg["layers"]):
+            target = os.path.join(self.st, f"L{i}")
+            os.mkdir(target)
+            if not self.cfg["map_self"] and i in self.idmapped:
+                S.move_mount(next(fds), target)
+            else:
+                bind_readonly(layer["path"], target)
+            self.lowers.append(target)
+        for fd in self.lower_fds:
+            os.close(fd)
+        self.build_skeleton(os.path.join(self.st, "skel"))
+        self.build_dev(os.path.join(self.st, "dev"))
+
+    def build_skeleton(self, skel: str) -> None:
+        """The lowest layer: mount points for binds and a minimal /etc."""
+        for name in ("proc", "dev", "tmp", "root", "etc", "sys", "run", "var/tmp", "home"):
+            os.makedirs(os.path.join(skel, name), exist_ok=True)
+        os.chmod(os.path.join(skel, "tmp"), 0o1777)
+        os.chmod(os.path.join(skel, "var/tmp"), 0o1777)
+        os.chmod(os.path.join(skel, "root"), 0o700)
+        for bind in self.cfg["binds"]:
+            path = os.path.join(skel, bind["dst"].lstrip("/"))
+            if bind["kind"] == "symlink":
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                os.symlink(bind["target"], path)
+            else:
+                os.makedirs(path, exist_ok=True)
+        for name, content in self.cfg["etc"].items():
+            path = os.path.join(skel, "etc", name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            if isinstance(content, str):
+                with open(path, "w") as f:
+                    f.write(content)
+            elif os.path.isdir(content["copy"]):
+                shutil.copytree(content["copy"], path, symlinks=True, ignore_dangling_symlinks=True)
+            elif os.path.islink(content["copy"]):
+                os.symlink(os.readlink(content["copy"]), path)
+            elif os.path.exists(content["copy"]):
+                shutil.copyfile(content["copy"], path)
+
+    def build_dev(self, dev: str) -> None:
+        S.mount("tmpfs", dev, "tmpfs", S.MS_NOSUID | S.MS_NOEXEC, "size=1m,mode=0755")
+        for name in DEVICES:
+            path = os.path.join(dev, name)
+            open(path, "w").close()
+            S.mount(f"/dev/{name}", path, None, S.MS_BIND)
+        for name in ("pts", "shm"):
+            os.mkdir(os.path.join(dev, name))
+        for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                             ("stderr", "/proc/self/fd/2"), ("ptmx", "pts/ptmx")):
+            os.symlink(target, os.path.join(dev, name))
+
+    # -- the writable layer ------------------------------------------------------------------------------
+    def mount_root(self) -> None:
+        backend = self.cfg["backend"]
+        rw = os.path.join(self.st, "rw")
+        if backend == "extract":
+            self.extract_root()
+            return
+        S.mount("tmpfs", rw, "tmpfs", S.MS_NOSUID | S.MS_NODEV, f"size={self.cfg['upper_size_mb']}m,mode=0755")
+        os.mkdir(os.path.join(rw, "upper"))
+        os.mkdir(os.path.join(rw, "work"))
+        lowerdir = ":".join(reversed([os.path.join(self.st, "skel"), *self.lowers]))
+        options = f"lowerdir={lowerdir},upperdir={rw}/upper,workdir={rw}/work"
+        if backend == "overlay":
+            S.mount("overlay", self.root, "overlay", 0, options + ",userxattr")
+        else:
+            self.fuse = subprocess.Popen(["fuse-overlayfs", "-f", "-o", options + ",squash_to_root", self.root],
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.PIPE)
+            for _ in range(2000):
+                if os.path.ismount(self.root):
+                    break
+                if self.fuse.poll() is not None:
+                    raise RuntimeError(f"fuse-overlayfs failed: {self.fuse.stderr.read().decode()[-2000:]}")
+                time.sleep(0.001)
+
+    def extract_root(self) -> None:
+        """The paper-style restore: a complete private copy of every layer, made anew for each rollout."""
+        target = self.cfg["extract_dir"]
+        for name in os.listdir(target):
+            path = os.path.join(target, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+        subprocess.run(["cp", "-a", os.path.join(self.st, "skel") + "/.", target], check=True)
+        for layer, lower in zip(self.cfg["layers"], self.lowers):
+            if layer.get("archive"):
+                subprocess.run(["tar", "-xzf", layer["archive"], "-C", target, "--no-same-owner"], check=True)
+            else:
+                subprocess.run(["cp", "-r", "--preserve=mode,timestamps,links", "--no-dereference",
+                                lower + "/.", target], check=True)
+        S.mount(target, self.root, None, S.MS_BIND)
+
+    def unmount_root(self) -> None:
+        S.umount(self.root)
+        if self.fuse is not None:
+            self.fuse.kill()
+            self.fuse.wait()
+            self.fuse = None
+        if self.cfg["backend"] != "extract":
+            S.umount(os.path.join(self.st, "rw"))
+
+    # -- sessions ----------------------------------------------------------------------------------------
+    def start_session(self) -> None:
+        host_end, session_end = socket.socketpair()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                host_end.close()
+                self.ctl.close()
+                S.set_parent_death_signal(signal.SIGKILL)
+                S.unshare(S.CLONE_NEWPID)
+                child = os.fork()
+                if child == 0:
+                    self.session_main(session_end)
+                session_end.close()
+                os.waitpid(child, 0)
+            finally:
+                os._exit(0)
+        session_end.close()
+        self.session_pid = pid
+        protocol.send(self.ctl, {"op": "session", "pid": pid, "upper": os.path.join(self.st, "rw", "upper")},
+                      [host_end.fileno()])
+        host_end.close()
+
+    def session_main(self, sock: socket.socket) -> None:
+        """pid 1 of the new PID namespace: finish the root, drop privileges, supervise the shell."""
+        try:
+            S.set_parent_death_signal(signal.SIGKILL)
+            S.unshare(S.CLONE_NEWNS)
+            S.mount(None, "/", None, S.MS_REC | S.MS_PRIVATE)
+            root = self.root
+            for bind in self.cfg["binds"]:
+                if bind["kind"] == "dir":
+                    bind_readonly(bind["src"], root + bind["dst"])
+            # /proc must be mounted while the host's /proc is still visible (the kernel refuses a fresh proc
+            # mount in a user namespace that would reveal more than an existing one)
+            S.mount("proc", root + "/proc", "proc", S.MS_NOSUID | S.MS_NODEV | S.MS_NOEXEC)
+            S.mount(os.path.join(self.st, "dev"), root + "/dev", None, S.MS_BIND | S.MS_REC)
+            tmp_opts = f"size={self.cfg['tmp_size_mb']}m,mode=1777"
+            S.mount("tmpfs", root + "/tmp", "tmpfs", S.MS_NOSUID | S.MS_NODEV, tmp_opts)
+            S.mount("tmpfs", root + "/dev/shm", "tmpfs", S.MS_NOSUID | S.MS_NODEV | S.MS_NOEXEC, tmp_opts)
+            S.mount("devpts", root + "/dev/pts", "devpts", S.MS_NOSUID | S.MS_NOEXEC,
+                    "newinstance,ptmxmode=0666,mode=620")
+            os.chdir(root)
+            S.pivot_root(".", ".")
+            S.umount(".", S.MNT_DETACH)
+            os.chdir("/")
+            try:  # no nested user namespaces: they would hand the agent fresh capabilities to play with
+                with open("/proc/sys/user/max_user_namespaces", "w") as f:
+                    f.write("0")
+            except OSError:
+                pass
+            S.drop_all_capabilities()
+            S.set_no_new_privs()
+            S.prctl(S.PR_SET_DUMPABLE, 0)
+            supervisor.serve(sock, self.cfg)
+        except BaseException as exc:  # noqa: BLE001 - tell the host, then die
+            try:
+                protocol.send(sock, {"error": f"session setup failed: {type(exc).__name__}: {exc}"})
+            except OSError:
+                pass
+        os._exit(1)
+
+    def stop_session(self, wait: bool) -> None:
+        if self.session_pid:
+            try:
+                os.kill(self.session_pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.session_pid = 0
+        self.reap(block=wait)
+
+    def reap(self, block: bool) -> None:
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, 0 if block else os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+
+    # -- the request loop --------------------------------------------------------------------------------
+    def serve(self) -> None:
+        while True:
+            try:
+                request, _ = protocol.recv(self.ctl)
+            except (protocol.ProtocolError, OSError):
+                return
+            op = request.get("op")
+            try:
+                if op == "session":
+                    self.start_session()
+                elif op == "reset":
+                    self.stop_session(wait=False)
+                    self.unmount_root()
+                    self.mount_root()
+                    self.start_session()
+                elif op == "close":
+                    return
+                else:
+                    protocol.send(self.ctl, {"error": f"unknown request {op!r}"})
+            except Exception as exc:  # noqa: BLE001 - report to the host, keep serving
+                protocol.send(self.ctl, {"error": f"{op} failed: {type(exc).__name__}: {exc}"})
+
+
+def main() -> None:
+    ctl = socket.socket(fileno=int(sys.argv[1]))
+    cfg, _ = protocol.recv(ctl)
+    init = Init(ctl, cfg)
+    try:
+        init.enter_namespaces()
+        init.build_static()
+        init.mount_root()
+    except Exception as exc:  # noqa: BLE001 - the host turns this into a SandboxError
+        protocol.send(ctl, {"error": f"{type(exc).__name__}: {exc}"})
+        sys.exit(1)
+    protocol.send(ctl, {"op": "ready"})
+    try:
+        init.serve()
+    finally:
+        init.stop_session(wait=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+"""SandboxPolicy: the explicit, serialisable policy a sandbox enforces. Safe by default.
+
+The mechanism (namespaces, mounts, the shell) lives elsewhere; this module only says what is allowed.
+A policy travels in configs and Ray calls, so it round-trips to a plain dict.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+BACKENDS = ("auto", "overlay", "fuse-overlayfs", "extract")
+NETWORKS = ("none", "host")
+
+DEFAULT_ENV = {
+    "PATH": "/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "HOME": "/root",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "TERM": "dumb",
+    "PAGER": "cat",
+    "GIT_PAGER": "cat",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    "PIP_NO_INPUT": "1",
+}
+
+
+class SandboxError(RuntimeError):
+    """A sandbox could not do what was asked. The message says what was expected, what happened, and how to fix."""
+
+
+@dataclass
+class SandboxPolicy:
+    """What a sandbox may do and use. Every limit is on by default."""
+
+    backend: str = "auto"
+    """Copy-on-write mechanism: "overlay" (kernel overlayfs, ms resets), "fuse-overlayfs", "extract" (copy or
+    unpack every layer on each start/reset, the paper's per-rollout restore: the baseline for benchmarks), or
+    "auto" (the first of overlay, fuse-overlayfs, extract that works on this host)."""
+
+    network: str = "none"
+    """"none": a private network namespace with only loopback up; "host": the host's network (build steps only)."""
+
+    memory_mb: int = 4096
+    """Memory limit for all processes of the sandbox together (cgroup), or per process (RLIMIT_AS) as fallback."""
+
+    max_processes: int = 512
+    """Maximum number of processes/threads alive at once in the sandbox (cgroup pids, or RLIMIT_NPROC)."""
+
+    cpu_seconds: int = 3600
+    """CPU seconds any one process may use (RLIMIT_CPU); wall-clock is bounded per command by the timeout."""
+
+    max_file_mb: int = 1024
+    """Largest file a process may write (RLIMIT_FSIZE)."""
+
+    upper_size_mb: int = 2048
+    """Size of the writable layer (a tmpfs): a full disk inside never fills the host's."""
+
+    tmp_size_mb: int = 512
+    """Size of the private /tmp and /dev/shm tmpfs each."""
+
+    max_open_files: int = 4096
+    """RLIMIT_NOFILE for every process."""
+
+    command_timeout_s: float = 300.0
+    """Default wall-clock limit of one exec() when the call gives none."""
+
+    max_output_bytes: int = 1_000_000
+    """Most bytes of output kept per exec (half from the head, half from the tail)."""
+
+    host_uid: int = 100000
+    """When the host process is root: the unprivileged host uid (and gid) that the sandbox's uid 0 maps to."""
+
+    uid_count: int = 65536
+    """When the host process is root: how many uids (from host_uid on) the sandbox's user namespace maps."""
+
+    hostname: str = "sandbox"
+    """Hostname inside the sandbox's UTS namespace."""
+
+    ro_binds: tuple[str, ...] = ()
+    """Extra host paths made visible read-only at the same path (e.g. an interpreter prefix for a build)."""
+
+    auto_bind_interpreters: bool = True
+    """Bind, read-only, the interpreter that each virtualenv found in the layers points to (pyvenv.cfg `home`)."""
+
+    system_paths: tuple[str, ...] = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
+    """Host system folders bound read-only (a symlink such as /bin -> usr/bin is recreated as a symlink),
+    unless a layer brings its own."""
+
+    etc_files: tuple[str, ...] = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives",
+                                  "ssl/certs", "ssl/openssl.cnf", "ca-certificates", "mime.types", "protocols", "services")
+    """Entries of the host's /etc copied into the sandbox's minimal /etc (passwd, group, hosts, resolv.conf
+    and nsswitch.conf are generated). Nothing else of the host's /etc is visible."""
+
+    env: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_ENV))
+    """Environment of the sandbox's shell; nothing is inherited from the host process."""
+
+    use_cgroups: bool = True
+    """Use cgroups (v2, or v1 memory+pids) for memory and process limits where the host allows."""
+
+    work_root: str = ""
+    """Host folder for per-sandbox working state; "" means $SWEBOX_WORK_ROOT or /tmp/swebox-<uid>."""
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise SandboxError(f"SandboxPolicy.backend: expected one of {BACKENDS}, found {self.backend!r}")
+        if self.network not in NETWORKS:
+            raise SandboxError(f"SandboxPolicy.network: expected one of {NETWORKS}, found {self.network!r}")
+        for name in ("memory_mb", "max_processes", "cpu_seconds", "max_file_mb", "upper_size_mb",
+                     "tmp_size_mb", "max_open_files", "max_output_bytes", "uid_count"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise SandboxError(f"SandboxPolicy.{name}: expected a positive integer, found {value!r}")
+        if self.command_timeout_s <= 0:
+            raise SandboxError(f"SandboxPolicy.command_timeout_s: expected > 0, found {self.command_timeout_s}")
+        if self.host_uid <= 0:
+            raise SandboxError(
+                f"SandboxPolicy.host_uid: expected an unprivileged host uid (> 0), found {self.host_uid}; "
+                "the sandbox's root must never be host root")
+        self.ro_binds = tuple(str(p) for p in self.ro_binds)
+        self.system_paths = tuple(self.system_paths)
+        self.etc_files = tuple(self.etc_files)
+        for path in self.ro_binds + self.system_paths:
+            if not os.path.isabs(path) or ".." in path.split("/"):
+                raise SandboxError(f"SandboxPolicy: bind paths must be absolute without '..', found {path!r}")
+        for name in self.etc_files:
+            if name.startswith("/") or not name or ".." in name.split("/"):
+                raise SandboxError(f"SandboxPolicy.etc_files: expected relative paths inside /etc, found {name!r}")
+        self.env = {str(k): str(v) for k, v in self.env.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        for key in ("ro_binds", "system_paths", "etc_files"):
+            data[key] = list(data[key])
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SandboxPolicy:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise SandboxError(f"SandboxPolicy: unknown keys {unknown}; valid keys are {sorted(known)}")
+        return cls(**data)
+
+    def resolved_work_root(self) -> str:
+        return self.work_root or os.environ.get("SWEBOX_WORK_ROOT") or f"/tmp/swebox-{os.getuid()}"

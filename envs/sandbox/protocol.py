@@ -1,0 +1,65 @@
+"""Framing for the host <-> in-namespace messages: a 4-byte length, then UTF-8 JSON; file descriptors ride
+along with the first chunk as SCM_RIGHTS. Used by both sides, so standard library only, no relative imports.
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import socket
+import struct
+
+MAX_FDS = 16
+_HEADER = struct.Struct("!I")
+MAX_MESSAGE = 256 * 1024 * 1024
+
+
+class ProtocolError(Exception):
+    """The peer closed the connection or sent something that is not a message."""
+
+
+def send(sock: socket.socket, message: dict, fds: list[int] | tuple[int, ...] = ()) -> None:
+    payload = json.dumps(message, separators=(",", ":")).encode()
+    data = _HEADER.pack(len(payload)) + payload
+    ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
+    sent = sock.sendmsg([data], ancillary)
+    if sent < len(data):
+        sock.sendall(data[sent:])
+
+
+def recv(sock: socket.socket) -> tuple[dict, list[int]]:
+    """Read one message; returns (message, received fds). Raises ProtocolError on EOF or garbage."""
+    fds: list[int] = []
+    data = b""
+    while len(data) < _HEADER.size:
+        chunk, ancdata, _flags, _addr = sock.recvmsg(_HEADER.size - len(data), socket.CMSG_SPACE(MAX_FDS * 4))
+        fds += _fds_of(ancdata)
+        if not chunk:
+            raise ProtocolError("the peer closed the connection")
+        data += chunk
+    (length,) = _HEADER.unpack(data)
+    if length > MAX_MESSAGE:
+        raise ProtocolError(f"message of {length} bytes exceeds the {MAX_MESSAGE} byte limit")
+    payload = bytearray()
+    while len(payload) < length:
+        chunk = sock.recv(min(length - len(payload), 1 << 20))
+        if not chunk:
+            raise ProtocolError("the peer closed the connection mid-message")
+        payload += chunk
+    try:
+        message = json.loads(payload)
+    except ValueError as exc:
+        raise ProtocolError(f"not a JSON message: {exc}") from None
+    if not isinstance(message, dict):
+        raise ProtocolError(f"expected a JSON object, found {type(message).__name__}")
+    return message, fds
+
+
+def _fds_of(ancdata: list) -> list[int]:
+    fds: list[int] = []
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            arr = array.array("i")
+            arr.frombytes(data[: len(data) - (len(data) % arr.itemsize)])
+            fds += list(arr)
+    return fds

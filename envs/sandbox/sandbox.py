@@ -1,0 +1,396 @@
+"""Sandbox: an isolated, writable view of a stack of read-only layers, with one persistent shell.
+
+The host side of the mechanism. It starts nsinit (the process that owns the namespaces and mounts, see
+nsinit.py), writes its id maps, hands it id-mapped lower layers, and talks to the shell session's supervisor.
+Thread-safe per instance: SkyRL runs env calls in a thread pool.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import hostfs, protocol, syscalls
+from .layers import Layer, interpreter_prefix
+from .limits import Limits, sweep_stale_cgroups
+from .policy import SandboxError, SandboxPolicy
+from .probe import choose_backend
+
+NSINIT = str(Path(__file__).with_name("nsinit.py"))
+CGROUP_PREFIX = "swebox-"
+STARTUP_TIMEOUT_S = 60.0
+MAX_READ_BYTES = 256 * 1024 * 1024
+_counter = itertools.count()
+_swept: set[str] = set()
+
+
+@dataclass
+class ExecResult:
+    """What one command did."""
+
+    output: str
+    """stdout and stderr interleaved, invalid UTF-8 replaced; head and tail kept when over the limit."""
+    exit_code: int | None
+    """The command's exit status; None when it timed out or the shell died under it."""
+    timed_out: bool
+    """The command hit its wall-clock limit and its processes were killed."""
+    truncated: bool
+    """The output was longer than the policy's max_output_bytes; the middle was cut."""
+    duration_s: float
+    """Wall-clock seconds from sending the command to its end."""
+
+
+class Sandbox:
+    """An isolated root filesystem made of `layers` (lowest first) plus a writable overlay, and a shell."""
+
+    def __init__(self, layers: list[str | os.PathLike | Layer], policy: SandboxPolicy | None = None) -> None:
+        if isinstance(layers, (str, os.PathLike, Layer)):
+            raise SandboxError("Sandbox(layers=...): expected a list of layers (lowest first), found a single "
+                               f"{type(layers).__name__}; wrap it in a list")
+        self.layers = [Layer.of(layer) for layer in layers]
+        if not self.layers:
+            raise SandboxError("Sandbox(layers=[]): expected at least one layer folder")
+        self.policy = policy or SandboxPolicy()
+        self.backend = ""
+        self._lock = threading.RLock()
+        self._state = "new"
+        self._proc: subprocess.Popen | None = None
+        self._ctl: socket.socket | None = None
+        self._session: socket.socket | None = None
+        self._upper = ""
+        self._dir = ""
+        self._limits: Limits | None = None
+        self._finalizer: weakref.finalize | None = None
+        self._rootless = os.geteuid() != 0
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+    def __enter__(self) -> Sandbox:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def start(self) -> Sandbox:
+        with self._lock:
+            if self._state == "closed":
+                raise SandboxError("start() on a closed sandbox: create a new Sandbox instead")
+            if self._state == "running":
+                return self
+            for layer in self.layers:
+                layer.check()
+            self.backend = choose_backend(self.policy.backend, rootless=self._rootless)
+            try:
+                self._launch()
+            except BaseException:
+                self._teardown()
+                self._state = "closed"
+                raise
+            self._state = "running"
+            return self
+
+    def _launch(self) -> None:
+        work_root = self.policy.resolved_work_root()
+        os.makedirs(work_root, mode=0o711, exist_ok=True)
+        if work_root not in _swept:
+            _sweep_stale_dirs(work_root)
+            sweep_stale_cgroups(CGROUP_PREFIX)
+            _swept.add(work_root)
+        name = f"{os.getpid()}-{next(_counter)}-{os.urandom(3).hex()}"
+        self._dir = os.path.join(work_root, name)
+        os.makedirs(os.path.join(self._dir, "mnt"))
+        extract_dir = os.path.join(self._dir, "extract")
+        if self.backend == "extract":
+            os.mkdir(extract_dir, 0o755)
+            if not self._rootless:
+                os.chown(extract_dir, self.policy.host_uid, self.policy.host_uid)
+        self._limits = Limits.create(self.policy, CGROUP_PREFIX + name)
+        for layer in self.layers:
+            layer.acquire()
+        host_end, init_end = socket.socketpair()
+        self._ctl = host_end
+        self._proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", NSINIT, str(init_end.fileno())], pass_fds=[init_end.fileno()],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            close_fds=True, start_new_session=True, env={})
+        init_end.close()
+        self._finalizer = weakref.finalize(self, _emergency_cleanup, self._proc, self._limits, self._dir)
+        self._limits.add_process(self._proc.pid)
+        protocol.send(host_end, self._init_config(extract_dir))
+        host_end.settimeout(STARTUP_TIMEOUT_S)
+        reply = self._recv(host_end, "starting the sandbox")
+        if reply.get("op") == "userns_ready":
+            fds, idmapped = self._map_ids()
+            try:
+                protocol.send(host_end, {"idmapped": idmapped}, fds)
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            reply = self._recv(host_end, "starting the sandbox")
+        if reply.get("op") != "ready":
+            raise SandboxError(f"the sandbox did not start: {reply.get('error', reply)}; see docs/sandbox.md "
+                               "for the host features each backend needs, or try SandboxPolicy(backend='extract')")
+        self._new_session({"op": "session"})
+
+    def _init_config(self, extract_dir: str) -> dict:
+        p = self.policy
+        return {
+            "staging": os.path.join(self._dir, "mnt"), "extract_dir": extract_dir, "backend": self.backend,
+            "map_self": self._rootless, "outer_uid": os.getuid(), "outer_gid": os.getgid(),
+            "layers": [{"path": str(layer.path), "archive": str(layer.archive) if layer.archive else None}
+                       for layer in self.layers],
+            "binds": self._binds(), "etc": self._etc(), "network": p.network, "hostname": p.hostname,
+            "upper_size_mb": p.upper_size_mb, "tmp_size_mb": p.tmp_size_mb, "env": p.env,
+            "rlimits": self._limits.rlimits(), "max_output_bytes": p.max_output_bytes,
+        }
+
+    def _binds(self) -> list[dict]:
+        binds = []
+        for path in self.policy.system_paths:
+            if not os.path.lexists(path) or any(os.path.lexists(str(layer.path) + path) for layer in self.layers):
+                continue
+            if os.path.islink(path):
+                binds.append({"kind": "symlink", "dst": path, "target": os.readlink(path)})
+            elif os.path.isdir(path):
+                binds.append({"kind": "dir", "src": path, "dst": path})
+        system = [b["dst"] for b in binds]
+        extra = list(self.policy.ro_binds)
+        if self.policy.auto_bind_interpreters:
+            extra += [interpreter_prefix(home) for layer in self.layers for home in layer.venv_homes()]
+        for path in dict.fromkeys(os.path.realpath(p) for p in extra):
+            if any(path == s or path.startswith(s + "/") for s in system):
+                continue  # already visible through a system bind (e.g. /usr/bin/python3)
+            if not os.path.isdir(path):
+                raise SandboxError(f"read-only bind {path!r}: expected a host directory, found "
+                                   f"{'a file' if os.path.exists(path) else 'nothing'}; bind its folder instead")
+            binds.append({"kind": "dir", "src": path, "dst": path})
+        return binds
+
+    def _etc(self) -> dict:
+        etc: dict = {
+            "passwd": "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+            "group": "root:x:0:\nnogroup:x:65534:\n",
+            "hostname": self.policy.hostname + "\n",
+            "hosts": f"127.0.0.1 localhost\n::1 localhost\n127.0.1.1 {self.policy.hostname}\n",
+            "nsswitch.conf": "passwd: files\ngroup: files\nhosts: files dns\n",
+            "resolv.conf": "",
+        }
+        if self.policy.network == "host" and os.path.exists("/etc/resolv.conf"):
+            etc["resolv.conf"] = {"copy": "/etc/resolv.conf"}
+        for name in self.policy.etc_files:
+            if os.path.lexists(f"/etc/{name}"):
+                etc[name] = {"copy": f"/etc/{name}"}
+        return etc
+
+    def _map_ids(self) -> tuple[list[int], list[int]]:
+        """As host root: map the sandbox's ids to unprivileged host ids, and id-map root-owned layers."""
+        pid, p = self._proc.pid, self.policy
+        for kind in ("uid_map", "gid_map"):
+            with open(f"/proc/{pid}/{kind}", "w") as f:
+                f.write(f"0 {p.host_uid} {p.uid_count}")
+        userns = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+        fds, idmapped = [], []
+        try:
+            for i, layer in enumerate(self.layers):
+                if os.stat(layer.path).st_uid != 0:
+                    continue  # already owned by the mapped ids (e.g. a squashfs built with -force-uid)
+                flags = syscalls.OPEN_TREE_CLONE | syscalls.OPEN_TREE_CLOEXEC | syscalls.AT_RECURSIVE
+                fd = syscalls.open_tree(str(layer.path), flags)
+                try:
+                    syscalls.mount_setattr_idmap(fd, userns)
+                except OSError:
+                    os.close(fd)  # this filesystem cannot be id-mapped: files show as nobody, read-only
+                    continue
+                fds.append(fd)
+                idmapped.append(i)
+        finally:
+            os.close(userns)
+        return fds, idmapped
+
+    def _recv(self, sock: socket.socket, doing: str) -> dict:
+        try:
+            reply, fds = protocol.recv(sock)
+        except (protocol.ProtocolError, OSError) as exc:
+            raise SandboxError(f"{doing}: the sandbox process went away ({exc})") from None
+        for fd in fds:
+            os.close(fd)
+        if "error" in reply:
+            raise SandboxError(f"{doing}: {reply['error']}")
+        return reply
+
+    def _new_session(self, request: dict) -> None:
+        protocol.send(self._ctl, request)
+        try:
+            reply, fds = protocol.recv(self._ctl)
+        except (protocol.ProtocolError, OSError) as exc:
+            raise SandboxError(f"{request['op']}: the sandbox process went away ({exc})") from None
+        if "error" in reply or not fds:
+            for fd in fds:
+                os.close(fd)
+            raise SandboxError(f"{request['op']}: {reply.get('error', 'no session was started')}")
+        if self._session is not None:
+            self._session.close()
+        self._session = socket.socket(fileno=fds[0])
+        self._upper = reply["upper"]
+        for fd in fds[1:]:
+            os.close(fd)
+
+    def reset(self) -> None:
+        """Back to exactly the layers' state: the writable layer is dropped and every process is gone."""
+        with self._lock:
+            self._require_running("reset")
+            self._new_session({"op": "reset"})
+
+    def close(self) -> None:
+        """Stop everything and remove every trace; safe to call twice."""
+        with self._lock:
+            if self._state == "closed":
+                return
+            self._state = "closed"
+            self._teardown()
+
+    def _teardown(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+        if self._ctl is not None:
+            try:
+                protocol.send(self._ctl, {"op": "close"})
+            except OSError:
+                pass
+            self._ctl.close()
+            self._ctl = None
+        if self._finalizer is not None:
+            self._finalizer()
+        elif self._dir:
+            _emergency_cleanup(self._proc, self._limits, self._dir)
+        if self._limits is not None:
+            for layer in self.layers:
+                layer.release()
+            self._limits = None
+
+    def _require_running(self, what: str) -> None:
+        if self._state == "closed":
+            raise SandboxError(f"{what}() on a closed sandbox: create a new Sandbox instead")
+        if self._state != "running":
+            self.start()
+
+    # -- commands ---------------------------------------------------------------------------------------
+    def exec(self, command: str, timeout: float | None = None) -> ExecResult:
+        """Run `command` in the persistent shell (stdin is /dev/null); never raises for what the command does."""
+        timeout = float(timeout if timeout is not None else self.policy.command_timeout_s)
+        if timeout <= 0:
+            raise SandboxError(f"exec(timeout={timeout}): expected a positive number of seconds")
+        with self._lock:
+            self._require_running("exec")
+            started = time.monotonic()
+            try:
+                protocol.send(self._session, {"op": "exec", "command": command, "timeout": timeout})
+                self._session.settimeout(timeout + 30.0)
+                reply, _ = protocol.recv(self._session)
+            except (protocol.ProtocolError, OSError) as exc:
+                # the supervisor itself died (e.g. chosen by the OOM killer): new shell, same files
+                self._new_session({"op": "session"})
+                return ExecResult(f"[swebox: the sandbox's shell session died ({exc}); a new one was started "
+                                  "on the same files]\n", None, False, False, time.monotonic() - started)
+            if "error" in reply:
+                raise SandboxError(f"exec: {reply['error']}")
+            return ExecResult(reply["output"], reply["exit_code"], reply["timed_out"], reply["truncated"],
+                              reply["duration_s"])
+
+    # -- files --------------------------------------------------------------------------------------------
+    def _root_view(self) -> str:
+        """The sandbox's persistent root as the host can reach it (through nsinit's mount namespace)."""
+        if self.backend == "extract":
+            return os.path.join(self._dir, "extract")
+        return f"/proc/{self._proc.pid}/root{self._dir}/mnt/root"
+
+    def read_file(self, path: str, max_bytes: int = MAX_READ_BYTES) -> bytes:
+        """Read a file of the sandbox's filesystem (not /tmp, /proc or /dev); links never lead out of it."""
+        with self._lock:
+            self._require_running("read_file")
+            return hostfs.read_file(self._root_view(), path, max_bytes)
+
+    def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
+        """Create or replace a file; its folder must exist. Links never lead out of the sandbox."""
+        if isinstance(data, str):
+            data = data.encode()
+        with self._lock:
+            self._require_running("write_file")
+            owner = None if self._rootless else (self.policy.host_uid, self.policy.host_uid)
+            hostfs.write_file(self._root_view(), path, data, mode, owner)
+
+    def snapshot(self) -> Layer:
+        """Freeze the current filesystem changes into a new read-only Layer (processes are not included)."""
+        with self._lock:
+            self._require_running("snapshot")
+            snaps = os.path.join(self.policy.resolved_work_root(), "snapshots")
+            os.makedirs(snaps, mode=0o700, exist_ok=True)
+            target = os.path.join(snaps, f"{os.getpid()}-{next(_counter)}-{os.urandom(3).hex()}")
+            if self.backend == "extract":
+                source = self._root_view()  # the extract backend has no delta: the whole tree is the state
+            else:
+                source = f"/proc/{self._proc.pid}/root{self._upper}"
+            base, count = (os.getuid(), 1) if self._rootless else (self.policy.host_uid, self.policy.uid_count)
+            try:
+                hostfs.copy_tree(source, target, base, count)
+            except BaseException:
+                import shutil
+
+                shutil.rmtree(target, ignore_errors=True)
+                raise
+            return Layer(Path(target), name=f"snapshot-of-{self.layers[-1].name}", ephemeral=True)
+
+    def fork(self) -> Sandbox:
+        """A new, started Sandbox whose layers are mine plus a snapshot of my current state."""
+        snap = self.snapshot()
+        layers = [snap] if self.backend == "extract" else [*self.layers, snap]
+        try:
+            return Sandbox(layers, self.policy).start()
+        finally:
+            if snap._users == 0:  # the child failed to start: nobody will release it
+                snap.acquire()
+                snap.release()
+
+    def limits_in_force(self) -> dict[str, str]:
+        """Which mechanism enforces each limit of the policy on this host (cgroup, rlimit, tmpfs, timeout)."""
+        with self._lock:
+            self._require_running("limits_in_force")
+            return dict(self._limits.enforced_by)
+
+    @property
+    def pid(self) -> int:
+        """Host pid of nsinit, the process that holds the sandbox's namespaces."""
+        return self._proc.pid if self._proc else 0
+
+
+def _emergency_cleanup(proc: subprocess.Popen | None, limits: Limits | None, folder: str) -> None:
+    if proc is not None and proc.poll() is None:
+        try:
+            proc.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if limits is not None:
+        limits.release()
+    if folder:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _sweep_stale_dirs(work_root: str) -> None:
+    """Remove working folders of sandboxes whose owning process died without closing them."""
+    import shutil
+
+    for name in os.listdir(work_root):
+        owner = name.split("-", 1)[0]
+        if owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
+            shutil.rmtree(os.path.join(work_root, name), ignore_errors=True)
