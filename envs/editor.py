@@ -129,10 +129,11 @@ class Editor:
                 "and indentation, and view the file to copy the exact text."
             )
         if len(starts) > 1:
-            lines = ", ".join(str(text.count("\n", 0, i) + 1) for i in starts)
+            numbers = sorted({text.count("\n", 0, i) + 1 for i in starts})
+            where = ("line " if len(numbers) == 1 else "lines ") + ", ".join(map(str, numbers))
             raise EditorError(
-                f"No replacement was performed: old_str occurs {len(starts)} times in {path}, at lines "
-                f"{lines}. Include more surrounding lines in old_str so that it occurs exactly once."
+                f"No replacement was performed: old_str occurs {len(starts)} times in {path}, at {where}. "
+                "Include more surrounding lines in old_str so that it occurs exactly once."
             )
         new_text = text[: starts[0]] + new_str + text[starts[0] + len(old_str) :]
         self._save(path, before, new_text)
