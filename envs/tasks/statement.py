@@ -69,9 +69,7 @@ def frames_in_tests(traceback: str) -> list[str]:
             if keep_frame:
                 kept.append(line)
             continue
-        if line.startswith("E ") or line == "E":
-            kept.append(line)
-        elif keep_frame and line.strip():
+        if line.startswith("E ") or line == "E" or keep_frame and line.strip():
             kept.append(line)
     return kept
 

@@ -7,14 +7,13 @@ import sys
 import textwrap
 
 import pytest
-
 from swebox.envs.tasks.statement import (
     Failure,
+    frames_in_tests,
     hidden_lines,
     junit_details,
     problem_statement,
     scrub,
-    frames_in_tests,
 )
 
 TRACE = textwrap.dedent("""\
@@ -109,9 +108,10 @@ def test_statement_needs_a_failure():
 def test_junit_details_reads_failures_and_errors():
     xml = b"""<?xml version="1.0"?><testsuites><testsuite>
       <testcase classname="tests.test_a" name="test_ok"/>
-      <testcase classname="tests.test_a" name="test_bad"><failure message="assert 1 == 2">E   assert 1 == 2</failure>
-      </testcase>
-      <testcase classname="tests.test_a.TestX" name="test_err"><error message="fixture boom">trace</error></testcase>
+      <testcase classname="tests.test_a" name="test_bad">
+        <failure message="assert 1 == 2">E   assert 1 == 2</failure></testcase>
+      <testcase classname="tests.test_a.TestX" name="test_err">
+        <error message="fixture boom">trace</error></testcase>
     </testsuite></testsuites>"""
     assert junit_details(xml) == {
         ("tests.test_a", "test_bad"): ("assert 1 == 2", "E   assert 1 == 2"),
