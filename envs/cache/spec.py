@@ -1,0 +1,117 @@
+"""EnvSpec: what identifies a built environment (repository snapshot + interpreter + install recipe).
+
+Many tasks share one environment; its key is a hash of the canonical JSON of the spec, so two specs that
+would build the same layer get the same key and the layer is built once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+_PYPI = re.compile(r"^pypi:(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z0-9][A-Za-z0-9.+!_-]*)$")
+_PYTHON = re.compile(r"^3\.\d+(\.\d+)?$")
+_COMMIT = re.compile(r"^[0-9a-f]{7,64}$")
+
+
+def source_kind(source: str) -> str:
+    """``"pypi"``, ``"local"`` (an absolute path to a git repository) or ``"git"`` (a ``git+`` URL)."""
+    if source.startswith("pypi:"):
+        return "pypi"
+    if source.startswith("git+"):
+        return "git"
+    if source.startswith("/"):
+        return "local"
+    raise ValueError(
+        f"EnvSpec.source: expected 'pypi:NAME==VERSION', an absolute path to a local git repository or "
+        f"'git+https://...'; found {source!r}. Fix the task's env.source."
+    )
+
+
+def parse_pypi(source: str) -> tuple[str, str]:
+    """``"pypi:toolz==1.0.0"`` -> ``("toolz", "1.0.0")``."""
+    match = _PYPI.match(source)
+    if not match:
+        raise ValueError(
+            f"EnvSpec.source: expected 'pypi:NAME==VERSION' with an exact pin; found {source!r}. "
+            f"Pin one version, e.g. 'pypi:toolz==1.0.0'."
+        )
+    return match["name"], match["version"]
+
+
+def _str_tuple(name: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+        raise ValueError(
+            f"EnvSpec.{name}: expected a list of strings (one command or requirement each); found {value!r}."
+        )
+    return tuple(value)
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """The identity of an environment layer: repository snapshot, interpreter, install recipe."""
+
+    source: str
+    """'pypi:toolz==1.2.0' | '/abs/path/to/local/git/repo' | 'git+https://...' (online only)."""
+    commit: str = ""
+    """Git snapshot for local/git sources; '' for pypi (the pinned version is the snapshot)."""
+    python: str = "3.11"
+    """Interpreter version, '3.11' (any 3.11.x on the host) or '3.11.7' (exactly that one)."""
+    install: tuple[str, ...] = ("pip install -e .",)
+    """Shell commands run in /testbed with /venv activated."""
+    test_deps: tuple[str, ...] = ("pytest",)
+    """Extra pip requirements for the test runner."""
+    setup: tuple[str, ...] = field(default=())
+    """Extra shell commands after install (per-project recipes)."""
+
+    def __post_init__(self) -> None:
+        for name in ("install", "test_deps", "setup"):
+            object.__setattr__(self, name, _str_tuple(name, getattr(self, name)))
+        kind = source_kind(self.source)
+        if kind == "pypi":
+            parse_pypi(self.source)
+            if self.commit:
+                raise ValueError(
+                    f"EnvSpec.commit: expected '' for a PyPI source (the version pin is the snapshot); "
+                    f"found {self.commit!r}. Drop the commit."
+                )
+        elif not _COMMIT.match(self.commit):
+            raise ValueError(
+                f"EnvSpec.commit: expected a hex commit id (7-64 chars) for a git source {self.source!r}; "
+                f"found {self.commit!r}. Pin the snapshot, e.g. `git -C REPO rev-parse HEAD`."
+            )
+        if not _PYTHON.match(self.python):
+            raise ValueError(
+                f"EnvSpec.python: expected a version like '3.11' or '3.11.7'; found {self.python!r}."
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able dict (tuples become lists)."""
+        return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
+                for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EnvSpec:
+        """Inverse of :meth:`to_dict`; unknown or missing keys are errors that name the key."""
+        if not isinstance(d, dict):
+            raise ValueError(f"EnvSpec.from_dict: expected a dict; found {type(d).__name__}: {d!r}.")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ValueError(f"EnvSpec.from_dict: unknown keys {unknown}; expected a subset of "
+                             f"{sorted(names)}.")
+        if "source" not in d:
+            raise ValueError(f"EnvSpec.from_dict: missing key 'source' in {d!r}.")
+        return cls(**d)
+
+    def canonical_json(self) -> str:
+        """Sorted keys, no whitespace: the bytes the key is a hash of."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    def key(self) -> str:
+        """``"env-"`` + first 20 hex digits of sha256 of the canonical JSON."""
+        return "env-" + hashlib.sha256(self.canonical_json().encode()).hexdigest()[:20]

@@ -1,0 +1,345 @@
+"""LayerStore: a folder (local disk or shared filesystem) of packed layers and their manifests.
+
+Layout (``root/``)::
+
+    blobs/ab/<sha256>.<format>    packed layers, content-addressed (identical layers are stored once)
+    manifests/<key>.json          one per complete layer; written last, so its presence means "complete"
+    logs/<key>.log                the build log
+    failed/<key>.json             a build that failed for a reason in its spec (with the log tail)
+    locks/<key>.lock              fcntl locks: one builder per key across processes and Ray workers
+    tmp/                          packing in progress (same filesystem as blobs/, so rename is atomic)
+
+Publication: pack into tmp/, fsync, rename into blobs/, then write the manifest the same way. A crash, a
+SIGKILL or a full disk at any point leaves at most a stray file in tmp/ or an unreferenced blob, never a
+manifest without a complete blob; ``gc`` sweeps the strays.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .packing import FORMATS, MAPPED_ROOT_UID, check_format, fsync_path, pack, sha256_file
+
+BUILDER_VERSION = "1"
+"""Bumped when the builder's output layout changes, so old layers are recognisable."""
+ORPHAN_GRACE_S = 600.0
+"""Unreferenced blobs younger than this may belong to a publish in progress; gc leaves them."""
+
+
+class BuildFailure(RuntimeError):
+    """A build that failed because of its spec (e.g. pip install failed); recorded, not retried forever."""
+
+    def __init__(self, message: str, log: str = "") -> None:
+        super().__init__(message)
+        self.log = log
+
+
+class LayerBuildFailed(RuntimeError):
+    """The key has a recorded failed build; pass force=True (``--force``) to try again."""
+
+
+class LayerCorruptError(RuntimeError):
+    """A packed layer's bytes do not match its manifest."""
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """One complete layer in a store."""
+
+    key: str
+    """The layer's key (``env-...`` or ``task-...``)."""
+    format: str
+    """One of FORMATS."""
+    sha256: str
+    """Hex digest of the packed file; also its name in blobs/."""
+    size: int
+    """Bytes of the packed file."""
+    files: int
+    """Entries in the packed tree."""
+    created: float
+    """Unix time of publication."""
+    tree_bytes: int = 0
+    """Bytes of regular files in the unpacked tree (what a tar format occupies once unpacked)."""
+    builder_version: str = BUILDER_VERSION
+    """BUILDER_VERSION of the code that built it."""
+    build_log: str = ""
+    """Path of the build log relative to the store root ('' when none)."""
+    kind: str = "layer"
+    """'env', 'task' or 'layer'."""
+    parent: str = ""
+    """Key of the layer this one sits on (a task layer's env layer), '' for none."""
+    meta: dict[str, Any] = field(default_factory=dict)
+    """Free-form facts about the layer (e.g. the EnvSpec dict, pip freeze size)."""
+
+    def __post_init__(self) -> None:
+        check_format(self.format)
+
+    @property
+    def blob(self) -> str:
+        """Path of the packed file relative to the store root."""
+        return f"blobs/{self.sha256[:2]}/{self.sha256}.{self.format}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Manifest:
+        return cls(**d)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.rename(tmp, path)
+    fsync_path(path.parent)
+
+
+def _disk_full_hint(exc: OSError, what: str, root: Path) -> OSError:
+    if exc.errno == errno.ENOSPC:
+        return OSError(errno.ENOSPC, f"disk full while {what} in {root}: nothing was published; free space "
+                                     f"(e.g. `swebox cache gc --keep-gb N`) and build again")
+    return exc
+
+
+class LayerStore:
+    """Packed layers + manifests in a folder; see the module docstring for the layout."""
+
+    def __init__(self, root: str | Path, fmt: str = "squashfs", owner: int | None = MAPPED_ROOT_UID) -> None:
+        self.root = Path(root).absolute()
+        self.fmt = check_format(fmt)
+        self.owner = owner
+        for sub in ("blobs", "manifests", "logs", "failed", "locks", "tmp"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+
+    def __repr__(self) -> str:
+        return f"LayerStore({str(self.root)!r}, fmt={self.fmt!r})"
+
+    # ---- reading
+    def get(self, key: str) -> Manifest | None:
+        path = self.root / "manifests" / f"{key}.json"
+        try:
+            return Manifest.from_dict(json.loads(path.read_text()))
+        except FileNotFoundError:
+            return None
+
+    def require(self, key: str) -> Manifest:
+        manifest = self.get(key)
+        if manifest is None:
+            failure = self.failure(key)
+            why = f"its last build failed: {failure['error']}" if failure else "it was never built"
+            raise KeyError(f"layer {key} is not in the store {self.root} ({why}); run `swebox cache build`.")
+        return manifest
+
+    def blob_path(self, manifest: Manifest) -> Path:
+        return self.root / manifest.blob
+
+    def ls(self) -> list[Manifest]:
+        found = (self.get(p.stem) for p in sorted((self.root / "manifests").glob("*.json")))
+        return [m for m in found if m is not None]
+
+    def touch(self, key: str) -> None:
+        """Mark a layer as used now (the manifest's mtime orders gc's least-recently-used eviction)."""
+        with contextlib.suppress(FileNotFoundError):
+            os.utime(self.root / "manifests" / f"{key}.json")
+
+    # ---- failures
+    def failure(self, key: str) -> dict[str, Any] | None:
+        try:
+            return json.loads((self.root / "failed" / f"{key}.json").read_text())
+        except FileNotFoundError:
+            return None
+
+    def mark_failed(self, key: str, error: str, log: str = "", tail_lines: int = 40) -> None:
+        tail = "\n".join(log.splitlines()[-tail_lines:])
+        record = {"key": key, "error": error, "log_tail": tail, "time": time.time()}
+        _write_atomic(self.root / "failed" / f"{key}.json", json.dumps(record, indent=1).encode())
+        if log:
+            _write_atomic(self.root / "logs" / f"{key}.log", log.encode())
+
+    def clear_failure(self, key: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            (self.root / "failed" / f"{key}.json").unlink()
+
+    # ---- writing
+    @contextlib.contextmanager
+    def lock(self, key: str) -> Iterator[None]:
+        """Exclusive per-key lock shared by every process that uses this store folder."""
+        with open(self.root / "locks" / f"{key}.lock", "a+") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    def publish(self, key: str, layer_dir: str | Path, *, kind: str = "layer", parent: str = "",
+                meta: dict[str, Any] | None = None, log: str = "", include: Sequence[str] | None = None,
+                fmt: str | None = None) -> Manifest:
+        """Pack ``layer_dir`` and publish it under ``key`` atomically. Call with :meth:`lock` held."""
+        fmt = check_format(fmt or self.fmt)
+        tmp = self.root / "tmp" / f"{key}.{os.getpid()}.{time.monotonic_ns()}.{fmt}"
+        try:
+            packed = pack(Path(layer_dir), tmp, fmt, owner=self.owner, include=include)
+            manifest = Manifest(key=key, format=fmt, sha256=packed.sha256, size=packed.size,
+                                files=packed.files, tree_bytes=packed.tree_bytes,
+                                created=time.time(), build_log=f"logs/{key}.log" if log else "", kind=kind,
+                                parent=parent, meta=dict(meta or {}))
+            blob = self.blob_path(manifest)
+            blob.parent.mkdir(exist_ok=True)
+            os.rename(tmp, blob)  # an identical blob already there is replaced by identical bytes
+            fsync_path(blob.parent)
+            if log:
+                _write_atomic(self.root / "logs" / f"{key}.log", log.encode())
+            self._write_manifest(manifest)
+        except OSError as e:
+            raise _disk_full_hint(e, f"publishing layer {key}", self.root) from e
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+        self.clear_failure(key)
+        return manifest
+
+    def _write_manifest(self, manifest: Manifest) -> None:
+        data = json.dumps(manifest.to_dict(), indent=1, sort_keys=True).encode()
+        _write_atomic(self.root / "manifests" / f"{manifest.key}.json", data)
+
+    def build(self, key: str, build_fn: Callable[[Callable[..., Manifest]], Manifest], *,
+              force: bool = False) -> Manifest:
+        """Build ``key`` once across processes: lock, reuse if present, else build and publish.
+
+        ``build_fn(publish)`` builds the layer and calls ``publish(layer_dir=..., kind=..., log=...)``
+        (the keyword arguments of :meth:`publish`) while its build folder still exists, returning the
+        manifest. A :class:`BuildFailure` it raises is recorded; the key then fails fast until ``force``.
+        Other errors (disk full, interrupts) are not recorded: they say nothing about the spec.
+        """
+        with self.lock(key):
+            manifest = self.get(key)
+            if manifest is not None and not force:
+                return manifest
+            failure = self.failure(key)
+            if failure is not None and not force:
+                raise LayerBuildFailed(
+                    f"layer {key} failed to build before: {failure['error']}\n--- build log tail ---\n"
+                    f"{failure['log_tail']}\n(fix the spec, or retry with --force / force=True)"
+                )
+            try:
+                return build_fn(lambda **publish_args: self.publish(key, **publish_args))
+            except BuildFailure as e:
+                self.mark_failed(key, str(e), e.log)
+                raise
+
+    def remove(self, key: str) -> None:
+        """Delete a layer's manifest and log, and its blob unless another manifest shares it."""
+        manifest = self.get(key)
+        with contextlib.suppress(FileNotFoundError):
+            (self.root / "manifests" / f"{key}.json").unlink()
+        with contextlib.suppress(FileNotFoundError):
+            (self.root / "logs" / f"{key}.log").unlink()
+        if manifest is not None and all(m.sha256 != manifest.sha256 for m in self.ls()):
+            with contextlib.suppress(FileNotFoundError):
+                self.blob_path(manifest).unlink()
+
+    # ---- maintenance
+    def verify(self, keys: Iterable[str] | None = None, remove_bad: bool = False) -> list[tuple[str, str]]:
+        """Re-hash blobs; returns ``(key, problem)`` for each bad layer (removed when ``remove_bad``)."""
+        manifests = self.ls() if keys is None else [self.require(k) for k in keys]
+        bad = []
+        for m in manifests:
+            path = self.blob_path(m)
+            if not path.exists():
+                bad.append((m.key, f"missing blob {path}"))
+            elif path.stat().st_size != m.size:
+                bad.append((m.key, f"{path} has {path.stat().st_size} bytes, manifest says {m.size}"))
+            elif sha256_file(path) != m.sha256:
+                bad.append((m.key, f"{path} sha256 differs from the manifest"))
+        if remove_bad:
+            for key, _ in bad:
+                self.remove(key)
+        return bad
+
+    def total_bytes(self) -> int:
+        return sum(m.size for m in {m.sha256: m for m in self.ls()}.values())
+
+    def gc(self, keep_bytes: int, protect: Iterable[str] = ()) -> list[str]:
+        """Sweep stray temporaries and unreferenced blobs, then evict least-recently-used layers until
+        the store holds at most ``keep_bytes``. Returns the removed keys."""
+        for tmp in (self.root / "tmp").iterdir():
+            self._remove_stray_tmp(tmp)
+        referenced = {m.blob for m in self.ls()}
+        for blob in (self.root / "blobs").glob("*/*"):
+            rel = blob.relative_to(self.root).as_posix()
+            if rel not in referenced and time.time() - blob.stat().st_mtime > ORPHAN_GRACE_S:
+                blob.unlink()
+        keep = set(protect)
+        by_age = sorted(self.ls(), key=lambda m: (self.root / "manifests" / f"{m.key}.json").stat().st_mtime)
+        removed = []
+        for m in by_age:
+            if self.total_bytes() <= keep_bytes:
+                break
+            if m.key not in keep:
+                with self.lock(m.key):
+                    self.remove(m.key)
+                removed.append(m.key)
+        return removed
+
+    def _remove_stray_tmp(self, tmp: Path) -> None:
+        key = tmp.name.lstrip(".").split(".")[0]
+        with open(self.root / "locks" / f"{key}.lock", "a+") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return  # a build of this key is running: its temporary is live
+            tmp.unlink(missing_ok=True)
+
+
+def copy_layers(src: LayerStore, dst: LayerStore, keys: Iterable[str] | None = None,
+                on_layer: Callable[[Manifest], None] | None = None) -> list[Manifest]:
+    """Copy layers (blob, log, manifest) from ``src`` to ``dst`` with verification: export and import."""
+    copied = []
+    for m in (src.ls() if keys is None else [src.require(k) for k in keys]):
+        with dst.lock(m.key):
+            have = dst.get(m.key)
+            if have is None or have.sha256 != m.sha256:
+                _copy_one(src, dst, m)
+                copied.append(m)
+        if on_layer:
+            on_layer(m)
+    return copied
+
+
+def _copy_one(src: LayerStore, dst: LayerStore, m: Manifest) -> None:
+    tmp = dst.root / "tmp" / f"{m.key}.{os.getpid()}.import.{m.format}"
+    try:
+        shutil.copyfile(src.blob_path(m), tmp)
+        fsync_path(tmp)
+        if sha256_file(tmp) != m.sha256:
+            raise LayerCorruptError(f"{src.blob_path(m)} does not match its manifest (sha256); not copied. "
+                                    f"Run `swebox cache verify` on {src.root} and rebuild the layer.")
+        blob = dst.blob_path(m)
+        blob.parent.mkdir(exist_ok=True)
+        os.rename(tmp, blob)
+        fsync_path(blob.parent)
+        if m.build_log and (src.root / m.build_log).exists():
+            _write_atomic(dst.root / m.build_log, (src.root / m.build_log).read_bytes())
+        dst._write_manifest(m)
+    except OSError as e:
+        raise _disk_full_hint(e, f"copying layer {m.key}", dst.root) from e
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def available_formats() -> tuple[str, ...]:
+    """Formats this host can pack: squashfs needs mksquashfs; tar formats need tar + zstd/gzip."""
+    return tuple(f for f in FORMATS if f != "squashfs" or shutil.which("mksquashfs"))
