@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +36,8 @@ class Layer:
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
+        # an unused snapshot is deleted when garbage-collected or at interpreter exit
+        self._cleanup = weakref.finalize(self, shutil.rmtree, str(self.path), True) if self.ephemeral else None
         if self.archive is not None:
             self.archive = Path(self.archive)
         self.name = self.name or self.path.name
@@ -54,6 +57,8 @@ class Layer:
     def persist(self) -> Layer:
         """Keep this snapshot after its sandboxes close (the caller now owns the folder)."""
         self.ephemeral = False
+        if self._cleanup is not None:
+            self._cleanup.detach()
         return self
 
     def acquire(self) -> None:
@@ -64,8 +69,8 @@ class Layer:
         with self._lock:
             self._users -= 1
             last = self._users <= 0
-        if last and self.ephemeral:
-            shutil.rmtree(self.path, ignore_errors=True)
+        if last and self.ephemeral and self._cleanup is not None:
+            self._cleanup()
 
     def venv_homes(self) -> list[str]:
         """Interpreter folders that virtualenvs in this layer point to (pyvenv.cfg `home`); scanned once."""

@@ -161,15 +161,18 @@ class Init:
         if backend == "overlay":
             S.mount("overlay", self.root, "overlay", 0, options + ",userxattr")
         else:
-            self.fuse = subprocess.Popen(["fuse-overlayfs", "-f", "-o", options + ",squash_to_root", self.root],
-                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.PIPE)
-            for _ in range(2000):
-                if os.path.ismount(self.root):
-                    break
-                if self.fuse.poll() is not None:
-                    raise RuntimeError(f"fuse-overlayfs failed: {self.fuse.stderr.read().decode()[-2000:]}")
-                time.sleep(0.001)
+            self.mount_fuse(options)
+
+    def mount_fuse(self, options: str) -> None:
+        self.fuse = subprocess.Popen(["fuse-overlayfs", "-f", "-o", options + ",squash_to_root", self.root],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for _ in range(5000):  # mounted once the daemon serves it
+            if os.path.ismount(self.root):
+                return
+            if self.fuse.poll() is not None:
+                raise RuntimeError(f"fuse-overlayfs failed: {self.fuse.stderr.read().decode()[-2000:]}")
+            time.sleep(0.001)
+        raise RuntimeError("fuse-overlayfs did not mount within 5 s")
 
     def extract_root(self) -> None:
         """The paper-style restore: a complete private copy of every layer, made anew for each rollout."""

@@ -43,7 +43,12 @@ def overlay_available() -> bool:
 
 
 def fuse_overlayfs_available() -> bool:
-    return shutil.which("fuse-overlayfs") is not None and os.path.exists("/dev/fuse")
+    # the daemon runs as the sandbox's unprivileged root, so /dev/fuse must be open to everyone (0666)
+    try:
+        world_rw = os.stat("/dev/fuse").st_mode & 0o006 == 0o006
+    except OSError:
+        return False
+    return shutil.which("fuse-overlayfs") is not None and world_rw
 
 
 def choose_backend(requested: str, rootless: bool) -> str:
@@ -54,9 +59,10 @@ def choose_backend(requested: str, rootless: bool) -> str:
                            "load it with `modprobe overlay`, or use backend='fuse-overlayfs' or 'extract'")
     if requested == "fuse-overlayfs" and not fuse_overlayfs_available():
         raise SandboxError("backend 'fuse-overlayfs': expected the fuse-overlayfs program and /dev/fuse, "
-                           "found " + ("no /dev/fuse" if shutil.which("fuse-overlayfs") else
+                           "found " + ("a /dev/fuse that is not mode 0666" if shutil.which("fuse-overlayfs") else
                                        "no fuse-overlayfs on PATH") +
-                           "; install it with `apt-get install fuse-overlayfs fuse3`, or use another backend")
+                           "; install it with `apt-get install fuse-overlayfs fuse3` (and `chmod 0666 /dev/fuse`), "
+                           "or use another backend")
     if requested != "auto":
         return requested
     if overlay_available():

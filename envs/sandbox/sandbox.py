@@ -154,7 +154,7 @@ class Sandbox:
     def _binds(self) -> list[dict]:
         binds = []
         for path in self.policy.system_paths:
-            if not os.path.lexists(path) or any(os.path.lexists(str(layer.path) + path) for layer in self.layers):
+            if not os.path.lexists(path) or any(_provides(layer, path) for layer in self.layers):
                 continue
             if os.path.islink(path):
                 binds.append({"kind": "symlink", "dst": path, "target": os.readlink(path)})
@@ -369,6 +369,15 @@ class Sandbox:
     def pid(self) -> int:
         """Host pid of nsinit, the process that holds the sandbox's namespaces."""
         return self._proc.pid if self._proc else 0
+
+
+def _provides(layer: Layer, path: str) -> bool:
+    """Whether `layer` brings its own, non-empty copy of the system folder `path` (then the host's is not bound)."""
+    folder = str(layer.path) + path
+    if os.path.islink(folder) or not os.path.isdir(folder):
+        return False
+    with os.scandir(folder) as entries:
+        return any(True for _ in entries)
 
 
 def _emergency_cleanup(proc: subprocess.Popen | None, limits: Limits | None, folder: str) -> None:
