@@ -1,0 +1,219 @@
+"""``load(source)``: tasks from a .jsonl/.json/.parquet file, a dataset folder, or a Hugging Face dataset.
+
+Rows from SWE-bench, SWE-Gym, SWE-smith, R2E-Gym and swebox's own files are recognised per row (see
+:mod:`swebox.envs.tasks.adapters`). A bad row raises an error naming the row index, the field and what was
+expected; with ``skip_invalid=True`` such rows are skipped and listed in ``TaskSet.skipped`` instead.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from swebox.envs.tasks.adapters import to_task
+from swebox.envs.tasks.schema import Task, TaskError
+
+_FIELD = re.compile(r"^Task\.(\w+):")
+_DATA_SUFFIXES = (".jsonl", ".json", ".parquet")
+
+
+@dataclass(frozen=True)
+class RowError:
+    """Why one row could not become a task."""
+
+    index: int
+    """0-based row index in the source (for .jsonl, the line number minus one; blank lines count)."""
+    field: str
+    """The offending field ('' when the row as a whole is wrong)."""
+    message: str
+    """expected / found / how to fix."""
+    source: str = ""
+    """The file the row came from."""
+
+    def __str__(self) -> str:
+        where = f"{self.source}: " if self.source else ""
+        return (
+            f"{where}row {self.index}"
+            + (f", field {self.field!r}" if self.field else "")
+            + f": {self.message}"
+        )
+
+
+class LoadError(ValueError):
+    """A source that cannot be read, or a bad row when skip_invalid is False."""
+
+    def __init__(self, message: str, row: RowError | None = None) -> None:
+        super().__init__(message)
+        self.row = row
+        """The row that failed, when the error is about one row."""
+
+
+class TaskSet(list):
+    """A list of tasks plus the rows that were skipped (only with skip_invalid=True)."""
+
+    def __init__(self, tasks: list[Task], skipped: list[RowError]) -> None:
+        super().__init__(tasks)
+        self.skipped = skipped
+        """Rows that failed validation, in source order."""
+
+    def report(self) -> str:
+        """A human-readable summary of the skipped rows."""
+        lines = [f"{len(self)} tasks loaded, {len(self.skipped)} rows skipped"]
+        return "\n".join(lines + [f"  {err}" for err in self.skipped])
+
+
+def _read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+    with path.open("rb") as fh:
+        for index, raw in enumerate(fh):
+            if not raw.strip():
+                continue
+            try:
+                yield index, json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                yield index, TaskError(f"expected one JSON object per line; found invalid JSON ({exc}).")
+
+
+def _read_json(path: Path) -> Iterator[tuple[int, Any]]:
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise LoadError(
+            f"{path}: expected a JSON list of task objects; found invalid JSON ({exc})."
+        ) from None
+    if isinstance(data, dict):
+        for key in ("tasks", "instances", "data", "rows"):
+            if isinstance(data.get(key), list):
+                data = data[key]
+                break
+        else:
+            data = [data]
+    if not isinstance(data, list):
+        raise LoadError(f"{path}: expected a JSON list of task objects; found {type(data).__name__}.")
+    yield from enumerate(data)
+
+
+def _read_parquet(path: Path) -> Iterator[tuple[int, Any]]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise LoadError(
+            f"{path}: reading .parquet needs pyarrow; install it with `pip install pyarrow` "
+            f"(or `pip install 'swebox[skyrl]'`)."
+        ) from None
+    yield from enumerate(pq.read_table(path).to_pylist())
+
+
+def _files_of(folder: Path, split: str) -> list[Path]:
+    files = sorted(
+        p
+        for p in folder.rglob("*")
+        if p.suffix in _DATA_SUFFIXES
+        and p.is_file()
+        and not p.name.startswith(".")
+        and p.name != "dataset_info.json"
+    )
+    by_split = [
+        p
+        for p in files
+        if p.name.startswith(split) or f"/{split}/" in p.as_posix() or p.name.startswith(f"{split}-")
+    ]
+    return by_split or files
+
+
+def _read_folder(folder: Path, split: str) -> Iterator[tuple[int, Any]]:
+    if (
+        (folder / "dataset_info.json").exists()
+        or (folder / "state.json").exists()
+        or any(folder.glob("*.arrow"))
+    ):
+        yield from _read_hf(str(folder), split, local=True)
+        return
+    files = _files_of(folder, split)
+    if not files:
+        raise LoadError(f"{folder}: expected .jsonl, .json or .parquet files in the folder; found none.")
+    offset = 0
+    for file in files:
+        count = 0
+        for index, row in _READERS[file.suffix](file):
+            count = index + 1
+            yield offset + index, row
+        offset += count
+
+
+def _read_hf(name: str, split: str, *, local: bool = False) -> Iterator[tuple[int, Any]]:
+    try:
+        import datasets
+    except ImportError:
+        what = "a dataset folder saved by `datasets`" if local else f"the Hugging Face dataset {name!r}"
+        raise LoadError(
+            f"loading {what} needs the `datasets` package, which is not installed; install it "
+            f"with `pip install datasets`, or export the rows to .jsonl/.parquet first."
+        ) from None
+    ds = datasets.load_from_disk(name) if local else datasets.load_dataset(name, split=split)
+    if isinstance(ds, datasets.DatasetDict):
+        ds = ds[split]
+    yield from enumerate(ds)
+
+
+_READERS = {".jsonl": _read_jsonl, ".json": _read_json, ".parquet": _read_parquet}
+
+
+def _rows(source: str | Path, split: str) -> Iterator[tuple[int, Any]]:
+    path = Path(source)
+    if path.is_dir():
+        return _read_folder(path, split)
+    if path.is_file():
+        if path.suffix not in _READERS:
+            raise LoadError(
+                f"{path}: expected a .jsonl, .json or .parquet file; found suffix {path.suffix!r}."
+            )
+        return _READERS[path.suffix](path)
+    if isinstance(source, str) and re.match(r"^[\w.-]+/[\w.-]+$", source) and not path.suffix:
+        return _read_hf(source, split)
+    raise LoadError(
+        f"{source}: expected an existing file or folder, or a Hugging Face dataset name like "
+        f"'princeton-nlp/SWE-bench_Verified'; found nothing at that path."
+    )
+
+
+def load(source: str | Path, *, skip_invalid: bool = False, split: str = "test") -> TaskSet:
+    """All tasks of ``source``; see the module docstring for formats and error handling.
+
+    ``split`` picks the split of a Hugging Face dataset or of a folder whose files are named by split.
+    Duplicate instance ids are bad rows too (a task id must identify one task).
+    """
+    tasks: list[Task] = []
+    skipped: list[RowError] = []
+    seen: dict[str, int] = {}
+    for index, row in _rows(source, split):
+        try:
+            if isinstance(row, Exception):
+                raise row
+            task = to_task(row)
+            if task.instance_id in seen:
+                raise TaskError(
+                    f"Task.instance_id: expected a unique id; found {task.instance_id!r} again "
+                    f"(first at row {seen[task.instance_id]}). Drop or rename the duplicate."
+                )
+        except (TaskError, KeyError, TypeError, ValueError) as exc:
+            message = str(exc) if not isinstance(exc, KeyError) else f"missing key {exc}"
+            match = _FIELD.match(message)
+            err = RowError(index, match.group(1) if match else "", message, str(source))
+            if not skip_invalid:
+                raise LoadError(
+                    f"{err}\n(pass skip_invalid=True / --skip-invalid to skip bad rows)", err
+                ) from None
+            skipped.append(err)
+            continue
+        seen[task.instance_id] = index
+        tasks.append(task)
+    return TaskSet(tasks, skipped)
+
+
+def save_jsonl(tasks: list[Task], path: str | Path) -> None:
+    """Write tasks one JSON object per line (the inverse of loading a .jsonl file)."""
+    Path(path).write_text("".join(t.to_json() + "\n" for t in tasks), encoding="utf-8")

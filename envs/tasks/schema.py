@@ -1,0 +1,238 @@
+"""The task record: a superset of a SWE-bench instance plus what swebox needs to build and grade it.
+
+A task serialises to one JSON object (one line of a ``.jsonl`` file) with the SWE-bench keys first, then
+swebox's. ``Task.from_json(t.to_json()) == t`` and ``Task.from_json(s).to_json() == s`` for every line ``s``
+that ``to_json`` wrote: the round trip is exact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from swebox.envs.cache.spec import EnvSpec
+from swebox.envs.tasks.testids import file_of_test
+
+SWEBENCH_FIELDS = (
+    "instance_id",
+    "repo",
+    "base_commit",
+    "patch",
+    "test_patch",
+    "problem_statement",
+    "hints_text",
+    "version",
+    "environment_setup_commit",
+    "FAIL_TO_PASS",
+    "PASS_TO_PASS",
+    "created_at",
+)
+DEFAULT_TEST_CMD = "/venv/bin/python -m pytest"
+_LIST_FIELDS = ("FAIL_TO_PASS", "PASS_TO_PASS", "test_files", "setup_commands")
+_ID = re.compile(r"^[^\s/]+$")
+
+
+class TaskError(ValueError):
+    """A task record that breaks the schema; the message says expected / found / how to fix."""
+
+
+def _fail(field_name: str, expected: str, found: Any, fix: str) -> TaskError:
+    shown = repr(found)
+    shown = shown if len(shown) <= 200 else shown[:200] + "..."
+    return TaskError(f"Task.{field_name}: expected {expected}; found {shown}. {fix}")
+
+
+@dataclass
+class Task:
+    """One SWE problem: a repository snapshot with a bug, the fix, and the tests that tell them apart."""
+
+    instance_id: str
+    """Unique id, e.g. 'django__django-11099' or 'toolz-1.2.0.op_swap.3f2a'; no whitespace or '/'."""
+    repo: str = ""
+    """Where the code comes from, 'owner/name' for GitHub projects or the PyPI project name."""
+    base_commit: str = ""
+    """The snapshot the agent starts from (the buggy code), as a git commit id when there is one."""
+    patch: str = ""
+    """The gold fix: a unified git diff against base_commit touching only source files."""
+    test_patch: str = ""
+    """A diff adding or updating tests, applied before grading (the hidden tests); '' when none."""
+    problem_statement: str = ""
+    """The issue text shown to the agent."""
+    hints_text: str = ""
+    """Extra hints (SWE-bench's issue comments); not shown by default."""
+    version: str = ""
+    """Project version the task belongs to (SWE-bench groups environments by it)."""
+    environment_setup_commit: str = ""
+    """Commit whose dependencies the environment installs (SWE-bench); '' when it is base_commit."""
+    FAIL_TO_PASS: tuple[str, ...] = ()
+    """Tests that fail on base_commit and must pass after the fix."""
+    PASS_TO_PASS: tuple[str, ...] = ()
+    """Tests that pass before and must still pass after the fix."""
+    created_at: str = ""
+    """When the task (or its upstream issue) was created, ISO 8601."""
+    env: EnvSpec | None = None
+    """The environment (repository snapshot + interpreter + install) the task runs in; None until known."""
+    task_layer_key: str = ""
+    """Cache key of the task's own layer (its delta over the env layer); '' when it has none."""
+    bug_patch: str = ""
+    """A diff applied on top of base_commit to reach the starting state (SWE-smith); '' when not needed."""
+    test_cmd: str = DEFAULT_TEST_CMD
+    """How tests run in /testbed: '<python> -m pytest [options]'; the grader adds ids, JUnit and hardening."""
+    test_files: tuple[str, ...] = ()
+    """Repository-relative test files the grader restores; defaults to the files named by the test ids."""
+    hidden_tests: bool = False
+    """True when the FAIL_TO_PASS tests are hidden from the agent (they arrive with test_patch at grading)."""
+    language: str = "python"
+    """Programming language of the repository; grading supports 'python'."""
+    setup_commands: tuple[str, ...] = ()
+    """Shell commands run in /testbed before the agent starts (e.g. apply a recipe); usually empty."""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """Anything else (source dataset, mutation kind, ...); must be JSON-serialisable."""
+
+    def __post_init__(self) -> None:
+        for name in _LIST_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, str) or not isinstance(value, (list, tuple)):
+                raise _fail(name, "a list of strings", value, 'Write it as a JSON list, e.g. ["a", "b"].')
+            if not all(isinstance(v, str) and v.strip() for v in value):
+                raise _fail(name, "non-empty strings only", value, "Remove empty or non-string entries.")
+            setattr(self, name, tuple(value))
+        for name in (
+            "instance_id",
+            "repo",
+            "base_commit",
+            "patch",
+            "test_patch",
+            "problem_statement",
+            "hints_text",
+            "version",
+            "environment_setup_commit",
+            "created_at",
+            "task_layer_key",
+            "bug_patch",
+            "test_cmd",
+            "language",
+        ):
+            if not isinstance(getattr(self, name), str):
+                raise _fail(name, "a string", getattr(self, name), "Convert the value to a string.")
+        if not _ID.match(self.instance_id):
+            raise _fail(
+                "instance_id",
+                "a non-empty id without whitespace or '/'",
+                self.instance_id,
+                "Use e.g. 'owner__repo-123'.",
+            )
+        self._check_tests()
+        self._check_test_cmd()
+        if isinstance(self.env, dict):
+            self.env = EnvSpec.from_dict(self.env)
+        if self.env is not None and not isinstance(self.env, EnvSpec):
+            raise _fail("env", "an EnvSpec, its dict, or None", self.env, "See swebox.envs.cache.EnvSpec.")
+        if not isinstance(self.hidden_tests, bool):
+            raise _fail("hidden_tests", "true or false", self.hidden_tests, "Use a JSON boolean.")
+        if not isinstance(self.metadata, dict):
+            raise _fail("metadata", "a JSON object", self.metadata, "Use {} for no metadata.")
+        try:
+            json.dumps(self.metadata)
+        except (TypeError, ValueError) as exc:
+            raise _fail("metadata", "JSON-serialisable values", self.metadata, f"({exc}).") from None
+        if not self.language:
+            raise _fail("language", "a language name such as 'python'", self.language, "Set it.")
+
+    def _check_tests(self) -> None:
+        if not self.FAIL_TO_PASS:
+            raise _fail(
+                "FAIL_TO_PASS",
+                "at least one test id",
+                list(self.FAIL_TO_PASS),
+                "A task needs a test that fails before the fix; without one it cannot be graded.",
+            )
+        for name in ("FAIL_TO_PASS", "PASS_TO_PASS", "test_files"):
+            values = getattr(self, name)
+            dupes = sorted({v for v in values if values.count(v) > 1})
+            if dupes:
+                raise _fail(name, "each entry once", dupes, "Remove the duplicates.")
+        both = sorted(set(self.FAIL_TO_PASS) & set(self.PASS_TO_PASS))
+        if both:
+            raise _fail("PASS_TO_PASS", "no id also in FAIL_TO_PASS", both, "A test is either F2P or P2P.")
+        for path in self.test_files:
+            if path.startswith("/") or ".." in path.split("/"):
+                raise _fail("test_files", "repository-relative paths", path, "Drop the leading '/' or '..'.")
+
+    def _check_test_cmd(self) -> None:
+        try:
+            argv = shlex.split(self.test_cmd)
+        except ValueError as exc:
+            raise _fail("test_cmd", "a shell-quoted command", self.test_cmd, f"({exc}).") from None
+        if len(argv) < 3 or argv[1:3] != ["-m", "pytest"] or not argv[0].startswith("/"):
+            raise _fail(
+                "test_cmd",
+                "'<absolute python> -m pytest [options]'",
+                self.test_cmd,
+                f"Use e.g. {DEFAULT_TEST_CMD!r} plus options; the grader runs pytest itself.",
+            )
+
+    @property
+    def env_key(self) -> str:
+        """The env layer's cache key ('' while env is unknown)."""
+        return self.env.key() if self.env is not None else ""
+
+    @property
+    def python(self) -> str:
+        """The interpreter test_cmd names."""
+        return shlex.split(self.test_cmd)[0]
+
+    @property
+    def pytest_options(self) -> list[str]:
+        """The options test_cmd passes to pytest."""
+        return shlex.split(self.test_cmd)[3:]
+
+    def all_test_files(self) -> tuple[str, ...]:
+        """test_files plus every file a test id names, in order, without duplicates."""
+        named = (file_of_test(t) for t in (*self.FAIL_TO_PASS, *self.PASS_TO_PASS))
+        return tuple(dict.fromkeys([*self.test_files, *(f for f in named if f)]))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able dict; SWE-bench keys first, tuples as lists, env as its dict."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, tuple):
+                value = list(value)
+            elif isinstance(value, EnvSpec):
+                value = value.to_dict()
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Task:
+        """Inverse of :meth:`to_dict`; unknown keys are errors that name them."""
+        if not isinstance(data, dict):
+            raise TaskError(f"Task: expected a JSON object; found {type(data).__name__}. One task per line.")
+        names = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(data) - set(names))
+        if unknown:
+            raise TaskError(
+                f"Task: unknown keys {unknown}; expected a subset of {names}. Put extra "
+                f"information under 'metadata', or load the file with swebox.envs.tasks.load."
+            )
+        if "instance_id" not in data:
+            raise TaskError("Task: missing key 'instance_id'. Every task needs a unique id.")
+        return cls(**data)
+
+    def to_json(self) -> str:
+        """One line of JSON."""
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, line: str) -> Task:
+        """Inverse of :meth:`to_json`."""
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TaskError(f"Task: expected one JSON object; found invalid JSON ({exc}).") from None
+        return cls.from_dict(data)

@@ -1,0 +1,219 @@
+"""Loaders: every supported format and dataset flavour; bad rows name their index and field."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from swebox.envs.tasks import LoadError, Task, load, save_jsonl
+from swebox.envs.tasks.adapters import detect
+from swebox.envs.tasks.diffs import reverse_diff
+
+FIX = (
+    "diff --git a/pkg/m.py b/pkg/m.py\n--- a/pkg/m.py\n+++ b/pkg/m.py\n"
+    "@@ -1,2 +1,2 @@\n-return a - b\n+return a + b\n x\n"
+)
+
+SWEBENCH = {  # SWE-bench itself stores the id lists as JSON strings
+    "instance_id": "owner__proj-12",
+    "repo": "owner/proj",
+    "base_commit": "a" * 40,
+    "patch": FIX,
+    "test_patch": "",
+    "problem_statement": "add is wrong",
+    "hints_text": "",
+    "created_at": "2023-01-01T00:00:00Z",
+    "version": "1.0",
+    "environment_setup_commit": "b" * 40,
+    "FAIL_TO_PASS": json.dumps(["tests/test_m.py::test_add"]),
+    "PASS_TO_PASS": "[]",
+}
+SWEGYM = dict(
+    SWEBENCH,
+    instance_id="owner__proj-13",
+    FAIL_TO_PASS=["tests/test_m.py::test_add"],
+    PASS_TO_PASS=["tests/test_m.py::test_sub"],
+)
+SWESMITH = {
+    "instance_id": "owner__proj.1fd52536.func_pm_op_swap__abc",
+    "repo": "swesmith/owner__proj.1fd52536",
+    "patch": reverse_diff(FIX),
+    "FAIL_TO_PASS": ["tests/test_m.py::test_add"],
+    "PASS_TO_PASS": [],
+    "image_name": "swesmith.x86_64.owner__proj.1fd52536",
+    "problem_statement": "add subtracts",
+}
+R2E = {
+    "repo_name": "proj",
+    "docker_image": "ns/proj_final:" + "c" * 40,
+    "commit_hash": "c" * 40,
+    "parsed_commit_content": json.dumps(
+        {
+            "old_commit_hash": "d" * 40,
+            "new_commit_hash": "c" * 40,
+            "file_diffs": [
+                {
+                    "header": {"file": {"path": "pkg/m.py"}, "misc_line": None},
+                    "index_line": {"old_commit_hash": "111", "new_commit_hash": "222", "mode": "100644"},
+                    "minus_file": {"path": "a/pkg/m.py"},
+                    "plus_file": {"path": "b/pkg/m.py"},
+                    "hunks": [
+                        {
+                            "descriptor": {
+                                "old_range": {"start": 1, "length": 2},
+                                "new_range": {"start": 1, "length": 2},
+                                "section": "",
+                            },
+                            "line_group": {
+                                "all_lines": [
+                                    {"content": "return a - b", "type": "deleted"},
+                                    {"content": "return a + b", "type": "added"},
+                                    {"content": "x", "type": "context"},
+                                ]
+                            },
+                        }
+                    ],
+                    "old_file_content": "",
+                    "new_file_content": "",
+                },
+                {
+                    "header": {"file": {"path": "tests/test_m.py"}},
+                    "hunks": [],
+                    "old_file_content": "",
+                    "new_file_content": "",
+                },
+            ],
+        }
+    ),
+    "execution_result_content": json.dumps(
+        {"test_file_codes": ["def test_add():\n    assert 1\n"], "test_file_names": ["test_1.py"]}
+    ),
+    "expected_output_json": json.dumps(
+        {"TestM.test_add": "PASSED", "test_other": "PASSED", "test_bad": "FAILED"}
+    ),
+    "problem_statement": "add is wrong",
+    "prompt": "contains the gold patch",
+    "modified_files": ["pkg/m.py"],
+}
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_detects_each_flavour():
+    assert [detect(r) for r in (SWEBENCH, SWEGYM, SWESMITH, R2E)] == [
+        "swe-bench",
+        "swe-bench",
+        "swe-smith",
+        "r2e-gym",
+    ]
+
+
+def test_swebench_and_swegym_rows(tmp_path):
+    tasks = load(write_jsonl(tmp_path / "t.jsonl", [SWEBENCH, SWEGYM]))
+    assert [t.instance_id for t in tasks] == ["owner__proj-12", "owner__proj-13"]
+    assert tasks[0].FAIL_TO_PASS == ("tests/test_m.py::test_add",) and tasks[0].PASS_TO_PASS == ()
+    assert tasks[1].PASS_TO_PASS == ("tests/test_m.py::test_sub",)
+    assert tasks[0].env.source == "git+https://github.com/owner/proj.git" and tasks[0].env.commit == "b" * 40
+    assert tasks.skipped == []
+
+
+def test_swesmith_patch_is_the_reverse_of_the_bug(tmp_path):
+    (task,) = load(write_jsonl(tmp_path / "s.jsonl", [SWESMITH]))
+    assert task.patch == FIX and task.bug_patch == SWESMITH["patch"]
+    assert task.repo == "owner/proj" and task.base_commit == "1fd52536"
+    assert task.metadata["image_name"] == SWESMITH["image_name"] and task.metadata["source"] == "swe-smith"
+
+
+def test_r2e_gym_row(tmp_path):
+    (task,) = load(write_jsonl(tmp_path / "r.jsonl", [R2E]))
+    assert task.instance_id == "proj__" + "c" * 40 and task.base_commit == "d" * 40
+    assert "+return a + b" in task.patch and "tests/test_m.py" not in task.patch
+    assert task.FAIL_TO_PASS == ("TestM.test_add", "test_other")
+    assert task.hidden_tests and task.test_files == ("r2e_tests/test_1.py",)
+    assert "+++ b/r2e_tests/test_1.py" in task.test_patch and "+def test_add():" in task.test_patch
+    assert "prompt" not in task.metadata and task.metadata["expected_output"]["test_bad"] == "FAILED"
+
+
+def test_native_round_trip_through_jsonl(tmp_path):
+    tasks = load(write_jsonl(tmp_path / "t.jsonl", [SWEBENCH, SWESMITH, R2E]))
+    save_jsonl(tasks, tmp_path / "out.jsonl")
+    again = load(tmp_path / "out.jsonl")
+    assert list(again) == list(tasks)
+    assert (tmp_path / "out.jsonl").read_text() == "".join(t.to_json() + "\n" for t in again)
+
+
+def test_json_and_parquet_and_a_parquet_folder(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+
+    (tmp_path / "t.json").write_text(json.dumps({"instances": [SWEGYM]}))
+    assert load(tmp_path / "t.json")[0].instance_id == "owner__proj-13"
+    folder = tmp_path / "ds" / "data"
+    folder.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist([SWEGYM]), folder / "train-00000-of-00002.parquet")
+    pq.write_table(
+        pa.Table.from_pylist([SWEBENCH | {"FAIL_TO_PASS": '["tests/test_m.py::test_x"]'}]),
+        folder / "train-00001-of-00002.parquet",
+    )
+    pq.write_table(
+        pa.Table.from_pylist([SWEGYM | {"instance_id": "other-split"}]), folder / "test-00000.parquet"
+    )
+    assert [t.instance_id for t in load(folder / "train-00000-of-00002.parquet")] == ["owner__proj-13"]
+    tasks = load(tmp_path / "ds", split="train")
+    assert [t.instance_id for t in tasks] == ["owner__proj-13", "owner__proj-12"]
+
+
+def test_bad_rows_name_index_and_field(tmp_path):
+    rows = [
+        SWEGYM,
+        dict(SWEGYM, instance_id="x-1", FAIL_TO_PASS="not json"),
+        dict(SWEGYM, instance_id="x-2", FAIL_TO_PASS=[]),
+        {"instance_id": "x-3"},
+        dict(SWEGYM),
+    ]
+    path = write_jsonl(tmp_path / "bad.jsonl", rows)
+    with path.open("a") as fh:
+        fh.write("\n{truncated\n")
+    with pytest.raises(LoadError) as info:
+        load(path)
+    assert info.value.row.index == 1 and info.value.row.field == "FAIL_TO_PASS"
+    assert "row 1, field 'FAIL_TO_PASS': Task.FAIL_TO_PASS: expected a list of test ids" in str(info.value)
+    tasks = load(path, skip_invalid=True)
+    assert [t.instance_id for t in tasks] == ["owner__proj-13"]
+    assert [(e.index, e.field) for e in tasks.skipped] == [
+        (1, "FAIL_TO_PASS"),
+        (2, "FAIL_TO_PASS"),
+        (3, "FAIL_TO_PASS"),
+        (4, "instance_id"),
+        (6, ""),
+    ]
+    assert "expected a unique id" in tasks.skipped[3].message and "first at row 0" in tasks.skipped[3].message
+    assert "invalid JSON" in tasks.skipped[4].message
+    assert tasks.report().startswith("1 tasks loaded, 5 rows skipped")
+
+
+def test_missing_sources_and_hf_names_give_clear_errors(tmp_path):
+    with pytest.raises(LoadError, match="expected an existing file or folder"):
+        load(tmp_path / "nope.jsonl")
+    (tmp_path / "t.csv").write_text("a,b\n")
+    with pytest.raises(LoadError, match="expected a .jsonl, .json or .parquet file"):
+        load(tmp_path / "t.csv")
+    try:
+        import datasets  # noqa: F401
+    except ImportError:
+        with pytest.raises(LoadError, match="needs the `datasets` package.*pip install datasets"):
+            load("princeton-nlp/SWE-bench_Verified")
+        (tmp_path / "saved").mkdir()
+        (tmp_path / "saved" / "dataset_info.json").write_text("{}")
+        with pytest.raises(LoadError, match="dataset folder saved by `datasets`"):
+            load(tmp_path / "saved")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(LoadError, match="found none"):
+        load(tmp_path / "empty")
+
+
+def test_loaded_tasks_are_tasks(tmp_path):
+    assert all(isinstance(t, Task) for t in load(write_jsonl(tmp_path / "t.jsonl", [SWEGYM])))
