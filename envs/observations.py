@@ -101,7 +101,7 @@ def render_exec(result: ExecResultLike, config: ObservationConfig, turns_left: i
     else:
         head = f"<returncode>{result.exit_code}</returncode>\n"
     note = (
-        "\n[The sandbox stopped collecting output at its byte limit; the command's later output is lost.]"
+        "\n[The output passed the sandbox's byte limit: only its head and tail were kept.]"
         if result.truncated
         else ""
     )

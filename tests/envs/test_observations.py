@@ -89,9 +89,8 @@ def test_render_exec_notes_sandbox_capped_output_and_adds_the_reminder():
     out = render_exec(Result("x", 0, truncated=True), SMALL, turns_left=1)
     assert out == (
         "<returncode>0</returncode>\n<output>\nx\n</output>\n"
-        "[The sandbox stopped collecting output at its byte "
-        "limit; the command's later output is lost.]\n\n[1 turn left. Submit your changes before you run out "
-        "of turns.]"
+        "[The output passed the sandbox's byte limit: only its head and tail were kept.]\n\n"
+        "[1 turn left. Submit your changes before you run out of turns.]"
     )
 
 
