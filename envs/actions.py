@@ -29,6 +29,7 @@ from swebox.envs.actions_formats import FORMAT_HELP, SUBMIT_SENTINEL, TOOL_PARAM
 ActionStyle = Literal["bash_block", "xml_function", "json_tool_call"]
 STYLES: tuple[str, ...] = ("bash_block", "xml_function", "json_tool_call")
 EDITOR_COMMANDS: tuple[str, ...] = ("view", "create", "str_replace", "insert", "undo_edit")
+THINK_END = "</think>"
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ class ActionConfig:
     """Replies longer than this are rejected as a format error instead of being parsed."""
     command_timeout_s: float = 60.0
     """Wall-clock limit of one bash command; on expiry the command is killed and the episode goes on."""
+    skip_thinking: bool = True
+    """Parse only the text after the last ``</think>`` (reasoning models may quote example calls there)."""
 
     def __post_init__(self) -> None:
         if self.style not in STYLES:
@@ -95,6 +98,8 @@ def parse_action(reply: object, config: ActionConfig) -> Action | FormatError:
                 f"{config.max_reply_chars}; keep replies short and put one action in each",
                 config.style,
             )
+        if config.skip_thinking and THINK_END in text:
+            text = text[text.rindex(THINK_END) + len(THINK_END) :]
         if config.style == "bash_block":
             found = _parse_bash_block(text)
         elif config.style == "xml_function":
