@@ -1,0 +1,161 @@
+"""Metrics out of a run: ``metrics.jsonl`` (always) and wandb (online with a key, offline without).
+
+Every step appends one JSON object ``{"step": ..., "time": ..., "<namespace>/<name>": value, ...}`` to
+``<run_dir>/metrics.jsonl`` and flushes it, so a crashed run keeps every step it finished. The same values
+go to wandb. Metric names are stable and slash-namespaced; docs/metrics.md lists and defines them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import secrets
+import string
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+# The names every training step logs (docs/metrics.md); env/* adds the environment's own metrics.
+STEP_METRICS = (
+    "reward/mean", "reward/std", "reward/resolved_rate", "reward/frac_zero_std_groups",
+    "policy/loss", "policy/kl", "policy/clip_frac", "policy/entropy", "policy/grad_norm", "policy/lr",
+    "tokens/response_len_mean",
+    "timing/rollout_s", "timing/generate_s", "timing/env_s", "timing/grade_s", "timing/update_s",
+    "timing/sync_s", "timing/step_s",
+)
+ENV_METRICS = (
+    "env/reset_s", "env/exec_s", "env/grade_s", "env/turns", "env/format_errors", "env/timeouts",
+    "env/resolved", "env/f2p_frac", "env/errors",
+)
+METRICS_FILE = "metrics.jsonl"
+WANDB_ID_FILE = "wandb_run_id"
+_NAME = re.compile(r"^[a-z][a-z0-9_]*(/[a-z0-9_.@-]+)+$")
+
+
+def resolve_wandb_mode(setting: str, environ: Mapping[str, str] = os.environ) -> str:
+    """``auto`` -> ``WANDB_MODE`` when set, else ``online`` with ``WANDB_API_KEY`` and ``offline`` without."""
+    if setting not in ("auto", "online", "offline", "disabled"):
+        raise ValueError(
+            f"expected a wandb mode in auto/online/offline/disabled; found {setting!r}; set logging.wandb"
+        )
+    if setting != "auto":
+        return setting
+    if environ.get("WANDB_MODE") in ("online", "offline", "disabled"):
+        return environ["WANDB_MODE"]
+    return "online" if environ.get("WANDB_API_KEY") else "offline"
+
+
+def _json_value(name: str, value: Any) -> float | int | None:
+    if hasattr(value, "item"):  # a 0-d tensor or numpy scalar
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"metric {name!r}: expected a number; found {type(value).__name__} {value!r}")
+    # NaN/inf are not JSON: written as null so that every line stays parseable by any JSON reader
+    return value if math.isfinite(value) else None
+
+
+def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The records of ``<run_dir>/metrics.jsonl`` in order (a torn last line from a crash is skipped)."""
+    path = Path(run_dir) / METRICS_FILE
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
+class Tracker:
+    """Logs one record per step to ``metrics.jsonl`` and, unless disabled, to a wandb run.
+
+    ``resume_step``: the run continues from a checkpoint at that step; records of later steps (logged
+    after the checkpoint, before the crash) are dropped from metrics.jsonl and the wandb run is resumed.
+    Without it the run starts afresh and an existing metrics.jsonl is replaced.
+    """
+
+    def __init__(
+        self,
+        run_dir: str | Path,
+        config: Mapping[str, Any] | None = None,
+        project: str = "swebox",
+        run_name: str = "",
+        mode: str = "auto",
+        entity: str = "",
+        tags: Sequence[str] = (),
+        resume_step: int | None = None,
+        echo=print,
+    ) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.metrics_path = self.run_dir / METRICS_FILE
+        if resume_step is not None and self.metrics_path.exists():
+            kept = [r for r in read_metrics(self.run_dir) if r.get("step", 0) <= resume_step]
+            self.metrics_path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        self._file = open(self.metrics_path, "a" if resume_step is not None else "w")  # noqa: SIM115
+        self.mode = resolve_wandb_mode(mode)
+        self.run = None
+        self.sync_dir: Path | None = None
+        if self.mode != "disabled":
+            self._start_wandb(config, project, run_name or self.run_dir.name, entity, tags, resume_step, echo)
+
+    def _start_wandb(self, config, project, name, entity, tags, resume_step, echo) -> None:
+        import wandb
+
+        id_file = self.run_dir / WANDB_ID_FILE
+        if resume_step is not None and id_file.exists():
+            run_id = id_file.read_text().strip()
+        else:
+            run_id = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(8))
+            id_file.write_text(run_id + "\n")
+        self.run = wandb.init(
+            project=project,
+            name=name,
+            entity=entity or None,
+            tags=list(tags) or None,
+            config=dict(config or {}),
+            dir=str(self.run_dir),
+            id=run_id,
+            resume="allow",
+            mode=self.mode,
+            # stdout stays the program's own (no console capture), and no system sampler process per run
+            settings=wandb.Settings(console="off", x_disable_stats=True, silent=True),
+        )
+        self.sync_dir = Path(self.run.settings.sync_dir)
+        if self.mode == "offline":
+            echo(f"wandb offline run: {self.sync_dir}  (upload later with: wandb sync {self.sync_dir})")
+        else:
+            echo(f"wandb run: {self.run.url}")
+
+    def log(self, step: int, metrics: Mapping[str, Any]) -> dict[str, Any]:
+        """Append the step's record to metrics.jsonl (flushed) and send it to wandb; returns the record."""
+        for name in metrics:
+            if not _NAME.match(name):
+                raise ValueError(
+                    f"expected a slash-namespaced metric name like 'reward/mean'; found {name!r}; "
+                    "use the names of docs/metrics.md"
+                )
+        values = {name: _json_value(name, v) for name, v in metrics.items()}
+        record = {"step": int(step), "time": round(time.time(), 3), **values}
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+        if self.run is not None:
+            self.run.log({k: v for k, v in values.items() if v is not None}, step=int(step))
+        return record
+
+    def finish(self) -> None:
+        """Close metrics.jsonl and the wandb run (offline: its folder is complete for `wandb sync`)."""
+        if not self._file.closed:
+            self._file.close()
+        if self.run is not None:
+            self.run.finish()
+            self.run = None
+
+    def __enter__(self) -> Tracker:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.finish()
