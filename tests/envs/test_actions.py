@@ -304,6 +304,7 @@ def test_random_garbage_never_raises(config):
 def test_calls_quoted_in_the_thinking_part_are_ignored_unless_configured_otherwise():
     reply = "<think>I could run\n" + fence("rm -rf /") + "\nbut no.</think>\nLet me list.\n" + fence("ls")
     assert parse_action(reply, BASH) == Action("bash", {"command": "ls"})
-    assert_format_error(parse_action(reply, ActionConfig(skip_thinking=False)), "found 2 ```bash blocks", BASH)
+    literal = ActionConfig(skip_thinking=False)
+    assert_format_error(parse_action(reply, literal), "found 2 ```bash blocks", literal)
     # Without a </think> there is nothing to split at: the whole reply is parsed.
     assert parse_action("<think>still thinking " + fence("ls"), BASH) == Action("bash", {"command": "ls"})
