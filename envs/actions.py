@@ -92,9 +92,10 @@ def parse_action(reply: object, config: ActionConfig) -> Action | FormatError:
     """
     try:
         text, tool_calls = _split_message(reply)
-        if len(text) > config.max_reply_chars:
+        size = len(text) + (len(json.dumps(tool_calls, default=str)) if tool_calls else 0)
+        if size > config.max_reply_chars:
             return _error(
-                f"your reply is {len(text)} characters long, more than the limit of "
+                f"your reply is {size} characters long, more than the limit of "
                 f"{config.max_reply_chars}; keep replies short and put one action in each",
                 config.style,
             )

@@ -308,3 +308,9 @@ def test_calls_quoted_in_the_thinking_part_are_ignored_unless_configured_otherwi
     assert_format_error(parse_action(reply, literal), "found 2 ```bash blocks", literal)
     # Without a </think> there is nothing to split at: the whole reply is parsed.
     assert parse_action("<think>still thinking " + fence("ls"), BASH) == Action("bash", {"command": "ls"})
+
+
+def test_huge_tool_call_arguments_count_towards_the_reply_limit():
+    small = ActionConfig(style="json_tool_call", max_reply_chars=1000)
+    message = openai_message("bash", json.dumps({"command": "echo " + "x" * 2000}))
+    assert_format_error(parse_action(message, small), "more than the limit of 1000", small)
