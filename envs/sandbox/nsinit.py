@@ -19,6 +19,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -51,6 +52,27 @@ def loopback_up() -> None:
         fcntl.ioctl(s.fileno(), 0x8914, struct.pack("16sH14x", b"lo", iff_up | iff_loopback | iff_running))
 
 
+def overlay_markers(layer: str) -> tuple[list[str], list[str]]:
+    """Relative paths of the whiteouts (0:0 character devices) and opaque folders in a layer folder."""
+    whiteouts, opaque = [], []
+    for folder, dirs, files in os.walk(layer):
+        rel = os.path.relpath(folder, layer)
+        for name in dirs:
+            try:
+                marks = {os.getxattr(os.path.join(folder, name), attr, follow_symlinks=False)
+                         for attr in ("user.overlay.opaque", "trusted.overlay.opaque")
+                         if attr in os.listxattr(os.path.join(folder, name), follow_symlinks=False)}
+            except OSError:
+                marks = set()
+            if b"y" in marks:
+                opaque.append(os.path.normpath(os.path.join(rel, name)))
+        for name in files:
+            st = os.lstat(os.path.join(folder, name))
+            if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
+                whiteouts.append(os.path.normpath(os.path.join(rel, name)))
+    return whiteouts, opaque
+
+
 class Init:
     def __init__(self, ctl: socket.socket, cfg: dict) -> None:
         self.ctl = ctl
@@ -72,10 +94,10 @@ class Init:
             with open("/proc/self/gid_map", "w") as f:
                 f.write(f"0 {gid} 1")
             self.lower_fds: list[int] = []
+            self.prepared = {"layers": [], "binds": []}
         else:
             protocol.send(self.ctl, {"op": "userns_ready"})  # the host writes our maps, sends id-mapped lowers
-            reply, self.lower_fds = protocol.recv(self.ctl)
-            self.idmapped = reply["idmapped"]
+            self.prepared, self.lower_fds = protocol.recv(self.ctl)
         os.setresgid(0, 0, 0)
         os.setresuid(0, 0, 0)
         flags = S.CLONE_NEWNS | S.CLONE_NEWIPC | S.CLONE_NEWUTS
@@ -92,16 +114,20 @@ class Init:
         S.mount("tmpfs", self.st, "tmpfs", S.MS_NOSUID | S.MS_NODEV, "size=64m,mode=0755")
         for name in ("skel", "rw", "root", "dev"):
             os.mkdir(os.path.join(self.st, name))
-        self.lowers = []
         fds = iter(self.lower_fds)
-        for i, layer in enumerate(self.cfg["layers"]):
-            target = os.path.join(self.st, f"L{i}")
+
+        def attach(kind: str, index: int, source: str, target: str) -> str:
             os.mkdir(target)
-            if not self.cfg["map_self"] and i in self.idmapped:
+            if index in self.prepared[kind]:  # cloned, read-only (and id-mapped) by the host
                 S.move_mount(next(fds), target)
             else:
-                bind_readonly(layer["path"], target)
-            self.lowers.append(target)
+                bind_readonly(source, target)
+            return target
+
+        self.lowers = [attach("layers", i, layer["path"], os.path.join(self.st, f"L{i}"))
+                       for i, layer in enumerate(self.cfg["layers"])]
+        self.bind_sources = {i: attach("binds", i, bind["src"], os.path.join(self.st, f"B{i}"))
+                             for i, bind in enumerate(self.cfg["binds"]) if bind["kind"] == "dir"}
         for fd in self.lower_fds:
             os.close(fd)
         self.build_skeleton(os.path.join(self.st, "skel"))
@@ -156,15 +182,17 @@ class Init:
         S.mount("tmpfs", rw, "tmpfs", S.MS_NOSUID | S.MS_NODEV, f"size={self.cfg['upper_size_mb']}m,mode=0755")
         os.mkdir(os.path.join(rw, "upper"))
         os.mkdir(os.path.join(rw, "work"))
-        lowerdir = ":".join(reversed([os.path.join(self.st, "skel"), *self.lowers]))
-        options = f"lowerdir={lowerdir},upperdir={rw}/upper,workdir={rw}/work"
+        # relative paths (from the staging folder) keep host paths out of the sandbox's /proc/self/mountinfo
+        lowerdir = ":".join(reversed(["skel", *(os.path.basename(p) for p in self.lowers)]))
+        options = f"lowerdir={lowerdir},upperdir=rw/upper,workdir=rw/work"
+        os.chdir(self.st)
         if backend == "overlay":
-            S.mount("overlay", self.root, "overlay", 0, options + ",userxattr")
+            S.mount("overlay", "root", "overlay", 0, options + ",userxattr")
         else:
             self.mount_fuse(options)
 
     def mount_fuse(self, options: str) -> None:
-        self.fuse = subprocess.Popen(["fuse-overlayfs", "-f", "-o", options + ",squash_to_root", self.root],
+        self.fuse = subprocess.Popen(["fuse-overlayfs", "-f", "-o", options + ",squash_to_root", "root"],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         for _ in range(5000):  # mounted once the daemon serves it
             if os.path.ismount(self.root):
@@ -188,8 +216,17 @@ class Init:
             if layer.get("archive"):
                 subprocess.run(["tar", "-xzf", layer["archive"], "-C", target, "--no-same-owner"], check=True)
             else:
+                whiteouts, opaque = overlay_markers(lower)
+                for rel in opaque:  # an opaque folder hides everything below it in lower layers
+                    shutil.rmtree(os.path.join(target, rel), ignore_errors=True)
                 subprocess.run(["cp", "-r", "--preserve=mode,timestamps,links", "--no-dereference",
                                 lower + "/.", target], check=True)
+                for rel in whiteouts:
+                    path = os.path.join(target, rel)
+                    if os.path.isdir(path) and not os.path.islink(path):
+                        shutil.rmtree(path)
+                    elif os.path.lexists(path):
+                        os.unlink(path)
         S.mount(target, self.root, None, S.MS_BIND)
 
     def unmount_root(self) -> None:
@@ -231,9 +268,9 @@ class Init:
             S.unshare(S.CLONE_NEWNS)
             S.mount(None, "/", None, S.MS_REC | S.MS_PRIVATE)
             root = self.root
-            for bind in self.cfg["binds"]:
+            for i, bind in enumerate(self.cfg["binds"]):
                 if bind["kind"] == "dir":
-                    bind_readonly(bind["src"], root + bind["dst"])
+                    bind_readonly(self.bind_sources[i], root + bind["dst"])
             # /proc must be mounted while the host's /proc is still visible (the kernel refuses a fresh proc
             # mount in a user namespace that would reveal more than an existing one)
             S.mount("proc", root + "/proc", "proc", S.MS_NOSUID | S.MS_NODEV | S.MS_NOEXEC)

@@ -99,6 +99,8 @@ class Sandbox:
     def _launch(self) -> None:
         work_root = self.policy.resolved_work_root()
         os.makedirs(work_root, mode=0o711, exist_ok=True)
+        if not self._rootless:
+            _check_searchable(work_root)
         if work_root not in _swept:
             _sweep_stale_dirs(work_root)
             sweep_stale_cgroups(CGROUP_PREFIX)
@@ -112,6 +114,7 @@ class Sandbox:
             if not self._rootless:
                 os.chown(extract_dir, self.policy.host_uid, self.policy.host_uid)
         self._limits = Limits.create(self.policy, CGROUP_PREFIX + name)
+        self._bind_list = self._binds()
         for layer in self.layers:
             layer.acquire()
         host_end, init_end = socket.socketpair()
@@ -127,9 +130,9 @@ class Sandbox:
         host_end.settimeout(STARTUP_TIMEOUT_S)
         reply = self._recv(host_end, "starting the sandbox")
         if reply.get("op") == "userns_ready":
-            fds, idmapped = self._map_ids()
+            fds, prepared = self._map_ids()
             try:
-                protocol.send(host_end, {"idmapped": idmapped}, fds)
+                protocol.send(host_end, prepared, fds)
             finally:
                 for fd in fds:
                     os.close(fd)
@@ -146,7 +149,7 @@ class Sandbox:
             "map_self": self._rootless, "outer_uid": os.getuid(), "outer_gid": os.getgid(),
             "layers": [{"path": str(layer.path), "archive": str(layer.archive) if layer.archive else None}
                        for layer in self.layers],
-            "binds": self._binds(), "etc": self._etc(), "network": p.network, "hostname": p.hostname,
+            "binds": self._bind_list, "etc": self._etc(), "network": p.network, "hostname": p.hostname,
             "upper_size_mb": p.upper_size_mb, "tmp_size_mb": p.tmp_size_mb, "env": p.env,
             "rlimits": self._limits.rlimits(), "max_output_bytes": p.max_output_bytes,
         }
@@ -189,30 +192,38 @@ class Sandbox:
                 etc[name] = {"copy": f"/etc/{name}"}
         return etc
 
-    def _map_ids(self) -> tuple[list[int], list[int]]:
-        """As host root: map the sandbox's ids to unprivileged host ids, and id-map root-owned layers."""
+    def _map_ids(self) -> tuple[list[int], dict[str, list[int]]]:
+        """As host root: map the sandbox's ids to unprivileged host ids, and prepare its read-only trees.
+
+        Layers and binds are cloned here (host root can reach /root/.pyenv, the sandbox's uid cannot),
+        made read-only, and id-mapped where they belong to host root, so they show as the sandbox's root's.
+        """
         pid, p = self._proc.pid, self.policy
         for kind in ("uid_map", "gid_map"):
             with open(f"/proc/{pid}/{kind}", "w") as f:
                 f.write(f"0 {p.host_uid} {p.uid_count}")
         userns = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
-        fds, idmapped = [], []
+        fds: list[int] = []
+        sent: dict[str, list[int]] = {"layers": [], "binds": []}
+        trees = [("layers", i, str(layer.path)) for i, layer in enumerate(self.layers)]
+        trees += [("binds", i, b["src"]) for i, b in enumerate(self._bind_list) if b["kind"] == "dir"]
         try:
-            for i, layer in enumerate(self.layers):
-                if os.stat(layer.path).st_uid != 0:
-                    continue  # already owned by the mapped ids (e.g. a squashfs built with -force-uid)
+            for kind, index, path in trees:
                 flags = syscalls.OPEN_TREE_CLONE | syscalls.OPEN_TREE_CLOEXEC | syscalls.AT_RECURSIVE
-                fd = syscalls.open_tree(str(layer.path), flags)
+                fd = syscalls.open_tree(path, flags)
+                readonly = syscalls.MOUNT_ATTR_RDONLY | syscalls.MOUNT_ATTR_NODEV
                 try:
-                    syscalls.mount_setattr_idmap(fd, userns)
-                except OSError:
-                    os.close(fd)  # this filesystem cannot be id-mapped: files show as nobody, read-only
-                    continue
+                    if os.stat(path).st_uid == 0:
+                        syscalls.mount_setattr(fd, readonly | syscalls.MOUNT_ATTR_IDMAP, userns)
+                    else:  # already owned by the mapped ids (e.g. a squashfs built with -force-uid)
+                        syscalls.mount_setattr(fd, readonly)
+                except OSError:  # this filesystem cannot be id-mapped: its files show as nobody
+                    syscalls.mount_setattr(fd, readonly)
                 fds.append(fd)
-                idmapped.append(i)
+                sent[kind].append(index)
         finally:
             os.close(userns)
-        return fds, idmapped
+        return fds, sent
 
     def _recv(self, sock: socket.socket, doing: str) -> dict:
         try:
@@ -369,6 +380,19 @@ class Sandbox:
     def pid(self) -> int:
         """Host pid of nsinit, the process that holds the sandbox's namespaces."""
         return self._proc.pid if self._proc else 0
+
+
+def _check_searchable(folder: str) -> None:
+    """The sandbox's unprivileged root must be able to reach its staging folder below `folder`."""
+    path = os.path.realpath(folder)
+    while True:
+        if not os.stat(path).st_mode & 0o001:
+            raise SandboxError(f"work_root {folder!r}: expected every folder on its path to be searchable by "
+                               f"others (the sandbox runs as an unprivileged uid), found {path!r} without o+x; "
+                               "use a work_root like /tmp/swebox-0 or `chmod o+x` that folder")
+        if path == "/":
+            return
+        path = os.path.dirname(path)
 
 
 def _provides(layer: Layer, path: str) -> bool:

@@ -116,10 +116,10 @@ def open_tree(path: str, flags: int) -> int:
     return _syscall("open_tree", ctypes.c_int(-100), ctypes.c_char_p(_b(path)), ctypes.c_uint(flags))
 
 
-def mount_setattr_idmap(mount_fd: int, userns_fd: int) -> None:
-    """Make the detached mount `mount_fd` id-mapped through the user namespace `userns_fd`."""
+def mount_setattr(mount_fd: int, attr_set: int, userns_fd: int = 0) -> None:
+    """Set attributes (e.g. MOUNT_ATTR_RDONLY, MOUNT_ATTR_IDMAP with `userns_fd`) on a whole detached tree."""
     # struct mount_attr { u64 attr_set, attr_clr, propagation, userns_fd; }
-    attr = struct.pack("QQQQ", MOUNT_ATTR_IDMAP, 0, 0, userns_fd)
+    attr = struct.pack("QQQQ", attr_set, 0, 0, userns_fd)
     buf = ctypes.create_string_buffer(attr, len(attr))
     _syscall("mount_setattr", ctypes.c_int(mount_fd), ctypes.c_char_p(b""),
              ctypes.c_uint(AT_EMPTY_PATH | AT_RECURSIVE), buf, ctypes.c_size_t(len(attr)))

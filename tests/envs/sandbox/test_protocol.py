@@ -1,0 +1,58 @@
+"""The message framing between host and sandbox processes."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+
+import pytest
+
+from swebox.envs.sandbox import protocol
+
+
+def test_messages_and_descriptors_round_trip():
+    a, b = socket.socketpair()
+    r, w = os.pipe()
+    try:
+        protocol.send(a, {"op": "x", "text": "é" * 10, "n": 3}, [r])
+        message, fds = protocol.recv(b)
+        assert message == {"op": "x", "text": "é" * 10, "n": 3}
+        assert len(fds) == 1
+        os.write(w, b"ok")
+        assert os.read(fds[0], 2) == b"ok"
+        os.close(fds[0])
+    finally:
+        for fd in (r, w):
+            os.close(fd)
+        a.close()
+        b.close()
+
+
+def test_large_messages_arrive_whole():
+    a, b = socket.socketpair()
+    with a, b:
+        import threading
+
+        text = "x" * 3_000_000
+        sender = threading.Thread(target=protocol.send, args=(a, {"t": text}))
+        sender.start()
+        message, _ = protocol.recv(b)
+        sender.join()
+        assert message["t"] == text
+
+
+def test_eof_and_garbage_are_protocol_errors():
+    a, b = socket.socketpair()
+    a.close()
+    with pytest.raises(protocol.ProtocolError, match="closed"):
+        protocol.recv(b)
+    b.close()
+    a, b = socket.socketpair()
+    with a, b:
+        a.sendall(struct.pack("!I", 5) + b"[1,2]")
+        with pytest.raises(protocol.ProtocolError, match="JSON object"):
+            protocol.recv(b)
+        a.sendall(struct.pack("!I", protocol.MAX_MESSAGE + 1))
+        with pytest.raises(protocol.ProtocolError, match="exceeds"):
+            protocol.recv(b)
