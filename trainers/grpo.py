@@ -67,7 +67,8 @@ def group_stats(
 ) -> GroupStats:
     """Mean and unbiased std of the rewards of each group, over valid trajectories only.
 
-    ``group_ids`` are integers ``0..num_groups-1`` (one per trajectory). For group ``g`` with valid members
+    ``group_ids`` are non-negative integers, one per trajectory; the result has ``max(id) + 1`` entries
+    (an id without members gets count 0). For group ``g`` with valid members
     ``S_g`` (``n = |S_g|``): ``mean_g = sum_{i in S_g} r_i / n`` and
     ``std_g = sqrt(sum_{i in S_g} (r_i - mean_g)^2 / (n - 1))`` (0 when ``n < 2``).
     """
@@ -348,16 +349,17 @@ def select_informative_groups(
     refilling, uninformative groups fill the rest, so the batch always has ``num_groups`` groups.
     """
     stats = group_stats(rewards, group_ids, valid)
+    ids = group_ids.long()
+    present = torch.bincount(ids, minlength=len(stats.std)) > 0  # ids need not be contiguous
     informative = (stats.std > tol).nonzero().flatten().tolist()
-    others = (stats.std <= tol).nonzero().flatten().tolist()
-    if len(stats.std) < num_groups:
+    others = ((stats.std <= tol) & present).nonzero().flatten().tolist()
+    if int(present.sum()) < num_groups:
         raise ValueError(
-            f"expected a pool of at least {num_groups} groups; found {len(stats.std)}; "
+            f"expected a pool of at least {num_groups} groups; found {int(present.sum())}; "
             "roll out more groups before selecting"
         )
     chosen_informative = informative[:num_groups]
     filler = others[: num_groups - len(chosen_informative)]
-    ids = group_ids.long()
     indices = [(ids == g).nonzero().flatten() for g in chosen_informative + filler]
     return GroupSelection(
         indices=torch.cat(indices) if indices else torch.zeros(0, dtype=torch.long),
@@ -371,4 +373,5 @@ def frac_zero_std_groups(
 ) -> float:
     """Fraction of groups whose valid rewards are all equal (``reward/frac_zero_std_groups``)."""
     std = group_stats(rewards, group_ids, valid).std
-    return float((std <= 1e-6).float().mean().item()) if std.numel() else 0.0
+    present = torch.bincount(group_ids.long(), minlength=len(std)) > 0
+    return float((std[present] <= 1e-6).float().mean().item()) if bool(present.any()) else 0.0

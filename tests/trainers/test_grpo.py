@@ -258,5 +258,14 @@ def test_dynamic_sampling_needs_a_large_enough_pool():
         grpo.select_informative_groups(POOL_REWARDS, POOL_GROUPS, num_groups=5)
 
 
+def test_dynamic_sampling_with_non_contiguous_group_ids():
+    # ids 0 and 2 only: the absent group 1 is neither selected nor counted in the pool
+    sel = grpo.select_informative_groups(t(1, 1, 0, 1), t(0, 0, 2, 2, dtype=torch.long), num_groups=2)
+    assert sel.indices.tolist() == [2, 3, 0, 1]
+    with pytest.raises(ValueError, match="found 2"):
+        grpo.select_informative_groups(t(1, 1, 0, 1), t(0, 0, 2, 2, dtype=torch.long), num_groups=3)
+
+
 def test_frac_zero_std_groups():
     assert grpo.frac_zero_std_groups(POOL_REWARDS, POOL_GROUPS) == 0.5
+    assert grpo.frac_zero_std_groups(t(1, 1, 0, 1), t(0, 0, 2, 2, dtype=torch.long)) == 0.5  # of 2 groups
