@@ -241,24 +241,32 @@ class Init:
     # -- sessions ----------------------------------------------------------------------------------------
     def start_session(self) -> None:
         host_end, session_end = socket.socketpair()
+        pid_r, pid_w = os.pipe()
         pid = os.fork()
         if pid == 0:
             try:
                 host_end.close()
                 self.ctl.close()
+                os.close(pid_r)
                 S.set_parent_death_signal(signal.SIGKILL)
                 S.unshare(S.CLONE_NEWPID)
                 child = os.fork()
                 if child == 0:
+                    os.close(pid_w)
                     self.session_main(session_end)
+                os.write(pid_w, str(child).encode())
+                os.close(pid_w)
                 session_end.close()
                 os.waitpid(child, 0)
             finally:
                 os._exit(0)
         session_end.close()
+        os.close(pid_w)
+        with os.fdopen(pid_r, "rb") as f:
+            supervisor_pid = int(f.read() or 0)  # its host pid: the host reaches its files via /proc/PID/root
         self.session_pid = pid
-        protocol.send(self.ctl, {"op": "session", "pid": pid, "upper": os.path.join(self.st, "rw", "upper")},
-                      [host_end.fileno()])
+        protocol.send(self.ctl, {"op": "session", "pid": supervisor_pid,
+                                 "upper": os.path.join(self.st, "rw", "upper")}, [host_end.fileno()])
         host_end.close()
 
     def session_main(self, sock: socket.socket) -> None:

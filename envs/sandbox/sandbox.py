@@ -66,6 +66,7 @@ class Sandbox:
         self._ctl: socket.socket | None = None
         self._session: socket.socket | None = None
         self._upper = ""
+        self._session_pid = 0
         self._dir = ""
         self._limits: Limits | None = None
         self._finalizer: weakref.finalize | None = None
@@ -250,6 +251,7 @@ class Sandbox:
             self._session.close()
         self._session = socket.socket(fileno=fds[0])
         self._upper = reply["upper"]
+        self._session_pid = reply["pid"]
         for fd in fds[1:]:
             os.close(fd)
 
@@ -318,19 +320,17 @@ class Sandbox:
 
     # -- files --------------------------------------------------------------------------------------------
     def _root_view(self) -> str:
-        """The sandbox's persistent root as the host can reach it (through nsinit's mount namespace)."""
-        if self.backend == "extract":
-            return os.path.join(self._dir, "extract")
-        return f"/proc/{self._proc.pid}/root{self._dir}/mnt/root"
+        """The session's root as the host reaches it: the sandbox's own view, read-only binds included."""
+        return f"/proc/{self._session_pid}/root"
 
     def read_file(self, path: str, max_bytes: int = MAX_READ_BYTES) -> bytes:
-        """Read a file of the sandbox's filesystem (not /tmp, /proc or /dev); links never lead out of it."""
+        """Read a file as the sandbox sees it; links never lead out of the sandbox."""
         with self._lock:
             self._require_running("read_file")
             return hostfs.read_file(self._root_view(), path, max_bytes)
 
     def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
-        """Create or replace a file; its folder must exist. Links never lead out of the sandbox."""
+        """Create or replace a file as the sandbox's root would; its folder must exist. Links never lead out."""
         if isinstance(data, str):
             data = data.encode()
         with self._lock:
@@ -345,8 +345,8 @@ class Sandbox:
             snaps = os.path.join(self.policy.resolved_work_root(), "snapshots")
             os.makedirs(snaps, mode=0o700, exist_ok=True)
             target = os.path.join(snaps, f"{os.getpid()}-{next(_counter)}-{os.urandom(3).hex()}")
-            if self.backend == "extract":
-                source = self._root_view()  # the extract backend has no delta: the whole tree is the state
+            if self.backend == "extract":  # no delta: the whole private copy is the state
+                source = os.path.join(self._dir, "extract")
             else:
                 source = f"/proc/{self._proc.pid}/root{self._upper}"
             base, count = (os.getuid(), 1) if self._rootless else (self.policy.host_uid, self.policy.uid_count)

@@ -75,7 +75,7 @@ def test_output_is_capped_keeping_head_and_tail(base_layer: Path, work_root: str
 
 def test_reset_restores_the_layers_and_kills_everything(sandbox: Sandbox):
     sandbox.exec("cd /testbed && echo x > new && rm README && echo y >> pkg/__init__.py && mkdir d")
-    sandbox.exec("echo t > /tmp/t; nohup sleep 1000 >/dev/null 2>&1 &")
+    sandbox.exec("echo t > /tmp/t; nohup sleep 1000 >/dev/null 2>&1 & sleep 0.3")
     assert "sleep" in sandbox.exec("ps -eo comm").output
     sandbox.reset()
     r = sandbox.exec("ls /testbed; cat /testbed/pkg/__init__.py; ls /tmp; ps -eo comm --no-headers")
@@ -189,3 +189,12 @@ def test_other_backends_behave_the_same(base_layer: Path, task_layer: Path, work
             assert child.exec("cat /testbed/f /testbed/pkg/__init__.py").output == "forked\nVALUE = 2\n"
         finally:
             child.close()
+
+
+def test_host_side_writes_see_what_the_shell_sees(sandbox: Sandbox):
+    with pytest.raises(SandboxError, match="read-only"):
+        sandbox.write_file("/usr/evil.py", b"x")
+    assert not os.path.exists("/usr/evil.py")
+    sandbox.write_file("/tmp/note", b"in the private /tmp")
+    assert sandbox.exec("cat /tmp/note").output == "in the private /tmp"
+    assert sandbox.read_file("/tmp/note") == b"in the private /tmp"
