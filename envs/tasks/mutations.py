@@ -100,18 +100,20 @@ def is_generated(source: str) -> bool:
     return bool(GENERATED_MARKERS.search(head))
 
 
+def is_mutable_path(rel: str) -> bool:
+    """True for a repository-relative .py path that may receive bugs (no tests, docs, builds, setup.py)."""
+    path = Path(rel)
+    if path.suffix != ".py" or is_test_file(path) or path.name in ("setup.py", "noxfile.py", "conf.py"):
+        return False
+    return not any(part in SKIPPED_DIRS or part.startswith(".") for part in path.parts[:-1])
+
+
 def source_files(repo: str | Path) -> list[str]:
     """Relative paths of the repository's Python modules that may receive bugs, sorted."""
     root = Path(repo)
-    found = []
-    for path in root.rglob("*.py"):
-        rel = path.relative_to(root)
-        if any(part in SKIPPED_DIRS or part.startswith(".") for part in rel.parts[:-1]):
-            continue
-        if is_test_file(rel) or rel.name in ("setup.py", "noxfile.py", "conf.py"):
-            continue
-        found.append(rel.as_posix())
-    return sorted(found)
+    return sorted(
+        rel for rel in (p.relative_to(root).as_posix() for p in root.rglob("*.py")) if is_mutable_path(rel)
+    )
 
 
 class Mutation:

@@ -1,0 +1,135 @@
+"""What to synthesise tasks from: a project (PyPI requirement or local git repository) plus its test recipe.
+
+``configs/corpus/default.yaml`` lists projects with their recipes; ``project_from_requirement("toolz==1.2.0")``
+and ``project_from_repo(path)`` make a one-project corpus from the command line.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from swebox.envs.cache import EnvSpec
+
+_REQUIREMENT = re.compile(
+    r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z0-9][A-Za-z0-9.+!_-]*)$"
+)
+
+
+@dataclass(frozen=True)
+class ProjectRecipe:
+    """One project to synthesise tasks from, and how to run its tests."""
+
+    name: str
+    """Project name (PyPI name, or the repository folder's name); used in instance ids."""
+    version: str = ""
+    """Pinned PyPI version; '' for a local repository."""
+    repo_path: str = ""
+    """Absolute path of a local git repository; '' for a PyPI project."""
+    tests: tuple[str, ...] = ("tests",)
+    """Paths pytest collects, relative to the repository root."""
+    test_deps: tuple[str, ...] = ()
+    """Extra pip requirements the tests need (pytest itself is always installed)."""
+    pytest_args: tuple[str, ...] = ()
+    """Extra pytest options for every run (e.g. '-p', 'no:cov')."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Environment variables for test runs."""
+    timeout_s: float = 120.0
+    """Hard limit of one full-suite run in seconds; a mutant run gets min(this, 10 x the baseline time)."""
+    max_tasks: int = 40
+    """Validated tasks to keep for this project."""
+    python: str = "3.11"
+    """Interpreter version of the environment."""
+
+    def __post_init__(self) -> None:
+        if bool(self.version) == bool(self.repo_path):
+            raise ValueError(
+                f"project {self.name!r}: expected exactly one of version (PyPI) or repo_path (local git); "
+                f"found version={self.version!r}, repo_path={self.repo_path!r}. Set one of them."
+            )
+        if self.repo_path and not Path(self.repo_path).is_absolute():
+            raise ValueError(f"project {self.name!r}: repo_path must be absolute; found {self.repo_path!r}.")
+        for name in ("tests", "test_deps", "pytest_args"):
+            value = getattr(self, name)
+            if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+                raise ValueError(f"project {self.name!r}: {name} must be a list of strings; found {value!r}.")
+            object.__setattr__(self, name, tuple(value))
+        if not self.tests:
+            raise ValueError(f"project {self.name!r}: tests is empty; list the folders pytest collects.")
+        if self.timeout_s <= 0 or self.max_tasks < 0:
+            raise ValueError(
+                f"project {self.name!r}: expected timeout_s > 0 and max_tasks >= 0; found "
+                f"{self.timeout_s}, {self.max_tasks}."
+            )
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in self.env.items()):
+            raise ValueError(f"project {self.name!r}: env must map strings to strings; found {self.env!r}.")
+
+    @property
+    def label(self) -> str:
+        """'toolz-1.2.0' or the repository name plus its short commit."""
+        return f"{self.name}-{self.version}" if self.version else self.name
+
+    def env_spec(self) -> EnvSpec:
+        """The environment the project's tasks run in."""
+        deps = ("pytest", *self.test_deps)
+        if self.version:
+            return EnvSpec(source=f"pypi:{self.name}=={self.version}", python=self.python, test_deps=deps)
+        commit = subprocess.run(
+            ["git", "-C", self.repo_path, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        return EnvSpec(source=self.repo_path, commit=commit, python=self.python, test_deps=deps)
+
+    def test_cmd(self) -> str:
+        """The Task.test_cmd: the interpreter plus the recipe's pytest options."""
+        import shlex
+
+        return " ".join(["/venv/bin/python", "-m", "pytest", *(shlex.quote(a) for a in self.pytest_args)])
+
+
+def project_from_requirement(requirement: str, **overrides: Any) -> ProjectRecipe:
+    """``"toolz==1.2.0"`` -> a recipe with default test settings (``tests`` defaults to the tests folder)."""
+    match = _REQUIREMENT.match(requirement.strip())
+    if not match:
+        raise ValueError(f"--project: expected NAME==VERSION with an exact pin; found {requirement!r}.")
+    return ProjectRecipe(name=match["name"], version=match["version"], **overrides)
+
+
+def project_from_repo(path: str | Path, **overrides: Any) -> ProjectRecipe:
+    """A local git repository (its HEAD is the snapshot)."""
+    repo = Path(path).resolve()
+    if not (repo / ".git").exists():
+        raise ValueError(f"--repo: expected a git repository; {repo} has no .git. Run `git init` and commit.")
+    return ProjectRecipe(name=repo.name, repo_path=str(repo), **overrides)
+
+
+def load_recipe(path: str | Path) -> list[ProjectRecipe]:
+    """The projects of a corpus recipe YAML (``defaults`` apply to every project)."""
+    data = yaml.safe_load(Path(path).read_text())
+    if not isinstance(data, dict) or not isinstance(data.get("projects"), list):
+        raise ValueError(
+            f"{path}: expected a mapping with a 'projects' list; see configs/corpus/default.yaml."
+        )
+    defaults = data.get("defaults") or {}
+    known = {f.name for f in fields(ProjectRecipe)}
+    projects = []
+    for i, entry in enumerate(data["projects"]):
+        merged = {**defaults, **(entry or {})}
+        unknown = sorted(set(merged) - known)
+        if unknown:
+            raise ValueError(
+                f"{path}: project #{i}: unknown keys {unknown}; expected a subset of {sorted(known)}."
+            )
+        if "version" in merged:
+            merged["version"] = str(merged["version"])
+        projects.append(ProjectRecipe(**merged))
+    names = [p.label for p in projects]
+    if len(set(names)) != len(names):
+        raise ValueError(
+            f"{path}: a project is listed twice: {sorted(n for n in names if names.count(n) > 1)}."
+        )
+    return projects
