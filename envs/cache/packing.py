@@ -115,8 +115,9 @@ def pack(src: Path, dest: Path, fmt: str, *, owner: int | None = MAPPED_ROOT_UID
         sources = [str(src / n) for n in names] if names else [str(src)]
         cmd = ["mksquashfs", *sources, str(dest), "-comp", "zstd", "-Xcompression-level", str(zstd_level),
                "-noappend", "-quiet", "-no-progress"]
-        if names and len(names) == 1:
-            cmd.append("-keep-as-directory")
+        if names:
+            # several sources get a synthesised root directory: give it a layer root's usual mode
+            cmd += ["-root-mode", "755"] + (["-keep-as-directory"] if len(names) == 1 else [])
         if owner is not None:
             cmd += ["-force-uid", str(owner), "-force-gid", str(owner)]
         _run(cmd, f"mksquashfs {src}")

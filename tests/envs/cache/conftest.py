@@ -34,3 +34,23 @@ def make_layer_tree(root: Path, payload: bytes = b"") -> Path:
 @pytest.fixture
 def layer_tree(tmp_path: Path) -> Path:
     return make_layer_tree(tmp_path / "layer")
+
+
+@pytest.fixture(scope="session")
+def built_env(tmp_path_factory):
+    """The fixture project built once into a squashfs store (network: pytest and setuptools from PyPI)."""
+    if not IS_ROOT or shutil.which("mksquashfs") is None:
+        pytest.skip("building env layers here needs root (loop mounts) and mksquashfs")
+    from swebox.envs.cache import EnvSpec, LayerCache, LayerCacheConfig, LayerStore
+    from swebox.envs.cache.builder import build_env
+
+    from .fixture_project import write_repo
+
+    base = tmp_path_factory.mktemp("built")
+    repo, head = write_repo(base / "calc")
+    store = LayerStore(base / "store", fmt="squashfs")
+    spec = EnvSpec(source=str(repo), commit=head)
+    manifest = build_env(store, spec)
+    cache = LayerCache(store, LayerCacheConfig(root=str(base / "node")))
+    yield store, spec, manifest, cache
+    cache.close()

@@ -1,0 +1,153 @@
+"""Build an env layer from an EnvSpec inside a sandbox, and publish it to a LayerStore.
+
+The env layer layout (docs/cache.md, contracts): ``/testbed`` is the repository at the snapshot with a
+``.git`` of exactly one root commit on ``main`` (no remotes, no other refs, no reflog, loose objects only);
+``/venv`` is a virtualenv created at that path inside the build sandbox (so its shebangs are right) with the
+project installed; ``/swebox/env.json`` and ``/swebox/build.log`` record how. No bytecode or test caches
+anywhere: a .pyc of the clean source would leak the fix of a synthesised bug.
+
+Only the build step has network (``SandboxPolicy(network="host")``); the interpreter is bound read-only at
+its host path, which the venv's ``pyvenv.cfg`` names, so later sandboxes bind it automatically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..sandbox import Sandbox, SandboxPolicy
+from ..sandbox.policy import DEFAULT_ENV
+from .interpreters import Interpreter, find_interpreter
+from .sources import fetch_source
+from .spec import EnvSpec
+from .store import BUILDER_VERSION, BuildFailure, LayerStore, Manifest
+
+ENV_LAYER_ENTRIES = ("testbed", "venv", "swebox")
+GIT_IDENTITY = {"GIT_AUTHOR_NAME": "swebox", "GIT_AUTHOR_EMAIL": "swebox@localhost",
+                "GIT_COMMITTER_NAME": "swebox", "GIT_COMMITTER_EMAIL": "swebox@localhost",
+                "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z"}
+"""Fixed identity and dates: the same tree always gets the same commit id."""
+_CLEAN = ("find /testbed /venv /swebox \\( -name __pycache__ -o -name .pytest_cache -o -name .hypothesis "
+          "-o -name .mypy_cache -o -name .ruff_cache \\) -prune -exec rm -rf {} + ; "
+          "find /testbed /venv /swebox \\( -name '*.pyc' -o -name '.coverage' -o -name '.coverage.*' "
+          "-o -name 'coverage.xml' \\) -delete")
+_ONE_COMMIT = ("cd /testbed && rm -rf .git && git init -q -b main && git config core.logAllRefUpdates false "
+               "&& git config gc.auto 0 && git add -A && git commit -q --no-verify -m 'swebox env snapshot' "
+               "&& rm -rf .git/logs .git/hooks .git/COMMIT_EDITMSG .git/description "
+               "&& git status --porcelain")
+
+
+@dataclass
+class BuilderConfig:
+    """Limits of one env build."""
+
+    work_dir: str = ""
+    """Host folder for sources and downloads ('' = /var/tmp); readable by others and not under /tmp, which
+    every sandbox replaces with its own."""
+    step_timeout_s: float = 1800.0
+    """Wall-clock limit of each build command (pip install of a large project can take minutes)."""
+    memory_mb: int = 8192
+    """Memory limit of the build sandbox."""
+    upper_size_mb: int = 8192
+    """Size of the build sandbox's writable layer: the venv and repository must fit."""
+    log_tail_lines: int = 40
+    """Lines of the build log quoted in errors."""
+
+    def __post_init__(self) -> None:
+        if self.step_timeout_s <= 0:
+            raise ValueError(f"BuilderConfig.step_timeout_s: expected > 0; found {self.step_timeout_s}.")
+
+
+class EnvBuildError(BuildFailure):
+    """A build step failed because of the spec (install, test-runner check)."""
+
+
+class _Steps:
+    """Runs build commands in the sandbox, logging each; the first failure raises with the log tail."""
+
+    def __init__(self, sb: Sandbox, key: str, log: list[str], config: BuilderConfig) -> None:
+        self.sb, self.key, self.log, self.config = sb, key, log, config
+
+    def run(self, command: str, what: str, spec_fault: bool = True) -> str:
+        """``spec_fault``: a failure is the spec's (recorded as failed) rather than the host's."""
+        self.log.append(f"$ {command}")
+        result = self.sb.exec(command, timeout=self.config.step_timeout_s)
+        self.log.append(result.output.rstrip("\n"))
+        if result.timed_out or result.exit_code != 0:
+            why = "timed out" if result.timed_out else f"exit {result.exit_code}"
+            text = "\n".join(self.log)
+            tail = "\n".join(text.splitlines()[-self.config.log_tail_lines:])
+            message = (f"env {self.key}: {what} failed ({why}): `{command}`\n"
+                       f"--- last lines of the build log ---\n{tail}")
+            raise EnvBuildError(message, text) if spec_fault else RuntimeError(message)
+        return result.output
+
+
+def _interpreter(spec: EnvSpec) -> Interpreter:
+    interp = find_interpreter(spec.python)
+    if not interp.reachable:
+        raise RuntimeError(
+            f"Python {interp.version} at {interp.path} lies under a folder that other users cannot enter, so "
+            f"the sandbox's unprivileged root cannot run it; install Python {spec.python} under a readable "
+            f"prefix (e.g. /opt/python) or make its parent folders o+x.")
+    return interp
+
+
+def build_policy(src_root: Path, interp: Interpreter, config: BuilderConfig) -> SandboxPolicy:
+    env = {**DEFAULT_ENV, **GIT_IDENTITY, "PIP_NO_CACHE_DIR": "1", "PIP_NO_COMPILE": "1",
+           "PIP_ROOT_USER_ACTION": "ignore", "PYTHONDONTWRITEBYTECODE": "1"}
+    return SandboxPolicy(network="host", ro_binds=(str(src_root), interp.prefix), memory_mb=config.memory_mb,
+                         upper_size_mb=config.upper_size_mb, command_timeout_s=config.step_timeout_s, env=env)
+
+
+def build_env(store: LayerStore, spec: EnvSpec, *, config: BuilderConfig | None = None,
+              force: bool = False) -> Manifest:
+    """The env layer of ``spec``: reused when the store has it, else built once (across processes)."""
+    config = config or BuilderConfig()
+    key = spec.key()
+
+    def build(publish) -> Manifest:
+        interp = _interpreter(spec)
+        log = [f"# swebox env build {key} (builder {BUILDER_VERSION}), "
+               f"python {interp.version} at {interp.path}",
+               f"# spec {spec.canonical_json()}"]
+        work_dir = config.work_dir or "/var/tmp"
+        with tempfile.TemporaryDirectory(prefix=f"swebox-build-{key}-", dir=work_dir) as tmp:
+            os.chmod(tmp, 0o755)  # the build sandbox's unprivileged root reads the sources through a bind
+            src, base = Path(tmp) / "src", Path(tmp) / "base"
+            fetch_source(spec, src, log)
+            base.mkdir()  # an empty lowest layer: everything the build writes lands in the snapshot
+            with Sandbox([base], build_policy(src, interp, config)) as sb:
+                steps = _Steps(sb, key, log, config)
+                # not cp -a: the bound sources belong to unmapped host ids, which cannot be preserved
+                steps.run(f"cp -R --preserve=mode,links {shlex.quote(str(src))} /testbed && mkdir -p /swebox",
+                          "copying the source", spec_fault=False)
+                steps.run(f"{shlex.quote(interp.path)} -m venv /venv", "creating the venv", spec_fault=False)
+                activate = "cd /testbed && . /venv/bin/activate && "
+                for command in spec.install:
+                    steps.run(activate + command, "install")
+                if spec.test_deps:
+                    steps.run(activate + "pip install " + " ".join(map(shlex.quote, spec.test_deps)),
+                              "installing test dependencies")
+                for command in spec.setup:
+                    steps.run(activate + command, "setup command")
+                steps.run(activate + "python -m pytest --version", "the test runner check (pytest imports)")
+                freeze = steps.run(activate + "pip freeze --all", "pip freeze")
+                steps.run(_CLEAN, "removing caches and bytecode", spec_fault=False)
+                steps.run(_ONE_COMMIT, "making the one-commit git history", spec_fault=False)
+                info = {"spec": spec.to_dict(), "key": key, "python": interp.version,
+                        "interpreter": interp.path, "pip_freeze": freeze.splitlines(),
+                        "builder_version": BUILDER_VERSION}
+                sb.write_file("/swebox/env.json", json.dumps(info, indent=1) + "\n")
+                sb.write_file("/swebox/build.log", "\n".join(log) + "\n")
+                layer = sb.snapshot()
+                return publish(layer_dir=layer.path, kind="env", log="\n".join(log) + "\n",
+                               include=ENV_LAYER_ENTRIES,
+                               meta={"spec": spec.to_dict(), "python": interp.version,
+                                     "interpreter": interp.path})
+
+    return store.build(key, build, force=force)
