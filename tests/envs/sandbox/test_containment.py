@@ -1,0 +1,263 @@
+"""A hostile agent inside the sandbox: after each attack the host and other sandboxes are unchanged, and the
+sandbox still works after reset()."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy
+
+
+@pytest.fixture
+def host_sentinel(tmp_path: Path):
+    """A host file and a host process the agent must not be able to touch."""
+    secret = Path("/tmp") / f"swebox-host-secret-{os.getpid()}"
+    secret.write_text("host secret\n")
+    os.chmod(secret, 0o644)
+    proc = subprocess.Popen(["sleep", "600"])
+    yield secret, proc
+    alive = proc.poll() is None
+    proc.kill()
+    proc.wait()
+    assert secret.read_text() == "host secret\n", "the host file changed"
+    assert alive, "a host process was killed from inside the sandbox"
+    secret.unlink()
+
+
+def still_works(sb: Sandbox) -> None:
+    sb.reset()
+    r = sb.exec("cat /testbed/README && echo ok", timeout=30)
+    assert r.output == "base\nok\n", r.output
+
+
+def test_fork_bomb_is_contained(base_layer: Path, work_root: str, host_sentinel):
+    policy = SandboxPolicy(work_root=work_root, max_processes=64)
+    with Sandbox([base_layer], policy) as sb:
+        r = sb.exec(":(){ :|:& };:; sleep 2; echo done", timeout=20)
+        assert r.exit_code is not None or r.timed_out
+        procs = int(sb.exec("ls /proc | grep -c '^[0-9]' || true", timeout=20).output.strip() or 0)
+        assert procs <= 64 + 2
+        still_works(sb)
+
+
+def test_memory_bomb_is_contained(base_layer: Path, work_root: str, host_sentinel):
+    policy = SandboxPolicy(work_root=work_root, memory_mb=256)
+    with Sandbox([base_layer], policy) as sb:
+        r = sb.exec("python3 -c 'x = []\nwhile True: x.append(bytearray(16 << 20))'", timeout=60)
+        assert r.exit_code != 0 and not r.timed_out
+        assert "MemoryError" in r.output or "Killed" in r.output or r.exit_code in (137, -9, 1), r.output
+        still_works(sb)
+
+
+def test_filling_the_disk_stops_at_the_upper_size(base_layer: Path, work_root: str, host_sentinel):
+    policy = SandboxPolicy(work_root=work_root, upper_size_mb=32, tmp_size_mb=16)
+    with Sandbox([base_layer], policy) as sb:
+        r = sb.exec("dd if=/dev/zero of=/testbed/big bs=1M count=200 2>&1; du -m /testbed/big", timeout=60)
+        assert "No space left" in r.output
+        assert int(r.output.strip().split()[-2]) <= 32
+        r = sb.exec("dd if=/dev/zero of=/tmp/big bs=1M count=200 2>&1", timeout=60)
+        assert "No space left" in r.output
+        still_works(sb)
+
+
+def test_binary_floods_are_capped(sandbox: Sandbox):
+    r = sandbox.exec("cat /dev/urandom", timeout=2)
+    assert r.timed_out and r.truncated
+    assert len(r.output.encode("utf-8", "surrogatepass")) < 4 * sandbox.policy.max_output_bytes
+    still_works(sandbox)
+
+
+def test_host_files_outside_the_layers_are_invisible(sandbox: Sandbox, host_sentinel):
+    secret, _ = host_sentinel
+    r = sandbox.exec(f"cat /etc/shadow {secret} /root/.bashrc /work 2>&1; echo end")
+    assert r.output.count("No such file or directory") == 4 and r.output.endswith("end\n")
+    assert sandbox.exec("ls -A /home /root").output == "/home:\n\n/root:\n"
+    r = sandbox.exec("cat /etc/passwd; ls /etc")
+    assert r.output.startswith("root:x:0:0:root:/root:/bin/bash\nnobody:")
+    assert "shadow" not in r.output
+
+
+def test_writes_outside_the_sandbox_are_impossible(sandbox: Sandbox, host_sentinel):
+    secret, _ = host_sentinel
+    r = sandbox.exec(f"echo pwned > {secret}; echo pwned > /usr/pwned; touch /lib/x; echo $?")
+    assert r.output.strip().endswith("1")
+    assert not os.path.exists("/usr/pwned")
+    still_works(sandbox)
+
+
+def test_other_sandboxes_are_unreachable(base_layer: Path, work_root: str):
+    policy = SandboxPolicy(work_root=work_root)
+    with Sandbox([base_layer], policy) as a, Sandbox([base_layer], policy) as b:
+        a.exec("echo from-a > /testbed/a-only; echo tmp-a > /tmp/a-only; nohup sleep 600 >/dev/null 2>&1 &")
+        r = b.exec("ls /testbed/a-only /tmp/a-only 2>&1; pgrep sleep; kill -9 -1; echo end")
+        assert "No such file" in r.output and r.output.endswith("end\n")
+        assert "sleep" in a.exec("sleep 0.2; ps -eo comm").output
+        assert a.read_file("/testbed/a-only") == b"from-a\n"
+
+
+def test_killing_everything_only_kills_the_sandbox(sandbox: Sandbox, host_sentinel):
+    _, proc = host_sentinel
+    r = sandbox.exec(f"kill -9 -1; kill -9 {proc.pid}; pkill -9 sleep; pkill -9 python; echo survived")
+    assert "survived" in r.output
+    assert proc.poll() is None
+    still_works(sandbox)
+
+
+@pytest.mark.parametrize(
+    "attack",
+    [
+        "mount -t tmpfs none /testbed",
+        "mount -o remount,rw /usr",
+        "mount --bind / /mnt",
+        "umount /usr",
+        "umount -l /proc",
+        "mkdir -p /x && cd /x && pivot_root . .",
+        "chroot /proc/1/root /bin/true",
+        "ls /proc/1/root/",
+        "unshare -U -r true",
+        "unshare -m true",
+        "mknod /dev/sdx b 8 0",
+        "python3 -c 'import ctypes, sys; sys.exit(ctypes.CDLL(None).syscall(175, 0, 0, 0) != 0)'",  # init_module
+        "echo 1 > /proc/sys/kernel/sysrq",
+        "ls /sys/kernel",
+        "python3 -c 'import os; os.chroot(\"/tmp\"); os.chdir(\"../../..\"); print(os.listdir(\".\"))'",
+        "echo x > /usr/bin/x",
+        "nsenter -t 1 -m true",
+    ],
+)
+def test_privileged_operations_fail(sandbox: Sandbox, attack: str, host_sentinel):
+    r = sandbox.exec(attack + "; echo rc=$?", timeout=30)
+    rc = int(r.output.rsplit("rc=", 1)[1])
+    assert rc != 0, r.output
+    assert " /usr ro," in sandbox.exec("cat /proc/self/mountinfo").output
+    still_works(sandbox)
+
+
+def test_mountinfo_does_not_reveal_host_paths(sandbox: Sandbox, base_layer: Path):
+    mounts = sandbox.exec("cat /proc/self/mountinfo /proc/mounts").output
+    assert str(base_layer) not in mounts
+    assert sandbox.policy.resolved_work_root() not in mounts
+    assert "/tmp/pytest" not in mounts
+
+
+def test_no_network_but_loopback(sandbox: Sandbox):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    accepted: list = []
+    thread = threading.Thread(target=lambda: accepted.append(server.accept()), daemon=True)
+    thread.start()
+    try:
+        code = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2)"
+        r = sandbox.exec(f'python3 -c "{code}"', timeout=20)
+        assert r.exit_code != 0 and "Connection refused" in r.output
+        assert sandbox.exec("ls /sys/class/net 2>/dev/null; cat /proc/net/dev | tail -n +3").output.split()[0] == "lo:"
+        own = "import socket; s = socket.socket(); s.bind(('127.0.0.1', 8000)); s.listen(); " \
+              "c = socket.create_connection(('127.0.0.1', 8000)); print('loopback ok')"
+        assert sandbox.exec(f'python3 -c "{own}"').output == "loopback ok\n"
+        assert not accepted
+    finally:
+        server.close()
+
+
+def test_background_processes_do_not_survive_reset_or_close(base_layer: Path, work_root: str):
+    def host_pids_of_sleep_marker() -> list[int]:
+        pids = []
+        for name in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as f:
+                    if b"31337" in f.read():
+                        pids.append(int(name))
+            except (OSError, ValueError):
+                pass
+        return pids
+
+    sb = Sandbox([base_layer], SandboxPolicy(work_root=work_root)).start()
+    sb.exec("nohup sleep 31337 >/dev/null 2>&1 & setsid sleep 31337 & disown; sleep 0.3")
+    assert len(host_pids_of_sleep_marker()) == 2
+    sb.reset()
+    assert host_pids_of_sleep_marker() == [] or _eventually_empty(host_pids_of_sleep_marker)
+    sb.exec("nohup sleep 31337 >/dev/null 2>&1 & sleep 0.3")
+    sb.close()
+    assert _eventually_empty(host_pids_of_sleep_marker)
+
+
+def _eventually_empty(probe, tries: int = 200) -> bool:
+    import time
+
+    for _ in range(tries):
+        if not probe():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_host_side_helpers_never_follow_links_out(sandbox: Sandbox, host_sentinel):
+    secret, _ = host_sentinel
+    sandbox.exec(f"ln -s {secret} /testbed/link; ln -s ../../../../../../../{secret} /testbed/rel; "
+                 "ln -s /etc/passwd /testbed/pw; ln -s /proc/1/root/etc /testbed/proc1")
+    for path in ("/testbed/link", "/testbed/rel"):
+        with pytest.raises(SandboxError, match="no such file"):
+            sandbox.read_file(path)
+    for path in ("/testbed/link", "/testbed/rel"):
+        sandbox.write_file(path, b"written through a link")  # lands inside the sandbox, never on the host
+    assert sandbox.read_file("/testbed/pw").startswith(b"root:x:0:0")  # the sandbox's own /etc/passwd
+    assert sandbox.read_file(str(secret)) == b"written through a link"
+    with pytest.raises(SandboxError):
+        sandbox.read_file("/testbed/proc1/shadow")
+
+
+def test_commands_that_wait_or_never_end(sandbox: Sandbox):
+    assert sandbox.exec("read line; echo got=$line; cat -", timeout=10).output == "got=\n"
+    r = sandbox.exec("python3 -c 'import time\nwhile True: time.sleep(1)'", timeout=1)
+    assert r.timed_out
+    r = sandbox.exec("trap '' TERM INT HUP; sleep 1000", timeout=1)
+    assert r.timed_out
+    assert sandbox.exec("echo next").output == "next\n"
+
+
+def test_signals_to_the_supervisor_are_ignored(sandbox: Sandbox):
+    r = sandbox.exec("kill -9 1; kill -TERM 1; kill -STOP 1; echo alive")
+    assert "alive" in r.output
+    assert sandbox.exec("echo still").output == "still\n"
+
+
+def test_sigkill_of_the_host_process_leaves_nothing(base_layer: Path, work_root: str):
+    """The owner dies without closing: nsinit sees its control socket close and takes everything down."""
+    script = (
+        "import sys, time\n"
+        "from swebox.envs.sandbox import Sandbox, SandboxPolicy\n"
+        f"sb = Sandbox([{str(base_layer)!r}], SandboxPolicy(work_root={work_root!r})).start()\n"
+        "sb.exec('nohup sleep 31338 >/dev/null 2>&1 &')\n"
+        "print(sb.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    init_pid = int(proc.stdout.readline())
+    assert os.path.exists(f"/proc/{init_pid}")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+    def leftovers() -> list[str]:
+        found = []
+        for name in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as f:
+                    cmd = f.read()
+            except OSError:
+                continue
+            if b"31338" in cmd or (name == str(init_pid) and b"nsinit" in cmd):
+                found.append(name)
+        return found
+
+    assert _eventually_empty(leftovers, tries=500), leftovers()
