@@ -26,9 +26,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import protocol  # noqa: E402
-import supervisor  # noqa: E402
-import syscalls as S  # noqa: E402
+import protocol
+import supervisor
+import syscalls as S
 
 RO_FLAGS = {1: S.MS_RDONLY, 2: S.MS_NOSUID, 4: S.MS_NODEV, 8: S.MS_NOEXEC, 1024: S.MS_NOATIME,
             2048: S.MS_NODIRATIME, 4096: S.MS_RELATIME}
@@ -212,7 +212,7 @@ class Init:
             else:
                 os.unlink(path)
         subprocess.run(["cp", "-a", os.path.join(self.st, "skel") + "/.", target], check=True)
-        for layer, lower in zip(self.cfg["layers"], self.lowers):
+        for layer, lower in zip(self.cfg["layers"], self.lowers, strict=True):
             if layer.get("archive"):
                 subprocess.run(["tar", "-xzf", layer["archive"], "-C", target, "--no-same-owner"], check=True)
             else:
@@ -301,7 +301,7 @@ class Init:
             S.set_no_new_privs()
             S.prctl(S.PR_SET_DUMPABLE, 0)
             supervisor.serve(sock, self.cfg)
-        except BaseException as exc:  # noqa: BLE001 - tell the host, then die
+        except BaseException as exc:
             try:
                 protocol.send(sock, {"error": f"session setup failed: {type(exc).__name__}: {exc}"})
             except OSError:
@@ -346,7 +346,7 @@ class Init:
                     return
                 else:
                     protocol.send(self.ctl, {"error": f"unknown request {op!r}"})
-            except Exception as exc:  # noqa: BLE001 - report to the host, keep serving
+            except Exception as exc:
                 protocol.send(self.ctl, {"error": f"{op} failed: {type(exc).__name__}: {exc}"})
 
 
@@ -358,7 +358,7 @@ def main() -> None:
         init.enter_namespaces()
         init.build_static()
         init.mount_root()
-    except Exception as exc:  # noqa: BLE001 - the host turns this into a SandboxError
+    except Exception as exc:
         protocol.send(ctl, {"error": f"{type(exc).__name__}: {exc}"})
         sys.exit(1)
     protocol.send(ctl, {"op": "ready"})

@@ -91,7 +91,8 @@ class SandboxPolicy:
     unless a layer brings its own."""
 
     etc_files: tuple[str, ...] = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives",
-                                  "ssl/certs", "ssl/openssl.cnf", "ca-certificates", "mime.types", "protocols", "services")
+                                  "ssl/certs", "ssl/openssl.cnf", "ca-certificates", "mime.types", "protocols",
+                                  "services")
     """Entries of the host's /etc copied into the sandbox's minimal /etc (passwd, group, hosts, resolv.conf
     and nsswitch.conf are generated). Nothing else of the host's /etc is visible."""
 

@@ -9,7 +9,7 @@ import shutil
 from .policy import SandboxError
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _filesystems() -> frozenset[str]:
     try:
         with open("/proc/filesystems") as f:

@@ -95,7 +95,7 @@ class Shell:
                 except OSError:
                     os.chdir("/")
                 os.execve(BASH, ["bash", "--norc", "--noprofile"], self.cfg["env"])
-            except BaseException as exc:  # noqa: BLE001 - report anything, then die
+            except BaseException as exc:
                 os.write(2, f"swebox: cannot start {BASH}: {exc}\n".encode())
             os._exit(127)
         os.close(in_r)

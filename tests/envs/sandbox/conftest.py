@@ -8,7 +8,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from swebox.envs.sandbox import Sandbox, SandboxPolicy
 
 

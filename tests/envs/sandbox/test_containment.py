@@ -11,7 +11,6 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy
 
 

@@ -10,7 +10,6 @@ import sys
 import tempfile
 
 import pytest
-
 from swebox.envs.sandbox.probe import fuse_overlayfs_available
 
 

@@ -7,7 +7,6 @@ import socket
 import struct
 
 import pytest
-
 from swebox.envs.sandbox import protocol
 
 

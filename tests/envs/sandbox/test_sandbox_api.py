@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from swebox.envs.sandbox import Layer, Sandbox, SandboxError, SandboxPolicy
 
 
