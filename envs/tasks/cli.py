@@ -1,0 +1,63 @@
+"""``swebox tasks validate``: grade every task's gold patch and an empty diff; exit 1 on any mismatch."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def add_arguments(subparsers) -> None:
+    """Add the ``validate`` sub-command to the ``tasks`` sub-parsers."""
+    p = subparsers.add_parser("validate", help="check that gold patches resolve and empty diffs do not")
+    p.add_argument("tasks", help="task file (.jsonl/.json/.parquet), dataset folder or dataset name")
+    p.add_argument(
+        "--layers",
+        required=True,
+        help="folder holding the layer folders, named by env key and task layer key",
+    )
+    p.add_argument(
+        "--skip-invalid", action="store_true", help="skip malformed rows (listed) instead of failing"
+    )
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds per test run (default 900)")
+    p.add_argument("--limit", type=int, default=0, help="validate only the first N tasks (0 = all)")
+    p.add_argument("--json", dest="json_out", default="", help="also write per-task reports to this .jsonl")
+    p.set_defaults(func=run_validate)
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    from swebox.envs.tasks.loaders import LoadError, load
+    from swebox.envs.tasks.validate import HEADER, layers_from_dirs, row, summary, validate
+
+    try:
+        tasks = load(args.tasks, skip_invalid=args.skip_invalid)
+    except LoadError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for err in tasks.skipped:
+        print(f"skipped: {err}", file=sys.stderr)
+    selected = list(tasks)[: args.limit] if args.limit else list(tasks)
+    print(HEADER)
+    results = validate(
+        selected,
+        layers_from_dirs(args.layers),
+        timeout=args.timeout,
+        on_result=lambda v: print(row(v), flush=True),
+    )
+    if args.json_out:
+        with open(args.json_out, "w", encoding="utf-8") as fh:
+            for v in results:
+                fh.write(
+                    json.dumps(
+                        {
+                            "instance_id": v.instance_id,
+                            "passed": v.passed,
+                            "problem": v.problem,
+                            "gold": v.gold.to_dict() if v.gold else None,
+                            "empty": v.empty.to_dict() if v.empty else None,
+                        }
+                    )
+                    + "\n"
+                )
+    print(summary(results))
+    return 0 if all(v.passed for v in results) and not tasks.skipped else 1

@@ -1,0 +1,108 @@
+"""Validating a task file: the gold patch must resolve each task and an empty diff must not.
+
+Works on any task file. Layers come from a resolver (task -> list of layer folders): the env-facing code
+passes one backed by the layer cache; :func:`layers_from_dirs` serves folders named after env/task keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from swebox.envs.tasks.grading import GradeReport, grade
+from swebox.envs.tasks.schema import Task
+
+LayerResolver = Callable[[Task], list]
+
+
+@dataclass
+class Validation:
+    """One task's validation."""
+
+    instance_id: str
+    """The task."""
+    gold: GradeReport | None
+    """The gold patch's grade (None when grading could not start)."""
+    empty: GradeReport | None
+    """The empty diff's grade."""
+    problem: str = ""
+    """'' when the task passed; otherwise what was wrong."""
+
+    @property
+    def passed(self) -> bool:
+        """Gold resolves and the empty diff does not."""
+        return not self.problem
+
+
+def layers_from_dirs(root: str | Path) -> LayerResolver:
+    """Resolver for a folder holding ``<env_key>/`` and ``<task_layer_key>/`` layer folders."""
+    root = Path(root)
+
+    def resolve(task: Task) -> list:
+        if not task.env_key:
+            raise ValueError(f"task {task.instance_id}: expected an env spec to find its layer; found none.")
+        layers = [root / task.env_key] + ([root / task.task_layer_key] if task.task_layer_key else [])
+        missing = [str(p) for p in layers if not p.is_dir()]
+        if missing:
+            raise ValueError(
+                f"task {task.instance_id}: expected layer folders {missing}; build them first "
+                f"(swebox cache build / swebox tasks synth)."
+            )
+        return layers
+
+    return resolve
+
+
+def validate_task(task: Task, resolve: LayerResolver, *, timeout: float = 900.0) -> Validation:
+    """Grade the gold patch and the empty diff of one task."""
+    try:
+        layers = resolve(task)
+        gold = grade(task, task.patch, layers=layers, timeout=timeout)
+        empty = grade(task, "", layers=layers, timeout=timeout)
+    except Exception as exc:  # a broken task must not stop the others
+        return Validation(task.instance_id, None, None, f"could not grade: {type(exc).__name__}: {exc}")
+    problems = []
+    if not gold.resolved:
+        why = gold.errors + gold.tampered + [f"{i}: {p}" for i, p in gold.unknown_ids]
+        failing = [t for t, o in gold.tests.items() if o.status not in ("passed", "xfailed")]
+        problems.append(f"gold patch does not resolve ({'; '.join((why + failing)[:3]) or 'tests fail'})")
+    if empty.resolved:
+        problems.append("empty diff resolves (no test fails before the fix)")
+    return Validation(task.instance_id, gold, empty, "; ".join(problems))
+
+
+def validate(
+    tasks: Iterable[Task],
+    resolve: LayerResolver,
+    *,
+    timeout: float = 900.0,
+    on_result: Callable[[Validation], None] | None = None,
+) -> list[Validation]:
+    """Validate every task in order; ``on_result`` sees each as it finishes."""
+    results = []
+    for task in tasks:
+        result = validate_task(task, resolve, timeout=timeout)
+        if on_result is not None:
+            on_result(result)
+        results.append(result)
+    return results
+
+
+def row(v: Validation) -> str:
+    """One table row: id, verdict, gold F2P/P2P, empty F2P, problem."""
+
+    def counts(r: GradeReport | None) -> str:
+        return f"{r.f2p_passed}/{r.f2p_total} {r.p2p_passed}/{r.p2p_total}" if r else "-"
+
+    verdict = "ok" if v.passed else "FAIL"
+    return f"{v.instance_id:<40} {verdict:<5} {counts(v.gold):<14} {counts(v.empty):<14} {v.problem}"
+
+
+HEADER = f"{'task':<40} {'':<5} {'gold F2P P2P':<14} {'empty F2P P2P':<14} problem"
+
+
+def summary(results: list[Validation]) -> str:
+    """Exactly ``N passed, M failed``."""
+    passed = sum(v.passed for v in results)
+    return f"{passed} passed, {len(results) - passed} failed"

@@ -1,0 +1,76 @@
+"""`swebox tasks validate`: gold must resolve, the empty diff must not; table, summary line, exit code."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+
+from swebox.envs.cache.spec import EnvSpec
+from swebox.envs.tasks import save_jsonl
+from swebox.envs.tasks.cli import add_arguments
+from swebox.envs.tasks.validate import summary, validate_task
+
+
+def run_cli(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="swebox tasks")
+    add_arguments(parser.add_subparsers(dest="sub", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def layer_root(tmp_path, calc_layer, env: EnvSpec):
+    root = tmp_path / "layers"
+    root.mkdir()
+    (root / env.key()).symlink_to(calc_layer.path, target_is_directory=True)
+    return root
+
+
+def test_validate_table_summary_and_exit_codes(tmp_path, calc_layer, calc_task, capsys):
+    env = EnvSpec(source="/srv/calc", commit="abcdef1")
+    good = dataclasses.replace(calc_task, env=env)
+    # F2P test that already passes: the empty diff resolves, so the task is useless
+    passes_already = dataclasses.replace(
+        good,
+        instance_id="calc-sub",
+        FAIL_TO_PASS=("tests/test_ops.py::test_sub",),
+        PASS_TO_PASS=("tests/test_ops.py::test_mul",),
+        patch="",
+    )
+    wrong_gold = dataclasses.replace(
+        good, instance_id="calc-wrong", patch=good.patch.replace("a + b", "a * b")
+    )
+    root = layer_root(tmp_path, calc_layer, env)
+    save_jsonl([good], tmp_path / "good.jsonl")
+    save_jsonl([good, passes_already, wrong_gold], tmp_path / "mixed.jsonl")
+
+    assert run_cli(["validate", str(tmp_path / "good.jsonl"), "--layers", str(root)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == "1 passed, 0 failed"
+    assert out[1].startswith("calc-add") and " ok " in out[1] and "1/1 5/5" in out[1] and "0/1 5/5" in out[1]
+
+    report = tmp_path / "r.jsonl"
+    assert (
+        run_cli(["validate", str(tmp_path / "mixed.jsonl"), "--layers", str(root), "--json", str(report)])
+        == 1
+    )
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == "1 passed, 2 failed"
+    lines = {line.split()[0]: line for line in out[1:-1]}
+    assert "empty diff resolves" in lines["calc-sub"]
+    assert "gold patch does not resolve" in lines["calc-wrong"] and "FAIL" in lines["calc-wrong"]
+    rows = [json.loads(line) for line in report.read_text().splitlines()]
+    assert [r["passed"] for r in rows] == [True, False, False] and rows[0]["gold"]["resolved"] is True
+
+
+def test_missing_layers_and_bad_files_fail_clearly(tmp_path, calc_task, capsys):
+    task = dataclasses.replace(calc_task, env=EnvSpec(source="/srv/calc", commit="abcdef1"))
+    result = validate_task(task, lambda t: (_ for _ in ()).throw(ValueError("no layer")))
+    assert not result.passed and result.problem == "could not grade: ValueError: no layer"
+    assert summary([result]) == "0 passed, 1 failed"
+    save_jsonl([task], tmp_path / "t.jsonl")
+    assert run_cli(["validate", str(tmp_path / "t.jsonl"), "--layers", str(tmp_path)]) == 1
+    assert "expected layer folders" in capsys.readouterr().out
+    (tmp_path / "bad.jsonl").write_text("{nope\n")
+    assert run_cli(["validate", str(tmp_path / "bad.jsonl"), "--layers", str(tmp_path)]) == 2
+    assert "row 0" in capsys.readouterr().err
