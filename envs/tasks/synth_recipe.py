@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from swebox.envs.cache import EnvSpec
 
 _REQUIREMENT = re.compile(

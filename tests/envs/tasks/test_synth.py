@@ -9,7 +9,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from swebox.envs.tasks.mutations import Mutation, mutations
 from swebox.envs.tasks.schema import Task
 from swebox.envs.tasks.synth import (
