@@ -16,6 +16,7 @@ Standard library only: this file runs as a plain script next to syscalls.py, pro
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import signal
 import socket
@@ -242,7 +243,7 @@ class Init:
     def start_session(self) -> None:
         host_end, session_end = socket.socketpair()
         pid_r, pid_w = os.pipe()
-        pid = os.fork()
+        pid = self.fork_retrying()
         if pid == 0:
             try:
                 host_end.close()
@@ -250,7 +251,7 @@ class Init:
                 os.close(pid_r)
                 S.set_parent_death_signal(signal.SIGKILL)
                 S.unshare(S.CLONE_NEWPID)
-                child = os.fork()
+                child = self.fork_retrying()
                 if child == 0:
                     os.close(pid_w)
                     self.session_main(session_end)
@@ -268,6 +269,16 @@ class Init:
         protocol.send(self.ctl, {"op": "session", "pid": supervisor_pid,
                                  "upper": os.path.join(self.st, "rw", "upper")}, [host_end.fileno()])
         host_end.close()
+
+    def fork_retrying(self) -> int:
+        """fork(), waiting while the process limit is still full of a killed session's dying processes."""
+        for _ in range(1000):
+            try:
+                return os.fork()
+            except BlockingIOError:
+                self.reap(block=False)
+                time.sleep(0.01)
+        return os.fork()
 
     def session_main(self, sock: socket.socket) -> None:
         """pid 1 of the new PID namespace: finish the root, drop privileges, supervise the shell."""
@@ -299,7 +310,11 @@ class Init:
                 pass
             S.drop_all_capabilities()
             S.set_no_new_privs()
-            S.prctl(S.PR_SET_DUMPABLE, 0)
+            if not self.cfg["map_self"]:
+                # the agent (same uid, no capabilities) must not ptrace its supervisor. Rootless, the host
+                # itself needs a dumpable supervisor to reach /proc/PID/root; the agent then gains nothing
+                # by tracing it that it does not already have (same uid, no capabilities).
+                S.prctl(S.PR_SET_DUMPABLE, 0)
             supervisor.serve(sock, self.cfg)
         except BaseException as exc:
             try:
@@ -329,6 +344,10 @@ class Init:
     # -- the request loop --------------------------------------------------------------------------------
     def serve(self) -> None:
         while True:
+            # wake up now and then to reap the pid 1 of a killed session (we are its subreaper)
+            if not select.select([self.ctl], [], [], 0.2)[0]:
+                self.reap(block=False)
+                continue
             try:
                 request, _ = protocol.recv(self.ctl)
             except (protocol.ProtocolError, OSError):
