@@ -1,0 +1,98 @@
+"""No leaks: 1,000 start/exec/reset/close cycles leave the host with the same mounts, processes, open file
+descriptors and files under the sandbox work folder as before."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from swebox.envs.sandbox import Sandbox, SandboxPolicy
+
+CYCLES = int(os.environ.get("SWEBOX_LEAK_CYCLES", "1000"))
+
+
+def _mounts(*folders: str) -> int:
+    """Mounts of this host namespace below our folders (the machine may be shared by other test runs)."""
+    with open("/proc/self/mountinfo") as f:
+        return sum(1 for line in f if any(line.split()[4].startswith(folder) for folder in folders))
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _processes_of_uid(uid: int) -> int:
+    count = 0
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/status") as f:
+                if f"\nUid:\t{uid}\t" in f.read():
+                    count += 1
+        except OSError:
+            pass
+    return count
+
+
+def _children() -> int:
+    me = str(os.getpid())
+    count = 0
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[1] == me:
+                    count += 1
+        except (OSError, IndexError):
+            pass
+    return count
+
+
+def _files_under(folder: str) -> int:
+    return sum(len(files) + len(dirs) for _, dirs, files in os.walk(folder))
+
+
+def _cgroups() -> int:
+    mine = f"swebox-{os.getpid()}-"
+    total = 0
+    for root in ("/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"):
+        if os.path.isdir(root):
+            total += sum(1 for _, dirs, _ in os.walk(root) for d in dirs if d.startswith(mine))
+    return total
+
+
+def _settled(probe, expected: int, seconds: float = 5.0) -> int:
+    deadline = time.monotonic() + seconds
+    value = probe()
+    while value != expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+        value = probe()
+    return value
+
+
+@pytest.mark.e2e
+def test_a_thousand_cycles_leak_nothing(base_layer: Path, work_root: str):
+    uid = 300001  # a host uid of its own, so other sandboxes on this machine do not disturb the count
+    policy = SandboxPolicy(work_root=work_root, host_uid=uid)
+    with Sandbox([base_layer], policy) as warm:  # first use creates lazily-made folders; not a leak
+        warm.exec("true")
+    folders = (work_root, str(base_layer))
+    before = (_mounts(*folders), _open_fds(), _children(), _processes_of_uid(uid), _files_under(work_root), _cgroups())
+    for i in range(CYCLES):
+        sb = Sandbox([base_layer], policy).start()
+        r = sb.exec(f"echo {i} > /testbed/x; nohup sleep 1000 >/dev/null 2>&1 & cat /testbed/x")
+        assert r.output == f"{i}\n", r.output
+        sb.reset()
+        assert sb.exec("ls /testbed/x").exit_code != 0
+        sb.close()
+    after = (
+        _settled(lambda: _mounts(*folders), before[0]),
+        _settled(_open_fds, before[1]),
+        _settled(_children, before[2]),
+        _settled(lambda: _processes_of_uid(uid), before[3]),
+        _settled(lambda: _files_under(work_root), before[4]),
+        _settled(_cgroups, before[5]),
+    )
+    names = ("mounts", "open fds", "child processes", "sandbox processes", "files under work root", "cgroups")
+    assert dict(zip(names, after, strict=True)) == dict(zip(names, before, strict=True))
