@@ -1,0 +1,316 @@
+"""Rollouts across the nodes of a Ray cluster: one or more rollout actors per node, tasks sent where their layers are.
+
+``RayWorkerPool(cfg)`` is the trainer's :class:`~swebox.trainers.rollout.WorkerPool` on Ray. It joins the cluster
+named by ``cfg.ray.address`` (or starts a local one advertising the resources swebox nodes carry), places
+``cfg.ray.actors_per_node`` rollout actors on every node that advertises ``cfg.ray.node_resource`` (hard node
+affinity), and then, each step:
+
+- broadcasts the policy's weights with one ``ray.put`` per version (every actor reads the same object; Ray moves
+  it once per node),
+- routes each task's group to an actor on a node whose layer cache already holds the task's environment (sticky
+  by env key), spilling to the least loaded actor only when those actors are full for this step,
+- gathers the trajectories back in the order of the tasks it was given.
+
+Each actor owns a :class:`~swebox.trainers.rollout.RolloutWorker` built on its node: its sandboxes and the node's
+layer cache (``env.cache_dir`` may hold ``{node_id}``, for several nodes on one test machine), whose unpacking is
+bounded by the node's I/O budget resource (``swebox.envs.cache.ray_budget``). Ray is imported here only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from swebox.envs.cache.budget import DEFAULT_BUDGET_MB
+from swebox.envs.cache.ray_budget import node_resources
+from swebox.trainers.config import TrainConfig
+
+ACTOR_NODE_SHARE = 0.01
+"""Amount of ``cfg.ray.node_resource`` one rollout actor takes: a marker that keeps actors on swebox nodes (each
+advertises 1 of it), not a limit; up to 100 actors fit a node, and CPUs (``ray.actor_num_cpus``) bound them."""
+
+
+class RayPoolError(RuntimeError):
+    """The cluster cannot host the pool; the message says what was expected, what was found and how to fix it."""
+
+
+# ------------------------------------------------------------------------------------------------ routing
+
+
+def env_key_of(task: Mapping[str, Any]) -> str:
+    """The env key a task's episodes need (tasks sharing it share the env layer); its id when it has no env."""
+    from swebox.envs.cache import EnvSpec
+
+    env = task.get("env")
+    if isinstance(env, EnvSpec):
+        return env.key()
+    if isinstance(env, Mapping):
+        return EnvSpec.from_dict(dict(env)).key()
+    return f"task:{task.get('instance_id', '')}"
+
+
+def route_groups(
+    env_keys: Sequence[str], actor_nodes: Sequence[str], holders: Mapping[str, frozenset[str]]
+) -> tuple[list[int], dict[str, frozenset[str]]]:
+    """Assign each task (one group of episodes) to an actor; returns (actor index per task, updated holders).
+
+    ``actor_nodes[i]`` is the node of actor ``i``; ``holders[key]`` the nodes whose layer cache holds env ``key``.
+    Every actor takes at most ``ceil(len(env_keys) / len(actor_nodes))`` groups this step, so a step is balanced.
+    Tasks are placed grouped by env key (the first occurrence's order): a task goes to the least loaded actor with
+    room on a node that holds its key; if there is none, to the least loaded actor with room anywhere (lowest
+    index on ties), whose node then holds the key too.
+    """
+    if not actor_nodes:
+        raise RayPoolError("route_groups: expected at least one rollout actor; found none; add swebox nodes")
+    cap = math.ceil(len(env_keys) / len(actor_nodes)) if env_keys else 0
+    load = [0] * len(actor_nodes)
+    held = {key: frozenset(nodes) for key, nodes in holders.items()}
+    order = sorted(range(len(env_keys)), key=lambda i: (env_keys.index(env_keys[i]), i))
+    choice = [-1] * len(env_keys)
+    for i in order:
+        key = env_keys[i]
+        free = [a for a in range(len(actor_nodes)) if load[a] < cap]
+        near = [a for a in free if actor_nodes[a] in held.get(key, frozenset())]
+        actor = min(near or free, key=lambda a: (load[a], a))
+        choice[i] = actor
+        load[actor] += 1
+        held[key] = held.get(key, frozenset()) | {actor_nodes[actor]}
+    return choice, held
+
+
+def per_actor_parallelism(total: int, actors: int) -> int:
+    """Episodes one actor runs at once so that all actors together run about ``total`` (at least 1 each)."""
+    return max(1, math.ceil(total / max(1, actors)))
+
+
+def cpu_state_dict(state_dict: Mapping[str, Any]) -> dict[str, Any]:
+    """Tensors detached and on the CPU (what crosses Ray's object store); other values as they are."""
+    out = {}
+    for name, value in state_dict.items():
+        out[name] = value.detach().cpu() if hasattr(value, "detach") else value
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ the actor
+
+
+def default_worker_factory(cfg: TrainConfig) -> Any:
+    """The real worker: a RolloutWorker (generation backend + env side) built inside the actor."""
+    from swebox.trainers.rollout import RolloutWorker
+
+    return RolloutWorker(cfg)
+
+
+def config_for_node(cfg: TrainConfig, node_id: str, actors: int) -> TrainConfig:
+    """The config one actor runs with: its node's cache folder and its share of the episodes in flight."""
+    env = dataclasses.replace(cfg.env, cache_dir=cfg.env.cache_dir.replace("{node_id}", node_id))
+    rollout = dataclasses.replace(
+        cfg.rollout, max_parallel_episodes=per_actor_parallelism(cfg.rollout.max_parallel_episodes, actors)
+    )
+    return dataclasses.replace(cfg, env=env, rollout=rollout)
+
+
+class RolloutActor:
+    """The body of one Ray rollout actor: a worker built on this node, answering with its node id."""
+
+    def __init__(self, cfg: TrainConfig, actors: int, worker_factory: Callable[[TrainConfig], Any]) -> None:
+        import ray
+
+        self.node_id = ray.get_runtime_context().get_node_id()
+        self.worker = worker_factory(config_for_node(cfg, self.node_id, actors))
+
+    def node(self) -> str:
+        return self.node_id
+
+    def set_weights(self, state_dict: Mapping[str, Any], version: int) -> None:
+        self.worker.set_weights(state_dict, version)
+
+    def run(self, tasks: list[dict], group_size: int) -> dict[str, Any]:
+        started = time.monotonic()
+        trajectories = self.worker.run(tasks, group_size)
+        return {"node_id": self.node_id, "trajectories": trajectories, "seconds": time.monotonic() - started}
+
+    def close(self) -> None:
+        close = getattr(self.worker, "close", None)
+        if close is not None:
+            close()
+
+
+# ------------------------------------------------------------------------------------------------ the pool
+
+
+def init_ray(cfg: TrainConfig, io_budget_mb: int = DEFAULT_BUDGET_MB) -> bool:
+    """Connect to ``cfg.ray.address`` or start a local Ray whose node carries swebox's resources.
+
+    Returns True when this call started or joined Ray (the caller then shuts it down), False when Ray was
+    already initialised in this process (a test's cluster, the demo's own start).
+    """
+    import ray
+
+    if ray.is_initialized():
+        return False
+    if cfg.ray.address:
+        ray.init(address=cfg.ray.address, namespace=cfg.ray.namespace, log_to_driver=False)
+    else:
+        resources = {cfg.ray.node_resource: 1.0, **node_resources(io_budget_mb)}
+        ray.init(num_cpus=cfg.ray.num_cpus, resources=resources, namespace=cfg.ray.namespace,
+                 include_dashboard=False, log_to_driver=False)
+    return True
+
+
+def swebox_nodes(node_resource: str) -> list[str]:
+    """Ids of the live nodes advertising ``node_resource``, in a stable order."""
+    import ray
+
+    return sorted(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get(node_resource, 0) > 0)
+
+
+class RayWorkerPool:
+    """The WorkerPool on a Ray cluster (see the module docstring). ``close()`` ends the actors, and Ray when the
+    pool started it.
+
+    ``worker_factory(cfg) -> worker`` builds each actor's worker (``set_weights``, ``run``; ``close`` optional);
+    it must be importable or picklable by Ray. The default builds a RolloutWorker.
+    """
+
+    def __init__(self, cfg: TrainConfig, worker_factory: Callable[[TrainConfig], Any] | None = None) -> None:
+        import ray
+
+        self.cfg = cfg
+        self.owns_ray = init_ray(cfg)
+        nodes = swebox_nodes(cfg.ray.node_resource)
+        if not nodes:
+            found = sorted({k for n in ray.nodes() if n["Alive"] for k in n["Resources"]})
+            self.close()
+            raise RayPoolError(
+                f"expected Ray nodes advertising the resource {cfg.ray.node_resource!r} (ray.node_resource); "
+                f"found nodes with only {found}; start nodes with scripts/ray_head.sh and scripts/ray_worker.sh, "
+                "or let the trainer start a local Ray (ray.address='')"
+            )
+        factory = worker_factory or default_worker_factory
+        actors = len(nodes) * cfg.ray.actors_per_node
+        remote = ray.remote(RolloutActor)
+        self.actors: list[Any] = []
+        self.actor_nodes: list[str] = []
+        for node in nodes:
+            for _ in range(cfg.ray.actors_per_node):
+                options = actor_options(cfg, node)
+                self.actors.append(remote.options(**options).remote(cfg, actors, factory))
+                self.actor_nodes.append(node)
+        placed = ray.get([a.node.remote() for a in self.actors])
+        if placed != self.actor_nodes:  # hard affinity makes this impossible; a cheap guard all the same
+            raise RayPoolError(f"actors landed on {placed}, expected {self.actor_nodes}; report this as a bug")
+        self.holders: dict[str, frozenset[str]] = {}
+        self.version: int | None = None
+        self.weights_ref: Any = None
+        self.last_placement: list[str] = []
+        """Node id of each task of the last ``run_groups`` call (in the order of its tasks)."""
+
+    @property
+    def nodes(self) -> list[str]:
+        """Distinct nodes with rollout actors."""
+        return sorted(set(self.actor_nodes))
+
+    def set_weights(self, state_dict: Mapping[str, Any], version: int) -> None:
+        """Put the weights in the object store once for this version and load them into every actor."""
+        import ray
+
+        if version == self.version:
+            return
+        self.weights_ref = ray.put(cpu_state_dict(state_dict))
+        ray.get([a.set_weights.remote(self.weights_ref, version) for a in self.actors])
+        self.version = version
+
+    def run_groups(self, tasks: list[dict], group_size: int) -> list[Any]:
+        """``group_size`` trajectories per task, task after task in the given order, from actors across nodes.
+
+        An actor that dies (its node lost) is dropped and its tasks are rerun on the others; the step fails only
+        when no actor is left.
+        """
+        from swebox.trainers.rollout import Trajectory
+
+        dicts = self.run_group_dicts(tasks, group_size)
+        return [Trajectory.from_dict(d) for d in dicts]
+
+    def run_group_dicts(self, tasks: list[dict], group_size: int) -> list[dict]:
+        """:meth:`run_groups` without turning the dicts into Trajectory objects."""
+        import ray
+        from ray.exceptions import RayActorError
+
+        keys = [env_key_of(t) for t in tasks]
+        results: list[list[dict] | None] = [None] * len(tasks)
+        placement: list[str] = [""] * len(tasks)
+        todo = list(range(len(tasks)))
+        while todo:
+            if not self.actors:
+                raise RayPoolError("every rollout actor died (their nodes left the cluster); restart the cluster")
+            choice, self.holders = route_groups([keys[i] for i in todo], self.actor_nodes, self.holders)
+            by_actor: dict[int, list[int]] = {}
+            for i, actor in zip(todo, choice, strict=True):
+                by_actor.setdefault(actor, []).append(i)
+            calls = {a: self.actors[a].run.remote([tasks[i] for i in idx], group_size) for a, idx in by_actor.items()}
+            todo, dead = [], []
+            for actor, ref in calls.items():
+                try:
+                    answer = ray.get(ref)
+                except RayActorError:
+                    dead.append(actor)
+                    todo += by_actor[actor]
+                    continue
+                for n, i in enumerate(by_actor[actor]):
+                    results[i] = answer["trajectories"][n * group_size : (n + 1) * group_size]
+                    placement[i] = answer["node_id"]
+                    check_group(results[i], tasks[i], group_size)
+            self._drop(dead)
+            todo.sort()
+        self.last_placement = placement
+        return [d for group in results for d in group or []]
+
+    def _drop(self, dead: list[int]) -> None:
+        if not dead:
+            return
+        self.actors = [a for i, a in enumerate(self.actors) if i not in dead]
+        self.actor_nodes = [n for i, n in enumerate(self.actor_nodes) if i not in dead]
+
+    def close(self) -> None:
+        """End the actors (closing their workers first) and Ray itself when this pool started it."""
+        import ray
+
+        if not ray.is_initialized():
+            return
+        actors = getattr(self, "actors", [])
+        try:
+            ray.get([a.close.remote() for a in actors], timeout=60)
+        except Exception:  # a dead actor or a slow close must not keep the cluster's resources held
+            pass
+        for actor in actors:
+            ray.kill(actor)
+        self.actors = []
+        if self.owns_ray:
+            ray.shutdown()
+
+
+def actor_options(cfg: TrainConfig, node_id: str) -> dict[str, Any]:
+    """Ray ``.options`` of one rollout actor: its CPUs, the swebox node marker, pinned to ``node_id``."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return {
+        "num_cpus": cfg.ray.actor_num_cpus,
+        "resources": {cfg.ray.node_resource: ACTOR_NODE_SHARE},
+        "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=node_id, soft=False),
+        "max_restarts": 0,
+    }
+
+
+def check_group(group: list[dict], task: Mapping[str, Any], group_size: int) -> None:
+    """A worker answered ``group_size`` trajectories of the task asked for; anything else is a worker bug."""
+    wanted = task.get("instance_id", "")
+    found = [d.get("task_id") for d in group]
+    if len(group) != group_size or any(t != wanted for t in found):
+        raise RayPoolError(
+            f"expected {group_size} trajectories of task {wanted!r} from a rollout worker; found task ids {found}; "
+            "RolloutWorker.run must return group_size trajectories per task, in the order of its tasks"
+        )
