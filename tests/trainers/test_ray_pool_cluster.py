@@ -64,7 +64,8 @@ def task(i: int, project: str, **extra) -> dict:
 
 @pytest.fixture(scope="module")
 def cluster():
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": NODE_RESOURCES, "include_dashboard": False})
+    head = {"num_cpus": 1, "resources": NODE_RESOURCES, "include_dashboard": False}
+    cluster = Cluster(initialize_head=True, head_node_args=head)
     cluster.add_node(num_cpus=1, resources=NODE_RESOURCES)
     cluster.wait_for_nodes()
     ray.init(address=cluster.address)
