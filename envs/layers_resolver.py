@@ -1,0 +1,173 @@
+"""Finding a task's layers on this node: its env layer and its own task layer, lowest first.
+
+Layers come from a LayerStore (the packed, shared copy) through this node's LayerCache (mounted or unpacked
+once per node, shared by every sandbox), or from a folder of plain layer folders named by key (what
+``swebox tasks validate --layers`` and the tests use). A layer that is not there is an error naming the key
+and the exact command that builds it; an env layer is never built behind the caller's back, because a build
+takes minutes and needs the network.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from swebox.envs.cache import LayerCache, LayerCacheConfig, LayerHandle, LayerStore
+from swebox.envs.tasks.schema import Task
+
+DEFAULT_STORE = "runs/layers"
+"""Same default as ``swebox cache``: $SWEBOX_LAYER_STORE, else this folder."""
+
+_caches: dict[tuple[str, str], LayerCache] = {}
+_caches_lock = threading.Lock()
+
+
+class LayersMissing(LookupError):
+    """A task's env or task layer is not in the layer store; the message says how to build it."""
+
+
+@dataclass
+class LayerSource:
+    """Where an environment finds the layers of its tasks. Travels as a plain dict (SkyRL kwargs, columns)."""
+
+    store: str = ""
+    """LayerStore folder ('' = $SWEBOX_LAYER_STORE, else runs/layers); ignored when ``dirs`` is set."""
+    dirs: str = ""
+    """Instead of a store: a folder holding unpacked layer folders named by env key and task layer key."""
+    cache_root: str = ""
+    """Node-local LayerCache folder ('' = $SWEBOX_LAYER_CACHE, else /var/tmp/swebox-layers-<uid>)."""
+    cache_quota_gb: float = 50.0
+    """Most GB of layers this node keeps materialised (least recently used ones without users go first)."""
+    tasks_file: str = ""
+    """The task file, named in the build command of a missing-layer error ('' shows a placeholder)."""
+
+    def __post_init__(self) -> None:
+        if self.cache_quota_gb <= 0:
+            raise ValueError(f"LayerSource.cache_quota_gb: expected > 0 GB; found {self.cache_quota_gb}. "
+                             "Use e.g. 50.")
+        if self.dirs and not Path(self.dirs).is_dir():
+            raise ValueError(f"LayerSource.dirs: expected a folder of layer folders; found no folder at "
+                             f"{self.dirs!r}. Fix the path or use `store` instead.")
+
+    @property
+    def store_root(self) -> Path:
+        return Path(self.store or os.environ.get("SWEBOX_LAYER_STORE") or DEFAULT_STORE).absolute()
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | LayerSource | None) -> LayerSource:
+        if isinstance(data, LayerSource):
+            return data
+        data = dict(data or {})
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"LayerSource: unknown keys {unknown}; expected a subset of {sorted(known)}.")
+        return cls(**data)
+
+
+@dataclass
+class TaskLayers:
+    """A task's layers held for use. ``paths`` (lowest first) go to Sandbox and grade; release when done."""
+
+    task_id: str
+    """The task these layers belong to."""
+    paths: list[Path]
+    """Env layer first, then the task layer when the task has one."""
+    handles: list[LayerHandle] = field(default_factory=list)
+    """LayerCache handles keeping the layers materialised (empty for plain folders)."""
+
+    def release(self) -> None:
+        """Let the node cache evict the layers again; safe to call twice."""
+        handles, self.handles = self.handles, []
+        for handle in handles:
+            handle.release()
+
+    def __enter__(self) -> TaskLayers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def shared_cache(store_root: str | Path, cache_root: str = "", quota_gb: float = 50.0) -> LayerCache:
+    """One LayerCache per (store, node folder) per process: mounts and locks are shared by all episodes.
+
+    Never closed by the episodes: closing would unmount squashfs layers that the next episode mounts again.
+    """
+    config = LayerCacheConfig(root=cache_root, quota_gb=quota_gb)
+    key = (str(Path(store_root).absolute()), config.root)
+    with _caches_lock:
+        cache = _caches.get(key)
+        if cache is None:
+            cache = _caches[key] = LayerCache(LayerStore(key[0]), config)
+        return cache
+
+
+def build_command(source: LayerSource) -> str:
+    """The command that builds the env layers of the task file into the configured store."""
+    tasks = source.tasks_file or "TASKS.jsonl"
+    return f"swebox cache build --tasks {tasks} --store {source.store_root}"
+
+
+def _layer_keys(task: Task) -> list[tuple[str, str]]:
+    if task.env is None:
+        raise LayersMissing(f"task {task.instance_id}: expected an 'env' spec naming its environment; found "
+                            "none. Add the env (an EnvSpec dict) to the task row, e.g. with `swebox tasks synth`.")
+    keys = [("env", task.env_key)]
+    if task.task_layer_key:
+        keys.append(("task", task.task_layer_key))
+    return keys
+
+
+def _missing(task: Task, kind: str, key: str, where: str, source: LayerSource) -> LayersMissing:
+    if kind == "env":
+        how = f"build it with:\n    {build_command(source)}"
+        what = f"its environment {key} ({task.env.source if task.env else '?'})"
+    else:
+        how = ("task layers are made with the task by `swebox tasks synth --out DIR` (they live in DIR/layers); "
+               "copy them with `swebox cache import --from DIR/layers`")
+        what = f"its task layer {key}"
+    return LayersMissing(f"task {task.instance_id}: {what} is missing from the layer cache {where}; {how}")
+
+
+def _check_store(root: Path) -> None:
+    if not (root / "manifests").is_dir():
+        raise LayersMissing(f"layer store {root}: expected a folder made by `swebox cache build` or `swebox "
+                            "tasks synth` (with manifests/); found none. Set the store path (LayerSource.store "
+                            "or $SWEBOX_LAYER_STORE).")
+
+
+def acquire_layers(task: Task, source: LayerSource | None = None) -> TaskLayers:
+    """The task's layer folders on this node, held until :meth:`TaskLayers.release`."""
+    source = source or LayerSource()
+    keys = _layer_keys(task)
+    if source.dirs:
+        root = Path(source.dirs)
+        paths = [root / key for _, key in keys]
+        for (kind, key), path in zip(keys, paths, strict=True):
+            if not path.is_dir():
+                raise _missing(task, kind, key, str(root), source)
+        return TaskLayers(task.instance_id, paths)
+    root = source.store_root
+    _check_store(root)
+    cache = shared_cache(root, source.cache_root, source.cache_quota_gb)
+    for kind, key in keys:
+        if cache.store.get(key) is None:
+            raise _missing(task, kind, key, str(root), source)
+    layers = TaskLayers(task.instance_id, [])
+    try:
+        for _, key in keys:
+            handle = cache.acquire(key)
+            layers.handles.append(handle)
+            layers.paths.append(handle.path)
+    except BaseException:
+        layers.release()
+        raise
+    return layers
