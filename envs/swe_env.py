@@ -135,6 +135,14 @@ class StepResult:
         return self.terminated or self.truncated
 
 
+def first_messages(task: Task, config: EpisodeConfig) -> list[dict[str, str]]:
+    """System prompt and task prompt for ``config.style``; the user message cut so both fit max_prompt_chars."""
+    system = system_prompt(config.style)
+    user = task_prompt(task.problem_statement, config.style, max_turns=config.max_turns)
+    user = truncate_middle(user, max(1, config.max_prompt_chars - len(system) - 2))
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
 def _new_metrics() -> dict[str, float]:
     return dict.fromkeys(METRIC_NAMES, 0.0)
 
@@ -180,12 +188,8 @@ class SWEEpisode:
         return self.messages()
 
     def messages(self) -> list[dict[str, str]]:
-        """The episode's first messages, the user message cut to max_prompt_chars."""
-        style = self.config.style
-        system = system_prompt(style)
-        user = task_prompt(self.task.problem_statement, style, max_turns=self.config.max_turns)
-        user = truncate_middle(user, max(1, self.config.max_prompt_chars - len(system)))
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        """The episode's first messages (see :func:`first_messages`)."""
+        return first_messages(self.task, self.config)
 
     def close(self) -> None:
         """Stop the sandbox; safe to call twice. The episode can be reset again afterwards (a new sandbox)."""
