@@ -1,0 +1,395 @@
+"""Generation backends: the policy samples token ids and their logprobs, whoever runs it.
+
+Token in, token out: a backend takes prompts as token ids and returns the generated ids exactly as sampled,
+with the log-probability of each under the sampling distribution (temperature, top-k and top-p applied).
+The rollout code never re-tokenises model text, so the ids the learner trains on are the ids that were
+sampled. Backends, chosen by ``generation.backend``:
+
+- ``transformers``: ``model.generate`` on the learner's device (CPU or GPU), batched; concurrent callers
+  (episodes running in threads) are gathered into one batch (:class:`_Batcher`).
+- ``vllm``: a vLLM engine (GPU, ``pip install swebox[vllm]``); new weights are loaded in place.
+- ``openai``: an OpenAI-compatible HTTP server, for evaluating a served model (it cannot take weights).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import torch
+from swebox.trainers.config import GenerationConfig
+
+FinishReason = Literal["stop", "length"]
+
+
+@dataclass
+class Generated:
+    """One sampled continuation."""
+
+    token_ids: list[int]
+    """The generated ids as sampled, ending with the end-of-turn token when finish_reason is 'stop'."""
+    logprobs: list[float]
+    """log p(token) under the sampling distribution, one per token id."""
+    finish_reason: FinishReason
+    """'stop': the model ended its turn; 'length': max_new_tokens ran out first."""
+
+    def __post_init__(self) -> None:
+        if len(self.token_ids) != len(self.logprobs):
+            raise ValueError(
+                f"Generated: expected one logprob per token; found {len(self.token_ids)} tokens and "
+                f"{len(self.logprobs)} logprobs; a backend must return them aligned"
+            )
+
+
+class GenerationBackend(Protocol):
+    """What the rollout code needs from whoever samples the policy."""
+
+    def generate(self, prompts: list[list[int]], max_new_tokens: int) -> list[Generated]:
+        """One continuation per prompt (token ids), at most ``max_new_tokens`` each, in prompt order."""
+        ...
+
+    def update_weights(self, state_dict_or_model: Any) -> None:
+        """Sample from these weights from now on (a state dict or a module with one)."""
+        ...
+
+
+def _state_dict(state_dict_or_model: Any) -> dict[str, torch.Tensor]:
+    if isinstance(state_dict_or_model, torch.nn.Module):
+        return state_dict_or_model.state_dict()
+    return dict(state_dict_or_model)
+
+
+# ------------------------------------------------------------------------------------------ batching
+
+
+@dataclass
+class _Request:
+    prompts: list[list[int]]
+    max_new_tokens: int
+    done: threading.Event = field(default_factory=threading.Event)
+    result: list[Generated] | None = None
+    error: BaseException | None = None
+
+
+class _Batcher:
+    """Runs concurrent ``generate`` calls together: whoever gets the engine takes everything pending.
+
+    No timer and no extra thread: a caller queues its request and then either finds it answered or runs
+    one batch of all pending requests itself (up to ``max_batch`` prompts). With N episodes waiting for
+    the model at once, that is about N / max_batch engine calls instead of N.
+    """
+
+    def __init__(self, run, max_batch: int) -> None:
+        self._run = run  # (prompts, max_new_tokens) -> list[Generated]
+        self._max_batch = max_batch
+        self._pending: list[_Request] = []
+        self._queue_lock = threading.Lock()
+        self._engine_lock = threading.Lock()
+
+    def submit(self, prompts: list[list[int]], max_new_tokens: int) -> list[Generated]:
+        request = _Request(prompts, max_new_tokens)
+        with self._queue_lock:
+            self._pending.append(request)
+        while not request.done.is_set():
+            with self._engine_lock:
+                if request.done.is_set():
+                    break
+                self._run_pending()
+        if request.error is not None:
+            raise request.error
+        assert request.result is not None
+        return request.result
+
+    def _take(self) -> list[_Request]:
+        with self._queue_lock:
+            taken, size = [], 0
+            while self._pending and (not taken or size + len(self._pending[0].prompts) <= self._max_batch):
+                size += len(self._pending[0].prompts)
+                taken.append(self._pending.pop(0))
+            return taken
+
+    def _run_pending(self) -> None:
+        taken = self._take()
+        if not taken:
+            return
+        prompts = [p for r in taken for p in r.prompts]
+        # one engine call for all; a request with a smaller limit is cut afterwards: the tokens up to its
+        # limit are samples of the same distribution either way
+        longest = max(r.max_new_tokens for r in taken)
+        try:
+            outputs = self._run(prompts, longest)
+        except BaseException as exc:
+            for r in taken:
+                r.error = exc
+                r.done.set()
+            return
+        start = 0
+        for r in taken:
+            r.result = [_cut(g, r.max_new_tokens) for g in outputs[start : start + len(r.prompts)]]
+            start += len(r.prompts)
+            r.done.set()
+
+
+def _cut(generated: Generated, limit: int) -> Generated:
+    if len(generated.token_ids) <= limit:
+        return generated
+    return Generated(generated.token_ids[:limit], generated.logprobs[:limit], "length")
+
+
+# ------------------------------------------------------------------------------------- transformers
+
+
+class TransformersBackend:
+    """``model.generate`` with sampling; logprobs from the processed (temperature/top-k/top-p) scores.
+
+    The model is used as given (the learner's own module in a single process, or a rollout worker's copy);
+    ``update_weights`` copies a state dict into it.
+    """
+
+    def __init__(self, model: torch.nn.Module, tokenizer: Any, cfg: GenerationConfig) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.cfg = cfg
+        self.eos_token_id = int(tokenizer.eos_token_id)
+        self.pad_token_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_token_id)
+        self._batcher = _Batcher(self._generate_batch, cfg.batch_size)
+        self._weights_lock = threading.Lock()
+
+    def generate(self, prompts: list[list[int]], max_new_tokens: int) -> list[Generated]:
+        return self._batcher.submit(prompts, max_new_tokens)
+
+    def update_weights(self, state_dict_or_model: Any) -> None:
+        state = _state_dict(state_dict_or_model)
+        if state_dict_or_model is self.model:
+            return
+        with self._weights_lock, torch.no_grad():
+            self.model.load_state_dict(state)
+
+    @torch.no_grad()
+    def _generate_batch(self, prompts: list[list[int]], max_new_tokens: int) -> list[Generated]:
+        out: list[Generated] = []
+        for start in range(0, len(prompts), self.cfg.batch_size):
+            out += self._generate_chunk(prompts[start : start + self.cfg.batch_size], max_new_tokens)
+        return out
+
+    def _generate_chunk(self, prompts: list[list[int]], max_new_tokens: int) -> list[Generated]:
+        device = next(self.model.parameters()).device
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for i, p in enumerate(prompts):  # left padding: every prompt ends at the last column
+            ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+            mask[i, width - len(p) :] = 1
+        sampling = self.cfg.temperature > 0
+        kwargs: dict[str, Any] = {"do_sample": sampling}
+        if sampling:
+            kwargs.update(temperature=self.cfg.temperature, top_p=self.cfg.top_p,
+                          top_k=self.cfg.top_k if self.cfg.top_k > 0 else 0)
+        was_training = self.model.training
+        self.model.eval()
+        with self._weights_lock:
+            result = self.model.generate(
+                input_ids=ids.to(device),
+                attention_mask=mask.to(device),
+                max_new_tokens=max_new_tokens,
+                eos_token_id=self.eos_token_id,
+                pad_token_id=self.pad_token_id,
+                return_dict_in_generate=True,
+                output_scores=True,
+                **kwargs,
+            )
+        self.model.train(was_training)
+        new = result.sequences[:, width:].cpu()
+        # scores[t] are the logits after the sampling processors; log_softmax gives the sampling logprobs
+        scores = torch.stack(result.scores, dim=1).float().cpu()
+        logp = torch.log_softmax(scores, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
+        return [self._trim(new[i].tolist(), logp[i].tolist()) for i in range(len(prompts))]
+
+    def _trim(self, tokens: list[int], logprobs: list[float]) -> Generated:
+        if self.eos_token_id in tokens:
+            end = tokens.index(self.eos_token_id) + 1
+            return Generated(tokens[:end], logprobs[:end], "stop")
+        return Generated(tokens, logprobs, "length")
+
+
+# --------------------------------------------------------------------------------------------- vLLM
+
+
+class VLLMBackend:
+    """A vLLM engine in this process (GPU). Weights are loaded in place after each update.
+
+    The engine loads the model from ``model_path`` (a local folder: the pretrained policy, or the random
+    policy saved with ``save_pretrained``); ``update_weights`` then streams the learner's tensors into the
+    engine's model with its ``load_weights`` and drops the prefix cache, whose entries the old weights made.
+    """
+
+    def __init__(self, model_path: str, tokenizer: Any, cfg: GenerationConfig, dtype: str = "bfloat16") -> None:
+        try:
+            from vllm import LLM
+        except ImportError as exc:
+            raise ImportError(
+                "generation.backend=vllm: expected the vllm package; found it missing; "
+                "install it with `pip install 'swebox[vllm]'` on a GPU machine"
+            ) from exc
+        self.tokenizer = tokenizer
+        self.cfg = cfg
+        self.llm = LLM(
+            model=model_path,
+            dtype=dtype,
+            gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+            tensor_parallel_size=cfg.vllm_tensor_parallel_size,
+            enforce_eager=cfg.vllm_enforce_eager,
+            max_model_len=cfg.max_context_tokens,
+            enable_prefix_caching=True,
+        )
+
+    def generate(self, prompts: list[list[int]], max_new_tokens: int) -> list[Generated]:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        params = SamplingParams(
+            max_tokens=max_new_tokens,
+            temperature=self.cfg.temperature,
+            top_p=self.cfg.top_p,
+            top_k=self.cfg.top_k,
+            logprobs=0,  # the sampled token's own logprob (after temperature and truncation)
+            stop_token_ids=[int(self.tokenizer.eos_token_id)],
+        )
+        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
+        results = []
+        for output in outputs:
+            completion = output.outputs[0]
+            tokens = list(completion.token_ids)
+            logprobs = [float(step[t].logprob) for step, t in zip(completion.logprobs, tokens, strict=True)]
+            reason: FinishReason = "stop" if completion.finish_reason == "stop" else "length"
+            results.append(Generated(tokens, logprobs, reason))
+        return results
+
+    def update_weights(self, state_dict_or_model: Any) -> None:
+        state = _state_dict(state_dict_or_model)
+        _vllm_model(self.llm).load_weights(weights=state.items())
+        self.llm.reset_prefix_cache()
+
+
+def _vllm_model(llm: Any) -> Any:
+    """The engine's torch module, where vLLM keeps it in-process (its layout changed across versions)."""
+    executor = llm.llm_engine.model_executor
+    for path in ("driver_worker.worker.model_runner.model", "driver_worker.model_runner.model"):
+        obj = executor
+        try:
+            for part in path.split("."):
+                obj = getattr(obj, part)
+            return obj
+        except AttributeError:
+            continue
+    raise RuntimeError(
+        "vLLM: expected the model in-process (driver_worker.*.model_runner.model); found another layout; "
+        "set VLLM_ENABLE_V1_MULTIPROCESSING=0 and use tensor_parallel_size=1, or a vLLM version with that layout"
+    )
+
+
+# ------------------------------------------------------------------------------------------- OpenAI
+
+
+class OpenAIBackend:
+    """An OpenAI-compatible HTTP server (vLLM, SGLang, TGI, ...) for evaluation; it cannot take weights.
+
+    ``chat(messages)`` is the natural call for an evaluation loop. ``generate(prompts)`` serves the token
+    interface through ``/completions``: the prompt ids are decoded with ``tokenizer`` (use the served
+    model's tokenizer) and the reply is encoded again, so ids are approximate, and logprobs are the
+    server's when it returns them (0 otherwise). Never train on them.
+    """
+
+    def __init__(self, cfg: GenerationConfig, tokenizer: Any | None = None, timeout_s: float = 600.0) -> None:
+        self.cfg = cfg
+        self.tokenizer = tokenizer
+        self.base_url = cfg.openai_base_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.api_key = os.environ.get(cfg.openai_api_key_env, "")
+
+    def _post(self, route: str, body: dict[str, Any]) -> dict[str, Any]:
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        request = urllib.request.Request(
+            f"{self.base_url}/{route}", data=json.dumps(body).encode(), headers=headers, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")[:500]
+            raise RuntimeError(
+                f"OpenAI server {self.base_url}/{route}: expected HTTP 200; found {exc.code}: {detail}; "
+                "check generation.openai_base_url and generation.openai_model"
+            ) from exc
+
+    def _sampling(self, max_new_tokens: int) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.cfg.openai_model, "max_tokens": max_new_tokens,
+                                "temperature": self.cfg.temperature, "top_p": self.cfg.top_p}
+        if self.cfg.top_k > 0:
+            body["top_k"] = self.cfg.top_k  # an extension most servers accept
+        return body
+
+    def chat(self, messages: list[dict[str, str]], max_new_tokens: int | None = None) -> tuple[str, FinishReason]:
+        """The server's reply to a conversation, and why it ended."""
+        body = {**self._sampling(max_new_tokens or self.cfg.max_new_tokens), "messages": messages}
+        choice = self._post("chat/completions", body)["choices"][0]
+        text = choice["message"].get("content") or ""
+        return text, "length" if choice.get("finish_reason") == "length" else "stop"
+
+    def generate(self, prompts: list[list[int]], max_new_tokens: int) -> list[Generated]:
+        if self.tokenizer is None:
+            raise ValueError("OpenAIBackend.generate: expected a tokenizer; found None; pass the served model's")
+        results = []
+        for prompt in prompts:
+            body = {**self._sampling(max_new_tokens), "prompt": self.tokenizer.decode(prompt), "logprobs": 1}
+            choice = self._post("completions", body)["choices"][0]
+            tokens = self.tokenizer.encode(choice.get("text") or "", add_special_tokens=False)
+            server_logprobs = (choice.get("logprobs") or {}).get("token_logprobs") or []
+            aligned = len(server_logprobs) == len(tokens)
+            logprobs = [float(x) for x in server_logprobs] if aligned else [0.0] * len(tokens)
+            reason: FinishReason = "length" if choice.get("finish_reason") == "length" else "stop"
+            results.append(Generated(tokens, logprobs, reason))
+        return results
+
+    def update_weights(self, state_dict_or_model: Any) -> None:
+        raise NotImplementedError(
+            "generation.backend=openai: a served model cannot receive weights; use it for `swebox eval`, and "
+            "train with backend transformers or vllm"
+        )
+
+
+# ------------------------------------------------------------------------------------------- factory
+
+
+def make_backend(
+    cfg: GenerationConfig, model: Any | None = None, tokenizer: Any | None = None, model_path: str = ""
+) -> GenerationBackend:
+    """The backend ``cfg.backend`` names. transformers needs ``model`` and ``tokenizer``; vllm needs a model
+    folder (``model_path``) and the tokenizer; openai needs only the config."""
+    if cfg.backend == "transformers":
+        if model is None or tokenizer is None:
+            raise ValueError(
+                "generation.backend=transformers: expected a model and a tokenizer; found "
+                f"model={type(model).__name__}, tokenizer={type(tokenizer).__name__}; build them with "
+                "swebox.trainers.tiny.build_model / build_tokenizer"
+            )
+        return TransformersBackend(model, tokenizer, cfg)
+    if cfg.backend == "vllm":
+        if not model_path:
+            raise ValueError(
+                "generation.backend=vllm: expected a local model folder; found none; set model.path (or save "
+                "the random policy with save_pretrained and pass its folder)"
+            )
+        return VLLMBackend(model_path, tokenizer, cfg)
+    if cfg.backend == "openai":
+        return OpenAIBackend(cfg, tokenizer)
+    raise ValueError(
+        f"generation.backend: expected transformers, vllm or openai; found {cfg.backend!r}; pick one of them"
+    )
