@@ -214,8 +214,10 @@ class Init:
                 os.unlink(path)
         subprocess.run(["cp", "-a", os.path.join(self.st, "skel") + "/.", target], check=True)
         for layer, lower in zip(self.cfg["layers"], self.lowers, strict=True):
-            if layer.get("archive"):
-                subprocess.run(["tar", "-xzf", layer["archive"], "-C", target, "--no-same-owner"], check=True)
+            if layer["archive_fd"] >= 0:  # opened for us by the host; /dev/fd/N reopens it from the start
+                fd = layer["archive_fd"]
+                subprocess.run(["tar", "-xzf", f"/dev/fd/{fd}", "-C", target, "--no-same-owner"], check=True,
+                               pass_fds=[fd])
             else:
                 whiteouts, opaque = overlay_markers(lower)
                 for rel in opaque:  # an opaque folder hides everything below it in lower layers

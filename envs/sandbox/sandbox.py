@@ -120,11 +120,20 @@ class Sandbox:
             layer.acquire()
         host_end, init_end = socket.socketpair()
         self._ctl = host_end
-        self._proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", NSINIT, str(init_end.fileno())], pass_fds=[init_end.fileno()],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            close_fds=True, start_new_session=True, env={})
-        init_end.close()
+        # archives are opened here: the sandbox's unprivileged uid may not be able to reach their folder
+        self._archive_fds = [os.open(layer.archive, os.O_RDONLY) if layer.archive and self.backend == "extract"
+                             else -1 for layer in self.layers]
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", NSINIT, str(init_end.fileno())],
+                pass_fds=[init_end.fileno(), *(fd for fd in self._archive_fds if fd >= 0)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                close_fds=True, start_new_session=True, env={})
+        finally:
+            init_end.close()
+            for fd in self._archive_fds:
+                if fd >= 0:
+                    os.close(fd)
         self._finalizer = weakref.finalize(self, _emergency_cleanup, self._proc, self._limits, self._dir)
         self._limits.add_process(self._proc.pid)
         protocol.send(host_end, self._init_config(extract_dir))
@@ -148,8 +157,8 @@ class Sandbox:
         return {
             "staging": os.path.join(self._dir, "mnt"), "extract_dir": extract_dir, "backend": self.backend,
             "map_self": self._rootless, "outer_uid": os.getuid(), "outer_gid": os.getgid(),
-            "layers": [{"path": str(layer.path), "archive": str(layer.archive) if layer.archive else None}
-                       for layer in self.layers],
+            "layers": [{"path": str(layer.path), "archive_fd": fd}
+                       for layer, fd in zip(self.layers, self._archive_fds, strict=True)],
             "binds": self._bind_list, "etc": self._etc(), "network": p.network, "hostname": p.hostname,
             "upper_size_mb": p.upper_size_mb, "tmp_size_mb": p.tmp_size_mb, "env": p.env,
             "rlimits": self._limits.rlimits(), "max_output_bytes": p.max_output_bytes,
