@@ -123,9 +123,10 @@ def interleave(items: Sequence[Mutation], seed: int) -> list[Mutation]:
         buckets.setdefault(m.technique, []).append(m)
     for bucket in buckets.values():
         rng.shuffle(bucket)
-    order = sorted(buckets)
     out = []
     while any(buckets.values()):
+        order = sorted(buckets)
+        rng.shuffle(order)  # a fresh technique order each round: small budgets are not biased to 'a...'
         for name in order:
             if buckets[name]:
                 out.append(buckets[name].pop())
@@ -244,6 +245,7 @@ class ProjectSynth:
             return False
         self.stable = stable_tests(runs)
         self.report.stable_tests = len(self.stable)
+        self.stable_files = {file_of_test(t) for t in self.stable} - {None}
         if not self.stable:
             statuses = {r.junit_status for r in runs}
             self.report.error = (
@@ -314,7 +316,10 @@ class ProjectSynth:
             if candidate.key in self._seen or self.journal.seen(candidate.key):
                 return Outcome(None, "duplicate")
             self._seen.add(candidate.key)
-        tests = self.reach.tests_for(candidate.path)
+        # only files whose tests passed on the clean snapshot: others may not even collect (mypy cases)
+        tests = [t for t in self.reach.tests_for(candidate.path) if t in self.stable_files] or sorted(
+            self.stable_files
+        )
         considered = {t for t in self.stable if file_of_test(t) in set(tests)}
         splits = []
         details: dict[str, tuple[str, str]] = {}

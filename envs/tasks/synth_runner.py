@@ -23,16 +23,11 @@ JUNIT = f"{RUN_DIR}/junit.xml"
 # hash seed, no inherited pytest/Python options.
 BASE_ENV = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
 CLEARED_ENV = ("PYTHONPATH", "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTHONSTARTUP")
+# A file that fails to collect must not stop the others from running (pytest aborts the run by default).
 PYTEST_OPTIONS = (
-    "-p",
-    "no:cacheprovider",
-    "-q",
-    "--tb=short",
-    "-o",
-    "junit_family=xunit1",
-    "-o",
-    "console_output_style=classic",
-)
+    "-p", "no:cacheprovider", "-q", "--tb=short", "-o", "junit_family=xunit1",
+    "-o", "console_output_style=classic", "--continue-on-collection-errors",
+)  # fmt: skip
 
 
 @dataclass

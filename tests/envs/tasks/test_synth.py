@@ -136,6 +136,8 @@ class FixtureEnv:
         (testbed / "calc" / "core.py").write_text(CALC)
         (testbed / "tests").mkdir()
         (testbed / "tests" / "test_core.py").write_text(TESTS)
+        # a test file that never collects (a missing test dependency): synthesis must work around it
+        (testbed / "tests" / "test_broken.py").write_text("import calc.core\nimport not_installed_anywhere\n")
         git = ["git", "-C", str(testbed), "-c", "user.name=t", "-c", "user.email=t@t"]
         subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
         subprocess.run([*git, "add", "."], check=True)
