@@ -6,7 +6,6 @@ import argparse
 import json
 
 import pytest
-
 from swebox.envs.tasks.schema import Task
 
 pytestmark = pytest.mark.e2e
