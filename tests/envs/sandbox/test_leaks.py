@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from swebox.envs.sandbox import Sandbox, SandboxPolicy
 
 CYCLES = int(os.environ.get("SWEBOX_LEAK_CYCLES", "1000"))
