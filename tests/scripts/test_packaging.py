@@ -1,0 +1,40 @@
+"""The folder-to-package mapping of setup.cfg works for a regular (non-editable) install too."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.e2e
+def test_a_regular_install_maps_the_top_level_folders(tmp_path: Path):
+    target = tmp_path / "site"
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                        "--target", str(target), str(ROOT)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    for path in ("swebox/envs/sandbox/nsinit.py", "swebox/envs/sandbox/supervisor.py", "swebox/trainers/grpo.py",
+                 "swebox/scripts/cli.py", "swebox/envs/cache/__init__.py", "swebox/envs/tasks/__init__.py"):
+        assert (target / path).is_file(), path
+    assert not (target / "swebox" / "__init__.py").exists()  # a namespace package: no folder of its own
+    code = ("import swebox.envs.sandbox as s, swebox.scripts.cli as c; "
+            "print(s.__file__); print(c.build_parser().prog)")
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [str(target / "swebox/envs/sandbox/__init__.py"), "swebox"]
+
+
+def test_the_editable_install_points_at_the_top_level_folders():
+    import swebox.envs
+    import swebox.scripts
+    import swebox.trainers
+
+    assert Path(swebox.envs.__file__).parent == ROOT / "envs"
+    assert Path(swebox.trainers.__file__).parent == ROOT / "trainers"
+    assert Path(swebox.scripts.__file__).parent == ROOT / "scripts"
