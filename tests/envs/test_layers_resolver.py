@@ -1,0 +1,54 @@
+"""acquire_layers: plain layer folders, a real LayerStore through the node cache, and what is missing."""
+
+from __future__ import annotations
+
+import pytest
+from swebox.envs.cache import LayerStore
+from swebox.envs.episode_state import StartState
+from swebox.envs.layers_resolver import LayersMissing, LayerSource, acquire_layers, build_command
+from swebox.envs.swe_env import SWEEpisode
+
+from tests.envs.swe_fixtures import CALC_ENV, GOLD, SUBMIT, apply_patch, calc_layer, calc_task  # noqa: F401
+
+
+def test_missing_env_names_the_key_and_the_build_command(tmp_path):
+    store = LayerStore(tmp_path / "store")
+    source = LayerSource(store=str(store.root), tasks_file="/data/tasks.jsonl")
+    with pytest.raises(LayersMissing) as err:
+        acquire_layers(calc_task(), source)
+    message = str(err.value)
+    assert CALC_ENV.key() in message and "calc-add" in message
+    assert f"swebox cache build --tasks /data/tasks.jsonl --store {store.root}" in message
+    assert build_command(source) in message
+
+
+def test_missing_task_layer_and_missing_env_spec_and_missing_store(tmp_path, calc_layer):  # noqa: F811
+    root = tmp_path / "dirs"
+    root.mkdir()
+    (root / CALC_ENV.key()).symlink_to(calc_layer)
+    with pytest.raises(LayersMissing, match="its task layer task-0000 is missing.*swebox tasks synth"):
+        acquire_layers(calc_task(task_layer_key="task-0000"), LayerSource(dirs=str(root)))
+    with pytest.raises(LayersMissing, match="expected an 'env' spec"):
+        acquire_layers(calc_task(env=None), LayerSource(dirs=str(root)))
+    with pytest.raises(LayersMissing, match="expected a folder made by `swebox cache build`"):
+        acquire_layers(calc_task(), LayerSource(store=str(tmp_path / "nothing")))
+    with pytest.raises(ValueError, match="unknown keys"):
+        LayerSource.from_dict({"stor": "x"})
+
+
+def test_store_layers_through_the_node_cache_run_an_episode(tmp_path, calc_layer, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("SWEBOX_LAYER_CACHE", str(tmp_path / "node"))
+    store = LayerStore(tmp_path / "store", fmt="tar.gz")
+    with store.lock(CALC_ENV.key()):
+        store.publish(CALC_ENV.key(), calc_layer, kind="env")
+    source = LayerSource.from_dict({"store": str(store.root)})
+    with acquire_layers(calc_task(), source) as layers:
+        assert len(layers.paths) == 1 and (layers.paths[0] / "testbed/calc/ops.py").is_file()
+        ep = SWEEpisode(calc_task(), StartState(layers.paths, layers.paths))
+        try:
+            ep.reset()
+            ep.step(apply_patch(GOLD))
+            assert ep.step(SUBMIT).reward == 1.0
+        finally:
+            ep.close()
+    assert layers.handles == []

@@ -1,0 +1,168 @@
+"""SWEEpisode on the calc fixture project in real sandboxes: scripted policies, limits, metrics, hostile agents."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from swebox.envs.episode_state import StartState
+from swebox.envs.swe_env import METRIC_NAMES, EpisodeConfig, SWEEpisode
+
+from tests.envs.swe_fixtures import GOLD, SUBMIT, apply_patch, bash, calc_layer, calc_task  # noqa: F401
+
+
+@pytest.fixture
+def episode(calc_layer):  # noqa: F811
+    made = []
+
+    def make(**config) -> SWEEpisode:
+        task = config.pop("task", None) or calc_task()
+        ep = SWEEpisode(task, StartState([calc_layer], [calc_layer]), EpisodeConfig(**config))
+        made.append(ep)
+        return ep
+
+    yield make
+    for ep in made:
+        ep.close()
+
+
+def test_metric_names_match_docs_metrics():
+    documented = set(re.findall(r"`(env/[a-z0-9_]+)`", (Path(__file__).parents[2] / "docs/metrics.md").read_text()))
+    assert documented == set(METRIC_NAMES)
+
+
+def test_gold_patch_through_bash_resolves_and_empty_submission_does_not(episode):
+    ep = episode(max_turns=5)
+    messages = ep.reset()
+    assert [m["role"] for m in messages] == ["system", "user"]
+    assert "add(2, 3) returns -1" in messages[1]["content"] and "5 turns" in messages[1]["content"]
+    first = ep.step(apply_patch(GOLD))
+    assert not first.done and first.reward == 0.0 and first.observation.startswith("<returncode>0</returncode>")
+    last = ep.step(SUBMIT)
+    assert (last.terminated, last.truncated, last.reward) == (True, False, 1.0)
+    m = last.info["metrics"]
+    assert (m["env/turns"], m["env/resolved"], m["env/f2p_frac"], m["env/errors"]) == (2.0, 1.0, 1.0, 0.0)
+    assert m["env/grade_s"] > 0 and m["env/reset_s"] > 0 and m["env/exec_s"] > 0
+    assert last.info["grade"]["resolved"] and "+    return a + b" in last.info["diff"]
+    with pytest.raises(RuntimeError, match="call reset"):
+        ep.step(SUBMIT)
+    ep.reset()  # the same sandbox, its overlay dropped: the fix is gone
+    empty = ep.step(SUBMIT)
+    assert empty.reward == 0.0 and empty.info["diff"] == "" and empty.info["metrics"]["env/resolved"] == 0.0
+
+
+def test_turn_limit_truncates_and_still_grades(episode):
+    ep = episode(max_turns=2, warn_turns_left=1)
+    ep.reset()
+    first = ep.step(apply_patch(GOLD))
+    assert "[1 turn left." in first.observation
+    last = ep.step(bash("echo still working"))
+    assert (last.terminated, last.truncated, last.info["reason"], last.reward) == (False, True, "max_turns", 1.0)
+    assert "turn limit was reached" in last.observation and len(last.observation) <= 10_000
+
+
+def test_no_grading_on_truncation_when_disabled(episode):
+    ep = episode(max_turns=1, grade_on_truncation=False)
+    ep.reset()
+    last = ep.step(apply_patch(GOLD))
+    assert last.truncated and last.reward == 0.0 and last.info["grade"] is None
+
+
+def test_time_limit_bounds_commands_and_truncates(episode):
+    ep = episode(time_limit_s=2.0, command_timeout_s=60.0, max_turns=10)
+    ep.reset()
+    result = ep.step(bash("sleep 30"))
+    assert result.info["timed_out"] and result.truncated and result.info["reason"] == "time_limit"
+    assert result.info["metrics"]["env/timeouts"] == 1.0 and result.info["metrics"]["env/exec_s"] < 10
+
+
+def test_malformed_replies_cost_a_turn_and_are_counted(episode):
+    ep = episode(max_turns=20, max_reply_chars=5000)
+    ep.reset()
+    replies = ["no action at all", bash("ls") + bash("ls"), "<function=rm_rf></function>", "x" * 6000,
+               bash("echo caf\u00e9 \u2603") + "\x00", "```bash\necho a\x00b\n```"]
+    outcomes = [ep.step(r) for r in replies]
+    assert [o.info["format_error"] for o in outcomes] == [True, True, True, True, False, True]
+    assert "caf\u00e9 \u2603" in outcomes[4].observation
+    assert all("Format error" in o.observation for o in outcomes if o.info["format_error"])
+    assert ep.metrics["env/format_errors"] == 5.0 and not ep.done
+
+
+def test_hanging_command_times_out_and_the_episode_continues(episode):
+    ep = episode(command_timeout_s=1.0)
+    ep.reset()
+    hung = ep.step(bash("sleep 100"))
+    assert hung.info["timed_out"] and "timed out" in hung.observation and not hung.done
+    assert ep.step(bash("echo alive")).observation.endswith("alive\n</output>")
+    assert ep.metrics["env/timeouts"] == 1.0
+
+
+def test_agent_commits_and_deletes_git_the_diff_is_still_found(episode):
+    ep = episode()
+    ep.reset()
+    ep.step(apply_patch(GOLD))
+    ep.step(bash("cd /testbed && git -c user.email=a@b -c user.name=a commit -qam fix && git status --short"))
+    committed = ep.step(SUBMIT)
+    assert committed.reward == 1.0 and committed.info["diff_source"] == "git"
+    ep.reset()
+    ep.step(apply_patch(GOLD))
+    ep.step(bash("rm -rf /testbed/.git && export GIT_DIR=/nowhere && cd /"))
+    no_git = ep.step(SUBMIT)
+    assert no_git.reward == 1.0 and no_git.info["diff_source"] == "tree"
+
+
+def test_destroying_the_repo_or_the_shell_gives_reward_zero_not_an_error(episode):
+    ep = episode()
+    ep.reset()
+    ep.step(bash("cd / && rm -rf /testbed /venv 2>/dev/null; ls /testbed"))
+    gone = ep.step(SUBMIT)
+    assert gone.reward == 0.0 and gone.info["metrics"]["env/errors"] == 0.0
+    ep.reset()
+    assert ep.step(bash("test -f /testbed/calc/ops.py && echo back")).observation.endswith("back\n</output>")
+    killed = ep.step(bash("kill -9 $$"))
+    assert not killed.done
+    ep.step(apply_patch(GOLD))
+    assert ep.step(SUBMIT).reward == 1.0
+
+
+def test_memory_hog_is_contained(episode):
+    ep = episode(sandbox={"memory_mb": 256}, command_timeout_s=30)
+    ep.reset()
+    hog = ep.step(bash("/venv/bin/python -c 'x = bytearray(2 * 1024**3); print(len(x))'"))
+    assert "2147483648" not in hog.observation and not hog.done
+    assert ep.step(bash("echo ok")).observation.endswith("ok\n</output>")
+
+
+def test_huge_output_is_cut_to_the_observation_limit(episode):
+    ep = episode(max_obs_chars=2000)
+    ep.reset()
+    obs = ep.step(bash("seq 1 100000")).observation
+    assert len(obs) <= 2000 and obs.startswith("<returncode>0</returncode>") and "100000" in obs
+    assert "characters cut from the middle" in obs
+
+
+def test_setup_commands_and_hidden_tests_shape_the_start_but_not_the_diff(episode):
+    new_test = ("diff --git a/tests/test_hidden.py b/tests/test_hidden.py\nnew file mode 100644\n"
+                "--- /dev/null\n+++ b/tests/test_hidden.py\n@@ -0,0 +1,2 @@\n+def test_h():\n+    pass\n")
+    task = calc_task(setup_commands=["echo prepared > NOTES.txt", "printf 'x' > tests/test_hidden.py"],
+                     hidden_tests=True, test_patch=new_test)
+    ep = episode(task=task)
+    ep.reset()
+    look = ep.step(bash("cat /testbed/NOTES.txt; ls /testbed/tests"))
+    assert "prepared" in look.observation and "test_hidden.py" not in look.observation
+    done = ep.step(SUBMIT)
+    assert done.info["diff"] == "" and done.reward == 0.0
+
+
+def test_config_errors_say_what_to_fix():
+    with pytest.raises(ValueError, match="max_turns: expected a whole number >= 1"):
+        EpisodeConfig(max_turns=0)
+    with pytest.raises(ValueError, match="style: expected one of bash_block"):
+        EpisodeConfig(style="yaml")
+    with pytest.raises(ValueError, match=r"unknown keys \['max_turn'\]"):
+        EpisodeConfig.from_dict({"max_turn": 3})
+    with pytest.raises(ValueError, match="without network"):
+        EpisodeConfig(sandbox={"network": "host"})
+    with pytest.raises(Exception, match="unknown keys"):
+        EpisodeConfig(sandbox={"memory": 1})
