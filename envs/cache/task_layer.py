@@ -71,8 +71,11 @@ def _apply(sb: Sandbox, changes: Mapping[str, bytes | None]) -> None:
             sb.write_file(target, data)
 
 
-def _commit_root(sb: Sandbox, message: str) -> str:
-    out = _run(sb, "cd /testbed && git add -A && tree=$(git write-tree) && "
+def _commit_root(sb: Sandbox, message: str, paths: list[str]) -> str:
+    # Only the changed paths: `git add -A` would re-hash every file whose stat differs in the sandbox and
+    # "freshen" (touch) each existing object, copying the whole object store up into the task layer.
+    add = "git add -A -- " + " ".join(shlex.quote(p) for p in paths)
+    out = _run(sb, f"cd /testbed && {add} && tree=$(git write-tree) && "
                    f"c=$(printf '%s' {shlex.quote(message)} | git commit-tree $tree) && "
                    "git update-ref refs/heads/main $c && echo $c", "committing the task state")
     return out.split()[-1]
@@ -108,7 +111,7 @@ def build_task_layer(store: LayerStore, env_key: str, changes: Mapping[str, byte
             with node.acquire(env_key) as env, Sandbox([env.path], policy) as sb:
                 old = _old_objects(sb, list(changes))
                 _apply(sb, changes)
-                commit = _commit_root(sb, message)
+                commit = _commit_root(sb, message, list(changes))
                 removed = _remove_objects(sb, old)
                 status = _run(sb, "cd /testbed && git status --porcelain", "checking the tree is committed")
                 if status.strip():
