@@ -171,3 +171,12 @@ def acquire_layers(task: Task, source: LayerSource | None = None) -> TaskLayers:
         layers.release()
         raise
     return layers
+
+
+def close_shared_caches() -> None:
+    """Release and unmount what the shared caches hold (end of a process or of a test)."""
+    with _caches_lock:
+        caches = list(_caches.values())
+        _caches.clear()
+    for cache in caches:
+        cache.close()
