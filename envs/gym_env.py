@@ -10,7 +10,6 @@ from typing import Any
 
 import gymnasium as gym
 from gymnasium import spaces
-
 from swebox.envs.episode_state import StartState
 from swebox.envs.layers_resolver import LayerSource, TaskLayers, acquire_layers
 from swebox.envs.observations import truncate_middle

@@ -14,9 +14,9 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from swebox.envs.cache import EnvSpec
 from swebox.envs.tasks import Task
+
 from tests.envs.tasks.conftest import CALC_FILES, GOLD_ADD, WHEELS
 
 _lock = threading.Lock()
