@@ -29,6 +29,10 @@ def build_parser() -> argparse.ArgumentParser:
     tasks_cli.add_arguments(tasks_sub)
     synth_cli.add_arguments(tasks_sub)
 
+    from swebox.envs import skyrl_prepare
+
+    skyrl_prepare.add_arguments(sub)
+
     try:
         from swebox.trainers import plot
     except ImportError as exc:  # the `train` extra is not installed
