@@ -18,8 +18,8 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import hostfs, protocol, syscalls
-from .layers import Layer, interpreter_prefix
+from . import hostfs, protocol, rootfs, syscalls
+from .layers import Layer
 from .limits import Limits, sweep_stale_cgroups
 from .policy import SandboxError, SandboxPolicy
 from .probe import choose_backend
@@ -101,7 +101,7 @@ class Sandbox:
         work_root = self.policy.resolved_work_root()
         os.makedirs(work_root, mode=0o711, exist_ok=True)
         if not self._rootless:
-            _check_searchable(work_root)
+            rootfs.check_searchable(work_root)
         if work_root not in _swept:
             _sweep_stale_dirs(work_root)
             sweep_stale_cgroups(CGROUP_PREFIX)
@@ -115,7 +115,7 @@ class Sandbox:
             if not self._rootless:
                 os.chown(extract_dir, self.policy.host_uid, self.policy.host_uid)
         self._limits = Limits.create(self.policy, CGROUP_PREFIX + name)
-        self._bind_list = self._binds()
+        self._bind_list = rootfs.binds(self.policy, self.layers)
         for layer in self.layers:
             layer.acquire()
         host_end, init_end = socket.socketpair()
@@ -159,48 +159,10 @@ class Sandbox:
             "map_self": self._rootless, "outer_uid": os.getuid(), "outer_gid": os.getgid(),
             "layers": [{"path": str(layer.path), "archive_fd": fd}
                        for layer, fd in zip(self.layers, self._archive_fds, strict=True)],
-            "binds": self._bind_list, "etc": self._etc(), "network": p.network, "hostname": p.hostname,
+            "binds": self._bind_list, "etc": rootfs.minimal_etc(p), "network": p.network, "hostname": p.hostname,
             "upper_size_mb": p.upper_size_mb, "tmp_size_mb": p.tmp_size_mb, "env": p.env,
             "rlimits": self._limits.rlimits(), "max_output_bytes": p.max_output_bytes,
         }
-
-    def _binds(self) -> list[dict]:
-        binds = []
-        for path in self.policy.system_paths:
-            if not os.path.lexists(path) or any(_provides(layer, path) for layer in self.layers):
-                continue
-            if os.path.islink(path):
-                binds.append({"kind": "symlink", "dst": path, "target": os.readlink(path)})
-            elif os.path.isdir(path):
-                binds.append({"kind": "dir", "src": path, "dst": path})
-        system = [b["dst"] for b in binds]
-        extra = list(self.policy.ro_binds)
-        if self.policy.auto_bind_interpreters:
-            extra += [interpreter_prefix(home) for layer in self.layers for home in layer.venv_homes()]
-        for path in dict.fromkeys(os.path.realpath(p) for p in extra):
-            if any(path == s or path.startswith(s + "/") for s in system):
-                continue  # already visible through a system bind (e.g. /usr/bin/python3)
-            if not os.path.isdir(path):
-                raise SandboxError(f"read-only bind {path!r}: expected a host directory, found "
-                                   f"{'a file' if os.path.exists(path) else 'nothing'}; bind its folder instead")
-            binds.append({"kind": "dir", "src": path, "dst": path})
-        return binds
-
-    def _etc(self) -> dict:
-        etc: dict = {
-            "passwd": "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-            "group": "root:x:0:\nnogroup:x:65534:\n",
-            "hostname": self.policy.hostname + "\n",
-            "hosts": f"127.0.0.1 localhost\n::1 localhost\n127.0.1.1 {self.policy.hostname}\n",
-            "nsswitch.conf": "passwd: files\ngroup: files\nhosts: files dns\n",
-            "resolv.conf": "",
-        }
-        if self.policy.network == "host" and os.path.exists("/etc/resolv.conf"):
-            etc["resolv.conf"] = {"copy": "/etc/resolv.conf"}
-        for name in self.policy.etc_files:
-            if os.path.lexists(f"/etc/{name}"):
-                etc[name] = {"copy": f"/etc/{name}"}
-        return etc
 
     def _map_ids(self) -> tuple[list[int], dict[str, list[int]]]:
         """As host root: map the sandbox's ids to unprivileged host ids, and prepare its read-only trees.
@@ -389,28 +351,6 @@ class Sandbox:
     def pid(self) -> int:
         """Host pid of nsinit, the process that holds the sandbox's namespaces."""
         return self._proc.pid if self._proc else 0
-
-
-def _check_searchable(folder: str) -> None:
-    """The sandbox's unprivileged root must be able to reach its staging folder below `folder`."""
-    path = os.path.realpath(folder)
-    while True:
-        if not os.stat(path).st_mode & 0o001:
-            raise SandboxError(f"work_root {folder!r}: expected every folder on its path to be searchable by "
-                               f"others (the sandbox runs as an unprivileged uid), found {path!r} without o+x; "
-                               "use a work_root like /tmp/swebox-0 or `chmod o+x` that folder")
-        if path == "/":
-            return
-        path = os.path.dirname(path)
-
-
-def _provides(layer: Layer, path: str) -> bool:
-    """Whether `layer` brings its own, non-empty copy of the system folder `path` (then the host's is not bound)."""
-    folder = str(layer.path) + path
-    if os.path.islink(folder) or not os.path.isdir(folder):
-        return False
-    with os.scandir(folder) as entries:
-        return any(True for _ in entries)
 
 
 def _emergency_cleanup(proc: subprocess.Popen | None, limits: Limits | None, folder: str) -> None:
