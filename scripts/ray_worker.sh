@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Join a worker node to the swebox Ray cluster whose head scripts/ray_head.sh started, with the same custom
+# resources (swebox_node = 1 so rollout actors run here; swebox_io_mb = this node's I/O budget in MB).
+#
+#   scripts/ray_worker.sh HEAD_ADDR:PORT [--ip ADDR] [--num-cpus N] [--num-gpus N] [--io-budget-mb N]
+#                         [--node-resource NAME] [--temp-dir DIR] [--block] [--dry-run] [-- RAY_ARGS]
+#
+# --ip is this node's address as the head reaches it. Every node keeps its own layer cache; its unpacking is
+# bounded by its own swebox_io_mb. --block keeps `ray start` in the foreground; --dry-run prints the command;
+# anything after `--` goes to `ray start`.
+#
+# Loopback (the default --ip 127.0.0.1, with a head on 127.0.0.1: a second node on the same machine, for trying
+# a two-node launch): Ray's CLI joins a node only with RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1, which makes the
+# node listen on every interface; so on loopback this script starts the node the way ray.cluster_utils.Cluster
+# does, with that variable at 0, everything bound to 127.0.0.1, in the foreground until SIGTERM or Ctrl-C.
+set -euo pipefail
+
+ip="${SWEBOX_RAY_IP:-127.0.0.1}"
+num_cpus=""
+num_gpus=""
+budget_mb=2000
+node_resource=swebox_node
+temp_dir=""
+block=false
+dry_run=false
+extra=()
+
+usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
+die() { echo "ray_worker.sh: $*" >&2; exit 2; }
+need_value() { [ "$#" -ge 2 ] && [ -n "$2" ] || die "$1 expects a value; see --help"; }
+is_count() { [[ "$2" =~ ^[0-9]+$ ]] || die "$1 expects a whole number; found '$2'"; }
+
+[ "$#" -ge 1 ] || die "expects the head's address HOST:PORT first (printed by scripts/ray_head.sh); see --help"
+case "$1" in
+  -h|--help) usage; exit 0 ;;
+  *:*) head="$1"; shift ;;
+  *) die "expects the head's address as HOST:PORT first; found '$1'" ;;
+esac
+while [ "$#" -gt 0 ]; do
+  case "$1" in
+    --ip) need_value "$@"; ip="$2"; shift 2 ;;
+    --num-cpus) need_value "$@"; is_count "$1" "$2"; num_cpus="$2"; shift 2 ;;
+    --num-gpus) need_value "$@"; is_count "$1" "$2"; num_gpus="$2"; shift 2 ;;
+    --io-budget-mb) need_value "$@"; is_count "$1" "$2"; budget_mb="$2"; shift 2 ;;
+    --node-resource) need_value "$@"; node_resource="$2"; shift 2 ;;
+    --temp-dir) need_value "$@"; temp_dir="$2"; shift 2 ;;
+    --block) block=true; shift ;;
+    --dry-run) dry_run=true; shift ;;
+    -h|--help) usage; exit 0 ;;
+    --) shift; extra=("$@"); break ;;
+    *) die "unknown option '$1'; see --help" ;;
+  esac
+done
+[ "$budget_mb" -gt 0 ] || die "--io-budget-mb expects a positive number of MB; found '$budget_mb'"
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ray_bin="${RAY:-}"
+for candidate in "$here/../.venv/bin/ray" "$(command -v ray || true)"; do
+  [ -n "$ray_bin" ] && break
+  [ -n "$candidate" ] && [ -x "$candidate" ] && ray_bin="$candidate"
+done
+[ -n "$ray_bin" ] || die "no 'ray' executable found; install swebox[train] (pip install 'swebox[train]') or set RAY=/path/to/ray"
+
+is_loopback() { case "$1" in 127.*|localhost) return 0 ;; *) return 1 ;; esac; }
+loopback=false
+if is_loopback "$ip" && is_loopback "${head%:*}"; then
+  loopback=true
+elif is_loopback "$ip" || is_loopback "${head%:*}"; then
+  die "this node's --ip '$ip' and the head '$head' must both be loopback (one machine) or both cluster addresses"
+fi
+resources="{\"$node_resource\": 1, \"swebox_io_mb\": $budget_mb}"
+
+if $loopback; then
+  python_bin="$(dirname "$ray_bin")/python"
+  [ -x "$python_bin" ] || python_bin="$(command -v python3)"
+  [ "${#extra[@]}" -eq 0 ] || die "arguments after -- are for 'ray start', which a loopback node does not use"
+  if $dry_run; then
+    echo "loopback node: $python_bin - (ray._private.node.Node) gcs=$head ip=$ip resources=$resources" \
+         "num_cpus=${num_cpus:-all} num_gpus=${num_gpus:-0} temp_dir=${temp_dir:-default}"
+    exit 0
+  fi
+  echo "swebox Ray worker (loopback) joining $head (resources $node_resource=1, swebox_io_mb=$budget_mb)"
+  export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 SWEBOX_HEAD="$head" SWEBOX_IP="$ip" SWEBOX_RESOURCES="$resources" \
+         SWEBOX_NUM_CPUS="$num_cpus" SWEBOX_NUM_GPUS="$num_gpus" SWEBOX_TEMP_DIR="$temp_dir"
+  exec "$python_bin" - <<'PY'
+import json, os, signal, threading
+from ray._private.node import Node
+from ray._private.parameter import RayParams
+
+env = os.environ
+params = RayParams(
+    gcs_address=env["SWEBOX_HEAD"], node_ip_address=env["SWEBOX_IP"], resources=json.loads(env["SWEBOX_RESOURCES"]),
+    num_cpus=int(env["SWEBOX_NUM_CPUS"]) if env["SWEBOX_NUM_CPUS"] else None,
+    num_gpus=int(env["SWEBOX_NUM_GPUS"]) if env["SWEBOX_NUM_GPUS"] else 0,
+    temp_dir=env["SWEBOX_TEMP_DIR"] or None, include_log_monitor=False, node_manager_port=0,
+    min_worker_port=0, max_worker_port=0,
+)
+params.dashboard_agent_listen_port = None  # a free port, not the head's
+node = Node(params, head=False, shutdown_at_exit=True, spawn_reaper=True)
+print(f"node {node.unique_id} up; stop it with SIGTERM or Ctrl-C", flush=True)
+stop = threading.Event()
+for sig in (signal.SIGTERM, signal.SIGINT):
+    signal.signal(sig, lambda *_: stop.set())
+stop.wait()
+node.kill_all_processes(check_alive=False, allow_graceful=True)
+PY
+fi
+
+export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1  # Ray's CLI refuses to join a node without it
+cmd=("$ray_bin" start --address="$head" --node-ip-address="$ip" --resources="$resources")
+[ -n "$num_cpus" ] && cmd+=(--num-cpus="$num_cpus")
+[ -n "$num_gpus" ] && cmd+=(--num-gpus="$num_gpus")
+[ -n "$temp_dir" ] && cmd+=(--temp-dir="$temp_dir")
+$block && cmd+=(--block)
+cmd+=("${extra[@]}")
+
+if $dry_run; then
+  printf '%q ' "${cmd[@]}"; echo
+  exit 0
+fi
+echo "swebox Ray worker ($ip) joining $head (resources $node_resource=1, swebox_io_mb=$budget_mb)"
+exec "${cmd[@]}"

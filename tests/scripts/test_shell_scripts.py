@@ -1,0 +1,239 @@
+"""scripts/ray_head.sh, ray_worker.sh and gpu_smoke.sh: syntax, the commands they build, bad input, and a real
+two-node launch on loopback whose every listening socket is on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ROOT / "scripts"
+SHELL_SCRIPTS = ["ray_head.sh", "ray_worker.sh", "gpu_smoke.sh"]
+
+
+def sh(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", *args], capture_output=True, text=True, timeout=60, env=env)
+
+
+def dry_run_argv(script: str, *args: str) -> list[str]:
+    # --dry-run goes before the options: anything after `--` is passed to `ray start`
+    head = [a for a in args[:1] if ":" in a]  # ray_worker.sh takes the head's address first
+    out = sh(script, *head, "--dry-run", *args[len(head):])
+    assert out.returncode == 0, out.stderr
+    return shlex.split(out.stdout)
+
+
+def option(argv: list[str], name: str) -> str:
+    values = [a.split("=", 1)[1] for a in argv if a.startswith(name + "=")]
+    assert len(values) == 1, (name, argv)
+    return values[0]
+
+
+@pytest.mark.parametrize("name", SHELL_SCRIPTS)
+def test_syntax_and_executable(name):
+    path = SCRIPTS / name
+    assert os.access(path, os.X_OK), f"{path} is not executable"
+    assert sh("-n", str(path)).returncode == 0
+    if shutil.which("shellcheck"):
+        out = subprocess.run(["shellcheck", "-S", "warning", str(path)], capture_output=True, text=True)
+        assert out.returncode == 0, out.stdout
+
+
+def test_head_defaults_are_loopback_with_swebox_resources():
+    argv = dry_run_argv(str(SCRIPTS / "ray_head.sh"))
+    assert argv[1:3] == ["start", "--head"]
+    assert option(argv, "--node-ip-address") == "127.0.0.1"
+    assert option(argv, "--port") == "6379"
+    assert json.loads(option(argv, "--resources")) == {"swebox_node": 1, "swebox_io_mb": 2000}
+    assert option(argv, "--include-dashboard") == "false"
+    assert "--block" not in argv
+
+
+def test_head_options_and_passthrough():
+    argv = dry_run_argv(str(SCRIPTS / "ray_head.sh"), "--ip", "10.1.2.3", "--port", "7000", "--num-cpus", "8",
+                        "--num-gpus", "2", "--io-budget-mb", "500", "--node-resource", "my_node", "--block",
+                        "--", "--object-store-memory=1000000000")
+    assert option(argv, "--node-ip-address") == "10.1.2.3"
+    assert option(argv, "--num-cpus") == "8" and option(argv, "--num-gpus") == "2"
+    assert json.loads(option(argv, "--resources")) == {"my_node": 1, "swebox_io_mb": 500}
+    assert argv[-2:] == ["--block", "--object-store-memory=1000000000"]
+
+
+def test_worker_on_a_cluster_network_uses_ray_start():
+    argv = dry_run_argv(str(SCRIPTS / "ray_worker.sh"), "10.1.2.3:6379", "--ip", "10.1.2.4", "--num-cpus", "4")
+    assert argv[1:3] == ["start", "--address=10.1.2.3:6379"]
+    assert option(argv, "--node-ip-address") == "10.1.2.4"
+    assert json.loads(option(argv, "--resources")) == {"swebox_node": 1, "swebox_io_mb": 2000}
+
+
+def test_worker_on_loopback_starts_a_loopback_node():
+    out = sh(str(SCRIPTS / "ray_worker.sh"), "127.0.0.1:6379", "--num-cpus", "1", "--dry-run")
+    assert out.returncode == 0, out.stderr
+    assert "loopback node" in out.stdout and "ip=127.0.0.1" in out.stdout and "num_cpus=1" in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "message"),
+    [
+        ("ray_head.sh", ["--port", "abc"], "--port expects a whole number; found 'abc'"),
+        ("ray_head.sh", ["--frobnicate"], "unknown option '--frobnicate'"),
+        ("ray_head.sh", ["--io-budget-mb", "0"], "--io-budget-mb expects a positive number"),
+        ("ray_head.sh", ["--ip"], "--ip expects a value"),
+        ("ray_worker.sh", [], "expects the head's address HOST:PORT first"),
+        ("ray_worker.sh", ["somehost"], "expects the head's address as HOST:PORT first; found 'somehost'"),
+        ("ray_worker.sh", ["10.0.0.1:6379"], "must both be loopback (one machine) or both cluster addresses"),
+    ],
+)
+def test_bad_input_is_refused_with_a_clear_message(script, args, message):
+    out = sh(str(SCRIPTS / script), *args, *(["--dry-run"] if args and args[-1] != "--ip" else []))
+    assert out.returncode == 2
+    assert message in out.stderr
+
+
+def test_help():
+    for script in ("ray_head.sh", "ray_worker.sh"):
+        out = sh(str(SCRIPTS / script), "--help")
+        assert out.returncode == 0 and "swebox_io_mb" in out.stdout and "#" not in out.stdout
+
+
+# ---------------------------------------------------------------------------------- a real loopback launch
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def session_pids(sid: int) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[3]) == sid and fields[0] != "Z":  # fields after ')': state ppid pgrp session ...
+                pids.append(int(entry.name))
+    return pids
+
+
+def listening_addresses(pids: list[int]) -> set[str]:
+    """Local addresses of the TCP sockets in LISTEN state that the processes hold."""
+    inodes = set()
+    for pid in pids:
+        try:
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+        except OSError:
+            continue
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            cols = line.split()
+            if cols[3] == "0A" and cols[9] in inodes:
+                found.add(decode_address(cols[1].split(":")[0]))
+    return found
+
+
+def decode_address(hex_ip: str) -> str:
+    raw = bytes.fromhex(hex_ip)
+    if len(raw) == 4:
+        return socket.inet_ntop(socket.AF_INET, raw[::-1])
+    words = b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4))
+    return socket.inet_ntop(socket.AF_INET6, words)
+
+
+def stop(*procs: subprocess.Popen) -> None:
+    """SIGTERM to the process groups we started (Ray drains for up to 30 s), then SIGKILL what is left."""
+    for sig, wait_s in ((signal.SIGTERM, 40), (signal.SIGKILL, 10)):
+        for proc in procs:
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            for proc in procs:
+                proc.poll()  # reap our own child so that it does not linger as a zombie
+            if not any(session_pids(p.pid) for p in procs):
+                return
+            time.sleep(0.5)
+
+
+@pytest.fixture
+def short_tmp():
+    """A short temp folder: Ray's socket paths under it must stay within 107 bytes (pytest's tmp_path is long)."""
+    path = Path(tempfile.mkdtemp(prefix="swebox-ray-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(240)
+def test_two_node_launch_on_loopback(short_tmp):
+    tmp_path = short_tmp
+    port = free_port()
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    head = subprocess.Popen(
+        ["bash", str(SCRIPTS / "ray_head.sh"), "--port", str(port), "--num-cpus", "1", "--io-budget-mb", "300",
+         "--temp-dir", str(tmp_path), "--block", "--", f"--ray-client-server-port={free_port()}",
+         f"--dashboard-agent-listen-port={free_port()}"],
+        stdout=open(tmp_path / "head.log", "w"), stderr=subprocess.STDOUT, start_new_session=True, env=env,
+    )
+    worker = None
+    try:
+        probe = (
+            "import json, ray, sys; ray.init(address=sys.argv[1], log_to_driver=False); "
+            "print(json.dumps([n['Resources'] for n in ray.nodes() if n['Alive']]))"
+        )
+        resources = wait_for_nodes(probe, port, 1, head)
+        worker = subprocess.Popen(
+            ["bash", str(SCRIPTS / "ray_worker.sh"), f"127.0.0.1:{port}", "--num-cpus", "1", "--io-budget-mb",
+             "200", "--temp-dir", str(tmp_path)],
+            stdout=open(tmp_path / "worker.log", "w"), stderr=subprocess.STDOUT, start_new_session=True, env=env,
+        )
+        resources = wait_for_nodes(probe, port, 2, worker)
+        assert sorted(r["swebox_io_mb"] for r in resources) == [200.0, 300.0]
+        assert all(r["swebox_node"] == 1.0 for r in resources)
+        addresses = listening_addresses(session_pids(head.pid) + session_pids(worker.pid))
+        assert addresses, "expected the nodes to listen on some port"
+        assert addresses <= {"127.0.0.1", "::ffff:127.0.0.1"}, f"listening beyond loopback: {addresses}"
+    finally:
+        stop(head, *([worker] if worker is not None else []))
+    assert not session_pids(head.pid) and (worker is None or not session_pids(worker.pid))
+
+
+def wait_for_nodes(probe: str, port: int, count: int, proc: subprocess.Popen) -> list[dict]:
+    deadline = time.monotonic() + 90
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"the node exited with {proc.returncode}; see its log in {proc.args}"
+        try:  # ray.init retries for a long time when nothing listens yet
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except OSError:
+            time.sleep(1)
+            continue
+        out = subprocess.run([sys.executable, "-c", probe, f"127.0.0.1:{port}"], capture_output=True, text=True,
+                             timeout=60, env=env)
+        if out.returncode == 0:
+            nodes = json.loads(out.stdout.strip().splitlines()[-1])
+            if len(nodes) == count:
+                return nodes
+        time.sleep(2)
+    raise AssertionError(f"expected {count} Ray nodes on 127.0.0.1:{port} within 90 s")
