@@ -190,11 +190,16 @@ def test_two_node_launch_on_loopback(short_tmp):
     tmp_path = short_tmp
     port = free_port()
     env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    with open(tmp_path / "head.log", "w") as head_log, open(tmp_path / "worker.log", "w") as worker_log:
+        launch(tmp_path, port, env, head_log, worker_log)
+
+
+def launch(tmp_path: Path, port: int, env: dict, head_log, worker_log) -> None:
     head = subprocess.Popen(
         ["bash", str(SCRIPTS / "ray_head.sh"), "--port", str(port), "--num-cpus", "1", "--io-budget-mb", "300",
          "--temp-dir", str(tmp_path), "--block", "--", f"--ray-client-server-port={free_port()}",
          f"--dashboard-agent-listen-port={free_port()}"],
-        stdout=open(tmp_path / "head.log", "w"), stderr=subprocess.STDOUT, start_new_session=True, env=env,
+        stdout=head_log, stderr=subprocess.STDOUT, start_new_session=True, env=env,
     )
     worker = None
     try:
@@ -206,7 +211,7 @@ def test_two_node_launch_on_loopback(short_tmp):
         worker = subprocess.Popen(
             ["bash", str(SCRIPTS / "ray_worker.sh"), f"127.0.0.1:{port}", "--num-cpus", "1", "--io-budget-mb",
              "200", "--temp-dir", str(tmp_path)],
-            stdout=open(tmp_path / "worker.log", "w"), stderr=subprocess.STDOUT, start_new_session=True, env=env,
+            stdout=worker_log, stderr=subprocess.STDOUT, start_new_session=True, env=env,
         )
         resources = wait_for_nodes(probe, port, 2, worker)
         assert sorted(r["swebox_io_mb"] for r in resources) == [200.0, 300.0]
