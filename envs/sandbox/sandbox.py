@@ -221,6 +221,10 @@ class Sandbox:
         if self._session is not None:
             self._session.close()
         self._session = socket.socket(fileno=fds[0])
+        self._session.settimeout(STARTUP_TIMEOUT_S)
+        # the supervisor says when it has pivoted into the sandbox's root: until then its /proc/PID/root
+        # is still the host's, and host-side file helpers must not use it
+        self._recv(self._session, f"{request['op']}: starting the shell session")
         self._upper = reply["upper"]
         self._session_pid = reply["pid"]
         for fd in fds[1:]:

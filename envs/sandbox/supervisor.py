@@ -278,6 +278,8 @@ def serve(sock: socket.socket, cfg: dict) -> None:
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     shell = Shell(cfg)
     shell.start()
+    # only now is the session's root final: the host reaches files through /proc/PID/root after this
+    protocol.send(sock, {"op": "ready"})
     while True:
         ready, _, _ = select.select([sock], [], [], 1.0)
         if not ready:

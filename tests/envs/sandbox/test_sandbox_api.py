@@ -197,3 +197,13 @@ def test_host_side_writes_see_what_the_shell_sees(sandbox: Sandbox):
     sandbox.write_file("/tmp/note", b"in the private /tmp")
     assert sandbox.exec("cat /tmp/note").output == "in the private /tmp"
     assert sandbox.read_file("/tmp/note") == b"in the private /tmp"
+
+
+def test_files_are_readable_the_moment_start_returns(base_layer: Path, work_root: str):
+    """The host must never reach files through a supervisor that has not pivoted into the sandbox yet."""
+    policy = SandboxPolicy(work_root=work_root)
+    for _ in range(20):
+        with Sandbox([base_layer], policy) as sb:
+            assert sb.read_file("/testbed/README") == b"base\n"
+            sb.reset()
+            assert sb.read_file("/testbed/README") == b"base\n"
