@@ -28,6 +28,9 @@ from swebox.envs.cache.budget import DEFAULT_BUDGET_MB
 from swebox.envs.cache.ray_budget import node_resources
 from swebox.trainers.config import TrainConfig
 
+FORWARDED_ENV = ("SWEBOX_LAYER_STORE", "SWEBOX_LAYER_CACHE")
+"""Environment variables of the trainer's process that its rollout actors get too (where the layer store and the
+node-local cache are; envs/layers_resolver.py), so that nodes started without them still find the layers."""
 ACTOR_NODE_SHARE = 0.01
 """Amount of ``cfg.ray.node_resource`` one rollout actor takes: a marker that keeps actors on swebox nodes (each
 advertises 1 of it), not a limit; up to 100 actors fit a node, and CPUs (``ray.actor_num_cpus``) bound them."""
@@ -294,15 +297,22 @@ class RayWorkerPool:
 
 
 def actor_options(cfg: TrainConfig, node_id: str) -> dict[str, Any]:
-    """Ray ``.options`` of one rollout actor: its CPUs, the swebox node marker, pinned to ``node_id``."""
+    """Ray ``.options`` of one rollout actor: its CPUs, the swebox node marker, pinned to ``node_id``, and the
+    trainer's FORWARDED_ENV variables."""
+    import os
+
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    return {
+    options = {
         "num_cpus": cfg.ray.actor_num_cpus,
         "resources": {cfg.ray.node_resource: ACTOR_NODE_SHARE},
         "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=node_id, soft=False),
         "max_restarts": 0,
     }
+    env = {name: os.environ[name] for name in FORWARDED_ENV if os.environ.get(name)}
+    if env:
+        options["runtime_env"] = {"env_vars": env}
+    return options
 
 
 def check_group(group: list[dict], task: Mapping[str, Any], group_size: int) -> None:

@@ -53,6 +53,7 @@ class ScriptedWorker:
                     "task_id": task["instance_id"], "group_id": f"{task['instance_id']}#{g}", "node": self.node,
                     "version": self.version, "weight_sum": self.weight_sum, "loads": self.loads,
                     "cache_dir": self.cfg.env.cache_dir, "parallel": self.cfg.rollout.max_parallel_episodes,
+                    "store": os.environ.get("SWEBOX_LAYER_STORE", ""),
                 })
         return out
 
@@ -86,7 +87,8 @@ def config(**rollout) -> TrainConfig:
 
 
 @pytest.fixture
-def pool(cluster):
+def pool(cluster, monkeypatch):
+    monkeypatch.setenv("SWEBOX_LAYER_STORE", "/shared/layers")  # the actors on both nodes get it
     pool = RayWorkerPool(config(), worker_factory=ScriptedWorker)
     try:
         yield pool
@@ -107,6 +109,7 @@ def test_actors_on_both_nodes_groups_in_task_order(pool):
     assert pool.last_placement[0] == pool.last_placement[2] != pool.last_placement[1] == pool.last_placement[3]
     assert {d["parallel"] for d in out} == {2}
     assert {d["cache_dir"] for d in out} == {f"/tmp/cache/{node}" for node in pool.nodes}
+    assert {d["store"] for d in out} == {"/shared/layers"}
 
     # next step, another order: every env goes back to the node that holds it
     before = {t["env"]["source"]: n for t, n in zip(tasks, pool.last_placement, strict=True)}
