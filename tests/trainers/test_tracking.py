@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -61,7 +62,12 @@ def test_offline_wandb_run_and_metrics_jsonl(tmp_path, wandb_env):
     assert printed == [f"wandb offline run: {sync_dir}  (upload later with: wandb sync {sync_dir})"]
     assert sync_dir.parent == run_dir / "wandb" and sync_dir.name.startswith("offline-run-")
     run_id = (run_dir / "wandb_run_id").read_text().strip()
-    data = (sync_dir / f"run-{run_id}.wandb").read_bytes()
+    data = b""
+    for _ in range(100):  # wandb-core, a separate process, may still be flushing the file after finish()
+        data = (sync_dir / f"run-{run_id}.wandb").read_bytes()
+        if b"timing/step_s" in data:
+            break
+        time.sleep(0.1)
     assert b"reward/mean" in data and b"0.75" in data and b"timing/step_s" in data
 
 
