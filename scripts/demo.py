@@ -287,9 +287,9 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPa
 
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # a local Ray listens on 127.0.0.1 only
-    if args.max_tasks < 1:
-        raise DemoError(f"--max-tasks: expected >= 1; found {args.max_tasks}; use 3")
     try:
+        if args.max_tasks < 1:
+            raise DemoError(f"--max-tasks: expected >= 1; found {args.max_tasks}; use 3")
         summary = run_demo(args)
     except DemoError as exc:
         print(f"swebox demo: {exc}", file=sys.stderr)

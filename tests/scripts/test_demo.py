@@ -1,0 +1,121 @@
+"""swebox demo: the pure parts (time summary, report, project choice, config) and a smoke run with the smallest
+budget (e2e: synthesises real tasks from PyPI, starts Ray, trains one step, evaluates, plots)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+from swebox.envs.cache import EnvSpec
+from swebox.scripts import demo
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    demo.add_arguments(parser.add_subparsers(dest="command"))
+    return parser.parse_args(["demo", *argv])
+
+
+def test_time_summary_means_and_shares():
+    records = [
+        {"step": 1, "timing/step_s": 10.0, "timing/rollout_s": 8.0, "timing/generate_s": 2.0, "timing/env_s": 1.0,
+         "timing/grade_s": 3.0, "timing/update_s": 1.5, "timing/sync_s": 0.5, "env/reset_s": 0.01},
+        {"step": 2, "timing/step_s": 6.0, "timing/rollout_s": 4.0, "timing/generate_s": 2.0, "timing/env_s": 0.0,
+         "timing/grade_s": 1.0, "timing/update_s": 1.5, "timing/sync_s": 0.5, "env/reset_s": 0.03},
+        {"step": 3, "reward/mean": 1.0},  # a record without timing does not count
+    ]
+    out = demo.time_summary(records)
+    assert out["timing/step_s"] == 8.0 and out["timing/rollout_s"] == 6.0
+    assert out["env/reset_s"] == pytest.approx(0.02)
+    # means: generate 2, env 0.5, grade 2 -> rollout other 6 - 4.5 = 1.5
+    assert out["timing/rollout_other_s"] == pytest.approx(1.5)
+    assert out["share/env"] == pytest.approx((0.5 + 2.0) / 8.0)
+    assert out["share/generate"] == pytest.approx(2.0 / 8.0)
+    assert out["share/update"] == pytest.approx(2.0 / 8.0)
+    assert demo.time_summary([{"step": 1}]) == {}
+
+
+def test_summary_markdown_shows_stages_step_and_eval():
+    summary = {
+        "projects": ["toolz-1.2.0", "voluptuous-0.16.0"], "tasks": 6, "steps": 3, "nodes": 1,
+        "stages": {"corpus": 50.0, "train": 25.0},
+        "step": {"timing/step_s": 8.0, "timing/grade_s": 2.0, "share/env": 0.3125, "share/generate": 0.25,
+                 "share/update": 0.25, "env/reset_s": 0.02, "env/exec_s": 0.1, "env/grade_s": 1.5},
+        "eval": {"reward/resolved_rate": 0.5, "episodes": 6.0},
+    }
+    text = demo.summary_markdown(summary)
+    assert "| corpus | 50.0 |" in text and "| **total** | **75.0** |" in text
+    assert "| `timing/grade_s` | 2.00 | 25% |" in text
+    assert "Environment share of a step (resets + commands + grading): **31%**" in text
+    assert "- `reward/resolved_rate`: 0.500" in text
+
+
+def test_select_projects_keeps_recipes_and_order():
+    recipes = demo.select_projects(demo.DEFAULT_RECIPE, ["voluptuous", "toolz"])
+    assert [r.name for r in recipes] == ["voluptuous", "toolz"]
+    assert recipes[1].tests == ("toolz",)  # the corpus recipe's test settings come along
+    with pytest.raises(demo.DemoError, match=r"unknown \['nope'\]; pick from \[.*'toolz'"):
+        demo.select_projects(demo.DEFAULT_RECIPE, ["toolz", "nope"])
+
+
+def test_demo_config_sets_run_dir_and_tasks_then_overrides(tmp_path):
+    cfg = demo.demo_config(demo.DEFAULT_CONFIG, tmp_path, tmp_path / "corpus" / "tasks.jsonl", ["total_steps=7"])
+    assert cfg.logging.run_dir == str(tmp_path)
+    assert cfg.env.tasks == str(tmp_path / "corpus" / "tasks.jsonl")
+    assert cfg.total_steps == 7
+    assert cfg.logging.wandb == "offline" and cfg.ray.address == ""
+
+
+def test_layer_keys_env_layers_first_each_once():
+    spec = EnvSpec(source="pypi:toolz==1.2.0", python="3.11", test_deps=("pytest",))
+    base = {"repo": "toolz", "patch": "", "problem_statement": "p", "FAIL_TO_PASS": ["t::a"],
+            "PASS_TO_PASS": ["t::b"], "env": spec.to_dict()}
+    tasks = [{**base, "instance_id": "a", "task_layer_key": "task-1"},
+             {**base, "instance_id": "b", "task_layer_key": "task-2"},
+             {**base, "instance_id": "c", "task_layer_key": "task-1"}]
+    assert demo.layer_keys(tasks) == [spec.key(), "task-1", "task-2"]
+
+
+def test_arguments_and_bad_budget(capsys):
+    args = parse("--out", "x", "--max-tasks", "2", "total_steps=1", "rollout.group_size=2")
+    assert args.projects == list(demo.DEFAULT_PROJECTS)
+    assert args.overrides == ["total_steps=1", "rollout.group_size=2"]
+    assert demo.run(parse("--max-tasks", "0")) == 1
+    assert "swebox demo: --max-tasks: expected >= 1; found 0" in capsys.readouterr().err
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(900)
+def test_demo_smallest_budget(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    monkeypatch.setenv("SWEBOX_LAYER_CACHE", str(tmp_path / "node-cache"))
+    out = tmp_path / "demo"
+    args = parse("--out", str(out), "--projects", "toolz", "--max-tasks", "2", "total_steps=1",
+                 "rollout.tasks_per_step=1", "rollout.group_size=2", "generation.max_new_tokens=16",
+                 "env.max_turns=1", f"env.cache_dir={tmp_path / 'node-cache'}", "logging.progress=false")
+    try:
+        assert demo.run(args) == 0
+    finally:  # the node cache keeps layers mounted for later runs; this test's cache must go with tmp_path
+        from swebox.envs.cache import LayerCache, LayerCacheConfig, LayerStore
+
+        LayerCache(LayerStore(out / "corpus" / "layers"), LayerCacheConfig(root=str(tmp_path / "node-cache"))).close()
+        assert str(tmp_path) not in Path("/proc/mounts").read_text()
+    printed = capsys.readouterr().out
+    for name in ("metrics.jsonl", "summary.md", "reward.png", "timing.png", "wandb"):
+        assert name in printed
+    [record] = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert record["step"] == 1 and record["timing/grade_s"] > 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["tasks"] == 2 and summary["nodes"] == 1 and summary["eval"]["episodes"] == 2.0
+    assert set(summary["stages"]) == {"corpus", "ray", "cache", "train", "eval", "plots"}
+    assert 0 < summary["step"]["share/env"] <= 1.5
+    assert all(Path(p).stat().st_size > 1000 for p in summary["files"]["plots"])
+    assert list((out / "wandb").glob("offline-run-*")), "expected the offline wandb run"
+    assert (out / "policy" / "config.json").exists()
+    import ray
+
+    assert not ray.is_initialized()
