@@ -260,7 +260,8 @@ def _split_grade_time(clock: _Clock, grade_s: float) -> None:
 
 
 EpisodeFactory = Callable[[dict[str, Any], int], Sequence[Episode]]
-"""``factory(task_dict, n) -> n episodes`` of that task, all starting from one prepared state."""
+"""``factory(task_dict, n) -> n episodes`` of that task, all starting from one prepared state; when the result
+has a ``close()`` (an EpisodeGroup) the worker calls it after the episodes, else it closes each episode."""
 
 
 def episode_config(cfg: TrainConfig) -> dict[str, Any]:
@@ -278,20 +279,24 @@ def episode_config(cfg: TrainConfig) -> dict[str, Any]:
     }
 
 
-def swe_episode_factory(cfg: TrainConfig) -> EpisodeFactory:
+def swe_episode_factory(cfg: TrainConfig, source: Any | None = None, layers: list | None = None) -> EpisodeFactory:
     """SWE episodes of swebox.envs: G sandboxes forked from one prepared start (envs/groups.py).
 
-    Layers come from the layer store ``$SWEBOX_LAYER_STORE`` (default runs/layers) through the node-local
-    cache in ``env.cache_dir``. The returned group is closed by the worker (sandboxes, layer handles).
+    Layers come from ``source`` (a LayerSource or its dict), by default the layer store ``$SWEBOX_LAYER_STORE``
+    (else runs/layers) through the node-local cache in ``env.cache_dir``; or, for a single environment
+    (fixtures), every task uses the layer folders ``layers``. The worker closes each group it gets (sandboxes,
+    layer handles).
     """
     from swebox.envs.groups import group
     from swebox.envs.layers_resolver import LayerSource
     from swebox.envs.tasks import Task
 
-    source = LayerSource(cache_root=cfg.env.cache_dir, tasks_file=cfg.env.tasks)
+    source = source if source is not None else LayerSource(cache_root=cfg.env.cache_dir, tasks_file=cfg.env.tasks)
     config = episode_config(cfg)
 
     def factory(task: dict[str, Any], n: int) -> Sequence[Episode]:
+        if layers is not None:
+            return group(Task.from_dict(task), n, layers=list(layers), config=config)
         return group(Task.from_dict(task), n, source=source, config=config)
 
     return factory

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import random
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,17 @@ from swebox.trainers.learner import Learner, make_batch
 from swebox.trainers.rollout import LocalWorkerPool, Trajectory, WorkerPool
 from swebox.trainers.tiny import build_model, build_tokenizer
 from swebox.trainers.tracking import Tracker
+
+
+@dataclass
+class StepData:
+    """The last step's batch, kept for inspection (tests, debugging)."""
+
+    trajectories: list[Trajectory]
+    rewards: torch.Tensor
+    group_ids: torch.Tensor
+    valid: torch.Tensor
+    advantages: torch.Tensor
 
 
 class TaskSampler:
@@ -131,6 +143,7 @@ class Trainer:
         self.tasks = tasks if tasks is not None else load_tasks(cfg.env.tasks)
         self.sampler = TaskSampler(len(self.tasks), cfg.seed, cfg.rollout.shuffle)
         self.step_count = 0
+        self.last: StepData | None = None
         resume_step = self._resume() if cfg.checkpoint.resume else None
         self._own_pool = pool is None
         if pool is None:
@@ -236,6 +249,7 @@ class Trainer:
         self.pool.set_weights(self.learner.state_dict(), self.step_count)
         sync_s = time.monotonic() - t0
 
+        self.last = StepData(trajs, rewards, gids, valid, advantages)
         metrics = {**rollout_metrics(trajs), **policy}
         metrics["reward/mean"] = float(rewards.mean())  # after penalties
         metrics["reward/std"] = float(rewards.std(unbiased=False)) if len(trajs) > 1 else 0.0

