@@ -1,10 +1,11 @@
 """GRPO learns, with rewards from real sandboxed grading (e2e, CPU, minutes).
 
-The environment: a fixture project ``shapes`` with four buggy functions, built into a real env layer (a
-sandbox with /testbed in git and /venv with pytest). Four tasks, one per bug. Each task's prompt shows K = 4
+The environment: a fixture project ``shapes`` with four buggy functions, built into a real env layer
+(a sandbox with /testbed in git and /venv with pytest). Four tasks, one per bug. Each task's prompt shows K = 4
 candidate patches; one fixes the bug, the others do not. The policy (a tiny random transformer with the
 builtin tokenizer) answers in one turn; its reply's first character, by code point modulo K, is its choice, so
-a random policy picks about uniformly. The prompt shows each candidate by the line it adds. The reward is the grade of the chosen patch: a real SWE episode
+a random policy picks about uniformly. The prompt shows each candidate by the line it adds. The reward is the
+grade of the chosen patch: a real SWE episode
 (``swebox.envs.groups.group`` -> ``SWEEpisode``) applies it with a bash command, submits, and the grader runs
 the task's tests in a fresh sandbox. Grades are cached per (task, choice), so each of the 16 pairs is graded
 for real once and later identical answers reuse it.
@@ -80,7 +81,8 @@ def candidate_diffs(tmp: Path) -> dict[str, list[str]]:
 @pytest.fixture(scope="module")
 def shapes_env(tmp_path_factory):
     """(env layer, tasks, candidates): the env layer is built in a real sandbox, like the cache builder does."""
-    if not Path(WHEELS).is_dir() or not any(Path(WHEELS).glob("pytest-*.whl")) or not Path("/usr/bin/python3.11").exists():
+    wheels = Path(WHEELS).is_dir() and any(Path(WHEELS).glob("pytest-*.whl"))
+    if not wheels or not Path("/usr/bin/python3.11").exists():
         pytest.skip(f"needs /usr/bin/python3.11 and pytest wheels in {WHEELS}")
     from swebox.envs.sandbox import Sandbox, SandboxPolicy
     from swebox.envs.tasks import Task
@@ -149,7 +151,8 @@ class GradeCache:
             with group(task, 1, layers=self.layers, config={"max_turns": 3, "grade_timeout_s": 120}) as g:
                 episode = g[0]
                 episode.reset()
-                applied = episode.step(f"```bash\ncd /testbed && git apply /candidates/{task.instance_id}/{choice}.diff\n```")
+                command = f"cd /testbed && git apply /candidates/{task.instance_id}/{choice}.diff"
+                applied = episode.step(f"```bash\n{command}\n```")
                 assert not applied.done, applied.observation
                 final = episode.step("```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```")
             assert final.terminated and "error" not in final.info, final.info

@@ -1,0 +1,145 @@
+"""Generation backends: sampled ids with aligned logprobs, batching of concurrent callers, the OpenAI client."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import torch
+from swebox.trainers.config import GenerationConfig, ModelConfig
+from swebox.trainers.generation import Generated, OpenAIBackend, _Batcher, make_backend
+from swebox.trainers.tiny import build_builtin_tokenizer, build_model
+
+
+@pytest.fixture(scope="module")
+def policy():
+    tok = build_builtin_tokenizer()
+    torch.manual_seed(0)
+    return build_model(ModelConfig(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=2), tok), tok
+
+
+def test_transformers_logprobs_match_a_fresh_forward_pass(policy):
+    model, tok = policy
+    backend = make_backend(GenerationConfig(max_context_tokens=128, max_new_tokens=6), model, tok)
+    prompts = [tok.encode("hello world, a longer prompt", add_special_tokens=False), tok.encode("x")]
+    outs = backend.generate(prompts, 6)
+    for prompt, out in zip(prompts, outs, strict=True):  # the short prompt was left-padded in the batch
+        assert 1 <= len(out.token_ids) <= 6 and len(out.logprobs) == len(out.token_ids)
+        assert out.finish_reason == ("stop" if out.token_ids[-1] == tok.eos_token_id else "length")
+        with torch.no_grad():
+            logits = model(torch.tensor([prompt + out.token_ids])).logits[0, len(prompt) - 1 : -1]
+        expected = torch.log_softmax(logits, -1).gather(-1, torch.tensor(out.token_ids)[:, None]).squeeze(-1)
+        assert torch.allclose(expected, torch.tensor(out.logprobs), atol=1e-4)
+
+
+def test_update_weights_makes_the_backend_sample_from_the_new_weights(policy):
+    model, tok = policy
+    import copy
+
+    mine = copy.deepcopy(model)
+    cfg = GenerationConfig(temperature=0.0, max_context_tokens=64, max_new_tokens=4)  # greedy: deterministic
+    backend = make_backend(cfg, mine, tok)
+    torch.manual_seed(1)
+    other = build_model(ModelConfig(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=2), tok)
+    reference = make_backend(cfg, other, tok)
+    prompts = [[5, 6, 7], [9, 10]]
+    assert [g.token_ids for g in backend.generate(prompts, 4)] != [g.token_ids for g in reference.generate(prompts, 4)]
+    backend.update_weights(other.state_dict())
+    assert [g.token_ids for g in backend.generate(prompts, 4)] == [g.token_ids for g in reference.generate(prompts, 4)]
+
+
+def test_batcher_runs_concurrent_callers_together_and_cuts_each_to_its_limit():
+    calls = []
+
+    def run(prompts, max_new):
+        calls.append((len(prompts), max_new))
+        return [Generated([p[0]] * max_new, [0.0] * max_new, "length") for p in prompts]
+
+    batcher = _Batcher(run, max_batch=8)
+    gate = threading.Event()
+    results = {}
+    # hold the engine so that the other callers queue up behind the first
+    batcher._engine_lock.acquire()
+
+    def call(i):
+        gate.wait()
+        results[i] = batcher.submit([[i]], i + 1)
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    gate.set()
+    import time
+
+    time.sleep(0.2)
+    batcher._engine_lock.release()
+    for t in threads:
+        t.join()
+    assert calls == [(4, 4)]  # one engine call for all four, at the longest limit
+    assert [len(results[i][0].token_ids) for i in range(4)] == [1, 2, 3, 4]
+    assert results[2][0].token_ids == [2, 2, 2]
+
+
+def test_make_backend_refuses_a_transformers_backend_without_a_model():
+    with pytest.raises(ValueError, match="expected a model and a tokenizer"):
+        make_backend(GenerationConfig())
+
+
+def test_vllm_backend_says_how_to_install_it():
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError, match=r"swebox\[vllm\]"):
+            make_backend(GenerationConfig(backend="vllm"), model_path="/nonexistent", tokenizer=None)
+    else:  # pragma: no cover - only on GPU machines
+        pytest.skip("vllm is installed")
+
+
+class _Server(BaseHTTPRequestHandler):
+    seen: list = []
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).seen.append((self.path, body, self.headers.get("Authorization")))
+        if self.path.endswith("/chat/completions"):
+            reply = {"choices": [{"message": {"content": "echo " + body["messages"][-1]["content"]},
+                                  "finish_reason": "stop"}]}
+        else:
+            reply = {"choices": [{"text": "ab", "finish_reason": "length", "logprobs": {"token_logprobs": [-0.5]}}]}
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_openai_backend_against_a_local_server(monkeypatch):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Server)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        monkeypatch.setenv("TEST_KEY", "sk-test")
+        cfg = GenerationConfig(backend="openai", openai_base_url=f"http://127.0.0.1:{server.server_port}/v1",
+                               openai_model="m", openai_api_key_env="TEST_KEY", max_new_tokens=7, max_context_tokens=64)
+        tok = build_builtin_tokenizer()
+        backend = make_backend(cfg, tokenizer=tok)
+        assert isinstance(backend, OpenAIBackend)
+        text, reason = backend.chat([{"role": "user", "content": "hi"}])
+        assert (text, reason) == ("echo hi", "stop")
+        path, body, auth = _Server.seen[-1]
+        assert path == "/v1/chat/completions" and body["model"] == "m" and body["max_tokens"] == 7
+        assert auth == "Bearer sk-test"
+        out = backend.generate([tok.encode("q", add_special_tokens=False)], 3)[0]
+        assert tok.decode(out.token_ids) == "ab" and out.finish_reason == "length"
+        assert len(out.logprobs) == len(out.token_ids)  # server logprobs unaligned -> zeros, still aligned
+        with pytest.raises(NotImplementedError, match="cannot receive weights"):
+            backend.update_weights({})
+    finally:
+        server.shutdown()
+        server.server_close()
