@@ -24,7 +24,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+# the repository's configs/ (an editable install), else the working directory's (run from a checkout)
+REPO = Path(__file__).resolve().parents[1] if (Path(__file__).resolve().parents[1] / "configs").is_dir() else Path.cwd()
 DEFAULT_CONFIG = REPO / "configs" / "demo.yaml"
 DEFAULT_RECIPE = REPO / "configs" / "corpus" / "default.yaml"
 DEFAULT_PROJECTS = ("toolz", "voluptuous")
