@@ -1,0 +1,92 @@
+"""``swebox train`` and ``swebox eval`` through their argparse entry points (eval e2e over real sandboxes)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+import pytest
+from swebox.trainers.cli import add_arguments, gold_replies, summary
+from swebox.trainers.tracking import read_metrics
+
+from tests.trainers.test_learning import shapes_env  # noqa: F401 - the module-scoped env-layer fixture
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="swebox")
+    add_arguments(p.add_subparsers(dest="command"))
+    return p
+
+
+def test_train_and_eval_arguments():
+    args = parser().parse_args(["train", "--config", "c.yaml", "--resume", "total_steps=3", "optim.lr=1e-3"])
+    assert (args.config, args.resume, args.ray) == ("c.yaml", True, False)
+    assert args.overrides == ["total_steps=3", "optim.lr=1e-3"]
+    args = parser().parse_args(["eval", "--tasks", "t.jsonl", "--policy", "openai:http://127.0.0.1:8000/v1"])
+    assert args.policy == "openai:http://127.0.0.1:8000/v1" and args.parallel == 2
+
+
+def test_eval_rejects_an_unknown_policy(tmp_path):
+    args = parser().parse_args(["eval", "--tasks", str(tmp_path / "t.jsonl"), "--policy", "random"])
+    with pytest.raises(SystemExit, match="expected gold, empty, hf:MODEL_FOLDER or openai:BASE_URL"):
+        args.func(args)
+
+
+def test_train_runs_a_config_file_with_overrides(tmp_path, monkeypatch):
+    # no task file and no layers: every group fails to prepare, and the step still completes (masked batch)
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"instance_id": "x", "FAIL_TO_PASS": ["tests/test_a.py::test_a"]}) + "\n")
+    run = tmp_path / "run"
+    args = parser().parse_args([
+        "train", "--config", "configs/grpo_tiny_cpu.yaml", "total_steps=1", f"env.tasks={tasks}",
+        f"logging.run_dir={run}", "logging.wandb=disabled", "logging.progress=false", "rollout.tasks_per_step=1",
+        "rollout.group_size=2", "optim.micro_batch_size=2"])
+    assert args.func(args) == 0
+    record = read_metrics(run)[0]
+    assert record["env/errors"] == 1.0 and record["reward/mean"] == 0.0
+    assert (run / "policy" / "config.json").exists() and (run / "checkpoints" / "step_00000001").is_dir()
+
+
+def test_gold_replies_write_apply_and_submit():
+    class T:
+        patch = "diff --git a/x b/x\n"
+
+    first, second = gold_replies(T())
+    assert first.startswith("```bash\ncat > /tmp/gold.diff <<'SWEBOX_GOLD_PATCH_EOF'\ndiff --git a/x b/x\n")
+    assert "git apply /tmp/gold.diff" in first and "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT" in second
+
+
+def test_summary_reports_rate_and_breakdown():
+    results = [{"resolved": True, "reward": 1.0, "error": "", "model_s": 1.0, "total_s": 4.0,
+                "metrics": {"env/reset_s": 0.5, "env/exec_s": 1.0, "env/grade_s": 1.5}},
+               {"resolved": False, "reward": 0.0, "error": "boom", "model_s": 0.0, "total_s": 4.0, "metrics": {}}]
+    text = summary(results, "gold")
+    assert "resolved 1/2 (50.0%)" in text and "mean reward 0.500" in text and "errors 1" in text
+    assert "env reset 0.50s (6%)" in text and "grading 1.50s (19%)" in text
+
+
+@pytest.mark.e2e
+def test_eval_gold_resolves_and_empty_does_not(shapes_env, tmp_path, capsys):  # noqa: F811
+    from swebox.envs.cache import EnvSpec
+    from swebox.envs.tasks import save_jsonl
+
+    layer, tasks, _ = shapes_env
+    env = EnvSpec(source="/fixture/shapes", commit="0123456789abcdef")
+    dirs = tmp_path / "layers"
+    dirs.mkdir()
+    os.symlink(layer.path, dirs / env.key())
+    import dataclasses
+
+    save_jsonl([dataclasses.replace(t, env=env) for t in tasks[:2]], tmp_path / "tasks.jsonl")
+    for policy, expected in (("gold", "resolved 2/2"), ("empty", "resolved 0/2")):
+        out = tmp_path / f"{policy}.jsonl"
+        args = parser().parse_args(["eval", "--tasks", str(tmp_path / "tasks.jsonl"), "--policy", policy,
+                                    "--layers", str(dirs), "--out", str(out)])
+        assert args.func(args) == 0
+        printed = capsys.readouterr().out
+        assert expected in printed and "errors 0" in printed, printed
+        rows = [json.loads(line) for line in Path(out).read_text().splitlines()]
+        assert [r["instance_id"] for r in rows] == [t.instance_id for t in tasks[:2]]
+        assert all(r["metrics"]["env/grade_s"] > 0 for r in rows)
