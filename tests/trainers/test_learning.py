@@ -251,3 +251,86 @@ def test_grpo_learns_to_pick_the_fix(shapes_env, tmp_path):
     logged = read_metrics(tmp_path / "run")
     assert [r["step"] for r in logged] == list(range(1, len(records) + 1))
     assert any(r["policy/kl"] > 0 for r in logged) and any(r["policy/clip_frac"] > 0 for r in logged)
+
+
+class ReplyBackend:
+    """A scripted policy: each episode (keyed by its prompt) replies with the texts given for its task, as tokens."""
+
+    def __init__(self, tokenizer, replies: dict[str, list[str]]) -> None:
+        self.tok, self.replies, self.seen = tokenizer, replies, {}
+        self._lock = threading.Lock()
+
+    def generate(self, prompts, max_new_tokens):
+        from swebox.trainers.generation import Generated
+
+        out = []
+        for prompt in prompts:
+            text = self.tok.decode(prompt)
+            with self._lock:
+                key = next(k for k in self.replies if f"{k} returns the wrong value" in text)
+                turn = text.count("<|im_start|>assistant") - 1
+                self.seen.setdefault(key, []).append(list(prompt))
+            ids = self.tok.encode(self.replies[key][turn], add_special_tokens=False) + [self.tok.eos_token_id]
+            out.append(Generated(ids, [-0.25] * len(ids), "stop"))
+        return out
+
+    def update_weights(self, state):
+        pass
+
+
+@pytest.mark.e2e
+def test_real_swe_episodes_multi_turn_alignment_and_rewards(shapes_env, tmp_path):
+    """swe_episode_factory: groups forked from one start, three turns, real observations, real grading."""
+    from swebox.trainers.config import load_config
+    from swebox.trainers.rollout import RolloutWorker, observation_delta_ids, swe_episode_factory
+    from swebox.trainers.tiny import build_builtin_tokenizer
+
+    layer, tasks, _ = shapes_env
+    layers = [layer.path, _candidate_layer(tmp_path, layer, tasks, shapes_env[2])]
+    names = list(BUGGY)
+    submit = "```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```"
+
+    def apply(task_index: int, k: int) -> str:
+        return f"```bash\ncd /testbed && git apply /candidates/{tasks[task_index].instance_id}/{k}.diff\n```"
+
+    look = "```bash\ncd /testbed && git status --short && sed -n 1,3p shapes/ops.py\n```"
+    replies = {names[0]: [look, apply(0, ORDER[0][0]), submit],        # the fix: resolved
+               names[1]: [look, apply(1, (ORDER[1][0] + 1) % K), submit]}  # a wrong candidate: not resolved
+    cfg = load_config(None, ["generation.max_context_tokens=4096", "generation.max_new_tokens=128",
+                             "env.max_turns=5", "rollout.max_parallel_episodes=2", "model.hidden_size=32",
+                             "model.num_layers=1", "model.num_heads=2", "model.num_kv_heads=2"])
+    tok = build_builtin_tokenizer()
+    worker = RolloutWorker(cfg, swe_episode_factory(cfg, layers=layers), tokenizer=tok)
+    worker.backend = backend = ReplyBackend(tok, replies)
+    from swebox.trainers.rollout import Trajectory
+
+    trajs = [Trajectory.from_dict(d) for d in worker.run([t.to_dict() for t in tasks[:2]], 2)]
+    assert [t.reward for t in trajs] == [1.0, 1.0, 0.0, 0.0], [t.error for t in trajs]
+    assert not any(t.failed for t in trajs) and all(t.num_turns == 3 for t in trajs)
+    assert len({t.group_id for t in trajs}) == 2
+    for traj in trajs:
+        assert len(traj.response_ids) == len(traj.loss_mask) == len(traj.old_logprobs)
+        # model turns are exactly the scripted replies' tokens; the rest decodes to the chat template's deltas
+        name = traj.task_id.removeprefix("shapes-")
+        model = [t for t, m in zip(traj.response_ids, traj.loss_mask, strict=True) if m]
+        expected = [i for r in replies[name] for i in [*tok.encode(r, add_special_tokens=False), tok.eos_token_id]]
+        assert model == expected
+        assert {lp for lp, m in zip(traj.old_logprobs, traj.loss_mask, strict=True) if m} == {-0.25}
+        text = tok.decode(traj.prompt_ids + traj.response_ids)
+        assert text.count("<|im_start|>user") == 3 and "shapes/ops.py" in text  # the `look` output came back
+        # each delta is what observation_delta_ids makes of that turn's observation
+        runs, current = [], []
+        for t, m in zip(traj.response_ids, traj.loss_mask, strict=True):
+            if m == 0:
+                current.append(t)
+            elif current:
+                runs.append(current)
+                current = []
+        observation = tok.decode(runs[0]).split("<|im_start|>user\n", 1)[1].split("<|im_end|>")[0]
+        assert runs[0] == observation_delta_ids(tok, observation, ended_turn=True)
+        assert traj.metrics["env/turns"] == 3.0 and traj.metrics["timing/grade_s"] > 0
+    # turn 2 of each episode was prompted with turn 1's tokens as generated, then the delta (token in, token out)
+    first = backend.seen[names[0]][0]
+    second = min((p for p in backend.seen[names[0]] if len(p) > len(first)), key=len)
+    turn0 = [*tok.encode(look, add_special_tokens=False), tok.eos_token_id]
+    assert second[: len(first) + len(turn0)] == first + turn0
