@@ -1,4 +1,4 @@
-"""The ``swebox`` command: one sub-command per job (bench, cache, tasks, plot, ...)."""
+"""The ``swebox`` command: one sub-command per job (bench, cache, tasks, skyrl, train, eval, plot, demo)."""
 
 from __future__ import annotations
 
@@ -34,11 +34,16 @@ def build_parser() -> argparse.ArgumentParser:
     skyrl_prepare.add_arguments(sub)
 
     try:
+        from swebox.scripts import demo
+        from swebox.trainers import cli as train_cli
         from swebox.trainers import plot
     except ImportError as exc:  # the `train` extra is not installed
-        sub.add_parser("plot", help=f"unavailable: {exc}; pip install 'swebox[train]'")
+        for name in ("train", "eval", "plot", "demo"):
+            sub.add_parser(name, help=f"unavailable: {exc}; pip install 'swebox[train]'")
     else:
+        train_cli.add_arguments(sub)
         plot.add_arguments(sub)
+        demo.add_arguments(sub)
     return parser
 
 
