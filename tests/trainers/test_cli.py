@@ -90,3 +90,34 @@ def test_eval_gold_resolves_and_empty_does_not(shapes_env, tmp_path, capsys):  #
         rows = [json.loads(line) for line in Path(out).read_text().splitlines()]
         assert [r["instance_id"] for r in rows] == [t.instance_id for t in tasks[:2]]
         assert all(r["metrics"]["env/grade_s"] > 0 for r in rows)
+
+
+@pytest.mark.e2e
+def test_eval_hf_policy_plays_real_episodes(shapes_env, tmp_path, capsys):  # noqa: F811
+    import dataclasses
+
+    import torch
+    from swebox.envs.cache import EnvSpec
+    from swebox.envs.tasks import save_jsonl
+    from swebox.trainers.config import ModelConfig
+    from swebox.trainers.tiny import build_builtin_tokenizer, build_model
+
+    layer, tasks, _ = shapes_env
+    env = EnvSpec(source="/fixture/shapes", commit="0123456789abcdef")
+    dirs = tmp_path / "layers"
+    dirs.mkdir()
+    os.symlink(layer.path, dirs / env.key())
+    save_jsonl([dataclasses.replace(tasks[0], env=env)], tmp_path / "tasks.jsonl")
+    tok = build_builtin_tokenizer()
+    torch.manual_seed(0)
+    build_model(ModelConfig(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=2), tok).save_pretrained(
+        tmp_path / "policy")
+    tok.save_pretrained(tmp_path / "policy")
+    out = tmp_path / "hf.jsonl"
+    policy = f"hf:{tmp_path / 'policy'}"
+    args = parser().parse_args(["eval", "--tasks", str(tmp_path / "tasks.jsonl"), "--policy", policy, str(dirs), "--out", str(out), "env.max_turns=2", "generation.max_new_tokens=8"])
+    assert args.func(args) == 0
+    printed = capsys.readouterr().out
+    assert "resolved 0/1" in printed and "errors 0" in printed, printed  # a random policy: format errors, no fix
+    row = json.loads(out.read_text())
+    assert row["metrics"]["env/turns"] == 2.0 and row["metrics"]["env/format_errors"] == 2.0
