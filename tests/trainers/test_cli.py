@@ -115,7 +115,8 @@ def test_eval_hf_policy_plays_real_episodes(shapes_env, tmp_path, capsys):  # no
     tok.save_pretrained(tmp_path / "policy")
     out = tmp_path / "hf.jsonl"
     policy = f"hf:{tmp_path / 'policy'}"
-    args = parser().parse_args(["eval", "--tasks", str(tmp_path / "tasks.jsonl"), "--policy", policy, str(dirs), "--out", str(out), "env.max_turns=2", "generation.max_new_tokens=8"])
+    args = parser().parse_args(["eval", "--tasks", str(tmp_path / "tasks.jsonl"), "--policy", policy, "--layers",
+                                str(dirs), "--out", str(out), "env.max_turns=2", "generation.max_new_tokens=8"])
     assert args.func(args) == 0
     printed = capsys.readouterr().out
     assert "resolved 0/1" in printed and "errors 0" in printed, printed  # a random policy: format errors, no fix
