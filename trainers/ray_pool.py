@@ -11,9 +11,11 @@ affinity), and then, each step:
   by env key), spilling to the least loaded actor only when those actors are full for this step,
 - gathers the trajectories back in the order of the tasks it was given.
 
-Each actor owns a :class:`~swebox.trainers.rollout.RolloutWorker` built on its node: its sandboxes and the node's
-layer cache (``env.cache_dir`` may hold ``{node_id}``, for several nodes on one test machine), whose unpacking is
-bounded by the node's I/O budget resource (``swebox.envs.cache.ray_budget``). Ray is imported here only.
+Each actor owns a :class:`~swebox.trainers.rollout.RolloutWorker` built on its node: its generation backend, its
+sandboxes and the node's layer cache (``env.cache_dir`` may hold ``{node_id}``, for several nodes on one test
+machine), whose unpacking is bounded by the node's I/O budget resource (``swebox.envs.cache.ray_budget``). With the
+vLLM backend the actor's engine needs ``generation.vllm_tensor_parallel_size`` GPUs, which the actor asks Ray for,
+so actors then go only to swebox nodes with GPUs. Ray is imported here only.
 """
 
 from __future__ import annotations
@@ -164,11 +166,21 @@ def init_ray(cfg: TrainConfig, io_budget_mb: int = DEFAULT_BUDGET_MB) -> bool:
     return True
 
 
-def swebox_nodes(node_resource: str) -> list[str]:
-    """Ids of the live nodes advertising ``node_resource``, in a stable order."""
+def swebox_nodes(node_resource: str, min_gpus: float = 0.0) -> list[str]:
+    """Ids of the live nodes advertising ``node_resource`` (and at least ``min_gpus`` GPUs), in a stable order."""
     import ray
 
-    return sorted(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get(node_resource, 0) > 0)
+    return sorted(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get(node_resource, 0) > 0
+                  and n["Resources"].get("GPU", 0) >= min_gpus)
+
+
+def actor_gpus(cfg: TrainConfig) -> float:
+    """GPUs one rollout actor needs: a vLLM engine spans ``vllm_tensor_parallel_size`` GPUs; other backends none.
+
+    Ray hides the GPUs from an actor that asks for none, so a vLLM actor must ask (the learner in the trainer's
+    process shares them: ``generation.vllm_gpu_memory_utilization``).
+    """
+    return float(cfg.generation.vllm_tensor_parallel_size) if cfg.generation.backend == "vllm" else 0.0
 
 
 class RayWorkerPool:
@@ -184,7 +196,15 @@ class RayWorkerPool:
 
         self.cfg = cfg
         self.owns_ray = init_ray(cfg)
-        nodes = swebox_nodes(cfg.ray.node_resource)
+        gpus = actor_gpus(cfg)
+        nodes = swebox_nodes(cfg.ray.node_resource, gpus * cfg.ray.actors_per_node)
+        if not nodes and swebox_nodes(cfg.ray.node_resource):
+            self.close()
+            raise RayPoolError(
+                f"generation.backend=vllm: expected a swebox node with {gpus * cfg.ray.actors_per_node:g} GPU(s) "
+                f"({cfg.ray.actors_per_node} actor(s) x vllm_tensor_parallel_size); found none with that many; "
+                "start the GPU node with scripts/ray_head.sh --num-gpus N, or lower ray.actors_per_node"
+            )
         if not nodes:
             found = sorted({k for n in ray.nodes() if n["Alive"] for k in n["Resources"]})
             self.close()
@@ -305,6 +325,7 @@ def actor_options(cfg: TrainConfig, node_id: str) -> dict[str, Any]:
 
     options = {
         "num_cpus": cfg.ray.actor_num_cpus,
+        "num_gpus": actor_gpus(cfg),
         "resources": {cfg.ray.node_resource: ACTOR_NODE_SHARE},
         "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=node_id, soft=False),
         "max_restarts": 0,
