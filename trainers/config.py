@@ -235,6 +235,8 @@ class RolloutConfig:
 class EnvConfig:
     tasks: str = ""
     """Task set: a tasks.jsonl file (one task per line, the SWE-bench-style schema)."""
+    layer_store: str = ""
+    """Layer store folder the tasks' layers come from; empty: $SWEBOX_LAYER_STORE, else runs/layers."""
     cache_dir: str = ""
     """Node-local layer cache folder; empty: the cache's default."""
     max_turns: int = 8

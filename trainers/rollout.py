@@ -282,16 +282,17 @@ def episode_config(cfg: TrainConfig) -> dict[str, Any]:
 def swe_episode_factory(cfg: TrainConfig, source: Any | None = None, layers: list | None = None) -> EpisodeFactory:
     """SWE episodes of swebox.envs: G sandboxes forked from one prepared start (envs/groups.py).
 
-    Layers come from ``source`` (a LayerSource or its dict), by default the layer store ``$SWEBOX_LAYER_STORE``
-    (else runs/layers) through the node-local cache in ``env.cache_dir``; or, for a single environment
-    (fixtures), every task uses the layer folders ``layers``. The worker closes each group it gets (sandboxes,
+    Layers come from ``source`` (a LayerSource or its dict), by default the layer store ``env.layer_store``
+    (else $SWEBOX_LAYER_STORE, else runs/layers) through the node-local cache in ``env.cache_dir``; or, for a
+    single environment (fixtures), every task uses the layer folders ``layers``. The worker closes each group it gets (sandboxes,
     layer handles).
     """
     from swebox.envs.groups import group
     from swebox.envs.layers_resolver import LayerSource
     from swebox.envs.tasks import Task
 
-    source = source if source is not None else LayerSource(cache_root=cfg.env.cache_dir, tasks_file=cfg.env.tasks)
+    source = source if source is not None else LayerSource(store=cfg.env.layer_store, cache_root=cfg.env.cache_dir,
+                                                           tasks_file=cfg.env.tasks)
     config = episode_config(cfg)
 
     def factory(task: dict[str, Any], n: int) -> Sequence[Episode]:
