@@ -284,8 +284,8 @@ def swe_episode_factory(cfg: TrainConfig, source: Any | None = None, layers: lis
 
     Layers come from ``source`` (a LayerSource or its dict), by default the layer store ``env.layer_store``
     (else $SWEBOX_LAYER_STORE, else runs/layers) through the node-local cache in ``env.cache_dir``; or, for a
-    single environment (fixtures), every task uses the layer folders ``layers``. The worker closes each group it gets (sandboxes,
-    layer handles).
+    single environment (fixtures), every task uses the layer folders ``layers``. The worker closes each group it
+    gets (sandboxes, layer handles).
     """
     from swebox.envs.groups import group
     from swebox.envs.layers_resolver import LayerSource
