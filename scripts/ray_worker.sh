@@ -3,11 +3,12 @@
 # resources (swebox_node = 1 so rollout actors run here; swebox_io_mb = this node's I/O budget in MB).
 #
 #   scripts/ray_worker.sh HEAD_ADDR:PORT [--ip ADDR] [--num-cpus N] [--num-gpus N] [--io-budget-mb N]
-#                         [--node-resource NAME] [--temp-dir DIR] [--block] [--dry-run] [-- RAY_ARGS]
+#                         [--node-resource NAME] [--temp-dir DIR] [--no-auth] [--block] [--dry-run] [-- RAY_ARGS]
 #
 # --ip is this node's address as the head reaches it. Every node keeps its own layer cache; its unpacking is
 # bounded by its own swebox_io_mb. --block keeps `ray start` in the foreground; --dry-run prints the command;
-# anything after `--` goes to `ray start`.
+# anything after `--` goes to `ray start`. Token authentication (RAY_AUTH_MODE=token) needs the head's token here:
+# ~/.ray/auth_token (copied from the head) or RAY_AUTH_TOKEN; --no-auth for a head started with --no-auth.
 #
 # Loopback (the default --ip 127.0.0.1, with a head on 127.0.0.1: a second node on the same machine, for trying
 # a two-node launch): Ray's CLI joins a node only with RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1, which makes the
@@ -21,11 +22,12 @@ num_gpus=""
 budget_mb=2000
 node_resource=swebox_node
 temp_dir=""
+auth="${RAY_AUTH_MODE:-token}"
 block=false
 dry_run=false
 extra=()
 
-usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "ray_worker.sh: $*" >&2; exit 2; }
 need_value() { [ "$#" -ge 2 ] && [ -n "$2" ] || die "$1 expects a value; see --help"; }
 is_count() { [[ "$2" =~ ^[0-9]+$ ]] || die "$1 expects a whole number; found '$2'"; }
@@ -44,6 +46,7 @@ while [ "$#" -gt 0 ]; do
     --io-budget-mb) need_value "$@"; is_count "$1" "$2"; budget_mb="$2"; shift 2 ;;
     --node-resource) need_value "$@"; node_resource="$2"; shift 2 ;;
     --temp-dir) need_value "$@"; temp_dir="$2"; shift 2 ;;
+    --no-auth) auth=disabled; shift ;;
     --block) block=true; shift ;;
     --dry-run) dry_run=true; shift ;;
     -h|--help) usage; exit 0 ;;
@@ -61,6 +64,13 @@ for candidate in "$here/../.venv/bin/ray" "$(command -v ray || true)"; do
 done
 [ -n "$ray_bin" ] || die "no 'ray' executable found; install swebox[train] (pip install 'swebox[train]') or set RAY=/path/to/ray"
 
+export RAY_AUTH_MODE="$auth"
+token_file="${RAY_AUTH_TOKEN_PATH:-$HOME/.ray/auth_token}"
+if [ "$auth" = token ] && [ -z "${RAY_AUTH_TOKEN:-}" ] && [ ! -s "$token_file" ] && ! $dry_run; then
+  die "token authentication: expected the head's token in $token_file or RAY_AUTH_TOKEN; found neither; copy \
+~/.ray/auth_token from the head node (or start both with --no-auth)"
+fi
+
 is_loopback() { case "$1" in 127.*|localhost) return 0 ;; *) return 1 ;; esac; }
 loopback=false
 if is_loopback "$ip" && is_loopback "${head%:*}"; then
@@ -75,7 +85,8 @@ if $loopback; then
   [ -x "$python_bin" ] || python_bin="$(command -v python3)"
   [ "${#extra[@]}" -eq 0 ] || die "arguments after -- are for 'ray start', which a loopback node does not use"
   if $dry_run; then
-    echo "loopback node: $python_bin - (ray._private.node.Node) gcs=$head ip=$ip resources=$resources" \
+    echo "loopback node: RAY_AUTH_MODE=$RAY_AUTH_MODE $python_bin - (ray._private.node.Node) gcs=$head ip=$ip" \
+         "resources=$resources" \
          "num_cpus=${num_cpus:-all} num_gpus=${num_gpus:-0} temp_dir=${temp_dir:-default}"
     exit 0
   fi
@@ -115,7 +126,7 @@ $block && cmd+=(--block)
 cmd+=("${extra[@]}")
 
 if $dry_run; then
-  printf '%q ' "${cmd[@]}"; echo
+  printf '%q ' env "RAY_AUTH_MODE=$RAY_AUTH_MODE" "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1" "${cmd[@]}"; echo
   exit 0
 fi
 echo "swebox Ray worker ($ip) joining $head (resources $node_resource=1, swebox_io_mb=$budget_mb)"

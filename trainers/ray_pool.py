@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -147,6 +148,21 @@ class RolloutActor:
 # ------------------------------------------------------------------------------------------------ the pool
 
 
+def enable_token_auth_if_available() -> None:
+    """Send this machine's Ray auth token (``RAY_AUTH_TOKEN``, ``~/.ray/auth_token``) when joining a cluster.
+
+    Ray does so by itself only for ``address='auto'``; scripts/ray_head.sh starts clusters with token
+    authentication, and clusters without it accept a token too. ``RAY_AUTH_MODE``, when set, decides instead.
+    """
+    try:
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available,
+        )
+    except ImportError:  # a Ray without token authentication
+        return
+    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+
+
 def init_ray(cfg: TrainConfig, io_budget_mb: int = DEFAULT_BUDGET_MB) -> bool:
     """Connect to ``cfg.ray.address`` or start a local Ray whose node carries swebox's resources.
 
@@ -158,6 +174,7 @@ def init_ray(cfg: TrainConfig, io_budget_mb: int = DEFAULT_BUDGET_MB) -> bool:
     if ray.is_initialized():
         return False
     if cfg.ray.address:
+        enable_token_auth_if_available()
         ray.init(address=cfg.ray.address, namespace=cfg.ray.namespace, log_to_driver=False)
     else:
         resources = {cfg.ray.node_resource: 1.0, **node_resources(io_budget_mb)}
@@ -319,8 +336,6 @@ class RayWorkerPool:
 def actor_options(cfg: TrainConfig, node_id: str) -> dict[str, Any]:
     """Ray ``.options`` of one rollout actor: its CPUs, the swebox node marker, pinned to ``node_id``, and the
     trainer's FORWARDED_ENV variables."""
-    import os
-
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     options = {

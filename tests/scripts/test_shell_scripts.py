@@ -26,12 +26,20 @@ def sh(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", *args], capture_output=True, text=True, timeout=60, env=env)
 
 
-def dry_run_argv(script: str, *args: str) -> list[str]:
+def dry_run(script: str, *args: str) -> tuple[dict[str, str], list[str]]:
+    """(environment, argv) of the printed `env VAR=... ray start ...` line."""
     # --dry-run goes before the options: anything after `--` is passed to `ray start`
     head = [a for a in args[:1] if ":" in a]  # ray_worker.sh takes the head's address first
     out = sh(script, *head, "--dry-run", *args[len(head):])
     assert out.returncode == 0, out.stderr
-    return shlex.split(out.stdout)
+    words = shlex.split(out.stdout)
+    assert words[0] == "env"
+    assignments = [w for w in words[1:] if "=" in w and not w.startswith("-") and "/" not in w.split("=")[0]]
+    return dict(w.split("=", 1) for w in assignments), words[1 + len(assignments):]
+
+
+def dry_run_argv(script: str, *args: str) -> list[str]:
+    return dry_run(script, *args)[1]
 
 
 def option(argv: list[str], name: str) -> str:
@@ -51,7 +59,9 @@ def test_syntax_and_executable(name):
 
 
 def test_head_defaults_are_loopback_with_swebox_resources():
-    argv = dry_run_argv(str(SCRIPTS / "ray_head.sh"))
+    env, argv = dry_run(str(SCRIPTS / "ray_head.sh"))
+    # loopback only (measured: every socket on 127.0.0.1), token authentication on
+    assert env == {"RAY_AUTH_MODE": "token", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
     assert argv[1:3] == ["start", "--head"]
     assert option(argv, "--node-ip-address") == "127.0.0.1"
     assert option(argv, "--port") == "6379"
@@ -61,9 +71,10 @@ def test_head_defaults_are_loopback_with_swebox_resources():
 
 
 def test_head_options_and_passthrough():
-    argv = dry_run_argv(str(SCRIPTS / "ray_head.sh"), "--ip", "10.1.2.3", "--port", "7000", "--num-cpus", "8",
+    env, argv = dry_run(str(SCRIPTS / "ray_head.sh"), "--ip", "10.1.2.3", "--port", "7000", "--num-cpus", "8",
                         "--num-gpus", "2", "--io-budget-mb", "500", "--node-resource", "my_node", "--block",
-                        "--", "--object-store-memory=1000000000")
+                        "--no-auth", "--", "--object-store-memory=1000000000")
+    assert env == {"RAY_AUTH_MODE": "disabled", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}
     assert option(argv, "--node-ip-address") == "10.1.2.3"
     assert option(argv, "--num-cpus") == "8" and option(argv, "--num-gpus") == "2"
     assert json.loads(option(argv, "--resources")) == {"my_node": 1, "swebox_io_mb": 500}
@@ -71,7 +82,8 @@ def test_head_options_and_passthrough():
 
 
 def test_worker_on_a_cluster_network_uses_ray_start():
-    argv = dry_run_argv(str(SCRIPTS / "ray_worker.sh"), "10.1.2.3:6379", "--ip", "10.1.2.4", "--num-cpus", "4")
+    env, argv = dry_run(str(SCRIPTS / "ray_worker.sh"), "10.1.2.3:6379", "--ip", "10.1.2.4", "--num-cpus", "4")
+    assert env == {"RAY_AUTH_MODE": "token", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}  # Ray's CLI joins only so
     assert argv[1:3] == ["start", "--address=10.1.2.3:6379"]
     assert option(argv, "--node-ip-address") == "10.1.2.4"
     assert json.loads(option(argv, "--resources")) == {"swebox_node": 1, "swebox_io_mb": 2000}
@@ -80,7 +92,17 @@ def test_worker_on_a_cluster_network_uses_ray_start():
 def test_worker_on_loopback_starts_a_loopback_node():
     out = sh(str(SCRIPTS / "ray_worker.sh"), "127.0.0.1:6379", "--num-cpus", "1", "--dry-run")
     assert out.returncode == 0, out.stderr
-    assert "loopback node" in out.stdout and "ip=127.0.0.1" in out.stdout and "num_cpus=1" in out.stdout
+    assert "loopback node: RAY_AUTH_MODE=token" in out.stdout
+    assert "ip=127.0.0.1" in out.stdout and "num_cpus=1" in out.stdout
+
+
+def test_worker_without_the_token_says_where_to_put_it(tmp_path):
+    env = {**os.environ, "HOME": str(tmp_path)}
+    env.pop("RAY_AUTH_TOKEN", None)
+    env.pop("RAY_AUTH_TOKEN_PATH", None)
+    out = sh(str(SCRIPTS / "ray_worker.sh"), "127.0.0.1:6379", env=env)
+    assert out.returncode == 2
+    assert f"expected the head's token in {tmp_path}/.ray/auth_token or RAY_AUTH_TOKEN" in out.stderr
 
 
 @pytest.mark.parametrize(
@@ -189,7 +211,10 @@ def short_tmp():
 def test_two_node_launch_on_loopback(short_tmp):
     tmp_path = short_tmp
     port = free_port()
-    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    # HOME: the head generates this cluster's auth token in $HOME/.ray; the worker and the trainer read it there
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "HOME": str(tmp_path)}
+    for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        env.pop(name, None)
     with open(tmp_path / "head.log", "w") as head_log, open(tmp_path / "worker.log", "w") as worker_log:
         launch(tmp_path, port, env, head_log, worker_log)
 
@@ -207,15 +232,21 @@ def launch(tmp_path: Path, port: int, env: dict, head_log, worker_log) -> None:
             "import json, ray, sys; ray.init(address=sys.argv[1], log_to_driver=False); "
             "print(json.dumps([n['Resources'] for n in ray.nodes() if n['Alive']]))"
         )
-        resources = wait_for_nodes(probe, port, 1, head)
+        resources = wait_for_nodes(probe, port, 1, head, env)
+        assert (tmp_path / ".ray" / "auth_token").stat().st_size > 0  # token authentication is on
         worker = subprocess.Popen(
             ["bash", str(SCRIPTS / "ray_worker.sh"), f"127.0.0.1:{port}", "--num-cpus", "1", "--io-budget-mb",
              "200", "--temp-dir", str(tmp_path)],
             stdout=worker_log, stderr=subprocess.STDOUT, start_new_session=True, env=env,
         )
-        resources = wait_for_nodes(probe, port, 2, worker)
+        resources = wait_for_nodes(probe, port, 2, worker, env)
         assert sorted(r["swebox_io_mb"] for r in resources) == [200.0, 300.0]
         assert all(r["swebox_node"] == 1.0 for r in resources)
+        # the trainer's pool joins this cluster and runs groups on both nodes
+        pooled = subprocess.run([sys.executable, "-c", POOL_PROBE, f"127.0.0.1:{port}"], capture_output=True,
+                                text=True, timeout=120, env=env, cwd=ROOT)
+        assert pooled.returncode == 0, pooled.stderr[-3000:]
+        assert json.loads(pooled.stdout.strip().splitlines()[-1]) == {"nodes": 2, "placed_on": 2}
         addresses = listening_addresses(session_pids(head.pid) + session_pids(worker.pid))
         assert addresses, "expected the nodes to listen on some port"
         assert addresses <= {"127.0.0.1", "::ffff:127.0.0.1"}, f"listening beyond loopback: {addresses}"
@@ -224,9 +255,26 @@ def launch(tmp_path: Path, port: int, env: dict, head_log, worker_log) -> None:
     assert not session_pids(head.pid) and (worker is None or not session_pids(worker.pid))
 
 
-def wait_for_nodes(probe: str, port: int, count: int, proc: subprocess.Popen) -> list[dict]:
+POOL_PROBE = """
+import dataclasses, json, sys
+from swebox.trainers.config import TrainConfig
+from swebox.trainers.ray_pool import RayWorkerPool
+from tests.trainers.test_ray_pool_cluster import ScriptedWorker, task
+
+cfg = TrainConfig()
+cfg = dataclasses.replace(cfg, ray=dataclasses.replace(cfg.ray, address=sys.argv[1], actor_num_cpus=0.5))
+pool = RayWorkerPool(cfg, worker_factory=ScriptedWorker)
+try:
+    pool.run_group_dicts([task(0, "alpha"), task(1, "beta")], group_size=2)
+    print(json.dumps({"nodes": len(pool.nodes), "placed_on": len(set(pool.last_placement))}))
+finally:
+    pool.close()
+"""
+
+
+def wait_for_nodes(probe: str, port: int, count: int, proc: subprocess.Popen, env: dict) -> list[dict]:
     deadline = time.monotonic() + 90
-    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    env = {**env, "RAY_AUTH_MODE": "token"}  # a driver given an explicit address sends the token only when asked
     while time.monotonic() < deadline:
         assert proc.poll() is None, f"the node exited with {proc.returncode}; see its log in {proc.args}"
         try:  # ray.init retries for a long time when nothing listens yet
