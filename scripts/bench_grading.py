@@ -64,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     for name, d, g in rows:
         print(f"| {name[:48]:<48} | {d:>8.3f} s | {g:>8.3f} s | {g / d:>5.2f}x |")
     total_d, total_g = sum(r[1] for r in rows), sum(r[2] for r in rows)
-    print(f"| {'all tasks (sum of medians)':<48} | {total_d:>8.3f} s | {total_g:>8.3f} s | {total_g / total_d:>5.2f}x |")
+    name = "all tasks (sum of medians)"
+    print(f"| {name:<48} | {total_d:>8.3f} s | {total_g:>8.3f} s | {total_g / total_d:>5.2f}x |")
     print(f"\n{len(rows)} tasks x {args.reps} reps, alternating direct and graded runs")
     return 0
