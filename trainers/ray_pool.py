@@ -235,12 +235,16 @@ class RayWorkerPool:
         remote = ray.remote(RolloutActor)
         self.actors: list[Any] = []
         self.actor_nodes: list[str] = []
-        for node in nodes:
-            for _ in range(cfg.ray.actors_per_node):
-                options = actor_options(cfg, node)
-                self.actors.append(remote.options(**options).remote(cfg, actors, factory))
-                self.actor_nodes.append(node)
-        placed = ray.get([a.node.remote() for a in self.actors])
+        try:
+            for node in nodes:
+                for _ in range(cfg.ray.actors_per_node):
+                    options = actor_options(cfg, node)
+                    self.actors.append(remote.options(**options).remote(cfg, actors, factory))
+                    self.actor_nodes.append(node)
+            placed = ray.get([a.node.remote() for a in self.actors])  # raises the worker's own error, if any
+        except BaseException:
+            self.close()  # no half-built pool holding the cluster's CPUs
+            raise
         if placed != self.actor_nodes:  # hard affinity makes this impossible; a cheap guard all the same
             raise RayPoolError(f"actors landed on {placed}, expected {self.actor_nodes}; report this as a bug")
         self.holders: dict[str, frozenset[str]] = {}

@@ -160,3 +160,19 @@ def test_cluster_without_swebox_nodes_is_refused(cluster):
     with pytest.raises(RayPoolError, match=r"advertising the resource 'not_a_swebox_node'.*ray_head\.sh"):
         RayWorkerPool(cfg, worker_factory=ScriptedWorker)
     assert ray.is_initialized()  # the test's cluster is left alone
+
+
+class BrokenWorker:
+    def __init__(self, cfg: TrainConfig) -> None:
+        raise RuntimeError("no model folder at /nowhere")
+
+
+def test_worker_that_cannot_start_fails_the_pool_and_frees_the_cluster(cluster):
+    with pytest.raises(Exception, match="no model folder at /nowhere"):
+        RayWorkerPool(config(), worker_factory=BrokenWorker)
+    # the failed actors gave their CPUs back: a working pool fits on both nodes again
+    pool = RayWorkerPool(config(), worker_factory=ScriptedWorker)
+    try:
+        assert len(pool.nodes) == 2
+    finally:
+        pool.close()
