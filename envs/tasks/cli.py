@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 
@@ -13,8 +14,9 @@ def add_arguments(subparsers) -> None:
     p.add_argument("tasks", help="task file (.jsonl/.json/.parquet), dataset folder or dataset name")
     p.add_argument(
         "--layers",
-        required=True,
-        help="folder holding the layer folders, named by env key and task layer key",
+        default=os.environ.get("SWEBOX_LAYER_STORE", "runs/layers"),
+        help="a layer store (as written by `swebox cache build` / `swebox tasks synth`; default "
+        "$SWEBOX_LAYER_STORE or runs/layers), or a folder of layer folders named by env and task layer key",
     )
     p.add_argument(
         "--skip-invalid", action="store_true", help="skip malformed rows (listed) instead of failing"
@@ -27,7 +29,8 @@ def add_arguments(subparsers) -> None:
 
 def run_validate(args: argparse.Namespace) -> int:
     from swebox.envs.tasks.loaders import LoadError, load
-    from swebox.envs.tasks.validate import HEADER, layers_from_dirs, row, summary, validate
+    from swebox.envs.tasks.validate import (HEADER, StoreLayers, is_layer_store, layers_from_dirs, row, summary,
+                                            validate)
 
     try:
         tasks = load(args.tasks, skip_invalid=args.skip_invalid)
@@ -38,12 +41,17 @@ def run_validate(args: argparse.Namespace) -> int:
         print(f"skipped: {err}", file=sys.stderr)
     selected = list(tasks)[: args.limit] if args.limit else list(tasks)
     print(HEADER)
-    results = validate(
-        selected,
-        layers_from_dirs(args.layers),
-        timeout=args.timeout,
-        on_result=lambda v: print(row(v), flush=True),
-    )
+    resolver = StoreLayers(args.layers) if is_layer_store(args.layers) else layers_from_dirs(args.layers)
+    try:
+        results = validate(
+            selected,
+            resolver,
+            timeout=args.timeout,
+            on_result=lambda v: print(row(v), flush=True),
+        )
+    finally:
+        if isinstance(resolver, StoreLayers):
+            resolver.close()
     if args.json_out:
         with open(args.json_out, "w", encoding="utf-8") as fh:
             for v in results:

@@ -54,6 +54,32 @@ def layers_from_dirs(root: str | Path) -> LayerResolver:
     return resolve
 
 
+class StoreLayers:
+    """Resolver over a LayerStore folder: layers are materialised in the node-local cache and held until close()."""
+
+    def __init__(self, store_root: str | Path) -> None:
+        from swebox.envs.cache import LayerCache, LayerStore
+
+        self.cache = LayerCache(LayerStore(Path(store_root)))
+
+    def __call__(self, task: Task) -> list:
+        keys = [task.env_key] + ([task.task_layer_key] if task.task_layer_key else [])
+        missing = [k for k in keys if not k or self.cache.store.get(k) is None]
+        if missing:
+            raise ValueError(f"task {task.instance_id}: expected layers {missing} in the store "
+                             f"{self.cache.store.root}; build them with `swebox cache build --tasks TASKS "
+                             f"--store {self.cache.store.root}` (or `swebox tasks synth`).")
+        return [self.cache.acquire(key).path for key in keys]
+
+    def close(self) -> None:
+        self.cache.close()
+
+
+def is_layer_store(root: str | Path) -> bool:
+    """A LayerStore folder (manifests/ inside) rather than a folder of unpacked layer folders."""
+    return (Path(root) / "manifests").is_dir()
+
+
 def validate_task(task: Task, resolve: LayerResolver, *, timeout: float = 900.0) -> Validation:
     """Grade the gold patch and the empty diff of one task."""
     try:

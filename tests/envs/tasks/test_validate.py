@@ -74,3 +74,21 @@ def test_missing_layers_and_bad_files_fail_clearly(tmp_path, calc_task, capsys):
     (tmp_path / "bad.jsonl").write_text("{nope\n")
     assert run_cli(["validate", str(tmp_path / "bad.jsonl"), "--layers", str(tmp_path)]) == 2
     assert "row 0" in capsys.readouterr().err
+
+
+def test_validate_reads_layers_from_a_layer_store(tmp_path, calc_layer, calc_task, capsys, monkeypatch):
+    from swebox.envs.cache import LayerStore
+
+    env = EnvSpec(source="/srv/calc", commit="abcdef1")
+    task = dataclasses.replace(calc_task, env=env)
+    store = LayerStore(tmp_path / "store", fmt="tar.gz")
+    with store.lock(env.key()):
+        store.publish(env.key(), calc_layer.path)
+    monkeypatch.setenv("SWEBOX_LAYER_CACHE", str(tmp_path / "node-cache"))
+    save_jsonl([task], tmp_path / "t.jsonl")
+    assert run_cli(["validate", str(tmp_path / "t.jsonl"), "--layers", str(store.root)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "1 passed, 0 failed"
+    missing = dataclasses.replace(task, env=EnvSpec(source="/srv/other", commit="abcdef2"))
+    save_jsonl([missing], tmp_path / "m.jsonl")
+    assert run_cli(["validate", str(tmp_path / "m.jsonl"), "--layers", str(store.root)]) == 1
+    assert "swebox cache build" in capsys.readouterr().out
