@@ -29,8 +29,7 @@ def add_arguments(subparsers) -> None:
 
 def run_validate(args: argparse.Namespace) -> int:
     from swebox.envs.tasks.loaders import LoadError, load
-    from swebox.envs.tasks.validate import (HEADER, StoreLayers, is_layer_store, layers_from_dirs, row, summary,
-                                            validate)
+    from swebox.envs.tasks.validate import HEADER, StoreLayers, is_layer_store, layers_from_dirs, row, summary, validate
 
     try:
         tasks = load(args.tasks, skip_invalid=args.skip_invalid)
