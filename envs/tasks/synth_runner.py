@@ -23,10 +23,12 @@ JUNIT = f"{RUN_DIR}/junit.xml"
 # hash seed, no inherited pytest/Python options.
 BASE_ENV = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
 CLEARED_ENV = ("PYTHONPATH", "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTHONSTARTUP")
-# A file that fails to collect must not stop the others from running (pytest aborts the run by default).
+# The grader's hardening (envs/tasks/grading.py: no cache, addopts cleared, rootdir pinned), so F2P/P2P ids
+# and outcomes mean the same thing here and there: anything a project's addopts did that matters must be
+# in its recipe's pytest_args. A file that fails to collect must not stop the others from running.
 PYTEST_OPTIONS = (
-    "-p", "no:cacheprovider", "-q", "--tb=short", "-o", "junit_family=xunit1",
-    "-o", "console_output_style=classic", "--continue-on-collection-errors",
+    "-p", "no:cacheprovider", "-o", "addopts=", "-o", "junit_family=xunit1", "--rootdir=/testbed",
+    "-q", "--tb=short", "--color=no", "--continue-on-collection-errors",
 )  # fmt: skip
 
 
@@ -59,10 +61,11 @@ def pytest_command(
 ) -> str:
     """The shell command of one run (pure, so tests can read it)."""
     variables = {**BASE_ENV, **env}
-    argv = ["/venv/bin/python", "-m", "pytest", *PYTEST_OPTIONS, f"--junitxml={JUNIT}"]
+    # the recipe's options first, like the grader (a recipe's own -o addopts= is then simply repeated)
+    argv = ["/venv/bin/python", "-m", "pytest", *pytest_args, *PYTEST_OPTIONS, f"--junitxml={JUNIT}"]
     if hypothesis:
         argv.append("--hypothesis-seed=0")
-    argv += [*pytest_args, *paths]
+    argv += list(paths)
     assignments = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(variables.items()))
     unset = " ".join(f"-u {name}" for name in CLEARED_ENV)
     # `timeout` kills pytest itself; the sandbox's own exec timeout (a little longer) is the backstop.
