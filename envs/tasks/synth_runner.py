@@ -124,9 +124,6 @@ class SandboxRunner:
             return RunResult(statuses, details, timed_out, done.duration_s, status)
         finally:
             self.sandbox.reset()
-            # The sandbox's files are not reachable from the host after reset() until the shell runs again
-            # (read_file/write_file say "no such file"); one no-op command brings the view back.
-            self.sandbox.exec(":", timeout=30)
 
     def read_text(self, rel: str) -> str:
         """A file of the pristine repository."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import atexit
 import shutil
-import tempfile
 import threading
 from pathlib import Path
 
@@ -17,46 +16,22 @@ import pytest
 from swebox.envs.cache import EnvSpec
 from swebox.envs.tasks import Task
 
-from tests.envs.tasks.conftest import CALC_FILES, GOLD_ADD, WHEELS
+from tests.envs.tasks.conftest import CALC_FILES, GOLD_ADD
+from tests.fixture_env import build_env_layer
 
 _lock = threading.Lock()
 _built: dict[str, Path] = {}
 
 
 def _build() -> Path:
-    from swebox.envs.sandbox import Sandbox, SandboxPolicy
-
-    root = Path(tempfile.mkdtemp(prefix="swebox-test-calc-"))
-    atexit.register(shutil.rmtree, root, True)
-    empty = root / "empty"
-    empty.mkdir()
-    with Sandbox([empty], SandboxPolicy(ro_binds=(WHEELS,))) as sb:
-        sb.exec("mkdir -p /testbed/calc /testbed/tests")
-        for name, text in CALC_FILES.items():
-            sb.write_file(f"/testbed/{name}", text)
-        build = sb.exec(
-            "set -e; cd /testbed && git init -q -b main && git add -A && "
-            "git -c user.name=t -c user.email=t@t commit -qm base && "
-            "/usr/bin/python3.11 -m venv /venv && PIP_CONFIG_FILE=/dev/null /venv/bin/pip install -q "
-            f"--no-compile --no-index --find-links {WHEELS} pytest==8.4.2 && "
-            "echo /testbed > /venv/lib/python3.11/site-packages/calc_editable.pth && "
-            "find /venv /testbed -name __pycache__ -prune -exec rm -rf {} +",
-            timeout=300,
-        )
-        assert build.exit_code == 0, build.output
-        snap = sb.snapshot()
-        target = root / "calc-env"
-        shutil.move(str(snap.path), target)
-        snap.persist()
-    return target
+    layer = build_env_layer(CALC_FILES, "calc")
+    atexit.register(shutil.rmtree, layer.path, True)
+    return layer.path
 
 
 @pytest.fixture(scope="session")
 def calc_layer() -> Path:
     """An env layer folder: /testbed = the calc project in git (add and div are buggy), /venv with pytest."""
-    if not Path(WHEELS).is_dir() or not any(Path(WHEELS).glob("pytest-*.whl")) or not Path(
-            "/usr/bin/python3.11").exists():
-        pytest.skip(f"needs /usr/bin/python3.11 and pytest wheels in {WHEELS}")
     with _lock:
         if "calc" not in _built:
             _built["calc"] = _build()

@@ -24,7 +24,6 @@ from pathlib import Path
 
 import pytest
 
-WHEELS = "/opt/pypi/files"
 K = 4
 BUGGY = {  # function -> (buggy body, [candidate bodies]); candidate CORRECT[i] of task i is the fix
     "area_square": ("s + s", ["s * s", "s ** 3", "2 * s", "s * s + 1"]),
@@ -81,32 +80,15 @@ def candidate_diffs(tmp: Path) -> dict[str, list[str]]:
 @pytest.fixture(scope="module")
 def shapes_env(tmp_path_factory):
     """(env layer, tasks, candidates): the env layer is built in a real sandbox, like the cache builder does."""
-    wheels = Path(WHEELS).is_dir() and any(Path(WHEELS).glob("pytest-*.whl"))
-    if not wheels or not Path("/usr/bin/python3.11").exists():
-        pytest.skip(f"needs /usr/bin/python3.11 and pytest wheels in {WHEELS}")
-    from swebox.envs.sandbox import Sandbox, SandboxPolicy
     from swebox.envs.tasks import Task
+
+    from tests.fixture_env import build_env_layer
 
     tmp = tmp_path_factory.mktemp("shapes")
     candidates = candidate_diffs(tmp)
-    empty = tmp / "empty"
-    empty.mkdir()
-    with Sandbox([empty], SandboxPolicy(ro_binds=(WHEELS,))) as sb:
-        sb.exec("mkdir -p /testbed/shapes /testbed/tests")
-        sb.write_file("/testbed/shapes/__init__.py", "")
-        sb.write_file("/testbed/shapes/ops.py", _ops({name: b for name, (b, _) in BUGGY.items()}))
-        sb.write_file("/testbed/tests/test_ops.py", TESTS)
-        build = sb.exec(
-            "set -e; cd /testbed && git init -q -b main && git add -A && "
-            "git -c user.name=t -c user.email=t@t commit -qm base && "
-            "/usr/bin/python3.11 -m venv /venv && PIP_CONFIG_FILE=/dev/null /venv/bin/pip install -q "
-            f"--no-compile --no-index --find-links {WHEELS} pytest==8.4.2 && "
-            "echo /testbed > /venv/lib/python3.11/site-packages/shapes_editable.pth && "
-            "find /venv /testbed -name __pycache__ -prune -exec rm -rf {} +",
-            timeout=300,
-        )
-        assert build.exit_code == 0, build.output
-        layer = sb.snapshot().persist()
+    files = {"shapes/__init__.py": "", "shapes/ops.py": _ops({name: b for name, (b, _) in BUGGY.items()}),
+             "tests/test_ops.py": TESTS}
+    layer = build_env_layer(files, "shapes")
     tasks = [
         Task(instance_id=f"shapes-{name}", repo="local/shapes", patch=candidates[name][ORDER[i][0]],
              problem_statement=f"{name} returns the wrong value.",

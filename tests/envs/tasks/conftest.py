@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -110,39 +111,13 @@ CALC_FILES = {
     "pytest.ini": "[pytest]\naddopts = -k 'not add'\n",
     "README.md": "calc\n",
 }
-WHEELS = "/opt/pypi/files"
-
-
-def _wheels_available() -> bool:
-    return Path(WHEELS).is_dir() and any(Path(WHEELS).glob("pytest-*.whl"))
-
-
 @pytest.fixture(scope="session")
-def calc_layer(tmp_path_factory):
+def calc_layer():
     """An env layer: /testbed = the calc project (add is buggy, div too) in git; /venv with pytest."""
-    if not _wheels_available() or not Path("/usr/bin/python3.11").exists():
-        pytest.skip(f"needs /usr/bin/python3.11 and pytest wheels in {WHEELS}")
-    from swebox.envs.sandbox import Sandbox, SandboxPolicy
+    from tests.fixture_env import build_env_layer
 
-    empty = tmp_path_factory.mktemp("empty")
-    with Sandbox([empty], SandboxPolicy(ro_binds=(WHEELS,))) as sb:
-        sb.exec("mkdir -p /testbed/calc /testbed/tests")
-        for name, text in CALC_FILES.items():
-            sb.write_file(f"/testbed/{name}", text)
-        build = sb.exec(
-            "set -e; cd /testbed && git init -q -b main && git add -A && "
-            "git -c user.name=t -c user.email=t@t commit -qm base && "
-            "/usr/bin/python3.11 -m venv /venv && PIP_CONFIG_FILE=/dev/null /venv/bin/pip install -q "
-            f"--no-compile --no-index --find-links {WHEELS} pytest==8.4.2 && "
-            "echo /testbed > /venv/lib/python3.11/site-packages/calc_editable.pth && "
-            "find /venv /testbed -name __pycache__ -prune -exec rm -rf {} +",
-            timeout=300,
-        )
-        assert build.exit_code == 0, build.output
-        layer = sb.snapshot().persist()
+    layer = build_env_layer(CALC_FILES, "calc")
     yield layer
-    import shutil
-
     shutil.rmtree(layer.path, ignore_errors=True)
 
 

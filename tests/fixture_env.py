@@ -1,0 +1,58 @@
+"""Fixture env layers for tests: a tiny project in git at /testbed and a venv with pytest at /venv.
+
+Built inside a sandbox the way the cache builder builds real env layers (the venv is created at /venv, so its
+scripts are right), from this interpreter (bound read-only) and pytest wheels: the machine's local wheel
+folder when it has them, else downloaded once from the package index into ~/.cache/swebox/test-wheels.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from swebox.envs.sandbox import Layer, Sandbox, SandboxPolicy
+
+PYTEST = "pytest==8.4.2"
+LOCAL_WHEELS = Path("/opt/pypi/files")
+CACHED_WHEELS = Path(os.path.expanduser("~/.cache/swebox/test-wheels"))
+
+
+def pytest_wheels() -> Path:
+    """A folder holding the wheels of PYTEST and its dependencies."""
+    if any(LOCAL_WHEELS.glob("pytest-8.4.2-*.whl")):
+        return LOCAL_WHEELS
+    if not any(CACHED_WHEELS.glob("pytest-8.4.2-*.whl")):
+        CACHED_WHEELS.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d",
+                        str(CACHED_WHEELS), PYTEST], check=True, timeout=600)
+        os.chmod(CACHED_WHEELS, 0o755)
+    return CACHED_WHEELS
+
+
+def build_env_layer(files: dict[str, str], package: str) -> Layer:
+    """An env layer: `files` (repository-relative) committed in /testbed, `package` importable from /venv."""
+    wheels = pytest_wheels()
+    python = Path(sys.base_prefix) / "bin" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    empty = Path(os.environ.get("TMPDIR", "/tmp")) / f"swebox-empty-layer-{os.getpid()}"
+    empty.mkdir(exist_ok=True)
+    with Sandbox([empty], SandboxPolicy(ro_binds=(str(wheels), sys.base_prefix))) as sb:
+        folders = sorted({str(Path("/testbed", name).parent) for name in files})
+        sb.exec("mkdir -p " + " ".join(folders))
+        for name, text in files.items():
+            sb.write_file(f"/testbed/{name}", text)
+        site = f"/venv/lib/python{sys.version_info[0]}.{sys.version_info[1]}/site-packages"
+        build = sb.exec(
+            "set -e; cd /testbed && git init -q -b main && git add -A && "
+            "git -c user.name=t -c user.email=t@t commit -qm base && "
+            f"{python} -m venv /venv && PIP_CONFIG_FILE=/dev/null /venv/bin/pip install -q "
+            f"--no-compile --no-index --find-links {wheels} {PYTEST} && "
+            f"echo /testbed > {site}/{package}_editable.pth && "
+            "find /venv /testbed -name __pycache__ -prune -exec rm -rf {} +",
+            timeout=300,
+        )
+        assert build.exit_code == 0, build.output
+        layer = sb.snapshot().persist()
+    empty.rmdir()
+    return layer
