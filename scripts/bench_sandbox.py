@@ -156,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"| {name:<22} | {o50 * 1e3:>8.2f} ms | {o99 * 1e3:>8.2f} ms | {e50 * 1e3:>8.1f} ms | "
               f"{e99 * 1e3:>8.1f} ms | {e50 / o50:>20.1f}x |")
     b50, b99 = pct(big_reset, 0.5), pct(big_reset, 0.99)
-    print(f"| reset, {args.scale}x environment{'':<3} | {b50 * 1e3:>8.2f} ms | {b99 * 1e3:>8.2f} ms | "
+    print(f"| {f'reset, {args.scale}x environment':<22} | {b50 * 1e3:>8.2f} ms | {b99 * 1e3:>8.2f} ms | "
           f"{'':>11} | {'':>11} | {b50 / pct(small_reset, 0.5):>11.2f}x of 1x |")
     print(f"\nreps: {args.reps} (extract start and reset: {args.extract_reps}); environment {total / 1e6:.0f} MB / "
           f"{files} files; large {big_total / 1e6:.0f} MB / {big_files} files; python {sys.version.split()[0]}; "
