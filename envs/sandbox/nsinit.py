@@ -289,9 +289,6 @@ class Init:
             S.unshare(S.CLONE_NEWNS)
             S.mount(None, "/", None, S.MS_REC | S.MS_PRIVATE)
             root = self.root
-            for i, bind in enumerate(self.cfg["binds"]):
-                if bind["kind"] == "dir":
-                    bind_readonly(self.bind_sources[i], root + bind["dst"])
             # /proc must be mounted while the host's /proc is still visible (the kernel refuses a fresh proc
             # mount in a user namespace that would reveal more than an existing one)
             S.mount("proc", root + "/proc", "proc", S.MS_NOSUID | S.MS_NODEV | S.MS_NOEXEC)
@@ -301,6 +298,11 @@ class Init:
             S.mount("tmpfs", root + "/dev/shm", "tmpfs", S.MS_NOSUID | S.MS_NODEV | S.MS_NOEXEC, tmp_opts)
             S.mount("devpts", root + "/dev/pts", "devpts", S.MS_NOSUID | S.MS_NOEXEC,
                     "newinstance,ptmxmode=0666,mode=620")
+            # binds last, so that one below /tmp (a venv in a checkout under /tmp) sits on the private tmpfs
+            for i, bind in enumerate(self.cfg["binds"]):
+                if bind["kind"] == "dir":
+                    os.makedirs(root + bind["dst"], exist_ok=True)
+                    bind_readonly(self.bind_sources[i], root + bind["dst"])
             os.chdir(root)
             S.pivot_root(".", ".")
             S.umount(".", S.MNT_DETACH)

@@ -207,3 +207,16 @@ def test_files_are_readable_the_moment_start_returns(base_layer: Path, work_root
             assert sb.read_file("/testbed/README") == b"base\n"
             sb.reset()
             assert sb.read_file("/testbed/README") == b"base\n"
+
+
+def test_read_only_binds_below_tmp_are_visible(base_layer: Path, work_root: str):
+    """A checkout (and its venv) under /tmp stays visible over the sandbox's private /tmp."""
+    folder = Path(work_root) / "bound"
+    folder.mkdir()
+    (folder / "marker").write_text("bound from the host\n")
+    os.chmod(folder, 0o755)
+    os.chmod(folder / "marker", 0o644)
+    with Sandbox([base_layer], SandboxPolicy(work_root=work_root, ro_binds=(str(folder),))) as sb:
+        r = sb.exec(f"cat {folder}/marker; touch {folder}/x; echo private > /tmp/own; cat /tmp/own")
+        assert r.output.startswith("bound from the host\n") and "Read-only" in r.output
+        assert r.output.endswith("private\n")
