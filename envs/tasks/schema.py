@@ -101,22 +101,8 @@ class Task:
             if not all(isinstance(v, str) and v.strip() for v in value):
                 raise _fail(name, "non-empty strings only", value, "Remove empty or non-string entries.")
             setattr(self, name, tuple(value))
-        for name in (
-            "instance_id",
-            "repo",
-            "base_commit",
-            "patch",
-            "test_patch",
-            "problem_statement",
-            "hints_text",
-            "version",
-            "environment_setup_commit",
-            "created_at",
-            "task_layer_key",
-            "bug_patch",
-            "test_cmd",
-            "language",
-        ):
+        text_fields = [f for f in SWEBENCH_FIELDS if f not in _LIST_FIELDS]
+        for name in (*text_fields, "task_layer_key", "bug_patch", "test_cmd", "language"):
             if not isinstance(getattr(self, name), str):
                 raise _fail(name, "a string", getattr(self, name), "Convert the value to a string.")
         if not _ID.match(self.instance_id):
