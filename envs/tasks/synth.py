@@ -246,6 +246,7 @@ class ProjectSynth:
         self.stable = stable_tests(runs)
         self.report.stable_tests = len(self.stable)
         self.stable_files = {file_of_test(t) for t in self.stable} - {None}
+        self.defined_in = {t: f for r in runs for t, f in r.defined_in.items()}
         if not self.stable:
             statuses = {r.junit_status for r in runs}
             self.report.error = (
@@ -373,7 +374,10 @@ class ProjectSynth:
         layer_key, commit = self.env.task_layer(
             {c.path: c.source.encode("utf-8")}, f"{self.recipe.label}: synthesized snapshot"
         )
-        files = sorted({file_of_test(t) for t in (*outcome.fail_to_pass, *outcome.pass_to_pass)} - {None})
+        tests = (*outcome.fail_to_pass, *outcome.pass_to_pass)
+        # the files the ids name, and those their inherited tests are written in: both must stay pristine
+        named = {file_of_test(t) for t in tests} | {self.defined_in[t] for t in tests if t in self.defined_in}
+        files = sorted(named - {None})
         spec = self.recipe.env_spec()
         return Task(
             instance_id=f"{self.recipe.label}.{c.technique}.{c.key[:10]}",

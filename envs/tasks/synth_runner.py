@@ -9,13 +9,13 @@ starts from the pristine env layer. Results come from the XML, never from pytest
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from swebox.envs.tasks.junit import PASSING, parse_junit
 from swebox.envs.tasks.mutations import is_test_file
 from swebox.envs.tasks.statement import junit_details
-from swebox.envs.tasks.testids import node_id_from_junit
+from swebox.envs.tasks.testids import file_of_test, junit_key, node_id_from_junit
 
 RUN_DIR = "/swebox/run"
 JUNIT = f"{RUN_DIR}/junit.xml"
@@ -46,6 +46,8 @@ class RunResult:
     """Wall time of the pytest command."""
     junit_status: str = "ok"
     """How the JUnit file read: ok | missing | empty | invalid | truncated."""
+    defined_in: dict[str, str] = field(default_factory=dict)
+    """Node id -> the file defining the test, where it is not the node id's file (a test inherited from there)."""
 
     def passing(self) -> set[str]:
         """Tests that passed (an expected failure counts as a pass)."""
@@ -76,24 +78,35 @@ def pytest_command(
     )
 
 
-def results_from_junit(xml: bytes | None) -> tuple[dict[str, str], dict[str, tuple[str, str]], str]:
-    """(statuses, failure details, junit status) keyed by node id, tests in test files only.
+def results_from_junit(
+    xml: bytes | None, files: Collection[str] = ()
+) -> tuple[dict[str, str], dict[str, tuple[str, str]], dict[str, str], str]:
+    """(statuses, failure details, defining files, junit status) keyed by node id, tests in test files only.
 
-    Doctests of source modules are dropped: a bug in a module changes its own docstring tests, and a
-    task's tests must live in files the grader can restore.
+    ``files`` are the repository's files, to name inherited tests by the module that collects them. A result
+    whose node id does not map back to its own JUnit key is dropped: the grader finds a test by that key, so
+    such an id could never be graded. Defining files are kept where they differ from the node id's file
+    (inherited tests), so a task can protect them too. Doctests of source modules are dropped: a bug in a
+    module changes its own docstring tests, and a task's tests must live in files the grader can restore.
     """
     report = parse_junit(xml)
     details_by_key = junit_details(xml) if xml else {}
     statuses: dict[str, str] = {}
     details: dict[str, tuple[str, str]] = {}
+    defined_in: dict[str, str] = {}
     for key, result in report.results.items():
-        if not result.file or not is_test_file(result.file) or not result.file.endswith(".py"):
+        if not result.file.endswith(".py"):
             continue
-        node = node_id_from_junit(result.classname, result.name, result.file)
+        node = node_id_from_junit(result.classname, result.name, result.file, files)
+        node_file = file_of_test(node)
+        if junit_key(node) != key or not node_file or not is_test_file(node_file) or not is_test_file(result.file):
+            continue
         statuses[node] = result.status
+        if node_file != result.file:
+            defined_in[node] = result.file
         if key in details_by_key:
             details[node] = details_by_key[key]
-    return statuses, details, report.status
+    return statuses, details, defined_in, report.status
 
 
 class SandboxRunner:
@@ -107,6 +120,7 @@ class SandboxRunner:
         self.env = dict(env or {})
         probe = sandbox.exec("/venv/bin/python -c 'import hypothesis' 2>/dev/null && echo yes", timeout=60)
         self.hypothesis = probe.output.strip().endswith("yes")
+        self.files = frozenset(self.list_files())
 
     def run(self, changes: Mapping[str, str | bytes], paths: Sequence[str], timeout_s: float) -> RunResult:
         """Write ``changes`` (repository-relative path -> content), run pytest on ``paths``, reset."""
@@ -119,9 +133,9 @@ class SandboxRunner:
                 xml = self.sandbox.read_file(JUNIT)
             except (OSError, ValueError, RuntimeError):
                 xml = None
-            statuses, details, status = results_from_junit(xml)
+            statuses, details, defined_in, status = results_from_junit(xml, self.files)
             timed_out = done.timed_out or "exit=137" in done.output
-            return RunResult(statuses, details, timed_out, done.duration_s, status)
+            return RunResult(statuses, details, timed_out, done.duration_s, status, defined_in)
         finally:
             self.sandbox.reset()
 

@@ -18,7 +18,7 @@ one result as unknown or ambiguous — it never drops an id silently.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -83,12 +83,25 @@ def loose_parts(test_id: str) -> tuple[str, str]:
     return cls, name + (f"[{params}" if bracket else "")
 
 
-def node_id_from_junit(classname: str, name: str, file: str = "") -> str:
-    """Best-effort node id for a JUnit result (for reports); exact when ``file`` (xunit1) is given."""
+def node_id_from_junit(classname: str, name: str, file: str = "", files: Collection[str] = ()) -> str:
+    """Best-effort node id for a JUnit result; exact when ``file`` (xunit1) and the repository's ``files`` are given.
+
+    ``file`` is where the test function is defined, which is not always the module that collected it: a class
+    that inherits its tests from a class in another file (pyflakes' ``test_doctests.TestImports`` reruns
+    ``test_imports.Test``) reports the base's file but its own classname. The collecting module is then the
+    longest prefix of ``classname`` that is one of ``files``.
+    """
     if file:
         dotted = re.sub(r"\.py$", "", file.replace("/", "."))
-        classes = classname[len(dotted) + 1 :] if classname.startswith(dotted + ".") else ""
-        return "::".join([file, *([c for c in classes.split(".") if c]), name])
+        if classname == dotted or classname.startswith(dotted + "."):
+            classes = [c for c in classname[len(dotted) + 1 :].split(".") if c]
+            return "::".join([file, *classes, name])
+        parts = classname.split(".")
+        for end in range(len(parts), 0, -1):
+            module = "/".join(parts[:end]) + ".py"
+            if module in files:
+                return "::".join([module, *parts[end:], name])
+        return "::".join([file, name])
     return f"{classname}::{name}" if classname else name
 
 

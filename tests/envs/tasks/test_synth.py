@@ -126,7 +126,7 @@ def test_config_rejects_bad_values(tmp_path):
 class FixtureEnv:
     """An env layer made by hand: /testbed (one-commit git repo) and a /venv that borrows this pytest."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, test_files: dict[str, str] | None = None) -> None:
         from swebox.envs.sandbox import SandboxPolicy
 
         self.layer = root / "env"
@@ -135,7 +135,8 @@ class FixtureEnv:
         (testbed / "calc" / "__init__.py").write_text("")
         (testbed / "calc" / "core.py").write_text(CALC)
         (testbed / "tests").mkdir()
-        (testbed / "tests" / "test_core.py").write_text(TESTS)
+        for name, text in (test_files or {"test_core.py": TESTS}).items():
+            (testbed / "tests" / name).write_text(text)
         # a test file that never collects (a missing test dependency): synthesis must work around it
         (testbed / "tests" / "test_broken.py").write_text("import calc.core\nimport not_installed_anywhere\n")
         git = ["git", "-C", str(testbed), "-c", "user.name=t", "-c", "user.email=t@t"]
@@ -210,6 +211,70 @@ def test_synthesis_over_fixture_project(tmp_path, fixture_env):
     (again,) = synthesize([recipe], config, lambda _r: fixture_env)
     assert again.tasks == 0 and again.tried == 0
     assert len((out / "tasks.jsonl").read_text().splitlines()) == 3
+
+
+UNITTEST_TESTS = """\
+import unittest
+
+from calc.core import add, clamp, mean
+
+
+class CalcTests(unittest.TestCase):
+    def test_add(self):
+        self.assertEqual(add(2, 3), 5)
+
+    def test_clamp(self):
+        self.assertEqual(clamp(-5, 0, 10), 0)
+        self.assertEqual(clamp(50, 0, 10), 10)
+
+    def test_mean(self):
+        self.assertEqual(mean([1, 2, 3, 6]), 3)
+"""
+
+# pyflakes' shape: a class in another file reruns every test of CalcTests (JUnit then reports the base's
+# file with the subclass's classname)
+INHERITED_TESTS = """\
+from tests.test_unit import CalcTests
+
+
+class AgainTests(CalcTests):
+    pass
+"""
+
+
+def test_synthesised_ids_of_inherited_unittest_classes_are_gradable(tmp_path):
+    """Ids name the collecting module and class, map back to their JUnit keys, and the grader finds them."""
+    from swebox.envs.tasks.grading import pytest_args
+    from swebox.envs.tasks.junit import parse_junit
+    from swebox.envs.tasks.testids import junit_key, match_ids
+
+    if not SYSTEM_PYTHON.exists():
+        pytest.skip("needs /usr/bin/python3.11 (an interpreter the sandbox uid can reach)")
+    env = FixtureEnv(
+        tmp_path, {"__init__.py": "", "test_unit.py": UNITTEST_TESTS, "test_again.py": INHERITED_TESTS}
+    )
+    recipe = ProjectRecipe(
+        name="calc", repo_path=str(env.layer / "testbed"), tests=("tests",), max_tasks=2, timeout_s=60
+    )
+    config = SynthConfig(out=str(tmp_path / "out"), jobs=1, seed=0, baseline_runs=2)
+    (report,) = synthesize([recipe], config, lambda _r: env)
+    # 3 tests x (CalcTests, AgainTests, and CalcTests again: importing a class into a test module collects it)
+    assert report.error == "" and report.stable_tests == 9 and report.tasks == 2
+    rows = [Task.from_json(line) for line in (tmp_path / "out" / "tasks.jsonl").read_text().splitlines()]
+    ids = {t for task in rows for t in (*task.FAIL_TO_PASS, *task.PASS_TO_PASS)}
+    classes = {"tests/test_unit.py::CalcTests", "tests/test_again.py::AgainTests", "tests/test_again.py::CalcTests"}
+    assert {t.rsplit("::", 1)[0] for t in ids} == classes
+    for task in rows:
+        # the file the inherited tests are written in is protected like the one that collects them
+        assert task.test_files == ("tests/test_again.py", "tests/test_unit.py")
+    # the grader's own options and matching, over a real run of the task's test files
+    with env.sandbox() as sb:
+        options = " ".join(pytest_args(rows[0], "/tmp/g"))
+        files = " ".join(rows[0].all_test_files())
+        sb.exec(f"mkdir -p /tmp/g && cd /testbed && /venv/bin/python -m pytest {options} {files}", timeout=120)
+        results = parse_junit(sb.read_file("/tmp/g/junit.xml")).results
+    assert all(junit_key(t) in results for t in ids)
+    assert [m for m in match_ids(sorted(ids), results) if m.problem] == []
 
 
 def test_flaky_and_hanging_candidates_are_rejected(tmp_path, fixture_env):

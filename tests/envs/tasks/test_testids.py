@@ -54,6 +54,18 @@ def test_node_id_from_junit_with_file():
     assert node_id_from_junit("tests.test_a", "test_x", "tests/test_a.py") == "tests/test_a.py::test_x"
 
 
+def test_node_id_from_junit_of_an_inherited_test_names_the_collecting_module():
+    # JUnit's file is where the method is written; the classname is the subclass in another module
+    files = {"pkg/test/test_imports.py", "pkg/test/test_doctests.py"}
+    node = node_id_from_junit("pkg.test.test_doctests.TestImports", "test_x", "pkg/test/test_imports.py", files)
+    assert node == "pkg/test/test_doctests.py::TestImports::test_x"
+    assert junit_key(node) == ("pkg.test.test_doctests.TestImports", "test_x")
+    # without the repository's files the id cannot be exact; it never invents a module
+    assert node_id_from_junit("pkg.test.test_doctests.TestImports", "test_x", "pkg/test/test_imports.py") == (
+        "pkg/test/test_imports.py::test_x"
+    )
+
+
 def test_match_reports_unknown_and_ambiguous_ids_in_order():
     results = {
         ("tests.test_a.TestX", "test_y"): 1,
