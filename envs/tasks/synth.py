@@ -30,7 +30,7 @@ from swebox.envs.tasks.mutations import Candidate, Mutation, is_mutable_path, mu
 from swebox.envs.tasks.schema import Task
 from swebox.envs.tasks.statement import Failure, problem_statement
 from swebox.envs.tasks.synth_reach import Reach
-from swebox.envs.tasks.synth_recipe import ProjectRecipe
+from swebox.envs.tasks.synth_recipe import ProjectRecipe, find_test_paths
 from swebox.envs.tasks.synth_runner import RunResult, SandboxRunner
 from swebox.envs.tasks.testids import file_of_test
 
@@ -237,9 +237,18 @@ class ProjectSynth:
 
     # -- preparation ----------------------------------------------------------------------------------
     def _prepare(self, runner: SandboxRunner) -> bool:
-        runs = [
-            runner.run({}, self.recipe.tests, self.recipe.timeout_s) for _ in range(self.config.baseline_runs)
-        ]
+        files = sorted(runner.files)
+        self.originals: dict[str, str] = {}
+        read = self._cached_reader(runner)
+        self.tests = self.recipe.tests or find_test_paths(files, read)
+        missing = [p for p in self.tests if not any(f == p or f.startswith(p.rstrip("/") + "/") for f in files)]
+        if not self.tests or missing:
+            found = find_test_paths(files, read)
+            what = f"the tests {missing} are not in the repository" if missing else "no test files found"
+            where = f"its tests are in {list(found)}" if found else "expected test_*.py files in a tests/ folder"
+            self.report.error = f"{what}; {where}: set `tests:` in the recipe (or --tests)"
+            return False
+        runs = [runner.run({}, self.tests, self.recipe.timeout_s) for _ in range(self.config.baseline_runs)]
         if any(r.timed_out for r in runs):
             self.report.error = f"the clean suite timed out (> {self.recipe.timeout_s} s); raise timeout_s"
             return False
@@ -256,10 +265,7 @@ class ProjectSynth:
         self.timeout_s = min(
             self.recipe.timeout_s, max(self.config.min_timeout_s, 10 * max(r.duration_s for r in runs))
         )
-        files = runner.list_files()
-        self.originals: dict[str, str] = {}
-        read = self._cached_reader(runner)
-        self.reach = Reach(files, read, self.recipe.tests)
+        self.reach = Reach(files, read, self.tests)
         pool: list[Mutation] = []
         for rel in files:
             if not is_mutable_path(rel):

@@ -13,6 +13,7 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 
 
 def add_arguments(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -36,7 +37,10 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPa
     p.add_argument("--jobs", type=int, default=max(1, os.cpu_count() or 1), help="sandboxes testing at once")
     p.add_argument("--seed", type=int, default=0, help="seed of the candidate order")
     p.add_argument(
-        "--tests", nargs="+", default=None, help="test paths for --project/--repo (default: tests)"
+        "--tests",
+        nargs="+",
+        default=None,
+        help="test paths for --project/--repo (default: pytest's testpaths, else the tests/ or test/ folders)",
     )
     p.add_argument("--pytest-args", default="", help="extra pytest options for --project/--repo (one string)")
     p.add_argument(
@@ -66,7 +70,7 @@ def recipes_from_args(args: argparse.Namespace) -> list:
 
 def run(args: argparse.Namespace) -> int:
     """Run synthesis; prints one summary line per project and a JSON summary; exit 1 if any project failed."""
-    from swebox.envs.tasks.synth import SynthConfig, synthesize
+    from swebox.envs.tasks.synth import Journal, SynthConfig, synthesize
     from swebox.envs.tasks.synth_env import CacheEnvironments
     from tqdm import tqdm
 
@@ -78,10 +82,12 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         max_candidates=args.max_candidates,
     )
-    total = sum(args.max_tasks if args.max_tasks is not None else r.max_tasks for r in recipes)
+    wanted = {r.label: args.max_tasks if args.max_tasks is not None else r.max_tasks for r in recipes}
+    journal = Journal(Path(args.out))  # a resumed run's bar starts at the tasks already made
+    done = sum(min(journal.count(label), n) for label, n in wanted.items())
     environments = CacheEnvironments(args.out)
     started = time.monotonic()
-    with tqdm(total=total, desc="tasks", unit="task", file=sys.stderr) as bar:
+    with tqdm(total=sum(wanted.values()), initial=done, desc="tasks", unit="task", file=sys.stderr) as bar:
 
         def progress(label: str, n: int) -> None:
             bar.set_postfix_str(label)

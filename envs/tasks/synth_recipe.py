@@ -6,12 +6,15 @@ and ``project_from_repo(path)`` make a one-project corpus from the command line.
 
 from __future__ import annotations
 
+import configparser
 import re
 import subprocess
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
+import tomllib
 import yaml
 from swebox.envs.cache import EnvSpec
 
@@ -30,8 +33,8 @@ class ProjectRecipe:
     """Pinned PyPI version; '' for a local repository."""
     repo_path: str = ""
     """Absolute path of a local git repository; '' for a PyPI project."""
-    tests: tuple[str, ...] = ("tests",)
-    """Paths pytest collects, relative to the repository root."""
+    tests: tuple[str, ...] = ()
+    """Paths pytest collects, relative to the repository root; empty: found by :func:`find_test_paths`."""
     test_deps: tuple[str, ...] = ()
     """Extra pip requirements the tests need (pytest itself is always installed)."""
     pytest_args: tuple[str, ...] = ()
@@ -58,8 +61,6 @@ class ProjectRecipe:
             if isinstance(value, str) or not all(isinstance(v, str) for v in value):
                 raise ValueError(f"project {self.name!r}: {name} must be a list of strings; found {value!r}.")
             object.__setattr__(self, name, tuple(value))
-        if not self.tests:
-            raise ValueError(f"project {self.name!r}: tests is empty; list the folders pytest collects.")
         if self.timeout_s <= 0 or self.max_tasks < 0:
             raise ValueError(
                 f"project {self.name!r}: expected timeout_s > 0 and max_tasks >= 0; found "
@@ -90,8 +91,53 @@ class ProjectRecipe:
         return " ".join(["/venv/bin/python", "-m", "pytest", *(shlex.quote(a) for a in self.pytest_args)])
 
 
+_TEST_DIRS = ("tests", "test", "testing")
+_CONFIGS = ("pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+
+
+def find_test_paths(files: Iterable[str], read: Callable[[str], str]) -> tuple[str, ...]:
+    """The paths a project's tests live in, from its tracked ``files`` (``read`` gives a file's text).
+
+    pytest's own ``testpaths`` setting when a config file has one that exists; otherwise the outermost
+    tests/test/testing folders holding test modules (``tests``, ``pkg/tests``), plus test modules at the
+    repository root. Empty when there are none.
+    """
+    files = set(files)
+    folders = {str(PurePosixPath(f).parent) for f in files}
+    for config in (c for c in _CONFIGS if c in files):
+        listed = [p.strip("/") for p in _testpaths(config, read(config))]
+        found = tuple(p for p in listed if p in files or p in folders)
+        if found:
+            return found
+    paths = set()
+    for f in files:
+        path = PurePosixPath(f)
+        if not (path.name.startswith("test_") or path.name.endswith("_test.py")) or path.suffix != ".py":
+            continue
+        dirs = [i for i, part in enumerate(path.parts[:-1]) if part in _TEST_DIRS]
+        if dirs:
+            paths.add("/".join(path.parts[: dirs[0] + 1]))
+        elif len(path.parts) == 1:
+            paths.add(f)
+    return tuple(sorted(paths))
+
+
+def _testpaths(config: str, text: str) -> list[str]:
+    """pytest's ``testpaths`` from one config file (empty when it sets none or does not parse)."""
+    try:
+        if config == "pyproject.toml":
+            value = tomllib.loads(text).get("tool", {}).get("pytest", {}).get("ini_options", {}).get("testpaths")
+            return [value] if isinstance(value, str) else [v for v in value or [] if isinstance(v, str)]
+        parser = configparser.ConfigParser(interpolation=None)
+        parser.read_string(text)
+        section = "tool:pytest" if config == "setup.cfg" else "pytest"
+        return parser.get(section, "testpaths", fallback="").split()
+    except (tomllib.TOMLDecodeError, configparser.Error, AttributeError):
+        return []
+
+
 def project_from_requirement(requirement: str, **overrides: Any) -> ProjectRecipe:
-    """``"toolz==1.2.0"`` -> a recipe with default test settings (``tests`` defaults to the tests folder)."""
+    """``"toolz==1.2.0"`` -> a recipe with default test settings (``tests`` found in the repository)."""
     match = _REQUIREMENT.match(requirement.strip())
     if not match:
         raise ValueError(f"--project: expected NAME==VERSION with an exact pin; found {requirement!r}.")
