@@ -23,6 +23,7 @@ def add_arguments(subparsers) -> None:
     )
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per test run (default 900)")
     p.add_argument("--limit", type=int, default=0, help="validate only the first N tasks (0 = all)")
+    p.add_argument("--jobs", type=int, default=1, help="tasks graded at once (default 1; up to the cores)")
     p.add_argument("--json", dest="json_out", default="", help="also write per-task reports to this .jsonl")
     p.set_defaults(func=run_validate)
 
@@ -31,6 +32,9 @@ def run_validate(args: argparse.Namespace) -> int:
     from swebox.envs.tasks.loaders import LoadError, load
     from swebox.envs.tasks.validate import HEADER, StoreLayers, is_layer_store, layers_from_dirs, row, summary, validate
 
+    if args.jobs < 1:
+        print(f"error: --jobs: expected a number >= 1; found {args.jobs}.", file=sys.stderr)
+        return 2
     try:
         tasks = load(args.tasks, skip_invalid=args.skip_invalid)
     except LoadError as exc:
@@ -46,6 +50,7 @@ def run_validate(args: argparse.Namespace) -> int:
             selected,
             resolver,
             timeout=args.timeout,
+            jobs=args.jobs,
             on_result=lambda v: print(row(v), flush=True),
         )
     finally:

@@ -1,12 +1,15 @@
 """Validating a task file: the gold patch must resolve each task and an empty diff must not.
 
-Works on any task file. Layers come from a resolver (task -> list of layer folders): the env-facing code
-passes one backed by the layer cache; :func:`layers_from_dirs` serves folders named after env/task keys.
+Works on any task file. Layers come from a resolver (task -> list of layer folders): :class:`StoreLayers`
+serves a LayerStore through the node's layer cache, :func:`layers_from_dirs` folders named after env/task
+keys. A resolver may also have ``release(task)``, called once the task's grading is done. Tasks are graded
+``jobs`` at a time (threads: the tests run in the sandboxes' processes).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,12 +58,13 @@ def layers_from_dirs(root: str | Path) -> LayerResolver:
 
 
 class StoreLayers:
-    """Resolver over a LayerStore folder: layers are materialised in the node-local cache and held until close()."""
+    """Resolver over a LayerStore folder: layers are materialised in the node-local cache and held until release."""
 
     def __init__(self, store_root: str | Path) -> None:
         from swebox.envs.cache import LayerCache, LayerStore
 
         self.cache = LayerCache(LayerStore(Path(store_root)))
+        self._held: dict[str, list] = {}  # instance id -> its layer handles
 
     def __call__(self, task: Task) -> list:
         keys = [task.env_key] + ([task.task_layer_key] if task.task_layer_key else [])
@@ -69,9 +73,17 @@ class StoreLayers:
             raise ValueError(f"task {task.instance_id}: expected layers {missing} in the store "
                              f"{self.cache.store.root}; build them with `swebox cache build --tasks TASKS "
                              f"--store {self.cache.store.root}` (or `swebox tasks synth`).")
-        return [self.cache.acquire(key).path for key in keys]
+        handles = [self.cache.acquire(key) for key in keys]
+        self._held.setdefault(task.instance_id, []).extend(handles)
+        return [h.path for h in handles]
+
+    def release(self, task: Task) -> None:
+        """Let go of the task's layers (a long task file must not hold every layer it has seen)."""
+        for handle in self._held.pop(task.instance_id, []):
+            handle.release()
 
     def close(self) -> None:
+        self._held.clear()
         self.cache.close()
 
 
@@ -88,6 +100,10 @@ def validate_task(task: Task, resolve: LayerResolver, *, timeout: float = 900.0)
         empty = grade(task, "", layers=layers, timeout=timeout)
     except Exception as exc:  # a broken task must not stop the others
         return Validation(task.instance_id, None, None, f"could not grade: {type(exc).__name__}: {exc}")
+    finally:
+        release = getattr(resolve, "release", None)
+        if release is not None:
+            release(task)
     problems = []
     if not gold.resolved:
         why = gold.errors + gold.tampered + [f"{i}: {p}" for i, p in gold.unknown_ids]
@@ -103,15 +119,20 @@ def validate(
     resolve: LayerResolver,
     *,
     timeout: float = 900.0,
+    jobs: int = 1,
     on_result: Callable[[Validation], None] | None = None,
 ) -> list[Validation]:
-    """Validate every task in order; ``on_result`` sees each as it finishes."""
-    results = []
-    for task in tasks:
-        result = validate_task(task, resolve, timeout=timeout)
-        if on_result is not None:
-            on_result(result)
-        results.append(result)
+    """Validate every task, ``jobs`` at a time; results in the tasks' order, ``on_result`` sees each as it ends."""
+    if jobs < 1:
+        raise ValueError(f"validate(jobs=...): expected jobs >= 1; found {jobs}.")
+    tasks = list(tasks)
+    results: list[Validation | None] = [None] * len(tasks)
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="validate") as pool:
+        futures = {pool.submit(validate_task, task, resolve, timeout=timeout): i for i, task in enumerate(tasks)}
+        for future in as_completed(futures):
+            results[futures[future]] = future.result()
+            if on_result is not None:
+                on_result(results[futures[future]])
     return results
 
 

@@ -24,9 +24,7 @@ def test_synth_toolz_three_tasks_that_grade(tmp_path, monkeypatch):
         [
             "synth",
             "--project",
-            "toolz==1.2.0",
-            "--tests",
-            "toolz",
+            "toolz==1.2.0",  # no --tests: toolz/tests and toolz/sandbox/tests are found
             "--out",
             str(out),
             "--max-tasks",

@@ -9,7 +9,7 @@ import json
 from swebox.envs.cache.spec import EnvSpec
 from swebox.envs.tasks import save_jsonl
 from swebox.envs.tasks.cli import add_arguments
-from swebox.envs.tasks.validate import summary, validate_task
+from swebox.envs.tasks.validate import StoreLayers, summary, validate, validate_task
 
 
 def run_cli(argv: list[str]) -> int:
@@ -50,17 +50,19 @@ def test_validate_table_summary_and_exit_codes(tmp_path, calc_layer, calc_task, 
     assert out[1].startswith("calc-add") and " ok " in out[1] and "1/1 5/5" in out[1] and "0/1 5/5" in out[1]
 
     report = tmp_path / "r.jsonl"
-    assert (
-        run_cli(["validate", str(tmp_path / "mixed.jsonl"), "--layers", str(root), "--json", str(report)])
-        == 1
-    )
+    argv = ["validate", str(tmp_path / "mixed.jsonl"), "--layers", str(root), "--json", str(report), "--jobs", "2"]
+    assert run_cli(argv) == 1
     out = capsys.readouterr().out.splitlines()
     assert out[-1] == "1 passed, 2 failed"
     lines = {line.split()[0]: line for line in out[1:-1]}
     assert "empty diff resolves" in lines["calc-sub"]
     assert "gold patch does not resolve" in lines["calc-wrong"] and "FAIL" in lines["calc-wrong"]
+    # graded two at a time, reported in the file's order
     rows = [json.loads(line) for line in report.read_text().splitlines()]
+    assert [r["instance_id"] for r in rows] == ["calc-add", "calc-sub", "calc-wrong"]
     assert [r["passed"] for r in rows] == [True, False, False] and rows[0]["gold"]["resolved"] is True
+    assert run_cli(["validate", str(tmp_path / "good.jsonl"), "--layers", str(root), "--jobs", "0"]) == 2
+    assert "--jobs: expected a number >= 1; found 0" in capsys.readouterr().err
 
 
 def test_missing_layers_and_bad_files_fail_clearly(tmp_path, calc_task, capsys):
@@ -88,6 +90,14 @@ def test_validate_reads_layers_from_a_layer_store(tmp_path, calc_layer, calc_tas
     save_jsonl([task], tmp_path / "t.jsonl")
     assert run_cli(["validate", str(tmp_path / "t.jsonl"), "--layers", str(store.root)]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "1 passed, 0 failed"
+    # each task's layers are let go once it is graded, not held until the end of a long file
+    resolver = StoreLayers(store.root)
+    try:
+        tasks = [dataclasses.replace(task, instance_id=f"calc-{i}") for i in range(3)]
+        assert [v.passed for v in validate(tasks, resolver, jobs=2)] == [True, True, True]
+        assert resolver.cache.evict(env.key())
+    finally:
+        resolver.close()
     missing = dataclasses.replace(task, env=EnvSpec(source="/srv/other", commit="abcdef2"))
     save_jsonl([missing], tmp_path / "m.jsonl")
     assert run_cli(["validate", str(tmp_path / "m.jsonl"), "--layers", str(store.root)]) == 1
