@@ -99,6 +99,15 @@ class SandboxPolicy:
     env: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_ENV))
     """Environment of the sandbox's shell; nothing is inherited from the host process."""
 
+    seccomp: bool = True
+    """Install a seccomp-bpf filter on every process of the sandbox: keyrings, bpf, perf_event_open, io_uring,
+    userfaultfd, mounts, namespace creation, module loading, kexec, the clock and the kernel log fail with EPERM
+    (see docs/sandbox.md). Safe for test suites, which need none of these; False only to debug the filter."""
+
+    seccomp_allow_ptrace: bool = False
+    """With seccomp on: allow ptrace and process_vm_readv/writev (for suites that run strace, gdb or py-spy).
+    Denied by default: rootless, ptrace would let the agent tamper with its own supervisor."""
+
     use_cgroups: bool = True
     """Use cgroups (v2, or v1 memory+pids) for memory and process limits where the host allows."""
 

@@ -162,6 +162,7 @@ class Sandbox:
             "binds": self._bind_list, "etc": rootfs.minimal_etc(p), "network": p.network, "hostname": p.hostname,
             "upper_size_mb": p.upper_size_mb, "tmp_size_mb": p.tmp_size_mb, "env": p.env,
             "rlimits": self._limits.rlimits(), "max_output_bytes": p.max_output_bytes,
+            "seccomp": {"enabled": p.seccomp, "allow_ptrace": p.seccomp_allow_ptrace},
         }
 
     def _map_ids(self) -> tuple[list[int], dict[str, list[int]]]:
@@ -224,7 +225,9 @@ class Sandbox:
         self._session.settimeout(STARTUP_TIMEOUT_S)
         # the supervisor says when it has pivoted into the sandbox's root: until then its /proc/PID/root
         # is still the host's, and host-side file helpers must not use it
-        self._recv(self._session, f"{request['op']}: starting the shell session")
+        ready = self._recv(self._session, f"{request['op']}: starting the shell session")
+        # what the supervisor actually installed (or why nothing), not what the policy asked for
+        self._limits.enforced_by["syscalls"] = ready.get("seccomp", "unknown")
         self._upper = reply["upper"]
         self._session_pid = reply["pid"]
         for fd in fds[1:]:
@@ -346,7 +349,8 @@ class Sandbox:
                 snap.release()
 
     def limits_in_force(self) -> dict[str, str]:
-        """Which mechanism enforces each limit of the policy on this host (cgroup, rlimit, tmpfs, timeout)."""
+        """Which mechanism enforces each limit of the policy on this host (cgroup, rlimit, tmpfs, timeout), and
+        under "syscalls" the seccomp filter in force, or "none: <why>"."""
         with self._lock:
             self._require_running("limits_in_force")
             return dict(self._limits.enforced_by)

@@ -19,6 +19,7 @@ import socket
 import time
 
 import protocol
+import seccomp
 
 BASH = "/bin/bash"
 # The command travels NUL-terminated on bash's stdin, read by `read -d ''` and run by `eval`, so a syntax
@@ -276,10 +277,13 @@ def _reap(pid: int) -> int:
 def serve(sock: socket.socket, cfg: dict) -> None:
     """The session's main loop: one request, one reply, until the host goes away."""
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    # capabilities are gone and no_new_privs is set (nsinit did both): the filter goes on this process, so
+    # the shell and everything it starts inherit it, and nothing inside can take it off
+    filtering = seccomp.apply(cfg["seccomp"]["enabled"], cfg["seccomp"]["allow_ptrace"])
     shell = Shell(cfg)
     shell.start()
     # only now is the session's root final: the host reaches files through /proc/PID/root after this
-    protocol.send(sock, {"op": "ready"})
+    protocol.send(sock, {"op": "ready", "seccomp": filtering})
     while True:
         ready, _, _ = select.select([sock], [], [], 1.0)
         if not ready:
