@@ -16,21 +16,11 @@
 # does, with that variable at 0, everything bound to 127.0.0.1, in the foreground until SIGTERM or Ctrl-C.
 set -euo pipefail
 
-ip="${SWEBOX_RAY_IP:-127.0.0.1}"
-num_cpus=""
-num_gpus=""
-budget_mb=2000
-node_resource=swebox_node
-temp_dir=""
-auth="${RAY_AUTH_MODE:-token}"
-block=false
-dry_run=false
-extra=()
-
+script=ray_worker.sh
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=scripts/ray_common.sh
+. "$here/ray_common.sh"
 usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
-die() { echo "ray_worker.sh: $*" >&2; exit 2; }
-need_value() { [ "$#" -ge 2 ] && [ -n "$2" ] || die "$1 expects a value; see --help"; }
-is_count() { [[ "$2" =~ ^[0-9]+$ ]] || die "$1 expects a whole number; found '$2'"; }
 
 [ "$#" -ge 1 ] || die "expects the head's address HOST:PORT first (printed by scripts/ray_head.sh); see --help"
 case "$1" in
@@ -39,33 +29,16 @@ case "$1" in
   *) die "expects the head's address as HOST:PORT first; found '$1'" ;;
 esac
 while [ "$#" -gt 0 ]; do
+  common_option "$@"
+  if [ "$taken" -gt 0 ]; then shift "$taken"; continue; fi
   case "$1" in
-    --ip) need_value "$@"; ip="$2"; shift 2 ;;
-    --num-cpus) need_value "$@"; is_count "$1" "$2"; num_cpus="$2"; shift 2 ;;
-    --num-gpus) need_value "$@"; is_count "$1" "$2"; num_gpus="$2"; shift 2 ;;
-    --io-budget-mb) need_value "$@"; is_count "$1" "$2"; budget_mb="$2"; shift 2 ;;
-    --node-resource) need_value "$@"; node_resource="$2"; shift 2 ;;
-    --temp-dir) need_value "$@"; temp_dir="$2"; shift 2 ;;
-    --no-auth) auth=disabled; shift ;;
-    --block) block=true; shift ;;
-    --dry-run) dry_run=true; shift ;;
     -h|--help) usage; exit 0 ;;
     --) shift; extra=("$@"); break ;;
     *) die "unknown option '$1'; see --help" ;;
   esac
 done
-[ "$budget_mb" -gt 0 ] || die "--io-budget-mb expects a positive number of MB; found '$budget_mb'"
+finish_common
 
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-ray_bin="${RAY:-}"
-for candidate in "$here/../.venv/bin/ray" "$(command -v ray || true)"; do
-  [ -n "$ray_bin" ] && break
-  [ -n "$candidate" ] && [ -x "$candidate" ] && ray_bin="$candidate"
-done
-[ -n "$ray_bin" ] || die "no 'ray' executable found; install swebox[train] (pip install 'swebox[train]') or set RAY=/path/to/ray"
-
-export RAY_AUTH_MODE="$auth"
-token_file="${RAY_AUTH_TOKEN_PATH:-$HOME/.ray/auth_token}"
 if [ "$auth" = token ] && [ -z "${RAY_AUTH_TOKEN:-}" ] && [ ! -s "$token_file" ] && ! $dry_run; then
   die "token authentication: expected the head's token in $token_file or RAY_AUTH_TOKEN; found neither; copy \
 ~/.ray/auth_token from the head node (or start both with --no-auth)"

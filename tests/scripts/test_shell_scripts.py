@@ -58,6 +58,12 @@ def test_syntax_and_executable(name):
         assert out.returncode == 0, out.stdout
 
 
+def test_the_shared_options_file_parses_and_is_not_a_command():
+    path = SCRIPTS / "ray_common.sh"
+    assert sh("-n", str(path)).returncode == 0
+    assert not os.access(path, os.X_OK), "ray_common.sh is sourced by the ray scripts, not run"
+
+
 def test_head_defaults_are_loopback_with_swebox_resources():
     env, argv = dry_run(str(SCRIPTS / "ray_head.sh"))
     # loopback only (measured: every socket on 127.0.0.1), token authentication on
