@@ -4,6 +4,8 @@ Builds (once, cached under --work) a realistic environment: a virtualenv with nu
 real project's source tree (Django's sdist), about 120 MB in more than 10,000 files; and a copy ten times
 larger. Then measures, in one run, p50/p99 of: start, reset, exec("true"), and exec of a Python import, for
 both backends, with their ratio; and overlay reset on the 10x environment. Usage: `swebox bench sandbox`.
+`--compare-seccomp` instead measures the cost of the seccomp filter: exec of commands with the filter on and
+off (overlay backend), alternating rep by rep.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from swebox.envs.sandbox import Layer, Sandbox, SandboxPolicy
 PACKAGES = ("numpy", "pytest", "requests")
 PROJECT = "django==5.2.8"
 IMPORT_CMD = "/venv/bin/python -c 'import numpy, pytest, requests'"
+# one fstatat per file of the 12k-file environment: the syscall-heaviest common thing a test run does
+STAT_CMD = "du -s /venv /testbed >/dev/null"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,6 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default 20; its exec measurements use --reps)")
     parser.add_argument("--scale", type=int, default=10, help="size factor of the large environment (default 10)")
     parser.add_argument("--python", default=sys.executable, help="interpreter for the environment's venv")
+    parser.add_argument("--compare-seccomp", action="store_true",
+                        help="only measure exec with the seccomp filter on against off (overlay backend)")
     parser.set_defaults(func=run)
 
 
@@ -123,11 +129,41 @@ def pct(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
+def compare_seccomp(env: Path, reps: int) -> int:
+    """p50/p99 of exec with the filter on and off; the two sandboxes alternate rep by rep, so machine noise
+    hits both alike."""
+    commands = {'exec("true")': "true", "exec(python import)": IMPORT_CMD, "exec(du, 12k fstatat)": STAT_CMD}
+    samples: dict[tuple[str, bool], list[float]] = {(name, on): [] for name in commands for on in (True, False)}
+    with Sandbox([Layer(env)], SandboxPolicy(backend="overlay", seccomp=True)) as on_sb, \
+            Sandbox([Layer(env)], SandboxPolicy(backend="overlay", seccomp=False)) as off_sb:
+        print(f"on: {on_sb.limits_in_force()['syscalls']}\noff: {off_sb.limits_in_force()['syscalls']}")
+        for command in commands.values():  # warm the page cache for both
+            _check(on_sb.exec(command))
+            _check(off_sb.exec(command))
+        for _ in range(reps):
+            for name, command in commands.items():
+                for on, sb in ((True, on_sb), (False, off_sb)):
+                    samples[(name, on)] += timed(lambda sb=sb, command=command: _check(sb.exec(command)), 1)
+    header = f"| {'operation':<22} | {'seccomp on p50':>14} | {'on p99':>9} | {'seccomp off p50':>15} | " \
+             f"{'off p99':>9} | {'on/off (p50)':>12} |"
+    print(header)
+    print("|" + "|".join("-" * len(c) for c in header.split("|")[1:-1]) + "|")
+    for name in commands:
+        on, off = samples[(name, True)], samples[(name, False)]
+        print(f"| {name:<22} | {pct(on, 0.5) * 1e3:>11.2f} ms | {pct(on, 0.99) * 1e3:>6.2f} ms | "
+              f"{pct(off, 0.5) * 1e3:>12.2f} ms | {pct(off, 0.99) * 1e3:>6.2f} ms | "
+              f"{pct(on, 0.5) / pct(off, 0.5):>11.3f}x |")
+    print(f"\nreps: {reps} per row and setting; python {sys.version.split()[0]}; {os.cpu_count()} CPUs")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     print(f"building the environments under {work} (cached) ...", flush=True)
     env = build_environment(work, args.python)
+    if args.compare_seccomp:
+        return compare_seccomp(env, args.reps)
     big = scaled_copy(env, work, args.scale)
     env_archive = archive(env)
     files, total = size_of(env)
