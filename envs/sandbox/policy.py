@@ -124,6 +124,9 @@ class SandboxPolicy:
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise SandboxError(f"SandboxPolicy.{name}: expected a positive integer, found {value!r}")
+        for name in ("seccomp", "seccomp_allow_ptrace", "use_cgroups", "auto_bind_interpreters"):
+            if not isinstance(getattr(self, name), bool):
+                raise SandboxError(f"SandboxPolicy.{name}: expected True or False, found {getattr(self, name)!r}")
         if self.command_timeout_s <= 0:
             raise SandboxError(f"SandboxPolicy.command_timeout_s: expected > 0, found {self.command_timeout_s}")
         if self.host_uid <= 0:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from swebox.envs.sandbox import Sandbox, SandboxPolicy, seccomp
+from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy, seccomp
 
 EPERM = seccomp.RET_ERRNO | errno.EPERM
 ENOSYS = seccomp.RET_ERRNO | errno.ENOSYS
@@ -132,6 +132,8 @@ def test_policy_fields_round_trip():
     policy = SandboxPolicy(seccomp=False, seccomp_allow_ptrace=True)
     assert SandboxPolicy().seccomp and not SandboxPolicy().seccomp_allow_ptrace
     assert SandboxPolicy.from_dict(policy.to_dict()) == policy
+    with pytest.raises(SandboxError, match="SandboxPolicy.seccomp: expected True or False, found 'no'"):
+        SandboxPolicy(seccomp="no")
 
 
 # -- in a real sandbox ------------------------------------------------------------------------------------
