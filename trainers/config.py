@@ -95,7 +95,8 @@ class GenerationConfig:
     max_context_tokens: int = 4096
     """Prompt + all turns of an episode; reaching it ends the episode (see rollout.on_context_overflow)."""
     batch_size: int = 8
-    """Sequences generated together in one call of the transformers backend."""
+    """Sequences generated together in one call of the transformers backend, and the most prompts a generation
+    server (placement 'server') merges into one engine call (raise it, e.g. to 256, for vLLM servers)."""
     vllm_gpu_memory_utilization: float = 0.5
     """Fraction of each GPU's memory vLLM may take (the learner shares the GPU when colocated)."""
     vllm_tensor_parallel_size: int = 1
@@ -108,6 +109,18 @@ class GenerationConfig:
     """Model name sent to the server (backend 'openai')."""
     openai_api_key_env: str = "OPENAI_API_KEY"
     """Environment variable holding the server's API key (the key itself never goes in a config)."""
+    placement: Literal["actor", "server"] = "actor"
+    """Where the policy runs on a Ray cluster. 'actor': every rollout actor owns a backend (and GPUs for vLLM);
+    'server': generation.num_servers generation servers own the backends (on GPU nodes) and every rollout actor,
+    GPU-less on any swebox node, generates through one of them (trainers/gen_server.py). The in-process pool
+    (no ray.address) always generates in-process."""
+    num_servers: int = 1
+    """Generation servers with placement 'server'; rollout actors are spread over them round-robin."""
+    server_num_gpus: float = 0.0
+    """GPUs of one transformers generation server (placement 'server'); 0 runs it on CPUs. A vLLM server takes
+    vllm_tensor_parallel_size GPUs instead, so this must stay 0 with backend 'vllm'."""
+    server_num_cpus: float = 1.0
+    """CPUs Ray reserves for one generation server (placement 'server')."""
 
     def __post_init__(self) -> None:
         _check_literals(self, "generation")
@@ -120,6 +133,17 @@ class GenerationConfig:
         _check(self.batch_size > 0, "generation.batch_size", "> 0", self.batch_size, "use 8")
         _check(0 < self.vllm_gpu_memory_utilization <= 1, "generation.vllm_gpu_memory_utilization",
                "a fraction in (0, 1]", self.vllm_gpu_memory_utilization, "use 0.5 when colocated")
+        _check(self.num_servers >= 1, "generation.num_servers", ">= 1", self.num_servers, "use 1")
+        _check(self.server_num_gpus >= 0, "generation.server_num_gpus", ">= 0", self.server_num_gpus,
+               "use 0 (CPU) or the GPUs one transformers server needs")
+        _check(self.server_num_cpus >= 0, "generation.server_num_cpus", ">= 0", self.server_num_cpus, "use 1")
+        if self.placement == "server":
+            _check(self.backend != "openai", "generation.placement", "'actor' with backend 'openai'", "server",
+                   "an OpenAI-compatible server is already a server: use placement 'actor', or backend "
+                   "transformers/vllm for swebox's own generation servers")
+            _check(self.backend != "vllm" or self.server_num_gpus == 0, "generation.server_num_gpus",
+                   "0 with backend 'vllm' (a vLLM server takes vllm_tensor_parallel_size GPUs)",
+                   self.server_num_gpus, "set generation.vllm_tensor_parallel_size instead")
         if self.backend == "openai":
             _check(bool(self.openai_base_url), "generation.openai_base_url", "a URL for backend 'openai'",
                    self.openai_base_url, "set generation.openai_base_url=http://HOST:PORT/v1")

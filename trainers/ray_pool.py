@@ -15,7 +15,10 @@ Each actor owns a :class:`~swebox.trainers.rollout.RolloutWorker` built on its n
 sandboxes and the node's layer cache (``env.cache_dir`` may hold ``{node_id}``, for several nodes on one test
 machine), whose unpacking is bounded by the node's I/O budget resource (``swebox.envs.cache.ray_budget``). With the
 vLLM backend the actor's engine needs ``generation.vllm_tensor_parallel_size`` GPUs, which the actor asks Ray for,
-so actors then go only to swebox nodes with GPUs. Ray is imported here only.
+so actors then go only to swebox nodes with GPUs. With ``generation.placement: server`` the backends live instead
+in ``generation.num_servers`` generation servers on GPU nodes (trainers/gen_server.py): rollout actors ask for no
+GPUs, run on every swebox node, and generate through the servers, which get the weight syncs. Ray is imported only
+here and (lazily) in gen_server.py.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any
 
 from swebox.envs.cache.budget import DEFAULT_BUDGET_MB
 from swebox.envs.cache.ray_budget import node_resources
+from swebox.trainers import gen_server
 from swebox.trainers.config import TrainConfig
 
 FORWARDED_ENV = ("SWEBOX_LAYER_STORE", "SWEBOX_LAYER_CACHE")
@@ -103,11 +107,12 @@ def cpu_state_dict(state_dict: Mapping[str, Any]) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------------ the actor
 
 
-def default_worker_factory(cfg: TrainConfig) -> Any:
-    """The real worker: a RolloutWorker (generation backend + env side) built inside the actor."""
+def default_worker_factory(cfg: TrainConfig, backend: Any | None = None) -> Any:
+    """The real worker: a RolloutWorker (generation backend + env side) built inside the actor; with placement
+    'server' (``backend``: the actor's ServerClient) one that generates through the server."""
     from swebox.trainers.rollout import RolloutWorker
 
-    return RolloutWorker(cfg)
+    return RolloutWorker(cfg) if backend is None else gen_server.ServedRolloutWorker(cfg, backend)
 
 
 def config_for_node(cfg: TrainConfig, node_id: str, actors: int) -> TrainConfig:
@@ -120,13 +125,20 @@ def config_for_node(cfg: TrainConfig, node_id: str, actors: int) -> TrainConfig:
 
 
 class RolloutActor:
-    """The body of one Ray rollout actor: a worker built on this node, answering with its node id."""
+    """The body of one Ray rollout actor: a worker built on this node, answering with its node id.
 
-    def __init__(self, cfg: TrainConfig, actors: int, worker_factory: Callable[[TrainConfig], Any]) -> None:
+    Given a generation ``server`` (placement 'server'), the worker factory is called as ``factory(cfg, client)``
+    with a ServerClient of that server, and each run reports the weight versions that answered its episodes.
+    """
+
+    def __init__(self, cfg: TrainConfig, actors: int, worker_factory: Callable[..., Any],
+                 server: Any | None = None) -> None:
         import ray
 
         self.node_id = ray.get_runtime_context().get_node_id()
-        self.worker = worker_factory(config_for_node(cfg, self.node_id, actors))
+        node_cfg = config_for_node(cfg, self.node_id, actors)
+        self.client = gen_server.ServerClient(server) if server is not None else None
+        self.worker = worker_factory(node_cfg) if self.client is None else worker_factory(node_cfg, self.client)
 
     def node(self) -> str:
         return self.node_id
@@ -137,7 +149,9 @@ class RolloutActor:
     def run(self, tasks: list[dict], group_size: int) -> dict[str, Any]:
         started = time.monotonic()
         trajectories = self.worker.run(tasks, group_size)
-        return {"node_id": self.node_id, "trajectories": trajectories, "seconds": time.monotonic() - started}
+        versions = self.client.take_versions() if self.client is not None else []
+        return {"node_id": self.node_id, "trajectories": trajectories, "seconds": time.monotonic() - started,
+                "generation_versions": versions}
 
     def close(self) -> None:
         close = getattr(self.worker, "close", None)
@@ -192,12 +206,14 @@ def swebox_nodes(node_resource: str, min_gpus: float = 0.0) -> list[str]:
 
 
 def actor_gpus(cfg: TrainConfig) -> float:
-    """GPUs one rollout actor needs: a vLLM engine spans ``vllm_tensor_parallel_size`` GPUs; other backends none.
+    """GPUs one rollout actor needs: a vLLM engine spans ``vllm_tensor_parallel_size`` GPUs; other backends, and
+    any backend with placement 'server' (the servers own the GPUs: gen_server.server_gpus), none.
 
     Ray hides the GPUs from an actor that asks for none, so a vLLM actor must ask (the learner in the trainer's
     process shares them: ``generation.vllm_gpu_memory_utilization``).
     """
-    return float(cfg.generation.vllm_tensor_parallel_size) if cfg.generation.backend == "vllm" else 0.0
+    gen = cfg.generation
+    return float(gen.vllm_tensor_parallel_size) if gen.backend == "vllm" and gen.placement == "actor" else 0.0
 
 
 class RayWorkerPool:
@@ -235,13 +251,23 @@ class RayWorkerPool:
         remote = ray.remote(RolloutActor)
         self.actors: list[Any] = []
         self.actor_nodes: list[str] = []
+        self.servers: list[Any] = []
+        """Generation servers (placement 'server'); the weight syncs go to them instead of the actors."""
         try:
+            if cfg.generation.placement == "server":
+                # a server thread per episode that may wait on it (all episodes may share one server)
+                in_flight = per_actor_parallelism(cfg.rollout.max_parallel_episodes, actors) * actors
+                self.servers = gen_server.start_pool_servers(cfg, in_flight)
             for node in nodes:
                 for _ in range(cfg.ray.actors_per_node):
                     options = actor_options(cfg, node)
-                    self.actors.append(remote.options(**options).remote(cfg, actors, factory))
+                    server = self.servers[len(self.actors) % len(self.servers)] if self.servers else None
+                    self.actors.append(remote.options(**options).remote(cfg, actors, factory, server))
                     self.actor_nodes.append(node)
             placed = ray.get([a.node.remote() for a in self.actors])  # raises the worker's own error, if any
+        except gen_server.ServerPlacementError as exc:
+            self.close()
+            raise RayPoolError(str(exc)) from exc
         except BaseException:
             self.close()  # no half-built pool holding the cluster's CPUs
             raise
@@ -259,14 +285,30 @@ class RayWorkerPool:
         return sorted(set(self.actor_nodes))
 
     def set_weights(self, state_dict: Mapping[str, Any], version: int) -> None:
-        """Put the weights in the object store once for this version and load them into every actor."""
+        """Put the weights in the object store once for this version and load them into every actor, or, with
+        placement 'server', into every generation server (the actors then hold no weights).
+
+        Versions never mix within a step because the trainer calls this only between steps, when no rollout is
+        in flight: ``Trainer.step`` returns from ``run_groups`` (every episode of the step, refills included)
+        before its update and this sync. A server also loads weights only between engine calls, and
+        ``run_group_dicts`` checks that every generation of a call came from the version synced last.
+        """
         import ray
 
         if version == self.version:
             return
         self.weights_ref = ray.put(cpu_state_dict(state_dict))
-        ray.get([a.set_weights.remote(self.weights_ref, version) for a in self.actors])
+        targets = self.servers or self.actors
+        ray.get([t.set_weights.remote(self.weights_ref, version) for t in targets])
         self.version = version
+
+    def step_metrics(self) -> dict[str, float]:
+        """The servers' ``gen/server_*`` metrics since the last call (docs/metrics.md); {} without servers."""
+        import ray
+
+        if not self.servers:
+            return {}
+        return gen_server.merge_server_stats(ray.get([s.take_stats.remote() for s in self.servers]))
 
     def run_groups(self, tasks: list[dict], group_size: int) -> list[Any]:
         """``group_size`` trajectories per task, task after task in the given order, from actors across nodes.
@@ -304,6 +346,7 @@ class RayWorkerPool:
                     dead.append(actor)
                     todo += by_actor[actor]
                     continue
+                self._check_versions(answer.get("generation_versions", []))
                 for n, i in enumerate(by_actor[actor]):
                     results[i] = answer["trajectories"][n * group_size : (n + 1) * group_size]
                     placement[i] = answer["node_id"]
@@ -312,6 +355,16 @@ class RayWorkerPool:
             todo.sort()
         self.last_placement = placement
         return [d for group in results for d in group or []]
+
+    def _check_versions(self, versions: list[int]) -> None:
+        """Generations of a run all came from the version synced last (servers only report them)."""
+        expected = self.version if self.version is not None else gen_server.INITIAL_VERSION
+        if any(v != expected for v in versions):
+            raise RayPoolError(
+                f"expected every generation of this step from policy version {expected}; found versions "
+                f"{versions}; the servers' weights changed while rollouts were in flight: call set_weights only "
+                "between run_groups calls"
+            )
 
     def _drop(self, dead: list[int]) -> None:
         if not dead:
@@ -330,9 +383,9 @@ class RayWorkerPool:
             ray.get([a.close.remote() for a in actors], timeout=60)
         except Exception:  # a dead actor or a slow close must not keep the cluster's resources held
             pass
-        for actor in actors:
+        for actor in [*actors, *getattr(self, "servers", [])]:
             ray.kill(actor)
-        self.actors = []
+        self.actors, self.servers = [], []
         if self.owns_ray:
             ray.shutdown()
 

@@ -1,0 +1,233 @@
+"""Shared generation servers (trainers/gen_server.py): config checks, GPU placement, stats, and a real server
+actor on a one-node loopback Ray answering clients with the backend's own tokens, batching concurrent callers,
+and taking new weights. test_gen_server_e2e.py runs a training step through a server on two nodes."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # every Ray address on 127.0.0.1, before ray is imported
+
+ray = pytest.importorskip("ray")
+import torch
+from ray.cluster_utils import Cluster
+from swebox.envs.cache.ray_budget import node_resources
+from swebox.trainers import gen_server
+from swebox.trainers.config import (
+    ConfigError,
+    GenerationConfig,
+    TrainConfig,
+    load_config,
+)
+from swebox.trainers.gen_server import (
+    ServedRolloutWorker,
+    ServerClient,
+    ServerPlacementError,
+    merge_server_stats,
+    place_servers,
+    server_gpus,
+)
+from swebox.trainers.ray_pool import RayPoolError, RayWorkerPool, actor_gpus
+from swebox.trainers.tiny import build_builtin_tokenizer
+
+from tests.trainers.test_rollout import ScriptedEpisode
+
+pytestmark = pytest.mark.timeout(300)
+TOK = build_builtin_tokenizer()
+
+
+def gen_config(**generation) -> TrainConfig:
+    """A tiny random policy decoding greedily (temperature 0), so the same weights give the same tokens."""
+    return load_config(None, [
+        "generation.temperature=0", "generation.max_new_tokens=24", "generation.max_context_tokens=256",
+        "model.max_position_embeddings=256", "generation.server_num_cpus=0.5", "ray.actor_num_cpus=0.5",
+        *[f"generation.{k}={v}" for k, v in generation.items()],
+    ])
+
+
+# ------------------------------------------------------------------------------------------------ config
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["generation.placement=servers"], r"generation\.placement"),
+    (["generation.num_servers=0"], r"generation\.num_servers: expected >= 1; found 0"),
+    (["generation.server_num_gpus=-1"], r"generation\.server_num_gpus: expected >= 0; found -1"),
+    (["generation.server_num_cpus=-0.5"], r"generation\.server_num_cpus: expected >= 0; found -0\.5"),
+    (["generation.placement=server", "generation.backend=vllm", "generation.server_num_gpus=1"],
+     r"server_num_gpus: expected 0 with backend 'vllm'.*vllm_tensor_parallel_size"),
+])
+def test_bad_server_settings_are_clear_errors(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, overrides)
+
+
+def test_openai_backend_cannot_be_served():
+    with pytest.raises(ConfigError, match=r"generation\.placement: expected 'actor' with backend 'openai'; "
+                                          r"found 'server'; an OpenAI-compatible server is already a server"):
+        GenerationConfig(backend="openai", openai_base_url="http://127.0.0.1:1/v1", placement="server")
+    with pytest.raises(ConfigError, match="expected one of"):
+        GenerationConfig(placement="everywhere")  # direct use, not through YAML, is checked too
+    assert GenerationConfig().placement == "actor" and GenerationConfig().num_servers == 1
+
+
+# ------------------------------------------------------------------------------------------------ placement
+
+
+def test_gpus_of_servers_and_actors():
+    plain, vllm = TrainConfig(), load_config(None, ["generation.backend=vllm", "generation.vllm_tensor_parallel_size=2"])
+    served_vllm = load_config(None, ["generation.backend=vllm", "generation.vllm_tensor_parallel_size=2",
+                                     "generation.placement=server"])
+    served_gpu = load_config(None, ["generation.placement=server", "generation.server_num_gpus=1"])
+    # (actor GPUs, server GPUs): with servers the actors hold no GPUs whatever the backend
+    assert (actor_gpus(plain), server_gpus(plain)) == (0.0, 0.0)
+    assert actor_gpus(vllm) == 2.0
+    assert (actor_gpus(served_vllm), server_gpus(served_vllm)) == (0.0, 2.0)
+    assert (actor_gpus(served_gpu), server_gpus(served_gpu)) == (0.0, 1.0)
+    assert gen_server.gpu_setting(served_vllm) == "generation.vllm_tensor_parallel_size"
+    assert gen_server.gpu_setting(served_gpu) == "generation.server_num_gpus"
+
+
+def test_place_servers_round_robin_within_each_nodes_gpus():
+    # the first node is preferred; a node hosts floor(GPUs / per_server) servers
+    assert place_servers([("a", 4.0), ("b", 2.0)], 2.0, 3) == ["a", "b", "a"]
+    assert place_servers([("cpu", 0.0), ("gpu", 8.0)], 2.0, 3) == ["gpu", "gpu", "gpu"]
+    assert place_servers([("a", 1.0), ("b", 3.0)], 1.5, 2) == ["b", "b"]
+    assert place_servers([("a", 0.0), ("b", 0.0)], 0.0, 3) == ["a", "b", "a"]  # GPU-less servers fit anywhere
+    assert place_servers([("a", 0.0)], 0.0, 1) == ["a"]
+
+
+def test_place_servers_errors_say_what_is_missing():
+    with pytest.raises(ServerPlacementError, match=r"expected a swebox node with 2 GPU\(s\) for a generation "
+                                                   r"server; found none .*--num-gpus N.*server_num_gpus"):
+        place_servers([("aaaaaaaaaa", 0.0), ("bbbbbbbbbb", 1.0)], 2.0, 1, "generation.server_num_gpus")
+    with pytest.raises(ServerPlacementError, match=r"room for 3 generation server\(s\) of 1 GPU\(s\) each.*"
+                                                   r"found room for 2.*generation\.num_servers"):
+        place_servers([("a", 1.0), ("b", 1.0)], 1.0, 3)
+
+
+def test_merge_server_stats_by_hand():
+    a = {"requests": 3, "prompts": 4, "batches": 2, "batch_max": 3, "queue_s": 1.0, "busy_s": 2.0}
+    b = {"requests": 1, "prompts": 1, "batches": 1, "batch_max": 1, "queue_s": 0.5, "busy_s": 0.25}
+    assert merge_server_stats([a, b]) == {
+        "gen/server_requests": 4.0, "gen/server_batches": 3.0, "gen/server_batch_mean": 5 / 3,
+        "gen/server_batch_max": 3.0, "gen/server_queue_s": 1.5 / 5, "gen/server_busy_s": 2.25,
+    }
+    assert merge_server_stats([gen_server.ServerStats().__dict__])["gen/server_batch_mean"] == 0.0
+    assert set(merge_server_stats([]).values()) == {0.0}  # no servers, or an idle step: zeros, no division
+
+
+# ------------------------------------------------------------------------------------------------ a real server
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    resources = {"swebox_node": 1.0, **node_resources(500)}
+    cluster = Cluster(initialize_head=True,
+                      head_node_args={"num_cpus": 2, "resources": resources, "include_dashboard": False})
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address)
+    try:
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+@pytest.fixture(scope="module")
+def served(cluster):
+    """(config, a server actor holding the weights of ``direct``, direct: the same backend in this process)."""
+    cfg = gen_config()
+    torch.manual_seed(0)
+    direct = gen_server.default_backend_factory(cfg)
+    node = ray.get_runtime_context().get_node_id()
+    [server] = gen_server.start_servers(cfg, [node], concurrency=16)
+    ray.get(server.set_weights.remote(direct.model.state_dict(), 0))
+    try:
+        yield cfg, server, direct
+    finally:
+        ray.kill(server)
+
+
+def prompts(n: int) -> list[list[int]]:
+    return [TOK.encode(f"def f{i}(x):\n    return x + {i}", add_special_tokens=False) for i in range(n)]
+
+
+def test_client_generates_what_the_backend_generates(served):
+    cfg, server, direct = served
+    client = ServerClient(server)
+    for prompt in prompts(3):
+        [mine] = client.generate([prompt], 24)
+        [theirs] = direct.generate([prompt], 24)
+        assert mine.token_ids == theirs.token_ids and len(mine.token_ids) > 0
+        assert mine.finish_reason == theirs.finish_reason
+        assert mine.logprobs == pytest.approx(theirs.logprobs, abs=1e-5)
+    assert client.calls == 3 and client.take_versions() == [0] and client.take_versions() == []
+    assert torch.equal(ray.get(server.parameter.remote("model.norm.weight")), direct.model.state_dict()["model.norm.weight"])
+
+
+def test_concurrent_callers_are_batched_by_the_server(served):
+    cfg, server, direct = served
+    ray.get(server.take_stats.remote())  # count from here
+    batch = prompts(8)
+    client = ServerClient(server)
+    with ThreadPoolExecutor(max_workers=8) as pool:  # 8 episodes of one rollout actor, each its own request
+        answers = list(pool.map(lambda p: client.generate([p], 24)[0], batch))
+    stats = ray.get(server.take_stats.remote())
+    assert stats["requests"] == 8 and stats["prompts"] == 8
+    assert stats["batch_max"] > 1 and stats["batches"] < 8, stats  # merged into fewer engine calls
+    assert stats["busy_s"] > 0 and stats["queue_s"] > 0
+    for prompt, answer in zip(batch, answers, strict=True):  # left padding in a batch: same greedy tokens
+        [alone] = direct.generate([prompt], 24)
+        assert answer.token_ids == alone.token_ids
+        assert answer.logprobs == pytest.approx(alone.logprobs, abs=1e-4)
+
+
+def test_update_weights_changes_the_servers_outputs(served):
+    cfg, server, direct = served
+    client = ServerClient(server)
+    [prompt] = prompts(1)
+    [before] = client.generate([prompt], 8)
+    zeroed = {k: v.clone() for k, v in direct.model.state_dict().items()}
+    zeroed["model.norm.weight"].zero_()  # every logit becomes 0: a uniform next-token distribution
+    client.update_weights(zeroed)
+    try:
+        [after] = client.generate([prompt], 8)
+        uniform = -math.log(direct.model.config.vocab_size)
+        assert after.logprobs == pytest.approx([uniform] * len(after.token_ids), abs=1e-5)
+        assert before.logprobs != pytest.approx(after.logprobs, abs=1e-3)
+        assert client.take_versions() == [0, 1]  # update_weights counted one version on
+    finally:
+        ray.get(server.set_weights.remote(direct.model.state_dict(), 0))
+    [again] = client.generate([prompt], 8)
+    assert again.token_ids == before.token_ids
+
+
+def test_served_rollout_worker_plays_episodes_through_the_server(served):
+    cfg, server, direct = served
+    client = ServerClient(server)
+    worker = ServedRolloutWorker(dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, max_turns=2)), client,
+                                 episode_factory=lambda task, n: [ScriptedEpisode(turns=2) for _ in range(n)])
+    assert worker.model is None  # no policy copy on a rollout node
+    out = worker.run([{"instance_id": "t0"}], group_size=3)
+    assert [d["task_id"] for d in out] == ["t0"] * 3
+    assert all(d["num_turns"] == 2 and not d["failed"] for d in out), [d["error"] for d in out]
+    assert client.calls == 6 and client.take_versions() == [0]
+    with pytest.raises(RuntimeError, match="sync the servers instead"):
+        worker.set_weights({}, 1)
+
+
+def test_no_node_with_the_servers_gpus_is_a_clear_error(cluster):
+    cpus = ray.available_resources().get("CPU")
+    cfg = gen_config(backend="vllm", placement="server")
+    with pytest.raises(RayPoolError, match=r"expected a swebox node with 1 GPU\(s\) for a generation server; "
+                                           r"found none .*vllm_tensor_parallel_size"):
+        RayWorkerPool(cfg)
+    cfg = gen_config(placement="server", server_num_gpus=1)
+    with pytest.raises(RayPoolError, match=r"with 1 GPU\(s\) for a generation server.*server_num_gpus"):
+        RayWorkerPool(cfg)
+    assert ray.is_initialized() and ray.available_resources().get("CPU") == cpus  # nothing left holding CPUs
