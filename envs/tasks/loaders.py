@@ -3,6 +3,10 @@
 Rows from SWE-bench, SWE-Gym, SWE-smith, R2E-Gym and swebox's own files are recognised per row (see
 :mod:`swebox.envs.tasks.adapters`). A bad row raises an error naming the row index, the field and what was
 expected; with ``skip_invalid=True`` such rows are skipped and listed in ``TaskSet.skipped`` instead.
+
+A split of a Hugging Face dataset (or of a folder saved by ``DatasetDict.save_to_disk``, or of files named by
+split) is chosen with ``split=`` or, where only a source string travels (command lines, configs), a ``:SPLIT``
+suffix: ``SWE-Gym/SWE-Gym:train``.
 """
 
 from __future__ import annotations
@@ -125,10 +129,9 @@ def _files_of(folder: Path, split: str) -> list[Path]:
 
 
 def _read_folder(folder: Path, split: str) -> Iterator[tuple[int, Any]]:
-    if (
-        (folder / "dataset_info.json").exists()
-        or (folder / "state.json").exists()
-        or any(folder.glob("*.arrow"))
+    # what `Dataset.save_to_disk` (state.json, *.arrow) and `DatasetDict.save_to_disk` (dataset_dict.json) write
+    if any((folder / name).exists() for name in ("dataset_dict.json", "dataset_info.json", "state.json")) or any(
+        folder.glob("*.arrow")
     ):
         yield from _read_hf(str(folder), split, local=True)
         return
@@ -153,8 +156,21 @@ def _read_hf(name: str, split: str, *, local: bool = False) -> Iterator[tuple[in
             f"loading {what} needs the `datasets` package, which is not installed; install it "
             f"with `pip install datasets`, or export the rows to .jsonl/.parquet first."
         ) from None
-    ds = datasets.load_from_disk(name) if local else datasets.load_dataset(name, split=split)
-    if isinstance(ds, datasets.DatasetDict):
+    what = f"the dataset folder {name}" if local else f"the Hugging Face dataset {name!r}"
+    try:
+        ds = datasets.load_from_disk(name) if local else datasets.load_dataset(name)
+    except Exception as exc:  # offline, unknown name, gated, corrupt folder: datasets raises many kinds
+        raise LoadError(
+            f"could not load {what}: {type(exc).__name__}: {exc}. Check the name (and HF_TOKEN for gated "
+            f"datasets); without network, save it where there is network (`save_to_disk` or .jsonl/.parquet) "
+            f"and load that."
+        ) from exc
+    if isinstance(ds, (datasets.DatasetDict, dict)):
+        if split not in ds:
+            raise LoadError(
+                f"{what}: expected a split {split!r}; found {sorted(ds)}. Pick one with a :SPLIT suffix on "
+                f"the source (e.g. {name}:{sorted(ds)[0] if ds else 'train'}) or load(..., split=...)."
+            )
         ds = ds[split]
     yield from enumerate(ds)
 
@@ -162,7 +178,17 @@ def _read_hf(name: str, split: str, *, local: bool = False) -> Iterator[tuple[in
 _READERS = {".jsonl": _read_jsonl, ".json": _read_json, ".parquet": _read_parquet}
 
 
+def _split_suffix(source: str | Path, split: str) -> tuple[str | Path, str]:
+    """``"NAME:train"`` -> ``("NAME", "train")`` unless the whole string names an existing path."""
+    if isinstance(source, str) and not Path(source).exists():
+        head, colon, tail = source.rpartition(":")
+        if colon and head and re.fullmatch(r"[\w.-]+", tail):
+            return head, tail
+    return source, split
+
+
 def _rows(source: str | Path, split: str) -> Iterator[tuple[int, Any]]:
+    source, split = _split_suffix(source, split)
     path = Path(source)
     if path.is_dir():
         return _read_folder(path, split)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 from swebox.envs.tasks import LoadError, Task, load, save_jsonl
@@ -195,24 +196,54 @@ def test_bad_rows_name_index_and_field(tmp_path):
     assert tasks.report().startswith("1 tasks loaded, 5 rows skipped")
 
 
-def test_missing_sources_and_hf_names_give_clear_errors(tmp_path):
+def test_missing_sources_and_hf_names_give_clear_errors(tmp_path, monkeypatch):
     with pytest.raises(LoadError, match="expected an existing file or folder"):
         load(tmp_path / "nope.jsonl")
     (tmp_path / "t.csv").write_text("a,b\n")
     with pytest.raises(LoadError, match="expected a .jsonl, .json or .parquet file"):
         load(tmp_path / "t.csv")
-    try:
-        import datasets  # noqa: F401
-    except ImportError:
-        with pytest.raises(LoadError, match="needs the `datasets` package.*pip install datasets"):
-            load("princeton-nlp/SWE-bench_Verified")
-        (tmp_path / "saved").mkdir()
-        (tmp_path / "saved" / "dataset_info.json").write_text("{}")
-        with pytest.raises(LoadError, match="dataset folder saved by `datasets`"):
-            load(tmp_path / "saved")
     (tmp_path / "empty").mkdir()
     with pytest.raises(LoadError, match="found none"):
         load(tmp_path / "empty")
+    # without the `datasets` package (None in sys.modules makes its import fail)
+    monkeypatch.setitem(sys.modules, "datasets", None)
+    with pytest.raises(LoadError, match="needs the `datasets` package.*pip install datasets"):
+        load("princeton-nlp/SWE-bench_Verified")
+    (tmp_path / "saved").mkdir()
+    (tmp_path / "saved" / "dataset_info.json").write_text("{}")
+    with pytest.raises(LoadError, match="dataset folder saved by `datasets`"):
+        load(tmp_path / "saved")
+
+
+def test_dataset_folders_saved_by_datasets_load_with_their_splits(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    other = {**SWEBENCH, "instance_id": SWEBENCH["instance_id"] + "-train"}
+    datasets.Dataset.from_list([SWEBENCH]).save_to_disk(str(tmp_path / "one"))
+    datasets.DatasetDict(
+        {"test": datasets.Dataset.from_list([SWEBENCH]), "train": datasets.Dataset.from_list([other])}
+    ).save_to_disk(str(tmp_path / "dict"))
+    (task,) = load(tmp_path / "one")
+    assert task.instance_id == SWEBENCH["instance_id"]
+    assert task.FAIL_TO_PASS == tuple(json.loads(SWEBENCH["FAIL_TO_PASS"]))  # JSON strings decoded
+    assert [t.instance_id for t in load(tmp_path / "dict")] == [SWEBENCH["instance_id"]]  # "test" by default
+    assert [t.instance_id for t in load(tmp_path / "dict", split="train")] == [other["instance_id"]]
+    assert [t.instance_id for t in load(f"{tmp_path / 'dict'}:train")] == [other["instance_id"]]
+    with pytest.raises(LoadError, match=r"expected a split 'dev'; found \['test', 'train'\]"):
+        load(f"{tmp_path / 'dict'}:dev")
+
+
+def test_an_unreachable_hub_dataset_is_a_load_error(monkeypatch):
+    pytest.importorskip("datasets")
+    import datasets.config
+    import huggingface_hub.constants
+
+    # offline mode (read at import, so the module constants): the test must not send traffic anywhere, and the
+    # error is the one users see without network
+    for module, name in [(datasets.config, "HF_HUB_OFFLINE"), (datasets.config, "HF_DATASETS_OFFLINE"),
+                         (huggingface_hub.constants, "HF_HUB_OFFLINE")]:
+        monkeypatch.setattr(module, name, True)
+    with pytest.raises(LoadError, match="could not load the Hugging Face dataset 'nobody/nothing-here'.*save_to_disk"):
+        load("nobody/nothing-here:train")
 
 
 def test_loaded_tasks_are_tasks(tmp_path):
