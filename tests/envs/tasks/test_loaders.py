@@ -224,7 +224,7 @@ def test_dataset_folders_saved_by_datasets_load_with_their_splits(tmp_path):
     ).save_to_disk(str(tmp_path / "dict"))
     (task,) = load(tmp_path / "one")
     assert task.instance_id == SWEBENCH["instance_id"]
-    assert task.FAIL_TO_PASS == tuple(json.loads(SWEBENCH["FAIL_TO_PASS"]))  # JSON strings decoded
+    assert task.FAIL_TO_PASS == ("tests/test_m.py::test_add",)  # the JSON string decoded
     assert [t.instance_id for t in load(tmp_path / "dict")] == [SWEBENCH["instance_id"]]  # "test" by default
     assert [t.instance_id for t in load(tmp_path / "dict", split="train")] == [other["instance_id"]]
     assert [t.instance_id for t in load(f"{tmp_path / 'dict'}:train")] == [other["instance_id"]]
