@@ -14,28 +14,15 @@ import pytest
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # every Ray address on 127.0.0.1, before ray is imported
 
 ray = pytest.importorskip("ray")
-import torch
-from ray.cluster_utils import Cluster
-from swebox.envs.cache.ray_budget import node_resources
-from swebox.trainers import gen_server
-from swebox.trainers.config import (
-    ConfigError,
-    GenerationConfig,
-    TrainConfig,
-    load_config,
-)
-from swebox.trainers.gen_server import (
-    ServedRolloutWorker,
-    ServerClient,
-    ServerPlacementError,
-    merge_server_stats,
-    place_servers,
-    server_gpus,
-)
-from swebox.trainers.ray_pool import RayPoolError, RayWorkerPool, actor_gpus
-from swebox.trainers.tiny import build_builtin_tokenizer
+import torch  # noqa: E402
+from ray.cluster_utils import Cluster  # noqa: E402
+from swebox.envs.cache.ray_budget import node_resources  # noqa: E402
+from swebox.trainers import gen_server  # noqa: E402
+from swebox.trainers.config import ConfigError, GenerationConfig, TrainConfig, load_config  # noqa: E402
+from swebox.trainers.ray_pool import RayPoolError, RayWorkerPool, actor_gpus  # noqa: E402
+from swebox.trainers.tiny import build_builtin_tokenizer  # noqa: E402
 
-from tests.trainers.test_rollout import ScriptedEpisode
+from tests.trainers.test_rollout import ScriptedEpisode  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
 TOK = build_builtin_tokenizer()
@@ -79,46 +66,48 @@ def test_openai_backend_cannot_be_served():
 
 
 def test_gpus_of_servers_and_actors():
-    plain, vllm = TrainConfig(), load_config(None, ["generation.backend=vllm", "generation.vllm_tensor_parallel_size=2"])
+    plain = TrainConfig()
+    vllm = load_config(None, ["generation.backend=vllm", "generation.vllm_tensor_parallel_size=2"])
     served_vllm = load_config(None, ["generation.backend=vllm", "generation.vllm_tensor_parallel_size=2",
                                      "generation.placement=server"])
     served_gpu = load_config(None, ["generation.placement=server", "generation.server_num_gpus=1"])
     # (actor GPUs, server GPUs): with servers the actors hold no GPUs whatever the backend
-    assert (actor_gpus(plain), server_gpus(plain)) == (0.0, 0.0)
+    assert (actor_gpus(plain), gen_server.server_gpus(plain)) == (0.0, 0.0)
     assert actor_gpus(vllm) == 2.0
-    assert (actor_gpus(served_vllm), server_gpus(served_vllm)) == (0.0, 2.0)
-    assert (actor_gpus(served_gpu), server_gpus(served_gpu)) == (0.0, 1.0)
+    assert (actor_gpus(served_vllm), gen_server.server_gpus(served_vllm)) == (0.0, 2.0)
+    assert (actor_gpus(served_gpu), gen_server.server_gpus(served_gpu)) == (0.0, 1.0)
     assert gen_server.gpu_setting(served_vllm) == "generation.vllm_tensor_parallel_size"
     assert gen_server.gpu_setting(served_gpu) == "generation.server_num_gpus"
 
 
 def test_place_servers_round_robin_within_each_nodes_gpus():
     # the first node is preferred; a node hosts floor(GPUs / per_server) servers
-    assert place_servers([("a", 4.0), ("b", 2.0)], 2.0, 3) == ["a", "b", "a"]
-    assert place_servers([("cpu", 0.0), ("gpu", 8.0)], 2.0, 3) == ["gpu", "gpu", "gpu"]
-    assert place_servers([("a", 1.0), ("b", 3.0)], 1.5, 2) == ["b", "b"]
-    assert place_servers([("a", 0.0), ("b", 0.0)], 0.0, 3) == ["a", "b", "a"]  # GPU-less servers fit anywhere
-    assert place_servers([("a", 0.0)], 0.0, 1) == ["a"]
+    assert gen_server.place_servers([("a", 4.0), ("b", 2.0)], 2.0, 3) == ["a", "b", "a"]
+    assert gen_server.place_servers([("cpu", 0.0), ("gpu", 8.0)], 2.0, 3) == ["gpu", "gpu", "gpu"]
+    assert gen_server.place_servers([("a", 1.0), ("b", 3.0)], 1.5, 2) == ["b", "b"]
+    # GPU-less servers fit anywhere
+    assert gen_server.place_servers([("a", 0.0), ("b", 0.0)], 0.0, 3) == ["a", "b", "a"]
+    assert gen_server.place_servers([("a", 0.0)], 0.0, 1) == ["a"]
 
 
 def test_place_servers_errors_say_what_is_missing():
-    with pytest.raises(ServerPlacementError, match=r"expected a swebox node with 2 GPU\(s\) for a generation "
-                                                   r"server; found none .*--num-gpus N.*server_num_gpus"):
-        place_servers([("aaaaaaaaaa", 0.0), ("bbbbbbbbbb", 1.0)], 2.0, 1, "generation.server_num_gpus")
-    with pytest.raises(ServerPlacementError, match=r"room for 3 generation server\(s\) of 1 GPU\(s\) each.*"
-                                                   r"found room for 2.*generation\.num_servers"):
-        place_servers([("a", 1.0), ("b", 1.0)], 1.0, 3)
+    with pytest.raises(gen_server.ServerPlacementError, match=r"expected a swebox node with 2 GPU\(s\) for a "
+                       r"generation server; found none .*--num-gpus N.*server_num_gpus"):
+        gen_server.place_servers([("aaaaaaaaaa", 0.0), ("bbbbbbbbbb", 1.0)], 2.0, 1, "generation.server_num_gpus")
+    with pytest.raises(gen_server.ServerPlacementError, match=r"room for 3 generation server\(s\) of 1 GPU\(s\) "
+                       r"each.*found room for 2.*generation\.num_servers"):
+        gen_server.place_servers([("a", 1.0), ("b", 1.0)], 1.0, 3)
 
 
 def test_merge_server_stats_by_hand():
     a = {"requests": 3, "prompts": 4, "batches": 2, "batch_max": 3, "queue_s": 1.0, "busy_s": 2.0}
     b = {"requests": 1, "prompts": 1, "batches": 1, "batch_max": 1, "queue_s": 0.5, "busy_s": 0.25}
-    assert merge_server_stats([a, b]) == {
+    assert gen_server.merge_server_stats([a, b]) == {
         "gen/server_requests": 4.0, "gen/server_batches": 3.0, "gen/server_batch_mean": 5 / 3,
         "gen/server_batch_max": 3.0, "gen/server_queue_s": 1.5 / 5, "gen/server_busy_s": 2.25,
     }
-    assert merge_server_stats([gen_server.ServerStats().__dict__])["gen/server_batch_mean"] == 0.0
-    assert set(merge_server_stats([]).values()) == {0.0}  # no servers, or an idle step: zeros, no division
+    assert gen_server.merge_server_stats([gen_server.ServerStats().__dict__])["gen/server_batch_mean"] == 0.0
+    assert set(gen_server.merge_server_stats([]).values()) == {0.0}  # no servers, or an idle step: zeros, no division
 
 
 # ------------------------------------------------------------------------------------------------ a real server
@@ -158,8 +147,8 @@ def prompts(n: int) -> list[list[int]]:
 
 
 def test_client_generates_what_the_backend_generates(served):
-    cfg, server, direct = served
-    client = ServerClient(server)
+    _cfg, server, direct = served
+    client = gen_server.ServerClient(server)
     for prompt in prompts(3):
         [mine] = client.generate([prompt], 24)
         [theirs] = direct.generate([prompt], 24)
@@ -167,14 +156,15 @@ def test_client_generates_what_the_backend_generates(served):
         assert mine.finish_reason == theirs.finish_reason
         assert mine.logprobs == pytest.approx(theirs.logprobs, abs=1e-5)
     assert client.calls == 3 and client.take_versions() == [0] and client.take_versions() == []
-    assert torch.equal(ray.get(server.parameter.remote("model.norm.weight")), direct.model.state_dict()["model.norm.weight"])
+    served_norm = ray.get(server.parameter.remote("model.norm.weight"))
+    assert torch.equal(served_norm, direct.model.state_dict()["model.norm.weight"])
 
 
 def test_concurrent_callers_are_batched_by_the_server(served):
-    cfg, server, direct = served
+    _cfg, server, direct = served
     ray.get(server.take_stats.remote())  # count from here
     batch = prompts(8)
-    client = ServerClient(server)
+    client = gen_server.ServerClient(server)
     with ThreadPoolExecutor(max_workers=8) as pool:  # 8 episodes of one rollout actor, each its own request
         answers = list(pool.map(lambda p: client.generate([p], 24)[0], batch))
     stats = ray.get(server.take_stats.remote())
@@ -188,8 +178,8 @@ def test_concurrent_callers_are_batched_by_the_server(served):
 
 
 def test_update_weights_changes_the_servers_outputs(served):
-    cfg, server, direct = served
-    client = ServerClient(server)
+    _cfg, server, direct = served
+    client = gen_server.ServerClient(server)
     [prompt] = prompts(1)
     [before] = client.generate([prompt], 8)
     zeroed = {k: v.clone() for k, v in direct.model.state_dict().items()}
@@ -208,10 +198,11 @@ def test_update_weights_changes_the_servers_outputs(served):
 
 
 def test_served_rollout_worker_plays_episodes_through_the_server(served):
-    cfg, server, direct = served
-    client = ServerClient(server)
-    worker = ServedRolloutWorker(dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, max_turns=2)), client,
-                                 episode_factory=lambda task, n: [ScriptedEpisode(turns=2) for _ in range(n)])
+    cfg, server, _direct = served
+    client = gen_server.ServerClient(server)
+    two_turns = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, max_turns=2))
+    worker = gen_server.ServedRolloutWorker(two_turns, client, episode_factory=lambda task, n: [
+        ScriptedEpisode(turns=2) for _ in range(n)])
     assert worker.model is None  # no policy copy on a rollout node
     out = worker.run([{"instance_id": "t0"}], group_size=3)
     assert [d["task_id"] for d in out] == ["t0"] * 3
