@@ -203,6 +203,10 @@ class GenerationServer:
     def ready(self) -> str:
         return self.node_id
 
+    def weights_version(self) -> int:
+        """The version of the weights the next engine call uses."""
+        return self.version
+
     def generate(self, prompts: list[list[int]], max_new_tokens: int) -> tuple[int, list[Generated]]:
         """(version of the weights that produced them, one continuation per prompt)."""
         arrived = time.monotonic()

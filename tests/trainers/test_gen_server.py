@@ -222,3 +222,13 @@ def test_no_node_with_the_servers_gpus_is_a_clear_error(cluster):
     with pytest.raises(RayPoolError, match=r"with 1 GPU\(s\) for a generation server.*server_num_gpus"):
         RayWorkerPool(cfg)
     assert ray.is_initialized() and ray.available_resources().get("CPU") == cpus  # nothing left holding CPUs
+
+
+def test_servers_yaml_loads_with_its_values():
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "configs" / "grpo_qwen2.5-coder-7b_servers.yaml"
+    c = load_config(path)
+    assert (c.generation.backend, c.generation.placement, c.generation.num_servers) == ("vllm", "server", 4)
+    # the servers fill the 8-GPU node the file describes; the rollout actors ask for none
+    assert c.generation.num_servers * gen_server.server_gpus(c) == 8 and actor_gpus(c) == 0.0
