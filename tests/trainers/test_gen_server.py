@@ -232,3 +232,40 @@ def test_servers_yaml_loads_with_its_values():
     assert (c.generation.backend, c.generation.placement, c.generation.num_servers) == ("vllm", "server", 4)
     # the servers fill the 8-GPU node the file describes; the rollout actors ask for none
     assert c.generation.num_servers * gen_server.server_gpus(c) == 8 and actor_gpus(c) == 0.0
+
+
+class VersionProbeWorker:
+    """A worker of a served pool: one generate call per task through the pool's server; a task holding ``swap``
+    (a state dict) makes it load those weights into the server between two calls, as a broken trainer would."""
+
+    def __init__(self, cfg: TrainConfig, backend) -> None:
+        self.backend = backend
+
+    def run(self, tasks: list[dict], group_size: int) -> list[dict]:
+        for task in tasks:
+            self.backend.generate([TOK.encode("x", add_special_tokens=False)], 2)
+            if "swap" in task:
+                self.backend.update_weights(task["swap"])
+                self.backend.generate([TOK.encode("y", add_special_tokens=False)], 2)
+        return [{"task_id": t["instance_id"]} for t in tasks for _ in range(group_size)]
+
+
+def test_served_pool_syncs_the_servers_and_refuses_mixed_versions(served):
+    _cfg, _server, direct = served
+    pool = RayWorkerPool(gen_config(placement="server"), worker_factory=VersionProbeWorker)
+    try:
+        [server] = pool.servers
+        assert ray.get(server.weights_version.remote()) == gen_server.INITIAL_VERSION
+        weights = direct.model.state_dict()
+        pool.set_weights(weights, 5)  # to the server (the probe workers have no set_weights at all)
+        assert ray.get(server.weights_version.remote()) == 5
+        assert pool.run_group_dicts([{"instance_id": "a"}, {"instance_id": "b"}], 1) == [
+            {"task_id": "a"}, {"task_id": "b"}]
+        metrics = pool.step_metrics()
+        assert (metrics["gen/server_requests"], metrics["gen/server_batch_max"]) == (2.0, 1.0)
+        assert pool.step_metrics()["gen/server_requests"] == 0.0  # counted per step
+        with pytest.raises(RayPoolError, match=r"from policy version 5; found versions \[5, 6\]"):
+            pool.run_group_dicts([{"instance_id": "c", "swap": weights}], 1)
+    finally:
+        pool.close()
+    assert pool.servers == [] and pool.actors == []
