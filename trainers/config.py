@@ -120,7 +120,8 @@ class GenerationConfig:
     """GPUs of one transformers generation server (placement 'server'); 0 runs it on CPUs. A vLLM server takes
     vllm_tensor_parallel_size GPUs instead, so this must stay 0 with backend 'vllm'."""
     server_num_cpus: float = 1.0
-    """CPUs Ray reserves for one generation server (placement 'server')."""
+    """CPUs Ray reserves for one generation server (placement 'server'); Ray sets the server's OMP_NUM_THREADS to
+    it (at least 1), so a CPU transformers server computes with about that many threads."""
 
     def __post_init__(self) -> None:
         _check_literals(self, "generation")
