@@ -130,8 +130,8 @@ def pct(samples: list[float], q: float) -> float:
 
 
 def compare_seccomp(env: Path, reps: int) -> int:
-    """p50/p99 of exec with the filter on and off; the two sandboxes alternate rep by rep, so machine noise
-    hits both alike."""
+    """p50/p99 of exec with the filter on and off; the two sandboxes alternate, and which goes first flips rep by
+    rep, so machine noise and the warmth of the caches hit both alike."""
     commands = {'exec("true")': "true", "exec(python import)": IMPORT_CMD, "exec(du, 12k fstatat)": STAT_CMD}
     samples: dict[tuple[str, bool], list[float]] = {(name, on): [] for name in commands for on in (True, False)}
     with Sandbox([Layer(env)], SandboxPolicy(backend="overlay", seccomp=True)) as on_sb, \
@@ -140,9 +140,10 @@ def compare_seccomp(env: Path, reps: int) -> int:
         for command in commands.values():  # warm the page cache for both
             _check(on_sb.exec(command))
             _check(off_sb.exec(command))
-        for _ in range(reps):
+        for rep in range(reps):
+            pair = ((True, on_sb), (False, off_sb))
             for name, command in commands.items():
-                for on, sb in ((True, on_sb), (False, off_sb)):
+                for on, sb in pair if rep % 2 == 0 else pair[::-1]:
                     samples[(name, on)] += timed(lambda sb=sb, command=command: _check(sb.exec(command)), 1)
     header = f"| {'operation':<22} | {'seccomp on p50':>14} | {'on p99':>9} | {'seccomp off p50':>15} | " \
              f"{'off p99':>9} | {'on/off (p50)':>12} |"
