@@ -373,6 +373,12 @@ class TrainConfig:
         _check(self.generation.backend != "openai", "generation.backend",
                "'transformers' or 'vllm' for training", "openai",
                "an OpenAI-compatible server cannot receive weight updates; use it with `swebox eval`")
+        # the weights are loaded into the engine's in-process model (generation.VLLMBackend), which with tensor
+        # parallelism holds rank 0's shard only: the other ranks would keep sampling from the old policy
+        _check(self.generation.backend != "vllm" or self.generation.vllm_tensor_parallel_size == 1,
+               "generation.vllm_tensor_parallel_size", "1 for training with vllm (weights sync into one engine "
+               "process)", self.generation.vllm_tensor_parallel_size,
+               "use 1 and more actors or servers (a 7B model in bf16 fits one 80 GB GPU); > 1 suits `swebox eval`")
         batch = self.rollout.tasks_per_step * self.rollout.group_size
         _check(batch % self.optim.mini_batches == 0, "optim.mini_batches",
                f"a divisor of the batch (tasks_per_step * group_size = {batch})", self.optim.mini_batches,

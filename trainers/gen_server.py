@@ -34,7 +34,7 @@ from swebox.trainers.generation import (
     _Batcher,
     make_backend,
 )
-from swebox.trainers.rollout import EpisodeFactory, RolloutWorker, swe_episode_factory
+from swebox.trainers.rollout import EpisodeFactory, RolloutWorker
 
 INITIAL_VERSION = -1
 """The version of a server's weights before the first sync (what it built itself: random or pretrained)."""
@@ -326,21 +326,11 @@ class ServerClient:
 
 class ServedRolloutWorker(RolloutWorker):
     """A RolloutWorker whose generation goes to a server (``backend``, a :class:`ServerClient`): it loads no
-    policy of its own, only the tokenizer, so it runs on nodes without GPUs.
-
-    Its attributes are RolloutWorker's (``run`` uses them unchanged); only the backend is given instead of built.
-    """
+    policy of its own, only the tokenizer, so it runs on nodes without GPUs."""
 
     def __init__(self, cfg: TrainConfig, backend: GenerationBackend, episode_factory: EpisodeFactory | None = None,
                  tokenizer: Any | None = None) -> None:
-        from swebox.trainers.tiny import build_tokenizer
-
-        self.cfg = cfg
-        self.tokenizer = tokenizer if tokenizer is not None else build_tokenizer(cfg.model)
-        self.model = None
-        self.backend = backend
-        self.episode_factory = episode_factory or swe_episode_factory(cfg)
-        self.version = INITIAL_VERSION
+        super().__init__(cfg, episode_factory, tokenizer=tokenizer, backend=backend)
 
     def set_weights(self, state_dict: Any, version: int) -> None:
         raise RuntimeError(

@@ -316,18 +316,20 @@ class RolloutWorker:
     """A generation backend plus the env side; runs groups of episodes. Built once per process/actor."""
 
     def __init__(self, cfg: TrainConfig, episode_factory: EpisodeFactory | None = None,
-                 model: Any | None = None, tokenizer: Any | None = None) -> None:
+                 model: Any | None = None, tokenizer: Any | None = None,
+                 backend: GenerationBackend | None = None) -> None:
+        """``backend`` given (a generation server's client): no policy of its own is built or loaded."""
         from swebox.trainers.tiny import build_model, build_tokenizer
 
         self.cfg = cfg
         self.tokenizer = tokenizer if tokenizer is not None else build_tokenizer(cfg.model)
         self.model = None
-        if cfg.generation.backend == "transformers":
+        if backend is None and cfg.generation.backend == "transformers":
             # the worker's own copy: the learner may update its weights while this one samples
             self.model = copy.deepcopy(model) if model is not None else build_model(cfg.model, self.tokenizer)
             self.model.eval()
             self.model.requires_grad_(False)
-        self.backend = make_backend(cfg.generation, self.model, self.tokenizer, model_path=cfg.model.path)
+        self.backend = backend or make_backend(cfg.generation, self.model, self.tokenizer, model_path=cfg.model.path)
         self.episode_factory = episode_factory or swe_episode_factory(cfg)
         self.version = -1
 
@@ -388,6 +390,10 @@ class WorkerPool(Protocol):
 
     def run_groups(self, tasks: list[dict[str, Any]], group_size: int) -> list[Trajectory]: ...
 
+    def step_metrics(self) -> dict[str, float]:
+        """Metrics of the pool itself for the step that just ran (e.g. generation servers' batching)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -403,6 +409,9 @@ class LocalWorkerPool:
 
     def run_groups(self, tasks: list[dict[str, Any]], group_size: int) -> list[Trajectory]:
         return [Trajectory.from_dict(d) for d in self.worker.run(tasks, group_size)]
+
+    def step_metrics(self) -> dict[str, float]:
+        return {}
 
     def close(self) -> None:
         self.worker.close()

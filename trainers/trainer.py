@@ -257,6 +257,7 @@ class Trainer:
         metrics["advantages/mean"] = float(advantages[valid].mean()) if bool(valid.any()) else 0.0
         metrics["advantages/abs_mean"] = float(advantages[valid].abs().mean()) if bool(valid.any()) else 0.0
         metrics["batch/masked_frac"] = float(1.0 - valid.float().mean())
+        metrics.update(self.pool.step_metrics())
         metrics.update({"timing/rollout_s": rollout_s, "timing/update_s": update_s, "timing/sync_s": sync_s})
         every = cfg.checkpoint.every_steps
         if (every and self.step_count % every == 0) or self.step_count == cfg.total_steps:

@@ -111,6 +111,13 @@ def test_openai_backend_is_refused_for_training():
         cfg.load_config(None, ["generation.backend=openai", "generation.openai_base_url=http://127.0.0.1:1/v1"])
 
 
+def test_tensor_parallel_vllm_is_refused_for_training():
+    # weights sync into the engine's in-process model, which holds one shard when tensor-parallel
+    with pytest.raises(cfg.ConfigError, match=r"vllm_tensor_parallel_size: expected 1 for training.*found 2"):
+        cfg.load_config(None, ["generation.backend=vllm", "generation.vllm_tensor_parallel_size=2"])
+    assert cfg.load_config(None, ["generation.backend=vllm"]).generation.vllm_tensor_parallel_size == 1
+
+
 def test_direct_construction_checks_choices_too():
     with pytest.raises(cfg.ConfigError, match="rollout.on_context_overflow"):
         cfg.RolloutConfig(on_context_overflow="drop")

@@ -67,14 +67,13 @@ def test_openai_backend_cannot_be_served():
 
 def test_gpus_of_servers_and_actors():
     plain = TrainConfig()
-    vllm = load_config(None, ["generation.backend=vllm", "generation.vllm_tensor_parallel_size=2"])
-    served_vllm = load_config(None, ["generation.backend=vllm", "generation.vllm_tensor_parallel_size=2",
-                                     "generation.placement=server"])
+    vllm = load_config(None, ["generation.backend=vllm"])
+    served_vllm = load_config(None, ["generation.backend=vllm", "generation.placement=server"])
     served_gpu = load_config(None, ["generation.placement=server", "generation.server_num_gpus=1"])
     # (actor GPUs, server GPUs): with servers the actors hold no GPUs whatever the backend
     assert (actor_gpus(plain), gen_server.server_gpus(plain)) == (0.0, 0.0)
-    assert actor_gpus(vllm) == 2.0
-    assert (actor_gpus(served_vllm), gen_server.server_gpus(served_vllm)) == (0.0, 2.0)
+    assert actor_gpus(vllm) == 1.0
+    assert (actor_gpus(served_vllm), gen_server.server_gpus(served_vllm)) == (0.0, 1.0)
     assert (actor_gpus(served_gpu), gen_server.server_gpus(served_gpu)) == (0.0, 1.0)
     assert gen_server.gpu_setting(served_vllm) == "generation.vllm_tensor_parallel_size"
     assert gen_server.gpu_setting(served_gpu) == "generation.server_num_gpus"
@@ -229,7 +228,7 @@ def test_servers_yaml_loads_with_its_values():
 
     path = Path(__file__).resolve().parents[2] / "configs" / "grpo_qwen2.5-coder-7b_servers.yaml"
     c = load_config(path)
-    assert (c.generation.backend, c.generation.placement, c.generation.num_servers) == ("vllm", "server", 4)
+    assert (c.generation.backend, c.generation.placement, c.generation.num_servers) == ("vllm", "server", 8)
     # the servers fill the 8-GPU node the file describes; the rollout actors ask for none
     assert c.generation.num_servers * gen_server.server_gpus(c) == 8 and actor_gpus(c) == 0.0
 

@@ -33,19 +33,19 @@ class GpuReportingWorker:
                 for t in tasks for _ in range(group_size)]
 
 
-def vllm_config(tp: int = 1, actors_per_node: int = 1) -> TrainConfig:
+def vllm_config(actors_per_node: int = 1) -> TrainConfig:
     cfg = TrainConfig()
     return dataclasses.replace(
         cfg,
-        generation=dataclasses.replace(cfg.generation, backend="vllm", vllm_tensor_parallel_size=tp),
+        generation=dataclasses.replace(cfg.generation, backend="vllm"),
         ray=dataclasses.replace(cfg.ray, actors_per_node=actors_per_node, actor_num_cpus=0.5),
     )
 
 
 def test_actor_gpus_and_options():
     assert actor_gpus(TrainConfig()) == 0.0
-    assert actor_gpus(vllm_config(tp=2)) == 2.0
-    assert actor_options(vllm_config(tp=2), "ab" * 28)["num_gpus"] == 2.0
+    assert actor_gpus(vllm_config()) == 1.0
+    assert actor_options(vllm_config(), "ab" * 28)["num_gpus"] == 1.0
     assert actor_options(TrainConfig(), "ab" * 28)["num_gpus"] == 0.0
 
 
@@ -65,7 +65,7 @@ def cluster():
 
 def test_vllm_actors_only_on_the_gpu_node_with_their_gpus(cluster):
     gpu_node = next(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("GPU"))
-    pool = RayWorkerPool(vllm_config(tp=1, actors_per_node=2), worker_factory=GpuReportingWorker)
+    pool = RayWorkerPool(vllm_config(actors_per_node=2), worker_factory=GpuReportingWorker)
     try:
         assert pool.actor_nodes == [gpu_node, gpu_node]
         out = pool.run_group_dicts([{"instance_id": "a", "env": None}, {"instance_id": "b", "env": None}], 1)
@@ -75,6 +75,6 @@ def test_vllm_actors_only_on_the_gpu_node_with_their_gpus(cluster):
 
 
 def test_not_enough_gpus_is_a_clear_error(cluster):
-    with pytest.raises(RayPoolError, match=r"a swebox node with 4 GPU\(s\).*--num-gpus"):
-        RayWorkerPool(vllm_config(tp=2, actors_per_node=2), worker_factory=GpuReportingWorker)
+    with pytest.raises(RayPoolError, match=r"a swebox node with 3 GPU\(s\).*--num-gpus"):
+        RayWorkerPool(vllm_config(actors_per_node=3), worker_factory=GpuReportingWorker)
     assert ray.is_initialized()
