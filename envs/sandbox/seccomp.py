@@ -24,9 +24,8 @@ Runs inside the sandbox as a plain module next to supervisor.py: standard librar
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
-import platform
+import os
 import struct
 from collections.abc import Iterable
 
@@ -110,7 +109,7 @@ KNOWN = frozenset(name for table in SYSCALLS.values() for name in table)
 
 def machine() -> str:
     """This host's architecture, with the kernel's and the BSDs' names for 64-bit ARM made one."""
-    name = platform.machine()
+    name = os.uname().machine
     return "aarch64" if name == "arm64" else name
 
 
@@ -193,7 +192,8 @@ def install(program: list[Instruction]) -> None:
 
     Needs no_new_privs (set by the sandbox before this), which is what lets an unprivileged process do it.
     """
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    # the interpreter's own C library (its global symbols): find_library would spawn a process on every reset
+    libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
     if libc.prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1:
         raise OSError(errno.EPERM, "seccomp: expected no_new_privs to be set before installing the filter, "

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import os
-import platform
 import struct
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+# the C library this interpreter is linked with, from its global symbols: ctypes.util.find_library would run
+# a subprocess (~2 ms) in every sandbox process that imports this
+_libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
 _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
@@ -66,7 +66,7 @@ MOUNT_ATTR_IDMAP = 0x00100000
 RESOLVE_NO_MAGICLINKS = 0x02
 RESOLVE_IN_ROOT = 0x10
 
-_ARCH = platform.machine()
+_ARCH = os.uname().machine
 if _ARCH == "x86_64":
     _NR = {"pivot_root": 155, "open_tree": 428, "move_mount": 429, "mount_setattr": 442, "openat2": 437,
            "capset": 126}
