@@ -6,7 +6,7 @@ nodes chosen by :func:`place_servers`. Rollout actors then ask for no GPUs and r
 ones included: their :class:`ServerClient` implements the ``GenerationBackend`` protocol by calling a server.
 
 - **Batching.** A server is a threaded Ray actor (``max_concurrency`` covers every episode in flight), so calls
-  from many rollout actors run at once in its threads and meet in the generation module's ``_Batcher``: whoever
+  from many rollout actors run at once in its threads and meet in the generation module's ``RequestBatcher``: whoever
   gets the engine takes every pending prompt (up to ``generation.batch_size``) into one engine call.
 - **Versions.** The trainer's weight sync goes to the servers (one ``ray.put`` per version). Every answer says
   which version produced it (the version is read under the lock that also guards weight loads, so one engine
@@ -31,7 +31,7 @@ from swebox.trainers.config import TrainConfig
 from swebox.trainers.generation import (
     Generated,
     GenerationBackend,
-    _Batcher,
+    RequestBatcher,
     make_backend,
 )
 from swebox.trainers.rollout import EpisodeFactory, RolloutWorker
@@ -191,7 +191,7 @@ class GenerationServer:
         self.node_id = ray.get_runtime_context().get_node_id()
         self.backend = (backend_factory or default_backend_factory)(cfg)
         self.version = INITIAL_VERSION
-        self._batcher = _Batcher(self._run_batch, cfg.generation.batch_size)
+        self._batcher = RequestBatcher(self._run_batch, cfg.generation.batch_size)
         # one engine call or one weight load at a time: a batch never sees two versions (vLLM's engine is not
         # thread-safe either; the transformers backend has a lock of its own, which this one nests outside)
         self._engine = threading.Lock()
@@ -214,7 +214,7 @@ class GenerationServer:
             self._arrived[id(p)] = arrived
         try:
             out = self._batcher.submit(prompts, max_new_tokens)
-            # _Batcher never splits a request, so one engine call (one version) answered all its prompts
+            # RequestBatcher never splits a request, so one engine call (one version) answered all its prompts
             version = self._version_of[id(prompts[0])] if prompts else self.version
         finally:
             for p in prompts:

@@ -6,7 +6,7 @@ The rollout code never re-tokenises model text, so the ids the learner trains on
 sampled. Backends, chosen by ``generation.backend``:
 
 - ``transformers``: ``model.generate`` on the learner's device (CPU or GPU), batched; concurrent callers
-  (episodes running in threads) are gathered into one batch (:class:`_Batcher`).
+  (episodes running in threads) are gathered into one batch (:class:`RequestBatcher`).
 - ``vllm``: a vLLM engine (GPU, ``pip install swebox[vllm]``); new weights are loaded in place.
 - ``openai``: an OpenAI-compatible HTTP server, for evaluating a served model (it cannot take weights).
 """
@@ -76,7 +76,7 @@ class _Request:
     error: BaseException | None = None
 
 
-class _Batcher:
+class RequestBatcher:
     """Runs concurrent ``generate`` calls together: whoever gets the engine takes everything pending.
 
     No timer and no extra thread: a caller queues its request and then either finds it answered or runs
@@ -157,7 +157,7 @@ class TransformersBackend:
         self.cfg = cfg
         self.eos_token_id = int(tokenizer.eos_token_id)
         self.pad_token_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_token_id)
-        self._batcher = _Batcher(self._generate_batch, cfg.batch_size)
+        self._batcher = RequestBatcher(self._generate_batch, cfg.batch_size)
         self._weights_lock = threading.Lock()
 
     def generate(self, prompts: list[list[int]], max_new_tokens: int) -> list[Generated]:

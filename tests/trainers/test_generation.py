@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import torch
 from swebox.trainers.config import GenerationConfig, ModelConfig
-from swebox.trainers.generation import Generated, OpenAIBackend, _Batcher, make_backend
+from swebox.trainers.generation import Generated, OpenAIBackend, RequestBatcher, make_backend
 from swebox.trainers.tiny import build_builtin_tokenizer, build_model
 
 
@@ -57,7 +57,7 @@ def test_batcher_runs_concurrent_callers_together_and_cuts_each_to_its_limit():
         calls.append((len(prompts), max_new))
         return [Generated([p[0]] * max_new, [0.0] * max_new, "length") for p in prompts]
 
-    batcher = _Batcher(run, max_batch=8)
+    batcher = RequestBatcher(run, max_batch=8)
     gate = threading.Event()
     results = {}
     # hold the engine so that the other callers queue up behind the first
