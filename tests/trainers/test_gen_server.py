@@ -15,13 +15,12 @@ os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # every Ray address on 12
 
 ray = pytest.importorskip("ray")
 import torch  # noqa: E402
-from ray.cluster_utils import Cluster  # noqa: E402
-from swebox.envs.cache.ray_budget import node_resources  # noqa: E402
 from swebox.trainers import gen_server  # noqa: E402
 from swebox.trainers.config import ConfigError, GenerationConfig, TrainConfig, load_config  # noqa: E402
 from swebox.trainers.ray_pool import RayPoolError, RayWorkerPool, actor_gpus  # noqa: E402
 from swebox.trainers.tiny import build_builtin_tokenizer  # noqa: E402
 
+from tests.trainers.ray_cluster import swebox_cluster  # noqa: E402
 from tests.trainers.test_rollout import ScriptedEpisode  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
@@ -114,16 +113,8 @@ def test_merge_server_stats_by_hand():
 
 @pytest.fixture(scope="module")
 def cluster():
-    resources = {"swebox_node": 1.0, **node_resources(500)}
-    cluster = Cluster(initialize_head=True,
-                      head_node_args={"num_cpus": 2, "resources": resources, "include_dashboard": False})
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address)
-    try:
+    with swebox_cluster(head_cpus=2, workers=()) as cluster:
         yield cluster
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
 
 
 @pytest.fixture(scope="module")

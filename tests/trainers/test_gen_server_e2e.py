@@ -8,6 +8,7 @@ have gone to the server: it holds the learner's new weights, as the next version
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 
@@ -17,13 +18,12 @@ os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # every Ray address on 12
 
 ray = pytest.importorskip("ray")
 import torch  # noqa: E402
-from ray.cluster_utils import Cluster  # noqa: E402
-from swebox.envs.cache.ray_budget import node_resources  # noqa: E402
 from swebox.trainers.config import load_config  # noqa: E402
 from swebox.trainers.ray_pool import RayWorkerPool  # noqa: E402
 from swebox.trainers.tracking import read_metrics  # noqa: E402
 
 from tests.envs.swe_fixtures import calc_layer, calc_task  # noqa: E402, F401
+from tests.trainers.ray_cluster import swebox_cluster  # noqa: E402
 
 CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "demo.yaml")
 PARAM = "model.norm.weight"
@@ -53,15 +53,9 @@ def test_training_step_generates_through_one_server_for_both_nodes(calc_layer, t
         "optim.weight_decay=0.5",
     ])
     tasks = [calc_task(instance_id=f"calc-add-{i}").to_dict() for i in range(2)]
-    resources = {"swebox_node": 1.0, **node_resources(500)}
-    cluster = Cluster(initialize_head=True,
-                      head_node_args={"num_cpus": 1, "resources": resources, "include_dashboard": False})
-    cluster.add_node(num_cpus=1, resources=resources)
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address)
-    pool = None
-    try:
+    with swebox_cluster(), contextlib.ExitStack() as cleanup:
         pool = RayWorkerPool(cfg, worker_factory=functools.partial(served_calc_worker, layers=[str(calc_layer)]))
+        cleanup.callback(pool.close)
         head = ray.get_runtime_context().get_node_id()
         [server] = pool.servers
         assert ray.get(server.ready.remote()) == head and len(pool.nodes) == 2
@@ -88,8 +82,3 @@ def test_training_step_generates_through_one_server_for_both_nodes(calc_layer, t
         assert torch.equal(ray.get(server.parameter.remote(PARAM)), learned)
         assert ray.get(server.weights_version.remote()) == 1 == pool.version
         assert record["timing/generate_s"] > 0 and record["timing/sync_s"] >= 0
-    finally:
-        if pool is not None:
-            pool.close()
-        ray.shutdown()
-        cluster.shutdown()

@@ -16,14 +16,13 @@ import pytest
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # every Ray address on 127.0.0.1, before ray is imported
 
 ray = pytest.importorskip("ray")
-from ray.cluster_utils import Cluster  # noqa: E402
 from swebox.envs.cache import EnvSpec  # noqa: E402
-from swebox.envs.cache.ray_budget import node_resources  # noqa: E402
 from swebox.trainers.config import TrainConfig  # noqa: E402
 from swebox.trainers.ray_pool import RayPoolError, RayWorkerPool  # noqa: E402
 
+from tests.trainers.ray_cluster import swebox_cluster  # noqa: E402
+
 pytestmark = pytest.mark.timeout(300)
-NODE_RESOURCES = {"swebox_node": 1.0, **node_resources(500)}
 
 
 class ScriptedWorker:
@@ -65,16 +64,8 @@ def task(i: int, project: str, **extra) -> dict:
 
 @pytest.fixture(scope="module")
 def cluster():
-    head = {"num_cpus": 1, "resources": NODE_RESOURCES, "include_dashboard": False}
-    cluster = Cluster(initialize_head=True, head_node_args=head)
-    cluster.add_node(num_cpus=1, resources=NODE_RESOURCES)
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address)
-    try:
+    with swebox_cluster() as cluster:
         yield cluster
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
 
 
 def config(**rollout) -> TrainConfig:

@@ -11,13 +11,12 @@ import pytest
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # every Ray address on 127.0.0.1, before ray is imported
 
 ray = pytest.importorskip("ray")
-from ray.cluster_utils import Cluster  # noqa: E402
-from swebox.envs.cache.ray_budget import node_resources  # noqa: E402
 from swebox.trainers.config import TrainConfig  # noqa: E402
 from swebox.trainers.ray_pool import RayPoolError, RayWorkerPool, actor_gpus, actor_options  # noqa: E402
 
+from tests.trainers.ray_cluster import swebox_cluster  # noqa: E402
+
 pytestmark = pytest.mark.timeout(300)
-RESOURCES = {"swebox_node": 1.0, **node_resources(500)}
 
 
 class GpuReportingWorker:
@@ -51,16 +50,9 @@ def test_actor_gpus_and_options():
 
 @pytest.fixture(scope="module")
 def cluster():
-    cluster = Cluster(initialize_head=True,
-                      head_node_args={"num_cpus": 1, "resources": RESOURCES, "include_dashboard": False})
-    cluster.add_node(num_cpus=1, num_gpus=2, resources=RESOURCES)  # declared GPUs: Ray only accounts for them
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address)
-    try:
+    # declared GPUs on the second node: Ray only accounts for them
+    with swebox_cluster(workers=({"num_cpus": 1, "num_gpus": 2},)) as cluster:
         yield cluster
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
 
 
 def test_vllm_actors_only_on_the_gpu_node_with_their_gpus(cluster):

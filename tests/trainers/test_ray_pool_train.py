@@ -7,6 +7,7 @@ episodes on both nodes, grade them for real, log its metrics and leave no actor 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 
@@ -15,13 +16,12 @@ import pytest
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # every Ray address on 127.0.0.1, before ray is imported
 
 ray = pytest.importorskip("ray")
-from ray.cluster_utils import Cluster  # noqa: E402
-from swebox.envs.cache.ray_budget import node_resources  # noqa: E402
 from swebox.trainers.config import load_config  # noqa: E402
 from swebox.trainers.ray_pool import RayWorkerPool  # noqa: E402
 from swebox.trainers.tracking import read_metrics  # noqa: E402
 
 from tests.envs.swe_fixtures import calc_layer, calc_task  # noqa: E402, F401
+from tests.trainers.ray_cluster import swebox_cluster  # noqa: E402
 
 CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "demo.yaml")
 
@@ -44,15 +44,9 @@ def test_training_step_runs_episodes_on_both_nodes(calc_layer, tmp_path):  # noq
         "logging.wandb=disabled", "logging.progress=false", "checkpoint.every_steps=0",
     ])
     tasks = [calc_task(instance_id=f"calc-add-{i}").to_dict() for i in range(2)]
-    resources = {"swebox_node": 1.0, **node_resources(500)}
-    cluster = Cluster(initialize_head=True,
-                      head_node_args={"num_cpus": 1, "resources": resources, "include_dashboard": False})
-    cluster.add_node(num_cpus=1, resources=resources)
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address)
-    pool = None
-    try:
+    with swebox_cluster(), contextlib.ExitStack() as cleanup:
         pool = RayWorkerPool(cfg, worker_factory=functools.partial(calc_worker, layers=[str(calc_layer)]))
+        cleanup.callback(pool.close)
         assert len(pool.nodes) == 2
         trainer = Trainer(cfg, pool=pool, tasks=tasks, echo=lambda *_: None)
         trainer.train()
@@ -67,8 +61,3 @@ def test_training_step_runs_episodes_on_both_nodes(calc_layer, tmp_path):  # noq
         assert record["step"] == 1
         assert record["timing/grade_s"] > 0 and record["timing/generate_s"] > 0
         assert record["timing/sync_s"] >= 0 and record["timing/step_s"] >= record["timing/rollout_s"]
-    finally:
-        if pool is not None:
-            pool.close()
-        ray.shutdown()
-        cluster.shutdown()
