@@ -121,8 +121,13 @@ class LayerCache:
         return handle
 
     def materialised(self) -> list[dict[str, Any]]:
-        """State records of every layer materialised on this node."""
-        return [json.loads(p.read_text()) for p in sorted((self.root / "state").glob("*.json"))]
+        """State records of every layer materialised on this node (one another process removes meanwhile is
+        left out: a stale layer is dropped under its own key's lock, not the quota's)."""
+        states = []
+        for path in sorted((self.root / "state").glob("*.json")):
+            with contextlib.suppress(FileNotFoundError):
+                states.append(json.loads(path.read_text()))
+        return states
 
     def used_bytes(self) -> int:
         return sum(s["bytes"] for s in self.materialised())
@@ -173,6 +178,13 @@ class LayerCache:
 
     def _state_path(self, key: str) -> Path:
         return self.root / "state" / f"{key}.json"
+
+    def _last_used(self, key: str) -> float:
+        """When ``key`` was last acquired (its record's mtime); 0.0 when the record is gone already."""
+        try:
+            return self._state_path(key).stat().st_mtime
+        except FileNotFoundError:
+            return 0.0
 
     def _read_state(self, key: str) -> dict[str, Any] | None:
         try:
@@ -227,7 +239,7 @@ class LayerCache:
         with self._locked("_quota"):
             others = [s for s in self.materialised() if s["key"] != manifest.key]
             used = sum(s["bytes"] for s in others)
-            for state in sorted(others, key=lambda s: self._state_path(s["key"]).stat().st_mtime):
+            for state in sorted(others, key=lambda s: self._last_used(s["key"])):
                 if used + nbytes <= quota:
                     break
                 if self.evict(state["key"]):

@@ -120,6 +120,30 @@ def test_quota_evicts_least_recently_used_unused_layers(tmp_path, fmt):
         held.release()
 
 
+class ForgetsDuringListing(LayerCache):
+    """Another process drops a stale layer (under that key's lock only) just after this one listed the states:
+    the window the demo hit when two stores shared a node cache and a key."""
+
+    def materialised(self):
+        states = super().materialised()
+        victim = self.root / "state" / "env-a.json"
+        if victim.exists() and any(s["key"] == "env-a" for s in states):
+            victim.unlink()
+        return states
+
+
+def test_eviction_survives_a_state_removed_by_another_process(tmp_path):
+    store = _store_with(tmp_path, "tar.zst", ["env-a", "env-b", "env-c"], payload=400_000)
+    quota = 2.5 * store.get("env-a").tree_bytes / 1e9  # room for two layers, not three
+    config = LayerCacheConfig(root=str(tmp_path / "node"), quota_gb=quota)
+    with ForgetsDuringListing(store, config) as cache:
+        cache.acquire("env-a").release()
+        cache.acquire("env-b").release()
+        with cache.acquire("env-c") as h:  # must evict; env-a's record vanishes mid-way
+            assert (h.path / "testbed" / "which.txt").read_text() == "env-c"
+        assert "env-c" in [s["key"] for s in cache.materialised()]
+
+
 _HOLDER = textwrap.dedent("""
     import sys, time
     from swebox.envs.cache.layer_cache import LayerCache, LayerCacheConfig
