@@ -73,8 +73,9 @@ class StoreLayers:
             raise ValueError(f"task {task.instance_id}: expected layers {missing} in the store "
                              f"{self.cache.store.root}; build them with `swebox cache build --tasks TASKS "
                              f"--store {self.cache.store.root}` (or `swebox tasks synth`).")
-        handles = [self.cache.acquire(key) for key in keys]
-        self._held.setdefault(task.instance_id, []).extend(handles)
+        handles = self._held.setdefault(task.instance_id, [])
+        for key in keys:  # recorded one by one: if the task layer fails, release() still frees the env layer
+            handles.append(self.cache.acquire(key))
         return [h.path for h in handles]
 
     def release(self, task: Task) -> None:
