@@ -73,10 +73,12 @@ class StoreLayers:
             raise ValueError(f"task {task.instance_id}: expected layers {missing} in the store "
                              f"{self.cache.store.root}; build them with `swebox cache build --tasks TASKS "
                              f"--store {self.cache.store.root}` (or `swebox tasks synth`).")
-        handles = self._held.setdefault(task.instance_id, [])
-        for key in keys:  # recorded one by one: if the task layer fails, release() still frees the env layer
-            handles.append(self.cache.acquire(key))
-        return [h.path for h in handles]
+        held, paths = self._held.setdefault(task.instance_id, []), []
+        for key in keys:  # held one by one: if the task layer fails, release() still frees the env layer
+            handle = self.cache.acquire(key)
+            held.append(handle)
+            paths.append(handle.path)
+        return paths
 
     def release(self, task: Task) -> None:
         """Let go of the task's layers (a long task file must not hold every layer it has seen)."""
