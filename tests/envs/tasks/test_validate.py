@@ -96,6 +96,16 @@ def test_validate_reads_layers_from_a_layer_store(tmp_path, calc_layer, calc_tas
         tasks = [dataclasses.replace(task, instance_id=f"calc-{i}") for i in range(3)]
         assert [v.passed for v in validate(tasks, resolver, jobs=2)] == [True, True, True]
         assert resolver.cache.evict(env.key())
+        # a task layer that cannot be materialised (its stored file truncated): the env layer, acquired
+        # first, is let go all the same
+        with store.lock("task-broken"):
+            store.publish("task-broken", calc_layer.path)
+        blob = store.blob_path(store.get("task-broken"))
+        blob.write_bytes(blob.read_bytes()[:100])
+        broken = dataclasses.replace(task, instance_id="calc-broken", task_layer_key="task-broken")
+        (result,) = validate([broken], resolver)
+        assert result.problem.startswith("could not grade: LayerCorruptError")
+        assert resolver.cache.evict(env.key())
     finally:
         resolver.close()
     missing = dataclasses.replace(task, env=EnvSpec(source="/srv/other", commit="abcdef2"))
