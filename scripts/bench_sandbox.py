@@ -4,8 +4,8 @@ Builds (once, cached under --work) a realistic environment: a virtualenv with nu
 real project's source tree (Django's sdist), about 120 MB in more than 10,000 files; and a copy ten times
 larger. Then measures, in one run, p50/p99 of: start, reset, exec("true"), and exec of a Python import, for
 both backends, with their ratio; and overlay reset on the 10x environment. Usage: `swebox bench sandbox`.
-`--compare-seccomp` instead measures the cost of the seccomp filter: exec of commands with the filter on and
-off (overlay backend), alternating rep by rep.
+`--compare-seccomp` instead measures the cost of the seccomp filter: reset (each new session installs it) and
+exec of commands with the filter on and off (overlay backend), alternating rep by rep.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale", type=int, default=10, help="size factor of the large environment (default 10)")
     parser.add_argument("--python", default=sys.executable, help="interpreter for the environment's venv")
     parser.add_argument("--compare-seccomp", action="store_true",
-                        help="only measure exec with the seccomp filter on against off (overlay backend)")
+                        help="only measure reset and exec with the seccomp filter on against off (overlay)")
     parser.set_defaults(func=run)
 
 
@@ -130,26 +130,30 @@ def pct(samples: list[float], q: float) -> float:
 
 
 def compare_seccomp(env: Path, reps: int) -> int:
-    """p50/p99 of exec with the filter on and off; the two sandboxes alternate, and which goes first flips rep by
-    rep, so machine noise and the warmth of the caches hit both alike."""
+    """p50/p99 of reset and exec with the filter on and off; the two sandboxes alternate, and which goes first
+    flips rep by rep, so machine noise and the warmth of the caches hit both alike."""
     commands = {'exec("true")': "true", "exec(python import)": IMPORT_CMD, "exec(du, 12k fstatat)": STAT_CMD}
-    samples: dict[tuple[str, bool], list[float]] = {(name, on): [] for name in commands for on in (True, False)}
+    samples: dict[tuple[str, bool], list[float]] = {(name, on): [] for name in ("reset", *commands)
+                                                     for on in (True, False)}
     with Sandbox([Layer(env)], SandboxPolicy(backend="overlay", seccomp=True)) as on_sb, \
             Sandbox([Layer(env)], SandboxPolicy(backend="overlay", seccomp=False)) as off_sb:
         print(f"on: {on_sb.limits_in_force()['syscalls']}\noff: {off_sb.limits_in_force()['syscalls']}")
-        for command in commands.values():  # warm the page cache for both
+        pairs = [((True, on_sb), (False, off_sb))[:: 1 if rep % 2 == 0 else -1] for rep in range(reps)]
+        for pair in pairs:  # a new session installs the filter; its own loop: the first exec after a reset is slow
+            for on, sb in pair:
+                samples[("reset", on)] += timed(sb.reset, 1)
+        for command in commands.values():  # warm the page cache and the sessions the same way
             _check(on_sb.exec(command))
             _check(off_sb.exec(command))
-        for rep in range(reps):
-            pair = ((True, on_sb), (False, off_sb))
+        for pair in pairs:
             for name, command in commands.items():
-                for on, sb in pair if rep % 2 == 0 else pair[::-1]:
+                for on, sb in pair:
                     samples[(name, on)] += timed(lambda sb=sb, command=command: _check(sb.exec(command)), 1)
     header = f"| {'operation':<22} | {'seccomp on p50':>14} | {'on p99':>9} | {'seccomp off p50':>15} | " \
              f"{'off p99':>9} | {'on/off (p50)':>12} |"
     print(header)
     print("|" + "|".join("-" * len(c) for c in header.split("|")[1:-1]) + "|")
-    for name in commands:
+    for name in ("reset", *commands):
         on, off = samples[(name, True)], samples[(name, False)]
         print(f"| {name:<22} | {pct(on, 0.5) * 1e3:>11.2f} ms | {pct(on, 0.99) * 1e3:>6.2f} ms | "
               f"{pct(off, 0.5) * 1e3:>12.2f} ms | {pct(off, 0.99) * 1e3:>6.2f} ms | "
