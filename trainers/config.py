@@ -424,12 +424,35 @@ def parse_overrides(overrides: Sequence[str]) -> dict[str, Any]:
         raise ConfigError(f"override: could not parse {list(overrides)}: {exc}; write KEY=VALUE") from exc
 
 
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """A YAML mapping from a file; a missing file or bad YAML is a ConfigError naming the file and line."""
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path}: not found; expected a YAML file such as "
+                          "configs/grpo_tiny_cpu.yaml (paths are relative to the current folder)") from None
+    except OSError as exc:
+        raise ConfigError(f"config file {path}: cannot be read ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{where}: not valid YAML ({problem}); fix the file at that line") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path}: expected a mapping of config sections (e.g. `env:`); found a "
+                          f"{type(data).__name__}")
+    return data
+
+
 def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> TrainConfig:
     """Defaults <- YAML file (if any) <- dotted overrides, validated into a :class:`TrainConfig`."""
     layers = []
     if path is not None:
-        text = Path(path).read_text()
-        data = yaml.safe_load(text) or {}
+        data = read_yaml(path)
         check_keys(data, TrainConfig)
         layers.append(data)
     extra = parse_overrides(overrides)

@@ -6,6 +6,7 @@ Wired into the ``swebox`` command by ``scripts/cli.py`` through :func:`add_argum
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
@@ -66,10 +67,21 @@ def _progress(total: int, desc: str):
     return tqdm(total=total, desc=desc, unit="layer", file=sys.stderr, disable=None)
 
 
-def _open(args: argparse.Namespace, fmt: str | None = None) -> LayerStore:
+def _open(args: argparse.Namespace, fmt: str | None = None, *, create: bool = False) -> LayerStore:
+    """The store of ``--store``; only commands that write layers (build, import) may create a new one."""
     from .store import available_formats
 
+    if not create:
+        _existing_store(args.store)
     return LayerStore(args.store, fmt=fmt or available_formats()[0])
+
+
+def _existing_store(path: str) -> None:
+    """Reading commands on a mistyped store must say so, not create an empty store and list nothing."""
+    if not (Path(path) / "manifests").is_dir():
+        raise FileNotFoundError(errno.ENOENT, "no layer store here (expected a folder written by `swebox cache "
+                                "build` or `swebox tasks synth`, with manifests/ inside); pass `swebox cache "
+                                "--store PATH ...` or set $SWEBOX_LAYER_STORE", path)
 
 
 def read_env_specs(path: str) -> list[EnvSpec]:
@@ -100,7 +112,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     if args.jobs < 1:
         raise SystemExit(f"--jobs: expected at least 1; found {args.jobs}.")
-    store = _open(args, args.format)
+    store = _open(args, args.format, create=True)
     specs = read_env_specs(args.tasks)
     failed: list[tuple[str, str]] = []
     reused = built = 0
@@ -172,4 +184,5 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    return _copy(LayerStore(args.source), _open(args), args.keys)
+    _existing_store(args.source)
+    return _copy(LayerStore(args.source), _open(args, create=True), args.keys)
