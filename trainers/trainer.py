@@ -274,7 +274,8 @@ class Trainer:
                                     keep_last=self.cfg.checkpoint.keep_last)
 
     def save_policy(self, folder: Path) -> Path:
-        """The policy as a transformers folder (weights, config, tokenizer): ``swebox eval --policy hf:FOLDER``."""
+        """The policy as a transformers folder (weights, config, tokenizer), for
+        ``swebox eval --tasks TASKS --policy hf:FOLDER``."""
         self.learner.model.save_pretrained(folder)
         self.tokenizer.save_pretrained(folder)
         return folder

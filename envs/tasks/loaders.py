@@ -239,7 +239,7 @@ def load(source: str | Path, *, skip_invalid: bool = False, split: str = "test")
             err = RowError(index, match.group(1) if match else "", message, str(source))
             if not skip_invalid:
                 raise LoadError(
-                    f"{err}\n(to skip bad rows and list them: `swebox tasks validate --skip-invalid`, or "
+                    f"{err}\n(to skip bad rows and list them: `swebox tasks validate {source} --skip-invalid`, or "
                     f"load(..., skip_invalid=True))", err
                 ) from None
             skipped.append(err)
