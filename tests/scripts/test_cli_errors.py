@@ -3,6 +3,7 @@ is created before the inputs are checked; ``--debug`` shows the traceback."""
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -99,3 +100,18 @@ def test_an_empty_task_file_is_not_a_pass(tmp_path, capsys):
     captured = capsys.readouterr()
     assert code == 2
     assert "no tasks to validate" in captured.err and "0 passed" not in captured.out
+
+
+def test_the_tiny_config_trains_on_what_the_demo_made():
+    """docs/training.md's `swebox train --config configs/grpo_tiny_cpu.yaml --resume` runs as written after
+    `make demo`: the config's tasks and layer store are where the demo writes them."""
+    from swebox.envs.tasks.synth import TASKS_FILE
+    from swebox.scripts.demo import add_arguments
+    from swebox.trainers.config import load_config
+
+    demo = argparse.ArgumentParser()
+    add_arguments(demo.add_subparsers())
+    out = Path(demo.parse_args(["demo"]).out)
+    env = load_config(TINY).env
+    assert Path(env.tasks) == out / "corpus" / TASKS_FILE
+    assert Path(env.layer_store) == out / "corpus" / "layers"
