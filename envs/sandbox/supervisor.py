@@ -28,6 +28,11 @@ BOOTSTRAP = (
     "__swebox_run() { IFS= read -r -d '' __swebox_cmd; eval \"$__swebox_cmd\" </dev/null; }\n"
     "set +o history 2>/dev/null; cd /\n"
 )
+# Every signal a process can catch, except SIGCHLD (the supervisor waits for its shell). In a PID namespace the
+# kernel drops a signal to pid 1 from inside it only when pid 1 leaves it at SIG_DFL; Python installs its own
+# SIGINT handler, so `kill -INT 1` from the agent's code would otherwise raise KeyboardInterrupt here and end
+# the session. The supervisor ignores them all; the shell gets the defaults back.
+CATCHABLE = tuple(s for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD))
 RESTART_NOTE = ("[swebox: the shell {how}; a new shell was started on the same files; the working directory"
                 " is {cwd} and exported variables were reset]\n")
 
@@ -89,8 +94,8 @@ class Shell:
                 os.closerange(3, 65536)
                 for name, value in self.cfg["rlimits"].items():
                     resource.setrlimit(getattr(resource, name), (value, value))
-                for sig in (signal.SIGPIPE, signal.SIGINT, signal.SIGTERM, signal.SIGCHLD):
-                    signal.signal(sig, signal.SIG_DFL)
+                _set_handlers(signal.SIG_DFL)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 try:
                     os.chdir(cwd)
                 except OSError:
@@ -274,9 +279,29 @@ def _reap(pid: int) -> int:
     return os.waitstatus_to_exitcode(status)
 
 
+def _set_handlers(handler) -> None:
+    for sig in CATCHABLE:
+        try:
+            signal.signal(sig, handler)
+        except (OSError, ValueError):  # the C library's reserved real-time signals
+            pass
+
+
+def _exec_reply(shell: Shell, request: dict, limit: int) -> dict:
+    """Run one command; a failure of the supervisor itself (no pipe or process left to start a shell with:
+    the agent's doing) is the command's result, never an error reply, so the host's exec() does not raise."""
+    started = time.monotonic()
+    try:
+        return shell.exec(str(request.get("command", "")), float(request.get("timeout", 60)), limit)
+    except Exception as exc:
+        return {"output": f"[swebox: the command could not be run: {type(exc).__name__}: {exc}]\n",
+                "exit_code": None, "timed_out": False, "truncated": False,
+                "duration_s": time.monotonic() - started, "shell_restarted": False}
+
+
 def serve(sock: socket.socket, cfg: dict) -> None:
     """The session's main loop: one request, one reply, until the host goes away."""
-    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    _set_handlers(signal.SIG_IGN)
     # capabilities are gone and no_new_privs is set (nsinit did both): the filter goes on this process, so
     # the shell and everything it starts inherit it, and nothing inside can take it off
     filtering = seccomp.apply(cfg["seccomp"]["enabled"], cfg["seccomp"]["allow_ptrace"])
@@ -294,8 +319,7 @@ def serve(sock: socket.socket, cfg: dict) -> None:
         except (protocol.ProtocolError, OSError):
             os._exit(0)
         if request.get("op") == "exec":
-            reply = shell.exec(str(request.get("command", "")), float(request.get("timeout", 60)),
-                               int(cfg["max_output_bytes"]))
+            reply = _exec_reply(shell, request, int(cfg["max_output_bytes"]))
         else:
             reply = {"error": f"unknown request {request.get('op')!r}"}
         try:

@@ -4,8 +4,9 @@ The grader applies an agent's diff restricted to source files. Everything that d
 what they report is test infrastructure and is dropped with a reason: test files (those the task names and
 anything that looks like a test), every ``conftest.py``, test configuration (``pytest.ini``, ``tox.ini``,
 ``setup.cfg``, ``pyproject.toml``), interpreter start-up hooks (``sitecustomize.py``, ``usercustomize.py``,
-``*.pth``), packaging metadata (``*.egg-info``/``*.dist-info``: entry points auto-load pytest plugins),
-compiled bytecode, modules that would shadow the test runner, the virtualenv, ``.git`` and symlinks.
+``*.pth``), git's own control files (``.gitignore`` and friends), packaging metadata (``*.egg-info``/
+``*.dist-info``: entry points auto-load pytest plugins), compiled bytecode, modules that would shadow the test
+runner, the virtualenv, ``.git``, symlinks and submodules, and paths holding control characters.
 A rename is judged by both its paths, so a test cannot be deleted by renaming it into the source tree.
 """
 
@@ -29,7 +30,16 @@ _HEADER_PREFIXES = (
     "copy to ",
     "index ",
 )
-TEST_CONFIG_FILES = frozenset({"pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", ".pytest.ini"})
+# Every file pytest (7-9) reads its configuration from, plus what its common plugins and project runners read.
+TEST_CONFIG_FILES = frozenset({
+    "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini", "setup.cfg", "pyproject.toml",
+    ".coveragerc", "noxfile.py", "runtests.py", "run_tests.py",
+})
+# What git reads when the grader asks it what changed: a new `.gitignore` could hide a planted file.
+GIT_CONTROL_FILES = frozenset({".gitignore", ".gitattributes", ".gitmodules"})
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
+_FILE_TYPE = 0o170000
+_SPECIAL_TYPES = {0o120000: "symlink", 0o160000: "submodule (gitlink)"}
 STARTUP_HOOKS = frozenset({"sitecustomize.py", "usercustomize.py"})
 RUNNER_MODULES = frozenset({"pytest", "_pytest", "pluggy", "py", "iniconfig", "xdist", "pytest_timeout"})
 TEST_DIRS = frozenset({"test", "tests", "testing"})
@@ -117,6 +127,20 @@ def _hunk_end(lines: list[str], i: int) -> int:
     return i
 
 
+def _binary_end(lines: list[str], i: int) -> int:
+    """Index after a binary patch's blocks, where git's parser ends it: at most two (forward, reverse)
+    ``literal N``/``delta N`` blocks, each closed by a blank line. Whatever follows is a new section."""
+    for _ in range(2):
+        if i >= len(lines) or not lines[i].startswith(("literal ", "delta ")):
+            break
+        i += 1
+        while i < len(lines) and lines[i].strip() and not lines[i].startswith("diff --git "):
+            i += 1
+        if i < len(lines) and not lines[i].strip():
+            i += 1
+    return i
+
+
 def parse_diff(text: str) -> list[FilePatch]:
     """Split a unified diff (git's or plain ``---``/``+++``) into per-file sections."""
     lines = text.splitlines(keepends=True)
@@ -149,9 +173,7 @@ def parse_diff(text: str) -> list[FilePatch]:
             i += 2
         if i < len(lines) and lines[i].startswith("GIT binary patch"):
             patch.binary = patch.binary_data = True
-            i += 1
-            while i < len(lines) and not lines[i].startswith("diff --git "):
-                i += 1
+            i = _binary_end(lines, i + 1)
         elif i < len(lines) and lines[i].startswith("Binary files "):
             patch.binary = True
             i += 1
@@ -184,14 +206,19 @@ def protected_reason(path: str, test_files: Iterable[str] = ()) -> str:
     name = parts[-1]
     if path.startswith("/") or ".." in parts or not path:
         return "path outside the repository"
+    if _CONTROL_CHARS.search(path):
+        # git and this parser disagree about such names (a trailing CR is dropped by git, kept here)
+        return "control character in the path"
     if path in set(test_files):
         return "test file named by the task"
     if parts[0] in VENV_DIRS or parts[0] == ".git" or ".git" in parts:
         return "virtualenv or git metadata"
     if name == "conftest.py":
         return "conftest.py (pytest plugin)"
-    if name in TEST_CONFIG_FILES:
+    if name in TEST_CONFIG_FILES or path == "bin/test":
         return "test configuration"
+    if name in GIT_CONTROL_FILES:
+        return "git control file (changes what git reports as changed)"
     if name in STARTUP_HOOKS or name.endswith(".pth"):
         return "interpreter start-up hook"
     if any(p.endswith((".egg-info", ".dist-info")) for p in parts):
@@ -220,11 +247,22 @@ def drop_reason(patch: FilePatch, test_files: Iterable[str] = ()) -> str:
             return f"{reason}: {path}"
     if not patch.paths:
         return "no file path in the section"
-    if "120000" in patch.modes:
-        return "symlink"
+    for mode in patch.modes:
+        kind = special_mode(mode)
+        if kind:
+            return kind
     if patch.binary and not patch.binary_data:
         return "binary change without data (use git diff --binary)"
     return ""
+
+
+def special_mode(mode: str) -> str:
+    """'symlink', 'submodule (gitlink)', 'malformed mode' or '' for a plain file mode as git reads it (octal)."""
+    try:
+        value = int(mode, 8)
+    except ValueError:
+        return "malformed mode"
+    return _SPECIAL_TYPES.get(value & _FILE_TYPE, "")
 
 
 def filter_diff(text: str, test_files: Iterable[str] = ()) -> FilteredDiff:

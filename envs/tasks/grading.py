@@ -17,24 +17,25 @@
 
 from __future__ import annotations
 
-import json
-import re
 import secrets
 import shlex
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy
+from swebox.envs.tasks import verdict as channel
+from swebox.envs.tasks.diff_truth import encode_diff, judge
 from swebox.envs.tasks.diffs import filter_diff, protected_reason
-from swebox.envs.tasks.junit import MISSING, PASSING, TestResult, parse_junit
+from swebox.envs.tasks.junit import MISSING, TestResult
 from swebox.envs.tasks.schema import Task
-from swebox.envs.tasks.testids import junit_key, match_ids
+from swebox.envs.tasks.testids import Key, junit_key, match_ids
 
 REWARD_MODES = ("binary", "fraction")
-CLEAN_PATH = "/venv/bin:/usr/local/bin:/usr/bin:/bin"
-RUNNER = Path(__file__).with_name("pytest_runner.py")
+F2P_PASSING = frozenset({"passed"})
+"""A FAIL_TO_PASS test must really pass: xfailed, xpassed and skipped are not fixes."""
+P2P_PASSING = frozenset({"passed", "xfailed"})
+"""A PASS_TO_PASS test may also stay an expected failure (the suite's own xfail marks, as in SWE-bench)."""
 _OUTPUT_TAIL = 4000
 
 
@@ -85,13 +86,14 @@ class GradeReport:
     unknown_ids: list[tuple[str, str]] = field(default_factory=list)
     """(id, problem) for task ids absent from or ambiguous in the results."""
     tampered: list[str] = field(default_factory=list)
-    """What the watchdog or the cross-checks caught; any entry forces reward 0."""
+    """Forged verdicts, inconsistent report streams, canaries that came out wrong, what the watchdog saw."""
     errors: list[str] = field(default_factory=list)
-    """Everything else that went wrong (timeouts, unreadable JUnit, a test_patch that did not apply)."""
+    """Everything else that went wrong (a refused diff, a timeout, a crash, an incomplete run, a test_patch
+    that did not apply). Any entry here or in ``tampered`` forces reward 0."""
     timed_out: bool = False
     """The test run hit its timeout."""
-    junit_status: str = ""
-    """ok | missing | empty | invalid | truncated."""
+    verdict: str = ""
+    """ok (the grade monitor's signed verdict) | missing | forged | '' (the tests did not run)."""
     durations: dict[str, float] = field(default_factory=dict)
     """Seconds per phase: start, apply, tests, total."""
     output_tail: str = ""
@@ -123,83 +125,89 @@ def pytest_args(task: Task, workdir: str) -> list[str]:
     ]
 
 
-def runner_command(task: Task, workdir: str, nonce: str) -> str:
-    """The shell command that runs the tests in a clean environment (see the module docstring)."""
-    env = {
-        "PATH": CLEAN_PATH,
-        "HOME": f"{workdir}/home",
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        "TMPDIR": "/tmp",
-        "TERM": "dumb",
-    }
-    assignments = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-    return (
-        f"cd /testbed && env -i {assignments} {shlex.quote(task.python)} -I -B "
-        f"{workdir}/pytest_runner.py {nonce} {workdir} {workdir}/args.json"
-    )
+# -- the steps every grader kind shares -------------------------------------------------------------------
+def untracked(sb: Sandbox) -> set[str]:
+    """Every untracked path of /testbed, ignored ones included (no exclude rules: nothing can hide)."""
+    out = sb.exec("cd /testbed && git ls-files --others -z", timeout=120).output
+    return {p for p in out.split("\0") if p}
 
 
-def _restore(sb: Sandbox, task: Task, report: GradeReport) -> None:
-    """Second lock: any protected path that differs from HEAD goes back to HEAD (or away, if new)."""
-    status = sb.exec("cd /testbed && git status --porcelain=v1 -z --untracked-files=all", timeout=60)
-    entries = [e for e in status.output.split("\0") if len(e) > 3]
-    tests = task.all_test_files()
-    changed = [e[3:] for e in entries]
-    bad = [p for p in changed if protected_reason(p, tests)]
+def apply_agent_diff(sb: Sandbox, task: Task, agent_diff: str, workdir: str, report: GradeReport) -> bool:
+    """Filter the agent's diff, have git confirm what it touches (diff_truth), apply it; False = reward 0."""
+    filtered = filter_diff(agent_diff, task.all_test_files())
+    report.dropped = filtered.dropped
+    refused = judge(sb, workdir, agent_diff, filtered, task.all_test_files())
+    if refused:
+        report.applied, report.apply_error = False, refused
+        report.errors.append(f"the diff was refused: {refused}")
+        return False
+    report.applied, report.apply_error = True, ""
+    if filtered.text:
+        report.applied, report.apply_error = _apply(sb, f"{workdir}/agent.diff")
+    if not report.applied:
+        last = report.apply_error.splitlines()[-1:]
+        report.errors.append("the diff does not apply" + (f": {last[0]}" if last else ""))
+    return report.applied
+
+
+def restore_protected(sb: Sandbox, task: Task, before: set[str], report: GradeReport) -> None:
+    """Second lock: any protected path that differs from HEAD goes back to HEAD (or away, if new).
+
+    What changed is asked of git without exclude rules (``before``: the untracked paths before applying), so
+    a planted ``.gitignore`` cannot hide a planted file.
+    """
+    tracked = sb.exec("cd /testbed && git diff --name-only --no-renames -z HEAD", timeout=120).output
+    changed = [p for p in tracked.split("\0") if p] + sorted(untracked(sb) - before)
+    bad = [p for p in dict.fromkeys(changed) if protected_reason(p, task.all_test_files())]
     for path in bad:
         q = shlex.quote(path)
         sb.exec(f"cd /testbed && (git checkout -q HEAD -- {q} 2>/dev/null || rm -rf -- {q})", timeout=60)
     report.restored = bad
 
 
-def _apply(sb: Sandbox, workdir: str, name: str, diff: str) -> tuple[bool, str]:
-    sb.write_file(f"{workdir}/{name}", diff.encode("utf-8", errors="surrogateescape"))
-    result = sb.exec(f"cd /testbed && git apply --binary --recount --whitespace=nowarn {workdir}/{name}", 120)
+def apply_test_patch(sb: Sandbox, task: Task, workdir: str, report: GradeReport) -> None:
+    """The task's hidden tests; one that does not apply is a broken task (an error, reward 0)."""
+    if task.test_patch:
+        sb.write_file(f"{workdir}/test.diff", encode_diff(task.test_patch))
+        ok, why = _apply(sb, f"{workdir}/test.diff")
+        if not ok:
+            report.errors.append(f"the task's test_patch does not apply (a broken task): {why}")
+
+
+def _apply(sb: Sandbox, diff_file: str) -> tuple[bool, str]:
+    result = sb.exec(f"cd /testbed && git apply --binary --recount --whitespace=nowarn {diff_file}", 120)
     return result.exit_code == 0, result.output.strip()[-2000:]
 
 
-def _read(sb: Sandbox, path: str) -> bytes | None:
-    try:
-        return sb.read_file(path)
-    except (OSError, SandboxError):
-        return None
+# -- the pytest kind ---------------------------------------------------------------------------------------
+def run_pytest(sb: Sandbox, task: Task, workdir: str, timeout: float, report: GradeReport) -> dict[Key, TestResult]:
+    """Run the tests under the grade monitor (envs/tasks/verdict.py); results only from its signed verdict."""
+    options = pytest_args(task, workdir)
+    key, _ = channel.prepare(sb, workdir, task.python, options, list(task.all_test_files()), timeout)
+    t0 = time.monotonic()
+    run = sb.exec(channel.command(task.python, workdir), timeout=timeout + 30)
+    report.durations["tests"] = time.monotonic() - t0
+    output = sb.exec(f"tail -c {_OUTPUT_TAIL} {workdir}/pytest.out 2>/dev/null", timeout=30).output
+    report.output_tail = output
+    found = channel.read_verdict(run.output, key)
+    report.verdict = found.status
+    report.timed_out = found.timed_out or run.timed_out
+    if run.timed_out:
+        found.problems.append(f"the tests timed out after {timeout:g} s")
+    report.errors += found.problems
+    report.tampered += found.tampered
+    results: dict[Key, TestResult] = {}
+    for node_id, (status, duration, message) in found.results.items():
+        key2 = junit_key(node_id)
+        if key2 is not None:
+            results[key2] = TestResult(key2[0], key2[1], status, duration, message, node_id.partition("::")[0])
+    return results
 
 
-def _cross_check(
-    report: GradeReport,
-    junit_bytes: bytes | None,
-    record_bytes: bytes | None,
-    output: str,
-    nonce: str,
-    results: dict,
-) -> None:
-    import hashlib
-
-    tags = re.findall(rf"SWEBOX-GRADE {nonce} (\S+) (\S+)", output)
-    if not tags:
-        report.errors.append(
-            "the test runner did not finish (no completion line): crash, timeout or os._exit"
-        )
-        return
-    junit_digest, record_digest = tags[-1]
-    if junit_bytes is not None and hashlib.sha256(junit_bytes).hexdigest() != junit_digest:
-        report.tampered.append("the JUnit file changed after the test runner read it")
-    if record_bytes is None or hashlib.sha256(record_bytes).hexdigest() != record_digest:
-        report.tampered.append("the runner's record changed after it was written")
-        return
-    record = json.loads(record_bytes)
-    report.tampered += record.get("tampered", [])
-    report.errors += [f"test file not found: {f}" for f in record.get("missing_files", [])]
-    seen = {junit_key(nodeid): status for nodeid, status in record.get("record", {}).items()}
-    for key, result in results.items():
-        if result.status in PASSING and seen.get(key) not in PASSING:
-            report.tampered.append(f"JUnit says {key[0]}::{key[1]} passed; the runner saw {seen.get(key)}")
-
-
-def _score(task: Task, report: GradeReport, results: dict[tuple[str, str], TestResult]) -> None:
-    ids = [*task.FAIL_TO_PASS, *task.PASS_TO_PASS]
-    for match in match_ids(ids, results):
+def score(task: Task, report: GradeReport, results: dict[Key, TestResult]) -> None:
+    """Match the task's ids, count, and set ``resolved``/``reward``: anything short of a complete,
+    consistent, error-free run with every F2P test passing and every P2P test still passing is 0."""
+    for match in match_ids([*task.FAIL_TO_PASS, *task.PASS_TO_PASS], results):
         if match.key is None:
             status = MISSING if match.problem.startswith("not found") else "unknown"
             report.tests[match.test_id] = TestOutcome(status, 0.0, match.problem)
@@ -207,11 +215,10 @@ def _score(task: Task, report: GradeReport, results: dict[tuple[str, str], TestR
             continue
         result = results[match.key]
         report.tests[match.test_id] = TestOutcome(result.status, result.duration_s, result.message)
-    passing = {t for t, o in report.tests.items() if o.status in PASSING}
     report.f2p_total, report.p2p_total = len(task.FAIL_TO_PASS), len(task.PASS_TO_PASS)
-    report.f2p_passed = sum(t in passing for t in task.FAIL_TO_PASS)
-    report.p2p_passed = sum(t in passing for t in task.PASS_TO_PASS)
-    clean = report.applied and not report.tampered and not report.timed_out
+    report.f2p_passed = sum(report.tests[t].status in F2P_PASSING for t in task.FAIL_TO_PASS)
+    report.p2p_passed = sum(report.tests[t].status in P2P_PASSING for t in task.PASS_TO_PASS)
+    clean = report.applied and report.verdict == "ok" and not (report.tampered or report.errors or report.timed_out)
     all_p2p = report.p2p_passed == report.p2p_total
     report.resolved = clean and all_p2p and report.f2p_passed == report.f2p_total
     if report.reward_mode == "binary":
@@ -229,7 +236,13 @@ def grade(
     timeout: float = 900.0,
     reward_mode: str = "binary",
 ) -> GradeReport:
-    """Grade ``agent_diff`` for ``task`` in a fresh sandbox over ``layers`` (env layer first)."""
+    """Grade ``agent_diff`` for ``task`` in a fresh sandbox over ``layers`` (env layer first).
+
+    Raises only for the caller's mistakes (a bad ``reward_mode``, a task that is not python) and for a
+    sandbox that cannot start. Whatever the agent's diff or its code does after that — a diff no parser
+    agrees on, a crash, a killed shell, a forged verdict — ends in a report with reward 0 and the reason in
+    ``errors``: an episode whose code broke its own grading earns 0; it is not an environment failure.
+    """
     if reward_mode not in REWARD_MODES:
         raise ValueError(f"grade(reward_mode=...): expected one of {REWARD_MODES}; found {reward_mode!r}.")
     if task.language != "python":
@@ -239,48 +252,21 @@ def grade(
         )
     started = time.monotonic()
     report = GradeReport(task.instance_id, reward_mode=reward_mode)
-    filtered = filter_diff(agent_diff or "", task.all_test_files())
-    report.dropped = filtered.dropped
-    nonce = secrets.token_hex(12)
-    workdir = f"/swebox-grade-{nonce}"
+    workdir = f"/swebox-grade-{secrets.token_hex(12)}"
+    results: dict[Key, TestResult] = {}
     with Sandbox(list(layers), policy or SandboxPolicy(network="none")) as sb:
         report.durations["start"] = time.monotonic() - started
-        sb.exec(f"mkdir -p {workdir}/home", timeout=30)
-        report.applied, report.apply_error = True, ""
-        if filtered.text:
-            report.applied, report.apply_error = _apply(sb, workdir, "agent.diff", filtered.text)
-        if not report.applied:
-            report.errors.append(
-                "the diff does not apply: " + report.apply_error.splitlines()[-1:][0]
-                if report.apply_error
-                else "the diff does not apply"
-            )
-            report.durations["total"] = time.monotonic() - started
-            return report
-        _restore(sb, task, report)
-        if task.test_patch:
-            ok, why = _apply(sb, workdir, "test.diff", task.test_patch)
-            if not ok:
-                report.errors.append(f"the task's test_patch does not apply (a broken task): {why}")
-        report.durations["apply"] = time.monotonic() - started - report.durations["start"]
-        sb.write_file(f"{workdir}/pytest_runner.py", RUNNER.read_bytes())
-        args = {"options": pytest_args(task, workdir), "files": list(task.all_test_files())}
-        sb.write_file(f"{workdir}/args.json", json.dumps(args))
-        t0 = time.monotonic()
-        run = sb.exec(runner_command(task, workdir, nonce), timeout=timeout)
-        report.durations["tests"] = time.monotonic() - t0
-        report.timed_out = run.timed_out
-        report.output_tail = run.output[-_OUTPUT_TAIL:]
-        if run.timed_out:
-            report.errors.append(f"the tests timed out after {timeout:g} s")
-        junit_bytes = _read(sb, f"{workdir}/junit.xml")
-        record_bytes = _read(sb, f"{workdir}/record.json")
-    junit = parse_junit(junit_bytes)
-    report.junit_status = junit.status
-    if junit.error:
-        report.errors.append(junit.error)
-    if not run.timed_out:
-        _cross_check(report, junit_bytes, record_bytes, run.output, nonce, junit.results)
-    _score(task, report, junit.results)
+        try:
+            sb.exec(f"mkdir -p {workdir}/home", timeout=30)
+            before = untracked(sb)
+            if apply_agent_diff(sb, task, agent_diff or "", workdir, report):
+                restore_protected(sb, task, before, report)
+                apply_test_patch(sb, task, workdir, report)
+                report.durations["apply"] = time.monotonic() - started - report.durations["start"]
+                results = run_pytest(sb, task, workdir, timeout, report)
+        except (SandboxError, OSError, ValueError, UnicodeError, KeyError, TypeError) as exc:
+            report.errors.append(f"grading stopped by what the diff or its code did: {type(exc).__name__}: {exc}")
+    if report.applied:
+        score(task, report, results)
     report.durations["total"] = time.monotonic() - started
     return report

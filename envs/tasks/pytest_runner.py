@@ -1,42 +1,37 @@
-"""The program the grader runs inside the sandbox: pytest plus a watchdog plugin. Standalone on purpose.
+"""The tested process: pytest plus a reporting plugin that streams every test report to the grade monitor.
 
-Usage (the grader writes this file into a fresh folder outside /testbed and runs it with ``python -I``)::
+Usage (``grade_monitor.py`` starts it; it is never trusted with the verdict)::
 
-    python -I -B pytest_runner.py NONCE WORKDIR ARGS_JSON   # {"options": [...], "files": [...]}
+    python -I -B pytest_runner.py ARGS_JSON EVENT_FD      # ARGS_JSON: {"options": [...], "files": [...]}
 
-The code under test runs in this very process, so it could patch pytest to report passes. The plugin
-captures pytest's critical functions when this program starts (before any project code is imported) and,
-when the session ends, reports every one that was replaced and every hook implemented outside pytest,
-installed packages, ``conftest.py`` files or this file. It also keeps its own per-test record in this
-process's memory, so a JUnit file rewritten by a forked child cannot agree with it. The record and the
-JUnit file's digests are printed on one line tagged with the nonce; then the process leaves with
-``os._exit`` so no ``atexit`` handler of the project can run after the files were read.
+The code under test runs in this process, so nothing here is authoritative: the plugin's job is to tell the
+monitor, over the pipe ``EVENT_FD``, what pytest reports *as it happens* (one JSON line per event: start,
+collected, every setup/call/teardown report, the watchdog's checks, finish). The monitor — a separate
+process that holds the key this process never sees — checks that the stream is complete and consistent and
+signs the verdict. Forging after the fact (rewriting files, printing lines, leaving early) therefore no
+longer works; forging *before* a test runs is what the watchdog looks for, and the monitor's canary tests
+catch a forger that does not single out the task's own tests.
+
+The watchdog captures pytest's, pluggy's and unittest's critical functions (and their code objects) when
+this program starts, before any project code is imported, and reports every one replaced, and every plugin
+registered at run time that pytest did not load itself (conftest modules, ``pytest_plugins``, installed
+packages).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
 
-CRITICAL_HOOKS = (
-    "pytest_runtest_protocol",
-    "pytest_runtest_makereport",
-    "pytest_runtest_logreport",
-    "pytest_report_teststatus",
-    "pytest_pyfunc_call",
-    "pytest_runtest_call",
-    "pytest_runtestloop",
-    "pytest_sessionfinish",
-    "pytest_runtest_setup",
-    "pytest_runtest_teardown",
-)
+import pytest  # before any project code: the reporter captures the originals
+
+_write = os.write  # captured before the project can replace it
 _RANK = {"error": 4, "failed": 3, "skipped": 2, "xfailed": 1, "passed": 0}
 
 
 def _critical_objects() -> dict[str, object]:
-    """name -> the object pytest, pluggy and unittest grade with, as they are right now."""
+    """name -> the object pytest, pluggy and unittest grade with (and the code of each function), right now."""
     import unittest
 
     import _pytest.junitxml as junitxml
@@ -45,13 +40,13 @@ def _critical_objects() -> dict[str, object]:
     import _pytest.python as python
     import _pytest.reports as reports
     import _pytest.runner as runner
+    import _pytest.skipping as skipping
     import _pytest.unittest as pt_unittest
     import pluggy._callers as callers
     import pluggy._hooks as hooks
-    import pytest
 
     found: dict[str, object] = {}
-    for mod in (runner, python, main, junitxml, outcomes, callers, pytest):
+    for mod in (runner, python, main, junitxml, outcomes, callers, skipping, pytest):
         for name, value in vars(mod).items():
             if callable(value) and not name.startswith("__"):
                 found[f"{mod.__name__}.{name}"] = value
@@ -65,113 +60,126 @@ def _critical_objects() -> dict[str, object]:
         junitxml.LogXML,
         junitxml._NodeReporter,
         hooks.HookCaller,
+        hooks.HookImpl,
         unittest.TestCase,
         unittest.TestResult,
     ):
         for name, value in vars(cls).items():
             found[f"{cls.__module__}.{cls.__qualname__}.{name}"] = value
+    for name, value in list(found.items()):
+        func = getattr(value, "__func__", value)
+        code = getattr(func, "__code__", None)
+        if code is not None:
+            found[name + ".__code__"] = code
     return found
 
 
-class Watchdog:
-    """Records outcomes and checks that pytest itself was left alone."""
+def _trusted_file(path: str) -> bool:
+    real = os.path.realpath(path)
+    return ("/site-packages/" in real and not real.startswith("/testbed/")) or real.startswith(sys.base_prefix)
 
-    def __init__(self, runner_file: str) -> None:
+
+class Reporter:
+    """The plugin: streams events to the monitor and checks that pytest itself was left alone."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
         self.before = _critical_objects()
-        self.runner_file = os.path.realpath(runner_file)
-        self.record: dict[str, str] = {}
-        self.early: list[str] = []
         self.config = None
         self.hookexec = None
+        self.plugins_at_start: set[int] = set()
+
+    def send(self, event: dict) -> None:
+        data = (json.dumps(event, default=str) + "\n").encode()
+        while data:
+            data = data[_write(self.fd, data) :]
 
     def pytest_configure(self, config) -> None:
         self.config = config
         self.hookexec = config.pluginmanager._inner_hookexec
+        self.send({"e": "start"})
+
+    def pytest_sessionstart(self, session) -> None:
+        # Plugins pytest loaded from the command line, entry points and initial conftests; none of the
+        # project's modules has been imported by pytest yet.
+        self.plugins_at_start = {id(p) for p in self.config.pluginmanager.get_plugins()}
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_collection_modifyitems(self, session, config, items):
+        yield
+        # Outermost wrapper: the final selection, after every plugin and conftest had its say.
+        self.send({"e": "collected", "ids": [item.nodeid for item in items]})
 
     def pytest_collection_finish(self, session) -> None:
         # Collection imported the project: a patch made at import and undone before the end shows here.
-        self.early = self.check()
+        self.send({"e": "check", "problems": self.check()})
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report) -> None:
-        if report.when == "call":
-            if hasattr(report, "wasxfail"):
-                status = "xfailed" if report.skipped else "passed"
+        message = ""
+        if report.failed or report.skipped:
+            crash = getattr(report.longrepr, "reprcrash", None)
+            if crash is not None:
+                message = crash.message
+            elif isinstance(report.longrepr, tuple) and len(report.longrepr) == 3:
+                message = str(report.longrepr[2])  # a skip: (file, line, reason)
             else:
-                status = report.outcome
-        elif report.failed:
-            status = "error"
-        elif report.skipped:
-            status = "xfailed" if hasattr(report, "wasxfail") else "skipped"
-        else:
-            status = "passed"
-        old = self.record.get(report.nodeid)
-        if old is None or _RANK[status] > _RANK[old]:
-            self.record[report.nodeid] = status
-
-    def _allowed_origin(self, filename: str) -> bool:
-        real = os.path.realpath(filename)
-        if real == self.runner_file or os.path.basename(real) == "conftest.py":
-            return True
-        # installed packages (pytest, pluggy, plugins from the venv) and the standard library
-        return (
-            "/site-packages/" in real and not real.startswith("/testbed/") or real.startswith(sys.base_prefix)
+                message = str(report.longrepr or "")
+        self.send(
+            {
+                "e": "report",
+                "id": report.nodeid,
+                "when": report.when,
+                "outcome": report.outcome,
+                "xfail": hasattr(report, "wasxfail"),
+                "dur": float(getattr(report, "duration", 0.0) or 0.0),
+                "msg": message.strip()[:500],
+            }
         )
+
+    def _allowed_plugin(self, plugin) -> bool:
+        if id(plugin) in self.plugins_at_start or plugin is self:
+            return True
+        pm = self.config.pluginmanager
+        if plugin in getattr(pm, "_conftest_plugins", ()):
+            return True  # a conftest.py pytest imported itself (the filter kept the diff from adding any)
+        file = getattr(plugin, "__file__", None) or getattr(sys.modules.get(type(plugin).__module__), "__file__", "")
+        # pytest's own per-session objects, `pytest_plugins` modules and installed plugins
+        return bool(file) and _trusted_file(file)
 
     def check(self) -> list[str]:
         after = _critical_objects()
-        problems = [
-            f"replaced: {name}" for name, value in self.before.items() if after.get(name) is not value
-        ]
+        problems = [f"replaced: {name}" for name, value in self.before.items() if after.get(name) is not value]
         problems += [f"added: {name}" for name in after if name not in self.before and ".TestCase." in name]
         if self.config is not None:
             pm = self.config.pluginmanager
             if pm._inner_hookexec is not self.hookexec:
                 problems.append("replaced: the plugin manager's hook executor")
-            for hook_name in CRITICAL_HOOKS:
-                caller = getattr(pm.hook, hook_name, None)
-                for impl in caller.get_hookimpls() if caller is not None else []:
-                    code = getattr(impl.function, "__code__", None)
-                    filename = code.co_filename if code is not None else "<no code>"
-                    if not self._allowed_origin(filename):
-                        problems.append(f"hook {hook_name} implemented in {filename}")
+            for plugin in pm.get_plugins():
+                if not self._allowed_plugin(plugin):
+                    name = pm.get_name(plugin)
+                    problems.append(f"plugin registered at run time from outside pytest: {name!r} ({plugin!r:.80})")
         return problems
 
 
-def _digest(path: str) -> str:
-    try:
-        with open(path, "rb") as fh:
-            return hashlib.sha256(fh.read()).hexdigest()
-    except OSError:
-        return ""
-
-
 def main(argv: list[str]) -> None:
-    nonce, workdir, args_file = argv[1], argv[2], argv[3]
-    import pytest  # before any project code: the watchdog captures the originals
-
+    args_file, fd = argv[1], int(argv[2])
     with open(args_file, encoding="utf-8") as fh:
         spec = json.load(fh)
     # A missing file would make pytest run nothing at all; run the rest and report it instead.
     missing = [f for f in spec["files"] if not os.path.exists(f)]
     present = [f for f in spec["files"] if f not in missing]
-    args = spec["options"] + (present or spec["files"])
-    watchdog = Watchdog(__file__)
+    reporter = Reporter(fd)
     code: object = None
     try:
-        code = pytest.main(args, plugins=[watchdog])
+        code = int(pytest.main(spec["options"] + (present or spec["files"]), plugins=[reporter]))
     except BaseException as exc:  # SystemExit or worse from the project's code
         code = f"{type(exc).__name__}: {exc}"[:300]
-    problems = list(dict.fromkeys(watchdog.early + watchdog.check()))
-    record_path = os.path.join(workdir, "record.json")
-    with open(record_path, "w", encoding="utf-8") as fh:
-        json.dump(
-            {"record": watchdog.record, "tampered": problems, "exit": str(code), "missing_files": missing}, fh
-        )
-    junit = os.path.join(workdir, "junit.xml")
-    line = f"\nSWEBOX-GRADE {nonce} {_digest(junit) or '-'} {_digest(record_path)}\n"
+    reporter.send({"e": "check", "problems": reporter.check()})
+    reporter.send({"e": "finish", "exit": code, "missing_files": missing})
     sys.stdout.flush()
-    os.write(1, line.encode())
-    os._exit(0)
+    sys.stderr.flush()
+    os._exit(0)  # no atexit handler of the project runs after the finish event
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from swebox.envs.tasks.grading import grade
 def test_gold_patch_resolves(calc_layer, calc_task, gold):
     report = grade(calc_task, gold["add"], layers=[calc_layer])
     assert report.errors == [] and report.tampered == [] and report.dropped == []
-    assert report.applied and report.junit_status == "ok"
+    assert report.applied and report.verdict == "ok"
     assert (report.f2p_passed, report.f2p_total, report.p2p_passed, report.p2p_total) == (1, 1, 5, 5)
     assert report.resolved and report.reward == 1.0
     assert report.tests["tests/test_ops.py::test_add"].status == "passed"

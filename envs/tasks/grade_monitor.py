@@ -1,0 +1,223 @@
+"""The grade monitor: the process in the grading sandbox that decides and signs the verdict. Standalone.
+
+Usage (the grader writes it, with ``key`` and ``monitor.json``, into a fresh folder outside /testbed)::
+
+    python -I -S -B grade_monitor.py WORKDIR
+
+Standard library only and ``-S`` (no site-packages, no ``.pth`` file runs): nothing of the project is imported.
+Before it starts the tested process it reads the run's HMAC key from ``WORKDIR/key`` and deletes the file, and
+makes itself non-dumpable, so no process of the sandbox (same uid, no capabilities) can read the key from the
+file, from its memory or through ``/proc``. It then runs ``pytest_runner.py`` as its child with a pipe for the
+per-test events, the child's output going to ``WORKDIR/pytest.out``, and judges the stream as it arrives:
+every collected test needs its setup, call (when setup passed) and teardown report, once each and in order;
+the stream must end with a finish event from a pytest that exited 0 or 1; both canary tests must come out
+as planted (one passed, one failed). It prints one line, ``SWEBOX-VERDICT <hmac-sha256 hex> <base64 JSON>``;
+the grader accepts nothing else. Killing the monitor, leaving early or printing lines yields no verdict.
+"""
+
+from __future__ import annotations
+
+import base64
+import ctypes
+import hashlib
+import hmac
+import json
+import os
+import select
+import signal
+import sys
+import time
+
+PR_SET_DUMPABLE = 4
+_RANK = {"error": 5, "failed": 4, "xpassed": 3, "skipped": 2, "xfailed": 1, "passed": 0}
+MAX_PROBLEMS = 50
+
+
+def status_of(when: str, outcome: str, xfail: bool) -> str:
+    """One report's status; xfailed, xpassed and skipped stay distinct (none of them is a pass)."""
+    if when == "call":
+        if outcome == "passed":
+            return "xpassed" if xfail else "passed"
+        if outcome == "skipped":
+            return "xfailed" if xfail else "skipped"
+        return "failed"
+    if outcome == "failed":
+        return "error"
+    if outcome == "skipped":
+        return "xfailed" if xfail else "skipped"
+    return "passed"
+
+
+class Judge:
+    """Folds the event stream into per-test results and the problems that make the run unusable."""
+
+    def __init__(self, canaries: dict[str, str]) -> None:
+        self.canaries = canaries
+        self.collected: list[str] | None = None
+        self.phases: dict[str, list[str]] = {}
+        self.results: dict[str, list] = {}  # id -> [status, duration, message]
+        self.problems: list[str] = []
+        self.tampered: list[str] = []
+        self.finish: dict | None = None
+        self.started = False
+
+    def problem(self, text: str, tampering: bool = False) -> None:
+        target = self.tampered if tampering else self.problems
+        if len(target) < MAX_PROBLEMS and text not in target:
+            target.append(text)
+
+    def feed(self, line: bytes) -> None:
+        try:
+            event = json.loads(line)
+            kind = event["e"]
+        except (ValueError, KeyError, TypeError):
+            self.problem(f"unreadable event on the report channel: {line[:120]!r}", True)
+            return
+        if self.finish is not None:
+            self.problem(f"event after the finish: {kind!r}", True)
+        elif kind == "start":
+            if self.started:
+                self.problem("second start event", True)
+            self.started = True
+        elif kind == "collected":
+            if self.collected is not None:
+                self.problem("second collection event", True)
+            ids = [str(i) for i in event.get("ids", [])]
+            self.collected = ids
+            if len(set(ids)) != len(ids):
+                self.problem("a test id was collected twice")
+        elif kind == "report":
+            self._report(event)
+        elif kind == "check":
+            for text in event.get("problems", []):
+                self.problem(str(text), True)
+        elif kind == "finish":
+            self.finish = event
+        else:
+            self.problem(f"unknown event {kind!r}", True)
+
+    def _report(self, event: dict) -> None:
+        test_id, when = str(event.get("id")), event.get("when")
+        if self.collected is None or test_id not in self.collected:
+            self.problem(f"a report for a test that was not collected: {test_id!r}", True)
+            return
+        seen = self.phases.setdefault(test_id, [])
+        expected = ("setup",) if not seen else ("call", "teardown") if seen == ["setup"] else ("teardown",)
+        if seen[-1:] == ["teardown"] or when not in expected:
+            self.problem(f"{test_id}: {when} report after {seen or 'nothing'}", True)
+            return
+        seen.append(when)
+        status = status_of(when, event.get("outcome", ""), bool(event.get("xfail")))
+        old = self.results.get(test_id)
+        duration = float(event.get("dur", 0.0))
+        if old is None:
+            self.results[test_id] = [status, duration, str(event.get("msg", ""))]
+            return
+        old[1] += duration
+        if _RANK[status] > _RANK[old[0]]:
+            old[0], old[2] = status, str(event.get("msg", ""))
+
+    def verdict(self, exit_status: int | None, timed_out: bool) -> dict:
+        if timed_out:
+            self.problems.append("the tests timed out")
+        elif self.finish is None:
+            self.problems.append(
+                f"the tested process ended without finishing (exit status {exit_status}): "
+                "a crash, os._exit, or a signal"
+            )
+        else:
+            code = self.finish.get("exit")
+            if code not in (0, 1):
+                self.problems.append(f"pytest did not complete a run: exit {code!r}")
+            for f in self.finish.get("missing_files", []):
+                self.problems.append(f"test file not found: {f}")
+            if exit_status != 0:
+                self.problems.append(f"the tested process exited with status {exit_status} after finishing")
+        for test_id in self.collected or []:
+            phases = self.phases.get(test_id, [])
+            if phases[-1:] != ["teardown"] and not timed_out and self.finish is not None:
+                self.problem(f"{test_id}: incomplete reports ({phases or 'none'})")
+        for test_id, expected in self.canaries.items():
+            got = self.results.get(test_id, ["missing"])[0]
+            if got != expected:
+                self.problem(f"canary test {test_id} was reported {got}, planted to be {expected}", True)
+        return {
+            "results": self.results,
+            "problems": self.problems,
+            "tampered": self.tampered,
+            "timed_out": timed_out,
+            "collected": len(self.collected or []),
+        }
+
+
+def _nondumpable() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0)")
+
+
+def run(workdir: str) -> None:
+    _nondumpable()  # before the key is read: nothing of this process is readable through /proc from here on
+    key_path = os.path.join(workdir, "key")
+    with open(key_path, "rb") as fh:
+        key = fh.read()
+    os.unlink(key_path)
+    with open(os.path.join(workdir, "monitor.json"), encoding="utf-8") as fh:
+        spec = json.load(fh)
+    judge = Judge(spec["canaries"])
+    read_end, write_end = os.pipe()
+    out = os.open(os.path.join(workdir, "pytest.out"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()
+            os.dup2(out, 1)
+            os.dup2(out, 2)
+            os.close(read_end)
+            os.set_inheritable(write_end, True)
+            os.execv(spec["argv"][0], [*spec["argv"], str(write_end)])
+        finally:
+            os._exit(127)
+    os.close(write_end)
+    os.close(out)
+    deadline = time.monotonic() + float(spec["timeout"])
+    buffer, exit_status, eof = b"", None, False
+    while exit_status is None and time.monotonic() < deadline:
+        ready = select.select([read_end], [], [], 0.2)[0] if not eof else time.sleep(0.05)
+        if ready:
+            data = os.read(read_end, 1 << 16)
+            eof = not data
+            *lines, buffer = (buffer + data).split(b"\n")
+            for line in lines:
+                judge.feed(line)
+            continue
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            # the child is gone: read what it wrote last, but do not wait for an end of the stream (a process
+            # it left behind may hold the pipe open)
+            exit_status = os.waitstatus_to_exitcode(status)
+            while not eof and select.select([read_end], [], [], 0)[0]:
+                data = os.read(read_end, 1 << 16)
+                eof = not data
+                buffer += data
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                judge.feed(line)
+    timed_out = exit_status is None
+    if timed_out:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+        os.waitpid(pid, 0)
+    if buffer.strip():
+        judge.problem("the report channel ended inside an event", True)
+    payload = json.dumps(judge.verdict(exit_status, timed_out), sort_keys=True).encode()
+    mac = hmac.new(key, payload, hashlib.sha256).hexdigest()
+    line = memoryview(f"\nSWEBOX-VERDICT {mac} {base64.b64encode(payload).decode()}\n".encode())
+    while line:
+        line = line[os.write(1, line) :]
+
+
+if __name__ == "__main__":
+    run(sys.argv[1])
