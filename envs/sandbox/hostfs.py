@@ -17,10 +17,8 @@ XATTR_PREFIXES = ("user.overlay.", "trusted.overlay.")
 
 
 def read_file(root: str, path: str, max_bytes: int) -> bytes:
-    fd = _open(root, path, os.O_RDONLY)
+    fd = _open_regular(root, path, os.O_RDONLY, "read_file")
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise SandboxError(f"read_file({path!r}): expected a regular file, found another kind of file")
         chunks, size = [], 0
         while chunk := os.read(fd, 1 << 20):
             size += len(chunk)
@@ -37,12 +35,10 @@ def write_file(root: str, path: str, data: bytes, mode: int, owner: tuple[int, i
     """Write as the sandbox's root would (`owner`: its host uid/gid when we are host root)."""
     if owner is not None:
         with syscalls.filesystem_identity(*owner):
-            fd = _open(root, path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+            fd = _open_regular(root, path, os.O_WRONLY | os.O_TRUNC, "write_file", mode)
     else:
-        fd = _open(root, path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        fd = _open_regular(root, path, os.O_WRONLY | os.O_TRUNC, "write_file", mode)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise SandboxError(f"write_file({path!r}): expected a regular file, found another kind of file")
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
@@ -50,19 +46,65 @@ def write_file(root: str, path: str, data: bytes, mode: int, owner: tuple[int, i
         os.close(fd)
 
 
+def _open_regular(root: str, path: str, flags: int, what: str, create_mode: int | None = None) -> int:
+    """Open `path` for `flags` only if it is a regular file, never opening anything else.
+
+    The path is resolved once, as an O_PATH handle (links are followed inside the sandbox's root only), its
+    type is checked on that handle, and the same inode is then reopened with O_NONBLOCK. Opening a FIFO or a
+    device for reading or writing is what could block the host thread (which holds the sandbox's lock) or
+    reach a device; an O_PATH handle does neither. With `create_mode`, a missing file is created (O_NONBLOCK
+    too: should the agent race a FIFO into its place, the open fails or returns at once, and fstat refuses it).
+    """
+    try:
+        handle = _resolve(root, path, os.O_PATH)
+    except OSError as exc:
+        if create_mode is None or exc.errno != errno.ENOENT:
+            raise _error(path, exc) from None
+        fd = _open(root, path, flags | os.O_CREAT | os.O_NONBLOCK, create_mode)
+        _require_regular(fd, path, what)
+        return fd
+    try:
+        _require_regular(handle, path, what, close=False)
+        # the handle pins the inode: reopening it through /proc/self/fd cannot reach another file
+        return os.open(f"/proc/self/fd/{handle}", flags | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    finally:
+        os.close(handle)
+
+
+def _require_regular(fd: int, path: str, what: str, close: bool = True) -> None:
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        kinds = {stat.S_IFIFO: "a FIFO", stat.S_IFDIR: "a directory", stat.S_IFCHR: "a character device",
+                 stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}
+        kind = kinds.get(stat.S_IFMT(mode), "another kind of file")
+        if close:
+            os.close(fd)
+        raise SandboxError(f"{what}({path!r}): expected a regular file, found {kind}; use exec() for it")
+
+
 def _open(root: str, path: str, flags: int, mode: int = 0o644) -> int:
+    try:
+        return _resolve(root, path, flags, mode)
+    except OSError as exc:
+        raise _error(path, exc) from None
+
+
+def _resolve(root: str, path: str, flags: int, mode: int = 0o644) -> int:
     if not isinstance(path, str) or not path or "\0" in path:
         raise SandboxError(f"expected an absolute path inside the sandbox, found {path!r}")
     root_fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        return syscalls.openat2(root_fd, path, flags | os.O_NOCTTY, mode)
-    except OSError as exc:
-        hint = {errno.ENOENT: "no such file (or its folder does not exist: create it with exec('mkdir -p ...'))",
-                errno.EROFS: "that path is on a read-only bind of the host system",
-                errno.EISDIR: "that path is a directory"}.get(exc.errno, exc.strerror)
-        raise SandboxError(f"{path!r} inside the sandbox: {hint}") from None
+        # openat2 refuses O_PATH with any flag other than O_DIRECTORY, O_NOFOLLOW and O_CLOEXEC
+        return syscalls.openat2(root_fd, path, flags if flags & os.O_PATH else flags | os.O_NOCTTY, mode)
     finally:
         os.close(root_fd)
+
+
+def _error(path: str, exc: OSError) -> SandboxError:
+    hint = {errno.ENOENT: "no such file (or its folder does not exist: create it with exec('mkdir -p ...'))",
+            errno.EROFS: "that path is on a read-only bind of the host system",
+            errno.EISDIR: "that path is a directory"}.get(exc.errno, exc.strerror)
+    return SandboxError(f"{path!r} inside the sandbox: {hint}")
 
 
 def copy_tree(src: str, dst: str, uid_base: int, uid_count: int) -> int:
