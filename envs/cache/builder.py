@@ -7,7 +7,9 @@ project installed; ``/swebox/env.json`` and ``/swebox/build.log`` record how. No
 anywhere: a .pyc of the clean source would leak the fix of a synthesised bug.
 
 Only the build step has network (``SandboxPolicy(network="host")``); the interpreter is bound read-only at
-its host path, which the venv's ``pyvenv.cfg`` names, so later sandboxes bind it automatically.
+its host path, which the venv's ``pyvenv.cfg`` names. The builder records that prefix in the manifest
+(``meta["interpreters"]``) and the node cache writes it beside the layer folder, so later sandboxes bind it;
+the layer's own tree (written by the spec's untrusted setup code) is never read for it.
 """
 
 from __future__ import annotations
@@ -148,6 +150,6 @@ def build_env(store: LayerStore, spec: EnvSpec, *, config: BuilderConfig | None 
                 return publish(layer_dir=layer.path, kind="env", log="\n".join(log) + "\n",
                                include=ENV_LAYER_ENTRIES,
                                meta={"spec": spec.to_dict(), "python": interp.version,
-                                     "interpreter": interp.path})
+                                     "interpreter": interp.path, "interpreters": [interp.prefix]})
 
     return store.build(key, build, force=force)

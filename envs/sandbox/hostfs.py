@@ -13,8 +13,6 @@ import stat
 from . import syscalls
 from .policy import SandboxError
 
-XATTR_PREFIXES = ("user.overlay.", "trusted.overlay.")
-
 
 def read_file(root: str, path: str, max_bytes: int) -> bytes:
     fd = _open_regular(root, path, os.O_RDONLY, "read_file")
@@ -105,62 +103,3 @@ def _error(path: str, exc: OSError) -> SandboxError:
             errno.EROFS: "that path is on a read-only bind of the host system",
             errno.EISDIR: "that path is a directory"}.get(exc.errno, exc.strerror)
     return SandboxError(f"{path!r} inside the sandbox: {hint}")
-
-
-def copy_tree(src: str, dst: str, uid_base: int, uid_count: int) -> int:
-    """Copy an overlay upper (or any tree) to `dst` as a layer folder; returns the number of entries.
-
-    Whiteouts (0:0 character devices) and overlay xattrs (opaque directories) are kept, so the copy works
-    as a lower layer above the layers it was made on. Owners are stored relative to the sandbox: a file of
-    host uid `uid_base + k` is stored as uid k (a lower layer is id-mapped back when mounted).
-    """
-    count = 0
-    os.makedirs(dst, exist_ok=True)
-    _copy_meta(src, dst, os.lstat(src), uid_base, uid_count)
-    for folder, dirs, files in os.walk(src):
-        rel = os.path.relpath(folder, src)
-        target_dir = os.path.join(dst, rel) if rel != "." else dst
-        for name in dirs + files:
-            source = os.path.join(folder, name)
-            target = os.path.join(target_dir, name)
-            st = os.lstat(source)
-            count += 1
-            if stat.S_ISDIR(st.st_mode):
-                os.mkdir(target, 0o700)
-            elif stat.S_ISREG(st.st_mode):
-                with open(source, "rb") as fin, open(target, "wb") as fout:
-                    while chunk := fin.read(1 << 20):
-                        fout.write(chunk)
-            elif stat.S_ISLNK(st.st_mode):
-                os.symlink(os.readlink(source), target)
-            elif stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
-                os.mknod(target, stat.S_IFCHR | 0o600, 0)
-            elif stat.S_ISFIFO(st.st_mode):
-                os.mkfifo(target, 0o600)
-            else:
-                count -= 1
-                continue  # sockets and device nodes are never part of a layer
-            _copy_meta(source, target, st, uid_base, uid_count)
-        # symlinked directories appear in `dirs` but must not be descended into
-        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
-    return count
-
-
-def _copy_meta(source: str, target: str, st: os.stat_result, uid_base: int, uid_count: int) -> None:
-    if os.geteuid() == 0:  # rootless copies simply belong to the user, who is the sandbox's root
-        uid, gid = _relative(st.st_uid, uid_base, uid_count), _relative(st.st_gid, uid_base, uid_count)
-        os.chown(target, uid, gid, follow_symlinks=False)
-    if not stat.S_ISLNK(st.st_mode):
-        os.chmod(target, stat.S_IMODE(st.st_mode))
-        try:
-            for name in os.listxattr(source, follow_symlinks=False):
-                if name.startswith(XATTR_PREFIXES):
-                    os.setxattr(target, name, os.getxattr(source, name, follow_symlinks=False),
-                                follow_symlinks=False)
-        except OSError:
-            pass
-    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
-
-
-def _relative(host_id: int, base: int, count: int) -> int:
-    return host_id - base if base <= host_id < base + count else 0

@@ -84,7 +84,8 @@ class SandboxPolicy:
     """Extra host paths made visible read-only at the same path (e.g. an interpreter prefix for a build)."""
 
     auto_bind_interpreters: bool = True
-    """Bind, read-only, the interpreter that each virtualenv found in the layers points to (pyvenv.cfg `home`)."""
+    """Bind, read-only, the interpreter prefixes each layer declares (`Layer.interpreters`, recorded by the
+    layer's maker: the env builder's manifest). Nothing in a layer's tree (a pyvenv.cfg) is ever trusted for it."""
 
     system_paths: tuple[str, ...] = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
     """Host system folders bound read-only (a symlink such as /bin -> usr/bin is recreated as a symlink),
