@@ -101,14 +101,11 @@ class Init:
             self.prepared, self.lower_fds = protocol.recv(self.ctl)
         os.setresgid(0, 0, 0)
         os.setresuid(0, 0, 0)
-        flags = S.CLONE_NEWNS | S.CLONE_NEWIPC | S.CLONE_NEWUTS
-        if self.cfg["network"] == "none":
-            flags |= S.CLONE_NEWNET
-        S.unshare(flags)
+        # always a network namespace of our own: with network="user" the host attaches slirp4netns to it
+        S.unshare(S.CLONE_NEWNS | S.CLONE_NEWIPC | S.CLONE_NEWUTS | S.CLONE_NEWNET)
         S.mount(None, "/", None, S.MS_REC | S.MS_PRIVATE)
         socket.sethostname(self.cfg["hostname"])
-        if self.cfg["network"] == "none":
-            loopback_up()
+        loopback_up()
         S.prctl(S.PR_SET_CHILD_SUBREAPER, 1)
 
     def build_static(self) -> None:

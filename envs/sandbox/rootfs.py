@@ -43,8 +43,8 @@ def minimal_etc(policy: SandboxPolicy) -> dict:
         "nsswitch.conf": "passwd: files\ngroup: files\nhosts: files dns\n",
         "resolv.conf": "",
     }
-    if policy.network == "host" and os.path.exists("/etc/resolv.conf"):
-        etc["resolv.conf"] = {"copy": "/etc/resolv.conf"}
+    if policy.network == "user":
+        etc["resolv.conf"] = "nameserver 10.0.2.3\n"  # slirp4netns's DNS forwarder (usernet.py)
     for name in policy.etc_files:
         if os.path.lexists(f"/etc/{name}"):
             etc[name] = {"copy": f"/etc/{name}"}

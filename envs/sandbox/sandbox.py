@@ -23,6 +23,7 @@ from .layers import Layer
 from .limits import Limits, sweep_stale_cgroups
 from .policy import SandboxError, SandboxPolicy
 from .probe import choose_backend
+from .usernet import UserNet
 
 NSINIT = str(Path(__file__).with_name("nsinit.py"))
 CGROUP_PREFIX = "swebox-"
@@ -70,6 +71,7 @@ class Sandbox:
         self._session_pid = 0
         self._dir = ""
         self._limits: Limits | None = None
+        self._net: UserNet | None = None
         self._finalizer: weakref.finalize | None = None
         self._rootless = os.geteuid() != 0
 
@@ -151,6 +153,8 @@ class Sandbox:
         if reply.get("op") != "ready":
             raise SandboxError(f"the sandbox did not start: {reply.get('error', reply)}; see docs/sandbox.md "
                                "for the host features each backend needs, or try SandboxPolicy(backend='extract')")
+        if self.policy.network == "user":  # nsinit's network namespace exists now
+            self._net = UserNet(self._proc.pid, self.policy)
         self._new_session({"op": "session"})
 
     def _init_config(self, extract_dir: str) -> dict:
@@ -259,6 +263,9 @@ class Sandbox:
                 pass
             self._ctl.close()
             self._ctl = None
+        if self._net is not None:
+            self._net.close()
+            self._net = None
         if self._finalizer is not None:
             self._finalizer()
         elif self._dir:
