@@ -5,7 +5,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 SYSTEM_TOOLS := mksquashfs squashfuse fuse-overlayfs git bash
-APT_PACKAGES := squashfs-tools squashfuse fuse-overlayfs fuse3 git
+APT_PACKAGES := squashfs-tools squashfuse fuse-overlayfs fuse3 git slirp4netns
 # pytest arguments; e.g. `make test PYTEST_ARGS='-m "not e2e"'` skips the heavy end-to-end tests.
 PYTEST_ARGS ?=
 

@@ -53,6 +53,8 @@ def build_env_layer(files: dict[str, str], package: str) -> Layer:
             timeout=300,
         )
         assert build.exit_code == 0, build.output
-        layer = sb.snapshot().persist()
+        layer = sb.snapshot()
     empty.rmdir()
-    return layer
+    # the layer's maker records the interpreter its venv needs, as the env builder does in its manifest
+    layer.interpreters = (sys.base_prefix,)
+    return layer.persist()

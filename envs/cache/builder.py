@@ -6,8 +6,11 @@ The env layer layout (docs/cache.md, contracts): ``/testbed`` is the repository 
 project installed; ``/swebox/env.json`` and ``/swebox/build.log`` record how. No bytecode or test caches
 anywhere: a .pyc of the clean source would leak the fix of a synthesised bug.
 
-Only the build step has network (``SandboxPolicy(network="host")``); the interpreter is bound read-only at
-its host path, which the venv's ``pyvenv.cfg`` names, so later sandboxes bind it automatically.
+Only the build step has network (``SandboxPolicy(network="user")``: slirp4netns, never the host's network
+namespace); the interpreter is bound read-only at its host path, which the venv's ``pyvenv.cfg`` names. The
+builder records that prefix in the manifest (``meta["interpreters"]``) and the node cache writes it beside the
+layer folder, so later sandboxes bind it; the layer's own tree (written by the spec's untrusted setup code) is
+never read for it.
 """
 
 from __future__ import annotations
@@ -100,7 +103,7 @@ def _interpreter(spec: EnvSpec) -> Interpreter:
 def build_policy(src_root: Path, interp: Interpreter, config: BuilderConfig) -> SandboxPolicy:
     env = {**DEFAULT_ENV, **GIT_IDENTITY, "PIP_NO_CACHE_DIR": "1", "PIP_NO_COMPILE": "1",
            "PIP_ROOT_USER_ACTION": "ignore", "PYTHONDONTWRITEBYTECODE": "1"}
-    return SandboxPolicy(network="host", ro_binds=(str(src_root), interp.prefix), memory_mb=config.memory_mb,
+    return SandboxPolicy(network="user", ro_binds=(str(src_root), interp.prefix), memory_mb=config.memory_mb,
                          upper_size_mb=config.upper_size_mb, command_timeout_s=config.step_timeout_s, env=env)
 
 
@@ -148,6 +151,6 @@ def build_env(store: LayerStore, spec: EnvSpec, *, config: BuilderConfig | None 
                 return publish(layer_dir=layer.path, kind="env", log="\n".join(log) + "\n",
                                include=ENV_LAYER_ENTRIES,
                                meta={"spec": spec.to_dict(), "python": interp.version,
-                                     "interpreter": interp.path})
+                                     "interpreter": interp.path, "interpreters": [interp.prefix]})
 
     return store.build(key, build, force=force)

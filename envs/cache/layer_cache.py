@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from ..sandbox.layers import interpreter_prefix, read_record, record_path, write_record
 from .budget import DEFAULT_BUDGET_MB, IOBudget
 from .packing import sha256_file, unpack, vet_squashfs
 from .store import LayerCorruptError, LayerStore, Manifest
@@ -113,6 +114,7 @@ class LayerCache:
         """Make ``key`` available on this node (once) and hold it until the handle is released."""
         with self._locked(key):
             manifest = self._ensure(key)
+            self._record_interpreters(manifest)
             users = open(self.root / "users" / f"{key}.lock", "a+")  # noqa: SIM115 - held by the handle
             fcntl.flock(users, fcntl.LOCK_SH)
         os.utime(self._state_path(key))
@@ -198,6 +200,16 @@ class LayerCache:
         os.rename(tmp, self._state_path(state["key"]))
 
     # ---- materialisation (called with the key's lock held)
+    def _record_interpreters(self, manifest: Manifest) -> None:
+        """Beside the layer folder, the interpreters its builder recorded in the manifest: what its sandboxes
+        bind (a pyvenv.cfg in the tree is never trusted for that, see Layer.interpreters)."""
+        prefixes = manifest.meta.get("interpreters")
+        if prefixes is None and manifest.meta.get("interpreter"):  # manifests of builders before issue 11
+            prefixes = [interpreter_prefix(manifest.meta["interpreter"])]
+        target = self.root / "layers" / manifest.key
+        if prefixes and read_record(target) != tuple(prefixes):
+            write_record(target, prefixes)
+
     def _ensure(self, key: str) -> Manifest:
         manifest = self.store.require(key)
         state = self._read_state(key)
@@ -333,3 +345,4 @@ class LayerCache:
         if state.get("blob"):
             Path(state["blob"]).unlink(missing_ok=True)
         self._state_path(key).unlink(missing_ok=True)
+        record_path(target).unlink(missing_ok=True)

@@ -13,14 +13,10 @@ import stat
 from . import syscalls
 from .policy import SandboxError
 
-XATTR_PREFIXES = ("user.overlay.", "trusted.overlay.")
-
 
 def read_file(root: str, path: str, max_bytes: int) -> bytes:
-    fd = _open(root, path, os.O_RDONLY)
+    fd = _open_regular(root, path, os.O_RDONLY, "read_file")
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise SandboxError(f"read_file({path!r}): expected a regular file, found another kind of file")
         chunks, size = [], 0
         while chunk := os.read(fd, 1 << 20):
             size += len(chunk)
@@ -37,12 +33,10 @@ def write_file(root: str, path: str, data: bytes, mode: int, owner: tuple[int, i
     """Write as the sandbox's root would (`owner`: its host uid/gid when we are host root)."""
     if owner is not None:
         with syscalls.filesystem_identity(*owner):
-            fd = _open(root, path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+            fd = _open_regular(root, path, os.O_WRONLY | os.O_TRUNC, "write_file", mode)
     else:
-        fd = _open(root, path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        fd = _open_regular(root, path, os.O_WRONLY | os.O_TRUNC, "write_file", mode)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise SandboxError(f"write_file({path!r}): expected a regular file, found another kind of file")
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
@@ -50,75 +44,62 @@ def write_file(root: str, path: str, data: bytes, mode: int, owner: tuple[int, i
         os.close(fd)
 
 
+def _open_regular(root: str, path: str, flags: int, what: str, create_mode: int | None = None) -> int:
+    """Open `path` for `flags` only if it is a regular file, never opening anything else.
+
+    The path is resolved once, as an O_PATH handle (links are followed inside the sandbox's root only), its
+    type is checked on that handle, and the same inode is then reopened with O_NONBLOCK. Opening a FIFO or a
+    device for reading or writing is what could block the host thread (which holds the sandbox's lock) or
+    reach a device; an O_PATH handle does neither. With `create_mode`, a missing file is created (O_NONBLOCK
+    too: should the agent race a FIFO into its place, the open fails or returns at once, and fstat refuses it).
+    """
+    try:
+        handle = _resolve(root, path, os.O_PATH)
+    except OSError as exc:
+        if create_mode is None or exc.errno != errno.ENOENT:
+            raise _error(path, exc) from None
+        fd = _open(root, path, flags | os.O_CREAT | os.O_NONBLOCK, create_mode)
+        _require_regular(fd, path, what)
+        return fd
+    try:
+        _require_regular(handle, path, what, close=False)
+        # the handle pins the inode: reopening it through /proc/self/fd cannot reach another file
+        return os.open(f"/proc/self/fd/{handle}", flags | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    finally:
+        os.close(handle)
+
+
+def _require_regular(fd: int, path: str, what: str, close: bool = True) -> None:
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        kinds = {stat.S_IFIFO: "a FIFO", stat.S_IFDIR: "a directory", stat.S_IFCHR: "a character device",
+                 stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}
+        kind = kinds.get(stat.S_IFMT(mode), "another kind of file")
+        if close:
+            os.close(fd)
+        raise SandboxError(f"{what}({path!r}): expected a regular file, found {kind}; use exec() for it")
+
+
 def _open(root: str, path: str, flags: int, mode: int = 0o644) -> int:
+    try:
+        return _resolve(root, path, flags, mode)
+    except OSError as exc:
+        raise _error(path, exc) from None
+
+
+def _resolve(root: str, path: str, flags: int, mode: int = 0o644) -> int:
     if not isinstance(path, str) or not path or "\0" in path:
         raise SandboxError(f"expected an absolute path inside the sandbox, found {path!r}")
     root_fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        return syscalls.openat2(root_fd, path, flags | os.O_NOCTTY, mode)
-    except OSError as exc:
-        hint = {errno.ENOENT: "no such file (or its folder does not exist: create it with exec('mkdir -p ...'))",
-                errno.EROFS: "that path is on a read-only bind of the host system",
-                errno.EISDIR: "that path is a directory"}.get(exc.errno, exc.strerror)
-        raise SandboxError(f"{path!r} inside the sandbox: {hint}") from None
+        # openat2 refuses O_PATH with any flag other than O_DIRECTORY, O_NOFOLLOW and O_CLOEXEC
+        return syscalls.openat2(root_fd, path, flags if flags & os.O_PATH else flags | os.O_NOCTTY, mode)
     finally:
         os.close(root_fd)
 
 
-def copy_tree(src: str, dst: str, uid_base: int, uid_count: int) -> int:
-    """Copy an overlay upper (or any tree) to `dst` as a layer folder; returns the number of entries.
-
-    Whiteouts (0:0 character devices) and overlay xattrs (opaque directories) are kept, so the copy works
-    as a lower layer above the layers it was made on. Owners are stored relative to the sandbox: a file of
-    host uid `uid_base + k` is stored as uid k (a lower layer is id-mapped back when mounted).
-    """
-    count = 0
-    os.makedirs(dst, exist_ok=True)
-    _copy_meta(src, dst, os.lstat(src), uid_base, uid_count)
-    for folder, dirs, files in os.walk(src):
-        rel = os.path.relpath(folder, src)
-        target_dir = os.path.join(dst, rel) if rel != "." else dst
-        for name in dirs + files:
-            source = os.path.join(folder, name)
-            target = os.path.join(target_dir, name)
-            st = os.lstat(source)
-            count += 1
-            if stat.S_ISDIR(st.st_mode):
-                os.mkdir(target, 0o700)
-            elif stat.S_ISREG(st.st_mode):
-                with open(source, "rb") as fin, open(target, "wb") as fout:
-                    while chunk := fin.read(1 << 20):
-                        fout.write(chunk)
-            elif stat.S_ISLNK(st.st_mode):
-                os.symlink(os.readlink(source), target)
-            elif stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
-                os.mknod(target, stat.S_IFCHR | 0o600, 0)
-            elif stat.S_ISFIFO(st.st_mode):
-                os.mkfifo(target, 0o600)
-            else:
-                count -= 1
-                continue  # sockets and device nodes are never part of a layer
-            _copy_meta(source, target, st, uid_base, uid_count)
-        # symlinked directories appear in `dirs` but must not be descended into
-        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
-    return count
-
-
-def _copy_meta(source: str, target: str, st: os.stat_result, uid_base: int, uid_count: int) -> None:
-    if os.geteuid() == 0:  # rootless copies simply belong to the user, who is the sandbox's root
-        uid, gid = _relative(st.st_uid, uid_base, uid_count), _relative(st.st_gid, uid_base, uid_count)
-        os.chown(target, uid, gid, follow_symlinks=False)
-    if not stat.S_ISLNK(st.st_mode):
-        os.chmod(target, stat.S_IMODE(st.st_mode))
-        try:
-            for name in os.listxattr(source, follow_symlinks=False):
-                if name.startswith(XATTR_PREFIXES):
-                    os.setxattr(target, name, os.getxattr(source, name, follow_symlinks=False),
-                                follow_symlinks=False)
-        except OSError:
-            pass
-    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
-
-
-def _relative(host_id: int, base: int, count: int) -> int:
-    return host_id - base if base <= host_id < base + count else 0
+def _error(path: str, exc: OSError) -> SandboxError:
+    hint = {errno.ENOENT: "no such file (or its folder does not exist: create it with exec('mkdir -p ...'))",
+            errno.EROFS: "that path is on a read-only bind of the host system",
+            errno.EISDIR: "that path is a directory"}.get(exc.errno, exc.strerror)
+    return SandboxError(f"{path!r} inside the sandbox: {hint}")

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import stat
 import threading
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .policy import SandboxError
 
-VENV_SEARCH_DEPTH = 3
+RECORD_SUFFIX = ".layer.json"
+"""A layer folder `X` may have a record `X.layer.json` beside it (never inside it: a layer's tree is made by
+code the sandbox ran, its record by the host), written by whoever made the layer (the env builder, the cache)."""
 
 
 @dataclass(eq=False)
@@ -30,17 +35,24 @@ class Layer:
     ephemeral: bool = False
     """Made by `Sandbox.snapshot()`: deleted when the last sandbox using it closes, unless `persist()` is called."""
 
+    interpreters: tuple[str, ...] | None = None
+    """Host folders (interpreter prefixes) the layer's virtualenvs need, bound read-only into its sandboxes.
+    Declared by the layer's maker, never discovered in the tree (a tree can hold an agent-written pyvenv.cfg
+    naming any host folder); None reads the record beside the folder (`write_record`), or () without one."""
+
     _users: int = field(default=0, repr=False)
-    _homes: list[str] | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
         # an unused snapshot is deleted when garbage-collected or at interpreter exit
-        self._cleanup = weakref.finalize(self, shutil.rmtree, str(self.path), True) if self.ephemeral else None
+        self._cleanup = weakref.finalize(self, _remove, str(self.path)) if self.ephemeral else None
         if self.archive is not None:
             self.archive = Path(self.archive)
         self.name = self.name or self.path.name
+        if self.interpreters is None:
+            self.interpreters = read_record(self.path)
+        self.interpreters = tuple(_checked_prefixes(self.interpreters, f"layer {self.name!r}"))
 
     @classmethod
     def of(cls, value: str | os.PathLike | Layer) -> Layer:
@@ -55,10 +67,13 @@ class Layer:
             raise SandboxError(f"layer {self.name!r}: archive {self.archive} does not exist")
 
     def persist(self) -> Layer:
-        """Keep this snapshot after its sandboxes close (the caller now owns the folder)."""
+        """Keep this snapshot after its sandboxes close (the caller now owns the folder, and its record beside it:
+        the folder given by path to a later Sandbox brings the same interpreters)."""
         self.ephemeral = False
         if self._cleanup is not None:
             self._cleanup.detach()
+        if self.interpreters:
+            write_record(self.path, self.interpreters)
         return self
 
     def acquire(self) -> None:
@@ -72,44 +87,58 @@ class Layer:
         if last and self.ephemeral and self._cleanup is not None:
             self._cleanup()
 
-    def venv_homes(self) -> list[str]:
-        """Interpreter folders that virtualenvs in this layer point to (pyvenv.cfg `home`); scanned once."""
-        if self._homes is not None:
-            return self._homes
-        homes = []
-        for cfg in _find_files(self.path, "pyvenv.cfg", VENV_SEARCH_DEPTH):
-            try:
-                lines = cfg.read_text(errors="replace").splitlines()
-            except OSError:
-                continue
-            for line in lines:
-                key, _, value = line.partition("=")
-                if key.strip() == "home" and value.strip():
-                    homes.append(value.strip())
-        self._homes = homes
-        return homes
 
 
-def interpreter_prefix(home: str) -> str:
-    """The folder to bind for an interpreter whose executable lives in `home` (its prefix, e.g. .../3.11.7)."""
-    home = os.path.normpath(home)
+def _remove(folder: str) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
+    record_path(folder).unlink(missing_ok=True)
+
+
+def record_path(folder: str | os.PathLike) -> Path:
+    folder = Path(folder)
+    return folder.with_name(folder.name + RECORD_SUFFIX)
+
+
+def write_record(folder: str | os.PathLike, interpreters: Sequence[str]) -> None:
+    """Record, beside the layer `folder`, the host interpreter prefixes its virtualenvs need (atomically)."""
+    target = record_path(folder)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"interpreters": _checked_prefixes(interpreters, str(folder))}) + "\n")
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, target)
+
+
+def read_record(folder: Path) -> tuple[str, ...]:
+    """The interpreters recorded beside `folder`; () when there is no record."""
+    path = record_path(folder)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return ()
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        raise SandboxError(f"layer record {path}: expected a regular file owned by uid {os.geteuid()} and "
+                           f"writable by nobody else, found mode {stat.filemode(st.st_mode)} uid {st.st_uid}; "
+                           "remove it and record the layer again (swebox.envs.sandbox.layers.write_record)")
+    try:
+        data = json.loads(path.read_text())
+        return tuple(data["interpreters"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SandboxError(f"layer record {path}: expected JSON {{\"interpreters\": [prefix, ...]}}, could not "
+                           f"read it ({exc}); remove it and record the layer again") from None
+
+
+def _checked_prefixes(prefixes: Sequence[str], owner: str) -> list[str]:
+    if isinstance(prefixes, str):
+        prefixes = [prefixes]
+    checked = []
+    for prefix in prefixes:
+        if not isinstance(prefix, str) or not os.path.isabs(prefix) or ".." in prefix.split("/"):
+            raise SandboxError(f"{owner}: interpreters must be absolute host paths without '..', found {prefix!r}")
+        checked.append(os.path.normpath(prefix))
+    return checked
+
+
+def interpreter_prefix(executable: str) -> str:
+    """The folder to bind for an interpreter executable (its prefix: /opt/py/3.11.7 for .../bin/python3.11)."""
+    home = os.path.dirname(os.path.normpath(executable))
     return os.path.dirname(home) if os.path.basename(home) == "bin" else home
-
-
-def _find_files(root: Path, name: str, depth: int) -> list[Path]:
-    found = []
-    frontier = [root]
-    for _ in range(depth + 1):
-        next_frontier = []
-        for folder in frontier:
-            try:
-                entries = list(os.scandir(folder))
-            except OSError:
-                continue
-            for entry in entries:
-                if entry.name == name and entry.is_file(follow_symlinks=False):
-                    found.append(Path(entry.path))
-                elif entry.is_dir(follow_symlinks=False):
-                    next_frontier.append(Path(entry.path))
-        frontier = next_frontier
-    return found

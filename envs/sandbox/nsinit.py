@@ -4,7 +4,7 @@ Started by the host (`python -I -S nsinit.py FD`), it creates the user namespace
 maps, or nsinit maps itself when rootless), then mount, network, IPC and UTS namespaces, stacks the layers
 under a writable tmpfs with overlayfs, and serves requests on FD:
 
-- session: fork a shell session: a new PID and mount namespace whose pid 1 (supervisor.py) sees the
+- session: fork a shell session: a new PID, mount and IPC namespace whose pid 1 (supervisor.py) sees the
   overlay as `/` after pivot_root, with read-only system binds, fresh /proc, private /tmp, /dev/shm, /dev;
 - reset: kill the session (its PID namespace dies with its pid 1), drop the writable layer, mount a fresh
   one and start a new session. The cost does not depend on the size of the layers.
@@ -101,14 +101,11 @@ class Init:
             self.prepared, self.lower_fds = protocol.recv(self.ctl)
         os.setresgid(0, 0, 0)
         os.setresuid(0, 0, 0)
-        flags = S.CLONE_NEWNS | S.CLONE_NEWIPC | S.CLONE_NEWUTS
-        if self.cfg["network"] == "none":
-            flags |= S.CLONE_NEWNET
-        S.unshare(flags)
+        # always a network namespace of our own: with network="user" the host attaches slirp4netns to it
+        S.unshare(S.CLONE_NEWNS | S.CLONE_NEWIPC | S.CLONE_NEWUTS | S.CLONE_NEWNET)
         S.mount(None, "/", None, S.MS_REC | S.MS_PRIVATE)
         socket.sethostname(self.cfg["hostname"])
-        if self.cfg["network"] == "none":
-            loopback_up()
+        loopback_up()
         S.prctl(S.PR_SET_CHILD_SUBREAPER, 1)
 
     def build_static(self) -> None:
@@ -286,7 +283,9 @@ class Init:
         """pid 1 of the new PID namespace: finish the root, drop privileges, supervise the shell."""
         try:
             S.set_parent_death_signal(signal.SIGKILL)
-            S.unshare(S.CLONE_NEWNS)
+            # a new IPC namespace per session: SysV segments and POSIX message queues outlive the processes
+            # that made them, and must not outlive a reset
+            S.unshare(S.CLONE_NEWNS | S.CLONE_NEWIPC)
             S.mount(None, "/", None, S.MS_REC | S.MS_PRIVATE)
             root = self.root
             # /proc must be mounted while the host's /proc is still visible (the kernel refuses a fresh proc

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 BACKENDS = ("auto", "overlay", "fuse-overlayfs", "extract")
-NETWORKS = ("none", "host")
+NETWORKS = ("none", "user")
 
 DEFAULT_ENV = {
     "PATH": "/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -42,7 +42,13 @@ class SandboxPolicy:
     "auto" (the first of overlay, fuse-overlayfs, extract that works on this host)."""
 
     network: str = "none"
-    """"none": a private network namespace with only loopback up; "host": the host's network (build steps only)."""
+    """"none": a private network namespace with only loopback up; "user": the same, plus outbound network
+    through a user-mode stack (slirp4netns, see usernet.py) for build steps. Never the host's network namespace.
+    "host", the older name of "user", is read as "user"."""
+
+    network_host_loopback: bool = False
+    """With network="user": let the sandbox reach the host's loopback at 10.0.2.2 (a package index or proxy bound
+    to 127.0.0.1). Every loopback port of the host is then reachable from it: only for trusted build steps."""
 
     memory_mb: int = 4096
     """Memory limit for all processes of the sandbox together (cgroup), or per process (RLIMIT_AS) as fallback."""
@@ -84,7 +90,8 @@ class SandboxPolicy:
     """Extra host paths made visible read-only at the same path (e.g. an interpreter prefix for a build)."""
 
     auto_bind_interpreters: bool = True
-    """Bind, read-only, the interpreter that each virtualenv found in the layers points to (pyvenv.cfg `home`)."""
+    """Bind, read-only, the interpreter prefixes each layer declares (`Layer.interpreters`, recorded by the
+    layer's maker: the env builder's manifest). Nothing in a layer's tree (a pyvenv.cfg) is ever trusted for it."""
 
     system_paths: tuple[str, ...] = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
     """Host system folders bound read-only (a symlink such as /bin -> usr/bin is recreated as a symlink),
@@ -117,6 +124,8 @@ class SandboxPolicy:
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
             raise SandboxError(f"SandboxPolicy.backend: expected one of {BACKENDS}, found {self.backend!r}")
+        if self.network == "host":  # the older name: builds never share the host's namespace any more
+            self.network = "user"
         if self.network not in NETWORKS:
             raise SandboxError(f"SandboxPolicy.network: expected one of {NETWORKS}, found {self.network!r}")
         for name in ("memory_mb", "max_processes", "cpu_seconds", "max_file_mb", "upper_size_mb",
@@ -124,7 +133,8 @@ class SandboxPolicy:
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise SandboxError(f"SandboxPolicy.{name}: expected a positive integer, found {value!r}")
-        for name in ("seccomp", "seccomp_allow_ptrace", "use_cgroups", "auto_bind_interpreters"):
+        for name in ("seccomp", "seccomp_allow_ptrace", "use_cgroups", "auto_bind_interpreters",
+                     "network_host_loopback"):
             if not isinstance(getattr(self, name), bool):
                 raise SandboxError(f"SandboxPolicy.{name}: expected True or False, found {getattr(self, name)!r}")
         if self.command_timeout_s <= 0:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from .layers import Layer, interpreter_prefix
+from .layers import Layer
 from .policy import SandboxError, SandboxPolicy
 
 
@@ -22,7 +22,7 @@ def binds(policy: SandboxPolicy, layers: list[Layer]) -> list[dict]:
     system = [b["dst"] for b in binds]
     extra = list(policy.ro_binds)
     if policy.auto_bind_interpreters:
-        extra += [interpreter_prefix(home) for layer in layers for home in layer.venv_homes()]
+        extra += [prefix for layer in layers for prefix in layer.interpreters]
     for path in dict.fromkeys(os.path.realpath(p) for p in extra):
         if any(path == s or path.startswith(s + "/") for s in system):
             continue  # already visible through a system bind (e.g. /usr/bin/python3)
@@ -43,8 +43,8 @@ def minimal_etc(policy: SandboxPolicy) -> dict:
         "nsswitch.conf": "passwd: files\ngroup: files\nhosts: files dns\n",
         "resolv.conf": "",
     }
-    if policy.network == "host" and os.path.exists("/etc/resolv.conf"):
-        etc["resolv.conf"] = {"copy": "/etc/resolv.conf"}
+    if policy.network == "user":
+        etc["resolv.conf"] = "nameserver 10.0.2.3\n"  # slirp4netns's DNS forwarder (usernet.py)
     for name in policy.etc_files:
         if os.path.lexists(f"/etc/{name}"):
             etc[name] = {"copy": f"/etc/{name}"}

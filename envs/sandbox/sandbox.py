@@ -19,16 +19,18 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import hostfs, protocol, rootfs, syscalls
+from . import hostfs, protocol, rootfs, snapcopy, syscalls
 from .layers import Layer
 from .limits import Limits, sweep_stale_cgroups
 from .policy import SandboxError, SandboxPolicy
 from .probe import choose_backend
+from .usernet import UserNet
 
 NSINIT = str(Path(__file__).with_name("nsinit.py"))
 CGROUP_PREFIX = "swebox-"
 STARTUP_TIMEOUT_S = 60.0
 MAX_READ_BYTES = 256 * 1024 * 1024
+MB = 1024 * 1024
 _counter = itertools.count()
 _swept: set[str] = set()
 
@@ -71,6 +73,7 @@ class Sandbox:
         self._dir = ""
         self._dir_lock = -1
         self._limits: Limits | None = None
+        self._net: UserNet | None = None
         self._finalizer: weakref.finalize | None = None
         self._rootless = os.geteuid() != 0
 
@@ -153,6 +156,8 @@ class Sandbox:
         if reply.get("op") != "ready":
             raise SandboxError(f"the sandbox did not start: {reply.get('error', reply)}; see docs/sandbox.md "
                                "for the host features each backend needs, or try SandboxPolicy(backend='extract')")
+        if self.policy.network == "user":  # nsinit's network namespace exists now
+            self._net = UserNet(self._proc.pid, self.policy)
         self._new_session({"op": "session"})
 
     def _init_config(self, extract_dir: str) -> dict:
@@ -261,6 +266,9 @@ class Sandbox:
                 pass
             self._ctl.close()
             self._ctl = None
+        if self._net is not None:
+            self._net.close()
+            self._net = None
         if self._finalizer is not None:
             self._finalizer()
         elif self._dir:
@@ -326,19 +334,24 @@ class Sandbox:
             snaps = os.path.join(self.policy.resolved_work_root(), "snapshots")
             os.makedirs(snaps, mode=0o700, exist_ok=True)
             target = os.path.join(snaps, f"{os.getpid()}-{next(_counter)}-{os.urandom(3).hex()}")
+            cap = self.policy.upper_size_mb * MB  # what the writable layer (a tmpfs of that size) can hold
             if self.backend == "extract":  # no delta: the whole private copy is the state
                 source = os.path.join(self._dir, "extract")
+                cap += sum(_tree_bytes(str(layer.path)) for layer in self.layers)
             else:
                 source = f"/proc/{self._proc.pid}/root{self._upper}"
             base, count = (os.getuid(), 1) if self._rootless else (self.policy.host_uid, self.policy.uid_count)
             try:
-                hostfs.copy_tree(source, target, base, count)
+                snapcopy.copy_tree(source, target, base, count, cap)
             except BaseException:
                 import shutil
 
                 shutil.rmtree(target, ignore_errors=True)
                 raise
-            return Layer(Path(target), name=f"snapshot-of-{self.layers[-1].name}", ephemeral=True)
+            # the interpreters come from my layers' makers, never from what my tree now says (a pyvenv.cfg)
+            interpreters = tuple(dict.fromkeys(p for layer in self.layers for p in layer.interpreters))
+            return Layer(Path(target), name=f"snapshot-of-{self.layers[-1].name}", ephemeral=True,
+                         interpreters=interpreters)
 
     def fork(self) -> Sandbox:
         """A new, started Sandbox whose layers are mine plus a snapshot of my current state."""
@@ -431,3 +444,15 @@ def _sweep_stale_dirs(work_root: str) -> None:
             shutil.rmtree(path, ignore_errors=True)
         finally:
             os.close(fd)
+
+
+def _tree_bytes(folder: str) -> int:
+    """Bytes a layer folder holds on disk (the extract backend's private copy is at most the layers' sum)."""
+    total = 0
+    for parent, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            try:
+                total += os.lstat(os.path.join(parent, name)).st_blocks * 512
+            except OSError:
+                pass
+    return total

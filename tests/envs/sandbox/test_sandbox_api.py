@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from swebox.envs.sandbox import Layer, Sandbox, SandboxError, SandboxPolicy
+from swebox.envs.sandbox.layers import write_record
 
 
 def test_layers_form_the_root_and_the_shell_keeps_state(sandbox: Sandbox):
@@ -131,7 +132,9 @@ def test_virtualenv_interpreters_are_bound_read_only(tmp_path: Path, work_root: 
     layer.mkdir()
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(layer / "venv")], check=True)
     home = Path(sys.base_prefix)
-    assert Layer(layer).venv_homes() == [str(home / "bin")]
+    assert Layer(layer).interpreters == ()  # the venv's pyvenv.cfg is never read for it
+    write_record(layer, [str(home)])  # the layer's maker declares it (the env builder, in its manifest)
+    assert Layer(layer).interpreters == (str(home),)
     with Sandbox([layer], SandboxPolicy(work_root=work_root)) as sb:
         r = sb.exec(f"ls -d {home}/bin/python3 && touch {home}/x")
         assert str(home) in r.output and "Read-only file system" in r.output
