@@ -20,9 +20,12 @@ import json
 import re
 from typing import Any
 
+from swebox.envs.cache.checkout import CheckoutSpec
 from swebox.envs.cache.spec import EnvSpec
 from swebox.envs.tasks.diffs import reverse_diff
+from swebox.envs.tasks.recipes import Recipe, recipe_from_spec, swebench_spec, swesmith_recipe, test_directives
 from swebox.envs.tasks.schema import Task, TaskError
+from swebox.envs.tasks.testids import file_of_test
 
 TASK_FIELDS = tuple(f.name for f in dataclasses.fields(Task))
 _HEX = re.compile(r"^[0-9a-f]{7,64}$")
@@ -82,12 +85,28 @@ def _extra(row: dict[str, Any], used: set[str]) -> dict[str, Any]:
     return meta
 
 
-def _github_env(repo: str, commit: str) -> EnvSpec | None:
-    return (
-        EnvSpec(source=f"git+https://github.com/{repo}.git", commit=commit)
-        if repo and _HEX.match(commit)
-        else None
-    )
+def _github_env(repo: str, commit: str, recipe: Recipe | None = None) -> EnvSpec | None:
+    if not repo or not _HEX.match(commit):
+        return None
+    if recipe is None:
+        return EnvSpec(source=f"git+https://github.com/{repo}.git", commit=commit)
+    return EnvSpec(source=f"git+https://github.com/{repo}.git", commit=commit, python=recipe.python,
+                   install=recipe.env_install, test_deps=())
+
+
+def _commit(row: dict[str, Any], key: str) -> str:
+    value = str(row.get(key) or "")
+    if not _HEX.match(value):
+        raise TaskError(f"Task.{key}: expected a hex git commit id; found {value[:60]!r}. Fix the row's {key}.")
+    return value
+
+
+def _start_from(fields: dict[str, Any], env: EnvSpec, commit: str, patch: str, commands: tuple[str, ...]) -> None:
+    """The task starts from ``commit`` (+ ``patch``) of the env's repository, through a checkout layer."""
+    checkout = CheckoutSpec(env=env, commit=commit, patch=patch, commands=commands)
+    fields["env"] = env
+    fields["task_layer_key"] = checkout.key()
+    fields["metadata"]["checkout"] = {"commit": commit, "commands": list(commands)}
 
 
 def detect(row: dict[str, Any]) -> str:
@@ -102,7 +121,14 @@ def detect(row: dict[str, Any]) -> str:
 
 
 def from_swebench(row: dict[str, Any]) -> dict[str, Any]:
-    """SWE-bench / SWE-Gym rows (lists possibly stored as JSON strings)."""
+    """SWE-bench / SWE-Gym rows (lists possibly stored as JSON strings).
+
+    The environment is built at ``environment_setup_commit`` with the recipe of the row's repo/version
+    (:mod:`.recipes`); the task starts at ``base_commit`` through a checkout layer that also runs the
+    recipe's pre_install/install there; tests run with the recipe's test command plus the test files of
+    ``test_patch``, graded from the log by the repo's parser (SWE-bench's harness does the same).
+    Rows that carry swebox's own ``env`` keep it and are graded by the junit grader.
+    """
     fields = {k: row[k] for k in TASK_FIELDS if k in row and k != "metadata"}
     fields["FAIL_TO_PASS"] = _id_list(row, "FAIL_TO_PASS")
     fields["PASS_TO_PASS"] = _id_list(row, "PASS_TO_PASS")
@@ -111,31 +137,59 @@ def from_swebench(row: dict[str, Any]) -> dict[str, Any]:
             fields[key] = str(fields[key])
         elif key in fields and fields[key] is None:
             fields[key] = ""
-    if "env" not in fields:
-        env = _github_env(
-            str(row.get("repo", "")), str(row.get("environment_setup_commit") or row.get("base_commit") or "")
-        )
-        fields["env"] = env
     fields["metadata"] = _extra(row, set(fields))
+    if "env" in fields:
+        return fields
+    Task.from_dict(fields)  # the row's own fields first: their errors name the field before a recipe's do
+    repo, version = str(row.get("repo") or ""), str(fields.get("version") or "")
+    if not repo:
+        raise TaskError("Task.repo: expected 'owner/name' naming the GitHub repository; found ''.")
+    base = _commit(row, "base_commit")
+    setup = _commit(row, "environment_setup_commit") if row.get("environment_setup_commit") else base
+    spec, reqs = swebench_spec(repo, version)
+    recipe = recipe_from_spec(spec, reqs)
+    _start_from(fields, _github_env(repo, setup, recipe), base, "", recipe.repo_commands)
+    directives = test_directives(repo, str(row.get("test_patch") or ""))
+    fields["test_cmd"] = " ".join([recipe.test_cmd, *directives])
+    fields["grader"], fields["log_parser"] = "log", repo
+    fields["eval_commands"] = list(recipe.eval_commands)
+    if recipe.skipped:
+        fields["metadata"]["recipe_skipped"] = list(recipe.skipped)
     return fields
 
 
 def from_swesmith(row: dict[str, Any]) -> dict[str, Any]:
-    """SWE-smith rows: the stored patch is the bug, so the task's patch is its reverse."""
-    fields = from_swebench(row)
+    """SWE-smith rows: the stored patch is the bug, so the task's patch is its reverse.
+
+    The env is built at the snapshot commit of ``repo`` (``swesmith/OWNER__NAME.COMMIT``) with its swesmith
+    profile; the task starts there with the bug applied (checkout layer) and, as SWE-smith's instance
+    branches do, without the FAIL_TO_PASS test files (``hidden_tests``: removed from the agent's start,
+    present for grading, protected from the agent's diff). Graded by pytest's JUnit (node ids).
+    """
     bug = str(row.get("patch") or "")
     if not bug.strip():
         raise TaskError("Task.patch: expected SWE-smith's bug diff; found ''. The row has no bug to fix.")
+    match = _SWESMITH_REPO.match(str(row.get("repo", "")))
+    if not match:
+        raise TaskError(f"Task.repo: expected SWE-smith's 'swesmith/OWNER__NAME.COMMIT'; found "
+                        f"{str(row.get('repo', ''))[:80]!r}.")
+    fields = {k: row[k] for k in TASK_FIELDS if k in row and k not in ("metadata", "env", "test_cmd")}
+    fields["FAIL_TO_PASS"] = _id_list(row, "FAIL_TO_PASS")
+    fields["PASS_TO_PASS"] = _id_list(row, "PASS_TO_PASS")
+    fields["metadata"] = _extra(row, set(fields))
     fields["bug_patch"] = bug
     try:
         fields["patch"] = reverse_diff(bug)
     except ValueError as exc:
         raise TaskError(f"Task.patch: expected a reversible diff; found one that is not ({exc}).") from None
-    match = _SWESMITH_REPO.match(str(row.get("repo", "")))
-    if match:
-        fields["repo"] = f"{match['owner']}/{match['name']}"
-        fields.setdefault("base_commit", match["commit"])
-        fields["env"] = _github_env(fields["repo"], match["commit"])
+    fields["repo"] = f"{match['owner']}/{match['name']}"
+    fields["base_commit"] = match["commit"]
+    recipe = swesmith_recipe(match["owner"], match["name"], match["commit"])
+    env = dataclasses.replace(_github_env(fields["repo"], match["commit"], recipe), test_deps=("pytest",))
+    _start_from(fields, env, match["commit"], bug, ())  # pytest: the junit grader runs it
+    files = [f for f in (file_of_test(t) for t in fields["FAIL_TO_PASS"]) if f]
+    fields["test_files"] = list(dict.fromkeys(files))
+    fields["hidden_tests"] = bool(files)
     fields["metadata"]["source"] = "swe-smith"
     return fields
 
