@@ -70,7 +70,8 @@ def world(tmp_path_factory):
                 "test_patch": test_patch, "problem_statement": "add subtracts", "hints_text": "",
                 "created_at": "2024-01-01T00:00:00Z", "version": "0.1", "environment_setup_commit": setup,
                 "FAIL_TO_PASS": json.dumps(F2P), "PASS_TO_PASS": json.dumps(P2P)}
-    swesmith = {"instance_id": f"local__calc.{setup[:8]}.func_pm_op_swap__1", "repo": f"swesmith/local__calc.{setup[:8]}",
+    swesmith = {"instance_id": f"local__calc.{setup[:8]}.func_pm_op_swap__1",
+                "repo": f"swesmith/local__calc.{setup[:8]}",
                 "patch": _git(work, "diff", setup, base, "--", "src/calc/__init__.py"), "FAIL_TO_PASS": F2P,
                 "PASS_TO_PASS": P2P, "image_name": f"swesmith.x86_64.local__calc.{setup[:8]}",
                 "problem_statement": "add subtracts"}
