@@ -141,11 +141,18 @@ def user_specs() -> dict:
     return _user_table(path, Path(path).stat().st_mtime if Path(path).exists() else 0.0)
 
 
+def user_recipe(repo: str, version: str) -> Recipe | None:
+    """The recipe ``$SWEBOX_SWE_SPECS`` gives ``repo`` at ``version`` (or under ``"*"``, any version)."""
+    user = user_specs().get(repo, {})
+    spec = user.get(version, user.get("*"))
+    return None if spec is None else recipe_from_spec(spec, list(spec.get("requirements_paths", ())))
+
+
 def swebench_spec(repo: str, version: str) -> tuple[dict, list[str]]:
     """(spec, requirements paths) for a SWE-bench-format row; a TaskError naming the row's repo/version."""
     user = user_specs().get(repo, {})
-    if version in user:
-        spec = user[version]
+    if version in user or "*" in user:
+        spec = user.get(version, user.get("*"))
         return spec, list(spec.get("requirements_paths", ()))
     table, reqs = _swebench_tables()
     if repo not in table:
@@ -264,10 +271,8 @@ def swesmith_profiles() -> dict[tuple[str, str], list[dict]]:
 
 def swesmith_recipe(owner: str, name: str, commit: str) -> Recipe:
     """The recipe of SWE-smith's ``swesmith/OWNER__NAME.COMMIT`` (from $SWEBOX_SWE_SPECS, else swesmith)."""
-    user = user_specs().get(f"{owner}/{name}", {})
-    if commit in user:
-        spec = user[commit]
-        recipe = recipe_from_spec(spec, list(spec.get("requirements_paths", ())))
+    recipe = user_recipe(f"{owner}/{name}", commit)
+    if recipe is not None:
         # SWE-smith installs the project at its snapshot, which is the env's commit: everything is env work
         return dataclasses.replace(recipe, env_install=recipe.env_install + recipe.repo_commands, repo_commands=())
     profiles = [p for p in swesmith_profiles().get((owner, name), []) if str(p["commit"]).startswith(commit)]
