@@ -25,10 +25,10 @@ from swebox.envs.tasks.adapters_r2e import from_r2e
 from swebox.envs.tasks.diffs import reverse_diff
 from swebox.envs.tasks.recipes import (
     Recipe,
+    directives_of,
     recipe_from_spec,
     swebench_spec,
     swesmith_recipe,
-    test_directives,
 )
 from swebox.envs.tasks.rows import TASK_FIELDS, extra, id_list
 from swebox.envs.tasks.schema import Task, TaskError
@@ -102,7 +102,7 @@ def from_swebench(row: dict[str, Any]) -> dict[str, Any]:
     spec, reqs = swebench_spec(repo, version)
     recipe = recipe_from_spec(spec, reqs)
     _start_from(fields, _github_env(repo, setup, recipe), base, "", recipe.repo_commands)
-    directives = test_directives(repo, str(row.get("test_patch") or ""))
+    directives = directives_of(repo, str(row.get("test_patch") or ""))
     fields["test_cmd"] = " ".join([recipe.test_cmd, *directives])
     fields["grader"], fields["log_parser"] = "log", repo
     fields["eval_commands"] = list(recipe.eval_commands)

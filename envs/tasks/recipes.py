@@ -219,7 +219,7 @@ def recipe_from_spec(spec: dict, reqs_paths: list[str]) -> Recipe:
                   eval_commands=tuple(spec.get("eval_commands", ())), skipped=skipped)
 
 
-def test_directives(repo: str, test_patch: str) -> list[str]:
+def directives_of(repo: str, test_patch: str) -> list[str]:
     """The test files of ``test_patch`` as SWE-bench's harness passes them to the test command: paths,
     except non-test files; for Django dotted module names relative to tests/ without '.py'."""
     directives = [d for d in re.findall(r"diff --git a/.* b/(.*)", test_patch) if not d.endswith(NON_TEST_EXTS)]
