@@ -102,10 +102,13 @@ def from_swebench(row: dict[str, Any]) -> dict[str, Any]:
     spec, reqs = swebench_spec(repo, version)
     recipe = recipe_from_spec(spec, reqs)
     _start_from(fields, _github_env(repo, setup, recipe), base, "", recipe.repo_commands)
-    directives = directives_of(repo, str(row.get("test_patch") or ""))
-    fields["test_cmd"] = " ".join([recipe.test_cmd, *directives])
-    fields["grader"], fields["log_parser"] = "log", repo
-    fields["eval_commands"] = list(recipe.eval_commands)
+    if recipe.grader == "junit":  # a recipe of one's own for a pytest suite: swebox's runner reads JUnit
+        fields["test_cmd"] = f"/venv/bin/python -m {recipe.test_cmd}"
+    else:
+        directives = directives_of(repo, str(row.get("test_patch") or ""))
+        fields["test_cmd"] = " ".join([recipe.test_cmd, *directives])
+        fields["grader"], fields["log_parser"] = "log", repo
+        fields["eval_commands"] = list(recipe.eval_commands)
     if recipe.skipped:
         fields["metadata"]["recipe_skipped"] = list(recipe.skipped)
     return fields

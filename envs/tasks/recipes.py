@@ -90,6 +90,9 @@ class Recipe:
     """Commands the harness runs before the tests (locale exports, ...)."""
     skipped: tuple[str, ...] = ()
     """Spec commands left out because they change the system image (apt-get, locale-gen)."""
+    grader: str = "log"
+    """'log' (the harness's test command, its log read by the repo's parser) or, for recipes of one's own
+    (a spec's ``"grader": "junit"``, pytest suites only), 'junit': swebox's pytest runner."""
 
 
 def _load_file(path: Path, name: str) -> Any:
@@ -215,8 +218,12 @@ def recipe_from_spec(spec: dict, reqs_paths: list[str]) -> Recipe:
     test_cmd = spec["test_cmd"]
     if isinstance(test_cmd, (list, tuple)):
         test_cmd = " && ".join(test_cmd)
+    grader = spec.get("grader", "log")
+    if grader not in ("log", "junit") or (grader == "junit" and not str(test_cmd).startswith("pytest")):
+        raise TaskError(f"Task.version: a spec's grader must be 'log', or 'junit' with a 'pytest ...' test_cmd; "
+                        f"found grader {grader!r} with test_cmd {test_cmd!r}.")
     return Recipe(python=str(spec["python"]), env_install=tuple(env), repo_commands=repo, test_cmd=str(test_cmd),
-                  eval_commands=tuple(spec.get("eval_commands", ())), skipped=skipped)
+                  eval_commands=tuple(spec.get("eval_commands", ())), skipped=skipped, grader=grader)
 
 
 def directives_of(repo: str, test_patch: str) -> list[str]:

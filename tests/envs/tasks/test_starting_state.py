@@ -5,13 +5,12 @@ A real local repository plays GitHub through a git mirror: its later commit (the
 own formats go through `swebox cache build --git-mirror`; the empty diff must NOT resolve and the gold patch
 must. Before this, both rows started from the fixed tree and an empty diff was resolved.
 
-The rows' recipes come from a $SWEBOX_SWE_SPECS file (the repository is not one swebench knows); the
-SWE-bench row is graded with the junit grader here (its own grader, the log one, is tested with it).
+The rows' recipes come from a $SWEBOX_SWE_SPECS file (the repository is not one swebench knows), which
+asks for swebox's junit grader (``"grader": "junit"``) for this pytest suite.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 import subprocess
@@ -77,7 +76,7 @@ def world(tmp_path_factory):
                 "problem_statement": "add subtracts"}
     specs = root / "specs.json"
     recipe = {"python": "3.11", "pip_packages": ["pytest==8.4.2"], "install": "python -m pip install -e .",
-              "test_cmd": "pytest -rA"}
+              "test_cmd": "pytest -rA", "grader": "junit"}
     specs.write_text(json.dumps({"local/calc": {"0.1": recipe, setup[:8]: recipe}}))
     rows = root / "rows.jsonl"
     rows.write_text(json.dumps(swebench) + "\n" + json.dumps(swesmith) + "\n")
@@ -97,13 +96,10 @@ def world(tmp_path_factory):
     mp.undo()
 
 
-def _junit(task):
-    return dataclasses.replace(task, grader="junit", log_parser="", test_cmd="/venv/bin/python -m pytest")
-
-
 def test_swebench_row_starts_at_base_commit_without_later_history(world):
     task = world["tasks"][0]
     assert task.env.commit == world["setup"] and task.metadata["checkout"]["commit"] == world["base"]
+    assert task.grader == "junit" and task.test_cmd == "/venv/bin/python -m pytest -rA"
     paths = world["layers"](task)
     try:
         with Sandbox(paths) as sb:
@@ -117,8 +113,8 @@ def test_swebench_row_starts_at_base_commit_without_later_history(world):
             # installed at base_commit by the recipe's install command (editable: it imports /testbed's code)
             where = sb.exec("cd / && /venv/bin/python -c 'import calc; print(calc.__file__)'").output.strip()
             assert where == "/testbed/src/calc/__init__.py"
-        empty = grade(_junit(task), "", layers=paths, timeout=120)
-        gold = grade(_junit(task), task.patch, layers=paths, timeout=120)
+        empty = grade(task, "", layers=paths, timeout=120)
+        gold = grade(task, task.patch, layers=paths, timeout=120)
     finally:
         world["layers"].release(task)
     assert not empty.resolved and empty.tests[F2P[0]].status == "failed", empty
