@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy
 from swebox.envs.tasks.diffs import parse_diff
 from swebox.envs.tasks.schema import Task
+from swebox.envs.tasks.testids import file_of_test
 
 REPO = "/testbed"
 # The agent's shell may have changed directory, PATH, GIT_* variables or shell options: every command below
@@ -56,9 +57,13 @@ class StartState:
 
 
 def hidden_test_paths(task: Task) -> list[str]:
-    """Files that ``test_patch`` creates, for a task whose tests are hidden: they must not be in the start."""
-    if not task.hidden_tests or not task.test_patch:
+    """Files that must not be in the start of a task whose tests are hidden: those ``test_patch`` creates
+    or, without a test_patch, the FAIL_TO_PASS test files (SWE-smith: they are in the repository, and the
+    grader's fresh sandbox over the task's layers has them)."""
+    if not task.hidden_tests:
         return []
+    if not task.test_patch:
+        return list(dict.fromkeys(f for f in (file_of_test(t) for t in task.FAIL_TO_PASS) if f))
     return [p.new_path for p in parse_diff(task.test_patch) if p.old_path is None and p.new_path]
 
 

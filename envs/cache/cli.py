@@ -14,6 +14,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
+from .checkout import CheckoutSpec, checkout_from_dict
 from .packing import FORMATS
 from .spec import EnvSpec
 from .store import LayerStore, copy_layers
@@ -41,6 +42,9 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     build.add_argument("--format", choices=FORMATS, default=None, help="layer format (default: squashfs if "
                        "mksquashfs is installed, else tar.zst)")
     build.add_argument("--force", action="store_true", help="rebuild layers that failed before")
+    build.add_argument("--git-mirror", default=None, metavar="DIR",
+                       help="read GitHub repositories OWNER/NAME from DIR/OWNER__NAME.git (bare or shallow) "
+                       "instead of cloning (default $SWEBOX_GIT_MIRROR)")
     build.set_defaults(func=cmd_build)
 
     sub.add_parser("ls", help="list the layers of the store").set_defaults(func=cmd_ls)
@@ -120,32 +124,87 @@ def read_env_specs(path: str) -> list[EnvSpec]:
     return list(specs.values())
 
 
+def read_build_plan(path: str) -> tuple[list[EnvSpec], list[CheckoutSpec], list[str]]:
+    """What ``cache build`` makes for a task file: distinct env layers, distinct checkout layers (the starting
+    trees of dataset rows, see :mod:`.checkout`), and one error per task it cannot build, naming the task."""
+    from swebox.envs.tasks import load
+
+    envs: dict[str, EnvSpec] = {}
+    checkouts: dict[str, CheckoutSpec] = {}
+    errors: list[str] = []
+    for task in load(path):
+        if task.env is None:
+            errors.append(f"task {task.instance_id}: expected an env recipe; found none (the row names no "
+                          f"environment swebox can build: give it an 'env', or see docs/datasets.md)")
+            continue
+        envs.setdefault(task.env.key(), task.env)
+        checkout = task.metadata.get("checkout")
+        if not task.task_layer_key or not isinstance(checkout, dict):
+            continue  # synthesised tasks: their task layers are made by `swebox tasks synth`
+        spec = checkout_from_dict(task.env, checkout, task.bug_patch)
+        if spec.key() != task.task_layer_key:
+            errors.append(f"task {task.instance_id}: its task_layer_key {task.task_layer_key} is not the key of "
+                          f"its checkout {spec.key()} (metadata.checkout or bug_patch edited?); reload the row")
+            continue
+        checkouts.setdefault(spec.key(), spec)
+    return list(envs.values()), list(checkouts.values()), errors
+
+
+def _build_all(pool, items, fn, bar, had) -> tuple[int, int, list[tuple[str, str]]]:
+    futures = {pool.submit(fn, item): item.key() for item in items}
+    built = reused = 0
+    failed: list[tuple[str, str]] = []
+    for future in as_completed(futures):
+        key = futures[future]
+        try:
+            future.result()
+            reused, built = (reused + 1, built) if had[key] else (reused, built + 1)
+        except Exception as e:  # one bad layer must not stop the others; all are reported below
+            failed.append((key, str(e)))
+        bar.update(1)
+    return built, reused, failed
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     from .builder import build_env
+    from .checkout import build_checkout_layer
+    from .sources import resolve_mirror
 
     if args.jobs < 1:
         raise SystemExit(f"--jobs: expected at least 1; found {args.jobs}.")
+    mirror = resolve_mirror(args.git_mirror)
+    if mirror and not Path(mirror).is_dir():
+        raise SystemExit(f"--git-mirror: expected a folder of OWNER__NAME.git repositories; found nothing at "
+                         f"{mirror}.")
     store = _open(args, args.format, create=True)
-    specs = read_env_specs(args.tasks)
-    failed: list[tuple[str, str]] = []
-    reused = built = 0
+    specs, checkouts, errors = read_build_plan(args.tasks)
     t0 = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool, _progress(len(specs), "env layers") as bar:
-        had = {s.key(): store.get(s.key()) is not None for s in specs}
-        futures = {pool.submit(build_env, store, s, force=args.force): s for s in specs}
-        for future in as_completed(futures):
-            key = futures[future].key()
-            try:
-                future.result()
-                reused, built = (reused + 1, built) if had[key] else (reused, built + 1)
-            except Exception as e:  # one bad env must not stop the others; all are reported below
-                failed.append((key, str(e)))
-            bar.update(1)
-    print(f"{len(specs)} envs: {built} built, {reused} reused, {len(failed)} failed "
+    had = {s.key(): store.get(s.key()) is not None for s in [*specs, *checkouts]}
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool, \
+            _progress(len(specs) + len(checkouts), "layers") as bar:
+        built, reused, failed = _build_all(
+            pool, specs, lambda s: build_env(store, s, force=args.force, mirror=mirror), bar, had)
+        bad_envs = {key for key, _ in failed}
+        todo = [c for c in checkouts if c.env.key() not in bad_envs]
+        for c in checkouts:
+            if c.env.key() in bad_envs:
+                failed.append((c.key(), f"not built: its env layer {c.env.key()} failed"))
+        t_built, t_reused, t_failed = _build_all(
+            pool, todo, lambda c: build_checkout_layer(store, c, mirror=mirror, force=args.force), bar, had)
+    env_failed = len(failed) - (len(checkouts) - len(todo))
+    print(f"{len(specs)} envs: {built} built, {reused} reused, {env_failed} failed "
           f"in {time.perf_counter() - t0:.1f} s; store {store.root} holds {store.total_bytes() / 1e6:.1f} MB")
+    failed += t_failed
+    if checkouts:
+        print(f"{len(checkouts)} task layers (starting trees): {t_built} built, {t_reused} reused, "
+              f"{len(checkouts) - t_built - t_reused} failed")
+    if errors:
+        print(f"{len(errors)} tasks have no environment to build (listed below)")
     for key, error in failed:
         print(f"FAILED {key}: {error}", file=sys.stderr)
-    return 1 if failed else 0
+    for error in errors:
+        print(f"FAILED {error}", file=sys.stderr)
+    return 1 if failed or errors else 0
 
 
 def cmd_ls(args: argparse.Namespace) -> int:

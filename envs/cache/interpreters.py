@@ -50,13 +50,19 @@ def _candidate_paths() -> list[str]:
                    str(home / "miniforge3"), "/opt/conda"]
     for root in filter(None, conda_roots):
         patterns += [f"{root}/bin/python3", f"{root}/envs/*/bin/python3"]
-    patterns += ["/usr/bin/python3.*", "/usr/local/bin/python3.*"]
+    # readable prefixes other users can use: /opt/python/3.9 (where the error below says to put one),
+    # python.org/`make altinstall` builds under /opt or /usr/local, SWEBOX_PYTHONS (colon-separated prefixes)
+    extra = [p for p in os.environ.get("SWEBOX_PYTHONS", "").split(os.pathsep) if p]
+    patterns += [f"{prefix}/bin/python3" for prefix in extra]
+    patterns += ["/opt/python/*/bin/python3", "/opt/python*/bin/python3", "/opt/*/bin/python3.*",
+                 "/usr/local/python*/bin/python3", "/usr/bin/python3.*", "/usr/local/bin/python3.*"]
     for folder in os.environ.get("PATH", "").split(os.pathsep):
         patterns += [f"{folder}/python3", f"{folder}/python3.*"] if folder else []
     found: list[str] = []
     for pattern in filter(None, patterns):
         for path in sorted(glob.glob(pattern)):
-            skip = path.endswith("-config") or "/shims/" in path  # pyenv shims are shell scripts
+            # pyenv shims are shell scripts; python3.11-config, python3.9m-config and gdb helpers are no pythons
+            skip = path.endswith(("-config", "-gdb.py")) or "/shims/" in path
             if not skip and os.access(path, os.X_OK) and os.path.isfile(path):
                 found.append(path)
     return found
@@ -111,6 +117,9 @@ def find_interpreter(wanted: str, candidates: tuple[Interpreter, ...] | None = N
     if not hits:
         available = sorted({i.version for i in pool}, key=_version_tuple)
         raise InterpreterNotFound(
-            f"no Python {wanted} on this host; available: {', '.join(available) or 'none'}. Install it "
-            f"(e.g. `pyenv install {wanted}` or `uv python install {wanted}`) or change the spec's python.")
+            f"no Python {wanted} on this host; available: {', '.join(available) or 'none'}. Install it where "
+            f"every user can read it (sandboxes run as an unprivileged uid), e.g. "
+            f"`UV_PYTHON_INSTALL_DIR=/opt/python uv python install {wanted}` (found under /opt/python), a "
+            f"system package (`apt-get install python{wanted}` where the release has it, e.g. Debian bullseye "
+            f"has 3.9), or a prefix named in $SWEBOX_PYTHONS; or change the spec's python.")
     return max(hits, key=lambda i: (i.reachable, _version_tuple(i.version)))

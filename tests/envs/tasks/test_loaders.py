@@ -15,16 +15,16 @@ FIX = (
     "@@ -1,2 +1,2 @@\n-return a - b\n+return a + b\n x\n"
 )
 
-SWEBENCH = {  # SWE-bench itself stores the id lists as JSON strings
+SWEBENCH = {  # SWE-bench itself stores the id lists as JSON strings; a repo/version swebench has a recipe for
     "instance_id": "owner__proj-12",
-    "repo": "owner/proj",
+    "repo": "psf/requests",
     "base_commit": "a" * 40,
     "patch": FIX,
     "test_patch": "",
     "problem_statement": "add is wrong",
     "hints_text": "",
     "created_at": "2023-01-01T00:00:00Z",
-    "version": "1.0",
+    "version": "2.0",
     "environment_setup_commit": "b" * 40,
     "FAIL_TO_PASS": json.dumps(["tests/test_m.py::test_add"]),
     "PASS_TO_PASS": "[]",
@@ -37,11 +37,11 @@ SWEGYM = dict(
 )
 SWESMITH = {
     "instance_id": "owner__proj.1fd52536.func_pm_op_swap__abc",
-    "repo": "swesmith/owner__proj.1fd52536",
+    "repo": "swesmith/mewwts__addict.75284f95",
     "patch": reverse_diff(FIX),
     "FAIL_TO_PASS": ["tests/test_m.py::test_add"],
     "PASS_TO_PASS": [],
-    "image_name": "swesmith.x86_64.owner__proj.1fd52536",
+    "image_name": "swesmith.x86_64.mewwts__addict.75284f95",
     "problem_statement": "add subtracts",
 }
 R2E = {
@@ -117,14 +117,20 @@ def test_swebench_and_swegym_rows(tmp_path):
     assert [t.instance_id for t in tasks] == ["owner__proj-12", "owner__proj-13"]
     assert tasks[0].FAIL_TO_PASS == ("tests/test_m.py::test_add",) and tasks[0].PASS_TO_PASS == ()
     assert tasks[1].PASS_TO_PASS == ("tests/test_m.py::test_sub",)
-    assert tasks[0].env.source == "git+https://github.com/owner/proj.git" and tasks[0].env.commit == "b" * 40
+    # the env is built at environment_setup_commit, the task starts at base_commit (a checkout layer)
+    assert tasks[0].env.source == "git+https://github.com/psf/requests.git" and tasks[0].env.commit == "b" * 40
+    assert tasks[0].env.python == "3.9" and tasks[0].metadata["checkout"]["commit"] == "a" * 40
+    assert tasks[0].task_layer_key.startswith("task-") and tasks[0].grader == "log"
+    assert tasks[0].test_cmd.startswith("pytest -rA") and tasks[0].log_parser == "psf/requests"
     assert tasks.skipped == []
 
 
 def test_swesmith_patch_is_the_reverse_of_the_bug(tmp_path):
     (task,) = load(write_jsonl(tmp_path / "s.jsonl", [SWESMITH]))
     assert task.patch == FIX and task.bug_patch == SWESMITH["patch"]
-    assert task.repo == "owner/proj" and task.base_commit == "1fd52536"
+    assert task.repo == "mewwts/addict" and task.base_commit == "75284f95"
+    assert task.env.commit == "75284f95" and task.env.python == "3.10"  # swesmith's profile
+    assert task.hidden_tests and task.test_files == ("tests/test_m.py",) and task.task_layer_key
     assert task.metadata["image_name"] == SWESMITH["image_name"] and task.metadata["source"] == "swe-smith"
 
 

@@ -1,0 +1,184 @@
+"""Checkout layers: a task layer that moves the env layer's repository to another commit of its history.
+
+Public datasets build the environment at one commit and start the task at another: SWE-bench installs the
+dependencies at ``environment_setup_commit`` and the agent starts at ``base_commit``; SWE-smith starts from
+its snapshot commit with the row's bug patch applied. A :class:`CheckoutSpec` says which tree the task
+starts from (a commit of the env's repository, plus an optional patch, plus commands such as SWE-bench's
+``pre_install``/``install`` run at that tree); :func:`build_checkout_layer` publishes it as a task layer
+over the env layer, with the guarantees of :mod:`.task_layer`: a new root commit of exactly that tree on
+``main`` and the objects of the env's version of every changed path deleted, so nothing of the later history
+is visible inside the sandbox.
+
+The tree is computed on the host from the git repository (a mirror, the local source, or a clone) with a
+temporary index: ``read-tree COMMIT``, ``apply --cached PATCH``, ``write-tree``; the changed files travel
+into the build sandbox as one tar (modes and symlinks kept).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shlex
+import subprocess
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..sandbox import Sandbox, SandboxPolicy
+from ..sandbox.policy import DEFAULT_ENV
+from .builder import _CLEAN, GIT_IDENTITY
+from .layer_cache import LayerCache, LayerCacheConfig
+from .sources import git_repository, require_commit, source_kind
+from .spec import EnvSpec
+from .store import BuildFailure, LayerStore, Manifest
+from .task_layer import _commit_root, _old_objects, _remove_objects, _run
+
+
+@dataclass(frozen=True)
+class CheckoutSpec:
+    """The starting tree of a task: ``commit`` of the env's repository (+ ``patch``), then ``commands``."""
+
+    env: EnvSpec
+    """The env layer underneath; its source's git history must hold ``commit``."""
+    commit: str
+    """The commit the task starts from (SWE-bench's base_commit, SWE-smith's snapshot)."""
+    patch: str = ""
+    """A git diff applied on top of ``commit`` (SWE-smith's bug); '' for none."""
+    commands: tuple[str, ...] = ()
+    """Shell commands run in /testbed with /venv active once the tree is in place (SWE-bench's pre_install
+    and install); their changes to /testbed and /venv are part of the layer."""
+
+    def __post_init__(self) -> None:
+        if source_kind(self.env.source) == "pypi":
+            raise ValueError(f"CheckoutSpec.env: expected a git source with history; found {self.env.source!r}.")
+        if not self.commit or not all(c in "0123456789abcdef" for c in self.commit):
+            raise ValueError(f"CheckoutSpec.commit: expected a hex commit id; found {self.commit!r}.")
+        if isinstance(self.commands, str) or not all(isinstance(c, str) for c in self.commands):
+            raise ValueError(f"CheckoutSpec.commands: expected a list of shell commands; found {self.commands!r}.")
+        object.__setattr__(self, "commands", tuple(self.commands))
+
+    def key(self) -> str:
+        """``"task-"`` + 20 hex of sha256 over the env key, the commit, the patch's hash and the commands."""
+        body = {"kind": "checkout", "env": self.env.key(), "commit": self.commit, "commands": list(self.commands),
+                "patch": hashlib.sha256(self.patch.encode("utf-8", "surrogateescape")).hexdigest()}
+        return "task-" + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def _git(repo: Path, *args: str, env: dict | None = None, data: bytes | None = None) -> bytes:
+    proc = subprocess.run(["git", *args], cwd=repo, input=data, capture_output=True,
+                          env={**os.environ, **(env or {})})
+    if proc.returncode != 0:
+        raise BuildFailure(f"git {' '.join(args[:3])} in {repo} failed: {proc.stderr.decode(errors='replace')[-800:]}")
+    return proc.stdout
+
+
+def target_tree(repo: Path, commit: str, patch: str) -> str:
+    """The tree id of ``commit`` with ``patch`` applied (a patch that does not apply is the spec's fault)."""
+    if not patch:
+        return _git(repo, "rev-parse", f"{commit}^{{tree}}").decode().strip()
+    with tempfile.TemporaryDirectory(prefix="swebox-checkout-") as tmp:
+        env = {"GIT_INDEX_FILE": f"{tmp}/index"}
+        _git(repo, "read-tree", commit, env=env)
+        (Path(tmp) / "patch.diff").write_text(patch, encoding="utf-8", errors="surrogateescape")
+        proc = subprocess.run(["git", "apply", "--cached", "--binary", f"{tmp}/patch.diff"], cwd=repo,
+                              capture_output=True, text=True, env={**os.environ, **env})
+        if proc.returncode != 0:
+            raise BuildFailure(f"the task's patch does not apply to {commit}: {proc.stderr.strip()[-800:]}")
+        return _git(repo, "write-tree", env=env).decode().strip()
+
+
+def changed_files(repo: Path, old: str, new_tree: str) -> tuple[bytes, list[str], list[str]]:
+    """(a tar of the files that differ in ``new_tree``, their paths, the paths it deletes) against ``old``."""
+    out = _git(repo, "diff-tree", "-r", "-z", "--no-renames", old, new_tree).split(b"\0")
+    buf, written, deleted = io.BytesIO(), [], []
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for meta, raw in zip(out[0::2], out[1::2], strict=False):
+            if not meta:
+                continue
+            _, new_mode, _, sha, status = meta.decode().lstrip(":").split(" ")
+            path = raw.decode("utf-8", "surrogateescape")
+            if status.startswith("D"):
+                deleted.append(path)
+                continue
+            if new_mode == "160000":
+                continue  # a submodule's commit: nothing to write (SWE-bench repos have none)
+            data = _git(repo, "cat-file", "blob", sha)
+            info = tarfile.TarInfo(path)
+            if new_mode == "120000":
+                info.type, info.linkname = tarfile.SYMTYPE, data.decode("utf-8", "surrogateescape")
+                tar.addfile(info)
+            else:
+                info.size, info.mode = len(data), 0o755 if new_mode == "100755" else 0o644
+                tar.addfile(info, io.BytesIO(data))
+            written.append(path)
+    return buf.getvalue(), written, deleted
+
+
+def build_checkout_layer(store: LayerStore, spec: CheckoutSpec, *, mirror: str = "",
+                         cache: LayerCache | None = None, force: bool = False) -> Manifest:
+    """Publish (once) the task layer of ``spec`` over its env layer (which must be in the store)."""
+    key = spec.key()
+    env_key = spec.env.key()
+    store.require(env_key)
+
+    def build(publish) -> Manifest:
+        log: list[str] = [f"# swebox checkout layer {key}: {spec.env.source} at {spec.commit} over {env_key}"]
+        with tempfile.TemporaryDirectory(prefix="swebox-checkout-") as tmp:
+            repo, from_mirror = git_repository(spec.env, Path(tmp) / "clone.git", log, mirror)
+            old = require_commit(repo, spec.env.commit, from_mirror=from_mirror)
+            new = require_commit(repo, spec.commit, from_mirror=from_mirror)
+            tar, written, deleted = changed_files(repo, old, target_tree(repo, new, spec.patch))
+        paths = written + deleted
+        log.append(f"# {len(written)} files written, {len(deleted)} deleted")
+        own_cache = cache is None
+        node = cache or LayerCache(store, LayerCacheConfig())
+        try:
+            # pip may fetch build dependencies when the install commands run, like the env build
+            policy = SandboxPolicy(network="host" if spec.commands else "none",
+                                   env={**DEFAULT_ENV, **GIT_IDENTITY, "PIP_NO_CACHE_DIR": "1",
+                                        "PIP_ROOT_USER_ACTION": "ignore", "PYTHONDONTWRITEBYTECODE": "1"})
+            with node.acquire(env_key) as env, Sandbox([env.path], policy) as sb:
+                old_objects = _old_objects(sb, paths) if paths else set()
+                sb.write_file("/swebox-checkout.tar", tar)
+                rm = " ".join(shlex.quote(p) for p in deleted)
+                _run(sb, "cd /testbed && tar -xf /swebox-checkout.tar --no-same-owner && rm -f /swebox-checkout.tar"
+                     + (f" && rm -f -- {rm}" if rm else ""), "writing the starting tree")
+                for command in spec.commands:
+                    log.append(f"$ {command}")
+                    result = sb.exec(f"cd /testbed && . /venv/bin/activate && {command}", timeout=1800)
+                    log.append(result.output.rstrip("\n"))
+                    if result.exit_code != 0:
+                        raise BuildFailure(f"checkout layer {key}: `{command}` failed (exit {result.exit_code}):\n"
+                                           + "\n".join("\n".join(log).splitlines()[-40:]), "\n".join(log))
+                _run(sb, _CLEAN, "removing caches and bytecode")
+                # what the commands changed in tracked or untracked-but-not-ignored files joins the commit
+                status = _run(sb, "cd /testbed && git status --porcelain=v1 -z --untracked-files=all",
+                              "listing the changed files")
+                touched = [e[3:] for e in status.split("\0") if len(e) > 3]
+                commit_paths = sorted(set(paths) | set(touched)) or ["."]
+                commit = _commit_root(sb, f"swebox task start {spec.commit}", commit_paths)
+                removed = _remove_objects(sb, old_objects)
+                left = _run(sb, "cd /testbed && git status --porcelain", "checking the tree is committed")
+                if left.strip():
+                    raise BuildFailure(f"checkout layer {key}: files left uncommitted: {left[:500]}")
+                layer = sb.snapshot()
+                include = ("testbed", "venv") if spec.commands else ("testbed",)
+                return publish(layer_dir=layer.path, kind="task", parent=env_key, include=include,
+                               log="\n".join(log) + "\n",
+                               meta={"checkout": spec.commit, "commit": commit, "removed_objects": removed,
+                                     "changed": len(paths)})
+        finally:
+            if own_cache:
+                node.close()
+
+    return store.build(key, build, force=force)
+
+
+def checkout_from_dict(env: EnvSpec, data: dict[str, Any], patch: str = "") -> CheckoutSpec:
+    """A CheckoutSpec from the ``{"commit", "commands"}`` a task keeps in its metadata."""
+    return CheckoutSpec(env=env, commit=str(data.get("commit", "")), patch=patch,
+                        commands=tuple(data.get("commands", ())))

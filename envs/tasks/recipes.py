@@ -1,0 +1,292 @@
+"""Environment recipes of public SWE datasets, read at run time from the packages of the field.
+
+- SWE-bench (and SWE-Gym, SWE-bench-extra: the same row format): ``swebench==4.1.0``'s per-repo/version
+  table ``MAP_REPO_VERSION_TO_SPECS_PY`` (Python version, ``packages``, ``pip_packages``, ``pre_install``,
+  ``install``, ``eval_commands``, ``test_cmd``) and ``MAP_REPO_TO_REQS_PATHS``. 4.1 is the last release with
+  that table (5.x moved specs into per-instance scripts). Only the file holding the table,
+  ``swebench/harness/constants/python.py``, is executed: it imports nothing, while importing the
+  ``swebench`` package pulls in docker, datasets, modal and more.
+- SWE-smith: ``swesmith``'s per-repo profiles (``python_version``, ``install_cmds``), read from
+  ``swesmith/profiles/python.py`` without importing it (the package imports docker and GitHub clients).
+- Anything else, or an override: a JSON file named by ``$SWEBOX_SWE_SPECS`` in the table's shape,
+  ``{"owner/name": {"version": {spec}}}`` (a spec may add ``"requirements_paths": [...]``). SWE-Gym's own
+  specs, which no package ships, go there.
+
+A recipe becomes an env layer (interpreter + dependencies at ``environment_setup_commit``) and the commands
+run once the repository is at ``base_commit`` (``pre_install`` + ``install``, in the checkout layer), as
+SWE-bench's environment and instance images split them. Differences, all documented in docs/datasets.md:
+conda packages are installed with pip; an ``environment.yml`` is translated to pip requirements; commands
+that change the system image (``apt-get``, ``locale-gen``) cannot run in a rootless sandbox and are left out
+(recorded in ``Recipe.skipped``).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import importlib.metadata
+import importlib.util
+import json
+import os
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from swebox.envs.tasks.schema import TaskError
+
+SWEBENCH_VERSION = "4.1.0"
+SPECS_ENV = "SWEBOX_SWE_SPECS"
+# swebench.harness.constants.NON_TEST_EXTS (4.1.0): files of a test_patch that are not test directives
+NON_TEST_EXTS = (".json", ".png", "csv", ".txt", ".md", ".jpg", ".jpeg", ".pkl", ".yml", ".yaml", ".toml")
+_SYSTEM = re.compile(r"^\s*(apt-get|apt|locale-gen|update-locale)\b|>\s*/etc/|\s/etc/locale")
+# environment.yml -> pip requirements: conda's `name=1.2` pins become `name==1.2`, channel prefixes go,
+# the `- pip:` sub-list is kept as it is; python and pip themselves are the venv's
+_YML_TO_PIP = r"""
+import re, sys
+section, pip_indent, pip = '', -1, []
+for raw in open(sys.argv[1]):
+    line = raw.split('#')[0].rstrip()
+    if not line.strip():
+        continue
+    if not line[0].isspace() and not line.startswith('-'):
+        section, pip_indent = line.split(':')[0], -1
+        continue
+    item, indent = line.strip(), len(line) - len(line.lstrip())
+    if section != 'dependencies' or not item.startswith('-'):
+        continue
+    item = item[1:].strip()
+    if pip_indent >= 0 and indent > pip_indent:
+        pip.append(item)
+        continue
+    pip_indent = -1
+    if item.replace(' ', '') == 'pip:':
+        pip_indent = indent
+        continue
+    m = re.match(r'^([A-Za-z0-9_.-]+)\s*(.*)$', item.split('::')[-1])
+    if not m or m.group(1) in ('python', 'pip'):
+        continue
+    version = m.group(2).replace(' ', '')
+    print(m.group(1) + ('=' + version if version.startswith('=') and not version.startswith('==') else version))
+print('\n'.join(pip))
+"""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What a dataset's spec says about one repo/version, in swebox's terms."""
+
+    python: str
+    """Interpreter version, e.g. '3.9'."""
+    env_install: tuple[str, ...]
+    """Commands of the env layer (dependencies, at the env's commit), run in /testbed with /venv active."""
+    repo_commands: tuple[str, ...]
+    """Commands run once the repository is at the task's commit (pre_install + install), one shell script."""
+    test_cmd: str
+    """The harness's test command, without directives."""
+    eval_commands: tuple[str, ...] = ()
+    """Commands the harness runs before the tests (locale exports, ...)."""
+    skipped: tuple[str, ...] = ()
+    """Spec commands left out because they change the system image (apt-get, locale-gen)."""
+    grader: str = "log"
+    """'log' (the harness's test command, its log read by the repo's parser) or, for recipes of one's own
+    (a spec's ``"grader": "junit"``, pytest suites only), 'junit': swebox's pytest runner."""
+
+
+def _load_file(path: Path, name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _package_dir(package: str, pin: str) -> Path:
+    found = importlib.util.find_spec(package)  # finds the folder without running the package's __init__
+    if found is None or not found.submodule_search_locations:
+        raise TaskError(
+            f"Task.version: reading {package}'s environment recipes needs the package {package}=={pin}; found "
+            f"it not installed. Install it without its heavy dependencies: `pip install --no-deps "
+            f"{package}=={pin}`, or give the recipe in a JSON file named by ${SPECS_ENV}."
+        )
+    version = importlib.metadata.version(package)
+    if version != pin:
+        raise TaskError(f"Task.version: expected {package}=={pin} (its recipe table is what swebox reads); found "
+                        f"{package} {version}. Install `pip install --no-deps {package}=={pin}`.")
+    return Path(list(found.submodule_search_locations)[0])
+
+
+@functools.lru_cache(maxsize=1)
+def _swebench_tables() -> tuple[dict, dict]:
+    path = _package_dir("swebench", SWEBENCH_VERSION) / "harness" / "constants" / "python.py"
+    module = _load_file(path, "_swebox_swebench_specs")
+    return module.MAP_REPO_VERSION_TO_SPECS_PY, module.MAP_REPO_TO_REQS_PATHS
+
+
+@functools.lru_cache(maxsize=8)
+def _user_table(path: str, mtime: float) -> dict:
+    try:
+        table = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise TaskError(f"Task.version: ${SPECS_ENV}={path}: expected a JSON file of "
+                        f'{{"owner/name": {{"version": {{spec}}}}}}; found {exc}.') from None
+    if not isinstance(table, dict) or not all(isinstance(v, dict) for v in table.values()):
+        raise TaskError(f"Task.version: ${SPECS_ENV}={path}: expected an object of repo -> version -> spec.")
+    return table
+
+
+def user_specs() -> dict:
+    """The recipes of ``$SWEBOX_SWE_SPECS`` ({} when unset)."""
+    path = os.environ.get(SPECS_ENV, "")
+    if not path:
+        return {}
+    return _user_table(path, Path(path).stat().st_mtime if Path(path).exists() else 0.0)
+
+
+def user_recipe(repo: str, version: str) -> Recipe | None:
+    """The recipe ``$SWEBOX_SWE_SPECS`` gives ``repo`` at ``version`` (or under ``"*"``, any version)."""
+    user = user_specs().get(repo, {})
+    spec = user.get(version, user.get("*"))
+    return None if spec is None else recipe_from_spec(spec, list(spec.get("requirements_paths", ())))
+
+
+def swebench_spec(repo: str, version: str) -> tuple[dict, list[str]]:
+    """(spec, requirements paths) for a SWE-bench-format row; a TaskError naming the row's repo/version."""
+    user = user_specs().get(repo, {})
+    if version in user or "*" in user:
+        spec = user.get(version, user.get("*"))
+        return spec, list(spec.get("requirements_paths", ()))
+    table, reqs = _swebench_tables()
+    if repo not in table:
+        raise TaskError(
+            f"Task.repo: expected a repository with an environment recipe (swebench {SWEBENCH_VERSION} knows "
+            f"{len(table)}: {', '.join(sorted(table)[:4])}, ...); found {repo!r}, which has none. Give one in a "
+            f"JSON file named by ${SPECS_ENV} (docs/datasets.md), e.g. SWE-Gym's specs."
+        )
+    if version not in table[repo]:
+        raise TaskError(
+            f"Task.version: expected a version of {repo} with a recipe ({', '.join(sorted(table[repo]))}); found "
+            f"{version!r}. Give one in ${SPECS_ENV}."
+        )
+    return table[repo][version], list(reqs.get(repo, ()))
+
+
+def _requirements_command(paths: list[str]) -> str:
+    # SWE-bench reads the first of the repo's requirements files that exists at the setup commit and drops
+    # lines starting with '-e .', '#' and '.[test' (the project itself is installed later, at base_commit)
+    if not paths:
+        raise TaskError("Task.version: the recipe installs 'requirements.txt' but names no requirements file; "
+                        "add \"requirements_paths\" to the spec.")
+    candidates = " ".join(shlex.quote(p) for p in paths)
+    return (f"f=; for p in {candidates}; do if [ -f \"$p\" ]; then f=$p; break; fi; done; "
+            f"[ -n \"$f\" ] || {{ echo 'none of the requirements files exists: {' '.join(paths)}' >&2; exit 1; }}; "
+            "grep -Ev '^[[:space:]]*(-e \\.|#|\\.\\[test)' \"$f\" > \"$f.swebox\"; "
+            "cd \"$(dirname \"$f\")\" && pip install -r \"$(basename \"$f\").swebox\"; s=$?; "
+            "rm -f \"$f.swebox\"; exit $s")
+
+
+def _script(text: str) -> str:
+    """One command for the builders' persistent shell: its own bash, so `exit`, `cd` and `set -e` stay in it."""
+    return "bash -c " + shlex.quote(text)
+
+
+def recipe_from_spec(spec: dict, reqs_paths: list[str]) -> Recipe:
+    """A SWE-bench-style spec dict -> :class:`Recipe`."""
+    if "python" not in spec or "test_cmd" not in spec:
+        raise TaskError(f"Task.version: expected a spec with 'python' and 'test_cmd'; found keys {sorted(spec)}.")
+    env: list[str] = []
+    packages = spec.get("packages", "")
+    if packages == "requirements.txt":
+        env.append(_script(_requirements_command(reqs_paths)))
+    elif packages == "environment.yml":
+        script = shlex.quote(_YML_TO_PIP)
+        env.append(_script(
+            "f=; for p in ci/requirements/environment.yml environment.yml; do [ -f $p ] && f=$p && break; done; "
+            "[ -n \"$f\" ] || { echo 'no environment.yml' >&2; exit 1; }; "
+            f"python -c {script} \"$f\" > /tmp/swebox-env-yml.txt && cat /tmp/swebox-env-yml.txt && "
+            "pip install -r /tmp/swebox-env-yml.txt"))
+    elif packages:
+        env.append("pip install " + " ".join(shlex.quote(p) for p in shlex.split(packages)))
+    if spec.get("pip_packages"):
+        env.append("pip install " + " ".join(shlex.quote(p) for p in spec["pip_packages"]))
+    lines = [*spec.get("pre_install", ()), *([spec["install"]] if spec.get("install") else [])]
+    skipped = tuple(c for c in lines if _SYSTEM.search(c))
+    kept = [c for c in lines if c not in skipped]
+    # one script: SWE-bench's pre_install lines share shell variables (matplotlib's QHULL_* ones)
+    repo = (_script("set -e\n" + "\n".join(kept)),) if kept else ()
+    test_cmd = spec["test_cmd"]
+    if isinstance(test_cmd, (list, tuple)):
+        test_cmd = " && ".join(test_cmd)
+    grader = spec.get("grader", "log")
+    if grader not in ("log", "junit") or (grader == "junit" and not str(test_cmd).startswith("pytest")):
+        raise TaskError(f"Task.version: a spec's grader must be 'log', or 'junit' with a 'pytest ...' test_cmd; "
+                        f"found grader {grader!r} with test_cmd {test_cmd!r}.")
+    return Recipe(python=str(spec["python"]), env_install=tuple(env), repo_commands=repo, test_cmd=str(test_cmd),
+                  eval_commands=tuple(spec.get("eval_commands", ())), skipped=skipped, grader=grader)
+
+
+def directives_of(repo: str, test_patch: str) -> list[str]:
+    """The test files of ``test_patch`` as SWE-bench's harness passes them to the test command: paths,
+    except non-test files; for Django dotted module names relative to tests/ without '.py'."""
+    directives = [d for d in re.findall(r"diff --git a/.* b/(.*)", test_patch) if not d.endswith(NON_TEST_EXTS)]
+    if repo == "django/django":
+        directives = [d.removesuffix(".py").removeprefix("tests/").replace("/", ".") for d in directives]
+    return directives
+
+
+def _literal(node: ast.AST) -> Any:
+    if isinstance(node, ast.Call) and node.keywords:  # field(default_factory=lambda: [...])
+        factory = next((k.value for k in node.keywords if k.arg == "default_factory"), None)
+        if isinstance(factory, ast.Lambda):
+            return ast.literal_eval(factory.body)
+    return ast.literal_eval(node)
+
+
+@functools.lru_cache(maxsize=1)
+def swesmith_profiles() -> dict[tuple[str, str], list[dict]]:
+    """(owner, repo) -> profiles (``commit``, ``python_version``, ``install_cmds``) of swesmith's Python
+    profiles, read from its source with ``ast`` (class fields that are literals; inheritance followed)."""
+    path = _package_dir("swesmith", "0.0.9") / "profiles" / "python.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    classes: dict[str, tuple[list[str], dict]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            fields = {}
+            for stmt in node.body:
+                if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value:
+                    try:
+                        fields[stmt.target.id] = _literal(stmt.value)
+                    except (ValueError, TypeError, SyntaxError):
+                        pass  # computed defaults (f-strings of constants) are not needed here
+            classes[node.name] = ([b.id for b in node.bases if isinstance(b, ast.Name)], fields)
+
+    def resolved(name: str) -> dict:
+        bases, fields = classes.get(name, ([], {}))
+        out: dict = {}
+        for base in bases:
+            out.update(resolved(base))
+        return {**out, **fields}
+
+    profiles: dict[tuple[str, str], list[dict]] = {}
+    for name in classes:
+        fields = resolved(name)
+        if "owner" in fields and "repo" in fields and "commit" in fields:
+            profiles.setdefault((fields["owner"], fields["repo"]), []).append(fields)
+    return profiles
+
+
+def swesmith_recipe(owner: str, name: str, commit: str) -> Recipe:
+    """The recipe of SWE-smith's ``swesmith/OWNER__NAME.COMMIT`` (from $SWEBOX_SWE_SPECS, else swesmith)."""
+    recipe = user_recipe(f"{owner}/{name}", commit)
+    if recipe is not None:
+        # SWE-smith installs the project at its snapshot, which is the env's commit: everything is env work
+        return dataclasses.replace(recipe, env_install=recipe.env_install + recipe.repo_commands, repo_commands=())
+    profiles = [p for p in swesmith_profiles().get((owner, name), []) if str(p["commit"]).startswith(commit)]
+    if not profiles:
+        raise TaskError(f"Task.repo: expected a SWE-smith repository with a profile in swesmith 0.0.9; found none "
+                        f"for {owner}/{name} at {commit}. Give its recipe in ${SPECS_ENV} under "
+                        f'"{owner}/{name}": {{"{commit}": {{...}}}}.')
+    p = profiles[0]
+    return Recipe(python=str(p.get("python_version", "3.10")), env_install=tuple(p.get("install_cmds", ())),
+                  repo_commands=(), test_cmd="pytest --disable-warnings --color=no --tb=no --verbose")

@@ -1,0 +1,171 @@
+"""Dataset rows in their real formats become tasks with their dataset's recipe, test command and grader.
+
+The SWE-bench Verified parquet is the real one (500 rows); SWE-Gym, SWE-smith and R2E-Gym rows use the
+columns of their dataset cards. The recipe tables are swebench 4.1.0's and swesmith 0.0.9's, read at run
+time (`pip install --no-deps swebench==4.1.0 swesmith==0.0.9`, which `make venv` does).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from swebox.envs.tasks import LoadError, load
+from swebox.envs.tasks import recipes as recipes_module
+from swebox.envs.tasks.recipes import directives_of
+
+VERIFIED = Path("/work/shared/data/swe-bench-verified.parquet")
+
+
+def _jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture(scope="module")
+def verified():
+    if not VERIFIED.exists():
+        pytest.skip(f"the SWE-bench Verified parquet is not at {VERIFIED}")
+    pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    return pq.read_table(VERIFIED).to_pylist(), load(VERIFIED)
+
+
+def test_every_verified_row_becomes_a_task_with_its_recipe(verified):
+    rows, tasks = verified
+    assert len(tasks) == len(rows) == 500 and not tasks.skipped
+    assert Counter(t.repo for t in tasks) == {
+        "django/django": 231, "sympy/sympy": 75, "sphinx-doc/sphinx": 44, "matplotlib/matplotlib": 34,
+        "scikit-learn/scikit-learn": 32, "astropy/astropy": 22, "pydata/xarray": 22, "pytest-dev/pytest": 19,
+        "pylint-dev/pylint": 10, "psf/requests": 8, "mwaskom/seaborn": 2, "pallets/flask": 1}
+    assert Counter(t.env.python for t in tasks) == {"3.5": 2, "3.6": 140, "3.7": 1, "3.8": 42, "3.9": 241,
+                                                     "3.10": 22, "3.11": 52}
+    py311 = {(t.repo, t.version) for t in tasks if t.env.python == "3.11"}
+    assert {r for r, _ in py311} == {"django/django", "matplotlib/matplotlib", "pallets/flask"}
+    assert {v for r, v in py311 if r == "django/django"} == {"5.0"}
+    runners = Counter(t.test_cmd.split()[0] for t in tasks)
+    assert runners == {"./tests/runtests.py": 231, "pytest": 150, "tox": 44,
+                       "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning'": 75}  # sympy's bin/test
+    for row, task in zip(rows, tasks, strict=True):
+        assert task.grader == "log" and task.log_parser == row["repo"]
+        # the env at the setup commit, the task's start at base_commit (a checkout layer over it)
+        assert task.env.commit == row["environment_setup_commit"] and task.env.test_deps == ()
+        assert task.metadata["checkout"]["commit"] == row["base_commit"] and task.task_layer_key
+        assert task.test_cmd.endswith(" ".join(directives_of(row["repo"], row["test_patch"])))
+    # 492 rows have a setup commit other than the base commit: each of those starts elsewhere than its env
+    assert sum(t.env.commit != t.metadata["checkout"]["commit"] for t in tasks) == 492
+
+
+def test_verified_recipes_match_swebench_specs(verified):
+    _, tasks = verified
+    django = next(t for t in tasks if t.instance_id == "django__django-11099")
+    assert django.env.python == "3.6" and "tests/requirements/py3.txt" in django.env.install[0]
+    assert django.test_cmd == ("./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 "
+                               "auth_tests.test_validators")
+    assert "export LANG=en_US.UTF-8" in django.eval_commands
+    assert django.metadata["checkout"]["commands"] and "pip install -e ." in django.metadata["checkout"]["commands"][0]
+    sympy = next(t for t in tasks if t.repo == "sympy/sympy")
+    assert sympy.test_cmd.startswith("PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C "
+                                     "--verbose sympy/")
+    assert any("mpmath==1.3.0" in c for c in sympy.env.install)
+    pytest_rows = [t for t in tasks if t.repo == "pytest-dev/pytest"]
+    assert all("pluggy" in " ".join(t.env.install) for t in pytest_rows)
+    # system-image commands (apt-get, locale-gen) cannot run rootless: left out and recorded, never silent
+    mpl = next(t for t in tasks if t.repo == "matplotlib/matplotlib" and t.env.python == "3.11")
+    assert any("apt-get" in c for c in mpl.metadata["recipe_skipped"])
+    assert not any("apt-get" in c for c in mpl.metadata["checkout"]["commands"])
+    assert "QHULL_URL" in mpl.metadata["checkout"]["commands"][0]  # one script: the lines share variables
+
+
+def test_django_directives_are_dotted_modules_and_data_files_are_not_directives():
+    patch = ("diff --git a/tests/admin_views/tests.py b/tests/admin_views/tests.py\n"
+             "diff --git a/tests/fixtures/data.json b/tests/fixtures/data.json\n"
+             "diff --git a/tests/i18n/sampleproject/x.py b/tests/i18n/sampleproject/x.py\n")
+    assert directives_of("django/django", patch) == ["admin_views.tests", "i18n.sampleproject.x"]
+    assert directives_of("sympy/sympy", patch.replace("tests/", "sympy/core/tests/")) == [
+        "sympy/core/tests/admin_views/tests.py", "sympy/core/tests/i18n/sampleproject/x.py"]
+
+
+SWEGYM = {  # SWE-Gym's columns: SWE-bench's, with the id lists as lists
+    "instance_id": "getmoto__moto-5752", "hints_text": "", "patch": "diff --git a/moto/x.py b/moto/x.py\n",
+    "test_patch": "diff --git a/tests/test_ssm/test_ssm_boto3.py b/tests/test_ssm/test_ssm_boto3.py\n",
+    "created_at": "2022-12-10T20:23:01Z", "problem_statement": "ssm", "repo": "getmoto/moto",
+    "base_commit": "b2300f1eae1323e3e8bc45f97e530ce129dff12e", "version": "4.0",
+    "PASS_TO_PASS": ["tests/test_ssm/test_ssm_boto3.py::test_get_parameter"],
+    "FAIL_TO_PASS": ["tests/test_ssm/test_ssm_boto3.py::test_describe_parameters__multiple_tags"],
+    "environment_setup_commit": "b2300f1eae1323e3e8bc45f97e530ce129dff12e",
+}
+
+
+def test_swegym_rows_need_a_recipe_and_take_one_from_swebox_swe_specs(tmp_path, monkeypatch):
+    rows = _jsonl(tmp_path / "gym.jsonl", [SWEGYM])
+    monkeypatch.delenv("SWEBOX_SWE_SPECS", raising=False)
+    with pytest.raises(LoadError, match=r"field 'repo'.*'getmoto/moto', which has none.*SWEBOX_SWE_SPECS"):
+        load(rows)
+    specs = tmp_path / "specs.json"
+    specs.write_text(json.dumps({"getmoto/moto": {"4.0": {
+        "python": "3.12", "install": "make init", "test_cmd": "pytest -n0 -rA",
+        "pip_packages": ["boto3==1.26.0"]}}}))
+    monkeypatch.setenv("SWEBOX_SWE_SPECS", str(specs))
+    (task,) = load(rows)
+    assert task.env.python == "3.12" and task.env.install == ("pip install boto3==1.26.0",)
+    assert task.test_cmd == "pytest -n0 -rA tests/test_ssm/test_ssm_boto3.py" and task.log_parser == "getmoto/moto"
+    assert task.metadata["checkout"] == {"commit": SWEGYM["base_commit"], "commands": ["bash -c 'set -e\nmake init'"]}
+    with pytest.raises(LoadError, match=r"field 'version'.*'9\.9'"):
+        load(_jsonl(tmp_path / "v.jsonl", [SWEGYM | {"version": "9.9", "repo": "django/django"}]))
+
+
+def test_swesmith_rows_in_their_real_format(tmp_path):
+    row = {"instance_id": "mewwts__addict.75284f95.func_pm_remove_assign__8z2cqvhd",
+           "patch": "diff --git a/addict/addict.py b/addict/addict.py\n--- a/addict/addict.py\n+++ b/addict/addict.py\n"
+                    "@@ -1,2 +1,2 @@\n-a = 1\n+a = 2\n b\n",
+           "FAIL_TO_PASS": ["test_addict.py::DictTests::test_set_one_level_item"],
+           "PASS_TO_PASS": ["test_addict.py::DictTests::test_get"],
+           "image_name": "swebench/swesmith.x86_64.mewwts_1776_addict.75284f95",
+           "repo": "swesmith/mewwts__addict.75284f95", "problem_statement": "set fails"}
+    (task,) = load(_jsonl(tmp_path / "smith.jsonl", [row]))
+    assert task.repo == "mewwts/addict" and task.env.commit == "75284f95" and task.env.python == "3.10"
+    assert task.env.install == ("python -m pip install -e .",) and task.env.test_deps == ("pytest",)
+    assert task.bug_patch == row["patch"] and "+a = 1" in task.patch  # the fix is the bug reversed
+    assert task.hidden_tests and task.test_files == ("test_addict.py",) and task.grader == "junit"
+    with pytest.raises(LoadError, match=r"field .repo.*a profile in swesmith 0\.0\.9; found none for nobody/none"):
+        load(_jsonl(tmp_path / "bad.jsonl", [row | {"repo": "swesmith/nobody__none.12345678"}]))
+
+
+def test_r2e_rows_get_expected_status_and_an_env_only_from_a_recipe(tmp_path, monkeypatch):
+    commit = {"old_commit_hash": "a" * 40, "new_commit_hash": "b" * 40, "file_diffs": []}
+    row = {"repo_name": "pandas", "docker_image": "namanjain12/pandas_final:" + "b" * 40, "commit_hash": "b" * 40,
+           "parsed_commit_content": json.dumps(commit),
+           "execution_result_content": json.dumps({"test_file_codes": ["def test_a():\n    pass\n"],
+                                                   "test_file_names": ["test_1.py"]}),
+           "modified_files": ["pandas/core/frame.py"], "relevant_files": [], "num_non_test_files": 1,
+           "num_non_test_func_methods": 1, "num_non_test_lines": 3, "prompt": "gold inside",
+           "problem_statement": "frame", "expected_output_json": json.dumps(
+               {"TestFrame.test_a": "PASSED", "TestFrame.test_b": "FAILED"})}
+    monkeypatch.delenv("SWEBOX_SWE_SPECS", raising=False)
+    (task,) = load(_jsonl(tmp_path / "r2e.jsonl", [row]))
+    assert task.repo == "pandas-dev/pandas" and task.base_commit == "a" * 40 and task.env is None
+    assert task.expected_status == {"TestFrame.test_a": "PASSED", "TestFrame.test_b": "FAILED"}
+    specs = tmp_path / "specs.json"
+    specs.write_text(json.dumps({"pandas-dev/pandas": {"r2e": {"python": "3.11", "install": "pip install -e .",
+                                                             "test_cmd": "pytest -rA"}}}))
+    monkeypatch.setenv("SWEBOX_SWE_SPECS", str(specs))
+    (task,) = load(_jsonl(tmp_path / "r2e.jsonl", [row]))
+    assert task.env.commit == "a" * 40 and task.env.install == ("bash -c 'set -e\npip install -e .'",)
+
+
+def test_without_swebench_the_error_says_how_to_install_it(tmp_path, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "swebench" else real(name, *a))
+    recipes_module._swebench_tables.cache_clear()
+    monkeypatch.delenv("SWEBOX_SWE_SPECS", raising=False)
+    try:
+        with pytest.raises(LoadError, match=r"pip install --no-deps swebench==4\.1\.0"):
+            load(_jsonl(tmp_path / "t.jsonl", [SWEGYM | {"repo": "django/django", "version": "3.0"}]))
+    finally:
+        recipes_module._swebench_tables.cache_clear()
