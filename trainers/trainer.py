@@ -150,7 +150,7 @@ class Trainer:
             if use_ray if use_ray is not None else bool(cfg.ray.address):
                 from swebox.trainers.ray_pool import RayWorkerPool
 
-                pool = RayWorkerPool(cfg)
+                pool = RayWorkerPool(cfg, echo=echo)
             else:
                 pool = LocalWorkerPool(cfg, episode_factory, model=self.learner.model, tokenizer=self.tokenizer)
         self.pool = pool
