@@ -4,7 +4,10 @@ A checkpoint is a folder ``step_00000010/`` inside the checkpoint root. It is wr
 name (``.tmp-...``), every file fsynced, a ``manifest.json`` listing the files and their sizes written
 last, and only then renamed into place: a crash at any moment leaves either the previous set of
 checkpoints or the new complete one, never a half-written folder that :func:`latest_checkpoint` would
-pick. Leftover temporary folders are deleted by the next save.
+pick. Leftover temporary folders are deleted by the next save and by a resuming trainer (before it writes
+anything). Before writing, the free space of the checkpoint root is checked against the size of the newest
+checkpoint (or, for the first one, an estimate from the tensors): a disk too full fails with a clear
+:class:`CheckpointError` and writes nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ PREFIX = "step_"
 TEMP_PREFIX = ".tmp-"
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 1
+FREE_SPACE_MARGIN = 1.1
+"""A checkpoint needs this much more free space than its expected size (metadata, a larger optimizer state)."""
 
 
 class CheckpointError(RuntimeError):
@@ -129,6 +134,7 @@ def save_checkpoint(
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(root)
+    check_free_space(root, step, model, optimizer)
     name = checkpoint_name(step)
     tmp = root / f"{TEMP_PREFIX}{name}-{os.getpid()}"
     tmp.mkdir()
@@ -148,6 +154,29 @@ def save_checkpoint(
     if keep_last is not None:
         prune_checkpoints(root, keep_last)
     return final
+
+
+def expected_size(root: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None) -> int:
+    """Bytes the next checkpoint will take: the newest one's size, or for the first one the model's tensors and,
+    with an optimizer, twice that again (Adam's two moments; its state is empty before the first update)."""
+    newest = latest_checkpoint(root)
+    if newest is not None:
+        return sum(p.stat().st_size for p in newest.iterdir())
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in model.state_dict().values()}
+    model_bytes = sum(storages.values())  # tied weights (embedding = output layer) are saved once
+    return model_bytes * (3 if optimizer is not None else 1)
+
+
+def check_free_space(root: Path, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None) -> None:
+    """Raise :class:`CheckpointError` when ``root`` has too little free space for the checkpoint of ``step``."""
+    needed = int(expected_size(root, model, optimizer) * FREE_SPACE_MARGIN)
+    free = shutil.disk_usage(root).free
+    if free < needed:
+        raise CheckpointError(
+            f"checkpoint of step {step}: expected at least {needed / 2**20:.1f} MiB free in {root}; found "
+            f"{free / 2**20:.1f} MiB; nothing was written and the previous checkpoints are intact; free space "
+            "(or lower checkpoint.keep_last, or set checkpoint.dir to a larger disk), then resume with --resume"
+        )
 
 
 def _publish(tmp: Path, final: Path) -> Path:

@@ -34,6 +34,7 @@ from swebox.envs.cache.budget import DEFAULT_BUDGET_MB
 from swebox.envs.cache.ray_budget import node_resources
 from swebox.trainers import gen_server
 from swebox.trainers.config import TrainConfig
+from swebox.trainers.ray_actors import ActorSet
 
 FORWARDED_ENV = ("SWEBOX_LAYER_STORE", "SWEBOX_LAYER_CACHE")
 """Environment variables of the trainer's process that its rollout actors get too (where the layer store and the
@@ -41,6 +42,9 @@ node-local cache are; envs/layers_resolver.py), so that nodes started without th
 ACTOR_NODE_SHARE = 0.01
 """Amount of ``cfg.ray.node_resource`` one rollout actor takes: a marker that keeps actors on swebox nodes (each
 advertises 1 of it), not a limit; up to 100 actors fit a node, and CPUs (``ray.actor_num_cpus``) bound them."""
+MAX_GROUP_ATTEMPTS = 3
+"""Times one call may hand a task's group to an actor that then dies, before the call fails naming the task: a
+group that kills every actor it reaches (a crash in the worker itself) must not replace actors forever."""
 
 
 class RayPoolError(RuntimeError):
@@ -224,10 +228,13 @@ class RayWorkerPool:
     it must be importable or picklable by Ray. The default builds a RolloutWorker.
     """
 
-    def __init__(self, cfg: TrainConfig, worker_factory: Callable[[TrainConfig], Any] | None = None) -> None:
+    def __init__(self, cfg: TrainConfig, worker_factory: Callable[[TrainConfig], Any] | None = None,
+                 echo: Callable[[str], Any] = print) -> None:
         import ray
 
         self.cfg = cfg
+        self.version: int | None = None
+        self.weights_ref: Any = None
         self.owns_ray = init_ray(cfg)
         gpus = actor_gpus(cfg)
         nodes = swebox_nodes(cfg.ray.node_resource, gpus * cfg.ray.actors_per_node)
@@ -249,10 +256,20 @@ class RayWorkerPool:
         factory = worker_factory or default_worker_factory
         actors = len(nodes) * cfg.ray.actors_per_node
         remote = ray.remote(RolloutActor)
-        self.actors: list[Any] = []
-        self.actor_nodes: list[str] = []
         self.servers: list[Any] = []
         """Generation servers (placement 'server'); the weight syncs go to them instead of the actors."""
+
+        def start(node: str | None, slot: int) -> Any:
+            server = self.servers[slot % len(self.servers)] if self.servers else None
+            return remote.options(**actor_options(cfg, node)).remote(cfg, actors, factory, server)
+
+        def load_weights(actor: Any) -> Any:  # a replacement actor gets the weights synced last
+            if self.servers or self.weights_ref is None:
+                return None
+            return actor.set_weights.remote(self.weights_ref, self.version)
+
+        self.pool = ActorSet(start, lambda: swebox_nodes(cfg.ray.node_resource, gpus * cfg.ray.actors_per_node),
+                             load_weights, echo)
         try:
             if cfg.generation.placement == "server":
                 # a server thread per episode that may wait on it (all episodes may share one server)
@@ -260,10 +277,7 @@ class RayWorkerPool:
                 self.servers = gen_server.start_pool_servers(cfg, in_flight)
             for node in nodes:
                 for _ in range(cfg.ray.actors_per_node):
-                    options = actor_options(cfg, node)
-                    server = self.servers[len(self.actors) % len(self.servers)] if self.servers else None
-                    self.actors.append(remote.options(**options).remote(cfg, actors, factory, server))
-                    self.actor_nodes.append(node)
+                    self.pool.add(node)
             placed = ray.get([a.node.remote() for a in self.actors])  # raises the worker's own error, if any
         except gen_server.ServerPlacementError as exc:
             self.close()
@@ -274,10 +288,18 @@ class RayWorkerPool:
         if placed != self.actor_nodes:  # hard affinity makes this impossible; a cheap guard all the same
             raise RayPoolError(f"actors landed on {placed}, expected {self.actor_nodes}; report this as a bug")
         self.holders: dict[str, frozenset[str]] = {}
-        self.version: int | None = None
-        self.weights_ref: Any = None
         self.last_placement: list[str] = []
         """Node id of each task of the last ``run_groups`` call (in the order of its tasks)."""
+
+    @property
+    def actors(self) -> list[Any]:
+        """The live rollout actors (handles), slot by slot."""
+        return self.pool.handles
+
+    @property
+    def actor_nodes(self) -> list[str]:
+        """The node of each actor in :attr:`actors`."""
+        return self.pool.nodes
 
     @property
     def nodes(self) -> list[str]:
@@ -297,24 +319,35 @@ class RayWorkerPool:
 
         if version == self.version:
             return
-        self.weights_ref = ray.put(cpu_state_dict(state_dict))
-        targets = self.servers or self.actors
-        ray.get([t.set_weights.remote(self.weights_ref, version) for t in targets])
-        self.version = version
+        self.weights_ref, self.version = ray.put(cpu_state_dict(state_dict)), version
+        if self.servers:
+            ray.get([t.set_weights.remote(self.weights_ref, version) for t in self.servers])
+        else:  # an actor that died (idle since the last step, or during this sync) is replaced with these weights
+            self.pool.call_all("set_weights", self.weights_ref, version)
+            self._require_actors()
 
     def step_metrics(self) -> dict[str, float]:
-        """The servers' ``gen/server_*`` metrics since the last call (docs/metrics.md); {} without servers."""
-        import ray
+        """``pool/live_actors``, ``pool/actor_restarts`` and the servers' ``gen/server_*`` metrics since the last
+        call (docs/metrics.md)."""
+        out = {"pool/live_actors": float(len(self.pool)), "pool/actor_restarts": float(self.pool.restarts)}
+        if self.servers:
+            stats, _ = self.pool.gather({i: s.take_stats.remote() for i, s in enumerate(self.servers)})
+            out.update(gen_server.merge_server_stats(list(stats.values())))
+        return out
 
-        if not self.servers:
-            return {}
-        return gen_server.merge_server_stats(ray.get([s.take_stats.remote() for s in self.servers]))
+    def _require_actors(self) -> None:
+        if not self.pool:
+            raise RayPoolError(
+                "expected at least one live rollout actor; found none: every actor died and no live swebox node "
+                f"has room for a replacement (nodes: {swebox_nodes(self.cfg.ray.node_resource)}); add swebox nodes "
+                "(scripts/ray_worker.sh) and resume the run (--resume)"
+            )
 
     def run_groups(self, tasks: list[dict], group_size: int) -> list[Any]:
         """``group_size`` trajectories per task, task after task in the given order, from actors across nodes.
 
-        An actor that dies (its node lost) is dropped and its tasks are rerun on the others; the step fails only
-        when no actor is left.
+        An actor that dies (killed, or its node lost) is replaced (see trainers/ray_actors.py) and its tasks are
+        rerun; the call fails only when no actor is left or a task's group killed MAX_GROUP_ATTEMPTS actors.
         """
         from swebox.trainers.rollout import Trajectory
 
@@ -323,36 +356,35 @@ class RayWorkerPool:
 
     def run_group_dicts(self, tasks: list[dict], group_size: int) -> list[dict]:
         """:meth:`run_groups` without turning the dicts into Trajectory objects."""
-        import ray
-        from ray.exceptions import RayActorError
-
         keys = [env_key_of(t) for t in tasks]
         results: list[list[dict] | None] = [None] * len(tasks)
         placement: list[str] = [""] * len(tasks)
+        attempts = [0] * len(tasks)
         todo = list(range(len(tasks)))
         while todo:
-            if not self.actors:
-                raise RayPoolError("every rollout actor died (their nodes left the cluster); restart the cluster")
+            self._require_actors()
+            for i in todo:
+                attempts[i] += 1
+                if attempts[i] > MAX_GROUP_ATTEMPTS:
+                    raise RayPoolError(
+                        f"expected task {tasks[i].get('instance_id', '')!r} to run on a rollout actor; found that "
+                        f"its group killed {MAX_GROUP_ATTEMPTS} actors in a row; the worker itself crashes on this "
+                        "task (see the actors' logs in /tmp/ray/session_latest/logs): remove the task or fix the crash"
+                    )
             choice, self.holders = route_groups([keys[i] for i in todo], self.actor_nodes, self.holders)
             by_actor: dict[int, list[int]] = {}
             for i, actor in zip(todo, choice, strict=True):
                 by_actor.setdefault(actor, []).append(i)
             calls = {a: self.actors[a].run.remote([tasks[i] for i in idx], group_size) for a, idx in by_actor.items()}
-            todo, dead = [], []
-            for actor, ref in calls.items():
-                try:
-                    answer = ray.get(ref)
-                except RayActorError:
-                    dead.append(actor)
-                    todo += by_actor[actor]
-                    continue
+            answers, dead = self.pool.gather(calls)
+            todo = sorted(i for a in dead for i in by_actor[a])
+            for actor, answer in answers.items():
                 self._check_versions(answer.get("generation_versions", []))
                 for n, i in enumerate(by_actor[actor]):
                     results[i] = answer["trajectories"][n * group_size : (n + 1) * group_size]
                     placement[i] = answer["node_id"]
                     check_group(results[i], tasks[i], group_size)
-            self._drop(dead)
-            todo.sort()
+            self.pool.replace(dead, "during a rollout")
         self.last_placement = placement
         return [d for group in results for d in group or []]
 
@@ -366,42 +398,34 @@ class RayWorkerPool:
                 "between run_groups calls"
             )
 
-    def _drop(self, dead: list[int]) -> None:
-        if not dead:
-            return
-        self.actors = [a for i, a in enumerate(self.actors) if i not in dead]
-        self.actor_nodes = [n for i, n in enumerate(self.actor_nodes) if i not in dead]
-
     def close(self) -> None:
         """End the actors (closing their workers first) and Ray itself when this pool started it."""
         import ray
 
         if not ray.is_initialized():
             return
-        actors = getattr(self, "actors", [])
-        try:
-            ray.get([a.close.remote() for a in actors], timeout=60)
-        except Exception:  # a dead actor or a slow close must not keep the cluster's resources held
-            pass
-        for actor in [*actors, *getattr(self, "servers", [])]:
-            ray.kill(actor)
-        self.actors, self.servers = [], []
+        if hasattr(self, "pool"):
+            self.pool.close()  # a dead actor is skipped
+        for server in getattr(self, "servers", []):
+            ray.kill(server)
+        self.servers = []
         if self.owns_ray:
             ray.shutdown()
 
 
-def actor_options(cfg: TrainConfig, node_id: str) -> dict[str, Any]:
-    """Ray ``.options`` of one rollout actor: its CPUs, the swebox node marker, pinned to ``node_id``, and the
-    trainer's FORWARDED_ENV variables."""
+def actor_options(cfg: TrainConfig, node_id: str | None) -> dict[str, Any]:
+    """Ray ``.options`` of one rollout actor: its CPUs, the swebox node marker, pinned to ``node_id`` (None: any
+    swebox node with room, Ray's choice), and the trainer's FORWARDED_ENV variables."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     options = {
         "num_cpus": cfg.ray.actor_num_cpus,
         "num_gpus": actor_gpus(cfg),
         "resources": {cfg.ray.node_resource: ACTOR_NODE_SHARE},
-        "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=node_id, soft=False),
-        "max_restarts": 0,
+        "max_restarts": 0,  # trainers/ray_actors.py replaces dead actors itself, weights included
     }
+    if node_id is not None:
+        options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
     env = {name: os.environ[name] for name in FORWARDED_ENV if os.environ.get(name)}
     if env:
         options["runtime_env"] = {"env_vars": env}

@@ -3,6 +3,12 @@
 Every step appends one JSON object ``{"step": ..., "time": ..., "<namespace>/<name>": value, ...}`` to
 ``<run_dir>/metrics.jsonl`` and flushes it, so a crashed run keeps every step it finished. The same values
 go to wandb. Metric names are stable and slash-namespaced; docs/metrics.md lists and defines them.
+
+A resumed run (``resume_step``) keeps the lines up to its checkpoint and gives wandb every one of them again
+that the wandb run does not have yet: wandb's offline writer (a separate process) may lose whatever it had not
+written when the trainer was killed, and each offline process writes a new folder, so the resumed run's folder
+is backfilled from metrics.jsonl and holds the whole history (sync only that folder). Online, wandb resumes the
+run at its last step and only the steps after it are backfilled.
 """
 
 from __future__ import annotations
@@ -92,6 +98,7 @@ class Tracker:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.metrics_path = self.run_dir / METRICS_FILE
+        kept: list[dict[str, Any]] = []
         if resume_step is not None and self.metrics_path.exists():
             kept = [r for r in read_metrics(self.run_dir) if r.get("step", 0) <= resume_step]
             self.metrics_path.write_text("".join(json.dumps(r) + "\n" for r in kept))
@@ -101,6 +108,7 @@ class Tracker:
         self.sync_dir: Path | None = None
         if self.mode != "disabled":
             self._start_wandb(config, project, run_name or self.run_dir.name, entity, tags, resume_step, echo)
+            self._backfill(kept)
 
     def _start_wandb(self, config, project, name, entity, tags, resume_step, echo) -> None:
         import wandb
@@ -130,6 +138,17 @@ class Tracker:
         else:
             echo(f"wandb run: {self.run.url}")
 
+    def _backfill(self, records: Sequence[Mapping[str, Any]]) -> None:
+        """Send wandb the kept records of a resumed run from the step it resumed at (0 for a new offline
+        folder) on."""
+        first = int(getattr(self.run, "step", 0) or 0)
+        for record in records:
+            if int(record["step"]) >= first:
+                self._wandb_log(int(record["step"]), {k: v for k, v in record.items() if k not in ("step", "time")})
+
+    def _wandb_log(self, step: int, values: Mapping[str, Any]) -> None:
+        self.run.log({k: v for k, v in values.items() if v is not None}, step=step)
+
     def log(self, step: int, metrics: Mapping[str, Any]) -> dict[str, Any]:
         """Append the step's record to metrics.jsonl (flushed) and send it to wandb; returns the record."""
         for name in metrics:
@@ -143,7 +162,7 @@ class Tracker:
         self._file.write(json.dumps(record) + "\n")
         self._file.flush()
         if self.run is not None:
-            self.run.log({k: v for k, v in values.items() if v is not None}, step=int(step))
+            self._wandb_log(int(step), values)
         return record
 
     def finish(self) -> None:

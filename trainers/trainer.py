@@ -9,13 +9,20 @@ One step, in the order the code runs it (:meth:`Trainer.step`):
    ``rollout.on_context_overflow='mask'``, overflowing trajectories are masked out, never dropped;
 4. the learner's epochs x mini-batches of clipped policy-gradient updates (trainers/learner.py);
 5. the new weights go to the pool (``timing/sync_s``);
-6. the step's metrics (docs/metrics.md) go to metrics.jsonl and wandb; every ``checkpoint.every_steps``
+6. the step's metrics (docs/metrics.md) go to metrics.jsonl and wandb; then, every ``checkpoint.every_steps``,
    a complete checkpoint is written atomically, and ``checkpoint.resume`` continues from the newest one.
+
+Kill-anywhere safety: a step's metrics line is written (and flushed) before its checkpoint, so a checkpoint never
+covers a step whose metrics are missing; a resumed run drops the lines of steps after its checkpoint, redoes
+those steps, and gives the wandb run every step (tracking.py). ``SWEBOX_TEST_KILL_AT=PHASE:STEP`` makes the
+process SIGKILL itself at that boundary of that step (rollout, update, sync, log, checkpoint): the tests' hook.
 """
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +37,9 @@ from swebox.trainers.learner import Learner, make_batch
 from swebox.trainers.rollout import LocalWorkerPool, Trajectory, WorkerPool
 from swebox.trainers.tiny import build_model, build_tokenizer
 from swebox.trainers.tracking import Tracker
+
+KILL_AT_ENV = "SWEBOX_TEST_KILL_AT"
+"""``PHASE:STEP``: the trainer SIGKILLs itself after that phase of that step (a test hook; see the docstring)."""
 
 
 @dataclass
@@ -151,7 +161,7 @@ class Trainer:
             if use_ray if use_ray is not None else bool(cfg.ray.address):
                 from swebox.trainers.ray_pool import RayWorkerPool
 
-                pool = RayWorkerPool(cfg)
+                pool = RayWorkerPool(cfg, echo=echo)
             else:
                 pool = LocalWorkerPool(cfg, episode_factory, model=self.learner.model, tokenizer=self.tokenizer)
         self.pool = pool
@@ -161,6 +171,8 @@ class Trainer:
                                cfg.logging.wandb, cfg.logging.wandb_entity, cfg.logging.tags, resume_step, echo=echo)
 
     def _resume(self) -> int | None:
+        if self.ckpt_dir.is_dir():  # a save the last process did not finish: free its space before anything is written
+            ckpt.remove_stale_temps(self.ckpt_dir)
         found = ckpt.latest_checkpoint(self.ckpt_dir)
         if found is None:
             self.echo(f"resume: no complete checkpoint in {self.ckpt_dir}; starting at step 0")
@@ -236,6 +248,7 @@ class Trainer:
         t0 = time.monotonic()
         trajs = self.collect()
         rollout_s = time.monotonic() - t0
+        self._boundary("rollout")
 
         t0 = time.monotonic()
         rewards, gids, valid = self._signals(trajs)
@@ -244,11 +257,13 @@ class Trainer:
         self.learner.recompute_old_logprobs(batch)
         policy = self.learner.update(batch)
         update_s = time.monotonic() - t0
+        self._boundary("update")
 
         t0 = time.monotonic()
         self.step_count += 1
         self.pool.set_weights(self.learner.state_dict(), self.step_count)
         sync_s = time.monotonic() - t0
+        self._boundary("sync")
 
         self.last = StepData(trajs, rewards, gids, valid, advantages)
         metrics = {**rollout_metrics(trajs), **policy}
@@ -260,11 +275,21 @@ class Trainer:
         metrics["batch/masked_frac"] = float(1.0 - valid.float().mean())
         metrics.update(self.pool.step_metrics())
         metrics.update({"timing/rollout_s": rollout_s, "timing/update_s": update_s, "timing/sync_s": sync_s})
+        metrics["timing/step_s"] = time.monotonic() - t_step
+        # the metrics are durable before the checkpoint: a kill between the two redoes the step on resume
+        record = self.tracker.log(self.step_count, metrics)
+        self._boundary("log")
         every = cfg.checkpoint.every_steps
         if (every and self.step_count % every == 0) or self.step_count == cfg.total_steps:
             self.save_checkpoint()
-        metrics["timing/step_s"] = time.monotonic() - t_step
-        return self.tracker.log(self.step_count, metrics)
+            self._boundary("checkpoint")
+        return record
+
+    def _boundary(self, phase: str) -> None:
+        """The tests' kill hook (KILL_AT_ENV); the step in the name is the one being made."""
+        step = self.step_count if phase in ("sync", "log", "checkpoint") else self.step_count + 1
+        if os.environ.get(KILL_AT_ENV) == f"{phase}:{step}":
+            os.kill(os.getpid(), signal.SIGKILL)
 
     # ------------------------------------------------------------------------------------------ saving
 

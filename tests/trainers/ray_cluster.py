@@ -24,16 +24,22 @@ SWEBOX_NODE = {"swebox_node": 1.0, **node_resources(500)}
 @contextlib.contextmanager
 def swebox_cluster(head_cpus: float = 1, workers: Sequence[Mapping[str, Any]] = ({"num_cpus": 1},)
                    ) -> Iterator[Cluster]:
-    """A head and one node per entry of ``workers`` (``Cluster.add_node`` arguments, e.g. ``num_gpus``), all
-    swebox nodes, with this process connected to it; Ray is shut down and every node stopped on exit."""
+    """A head and one node per entry of ``workers`` (``Cluster.add_node`` arguments, e.g. ``num_gpus``; its
+    ``resources`` add to the swebox ones), all swebox nodes, with this process connected to it; Ray is shut down
+    and every node stopped on exit."""
     cluster = Cluster(initialize_head=True,
                       head_node_args={"num_cpus": head_cpus, "resources": SWEBOX_NODE, "include_dashboard": False})
     try:
         for node in workers:
-            cluster.add_node(resources=SWEBOX_NODE, **node)
+            add_swebox_node(cluster, **node)
         cluster.wait_for_nodes()
         ray.init(address=cluster.address)
         yield cluster
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+def add_swebox_node(cluster: Cluster, **args: Any) -> Any:
+    """One more swebox node (``Cluster.add_node`` arguments; ``resources`` add to the swebox ones)."""
+    return cluster.add_node(**{**args, "resources": {**SWEBOX_NODE, **args.get("resources", {})}})

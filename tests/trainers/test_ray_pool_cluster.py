@@ -2,7 +2,7 @@
 
 The worker stands in for RolloutWorker (tested on its own) so that these tests see the pool's own behaviour:
 actors on both nodes, groups routed by env key and back in task order, one weight object per version, a dead
-actor's groups rerun elsewhere. test_ray_train_step.py runs a real training step over the same cluster shape.
+actor's groups rerun. test_ray_train_step.py runs a real training step over the same cluster shape.
 """
 
 from __future__ import annotations
@@ -123,13 +123,15 @@ def test_weights_put_once_per_version_and_loaded_everywhere(pool):
     assert {(d["version"], d["weight_sum"], d["loads"]) for d in out} == {(2, 10.0, 2)}
 
 
-def test_dead_actor_groups_rerun_on_the_other_node(pool, tmp_path):
+def test_dead_actor_is_replaced_and_its_groups_rerun(pool, tmp_path):
     tasks = [task(0, "alpha"), task(1, "beta", die_once=str(tmp_path / "died"))]
     out = pool.run_group_dicts(tasks, group_size=2)
     assert (tmp_path / "died").exists()
     assert [d["task_id"] for d in out] == ["alpha.t0"] * 2 + ["beta.t1"] * 2
-    assert len(pool.actors) == 1
-    assert pool.last_placement == [pool.actor_nodes[0]] * 2
+    # the dead actor was replaced on its node (still alive), where beta's group reran: the cache there holds it
+    assert len(pool.actors) == 2 and len(pool.nodes) == 2
+    assert pool.last_placement[0] != pool.last_placement[1]
+    assert {d["node"] for d in out if d["task_id"] == "beta.t1"} == {pool.last_placement[1]}
 
 
 def test_group_of_the_wrong_size_is_a_clear_error(cluster):
