@@ -26,7 +26,7 @@ BASH = "/bin/bash"
 # error in it is an ordinary error of `eval` instead of a shell left waiting for the rest of a quote.
 BOOTSTRAP = (
     "__swebox_run() { IFS= read -r -d '' __swebox_cmd; eval \"$__swebox_cmd\" </dev/null; }\n"
-    "set +o history 2>/dev/null; cd /\n"
+    "set +o history 2>/dev/null; cd -- {workdir} 2>/dev/null || cd /\n"
 )
 RESTART_NOTE = ("[swebox: the shell {how}; a new shell was started on the same files; the working directory"
                 " is {cwd} and exported variables were reset]\n")
@@ -103,7 +103,8 @@ class Shell:
         os.close(out_w)
         self.pid, self.stdin, self.stdout = pid, in_w, out_r
         os.set_blocking(out_r, False)
-        os.write(in_w, BOOTSTRAP.encode())
+        workdir = "'" + str(self.cfg.get("workdir", "/")).replace("'", "'\\''") + "'"
+        os.write(in_w, BOOTSTRAP.replace("{workdir}", workdir).encode())
 
     def alive(self) -> bool:
         try:
