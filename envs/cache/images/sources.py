@@ -169,7 +169,8 @@ def docker_archive(path: str | Path, ref: str = "", platform: Platform | None = 
 
     with tar:
         images = json.loads(tar.extractfile(member("manifest.json")).read())
-        named = [i for i in images if not ref or ref in (i.get("RepoTags") or [])]
+        wanted = {ref, f"docker.io/{ref}", f"docker.io/library/{ref}"}  # docker names Hub images in full
+        named = [i for i in images if not ref or wanted & set(i.get("RepoTags") or [])]
         if len(named) != 1:
             tags = sorted(t for i in images for t in (i.get("RepoTags") or ["<untagged>"]))
             raise ImageSourceError(f"{where}: expected one image{f' tagged {ref!r}' if ref else ''}; found "
