@@ -15,9 +15,18 @@ from pathlib import Path
 
 import pytest
 from swebox.envs.cache import LayerCache, LayerCacheConfig, LayerStore
-from swebox.envs.cache.images import (ImageSourceError, LayerDigestError, Platform, acquire_image,
-                                      docker_archive, get_image, import_image, list_images, oci_layout,
-                                      remove_image)
+from swebox.envs.cache.images import (
+    ImageSourceError,
+    LayerDigestError,
+    Platform,
+    acquire_image,
+    docker_archive,
+    get_image,
+    import_image,
+    list_images,
+    oci_layout,
+    remove_image,
+)
 from swebox.envs.cache.packing import UnsafeArchiveError
 from swebox.envs.sandbox import Sandbox
 
