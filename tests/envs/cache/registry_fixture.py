@@ -197,7 +197,10 @@ def proxy(upstream: str, faults: Faults):
             length = int(self.headers.get("Content-Length", 0) or 0)
             body = self.rfile.read(length) if length else None
             conn = http.client.HTTPConnection(host, int(port), timeout=30)
-            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+            headers: dict[str, str] = {}
+            for k, v in self.headers.items():  # repeated headers (several Accept lines) joined, not dropped
+                if k.lower() not in ("host", "connection"):
+                    headers[k] = f"{headers[k]}, {v}" if k in headers else v
             conn.request(self.command, self.path, body=body, headers=headers)
             resp = conn.getresponse()
             data = resp.read()
