@@ -13,6 +13,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
+from .images import cli as images_cli
 from .packing import FORMATS
 from .spec import EnvSpec
 from .store import LayerStore, copy_layers
@@ -37,9 +38,14 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     build.add_argument("--format", choices=FORMATS, default=None, help="layer format (default: squashfs if "
                        "mksquashfs is installed, else tar.zst)")
     build.add_argument("--force", action="store_true", help="rebuild layers that failed before")
+    build.add_argument("--env-source", choices=("auto", "image", "build"), default="auto",
+                       help="image: pull the container image each row names; build: build envs from the rows' "
+                            "recipes; auto (default): the image where a row names one and it can be had, else build")
+    images_cli.add_registry_arguments(build)
     build.set_defaults(func=cmd_build)
 
-    sub.add_parser("ls", help="list the layers of the store").set_defaults(func=cmd_ls)
+    sub.add_parser("ls", help="list the layers and images of the store").set_defaults(func=cmd_ls)
+    images_cli.add_arguments(sub)
 
     verify = sub.add_parser("verify", help="re-hash every layer against its manifest")
     verify.add_argument("--remove-bad", action="store_true", help="delete layers that fail")
@@ -72,9 +78,10 @@ def _open(args: argparse.Namespace, fmt: str | None = None) -> LayerStore:
     return LayerStore(args.store, fmt=fmt or available_formats()[0])
 
 
-def read_env_specs(path: str) -> list[EnvSpec]:
-    """Distinct EnvSpecs of a task file, in first-seen order. Uses the tasks loader when installed (the CLI
-    sits above the library; the cache library itself never imports tasks), else reads JSONL rows."""
+def read_env_specs(path: str, skip: set[str] | frozenset[str] = frozenset()) -> list[EnvSpec]:
+    """Distinct EnvSpecs of a task file (rows whose instance_id is in ``skip`` left out), in first-seen
+    order. Uses the tasks loader when installed (the CLI sits above the library; the cache library itself
+    never imports tasks), else reads JSONL rows."""
     try:
         from swebox.envs.tasks import load
     except ImportError:
@@ -82,12 +89,14 @@ def read_env_specs(path: str) -> list[EnvSpec]:
     specs: dict[str, EnvSpec] = {}
     if load is not None:
         for task in load(path):
-            if task.env is not None:
+            if task.env is not None and task.instance_id not in skip:
                 specs.setdefault(task.env.key(), task.env)
         return list(specs.values())
     for n, line in enumerate(Path(path).read_text().splitlines(), 1):
         if line.strip():
             row = json.loads(line)
+            if row.get("instance_id") in skip:
+                continue
             if not isinstance(row.get("env"), dict):
                 raise ValueError(f"{path}:{n}: expected an 'env' dict (an EnvSpec) in every task row.")
             spec = EnvSpec.from_dict(row["env"])
@@ -101,8 +110,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise SystemExit(f"--jobs: expected at least 1; found {args.jobs}.")
     store = _open(args, args.format)
-    specs = read_env_specs(args.tasks)
-    failed: list[tuple[str, str]] = []
+    served, failed = images_cli.build_images(args, store)
+    specs = read_env_specs(args.tasks, served)
     reused = built = 0
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=args.jobs) as pool, _progress(len(specs), "env layers") as bar:
@@ -125,14 +134,17 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def cmd_ls(args: argparse.Namespace) -> int:
     store = _open(args)
-    print(f"{'key':26} {'kind':5} {'format':8} {'MB':>9} {'files':>7}  created")
-    for m in store.ls():
+    manifests = store.ls()
+    width = max([26, *(len(m.key) for m in manifests)])
+    print(f"{'key':{width}} {'kind':13} {'format':8} {'MB':>9} {'files':>7}  created")
+    for m in manifests:
         created = time.strftime("%Y-%m-%d %H:%M", time.localtime(m.created))
-        print(f"{m.key:26} {m.kind:5} {m.format:8} {m.size / 1e6:9.2f} {m.files:7}  {created}")
+        print(f"{m.key:{width}} {m.kind:13} {m.format:8} {m.size / 1e6:9.2f} {m.files:7}  {created}")
     failed = sorted(p.stem for p in (store.root / "failed").glob("*.json"))
     for key in failed:
         print(f"{key:26} FAILED: {store.failure(key)['error'].splitlines()[0]}")
     print(f"{len(store.ls())} layers, {store.total_bytes() / 1e6:.1f} MB; {len(failed)} failed builds")
+    images_cli.print_images(store)
     return 0
 
 

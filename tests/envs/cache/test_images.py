@@ -235,3 +235,33 @@ def test_disk_full_publishes_nothing(image, tmp_path):
     finally:
         subprocess.run(["umount", str(small)], check=True)
 
+
+
+def test_cli_pull_ls_build_rm_image_gc(image, tmp_path, capsys):
+    from .test_cli import swebox
+
+    store = str(tmp_path / "store")
+    tarball = tmp_path / "image.tar"
+    subprocess.run(["skopeo", "copy", "--quiet", f"oci:{image}:latest", f"docker-archive:{tarball}:test/image:v1"],
+                   check=True, capture_output=True)
+    assert swebox("cache", "--store", store, "pull", f"oci:{image}:latest", "--as", "from-layout") == 0
+    assert "from-layout: 3 layers" in capsys.readouterr().out
+    archived = f"docker-archive:{tarball}:test/image:v1"
+    rows = [{"instance_id": "a", "repo": "r", "FAIL_TO_PASS": ["t::x"], "metadata": {"image": archived}},
+            {"instance_id": "b", "repo": "r", "FAIL_TO_PASS": ["t::x"], "metadata": {"image_name": archived}}]
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert swebox("cache", "--store", store, "build", "--tasks", str(tasks), "--env-source", "image") == 0
+    assert "1 images for 2 of the rows: 0 failed" in capsys.readouterr().out
+    assert swebox("cache", "--store", store, "ls") == 0
+    out = capsys.readouterr().out
+    assert "2 images, 3 distinct layers (3 shared)" in out and "image-layer" in out
+    assert archived in out
+    assert swebox("cache", "--store", store, "gc", "--keep-gb", "0") == 0
+    assert "removed 0 layers" in capsys.readouterr().out
+    assert swebox("cache", "--store", store, "rm-image", "from-layout", archived) == 0
+    assert swebox("cache", "--store", store, "gc", "--keep-gb", "0") == 0
+    assert "removed 4 layers" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="rows name no image"):
+        tasks.write_text(json.dumps({"instance_id": "c", "repo": "r", "FAIL_TO_PASS": ["t::x"]}) + "\n")
+        swebox("cache", "--store", store, "build", "--tasks", str(tasks), "--env-source", "image")
