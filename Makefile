@@ -4,8 +4,9 @@ SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
-SYSTEM_TOOLS := mksquashfs squashfuse fuse-overlayfs git bash
-APT_PACKAGES := squashfs-tools squashfuse fuse-overlayfs fuse3 git slirp4netns
+SYSTEM_TOOLS := mksquashfs squashfuse fuse-overlayfs git bash tar2sqfs skopeo umoci docker-registry mmdebstrap slirp4netns
+APT_PACKAGES := squashfs-tools squashfuse fuse-overlayfs fuse3 git squashfs-tools-ng skopeo umoci docker-registry \
+	mmdebstrap slirp4netns
 # pytest arguments; e.g. `make test PYTEST_ARGS='-m "not e2e"'` skips the heavy end-to-end tests.
 PYTEST_ARGS ?=
 

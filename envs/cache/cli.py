@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from .checkout import CheckoutSpec, checkout_from_dict
+from .images import cli as images_cli
 from .packing import FORMATS
 from .spec import EnvSpec
 from .store import LayerStore, copy_layers
@@ -45,9 +46,14 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     build.add_argument("--git-mirror", default=None, metavar="DIR",
                        help="read GitHub repositories OWNER/NAME from DIR/OWNER__NAME.git (bare or shallow) "
                        "instead of cloning (default $SWEBOX_GIT_MIRROR)")
+    build.add_argument("--env-source", choices=("auto", "image", "build"), default="auto",
+                       help="image: pull the container image each row names; build: build envs from the rows' "
+                            "recipes; auto (default): the image where a row names one and it can be had, else build")
+    images_cli.add_registry_arguments(build)
     build.set_defaults(func=cmd_build)
 
-    sub.add_parser("ls", help="list the layers of the store").set_defaults(func=cmd_ls)
+    sub.add_parser("ls", help="list the layers and images of the store").set_defaults(func=cmd_ls)
+    images_cli.add_arguments(sub)
 
     verify = sub.add_parser("verify", help="re-hash every layer against its manifest")
     verify.add_argument("--remove-bad", action="store_true", help="delete layers that fail")
@@ -101,9 +107,10 @@ def _existing_store(path: str) -> None:
                                 "--store PATH ls` (or build, verify, ...) or set $SWEBOX_LAYER_STORE", path)
 
 
-def read_env_specs(path: str) -> list[EnvSpec]:
-    """Distinct EnvSpecs of a task file, in first-seen order. Uses the tasks loader when installed (the CLI
-    sits above the library; the cache library itself never imports tasks), else reads JSONL rows."""
+def read_env_specs(path: str, skip: set[str] | frozenset[str] = frozenset()) -> list[EnvSpec]:
+    """Distinct EnvSpecs of a task file (rows whose instance_id is in ``skip`` left out), in first-seen
+    order. Uses the tasks loader when installed (the CLI sits above the library; the cache library itself
+    never imports tasks), else reads JSONL rows."""
     try:
         from swebox.envs.tasks import load
     except ImportError:
@@ -111,12 +118,14 @@ def read_env_specs(path: str) -> list[EnvSpec]:
     specs: dict[str, EnvSpec] = {}
     if load is not None:
         for task in load(path):
-            if task.env is not None:
+            if task.env is not None and task.instance_id not in skip:
                 specs.setdefault(task.env.key(), task.env)
         return list(specs.values())
     for n, line in enumerate(Path(path).read_text().splitlines(), 1):
         if line.strip():
             row = json.loads(line)
+            if row.get("instance_id") in skip:
+                continue
             if not isinstance(row.get("env"), dict):
                 raise ValueError(f"{path}:{n}: expected an 'env' dict (an EnvSpec) in every task row.")
             spec = EnvSpec.from_dict(row["env"])
@@ -124,15 +133,19 @@ def read_env_specs(path: str) -> list[EnvSpec]:
     return list(specs.values())
 
 
-def read_build_plan(path: str) -> tuple[list[EnvSpec], list[CheckoutSpec], list[str]]:
+def read_build_plan(path: str, skip: set[str] | frozenset[str] = frozenset()
+                    ) -> tuple[list[EnvSpec], list[CheckoutSpec], list[str]]:
     """What ``cache build`` makes for a task file: distinct env layers, distinct checkout layers (the starting
-    trees of dataset rows, see :mod:`.checkout`), and one error per task it cannot build, naming the task."""
+    trees of dataset rows, see :mod:`.checkout`), and one error per task it cannot build, naming the task.
+    Rows whose instance_id is in ``skip`` (served by their container image) need neither."""
     from swebox.envs.tasks import load
 
     envs: dict[str, EnvSpec] = {}
     checkouts: dict[str, CheckoutSpec] = {}
     errors: list[str] = []
     for task in load(path):
+        if task.instance_id in skip:
+            continue
         if task.env is None:
             errors.append(f"task {task.instance_id}: expected an env recipe; found none (the row names no "
                           f"environment swebox can build: give it an 'env', or see docs/datasets.md)")
@@ -177,7 +190,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         raise SystemExit(f"--git-mirror: expected a folder of OWNER__NAME.git repositories; found nothing at "
                          f"{mirror}.")
     store = _open(args, args.format, create=True)
-    specs, checkouts, errors = read_build_plan(args.tasks)
+    served, image_failed = images_cli.build_images(args, store)
+    specs, checkouts, errors = read_build_plan(args.tasks, served)
     t0 = time.perf_counter()
     had = {s.key(): store.get(s.key()) is not None for s in [*specs, *checkouts]}
     with ThreadPoolExecutor(max_workers=args.jobs) as pool, \
@@ -192,6 +206,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         t_built, t_reused, t_failed = _build_all(
             pool, todo, lambda c: build_checkout_layer(store, c, mirror=mirror, force=args.force), bar, had)
     env_failed = len(failed) - (len(checkouts) - len(todo))
+    failed = [*image_failed, *failed]
     print(f"{len(specs)} envs: {built} built, {reused} reused, {env_failed} failed "
           f"in {time.perf_counter() - t0:.1f} s; store {store.root} holds {store.total_bytes() / 1e6:.1f} MB")
     failed += t_failed
@@ -209,14 +224,17 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def cmd_ls(args: argparse.Namespace) -> int:
     store = _open(args)
-    print(f"{'key':26} {'kind':5} {'format':8} {'MB':>9} {'files':>7}  created")
-    for m in store.ls():
+    manifests = store.ls()
+    width = max([26, *(len(m.key) for m in manifests)])
+    print(f"{'key':{width}} {'kind':13} {'format':8} {'MB':>9} {'files':>7}  created")
+    for m in manifests:
         created = time.strftime("%Y-%m-%d %H:%M", time.localtime(m.created))
-        print(f"{m.key:26} {m.kind:5} {m.format:8} {m.size / 1e6:9.2f} {m.files:7}  {created}")
+        print(f"{m.key:{width}} {m.kind:13} {m.format:8} {m.size / 1e6:9.2f} {m.files:7}  {created}")
     failed = sorted(p.stem for p in (store.root / "failed").glob("*.json"))
     for key in failed:
         print(f"{key:26} FAILED: {store.failure(key)['error'].splitlines()[0]}")
     print(f"{len(store.ls())} layers, {store.total_bytes() / 1e6:.1f} MB; {len(failed)} failed builds")
+    images_cli.print_images(store)
     return 0
 
 

@@ -8,6 +8,7 @@ Layout (``root/``)::
     failed/<key>.json             a build that failed for a reason in its spec (with the log tail)
     locks/<key>.lock              fcntl locks: one builder per key across processes and Ray workers
     tmp/                          packing in progress (same filesystem as blobs/, so rename is atomic)
+    images/<name>.json            container images made of layers (``cache.images``); gc keeps their layers
 
 Publication: pack into tmp/, fsync, rename into blobs/, then write the manifest the same way. A crash, a
 SIGKILL or a full disk at any point leaves at most a stray file in tmp/ or an unreferenced blob, never a
@@ -28,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .packing import FORMATS, MAPPED_ROOT_UID, check_format, fsync_path, pack, sha256_file
+from .packing import FORMATS, MAPPED_ROOT_UID, PackResult, check_format, fsync_path, pack, sha256_file
 
 BUILDER_VERSION = "1"
 """Bumped when the builder's output layout changes, so old layers are recognisable."""
@@ -189,10 +190,25 @@ class LayerStore:
                 fmt: str | None = None) -> Manifest:
         """Pack ``layer_dir`` and publish it under ``key`` atomically. Call with :meth:`lock` held."""
         fmt = check_format(fmt or self.fmt)
-        tmp = self.root / "tmp" / f"{key}.{os.getpid()}.{time.monotonic_ns()}.{fmt}"
+        tmp = self.tmp_path(key, fmt)
         try:
             packed = pack(Path(layer_dir), tmp, fmt, owner=self.owner, include=include)
-            manifest = Manifest(key=key, format=fmt, sha256=packed.sha256, size=packed.size,
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            raise _disk_full_hint(e, f"publishing layer {key}", self.root) from e
+        return self.publish_packed(key, packed, fmt, kind=kind, parent=parent, meta=meta, log=log)
+
+    def tmp_path(self, key: str, suffix: str) -> Path:
+        """A fresh temporary path in tmp/ for ``key`` (gc removes it once the key's lock is free)."""
+        return self.root / "tmp" / f"{key}.{os.getpid()}.{time.monotonic_ns()}.{suffix}"
+
+    def publish_packed(self, key: str, packed: PackResult, fmt: str, *, kind: str = "layer", parent: str = "",
+                       meta: dict[str, Any] | None = None, log: str = "") -> Manifest:
+        """Publish an already packed, fsync'd file in tmp/ (made by :func:`pack` or by a converter) under
+        ``key``: rename it into blobs/, then write the manifest. Call with :meth:`lock` held."""
+        tmp = packed.path
+        try:
+            manifest = Manifest(key=key, format=check_format(fmt), sha256=packed.sha256, size=packed.size,
                                 files=packed.files, tree_bytes=packed.tree_bytes,
                                 created=time.time(), build_log=f"logs/{key}.log" if log else "", kind=kind,
                                 parent=parent, meta=dict(meta or {}))
@@ -269,6 +285,17 @@ class LayerStore:
                 self.remove(key)
         return bad
 
+    def image_layers(self) -> set[str]:
+        """Keys of the layers that the store's images (``images/*.json``, written by ``cache.images``) use:
+        gc never evicts them while the image is recorded."""
+        keys: set[str] = set()
+        for path in (self.root / "images").glob("*.json"):
+            with contextlib.suppress(FileNotFoundError, ValueError):
+                record = json.loads(path.read_text())
+                keys.update(record.get("layers", []))
+                keys.update([record["runtime_layer"]] if record.get("runtime_layer") else [])
+        return keys
+
     def total_bytes(self) -> int:
         return sum(m.size for m in {m.sha256: m for m in self.ls()}.values())
 
@@ -282,7 +309,7 @@ class LayerStore:
             rel = blob.relative_to(self.root).as_posix()
             if rel not in referenced and time.time() - blob.stat().st_mtime > ORPHAN_GRACE_S:
                 blob.unlink()
-        keep = set(protect)
+        keep = set(protect) | self.image_layers()
         by_age = sorted(self.ls(), key=lambda m: (self.root / "manifests" / f"{m.key}.json").stat().st_mtime)
         removed = []
         for m in by_age:

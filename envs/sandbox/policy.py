@@ -106,6 +106,9 @@ class SandboxPolicy:
     env: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_ENV))
     """Environment of the sandbox's shell; nothing is inherited from the host process."""
 
+    workdir: str = "/"
+    """Working directory of each new shell (an image's WorkingDir); "/" when it does not exist."""
+
     seccomp: bool = True
     """Install a seccomp-bpf filter on every process of the sandbox: keyrings, bpf, perf_event_open, io_uring,
     userfaultfd, mounts, namespace creation, module loading, kexec, the clock and the kernel log fail with EPERM
@@ -153,6 +156,8 @@ class SandboxPolicy:
             if name.startswith("/") or not name or ".." in name.split("/"):
                 raise SandboxError(f"SandboxPolicy.etc_files: expected relative paths inside /etc, found {name!r}")
         self.env = {str(k): str(v) for k, v in self.env.items()}
+        if not str(self.workdir).startswith("/"):
+            raise SandboxError(f"SandboxPolicy.workdir: expected an absolute path, found {self.workdir!r}")
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

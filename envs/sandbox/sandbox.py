@@ -168,7 +168,7 @@ class Sandbox:
             "layers": [{"path": str(layer.path), "archive_fd": fd}
                        for layer, fd in zip(self.layers, self._archive_fds, strict=True)],
             "binds": self._bind_list, "etc": rootfs.minimal_etc(p), "network": p.network, "hostname": p.hostname,
-            "upper_size_mb": p.upper_size_mb, "tmp_size_mb": p.tmp_size_mb, "env": p.env,
+            "upper_size_mb": p.upper_size_mb, "tmp_size_mb": p.tmp_size_mb, "env": p.env, "workdir": p.workdir,
             "rlimits": self._limits.rlimits(), "max_output_bytes": p.max_output_bytes,
             "seccomp": {"enabled": p.seccomp, "allow_ptrace": p.seccomp_allow_ptrace},
         }

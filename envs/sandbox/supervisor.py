@@ -26,7 +26,7 @@ BASH = "/bin/bash"
 # error in it is an ordinary error of `eval` instead of a shell left waiting for the rest of a quote.
 BOOTSTRAP = (
     "__swebox_run() { IFS= read -r -d '' __swebox_cmd; eval \"$__swebox_cmd\" </dev/null; }\n"
-    "set +o history 2>/dev/null; cd /\n"
+    "set +o history 2>/dev/null; cd -- {workdir} 2>/dev/null || cd /\n"
 )
 # Every signal a process can catch, except SIGCHLD (the supervisor waits for its shell). In a PID namespace the
 # kernel drops a signal to pid 1 from inside it only when pid 1 leaves it at SIG_DFL; Python installs its own
@@ -108,7 +108,8 @@ class Shell:
         os.close(out_w)
         self.pid, self.stdin, self.stdout = pid, in_w, out_r
         os.set_blocking(out_r, False)
-        os.write(in_w, BOOTSTRAP.encode())
+        workdir = "'" + str(self.cfg.get("workdir", "/")).replace("'", "'\\''") + "'"
+        os.write(in_w, BOOTSTRAP.replace("{workdir}", workdir).encode())
 
     def alive(self) -> bool:
         try:

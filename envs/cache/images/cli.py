@@ -1,0 +1,169 @@
+"""``swebox cache pull``, ``rm-image``, the images part of ``ls`` and ``build --env-source`` (wired by
+``cache/cli.py``).
+
+An IMAGE argument names its source as skopeo does: ``oci:DIR[:TAG]`` (an OCI image layout folder),
+``docker-archive:FILE[:REPO:TAG]`` (a ``docker save`` tarball) or ``[docker://]REGISTRY/REPO[:TAG|@DIGEST]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections import Counter
+
+from ..budget import IOBudget
+from ..layer_cache import LayerCacheConfig
+from ..store import LayerStore
+from .records import ImageRecord, get_image, import_image, list_images, remove_image
+from .registry import RegistryConfig, pull
+from .sources import Platform, docker_archive, oci_layout
+
+IMAGE_KEYS = ("image", "image_name", "docker_image")
+"""Where a task row names its image: the schema's ``image`` when it has one, else ``metadata``'s keys (as
+SWE-smith's ``image_name`` and R2E-Gym's ``docker_image`` arrive)."""
+
+
+def add_registry_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--platform", default="linux/amd64", help="OS/ARCH[/VARIANT] (default linux/amd64)")
+    parser.add_argument("--insecure", action="store_true",
+                        help="plain HTTP, no TLS verification (a loopback test registry only)")
+    parser.add_argument("--creds", default=os.environ.get("SWEBOX_REGISTRY_CREDS", ""),
+                        help="USER:PASSWORD (default $SWEBOX_REGISTRY_CREDS; else auth.json, else anonymous)")
+    parser.add_argument("--retries", type=int, default=4, help="retries after 429/5xx/dropped connections")
+
+
+def add_arguments(sub: argparse._SubParsersAction) -> None:
+    pull_cmd = sub.add_parser("pull", help="pull or import a container image into the store as layers")
+    pull_cmd.add_argument("image", help="oci:DIR[:TAG], docker-archive:FILE[:REPO:TAG] or [docker://]REF")
+    pull_cmd.add_argument("--as", dest="name", default="", help="record the image under this name "
+                          "(default: the IMAGE argument without docker://)")
+    add_registry_arguments(pull_cmd)
+    pull_cmd.set_defaults(func=cmd_pull)
+    rm = sub.add_parser("rm-image", help="forget an image (gc then removes layers no other image uses)")
+    rm.add_argument("names", nargs="+")
+    rm.set_defaults(func=cmd_rm_image)
+
+
+def _split(rest: str) -> tuple[str, str]:
+    """``PATH[:TAG]`` -> (PATH, TAG); a colon inside the path's last folder name is part of the tag."""
+    path, sep, tag = rest.rpartition(":")
+    return (path, tag) if sep and "/" not in tag and path else (rest, "")
+
+
+def fetch(store: LayerStore, image: str, name: str, platform: Platform, config: RegistryConfig,
+          budget: IOBudget) -> ImageRecord:
+    """Pull or import ``image`` and record it as ``name``."""
+    if image.startswith("oci:"):
+        folder, tag = _split(image[4:])
+        return import_image(store, oci_layout(folder, tag, platform), name, str(platform), budget)
+    if image.startswith("docker-archive:"):
+        path, _, ref = image[len("docker-archive:"):].partition(":")
+        return import_image(store, docker_archive(path, ref, platform), name, str(platform), budget)
+    return pull(store, image.removeprefix("docker://"), platform, config, budget)
+
+
+def _registry_config(args: argparse.Namespace) -> RegistryConfig:
+    return RegistryConfig(insecure=args.insecure, creds=args.creds, retries=args.retries)
+
+
+def cmd_pull(args: argparse.Namespace) -> int:
+    from ..cli import _open
+
+    store = _open(args)
+    name = args.name or args.image.removeprefix("docker://")
+    record = fetch(store, args.image, name, Platform.parse(args.platform), _registry_config(args),
+                   IOBudget(LayerCacheConfig().io_budget_mb))
+    if record.ref != name:  # a registry pull records the reference it pulled: keep the asked-for name too
+        record = _rename(store, record, name)
+    stored = sum(store.require(k).size for k in record.layers)
+    print(f"{record.ref}: {len(record.layers)} layers, {stored / 1e6:.1f} MB stored "
+          f"({record.compressed_bytes / 1e6:.1f} MB compressed), {record.platform}, {record.digest}")
+    return 0
+
+
+def _rename(store: LayerStore, record: ImageRecord, name: str) -> ImageRecord:
+    from dataclasses import asdict, replace
+
+    from ..store import _write_atomic
+    from .records import record_path
+
+    renamed = replace(record, ref=name)
+    _write_atomic(record_path(store, name), json.dumps(asdict(renamed), indent=1, sort_keys=True).encode())
+    remove_image(store, record.ref)
+    return renamed
+
+
+def cmd_rm_image(args: argparse.Namespace) -> int:
+    from ..cli import _open
+
+    store = _open(args)
+    missing = [n for n in args.names if not remove_image(store, n)]
+    for name in missing:
+        print(f"no image {name!r} in {store.root}", file=sys.stderr)
+    print(f"forgot {len(args.names) - len(missing)} images; `swebox cache gc` removes their unshared layers")
+    return 1 if missing else 0
+
+
+def print_images(store: LayerStore) -> None:
+    """The images table of ``swebox cache ls``: each image, its stored size, and how many of its layers
+    other images share."""
+    images = list_images(store)
+    if not images:
+        return
+    users = Counter(k for r in images for k in set(r.layers))
+    print(f"\n{'image':48} {'platform':12} {'layers':>6} {'shared':>6} {'stored MB':>10} {'packed MB':>10}")
+    for r in images:
+        stored = sum(m.size for m in (store.get(k) for k in r.layers) if m is not None)
+        shared = sum(users[k] > 1 for k in r.layers)
+        print(f"{r.ref:48} {r.platform:12} {len(r.layers):6} {shared:6} {stored / 1e6:10.1f} "
+              f"{r.compressed_bytes / 1e6:10.1f}")
+    unique = {k for r in images for k in r.layers}
+    total = sum(m.size for m in (store.get(k) for k in unique) if m is not None)
+    print(f"{len(images)} images, {len(unique)} distinct layers ({sum(n > 1 for n in users.values())} shared), "
+          f"{total / 1e6:.1f} MB")
+
+
+def task_images(path: str) -> dict[str, str]:
+    """instance_id -> image name for the rows of a task file that name one."""
+    from swebox.envs.tasks import load
+
+    found = {}
+    for task in load(path):
+        fields = {"image": getattr(task, "image", "")} | {k: task.metadata.get(k, "") for k in IMAGE_KEYS}
+        name = next((str(v) for v in fields.values() if v), "")
+        if name:
+            found[task.instance_id] = name
+    return found
+
+
+def build_images(args: argparse.Namespace, store: LayerStore) -> tuple[set[str], list[tuple[str, str]]]:
+    """Pull the images the task rows name (per --env-source); returns (ids served by an image, failures)."""
+    if args.env_source == "build":
+        return set(), []
+    rows = task_images(args.tasks)
+    if args.env_source == "image":
+        from swebox.envs.tasks import load
+
+        missing = [t.instance_id for t in load(args.tasks) if t.instance_id not in rows]
+        if missing:
+            raise SystemExit(f"--env-source image: {len(missing)} rows name no image (e.g. {missing[:3]}); "
+                             f"give each row metadata.image, or use --env-source auto.")
+    served, failed = set(), []
+    budget = IOBudget(LayerCacheConfig().io_budget_mb)
+    for image in sorted(set(rows.values())):
+        ids = {i for i, name in rows.items() if name == image}
+        if get_image(store, image) is None:
+            try:
+                fetch(store, image, image, Platform.parse(args.platform), _registry_config(args), budget)
+            except Exception as e:  # auto: the env is built from the recipe instead; image: reported
+                if args.env_source == "image":
+                    failed.append((image, str(e)))
+                else:
+                    print(f"image {image} unavailable ({e}); building its rows' envs instead", file=sys.stderr)
+                continue
+        served |= ids
+    print(f"{len(set(rows.values()))} images for {len(served)} of the rows: {len(failed)} failed")
+    return served, failed
+

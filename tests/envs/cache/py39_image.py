@@ -1,0 +1,84 @@
+"""A runnable test image with its own interpreter, in SWE-bench's layout.
+
+Layer 1: a Debian bullseye root filesystem made by ``mmdebstrap`` (Python 3.9, pytest 6, git), with a venv
+made by bullseye's own Python at /opt/venv/testbed (system site packages, so pytest comes from Debian) and a
+``/root/.bashrc`` that activates it, as SWE-bench images do with their conda env. Layer 2: a small project at
+/testbed (a git repository at its base commit) with a bug its tests catch.
+
+The root filesystem takes a couple of minutes to fetch from Debian's archive, so it is cached between test
+runs in ``$SWEBOX_TEST_IMAGE_CACHE`` (default /var/tmp/swebox-test-images), keyed by everything that makes it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import subprocess
+import tarfile
+from pathlib import Path
+
+from .oci_fixture import write_layout
+
+SUITE = "bullseye"
+PACKAGES = "python3,python3-venv,python3-pytest,git,ca-certificates"
+HOOKS = ('chroot "$1" python3 -m venv --system-site-packages --without-pip /opt/venv/testbed',
+         'echo ". /opt/venv/testbed/bin/activate" > "$1/root/.bashrc"')
+VENV_PYTHON = "/opt/venv/testbed/bin/python"
+
+CALC = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
+TESTS = ("from calc import add, mul\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
+         "def test_mul():\n    assert mul(2, 3) == 6\n")
+GOLD = ("diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,5 +1,5 @@\n def add(a, b):\n"
+        "-    return a - b\n+    return a + b\n \n \n def mul(a, b):\n")
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("SWEBOX_TEST_IMAGE_CACHE") or "/var/tmp/swebox-test-images")
+
+
+def rootfs_tar() -> Path:
+    """The bullseye rootfs tar, built once (under a lock, so parallel runs build it once too)."""
+    key = hashlib.sha256("\n".join([SUITE, PACKAGES, *HOOKS]).encode()).hexdigest()[:16]
+    folder = cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"{SUITE}-py39-{key}.tar"
+    with open(folder / f"{target.name}.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not target.exists():
+            tmp = target.with_suffix(".tmp.tar")
+            hooks = [f"--customize-hook={h}" for h in HOOKS]
+            subprocess.run(["mmdebstrap", "--quiet", "--variant=apt", f"--include={PACKAGES}", *hooks, SUITE,
+                            str(tmp)], check=True, capture_output=True, timeout=1200)
+            os.rename(tmp, target)
+    return target
+
+
+def project_tar(work: Path) -> bytes:
+    """/testbed: the project at its base commit, as a git repository (made with the host's git)."""
+    repo = work / "testbed"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "calc.py").write_text(CALC)
+    (repo / "tests" / "test_calc.py").write_text(TESTS)
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "PATH": os.environ["PATH"], "HOME": str(work)}
+    for cmd in (["git", "init", "-q", "-b", "main"], ["git", "add", "-A"], ["git", "commit", "-qm", "base"]):
+        subprocess.run(cmd, cwd=repo, env=env, check=True)
+    out = work / "project.tar"
+
+    def as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        return info
+
+    with tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as tar:
+        tar.add(repo, "testbed", filter=as_root)
+    return out.read_bytes()
+
+
+def py39_layout(work: Path) -> Path:
+    """The two-layer image as an OCI layout at ``work/layout`` (tag ``latest``), zstd-compressed layers."""
+    layers = [rootfs_tar().read_bytes(), project_tar(work)]
+    return write_layout(work / "layout", layers, compression="zstd",
+                        config={"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+                                "WorkingDir": "/testbed"})
