@@ -287,6 +287,7 @@ def swe_episode_factory(cfg: TrainConfig, source: Any | None = None, layers: lis
     single environment (fixtures), every task uses the layer folders ``layers``. The worker closes each group it
     gets (sandboxes, layer handles).
     """
+    from swebox.envs.grade_cache import GradeCache
     from swebox.envs.groups import group
     from swebox.envs.layers_resolver import LayerSource
     from swebox.envs.tasks import Task
@@ -294,11 +295,13 @@ def swe_episode_factory(cfg: TrainConfig, source: Any | None = None, layers: lis
     source = source if source is not None else LayerSource(store=cfg.env.layer_store, cache_root=cfg.env.cache_dir,
                                                            tasks_file=cfg.env.tasks)
     config = episode_config(cfg)
+    # one per worker (per process, per Ray actor): the verdicts of a run's diffs, shared by its episodes
+    verdicts = GradeCache(cfg.env.grade_cache_size) if cfg.env.grade_cache else None
 
     def factory(task: dict[str, Any], n: int) -> Sequence[Episode]:
         if layers is not None:
-            return group(Task.from_dict(task), n, layers=list(layers), config=config)
-        return group(Task.from_dict(task), n, source=source, config=config)
+            return group(Task.from_dict(task), n, layers=list(layers), config=config, grade_cache=verdicts)
+        return group(Task.from_dict(task), n, source=source, config=config, grade_cache=verdicts)
 
     return factory
 

@@ -28,7 +28,7 @@ STEP_METRICS = (
 )
 ENV_METRICS = (
     "env/reset_s", "env/exec_s", "env/grade_s", "env/turns", "env/format_errors", "env/timeouts",
-    "env/resolved", "env/f2p_frac", "env/errors",
+    "env/resolved", "env/f2p_frac", "env/errors", "env/grade_cache_hits",
 )
 METRICS_FILE = "metrics.jsonl"
 WANDB_ID_FILE = "wandb_run_id"
