@@ -135,7 +135,8 @@ class StepResult:
     truncated: bool
     """The turn or time limit ended the episode."""
     info: dict[str, Any]
-    """Per step: task_id, turn, format_error, timed_out. At the end also reason, metrics, grade, diff."""
+    """Per step: task_id, turn, format_error, timed_out, action ({tool, arguments} or None), exit_code, exec_s.
+    At the end also reason, metrics, grade, diff."""
 
     @property
     def done(self) -> bool:
@@ -221,8 +222,12 @@ class SWEEpisode:
         self.metrics["env/exec_s"] += outcome.exec_s
         self.metrics["env/format_errors"] += outcome.format_error
         self.metrics["env/timeouts"] += outcome.timed_out
+        action = outcome.action
         info: dict[str, Any] = {"task_id": self.task.instance_id, "turn": self.turns,
-                                "format_error": outcome.format_error, "timed_out": outcome.timed_out}
+                                "format_error": outcome.format_error, "timed_out": outcome.timed_out,
+                                "action": None if action is None else {"tool": action.tool,
+                                                                       "arguments": dict(action.arguments)},
+                                "exit_code": outcome.exit_code, "exec_s": outcome.exec_s}
         reason = ""
         if outcome.error and not self._alive():
             reason, info["error"] = "error", outcome.error

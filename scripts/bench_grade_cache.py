@@ -62,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
 
     tasks = list(load(args.tasks))[: args.limit]
     tokenizer = build_builtin_tokenizer()
-    base = ["generation.max_context_tokens=65536", "generation.max_new_tokens=16384", "env.max_turns=4",
+    base = ["generation.max_context_tokens=65536", "model.max_position_embeddings=65536",
+            "generation.max_new_tokens=16384", "env.max_turns=4",
             f"rollout.max_parallel_episodes={args.parallel}"]
     config = EpisodeConfig.from_dict(episode_config(load_config(None, base)))
     prompts = {tokenizer.decode(prompt_ids(tokenizer, first_messages(t, config))): gold_replies(t) for t in tasks}

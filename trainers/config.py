@@ -331,6 +331,20 @@ class LoggingConfig:
     """wandb tags."""
     progress: bool = True
     """Show progress bars."""
+    trajectories_every: int = 1
+    """Write every rollout of every N-th step (prompt, turns, diff, grade, reward, advantage) to
+    <run_dir>/trajectories/step_NNNNNN.jsonl.gz (docs/training.md); 0: never."""
+    trajectories_keep_last: int = 0
+    """Step files of trajectories kept on disk, newest first (older ones are deleted); 0: keep all."""
+    wandb_rollouts_every: int = 10
+    """Log a wandb Table `rollouts` (task, reward, resolved, turns, diff, last observation) every N steps; 0: never."""
+
+    def __post_init__(self) -> None:
+        _check(self.trajectories_every >= 0, "logging.trajectories_every", ">= 0", self.trajectories_every, "use 1")
+        _check(self.trajectories_keep_last >= 0, "logging.trajectories_keep_last", ">= 0 (0 keeps all)",
+               self.trajectories_keep_last, "use 0")
+        _check(self.wandb_rollouts_every >= 0, "logging.wandb_rollouts_every", ">= 0", self.wandb_rollouts_every,
+               "use 10")
 
 
 @dataclass
