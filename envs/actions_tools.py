@@ -31,6 +31,8 @@ class ToolOutcome:
     """The bash command hit its time limit and was killed (counted as ``env/timeouts``)."""
     exec_s: float = 0.0
     """Seconds spent running the tool in the sandbox (summed into ``env/exec_s``)."""
+    exit_code: int | None = None
+    """The bash command's exit status (None for other tools, a timeout, or a command that could not run)."""
     error: str | None = None
     """The sandbox itself failed (not the agent's command); the message, for ``env/errors`` and logs."""
 
@@ -78,6 +80,7 @@ class ToolRunner:
             render_exec(result, self.observations, turns_left),
             action,
             timed_out=bool(result.timed_out),
+            exit_code=None if result.timed_out else result.exit_code,
             exec_s=float(elapsed) if elapsed is not None else time.monotonic() - started,
         )
 

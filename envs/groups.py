@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from swebox.envs.episode_state import StartState, prepare_start
+from swebox.envs.grade_cache import GradeCache
 from swebox.envs.layers_resolver import LayerSource, TaskLayers, acquire_layers
 from swebox.envs.sandbox import Sandbox, SandboxPolicy
 from swebox.envs.swe_env import EpisodeConfig, SWEEpisode
@@ -62,11 +63,12 @@ class EpisodeGroup:
 
 
 def group(task: Task, n: int, *, layers: list | None = None, source: LayerSource | dict | None = None,
-          config: EpisodeConfig | dict | None = None) -> EpisodeGroup:
+          config: EpisodeConfig | dict | None = None, grade_cache: GradeCache | None = None) -> EpisodeGroup:
     """n independent episodes of ``task`` forked from one prepared start state (call ``reset()`` on each).
 
     ``layers``: the task's layer folders (env first); otherwise they are acquired from ``source`` (a layer
     store through this node's cache, see :mod:`swebox.envs.layers_resolver`) and released on ``close()``.
+    ``grade_cache``: the episodes reuse the verdicts of diffs already graded (:mod:`swebox.envs.grade_cache`).
     """
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"group(n=...): expected a whole number of episodes >= 1; found {n!r}.")
@@ -78,7 +80,8 @@ def group(task: Task, n: int, *, layers: list | None = None, source: LayerSource
         policy = config.policy()
         start = prepare_group(task, task_layers, policy, config.setup_timeout_s)
         for _ in range(n):
-            episodes.append(SWEEpisode(task, start, config, sandbox=Sandbox(list(start.layers), policy).start()))
+            episodes.append(SWEEpisode(task, start, config, sandbox=Sandbox(list(start.layers), policy).start(),
+                                       grade_cache=grade_cache))
     except BaseException:
         for episode in episodes:
             episode.close()

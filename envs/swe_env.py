@@ -20,14 +20,21 @@ from typing import Any
 from swebox.envs.actions import STYLES, ActionConfig
 from swebox.envs.actions_prompts import system_prompt, task_prompt
 from swebox.envs.actions_tools import ToolRunner
-from swebox.envs.episode_state import DiffUnavailable, EpisodeError, StartState, agent_diff, prepare_start
+from swebox.envs.episode_state import (
+    DiffUnavailable,
+    EpisodeError,
+    StartState,
+    agent_diff,
+    prepare_start,
+)
+from swebox.envs.grade_cache import GradeCache, grade_key
 from swebox.envs.observations import ObservationConfig, truncate_middle
 from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy
 from swebox.envs.tasks.grading import REWARD_MODES, GradeReport, grade
 from swebox.envs.tasks.schema import Task
 
 METRIC_NAMES = ("env/reset_s", "env/exec_s", "env/grade_s", "env/turns", "env/format_errors", "env/timeouts",
-                "env/resolved", "env/f2p_frac", "env/errors")
+                "env/resolved", "env/f2p_frac", "env/errors", "env/grade_cache_hits")
 """Per-episode metrics, as defined in docs/metrics.md."""
 END_REASONS = ("submitted", "max_turns", "time_limit", "error")
 
@@ -128,7 +135,8 @@ class StepResult:
     truncated: bool
     """The turn or time limit ended the episode."""
     info: dict[str, Any]
-    """Per step: task_id, turn, format_error, timed_out. At the end also reason, metrics, grade, diff."""
+    """Per step: task_id, turn, format_error, timed_out, action ({tool, arguments} or None), exit_code, exec_s.
+    At the end also reason, metrics, grade, diff."""
 
     @property
     def done(self) -> bool:
@@ -151,8 +159,10 @@ class SWEEpisode:
     """One task's episodes in one sandbox: each ``reset()`` starts a new episode from the start state."""
 
     def __init__(self, task: Task, start: StartState, config: EpisodeConfig | None = None,
-                 sandbox: Sandbox | None = None) -> None:
+                 sandbox: Sandbox | None = None, grade_cache: GradeCache | None = None) -> None:
+        """``grade_cache``: verdicts shared with other episodes of this process (None: always grade)."""
         self.task = task
+        self.grade_cache = grade_cache
         self.start = start
         self.config = config or EpisodeConfig()
         self.policy = self.config.policy()
@@ -212,8 +222,12 @@ class SWEEpisode:
         self.metrics["env/exec_s"] += outcome.exec_s
         self.metrics["env/format_errors"] += outcome.format_error
         self.metrics["env/timeouts"] += outcome.timed_out
+        action = outcome.action
         info: dict[str, Any] = {"task_id": self.task.instance_id, "turn": self.turns,
-                                "format_error": outcome.format_error, "timed_out": outcome.timed_out}
+                                "format_error": outcome.format_error, "timed_out": outcome.timed_out,
+                                "action": None if action is None else {"tool": action.tool,
+                                                                       "arguments": dict(action.arguments)},
+                                "exit_code": outcome.exit_code, "exec_s": outcome.exec_s}
         reason = ""
         if outcome.error and not self._alive():
             reason, info["error"] = "error", outcome.error
@@ -275,9 +289,20 @@ class SWEEpisode:
             info["error"] = f"taking the agent's diff failed: {type(exc).__name__}: {exc}"
             self.metrics["env/errors"] = 1.0
             return 0.0
+        layers = list(self.start.grade_layers)
+
+        def run() -> GradeReport:
+            return grade(self.task, self.diff, layers=layers, policy=self.policy,
+                         timeout=self.config.grade_timeout_s, reward_mode=self.config.reward_mode)
+
         try:
-            self.report = grade(self.task, self.diff, layers=list(self.start.grade_layers), policy=self.policy,
-                                timeout=self.config.grade_timeout_s, reward_mode=self.config.reward_mode)
+            if self.grade_cache is None:
+                self.report = run()
+            else:
+                key = grade_key(self.task, self.diff, layers, reward_mode=self.config.reward_mode,
+                                timeout=self.config.grade_timeout_s, policy=self.config.sandbox)
+                self.report, hit = self.grade_cache.get_or_grade(key, run)
+                self.metrics["env/grade_cache_hits"] = float(hit)
         except Exception as exc:  # grading infrastructure failed; the trainer masks errored episodes
             info["error"] = f"grading failed: {type(exc).__name__}: {exc}"
             self.metrics["env/errors"] = 1.0

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -42,7 +41,8 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     ev.add_argument("--layers", default="", help="layer store (default $SWEBOX_LAYER_STORE or runs/layers), or a "
                     "folder of unpacked layer folders named by key")
     ev.add_argument("--parallel", type=int, default=2, help="episodes at once (default 2)")
-    ev.add_argument("--out", default="", help="write one JSON result per task to this file")
+    ev.add_argument("--out", default="", help="write one JSON record per task (docs/training.md) to this file, "
+                    "and the per-task table as Markdown next to it (OUT.md)")
     ev.add_argument("overrides", nargs="*", help="dotted config overrides, e.g. env.max_turns=10")
     ev.set_defaults(func=run_eval)
 
@@ -74,26 +74,37 @@ def gold_replies(task: Any) -> list[str]:
 
 
 def play_text_episode(episode: Any, reply, max_turns: int) -> dict[str, Any]:
-    """Drive an episode with a text policy ``reply(messages) -> str``; returns the final info and timings."""
+    """Drive an episode with a text policy ``reply(messages) -> str``; returns the final info, timings and the
+    episode fields of a trajectory record (prompt, turns, diff, grade: trainers/trajectories.py)."""
+    from swebox.trainers.trajectories import turn_record
+
     t0 = time.monotonic()
     messages = list(episode.reset())
+    prompt = [dict(m) for m in messages]
     env_s, model_s = time.monotonic() - t0, 0.0
     info: dict[str, Any] = {}
     reward = 0.0
+    turns = []
     for _ in range(max_turns):
         t = time.monotonic()
         text = reply(messages)
-        model_s += time.monotonic() - t
+        generate_s = time.monotonic() - t
+        model_s += generate_s
         t = time.monotonic()
         result = episode.step(text)
         env_s += time.monotonic() - t
         info, reward = dict(result.info or {}), float(result.reward)
+        turns.append(turn_record(text, info, result.observation, generate_s, time.monotonic() - t))
         if result.terminated or result.truncated:
             break
         messages += [{"role": "assistant", "content": text}, {"role": "user", "content": result.observation}]
     metrics = info.get("metrics") or {}
-    return {"reward": reward, "resolved": bool(metrics.get("env/resolved", 0.0)), "error": info.get("error", ""),
-            "model_s": model_s, "env_s": env_s - metrics.get("env/grade_s", 0.0), "metrics": metrics}
+    resolved = bool(metrics.get("env/resolved", 0.0))
+    return {"reward": reward, "resolved": resolved, "error": info.get("error", ""),
+            "model_s": model_s, "env_s": env_s - metrics.get("env/grade_s", 0.0), "metrics": metrics,
+            "task_id": str(info.get("task_id", "")), "failed": bool(info.get("error")), "truncated": False,
+            "num_turns": len(turns), "reason": str(info.get("reason", "")), "prompt": prompt, "turns": turns,
+            "diff": str(info.get("diff") or ""), "grade": info.get("grade")}
 
 
 def _text_policy(args: argparse.Namespace, cfg: Any):
@@ -125,6 +136,7 @@ def run_eval(args: argparse.Namespace) -> int:
     from swebox.envs.tasks import load
     from swebox.trainers.config import ConfigError, load_config
     from swebox.trainers.rollout import episode_config, play_episode
+    from swebox.trainers.trajectories import dumps, episode_fields
     from tqdm import tqdm
 
     _check_policy(args.policy)
@@ -154,14 +166,15 @@ def run_eval(args: argparse.Namespace) -> int:
                 if args.policy.startswith("hf:"):
                     traj = play_episode(g[0], backend, tokenizer, cfg, task.instance_id, task.instance_id)
                     m = traj.metrics
-                    out = {"reward": traj.reward, "resolved": bool(m.get("env/resolved", 0.0)), "error": traj.error,
-                           "model_s": m.get("timing/generate_s", 0.0), "env_s": m.get("timing/env_s", 0.0),
-                           "metrics": m}
+                    out = {**episode_fields(traj), "model_s": m.get("timing/generate_s", 0.0),
+                           "env_s": m.get("timing/env_s", 0.0)}
                 else:
                     out = play_text_episode(g[0], replies_for(task), cfg.env.max_turns)
         except Exception as exc:  # one broken task must not end the evaluation
             out = {"reward": 0.0, "resolved": False, "error": f"{type(exc).__name__}: {exc}", "model_s": 0.0,
-                   "env_s": 0.0, "metrics": {"env/errors": 1.0}}
+                   "env_s": 0.0, "metrics": {"env/errors": 1.0}, "task_id": task.instance_id, "failed": True,
+                   "truncated": False, "num_turns": 0, "reason": "error", "prompt": [], "turns": [], "diff": "",
+                   "grade": None}
         out.update(instance_id=task.instance_id, total_s=time.monotonic() - started)
         return out
 
@@ -169,10 +182,33 @@ def run_eval(args: argparse.Namespace) -> int:
     with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
         for result in tqdm(pool.map(one, tasks), total=len(tasks), desc=f"eval {args.policy}", unit="task"):
             results.append(result)
-    if args.out:
-        Path(args.out).write_text("".join(json.dumps(r) + "\n" for r in results))
+    table = task_table(results)
+    print(table)
     print(summary(results, args.policy))
+    if args.out:
+        Path(args.out).write_text("".join(dumps(r) + "\n" for r in results))
+        report = report_path(args.out)
+        report.write_text(f"# swebox eval: {args.policy}\n\ntasks: `{args.tasks}`\n\n{table}\n\n"
+                          + summary(results, args.policy).replace("\n", "\n\n") + "\n")
+        print(f"results: {args.out} (one JSON record per task; swebox view {args.out}); table: {report}")
     return 0
+
+
+def report_path(out: str | Path) -> Path:
+    """Where the Markdown table of ``swebox eval --out OUT`` goes: next to OUT, OUT's name with ``.md``."""
+    out = Path(out)
+    return out.with_name(out.name.removesuffix(".gz").removesuffix(".jsonl").removesuffix(".json") + ".md")
+
+
+def task_table(results: list[dict[str, Any]]) -> str:
+    """One Markdown row per task: resolved, reward, turns, time, and the error if any."""
+    lines = ["| task | resolved | reward | turns | time (s) | error |", "|---|---|---|---|---|---|"]
+    for r in results:
+        turns = r.get("num_turns", r.get("metrics", {}).get("env/turns", 0))
+        error = str(r.get("error") or "").splitlines()[0][:80] if r.get("error") else ""
+        lines.append(f"| {r['instance_id']} | {'yes' if r['resolved'] else 'no'} | {r['reward']:.3f} | "
+                     f"{int(turns)} | {r['total_s']:.2f} | {error.replace('|', '/')} |")
+    return "\n".join(lines)
 
 
 def summary(results: list[dict[str, Any]], policy: str) -> str:

@@ -278,9 +278,15 @@ class EnvConfig:
     """1 when all FAIL_TO_PASS and PASS_TO_PASS tests pass, or the fraction of FAIL_TO_PASS that pass."""
     memory_mb: int = 2048
     """Memory limit of one sandbox."""
+    grade_cache: bool = True
+    """Reuse the verdict of a final diff already graded for the same task in this run (same files, same
+    content; per rollout worker) instead of running the tests again (swebox.envs.grade_cache)."""
+    grade_cache_size: int = 4096
+    """Most verdicts one rollout worker keeps (least recently used go first)."""
 
     def __post_init__(self) -> None:
         _check_literals(self, "env")
+        _check(self.grade_cache_size >= 1, "env.grade_cache_size", ">= 1", self.grade_cache_size, "use 4096")
         _check(self.max_turns >= 1, "env.max_turns", ">= 1", self.max_turns, "use 8")
         _check(self.command_timeout_s > 0, "env.command_timeout_s", "> 0", self.command_timeout_s, "use 30")
 
@@ -325,6 +331,20 @@ class LoggingConfig:
     """wandb tags."""
     progress: bool = True
     """Show progress bars."""
+    trajectories_every: int = 1
+    """Write every rollout of every N-th step (prompt, turns, diff, grade, reward, advantage) to
+    <run_dir>/trajectories/step_NNNNNN.jsonl.gz (docs/training.md); 0: never."""
+    trajectories_keep_last: int = 0
+    """Step files of trajectories kept on disk, newest first (older ones are deleted); 0: keep all."""
+    wandb_rollouts_every: int = 10
+    """Log a wandb Table `rollouts` (task, reward, resolved, turns, diff, last observation) every N steps; 0: never."""
+
+    def __post_init__(self) -> None:
+        _check(self.trajectories_every >= 0, "logging.trajectories_every", ">= 0", self.trajectories_every, "use 1")
+        _check(self.trajectories_keep_last >= 0, "logging.trajectories_keep_last", ">= 0 (0 keeps all)",
+               self.trajectories_keep_last, "use 0")
+        _check(self.wandb_rollouts_every >= 0, "logging.wandb_rollouts_every", ">= 0", self.wandb_rollouts_every,
+               "use 10")
 
 
 @dataclass

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from swebox.trainers.config import TrainConfig
 from swebox.trainers.generation import GenerationBackend, make_backend
+from swebox.trainers.trajectories import turn_record
 
 # the reply that submits in each action style (swebox.envs.actions): used to end an overflowing episode
 SUBMIT_REPLIES = {
@@ -65,6 +66,17 @@ class Trajectory:
     step's timing/* can be the union over concurrent episodes rather than their sum."""
     error: str = ""
     """Why the trajectory failed ('' when it did not)."""
+    prompt: list[dict[str, str]] = field(default_factory=list)
+    """The episode's first messages (system prompt, task prompt) as text."""
+    turns: list[dict[str, Any]] = field(default_factory=list)
+    """Per model turn, for people and fine-tuning (trajectories.turn_record): text, action, observation,
+    exit_code, timed_out, format_error, generate_s, env_s, exec_s, tokens, finish_reason."""
+    diff: str = ""
+    """The final diff that was graded ('' when none)."""
+    grade: dict[str, Any] | None = None
+    """The grade report (GradeReport.to_dict()), None when the episode was not graded."""
+    reason: str = ""
+    """Why the episode ended: submitted, max_turns, time_limit, error (the env's), or '' when unknown."""
 
     def __post_init__(self) -> None:
         lengths = {len(self.response_ids), len(self.loss_mask), len(self.old_logprobs)}
@@ -183,6 +195,7 @@ def play_episode(episode: Episode, backend: GenerationBackend, tokenizer: Any, c
     info: dict[str, Any] = {}
     try:
         first = _env_call(clock, episode.reset)
+        traj.prompt = [{"role": "user", "content": first}] if isinstance(first, str) else [dict(m) for m in first]
         traj.prompt_ids = prompt_ids(tokenizer, first)
         while True:
             room = max_context - len(traj.prompt_ids) - len(traj.response_ids)
@@ -197,8 +210,11 @@ def play_episode(episode: Episode, backend: GenerationBackend, tokenizer: Any, c
             traj.old_logprobs += list(out.logprobs)
             traj.num_turns += 1
             text = tokenizer.decode(out.token_ids, skip_special_tokens=True)
+            t1 = time.time()
             result = _env_call(clock, lambda text=text: episode.step(text))
             info = dict(result.info or {})
+            traj.turns.append(turn_record(text, info, result.observation, t1 - t0, time.time() - t1,
+                                          len(out.token_ids), out.finish_reason))
             traj.reward = float(result.reward)
             if result.terminated or result.truncated:
                 break
@@ -215,6 +231,7 @@ def play_episode(episode: Episode, backend: GenerationBackend, tokenizer: Any, c
             info = _end_overflowing(episode, traj, cfg, clock) or info
         if info.get("error"):
             traj.failed, traj.error = True, str(info["error"])
+        traj.diff, traj.grade, traj.reason = str(info.get("diff") or ""), info.get("grade"), str(info.get("reason", ""))
     except Exception as exc:  # an environment failure must not end the step: mask the trajectory instead
         traj.failed = True
         traj.error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
@@ -287,6 +304,7 @@ def swe_episode_factory(cfg: TrainConfig, source: Any | None = None, layers: lis
     single environment (fixtures), every task uses the layer folders ``layers``. The worker closes each group it
     gets (sandboxes, layer handles).
     """
+    from swebox.envs.grade_cache import GradeCache
     from swebox.envs.groups import group
     from swebox.envs.layers_resolver import LayerSource
     from swebox.envs.tasks import Task
@@ -294,11 +312,13 @@ def swe_episode_factory(cfg: TrainConfig, source: Any | None = None, layers: lis
     source = source if source is not None else LayerSource(store=cfg.env.layer_store, cache_root=cfg.env.cache_dir,
                                                            tasks_file=cfg.env.tasks)
     config = episode_config(cfg)
+    # one per worker (per process, per Ray actor): the verdicts of a run's diffs, shared by its episodes
+    verdicts = GradeCache(cfg.env.grade_cache_size) if cfg.env.grade_cache else None
 
     def factory(task: dict[str, Any], n: int) -> Sequence[Episode]:
         if layers is not None:
-            return group(Task.from_dict(task), n, layers=list(layers), config=config)
-        return group(Task.from_dict(task), n, source=source, config=config)
+            return group(Task.from_dict(task), n, layers=list(layers), config=config, grade_cache=verdicts)
+        return group(Task.from_dict(task), n, source=source, config=config, grade_cache=verdicts)
 
     return factory
 

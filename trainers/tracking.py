@@ -34,8 +34,10 @@ STEP_METRICS = (
 )
 ENV_METRICS = (
     "env/reset_s", "env/exec_s", "env/grade_s", "env/turns", "env/format_errors", "env/timeouts",
-    "env/resolved", "env/f2p_frac", "env/errors",
+    "env/resolved", "env/f2p_frac", "env/errors", "env/grade_cache_hits",
 )
+ROLLOUT_COLUMNS = ("task_id", "reward", "resolved", "turns", "final_diff", "last_observation")
+"""Columns of the wandb Table ``rollouts`` (logging.wandb_rollouts_every)."""
 METRICS_FILE = "metrics.jsonl"
 WANDB_ID_FILE = "wandb_run_id"
 _NAME = re.compile(r"^[a-z][a-z0-9_]*(/[a-z0-9_.@-]+)+$")
@@ -164,6 +166,26 @@ class Tracker:
         if self.run is not None:
             self._wandb_log(int(step), values)
         return record
+
+    def log_table(self, name: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
+                  step: int | None = None) -> None:
+        """A wandb Table (nothing without a wandb run; metrics.jsonl and the trajectory files stay the record)."""
+        if self.run is None:
+            return
+        import wandb
+
+        table = wandb.Table(columns=list(columns), data=[list(r) for r in rows])
+        self.run.log({name: table}, step=None if step is None else int(step))
+
+    def log_rollouts(self, step: int, records: Sequence[Mapping[str, Any]], max_chars: int = 2000) -> None:
+        """The step's rollouts as the wandb Table ``rollouts`` (long text cut to ``max_chars``)."""
+        def cut(text: Any) -> str:
+            text = str(text or "")
+            return text if len(text) <= max_chars else text[: max_chars // 2] + "\n[...]\n" + text[-max_chars // 2:]
+
+        rows = [(r["task_id"], r["reward"], r["resolved"], r["num_turns"], cut(r.get("diff")),
+                 cut(r["turns"][-1]["observation"] if r.get("turns") else "")) for r in records]
+        self.log_table("rollouts", ROLLOUT_COLUMNS, rows, step)
 
     def finish(self) -> None:
         """Close metrics.jsonl and the wandb run (offline: its folder is complete for `wandb sync`)."""

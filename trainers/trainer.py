@@ -9,8 +9,10 @@ One step, in the order the code runs it (:meth:`Trainer.step`):
    ``rollout.on_context_overflow='mask'``, overflowing trajectories are masked out, never dropped;
 4. the learner's epochs x mini-batches of clipped policy-gradient updates (trainers/learner.py);
 5. the new weights go to the pool (``timing/sync_s``);
-6. the step's metrics (docs/metrics.md) go to metrics.jsonl and wandb; then, every ``checkpoint.every_steps``,
-   a complete checkpoint is written atomically, and ``checkpoint.resume`` continues from the newest one.
+6. the step's rollouts go to trajectories/step_NNNNNN.jsonl.gz (trainers/trajectories.py), its metrics
+   (docs/metrics.md) to metrics.jsonl and wandb (with a ``rollouts`` Table now and then); then, every
+   ``checkpoint.every_steps``, a complete checkpoint is written atomically, and ``checkpoint.resume`` continues
+   from the newest one.
 
 Kill-anywhere safety: a step's metrics line is written (and flushed) before its checkpoint, so a checkpoint never
 covers a step whose metrics are missing; a resumed run drops the lines of steps after its checkpoint, redoes
@@ -31,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 from swebox.trainers import checkpoint as ckpt
-from swebox.trainers import grpo
+from swebox.trainers import grpo, trajectories
 from swebox.trainers.config import ConfigError, TrainConfig, save_config, to_dict
 from swebox.trainers.learner import Learner, make_batch
 from swebox.trainers.rollout import LocalWorkerPool, Trajectory, WorkerPool
@@ -167,6 +169,8 @@ class Trainer:
         self.pool = pool
         self.pool.set_weights(self.learner.state_dict(), self.step_count)
         save_config(cfg, self.run_dir / "config.yaml")
+        self.trajectories = trajectories.TrajectoryWriter(self.run_dir, cfg.logging.trajectories_every,
+                                                          cfg.logging.trajectories_keep_last)
         self.tracker = Tracker(self.run_dir, to_dict(cfg), cfg.logging.project, cfg.logging.run_name,
                                cfg.logging.wandb, cfg.logging.wandb_entity, cfg.logging.tags, resume_step, echo=echo)
 
@@ -266,6 +270,7 @@ class Trainer:
         self._boundary("sync")
 
         self.last = StepData(trajs, rewards, gids, valid, advantages)
+        self._write_rollouts(trajs, rewards, advantages, valid)
         metrics = {**rollout_metrics(trajs), **policy}
         metrics["reward/mean"] = float(rewards.mean())  # after penalties
         metrics["reward/std"] = float(rewards.std(unbiased=False)) if len(trajs) > 1 else 0.0
@@ -290,6 +295,19 @@ class Trainer:
         step = self.step_count if phase in ("sync", "log", "checkpoint") else self.step_count + 1
         if os.environ.get(KILL_AT_ENV) == f"{phase}:{step}":
             os.kill(os.getpid(), signal.SIGKILL)
+
+    def _write_rollouts(self, trajs: list[Trajectory], rewards: torch.Tensor, advantages: torch.Tensor,
+                        valid: torch.Tensor) -> None:
+        """The step's rollouts to trajectories/ and, every logging.wandb_rollouts_every steps, to wandb."""
+        log = self.cfg.logging
+        every = log.wandb_rollouts_every
+        if not (self.trajectories.due(self.step_count) or (every and self.step_count % every == 0)):
+            return
+        records = trajectories.step_records(self.step_count, trajs, rewards.tolist(), advantages.tolist(),
+                                            valid.tolist())
+        self.trajectories.write(self.step_count, records)
+        if every and self.step_count % every == 0:
+            self.tracker.log_rollouts(self.step_count, records)
 
     # ------------------------------------------------------------------------------------------ saving
 

@@ -16,6 +16,8 @@ from swebox.trainers.rollout import (
 )
 from swebox.trainers.tiny import build_builtin_tokenizer
 
+from tests.envs.swe_fixtures import calc_layer, calc_task  # noqa: F401
+
 TOK = build_builtin_tokenizer()
 
 
@@ -144,3 +146,19 @@ def test_worker_runs_groups_in_task_order_and_turns_a_broken_group_into_failed_t
     assert all(t.num_turns == 2 and sum(t.loss_mask) > 0 for t in trajs if not t.failed)
     pool.set_weights(pool.worker.model.state_dict(), 1)
     assert pool.worker.version == 1
+
+
+
+def test_swe_episode_factory_shares_one_grade_cache_per_worker_and_the_switch_turns_it_off(calc_layer):  # noqa: F811
+    from swebox.envs.grade_cache import GradeCache
+    from swebox.trainers.rollout import swe_episode_factory
+
+    for enabled in (True, False):
+        factory = swe_episode_factory(load_config(None, [f"env.grade_cache={enabled}"]), layers=[calc_layer])
+        groups = [factory(calc_task().to_dict(), 1) for _ in range(2)]
+        try:
+            assert len({id(g[0].grade_cache) for g in groups}) == 1  # one per worker, not per group
+            assert isinstance(groups[0][0].grade_cache, GradeCache) if enabled else groups[0][0].grade_cache is None
+        finally:
+            for g in groups:
+                g.close()

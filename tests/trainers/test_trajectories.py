@@ -1,0 +1,109 @@
+"""Rollouts on disk: every rollout of every step (turns, diff, grade, reward, advantage), retention, eval --out."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+
+import pytest
+from swebox.trainers import trajectories as tj
+
+from tests.envs.swe_fixtures import calc_layer, layer_dirs  # noqa: F401
+from tests.trainers.tiny_run import calc_tasks, make_trainer
+
+
+@pytest.mark.e2e
+def test_a_real_run_writes_every_rollout_with_turns_grades_and_advantages(calc_layer, tmp_path):  # noqa: F811
+    trainer = make_trainer(tmp_path / "run", calc_layer, "total_steps=3", "logging.trajectories_keep_last=2")
+    for _ in range(3):
+        trainer.step()
+    data = trainer.last
+    trainer.close()
+    files = tj.step_files(tmp_path / "run")
+    assert [s for s, _ in files] == [2, 3]  # keep_last=2: step 1's file was deleted
+    read = tj.read_jsonl(files[-1][1])
+    assert not read.problems and len(read.records) == 8
+    records = read.records
+    assert [r["advantage"] for r in records] == pytest.approx(data.advantages.tolist())
+    assert [r["reward"] for r in records] == pytest.approx(data.rewards.tolist())
+    by_kind = {r["turns"][0]["text"][:14]: r for r in records if r["task_id"] == "calc-add"}
+    gold = next(r for r in records if r["task_id"] == "calc-add" and r["num_turns"] == 3)
+    look, apply, submit = gold["turns"]
+    assert look["action"] == {"tool": "bash", "arguments": {"command": "cat /testbed/calc/ops.py"}}
+    assert look["exit_code"] == 0 and "def add(a, b)" in look["observation"] and look["env_s"] > 0
+    assert apply["action"]["tool"] == "bash" and submit["action"]["tool"] == "submit"
+    assert gold["resolved"] and gold["reward"] == 1.0 and gold["reason"] == "submitted"
+    assert "+    return a + b" in gold["diff"] and gold["grade"]["tests"]["tests/test_ops.py::test_add"]["status"] \
+        == "passed"
+    wrong = next(r for r in records if "return a * b" in r["diff"])
+    assert not wrong["resolved"] and wrong["reward"] == 0.0
+    assert wrong["grade"]["tests"]["tests/test_ops.py::test_add"]["status"] == "failed"
+    assert "assert" in wrong["grade"]["tests"]["tests/test_ops.py::test_add"]["message"]
+    chat = next(r for r in by_kind.values() if r["turns"][0]["format_error"])
+    assert chat["turns"][0]["action"] is None and chat["diff"] == "" and chat["metrics"]["env/format_errors"] == 1
+    slow = next(r for r in records if r["turns"][0]["timed_out"])
+    assert slow["turns"][0]["exit_code"] is None and slow["metrics"]["env/timeouts"] == 1
+    assert gold["prompt"][0]["role"] == "system" and "add(2, 3)" in gold["prompt"][1]["content"]
+    # the index: one short line per rollout of every step written, also of the step whose file retention removed
+    index = [json.loads(line) for line in (tmp_path / "run" / "trajectories" / "index.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in index] == [1] * 8 + [2] * 8 + [3] * 8
+    assert set(index[0]) == set(tj.INDEX_FIELDS) and sum(r["grade_cached"] for r in index) >= 3
+
+
+def test_every_n_steps_and_a_resumed_step_replaces_its_stale_index_lines(tmp_path):
+    writer = tj.TrajectoryWriter(tmp_path, every=2)
+    record = {"step": 0, "index": 0, "task_id": "t", "reward": 1.0, "metrics": {"env/grade_cache_hits": 1.0}}
+    assert writer.write(1, [record]) is None and not (tmp_path / "trajectories").exists()
+    for step in (2, 4, 2):  # 2 again: a run resumed from the checkpoint of step 2... wrote step 4 before it died
+        writer.write(step, [{**record, "step": step}])
+    assert [s for s, _ in tj.step_files(tmp_path)] == [2, 4]
+    lines = (tmp_path / "trajectories" / "index.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in lines] == [2]
+    assert json.loads(lines[0])["grade_cached"] is True
+    assert not [p for p in (tmp_path / "trajectories").iterdir() if p.name.startswith(".")]  # no temporary files
+    with pytest.raises(Exception, match="trajectories_keep_last: expected >= 0"):
+        from swebox.trainers.config import load_config
+
+        load_config(None, ["logging.trajectories_keep_last=-1"])
+
+
+def test_reading_a_corrupt_line_and_a_truncated_file_keeps_the_rest_and_names_the_damage(tmp_path):
+    path = tmp_path / "step_000001.jsonl.gz"
+    with gzip.open(path, "wt") as f:
+        f.write('{"a": 1}\n{"a": 2\n' + "".join(json.dumps({"a": i, "pad": "x" * 500}) + "\n" for i in range(3, 60)))
+    result = tj.read_jsonl(path)
+    assert [r["a"] for r in result.records][:2] == [1, 3] and len(result.records) == 58
+    assert len(result.problems) == 1 and f"{path}: line 2: not JSON" in result.problems[0]
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    result = tj.read_jsonl(path)
+    assert result.records and len(result.records) < 58 and "truncated or corrupt" in result.problems[-1]
+    assert str(path) in result.problems[-1]
+
+
+@pytest.mark.e2e
+def test_eval_out_records_hold_the_trajectory_fields_and_a_markdown_table(calc_layer, tmp_path, capsys):  # noqa: F811
+    from swebox.envs.tasks import Task, save_jsonl
+    from swebox.scripts.cli import build_parser
+
+    tasks = [Task.from_dict(t) for t in calc_tasks()]
+    save_jsonl(tasks, tmp_path / "tasks.jsonl")
+    dirs = layer_dirs(tmp_path, calc_layer)
+    out = tmp_path / "eval" / "gold.jsonl"
+    os.makedirs(out.parent)
+    args = build_parser().parse_args(["eval", "--tasks", str(tmp_path / "tasks.jsonl"), "--policy", "gold",
+                                      "--layers", str(dirs), "--out", str(out)])
+    assert args.func(args) == 0
+    printed = capsys.readouterr().out
+    assert "| calc-add | yes | 1.000 | 2 |" in printed and "| calc-div | yes | 1.000 | 2 |" in printed
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    for row in rows:  # the fields eval always wrote, and the trajectory fields
+        assert {"instance_id", "reward", "resolved", "error", "model_s", "env_s", "metrics", "total_s"} <= set(row)
+        assert row["task_id"] == row["instance_id"] and row["resolved"] and row["num_turns"] == 2
+        assert row["turns"][0]["action"]["tool"] == "bash" and row["turns"][1]["action"]["tool"] == "submit"
+        assert row["turns"][0]["exit_code"] == 0 and row["grade"]["resolved"] and row["diff"].startswith("diff --git")
+        assert row["prompt"][1]["role"] == "user"
+    table = (tmp_path / "eval" / "gold.md").read_text()
+    assert table.startswith("# swebox eval: gold") and "| calc-div | yes | 1.000 | 2 |" in table
+    assert "resolved 2/2" in table
