@@ -109,6 +109,11 @@ class GenerationConfig:
     """Model name sent to the server (backend 'openai')."""
     openai_api_key_env: str = "OPENAI_API_KEY"
     """Environment variable holding the server's API key (the key itself never goes in a config)."""
+    openai_timeout_s: float = 600.0
+    """Seconds one request to the server may take before it is retried (backend 'openai')."""
+    openai_max_retries: int = 5
+    """Retries of a request that timed out, lost its connection or got HTTP 408/409/429/5xx, with exponential
+    backoff (the openai client's policy), before the episode errors (backend 'openai')."""
     placement: Literal["actor", "server"] = "actor"
     """Where the policy runs on a Ray cluster. 'actor': every rollout actor owns a backend (and GPUs for vLLM);
     'server': generation.num_servers generation servers own the backends (on GPU nodes) and every rollout actor,
