@@ -19,7 +19,11 @@ except ImportError:  # the sandbox and cache work without gymnasium
 
 # Outputs of real commands vary (timings, pids), so the env is registered as nondeterministic.
 if _gymnasium is not None and GYM_ID not in _gymnasium.registry:
-    _gymnasium.register(id=GYM_ID, entry_point="swebox.envs.gym_env:SWEGymEnv", nondeterministic=True)
+    # GradeOnTruncation sits above the TimeLimit that make(max_episode_steps=N) adds, so truncation grades
+    _grade_on_truncation = _gymnasium.envs.registration.WrapperSpec(
+        name="GradeOnTruncation", entry_point="swebox.envs.gym_env:GradeOnTruncation", kwargs={})
+    _gymnasium.register(id=GYM_ID, entry_point="swebox.envs.gym_env:SWEGymEnv", nondeterministic=True,
+                        additional_wrappers=(_grade_on_truncation,))
 
 
 def register_skyrl(env_id: str = SKYRL_ID, **settings: Any) -> bool:

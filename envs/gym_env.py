@@ -74,11 +74,16 @@ class SWEGymEnv(gym.Env[str, str]):
 
     ## Episode End
     Terminated when the agent submits (or the environment fails: ``info["reason"] == "error"``).
-    Truncated after ``max_turns`` turns or ``time_limit_s`` seconds; the repository is still graded unless
-    ``grade_on_truncation=False``.
+    Truncated after ``max_turns`` turns or ``time_limit_s`` seconds, or after ``max_episode_steps`` steps
+    when ``gymnasium.make`` was given one (its TimeLimit; ``info["reason"] == "step_limit"``). The episode
+    is graded whenever it ends, whoever ends it, unless ``grade_on_truncation=False``: the last step's
+    reward and ``info["grade"]`` are real. (``gymnasium.make`` adds :class:`GradeOnTruncation` above its
+    TimeLimit for this; wrap a hand-made TimeLimit in it too.)
 
     ## Arguments
-    ``gymnasium.make("swebox/SWE-v0", tasks=..., layers=..., config=..., **config_fields)``:
+    ``gymnasium.make("swebox/SWE-v0", tasks=..., layers=..., config=..., **config_fields)`` after
+    ``import swebox.envs``, or ``gymnasium.make("swebox.envs:swebox/SWE-v0", ...)``, which imports it
+    (Gymnasium 1.x loads no plugin entry points; the ``module:id`` form is its way to register on demand):
     ``tasks`` a task file (JSONL/JSON/parquet, see docs/tasks.md) or a list of Task objects or dicts;
     ``layers`` a LayerSource (or its dict: ``store``, ``dirs``, ``cache_root``...) or a function from a
     Task to its layer folders; ``config`` an EpisodeConfig or dict, and any EpisodeConfig field as a keyword
@@ -150,6 +155,12 @@ class SWEGymEnv(gym.Env[str, str]):
         self._last = to_charset(result.observation, self.config.max_prompt_chars)
         return self._last, float(result.reward), result.terminated, result.truncated, dict(result.info)
 
+    def end_episode(self, reason: str = "step_limit") -> tuple[float, dict]:
+        """Grade the running episode now (a wrapper truncated it); returns the reward and the final info."""
+        if self._episode is None or self._episode.done:
+            raise RuntimeError("SWEGymEnv.end_episode(): no episode is running")
+        return self._episode.end(reason)
+
     def render(self) -> str | None:
         return self._last if self.render_mode == "ansi" else None
 
@@ -163,3 +174,22 @@ class SWEGymEnv(gym.Env[str, str]):
 
     def close(self) -> None:
         self._close_episode()
+
+
+class GradeOnTruncation(gym.Wrapper, gym.utils.RecordConstructorArgs):
+    """Grades an episode that a wrapper below truncated (``gymnasium.make(..., max_episode_steps=N)``'s
+    TimeLimit): that step's reward and ``info["grade"]`` are then real, as for any other end of the episode.
+
+    Registered with the env id, so ``gymnasium.make`` puts it above the TimeLimit it adds.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.Wrapper.__init__(self, env)
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        if truncated and not terminated and "reason" not in info:  # ended below us, not by the episode
+            reward, final = self.env.unwrapped.end_episode("step_limit")
+            info = {**info, **final}
+        return observation, float(reward), terminated, truncated, info

@@ -2,7 +2,7 @@
 
 Layers come from a LayerStore (the packed, shared copy) through this node's LayerCache (mounted or unpacked
 once per node, shared by every sandbox), or from a folder of plain layer folders named by key (what
-``swebox tasks validate --layers`` and the tests use). A layer that is not there is an error naming the key
+``swebox tasks validate TASKS --layers DIR`` and the tests use). A layer that is not there is an error naming the key
 and the exact command that builds it; an env layer is never built behind the caller's back, because a build
 takes minutes and needs the network.
 """
@@ -131,7 +131,8 @@ def _missing(task: Task, kind: str, key: str, where: str, source: LayerSource) -
         how = f"build it with:\n    {build_command(source)}"
         what = f"its environment {key} ({task.env.source if task.env else '?'})"
     else:
-        how = ("task layers are made with the task by `swebox tasks synth --out DIR` (they live in DIR/layers); "
+        how = ("task layers are made with the task by `swebox tasks synth --project NAME==VERSION --out DIR` "
+               "(they live in DIR/layers); "
                "copy them with `swebox cache import --from DIR/layers`")
         what = f"its task layer {key}"
     return LayersMissing(f"task {task.instance_id}: {what} is missing from the layer cache {where}; {how}")

@@ -277,6 +277,14 @@ class SWEEpisode:
         return StepResult(observation, reward, reason in ("submitted", "error"),
                           reason in ("max_turns", "time_limit"), info)
 
+    def end(self, reason: str = "step_limit") -> tuple[float, dict[str, Any]]:
+        """End the episode from outside (e.g. Gymnasium's TimeLimit) and grade it as a truncation would be;
+        returns the reward and the final info."""
+        if self.done or self._runner is None:
+            raise RuntimeError("SWEEpisode.end(): the episode has ended (or was never reset)")
+        info: dict[str, Any] = {"task_id": self.task.instance_id, "turn": self.turns}
+        return self._finish(reason, info), info
+
     def _alive(self) -> bool:
         try:
             return self._sandbox is not None and self._sandbox.exec("true", timeout=30).exit_code == 0

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+
+DEBUG_ENV = "SWEBOX_DEBUG"
+
+
+class UserError(Exception):
+    """A mistake in what the user gave a command (a path, a value): printed as one line, no traceback."""
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="swebox", description=__doc__)
+    parser.add_argument("--debug", action="store_true",
+                        help=f"show the traceback of an error (also ${DEBUG_ENV}=1)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     from swebox.scripts import bench_cache, bench_grading, bench_sandbox
@@ -48,11 +57,52 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def user_error_types() -> tuple[type[BaseException], ...]:
+    """Exceptions that mean the input was wrong, not that swebox is broken: a config, a task file, a path.
+
+    Imported only once an error happened, so that a command's start does not pay for the trainer's imports.
+    """
+    import yaml
+    from swebox.envs.cache.interpreters import InterpreterNotFound
+    from swebox.envs.layers_resolver import LayersMissing
+    from swebox.envs.tasks.loaders import LoadError
+    from swebox.envs.tasks.schema import TaskError
+
+    kinds: list[type[BaseException]] = [UserError, LoadError, TaskError, LayersMissing, InterpreterNotFound,
+                                        yaml.YAMLError, FileNotFoundError, NotADirectoryError, IsADirectoryError]
+    try:
+        from swebox.scripts.demo import DemoError
+        from swebox.trainers.config import ConfigError
+    except ImportError:  # the train extra is not installed: none of its errors can happen
+        pass
+    else:
+        kinds += [ConfigError, DemoError]
+    return tuple(kinds)
+
+
+def one_line(exc: BaseException) -> str:
+    """The error as one line: what was expected, what was found, how to fix it."""
+    if isinstance(exc, OSError) and exc.filename:
+        if exc.errno is not None and exc.strerror != os.strerror(exc.errno):
+            return f"{exc.filename}: {exc.strerror}"  # a message of ours, not the OS's
+        kind = {FileNotFoundError: "not found", IsADirectoryError: "is a folder, expected a file",
+                NotADirectoryError: "is not a folder"}.get(type(exc), exc.strerror or "cannot be read")
+        return f"{exc.filename}: {kind}; check the path (relative paths start at {os.getcwd()})"
+    text = str(exc).strip() or type(exc).__name__
+    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if not hasattr(args, "func"):
         raise SystemExit(f"swebox {args.command}: unavailable here (see `swebox --help`)")
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except Exception as exc:
+        if args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0") or not isinstance(exc, user_error_types()):
+            raise
+        print(f"swebox {args.command}: error: {one_line(exc)} [swebox --debug shows the traceback]", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

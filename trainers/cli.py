@@ -123,13 +123,15 @@ def run_eval(args: argparse.Namespace) -> int:
     from swebox.envs.groups import group
     from swebox.envs.layers_resolver import LayerSource
     from swebox.envs.tasks import load
-    from swebox.trainers.config import load_config
+    from swebox.trainers.config import ConfigError, load_config
     from swebox.trainers.rollout import episode_config, play_episode
     from tqdm import tqdm
 
     _check_policy(args.policy)
     cfg = load_config(args.config, args.overrides)
     tasks = list(load(args.tasks))
+    if not tasks:
+        raise ConfigError(f"--tasks {args.tasks}: expected at least one task; found an empty task set")
     plain = bool(args.layers) and not (Path(args.layers) / "manifests").is_dir()
     source = LayerSource(store="" if plain else args.layers, dirs=args.layers if plain else "",
                          cache_root=cfg.env.cache_dir, tasks_file=args.tasks)
@@ -182,8 +184,8 @@ def summary(results: list[dict[str, Any]], policy: str) -> str:
              "commands": sum(r["metrics"].get("env/exec_s", 0.0) for r in results),
              "model": sum(r["model_s"] for r in results),
              "grading": sum(r["metrics"].get("env/grade_s", 0.0) for r in results)}
-    total = sum(r["total_s"] for r in results) or 1.0
-    breakdown = ", ".join(f"{k} {v:.2f}s ({v / total:.0%})" for k, v in parts.items())
+    total = sum(r["total_s"] for r in results)
+    breakdown = ", ".join(f"{k} {v:.2f}s ({v / total if total else 0:.0%})" for k, v in parts.items())
     return (f"policy {policy}: resolved {resolved}/{len(results)} ({resolved / n:.1%}), "
             f"mean reward {sum(r['reward'] for r in results) / n:.3f}, errors {errors}\n"
             f"time over all episodes ({total:.2f}s): {breakdown}")

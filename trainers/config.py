@@ -109,6 +109,11 @@ class GenerationConfig:
     """Model name sent to the server (backend 'openai')."""
     openai_api_key_env: str = "OPENAI_API_KEY"
     """Environment variable holding the server's API key (the key itself never goes in a config)."""
+    openai_timeout_s: float = 600.0
+    """Seconds one request to the server may take before it is retried (backend 'openai')."""
+    openai_max_retries: int = 5
+    """Retries of a request that timed out, lost its connection or got HTTP 408/409/429/5xx, with exponential
+    backoff (the openai client's policy), before the episode errors (backend 'openai')."""
     placement: Literal["actor", "server"] = "actor"
     """Where the policy runs on a Ray cluster. 'actor': every rollout actor owns a backend (and GPUs for vLLM);
     'server': generation.num_servers generation servers own the backends (on GPU nodes) and every rollout actor,
@@ -424,12 +429,35 @@ def parse_overrides(overrides: Sequence[str]) -> dict[str, Any]:
         raise ConfigError(f"override: could not parse {list(overrides)}: {exc}; write KEY=VALUE") from exc
 
 
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """A YAML mapping from a file; a missing file or bad YAML is a ConfigError naming the file and line."""
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path}: not found; expected a YAML file such as "
+                          "configs/grpo_tiny_cpu.yaml (paths are relative to the current folder)") from None
+    except OSError as exc:
+        raise ConfigError(f"config file {path}: cannot be read ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{where}: not valid YAML ({problem}); fix the file at that line") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path}: expected a mapping of config sections (e.g. `env:`); found a "
+                          f"{type(data).__name__}")
+    return data
+
+
 def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> TrainConfig:
     """Defaults <- YAML file (if any) <- dotted overrides, validated into a :class:`TrainConfig`."""
     layers = []
     if path is not None:
-        text = Path(path).read_text()
-        data = yaml.safe_load(text) or {}
+        data = read_yaml(path)
         check_keys(data, TrainConfig)
         layers.append(data)
     extra = parse_overrides(overrides)

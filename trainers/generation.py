@@ -13,11 +13,8 @@ sampled. Backends, chosen by ``generation.backend``:
 
 from __future__ import annotations
 
-import json
 import os
 import threading
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -299,62 +296,66 @@ def _vllm_model(llm: Any) -> Any:
 class OpenAIBackend:
     """An OpenAI-compatible HTTP server (vLLM, SGLang, TGI, ...) for evaluation; it cannot take weights.
 
-    ``chat(messages)`` is the natural call for an evaluation loop. ``generate(prompts)`` serves the token
-    interface through ``/completions``: the prompt ids are decoded with ``tokenizer`` (use the served
-    model's tokenizer) and the reply is encoded again, so ids are approximate, and logprobs are the
-    server's when it returns them (0 otherwise). Never train on them.
+    Requests go through the official ``openai`` client: a timeout per request, and retries with exponential
+    backoff on timeouts, lost connections and HTTP 408/409/429/5xx (``openai_max_retries``), so one 503 in a
+    long evaluation is a retry, not an errored task. ``chat(messages)`` is the natural call for an evaluation
+    loop. ``generate(prompts)`` serves the token interface through ``/completions``: the prompt ids are decoded
+    with ``tokenizer`` (use the served model's tokenizer) and the reply is encoded again, so ids are
+    approximate, and logprobs are the server's when it returns them (0 otherwise). Never train on them.
     """
 
-    def __init__(self, cfg: GenerationConfig, tokenizer: Any | None = None, timeout_s: float = 600.0) -> None:
+    def __init__(self, cfg: GenerationConfig, tokenizer: Any | None = None) -> None:
+        import openai
+
         self.cfg = cfg
         self.tokenizer = tokenizer
         self.base_url = cfg.openai_base_url.rstrip("/")
-        self.timeout_s = timeout_s
-        self.api_key = os.environ.get(cfg.openai_api_key_env, "")
+        # vLLM and most local servers need no key, but the client insists on one
+        self.client = openai.OpenAI(base_url=self.base_url, api_key=os.environ.get(cfg.openai_api_key_env) or "none",
+                                    timeout=cfg.openai_timeout_s, max_retries=cfg.openai_max_retries)
 
-    def _post(self, route: str, body: dict[str, Any]) -> dict[str, Any]:
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(
-            f"{self.base_url}/{route}", data=json.dumps(body).encode(), headers=headers, method="POST"
-        )
+    def _call(self, create, route: str, **body: Any) -> Any:
+        import openai
+
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                return json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode(errors="replace")[:500]
+            return create(**body)
+        except openai.APIStatusError as exc:
             raise RuntimeError(
-                f"OpenAI server {self.base_url}/{route}: expected HTTP 200; found {exc.code}: {detail}; "
-                "check generation.openai_base_url and generation.openai_model"
-            ) from exc
+                f"OpenAI server {self.base_url}/{route}: expected HTTP 200; found {exc.status_code} after "
+                f"{self.cfg.openai_max_retries} retries: {str(exc.message)[:500]}; check "
+                "generation.openai_base_url and generation.openai_model") from exc
+        except openai.APIConnectionError as exc:  # also timeouts
+            raise RuntimeError(
+                f"OpenAI server {self.base_url}/{route}: no answer after {self.cfg.openai_max_retries} retries "
+                f"({type(exc).__name__}: {exc}); check that the server runs and generation.openai_timeout_s") from exc
 
     def _sampling(self, max_new_tokens: int) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.cfg.openai_model, "max_tokens": max_new_tokens,
                                 "temperature": self.cfg.temperature, "top_p": self.cfg.top_p}
         if self.cfg.top_k > 0:
-            body["top_k"] = self.cfg.top_k  # an extension most servers accept
+            body["extra_body"] = {"top_k": self.cfg.top_k}  # an extension most servers accept
         return body
 
     def chat(self, messages: list[dict[str, str]], max_new_tokens: int | None = None) -> tuple[str, FinishReason]:
         """The server's reply to a conversation, and why it ended."""
-        body = {**self._sampling(max_new_tokens or self.cfg.max_new_tokens), "messages": messages}
-        choice = self._post("chat/completions", body)["choices"][0]
-        text = choice["message"].get("content") or ""
-        return text, "length" if choice.get("finish_reason") == "length" else "stop"
+        reply = self._call(self.client.chat.completions.create, "chat/completions", messages=messages,
+                           **self._sampling(max_new_tokens or self.cfg.max_new_tokens))
+        choice = reply.choices[0]
+        return choice.message.content or "", "length" if choice.finish_reason == "length" else "stop"
 
     def generate(self, prompts: list[list[int]], max_new_tokens: int) -> list[Generated]:
         if self.tokenizer is None:
             raise ValueError("OpenAIBackend.generate: expected a tokenizer; found None; pass the served model's")
         results = []
         for prompt in prompts:
-            body = {**self._sampling(max_new_tokens), "prompt": self.tokenizer.decode(prompt), "logprobs": 1}
-            choice = self._post("completions", body)["choices"][0]
-            tokens = self.tokenizer.encode(choice.get("text") or "", add_special_tokens=False)
-            server_logprobs = (choice.get("logprobs") or {}).get("token_logprobs") or []
+            reply = self._call(self.client.completions.create, "completions", prompt=self.tokenizer.decode(prompt),
+                               logprobs=1, **self._sampling(max_new_tokens))
+            choice = reply.choices[0]
+            tokens = self.tokenizer.encode(choice.text or "", add_special_tokens=False)
+            server_logprobs = (choice.logprobs.token_logprobs if choice.logprobs else None) or []
             aligned = len(server_logprobs) == len(tokens)
             logprobs = [float(x) for x in server_logprobs] if aligned else [0.0] * len(tokens)
-            reason: FinishReason = "length" if choice.get("finish_reason") == "length" else "stop"
+            reason: FinishReason = "length" if choice.finish_reason == "length" else "stop"
             results.append(Generated(tokens, logprobs, reason))
         return results
 

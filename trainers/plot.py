@@ -13,16 +13,18 @@ from typing import Any
 
 from swebox.trainers.tracking import read_metrics
 
-# The stacked bar of a step, bottom to top: the rollout's parts, the rest of the rollout, then the
-# learner's phases and the rest of the step. Remainders are clipped at 0 (rollout parts can overlap).
-ROLLOUT_PARTS = (("generate", "timing/generate_s"), ("env", "timing/env_s"), ("grade", "timing/grade_s"))
-STEP_PARTS = (("update", "timing/update_s"), ("weight sync", "timing/sync_s"))
+# A step's wall clock, bottom to top: parts that run one after another, so they add up to timing/step_s.
+WALL_PARTS = (("rollout", "timing/rollout_s"), ("update", "timing/update_s"), ("weight sync", "timing/sync_s"))
+# Inside the rollout, episodes run in parallel: their generate/env/grade seconds are sums over episodes that
+# overlap in time, so they are drawn as a bar of their own beside the wall clock, never stacked into it.
+EPISODE_PARTS = (("generate", "timing/generate_s"), ("env", "timing/env_s"), ("grade", "timing/grade_s"))
 COLORS = {
-    "generate": "#4c72b0", "env": "#dd8452", "grade": "#55a868", "rollout other": "#c9c9c9",
-    "update": "#8172b3", "weight sync": "#937860", "other": "#e5e5e5",
+    "rollout": "#c9c9c9", "update": "#8172b3", "weight sync": "#937860", "other": "#e5e5e5",
+    "generate": "#4c72b0", "env": "#dd8452", "grade": "#55a868",
 }
-POLICY_CURVES = ("policy/loss", "policy/kl", "policy/clip_frac", "policy/entropy", "policy/grad_norm",
-                 "policy/lr")
+POLICY_CURVES = (("policy/loss", "loss"), ("policy/kl", "KL to the reference"),
+                 ("policy/clip_frac", "fraction of tokens clipped"), ("policy/entropy", "nats per token"),
+                 ("policy/grad_norm", "gradient L2 norm"), ("policy/lr", "learning rate"))
 
 
 def series(records: Sequence[dict[str, Any]], name: str) -> tuple[list[int], list[float]]:
@@ -31,28 +33,48 @@ def series(records: Sequence[dict[str, Any]], name: str) -> tuple[list[int], lis
     return [s for s, _ in pairs], [v for _, v in pairs]
 
 
-def timing_breakdown(record: dict[str, Any]) -> dict[str, float]:
-    """One step's wall-clock seconds split into the parts of the stacked bar (missing metrics count 0)."""
-    def get(name: str) -> float:
-        value = record.get(name)
-        return float(value) if isinstance(value, (int, float)) else 0.0
+def _get(record: dict[str, Any], name: str) -> float:
+    value = record.get(name)
+    return float(value) if isinstance(value, (int, float)) else 0.0
 
-    parts = {label: get(name) for label, name in ROLLOUT_PARTS}
-    parts["rollout other"] = max(0.0, get("timing/rollout_s") - sum(parts.values()))
-    rollout = max(get("timing/rollout_s"), sum(parts.values()))
-    parts.update({label: get(name) for label, name in STEP_PARTS})
-    learner = sum(get(name) for _, name in STEP_PARTS)
-    parts["other"] = max(0.0, get("timing/step_s") - rollout - learner)
+
+def wall_breakdown(record: dict[str, Any]) -> dict[str, float]:
+    """One step's wall-clock seconds in parts that add up to ``timing/step_s`` (missing metrics count 0;
+    ``other`` is logging, checkpoints and the rest, clipped at 0)."""
+    parts = {label: _get(record, name) for label, name in WALL_PARTS}
+    parts["other"] = max(0.0, _get(record, "timing/step_s") - sum(parts.values()))
     return parts
 
 
-def mean_breakdown(records: Sequence[dict[str, Any]]) -> dict[str, float]:
-    """Mean seconds per step of each part over the steps that logged ``timing/step_s``."""
+def episode_breakdown(record: dict[str, Any]) -> dict[str, float]:
+    """One step's episode seconds summed over its episodes (parallel episodes overlap: the sum may exceed the
+    rollout's wall clock)."""
+    return {label: _get(record, name) for label, name in EPISODE_PARTS}
+
+
+def mean_breakdown(records: Sequence[dict[str, Any]], parts=wall_breakdown) -> dict[str, float]:
+    """Mean seconds per step of each part (``parts``: wall_breakdown or episode_breakdown) over the steps that
+    logged ``timing/step_s``."""
     steps = [r for r in records if isinstance(r.get("timing/step_s"), (int, float))]
     if not steps:
         return {}
-    rows = [timing_breakdown(r) for r in steps]
+    rows = [parts(r) for r in steps]
     return {part: sum(row[part] for row in rows) / len(rows) for part in rows[0]}
+
+
+def flat_reasons(records: Sequence[dict[str, Any]]) -> list[str]:
+    """Why the policy curves carry no learning signal on some steps, as notes for the reader."""
+    def steps_where(name: str) -> list[int]:
+        return [s for s, v in zip(*series(records, name), strict=True) if v >= 1.0]
+
+    notes = []
+    for name, why in (("batch/masked_frac", "every trajectory was masked out (e.g. context overflow)"),
+                      ("reward/frac_zero_std_groups", "every group had zero reward spread (no advantage)")):
+        steps = steps_where(name)
+        if steps:
+            shown = ", ".join(map(str, steps[:8])) + (", ..." if len(steps) > 8 else "")
+            notes.append(f"step{'s' if len(steps) > 1 else ''} {shown}: {why}, so loss, KL and clipping are 0")
+    return notes
 
 
 def _figure(rows: int, cols: int, width: float, height: float):
@@ -70,17 +92,18 @@ def _step_axis(ax) -> None:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
-def _curve(ax, records, name: str, title: str, band: str | None = None, ylim=None) -> None:
+def _curve(ax, records, name: str, ylabel: str, band: str | None = None, ylim=None) -> None:
     steps, values = series(records, name)
-    ax.set_title(title)
+    ax.set_title(name)
+    ax.set_ylabel(ylabel)
     _step_axis(ax)
     ax.grid(alpha=0.3)
     if not steps:
         ax.text(0.5, 0.5, f"no {name} logged", ha="center", va="center", transform=ax.transAxes)
         return
     ax.plot(steps, values, marker="o" if len(steps) < 30 else None, markersize=3)
-    if band is not None:
-        by_step = dict(zip(*series(records, band), strict=True))
+    by_step = dict(zip(*series(records, band), strict=True)) if band is not None else {}
+    if any(by_step.get(s, 0.0) > 0 for s in steps):  # a band of zero width would only add a legend
         lo = [v - by_step.get(s, 0.0) for s, v in zip(steps, values, strict=True)]
         hi = [v + by_step.get(s, 0.0) for s, v in zip(steps, values, strict=True)]
         ax.fill_between(steps, lo, hi, alpha=0.2, label=f"± {band}")
@@ -91,37 +114,46 @@ def _curve(ax, records, name: str, title: str, band: str | None = None, ylim=Non
 
 def plot_rewards(records: Sequence[dict[str, Any]], path: Path) -> Path:
     fig, (ax_reward, ax_resolved) = _figure(1, 2, 11, 4)
-    _curve(ax_reward, records, "reward/mean", "reward/mean", band="reward/std")
-    _curve(ax_resolved, records, "reward/resolved_rate", "reward/resolved_rate", ylim=(-0.02, 1.02))
+    _curve(ax_reward, records, "reward/mean", "mean reward of the step's rollouts", band="reward/std")
+    _curve(ax_resolved, records, "reward/resolved_rate", "fraction of rollouts resolved", ylim=(-0.02, 1.02))
     fig.savefig(path, dpi=110)
     return path
 
 
 def plot_policy(records: Sequence[dict[str, Any]], path: Path) -> Path:
     fig, axes = _figure(2, 3, 13, 7)
-    for ax, name in zip(axes, POLICY_CURVES, strict=True):
-        _curve(ax, records, name, name)
+    for ax, (name, ylabel) in zip(axes, POLICY_CURVES, strict=True):
+        _curve(ax, records, name, ylabel)
+    notes = flat_reasons(records)
+    if notes:
+        fig.suptitle("\n".join(notes), fontsize="medium", color="#a03030")
     fig.savefig(path, dpi=110)
     return path
 
 
+def _stack(ax, x: list[float], rows: list[dict[str, float]], hatch: str | None = None) -> None:
+    bottom = [0.0] * len(rows)
+    for part in rows[0]:
+        heights = [row[part] for row in rows]
+        ax.bar(x, heights, bottom=bottom, color=COLORS[part], label=part, width=0.4, hatch=hatch,
+               edgecolor="white" if hatch else None)
+        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+
+
 def plot_timing(records: Sequence[dict[str, Any]], path: Path) -> Path:
-    """Stacked bar per step of where its wall-clock time went."""
+    """Per step, side by side: the wall clock in parts that add up to the step, and the episodes' time summed
+    over parallel episodes (which overlap, so that bar may be taller)."""
     steps = [r for r in records if isinstance(r.get("timing/step_s"), (int, float))]
     fig, (ax,) = _figure(1, 1, 11, 4.5)
-    ax.set_title("time per step")
+    ax.set_title("time per step: wall clock (left bar) and episode time summed over episodes (right, hatched)")
     _step_axis(ax)
     ax.set_ylabel("seconds")
     if not steps:
         ax.text(0.5, 0.5, "no timing/step_s logged", ha="center", va="center", transform=ax.transAxes)
     else:
         x = [r["step"] for r in steps]
-        rows = [timing_breakdown(r) for r in steps]
-        bottom = [0.0] * len(rows)
-        for part, color in COLORS.items():
-            heights = [row[part] for row in rows]
-            ax.bar(x, heights, bottom=bottom, color=color, label=part, width=0.8)
-            bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+        _stack(ax, [s - 0.2 for s in x], [wall_breakdown(r) for r in steps])
+        _stack(ax, [s + 0.2 for s in x], [episode_breakdown(r) for r in steps], hatch="//")
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
         ax.grid(axis="y", alpha=0.3)
     fig.savefig(path, dpi=110)
@@ -158,9 +190,14 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPa
 def run(args: argparse.Namespace) -> int:
     for path in plot_run(args.run_dir, args.out):
         print(path)
-    breakdown = mean_breakdown(read_metrics(args.run_dir))
-    if breakdown:
-        total = sum(breakdown.values()) or 1.0
-        print("mean time per step: " + ", ".join(
-            f"{part} {sec:.2f}s ({sec / total:.0%})" for part, sec in breakdown.items()))
+    records = read_metrics(args.run_dir)
+    wall, episodes = mean_breakdown(records), mean_breakdown(records, episode_breakdown)
+    if wall:
+        total = sum(wall.values()) or 1.0
+        print("mean wall-clock time per step: " + ", ".join(
+            f"{part} {sec:.2f}s ({sec / total:.0%})" for part, sec in wall.items()))
+        print("mean episode time per step, summed over parallel episodes: " + ", ".join(
+            f"{part} {sec:.2f}s" for part, sec in episodes.items()))
+    for note in flat_reasons(records):
+        print(f"note: {note}")
     return 0

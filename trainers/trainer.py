@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from swebox.trainers import checkpoint as ckpt
 from swebox.trainers import grpo
-from swebox.trainers.config import TrainConfig, save_config, to_dict
+from swebox.trainers.config import ConfigError, TrainConfig, save_config, to_dict
 from swebox.trainers.learner import Learner, make_batch
 from swebox.trainers.rollout import LocalWorkerPool, Trajectory, WorkerPool
 from swebox.trainers.tiny import build_model, build_tokenizer
@@ -118,7 +118,7 @@ def load_tasks(path: str) -> list[dict[str, Any]]:
     from swebox.envs.tasks import load
 
     if not path:
-        raise ValueError("env.tasks: expected a tasks.jsonl file; found ''; set env.tasks=PATH")
+        raise ConfigError("env.tasks: expected a tasks.jsonl file; found ''; set env.tasks=PATH")
     return [task.to_dict() for task in load(path)]
 
 
@@ -133,6 +133,8 @@ class Trainer:
                  episode_factory: Any | None = None, use_ray: bool | None = None, echo=print) -> None:
         self.cfg = cfg
         self.echo = echo
+        # the inputs first: a wrong tasks path must not leave a run folder behind
+        self.tasks = tasks if tasks is not None else load_tasks(cfg.env.tasks)
         self.run_dir = Path(cfg.logging.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.ckpt_dir = Path(cfg.checkpoint.dir or self.run_dir / "checkpoints")
@@ -140,7 +142,6 @@ class Trainer:
         self.tokenizer = build_tokenizer(cfg.model)
         device = "cuda" if torch.cuda.is_available() else "cpu"
         self.learner = Learner(cfg, build_model(cfg.model, self.tokenizer), device)
-        self.tasks = tasks if tasks is not None else load_tasks(cfg.env.tasks)
         self.sampler = TaskSampler(len(self.tasks), cfg.seed, cfg.rollout.shuffle)
         self.step_count = 0
         self.last: StepData | None = None
@@ -273,7 +274,8 @@ class Trainer:
                                     keep_last=self.cfg.checkpoint.keep_last)
 
     def save_policy(self, folder: Path) -> Path:
-        """The policy as a transformers folder (weights, config, tokenizer): ``swebox eval --policy hf:FOLDER``."""
+        """The policy as a transformers folder (weights, config, tokenizer), for
+        ``swebox eval --tasks TASKS --policy hf:FOLDER``."""
         self.learner.model.save_pretrained(folder)
         self.tokenizer.save_pretrained(folder)
         return folder

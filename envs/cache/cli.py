@@ -6,6 +6,7 @@ Wired into the ``swebox`` command by ``scripts/cli.py`` through :func:`add_argum
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
@@ -27,9 +28,12 @@ def _default_store() -> str:
 def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     """Add ``cache`` and its sub-commands to the top-level ``swebox`` sub-parsers."""
     cache = subparsers.add_parser("cache", help="build, list, verify, gc, export and import env layers")
-    cache.add_argument("--store", default=_default_store(),
-                       help=f"layer store folder (default $SWEBOX_LAYER_STORE or {DEFAULT_STORE})")
-    sub = cache.add_subparsers(dest="cache_command", required=True)
+    store_help = f"layer store folder (default $SWEBOX_LAYER_STORE or {DEFAULT_STORE})"
+    cache.add_argument("--store", default=_default_store(), help=store_help)
+    # `--store` may also follow the sub-command (`swebox cache build --store S ...`), as people write it
+    store_after = argparse.ArgumentParser(add_help=False)
+    store_after.add_argument("--store", default=argparse.SUPPRESS, help=store_help)
+    sub = _StoreAfter(cache.add_subparsers(dest="cache_command", required=True), store_after)
 
     build = sub.add_parser("build", help="build the env layers of a task set (each distinct env once)")
     build.add_argument("--tasks", required=True, help="tasks file (JSONL rows with an 'env' dict)")
@@ -60,16 +64,37 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     imp.set_defaults(func=cmd_import)
 
 
+class _StoreAfter:
+    """Sub-parsers that all accept the shared ``--store`` option too."""
+
+    def __init__(self, subparsers: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
+        self._subparsers, self._parent = subparsers, parent
+
+    def add_parser(self, name: str, **kwargs) -> argparse.ArgumentParser:
+        return self._subparsers.add_parser(name, parents=[self._parent], **kwargs)
+
+
 def _progress(total: int, desc: str):
     from tqdm import tqdm
 
     return tqdm(total=total, desc=desc, unit="layer", file=sys.stderr, disable=None)
 
 
-def _open(args: argparse.Namespace, fmt: str | None = None) -> LayerStore:
+def _open(args: argparse.Namespace, fmt: str | None = None, *, create: bool = False) -> LayerStore:
+    """The store of ``--store``; only commands that write layers (build, import) may create a new one."""
     from .store import available_formats
 
+    if not create:
+        _existing_store(args.store)
     return LayerStore(args.store, fmt=fmt or available_formats()[0])
+
+
+def _existing_store(path: str) -> None:
+    """Reading commands on a mistyped store must say so, not create an empty store and list nothing."""
+    if not (Path(path) / "manifests").is_dir():
+        raise FileNotFoundError(errno.ENOENT, "no layer store here (expected a folder written by `swebox cache "
+                                "build` or `swebox tasks synth`, with manifests/ inside); pass `swebox cache "
+                                "--store PATH ls` (or build, verify, ...) or set $SWEBOX_LAYER_STORE", path)
 
 
 def read_env_specs(path: str) -> list[EnvSpec]:
@@ -100,7 +125,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     if args.jobs < 1:
         raise SystemExit(f"--jobs: expected at least 1; found {args.jobs}.")
-    store = _open(args, args.format)
+    store = _open(args, args.format, create=True)
     specs = read_env_specs(args.tasks)
     failed: list[tuple[str, str]] = []
     reused = built = 0
@@ -172,4 +197,5 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    return _copy(LayerStore(args.source), _open(args), args.keys)
+    _existing_store(args.source)
+    return _copy(LayerStore(args.source), _open(args, create=True), args.keys)

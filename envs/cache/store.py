@@ -110,7 +110,7 @@ def _write_atomic(path: Path, data: bytes) -> None:
 def _disk_full_hint(exc: OSError, what: str, root: Path) -> OSError:
     if exc.errno == errno.ENOSPC:
         return OSError(errno.ENOSPC, f"disk full while {what} in {root}: nothing was published; free space "
-                                     f"(e.g. `swebox cache gc --keep-gb N`) and build again")
+                                     f"(e.g. `swebox cache gc --keep-gb 20`) and build again")
     return exc
 
 

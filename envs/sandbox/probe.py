@@ -36,6 +36,11 @@ def check_user_namespaces(rootless: bool) -> None:
     if rootless and _read_int("/proc/sys/kernel/unprivileged_userns_clone") == 0:
         raise SandboxError("unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone = 0); "
                            "run as root or enable them with `sysctl -w kernel.unprivileged_userns_clone=1`")
+    # Ubuntu 23.10+: the namespace is created, but AppArmor strips its capabilities, so every mount fails later
+    if rootless and _read_int("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1:
+        raise SandboxError("AppArmor denies unprivileged user namespaces their capabilities "
+                           "(kernel.apparmor_restrict_unprivileged_userns = 1, Ubuntu's default); run as root or "
+                           "allow them with `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`")
 
 
 def overlay_available() -> bool:

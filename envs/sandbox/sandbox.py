@@ -7,6 +7,7 @@ Thread-safe per instance: SkyRL runs env calls in a thread pool.
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import os
 import socket
@@ -68,6 +69,7 @@ class Sandbox:
         self._upper = ""
         self._session_pid = 0
         self._dir = ""
+        self._dir_lock = -1
         self._limits: Limits | None = None
         self._finalizer: weakref.finalize | None = None
         self._rootless = os.geteuid() != 0
@@ -107,8 +109,8 @@ class Sandbox:
             sweep_stale_cgroups(CGROUP_PREFIX)
             _swept.add(work_root)
         name = f"{os.getpid()}-{next(_counter)}-{os.urandom(3).hex()}"
-        self._dir = os.path.join(work_root, name)
-        os.makedirs(os.path.join(self._dir, "mnt"))
+        self._dir, self._dir_lock = _locked_folder(work_root, name)
+        os.mkdir(os.path.join(self._dir, "mnt"))
         extract_dir = os.path.join(self._dir, "extract")
         if self.backend == "extract":
             os.mkdir(extract_dir, 0o755)
@@ -134,7 +136,8 @@ class Sandbox:
             for fd in self._archive_fds:
                 if fd >= 0:
                     os.close(fd)
-        self._finalizer = weakref.finalize(self, _emergency_cleanup, self._proc, self._limits, self._dir)
+        self._finalizer = weakref.finalize(self, _emergency_cleanup, self._proc, self._limits, self._dir,
+                                           self._dir_lock)
         self._limits.add_process(self._proc.pid)
         protocol.send(host_end, self._init_config(extract_dir))
         host_end.settimeout(STARTUP_TIMEOUT_S)
@@ -261,7 +264,7 @@ class Sandbox:
         if self._finalizer is not None:
             self._finalizer()
         elif self._dir:
-            _emergency_cleanup(self._proc, self._limits, self._dir)
+            _emergency_cleanup(self._proc, self._limits, self._dir, self._dir_lock)
         if self._limits is not None:
             for layer in self.layers:
                 layer.release()
@@ -361,7 +364,7 @@ class Sandbox:
         return self._proc.pid if self._proc else 0
 
 
-def _emergency_cleanup(proc: subprocess.Popen | None, limits: Limits | None, folder: str) -> None:
+def _emergency_cleanup(proc: subprocess.Popen | None, limits: Limits | None, folder: str, lock_fd: int) -> None:
     if proc is not None and proc.poll() is None:
         try:
             proc.wait(timeout=2.0)
@@ -374,13 +377,57 @@ def _emergency_cleanup(proc: subprocess.Popen | None, limits: Limits | None, fol
         import shutil
 
         shutil.rmtree(folder, ignore_errors=True)
+    if lock_fd >= 0:  # released last: until the folder is gone, no sweeper may take it for stale
+        os.close(lock_fd)
+
+
+# A sandbox's working folder is alive exactly while its owner holds an flock on it. Liveness is never judged
+# by looking up the owner's pid in /proc: a job in another PID namespace (a container, a CI runner,
+# `unshare --pid`) shares /tmp but not /proc, and would take every live folder of this job for stale.
+# A new folder is locked under a hidden name and renamed into place, so a sweeper never sees it unlocked.
+_NEW = ".new-"
+_NEW_GRACE_S = 60.0
+
+
+def _locked_folder(work_root: str, name: str) -> tuple[str, int]:
+    """Create work_root/name, locked for the caller's life (the returned fd holds the lock)."""
+    staging = os.path.join(work_root, _NEW + name)
+    os.mkdir(staging, 0o711)
+    fd = os.open(staging, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        folder = os.path.join(work_root, name)
+        os.rename(staging, folder)
+    except BaseException:
+        os.close(fd)
+        os.rmdir(staging)
+        raise
+    return folder, fd
 
 
 def _sweep_stale_dirs(work_root: str) -> None:
-    """Remove working folders of sandboxes whose owning process died without closing them."""
+    """Remove working folders of sandboxes whose owner died without closing them (nobody holds their lock)."""
     import shutil
 
     for name in os.listdir(work_root):
-        owner = name.split("-", 1)[0]
-        if owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
-            shutil.rmtree(os.path.join(work_root, name), ignore_errors=True)
+        path = os.path.join(work_root, name)
+        if name.startswith(_NEW):
+            try:  # a folder being created is unlocked for an instant; one left by a crash is old
+                if time.time() - os.lstat(path).st_mtime < _NEW_GRACE_S:
+                    continue
+            except OSError:
+                continue
+        elif not name.split("-", 1)[0].isdigit():
+            continue  # not a sandbox's folder (e.g. snapshots/)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue  # gone meanwhile, or not a folder
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # a live sandbox, in this PID namespace or any other
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+        finally:
+            os.close(fd)

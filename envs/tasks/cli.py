@@ -42,6 +42,10 @@ def run_validate(args: argparse.Namespace) -> int:
         return 2
     for err in tasks.skipped:
         print(f"skipped: {err}", file=sys.stderr)
+    if not tasks:
+        print(f"error: {args.tasks}: no tasks to validate (0 rows loaded{', all skipped' if tasks.skipped else ''}); "
+              "expected one task per line", file=sys.stderr)
+        return 2
     selected = list(tasks)[: args.limit] if args.limit else list(tasks)
     print(HEADER)
     resolver = StoreLayers(args.layers) if is_layer_store(args.layers) else layers_from_dirs(args.layers)

@@ -41,10 +41,15 @@ class RowError:
     def __str__(self) -> str:
         where = f"{self.source}: " if self.source else ""
         return (
-            f"{where}row {self.index}"
+            f"{where}{place(self.source, self.index)}"
             + (f", field {self.field!r}" if self.field else "")
             + f": {self.message}"
         )
+
+
+def place(source: str, index: int) -> str:
+    """A row as a person finds it: a JSONL line as editors count (1-based), any other row by its index."""
+    return f"line {index + 1}" if str(source).endswith(".jsonl") else f"row {index}"
 
 
 class LoadError(ValueError):
@@ -77,8 +82,11 @@ def _read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
                 continue
             try:
                 yield index, json.loads(raw.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                yield index, TaskError(f"expected one JSON object per line; found invalid JSON ({exc}).")
+            except UnicodeDecodeError as exc:
+                yield index, TaskError(f"expected UTF-8 text; found invalid bytes ({exc.reason}).")
+            except json.JSONDecodeError as exc:  # its own "line 1" would contradict the file's line number
+                yield index, TaskError(f"expected one JSON object per line; found invalid JSON at column "
+                                       f"{exc.colno} ({exc.msg}).")
 
 
 def _read_json(path: Path) -> Iterator[tuple[int, Any]]:
@@ -223,7 +231,7 @@ def load(source: str | Path, *, skip_invalid: bool = False, split: str = "test")
             if task.instance_id in seen:
                 raise TaskError(
                     f"Task.instance_id: expected a unique id; found {task.instance_id!r} again "
-                    f"(first at row {seen[task.instance_id]}). Drop or rename the duplicate."
+                    f"(first at {place(str(source), seen[task.instance_id])}). Drop or rename the duplicate."
                 )
         except (TaskError, KeyError, TypeError, ValueError) as exc:
             message = str(exc) if not isinstance(exc, KeyError) else f"missing key {exc}"
@@ -231,7 +239,8 @@ def load(source: str | Path, *, skip_invalid: bool = False, split: str = "test")
             err = RowError(index, match.group(1) if match else "", message, str(source))
             if not skip_invalid:
                 raise LoadError(
-                    f"{err}\n(pass skip_invalid=True / --skip-invalid to skip bad rows)", err
+                    f"{err}\n(to skip bad rows and list them: `swebox tasks validate {source} --skip-invalid`, or "
+                    f"load(..., skip_invalid=True))", err
                 ) from None
             skipped.append(err)
             continue

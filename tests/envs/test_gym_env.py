@@ -76,3 +76,33 @@ def test_task_choice_by_id_and_by_seed(make_env):
         env.reset(options={"task_id": "nope"})
     with pytest.raises(ValueError, match="unknown keys"):
         SWEGymEnv(tasks, max_turn=3)
+
+
+def test_gymnasium_time_limit_still_grades(make_env):
+    # gymnasium.make's max_episode_steps wraps a TimeLimit; the episode must end and be graded at that step
+    env = make_env(via_gym=True, max_turns=10, max_episode_steps=2)
+    env.reset(options={"task_id": "calc-add"})
+    obs, reward, terminated, truncated, info = env.step(apply_patch(GOLD))
+    assert not (terminated or truncated)
+    obs, reward, terminated, truncated, info = env.step(bash("true"))
+    assert truncated and not terminated
+    assert info["reason"] == "step_limit" and info["grade"] is not None and info["grade"]["resolved"]
+    assert reward == 1.0
+    env.reset(options={"task_id": "calc-add"})  # and an unfixed repository is graded too: reward 0
+    env.step(bash("true"))
+    obs, reward, terminated, truncated, info = env.step(bash("true"))
+    assert truncated and info["grade"] is not None and not info["grade"]["resolved"] and reward == 0.0
+
+
+def test_make_with_the_module_prefix_registers_on_demand():
+    # a fresh interpreter that never imported swebox: Gymnasium's `module:id` form imports and registers it
+    import subprocess
+    import sys
+
+    code = ("import gymnasium\n"
+            "task = {'instance_id': 't-1', 'FAIL_TO_PASS': ['tests/test_a.py::test_a']}\n"
+            "env = gymnasium.make('swebox.envs:swebox/SWE-v0', tasks=[task], layers=lambda t: [])\n"
+            "print(type(env.unwrapped).__name__, env.spec.id)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "SWEGymEnv swebox/SWE-v0"

@@ -99,10 +99,21 @@ def test_vllm_backend_says_how_to_install_it():
 
 class _Server(BaseHTTPRequestHandler):
     seen: list = []
+    failures: list = []  # statuses to answer before the next success (a busy or restarting server)
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).seen.append((self.path, body, self.headers.get("Authorization")))
+        if type(self).failures:
+            status = type(self).failures.pop(0)
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("retry-after-ms", "10")  # the client honours it: no seconds of backoff here
+            data = json.dumps({"error": {"message": f"busy ({status})"}}).encode()
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
         if self.path.endswith("/chat/completions"):
             reply = {"choices": [{"message": {"content": "echo " + body["messages"][-1]["content"]},
                                   "finish_reason": "stop"}]}
@@ -140,6 +151,18 @@ def test_openai_backend_against_a_local_server(monkeypatch):
         assert len(out.logprobs) == len(out.token_ids)  # server logprobs unaligned -> zeros, still aligned
         with pytest.raises(NotImplementedError, match="cannot receive weights"):
             backend.update_weights({})
+        # a 503 and a 429 in a long evaluation are retried, not an errored task
+        _Server.failures[:] = [503, 429]
+        before = len(_Server.seen)
+        assert backend.chat([{"role": "user", "content": "again"}]) == ("echo again", "stop")
+        assert len(_Server.seen) - before == 3
+        # a server that stays down: a clear error after the configured retries
+        _Server.failures[:] = [503] * 10
+        before = len(_Server.seen)
+        with pytest.raises(RuntimeError, match=r"expected HTTP 200; found 503 after 5 retries"):  # the default
+            backend.chat([{"role": "user", "content": "down"}])
+        assert len(_Server.seen) - before == 6
+        _Server.failures.clear()
     finally:
         server.shutdown()
         server.server_close()

@@ -27,21 +27,21 @@ def synthetic_run(run_dir, steps: int = 20) -> None:
             })
 
 
-def test_timing_breakdown_by_hand():
+def test_wall_breakdown_adds_up_to_the_step():
     record = {"timing/rollout_s": 10, "timing/generate_s": 4, "timing/env_s": 3, "timing/grade_s": 1,
               "timing/update_s": 5, "timing/sync_s": 1, "timing/step_s": 17.5}
-    assert plot.timing_breakdown(record) == {
-        "generate": 4.0, "env": 3.0, "grade": 1.0, "rollout other": 2.0,  # 10 - (4 + 3 + 1)
-        "update": 5.0, "weight sync": 1.0, "other": 1.5,  # 17.5 - 10 - (5 + 1)
-    }
+    parts = plot.wall_breakdown(record)
+    assert parts == {"rollout": 10.0, "update": 5.0, "weight sync": 1.0, "other": 1.5}  # 17.5 - 10 - 5 - 1
+    assert sum(parts.values()) == 17.5
 
 
-def test_overlapping_rollout_parts_clip_the_remainders_at_zero():
+def test_overlapping_episode_parts_are_not_stacked_into_the_wall_clock():
+    # two parallel episodes: 8 s generating + 5 s in the env inside a 10 s rollout
     record = {"timing/rollout_s": 10, "timing/generate_s": 8, "timing/env_s": 5, "timing/update_s": 5,
-              "timing/step_s": 20}
-    parts = plot.timing_breakdown(record)
-    assert parts["rollout other"] == 0.0 and parts["grade"] == 0.0
-    assert parts["other"] == 2.0  # 20 - max(10, 8 + 5) - 5
+              "timing/step_s": 16.8}
+    wall = plot.wall_breakdown(record)
+    assert sum(wall.values()) == pytest.approx(16.8)  # the old stacked bar drew 8 + 5 + 5 = 18 s here
+    assert plot.episode_breakdown(record) == {"generate": 8.0, "env": 5.0, "grade": 0.0}
 
 
 def test_mean_breakdown_skips_steps_without_timing():
@@ -49,6 +49,18 @@ def test_mean_breakdown_skips_steps_without_timing():
                {"step": 3, "timing/step_s": 4.0, "timing/update_s": 3.0}]
     means = plot.mean_breakdown(records)
     assert means["update"] == 2.0 and means["other"] == 1.0
+
+
+def test_flat_policy_curves_say_why():
+    records = [{"step": 1, "reward/frac_zero_std_groups": 1.0, "batch/masked_frac": 0.0},
+               {"step": 2, "reward/frac_zero_std_groups": 0.5, "batch/masked_frac": 1.0},
+               {"step": 3, "reward/frac_zero_std_groups": 1.0, "batch/masked_frac": 0.0}]
+    notes = plot.flat_reasons(records)
+    assert notes == ["step 2: every trajectory was masked out (e.g. context overflow), so loss, KL and clipping "
+                     "are 0",
+                     "steps 1, 3: every group had zero reward spread (no advantage), so loss, KL and clipping "
+                     "are 0"]
+    assert plot.flat_reasons([{"step": 1, "reward/frac_zero_std_groups": 0.5}]) == []
 
 
 def _has_color(png_path, hex_color: str, min_pixels: int = 50) -> bool:
@@ -66,7 +78,7 @@ def test_plot_run_writes_pngs_with_the_data(tmp_path):
         height, width = mimage.imread(path).shape[:2]
         assert width > 600 and height > 300
     timing = tmp_path / "plots" / "timing.png"
-    for part in ("generate", "env", "grade", "rollout other", "update", "weight sync", "other"):
+    for part in ("rollout", "update", "weight sync", "other", "generate", "env", "grade"):
         assert _has_color(timing, plot.COLORS[part]), f"no {part} segment drawn"
     assert _has_color(tmp_path / "plots" / "reward.png", "#1f77b4")  # the curves themselves
 
@@ -92,4 +104,5 @@ def test_cli_sub_command(tmp_path, capsys):
     assert args.func(args) == 0
     out = capsys.readouterr().out
     assert str(tmp_path / "plots" / "timing.png") in out
-    assert "generate 4.00s (23%)" in out  # 4 of 17.5 s
+    assert "rollout 10.00s (57%)" in out  # 10 of 17.5 s
+    assert "summed over parallel episodes: generate 4.00s, env 3.00s, grade 1.00s" in out

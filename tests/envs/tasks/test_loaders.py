@@ -181,7 +181,7 @@ def test_bad_rows_name_index_and_field(tmp_path):
     with pytest.raises(LoadError) as info:
         load(path)
     assert info.value.row.index == 1 and info.value.row.field == "FAIL_TO_PASS"
-    assert "row 1, field 'FAIL_TO_PASS': Task.FAIL_TO_PASS: expected a list of test ids" in str(info.value)
+    assert "bad.jsonl: line 2, field 'FAIL_TO_PASS': Task.FAIL_TO_PASS: expected a list of test ids" in str(info.value)
     tasks = load(path, skip_invalid=True)
     assert [t.instance_id for t in tasks] == ["owner__proj-13"]
     assert [(e.index, e.field) for e in tasks.skipped] == [
@@ -191,8 +191,8 @@ def test_bad_rows_name_index_and_field(tmp_path):
         (4, "instance_id"),
         (6, ""),
     ]
-    assert "expected a unique id" in tasks.skipped[3].message and "first at row 0" in tasks.skipped[3].message
-    assert "invalid JSON" in tasks.skipped[4].message
+    assert "expected a unique id" in tasks.skipped[3].message and "first at line 1" in tasks.skipped[3].message
+    assert "invalid JSON at column 2" in tasks.skipped[4].message and "line 1" not in tasks.skipped[4].message
     assert tasks.report().startswith("1 tasks loaded, 5 rows skipped")
 
 

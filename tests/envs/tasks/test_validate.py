@@ -75,7 +75,7 @@ def test_missing_layers_and_bad_files_fail_clearly(tmp_path, calc_task, capsys):
     assert "expected layer folders" in capsys.readouterr().out
     (tmp_path / "bad.jsonl").write_text("{nope\n")
     assert run_cli(["validate", str(tmp_path / "bad.jsonl"), "--layers", str(tmp_path)]) == 2
-    assert "row 0" in capsys.readouterr().err
+    assert "bad.jsonl: line 1:" in capsys.readouterr().err
 
 
 def test_validate_reads_layers_from_a_layer_store(tmp_path, calc_layer, calc_task, capsys, monkeypatch):
