@@ -3,8 +3,9 @@
 A rule scores candidates; the best score wins (ties: the earliest attempt). The agent-visible rules are:
 
 - ``visible_tests``: the project's own test suite as the agent sees it, run in the candidate's sandbox (the
-  command an agent would type: the task's pytest with no file arguments, so pytest collects what the project
-  configures); the score is the passed share. Hidden tests are not in that sandbox, so they cannot count.
+  task's pytest with no file arguments, so pytest collects what the project configures, with its addopts
+  neutralised as in grading); the score is the passed share. Hidden tests are not in that sandbox, so they
+  cannot count.
 - ``majority``: a vote over the final diffs; a candidate scores the number of attempts that ended with the
   same (non-empty) diff.
 - ``MODULE:FUNCTION``: a user's scorer, ``FUNCTION(task, candidate) -> float``, imported by name. It gets the
@@ -90,7 +91,9 @@ def visible_tests_score(task: Task, candidate: Candidate, timeout_s: float = 600
                          f"{task.grader!r}, not pytest; use --select majority or a MODULE:FUNCTION scorer")
     if candidate.sandbox is None:
         raise ValueError("visible_tests: the candidate's sandbox is gone; score before closing it")
-    argv = [task.python, "-m", "pytest", *task.pytest_options, "-q", "-p", "no:cacheprovider", "--color=no"]
+    # as grading does, the config's addopts are neutralised: they must not hide tests from the count
+    argv = [task.python, "-m", "pytest", *task.pytest_options, "-o", "addopts=", "-q", "-p", "no:cacheprovider",
+            "--color=no"]
     result = candidate.sandbox.exec(f"cd /testbed && {shlex.join(argv)} 2>&1 | tail -n 5", timeout=timeout_s)
     counts = Counter()
     for number, kind in _COUNTS.findall(result.output):

@@ -99,8 +99,8 @@ class SearchResult:
     turns: int = 0
     """Policy turns over all lines."""
     wall_s: float = 0.0
-    budget_hit: str = ""
-    """The budget that stopped the search ('' when none did)."""
+    budgets_hit: list[str] = field(default_factory=list)
+    """The budgets that stopped or narrowed the search, in the order they did (empty when none did)."""
 
     @property
     def resolved_count(self) -> int:
@@ -148,11 +148,19 @@ class TaskSearch:
             self._policy = self.config.policy()
             self.start: StartState = prepare_group(task, list(layers if layers is not None else self._held.paths),
                                                    self._policy, self.config.setup_timeout_s)
+            # the prepared snapshot goes when its last sandbox closes: the search holds it between lines
+            self._snapshot = self.start.layers[-1]
+            self._snapshot.acquire()
         except BaseException:
             self.close()
             raise
 
     # -- budget -------------------------------------------------------------------------------------------
+    def hit(self, budget: str) -> None:
+        """Record that ``budget`` stopped or narrowed the search."""
+        if budget not in self.result.budgets_hit:
+            self.result.budgets_hit.append(budget)
+
     def out_of_budget(self, more_sandboxes: int = 0) -> str:
         """Which budget a turn (or ``more_sandboxes`` new sandboxes) would exceed; '' when none."""
         b, r = self.budget, self.result
@@ -202,7 +210,7 @@ class TaskSearch:
         while True:
             hit = self.out_of_budget()
             if hit:
-                self.result.budget_hit = self.result.budget_hit or hit
+                self.hit(hit)
                 reward, info = line.episode.end("budget")
                 self._finish(line, reward, info)
                 return
@@ -276,6 +284,9 @@ class TaskSearch:
         for line in list(self._live):
             line.episode.close()
         self._live.clear()
+        snapshot, self._snapshot = getattr(self, "_snapshot", None), None
+        if snapshot is not None:
+            snapshot.release()
         if self._held is not None:
             self._held.release()
             self._held = None
@@ -295,7 +306,7 @@ def sample(task: Task, n: int, reply: Reply, **options: Any) -> SearchResult:
         for _ in range(n):
             hit = search.out_of_budget(more_sandboxes=1)
             if hit:
-                search.result.budget_hit = hit
+                search.hit(hit)
                 break
             search.play_to_end(search.new_line())
         return search.finish()
@@ -314,15 +325,17 @@ def beam(task: Task, reply: Reply, *, width: int, depth: int, **options: Any) ->
                 room = width - 1
                 while room and search.out_of_budget(more_sandboxes=room + 1):  # +1: a scoring fork
                     room -= 1
+                if room < width - 1:
+                    search.hit(search.out_of_budget(more_sandboxes=width) or "max_sandboxes")
                 kids = [line, *(search.fork(line, room) if room else [])]
                 for kid in kids:
                     hit = search.out_of_budget()
                     if hit:
-                        search.result.budget_hit = search.result.budget_hit or hit
+                        search.hit(hit)
                         children.append(kid)  # ends below, graded as it stands
                     elif not search.step(kid):
                         children.append(kid)
-            if search.result.budget_hit or not children:
+            if search.out_of_budget() or not children:
                 frontier = children
                 break
             values = search.value(children)
