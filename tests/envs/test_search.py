@@ -170,3 +170,29 @@ def test_one_hundred_searches_leak_nothing(calc_layer):  # noqa: F811
                  config={**config, "max_turns": 2}, rule="majority")
     assert _sandbox_folders() <= before
     assert len(os.listdir("/proc/self/fd")) <= fds + 2
+
+
+@pytest.mark.e2e
+def test_swebox_eval_reports_pass_at_k_best_of_n_and_beam(calc_layer, tmp_path, capsys):  # noqa: F811
+    import json
+
+    from swebox.envs.tasks import save_jsonl
+    from swebox.scripts.cli import main
+
+    from tests.envs.swe_fixtures import layer_dirs
+
+    tasks = tmp_path / "tasks.jsonl"
+    save_jsonl([calc_task(), calc_task(instance_id="calc-add-2")], tasks)
+    common = ["eval", "--tasks", str(tasks), "--layers", str(layer_dirs(tmp_path, calc_layer)), "env.max_turns=3"]
+    assert main([*common, "--policy", "gold", "--samples", "2", "--out", str(tmp_path / "s.jsonl")]) == 0
+    out = capsys.readouterr().out
+    assert "pass@k over 2 tasks: pass@1 1.000, pass@2 1.000" in out
+    rows = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
+    assert [r["resolved_count"] for r in rows] == [2, 2] and rows[0]["sandboxes"] == 2
+    assert main([*common, "--policy", "empty", "--best-of", "2", "--select", "oracle"]) == 0
+    out = capsys.readouterr().out
+    assert "best-of-2, selected by the ORACLE (hidden tests; research only): resolved 0/2 (0.0%)" in out
+    assert main([*common, "--policy", "gold", "--search", "beam", "--width", "2", "--depth", "1",
+                 "--select", "majority"]) == 0
+    out = capsys.readouterr().out
+    assert "beam width 2 depth 1, selected by majority: resolved 2/2 (100.0%)" in out and "forks 2" in out
