@@ -19,13 +19,14 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"show the traceback of an error (also ${DEBUG_ENV}=1)")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    from swebox.scripts import bench_cache, bench_grading, bench_sandbox
+    from swebox.scripts import bench_cache, bench_grading, bench_sandbox, bench_search
 
     bench = sub.add_parser("bench", help="run a benchmark and print its table")
     bench_sub = bench.add_subparsers(dest="bench", required=True)
     bench_sandbox.add_arguments(bench_sub.add_parser("sandbox", help="sandbox start/reset/exec: overlay vs extract"))
     bench_cache.add_arguments(bench_sub.add_parser("cache", help="layer storage and restore times by format"))
     bench_grading.add_arguments(bench_sub.add_parser("grading", help="grading overhead over a direct test run"))
+    bench_search.add_arguments(bench_sub.add_parser("search", help="fork at turn k vs replay; forked vs cold starts"))
 
     from swebox.envs.cache import cli as cache_cli
 

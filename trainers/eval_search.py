@@ -1,4 +1,4 @@
-"""``swebox eval --samples N | --best-of N --select RULE | --search beam --width W --depth D``.
+"""``swebox eval`` with ``--samples N``, ``--best-of N --select RULE`` or ``--search beam --width W --depth D``.
 
 Each task's attempts start from one prepared start state (forked sandboxes, :mod:`swebox.envs.search`); tasks
 run ``--parallel`` at once. The report has pass@k (the unbiased estimator) for the k up to N, best-of-N's
