@@ -207,6 +207,50 @@ class SWEEpisode:
         if sandbox is not None:
             sandbox.close()
 
+    @property
+    def sandbox(self) -> Sandbox | None:
+        """The episode's own sandbox (the agent's files), None before reset and after close."""
+        return self._sandbox
+
+    def current_diff(self) -> str:
+        """The agent's changes so far, as grading would take them (the episode goes on)."""
+        if self._sandbox is None:
+            raise RuntimeError("SWEEpisode.current_diff(): the episode has no sandbox (reset it first)")
+        return agent_diff(self._sandbox, self.start, self.task, self._base_tree, self.policy,
+                          self.config.max_diff_bytes)[0]
+
+    def fork(self, m: int) -> list[SWEEpisode]:
+        """m live copies of this episode at its current turn, for search (swebox.envs.search).
+
+        Each child has its own sandbox, started over my sandbox's layers plus one snapshot of my files, and my
+        turn count, metrics and elapsed time; it is graded against the same start state. Processes are not
+        part of a snapshot: each child's shell starts afresh (working folder, variables and background jobs of
+        mine are gone), and the editor's undo history stays with me.
+        """
+        if not isinstance(m, int) or m < 1:
+            raise ValueError(f"SWEEpisode.fork(m=...): expected a whole number of children >= 1; found {m!r}.")
+        if self.done or self._runner is None:
+            raise RuntimeError("SWEEpisode.fork(): the episode has ended (or was never reset)")
+        snap = self._sandbox.snapshot()
+        children: list[SWEEpisode] = []
+        try:
+            for _ in range(m):
+                sandbox = Sandbox([*self._sandbox.layers, snap], self.policy).start()
+                child = SWEEpisode(self.task, self.start, self.config, sandbox=sandbox)
+                child.metrics, child.turns, child._base_tree = dict(self.metrics), self.turns, self._base_tree
+                child._fresh, child._started = False, self._started
+                child._runner = ToolRunner(sandbox, self._runner.actions, self.config.observations())
+                children.append(child)
+        except BaseException:
+            for child in children:
+                child.close()
+            raise
+        finally:
+            if snap._users == 0:  # no child started: nobody will release the snapshot
+                snap.acquire()
+                snap.release()
+        return children
+
     # -- turns ------------------------------------------------------------------------------------------
     def step(self, reply: object) -> StepResult:
         """Run one reply (a string, or an OpenAI chat message dict for json_tool_call)."""

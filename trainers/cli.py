@@ -44,6 +44,9 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     ev.add_argument("--out", default="", help="write one JSON record per task (docs/training.md) to this file, "
                     "and the per-task table as Markdown next to it (OUT.md)")
     ev.add_argument("overrides", nargs="*", help="dotted config overrides, e.g. env.max_turns=10")
+    from swebox.trainers import eval_search
+
+    eval_search.add_arguments(ev)
     ev.set_defaults(func=run_eval)
 
 
@@ -111,8 +114,9 @@ def _text_policy(args: argparse.Namespace, cfg: Any):
     """(replies factory per task) for gold / empty / openai policies."""
     if args.policy == "gold":
         def for_task(task):
-            replies = iter(gold_replies(task))
-            return lambda messages: next(replies, "```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```")
+            replies = gold_replies(task)
+            # a function of the conversation, not a running iterator: forked lines replay it independently
+            return lambda messages: replies[min(sum(m["role"] == "assistant" for m in messages), len(replies) - 1)]
         return for_task
     if args.policy == "empty":
         return lambda task: (lambda messages: "```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```")
@@ -122,6 +126,19 @@ def _text_policy(args: argparse.Namespace, cfg: Any):
                               openai_model=args.model)
     backend = OpenAIBackend(gen)
     return lambda task: (lambda messages: backend.chat(messages)[0])
+
+
+def _hf_text_policy(backend: Any, tokenizer: Any, cfg: Any):
+    """(replies factory per task) for a local model: the chat template in, sampled text out (search at
+    inference plays conversations, not token streams)."""
+    from swebox.trainers.rollout import render
+
+    def reply(messages: list[dict[str, str]]) -> str:
+        ids = tokenizer.encode(render(tokenizer, messages, add_generation_prompt=True), add_special_tokens=False)
+        room = max(1, min(cfg.generation.max_new_tokens, cfg.generation.max_context_tokens - len(ids)))
+        return tokenizer.decode(backend.generate([ids], room)[0].token_ids, skip_special_tokens=True)
+
+    return lambda task: reply
 
 
 def _check_policy(policy: str) -> None:
@@ -158,6 +175,13 @@ def run_eval(args: argparse.Namespace) -> int:
         backend = make_backend(cfg.generation, build_model(cfg.model, tokenizer).eval(), tokenizer)
     else:
         replies_for = _text_policy(args, cfg)
+    from swebox.trainers import eval_search
+
+    if eval_search.wanted(args):
+        if args.policy.startswith("hf:"):
+            replies_for = _hf_text_policy(backend, tokenizer, cfg)
+        eval_search.run(args, tasks, replies_for, source, econf)
+        return 0
 
     def one(task) -> dict[str, Any]:
         started = time.monotonic()

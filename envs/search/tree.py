@@ -1,0 +1,348 @@
+"""Search over attempts at one task: N samples from one prepared start state, or a beam over tool calls.
+
+Every line of play is an episode in a sandbox of its own. ``sample`` starts N of them from one prepared
+start (no repeated setup: each is a new overlay over the same snapshot). ``beam`` plays one line, and at each
+of ``depth`` levels forks every live line into ``width`` children (:meth:`SWEEpisode.fork`: a snapshot of
+the line's files, milliseconds), lets each child take one policy turn, keeps the ``width`` best children by
+the selection rule's value of their current state, and plays the survivors to the end. Ended lines are
+graded by the hidden tests (that is the evaluation) and scored by the rule (that is the selection); the
+attempt the rule picks is best-of-N's answer. Budgets bound the total turns, the sandboxes alive at once
+and the wall time; when one runs out, the live lines end there and are graded as they stand.
+
+A policy here is ``reply(messages) -> str``: the conversation so far (system, user, then assistant and tool
+turns) in, the next model reply out. Processes are not part of a fork: a child's shell starts afresh.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from swebox.envs.episode_state import StartState
+from swebox.envs.groups import prepare_group
+from swebox.envs.layers_resolver import LayerSource, acquire_layers
+from swebox.envs.sandbox import Sandbox
+from swebox.envs.search.passk import pass_at_k
+from swebox.envs.search.select import Candidate, SelectRule, majority_scores, parse_rule, pick
+from swebox.envs.swe_env import EpisodeConfig, SWEEpisode
+from swebox.envs.tasks.schema import Task
+
+Reply = Callable[[list[dict[str, str]]], str]
+
+
+@dataclass
+class SearchBudget:
+    """Limits of one task's search; 0 means no limit."""
+
+    max_turns: int = 0
+    """Policy turns over all lines together."""
+    max_sandboxes: int = 0
+    """Sandboxes alive at once (the lines being played, plus a fork being scored)."""
+    wall_s: float = 0.0
+    """Wall-clock seconds for the whole search of the task."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_turns", "max_sandboxes", "wall_s"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"SearchBudget.{name}: expected >= 0 (0 = no limit); found {getattr(self, name)}")
+        if self.max_sandboxes == 1:
+            raise ValueError("SearchBudget.max_sandboxes: expected 0 or >= 2 (a line and one fork); found 1")
+
+
+@dataclass
+class Attempt:
+    """One ended line of play."""
+
+    index: int
+    """Its number within the task's search."""
+    parent: int | None
+    """The line it was forked from (None: started from the task's start state)."""
+    forked_at: int
+    """The turn it was forked at (0 for a line from the start state)."""
+    turns: int
+    """Turns it played, those before the fork included."""
+    reason: str
+    """Why it ended: submitted, max_turns, time_limit, budget, error."""
+    reward: float
+    """The hidden tests' reward."""
+    resolved: bool
+    """The hidden tests all passed."""
+    diff: str
+    """Its final changes."""
+    score: float = 0.0
+    """The selection rule's score."""
+    error: str = ""
+    """What went wrong, when the line errored."""
+
+
+@dataclass
+class SearchResult:
+    """A task's search: its graded attempts, the rule's pick, and what it cost."""
+
+    task_id: str
+    rule: str
+    """The selection rule; reports call 'oracle' the oracle (it reads the hidden tests)."""
+    oracle: bool
+    attempts: list[Attempt] = field(default_factory=list)
+    picked: int = -1
+    """Index (in ``attempts``) of the attempt the rule picked; -1 when there is none."""
+    sandboxes: int = 0
+    """Sandboxes started for the lines (forks included; scoring forks too)."""
+    forks: int = 0
+    """Forks of live lines (each a snapshot and its children)."""
+    fork_s: float = 0.0
+    """Seconds spent forking."""
+    pruned: int = 0
+    """Live lines a beam dropped (closed without grading)."""
+    turns: int = 0
+    """Policy turns over all lines."""
+    wall_s: float = 0.0
+    budgets_hit: list[str] = field(default_factory=list)
+    """The budgets that stopped or narrowed the search, in the order they did (empty when none did)."""
+
+    @property
+    def resolved_count(self) -> int:
+        return sum(a.resolved for a in self.attempts)
+
+    @property
+    def picked_resolved(self) -> bool:
+        return self.picked >= 0 and self.attempts[self.picked].resolved
+
+    def pass_at(self, k: int) -> float:
+        """Unbiased pass@k over this task's attempts."""
+        return pass_at_k(len(self.attempts), self.resolved_count, k)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.update(resolved_count=self.resolved_count, picked_resolved=self.picked_resolved)
+        return out
+
+
+@dataclass
+class _Line:
+    episode: SWEEpisode
+    messages: list[dict[str, str]]
+    index: int
+    parent: int | None = None
+    forked_at: int = 0
+
+
+class TaskSearch:
+    """One task's search state: its layers, its prepared start, its live lines and its budget."""
+
+    def __init__(self, task: Task, reply: Reply, *, layers: list | None = None,
+                 source: LayerSource | dict | None = None, config: EpisodeConfig | dict | None = None,
+                 rule: str | SelectRule = "visible_tests", budget: SearchBudget | None = None) -> None:
+        self.task, self.reply = task, reply
+        self.config = EpisodeConfig.from_dict(config)
+        self.rule = rule if isinstance(rule, SelectRule) else parse_rule(rule, self.config.grade_timeout_s)
+        self.budget = budget or SearchBudget()
+        self.result = SearchResult(task.instance_id, self.rule.name, self.rule.oracle)
+        self._t0 = time.monotonic()
+        self._live: list[_Line] = []
+        self._scores: list[float] = []
+        self._held = None if layers is not None else acquire_layers(task, LayerSource.from_dict(source))
+        try:
+            self._policy = self.config.policy()
+            self.start: StartState = prepare_group(task, list(layers if layers is not None else self._held.paths),
+                                                   self._policy, self.config.setup_timeout_s)
+            # the prepared snapshot goes when its last sandbox closes: the search holds it between lines
+            self._snapshot = self.start.layers[-1]
+            self._snapshot.acquire()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- budget -------------------------------------------------------------------------------------------
+    def hit(self, budget: str) -> None:
+        """Record that ``budget`` stopped or narrowed the search."""
+        if budget not in self.result.budgets_hit:
+            self.result.budgets_hit.append(budget)
+
+    def out_of_budget(self, more_sandboxes: int = 0) -> str:
+        """Which budget a turn (or ``more_sandboxes`` new sandboxes) would exceed; '' when none."""
+        b, r = self.budget, self.result
+        if b.max_turns and r.turns >= b.max_turns:
+            return "max_turns"
+        if b.wall_s and time.monotonic() - self._t0 >= b.wall_s:
+            return "wall_s"
+        if more_sandboxes and b.max_sandboxes and len(self._live) + more_sandboxes > b.max_sandboxes:
+            return "max_sandboxes"
+        return ""
+
+    # -- lines ----------------------------------------------------------------------------------------------
+    def new_line(self) -> _Line:
+        """A line from the prepared start state (a fresh overlay over its snapshot)."""
+        sandbox = Sandbox(list(self.start.layers), self._policy).start()
+        episode = SWEEpisode(self.task, self.start, self.config, sandbox=sandbox)
+        self.result.sandboxes += 1
+        line = _Line(episode, list(episode.reset()), self._next_index())
+        self._live.append(line)
+        return line
+
+    def fork(self, line: _Line, m: int) -> list[_Line]:
+        """m live children of ``line`` at its current turn."""
+        t0 = time.monotonic()
+        episodes = line.episode.fork(m)
+        self.result.fork_s += time.monotonic() - t0
+        self.result.forks += 1
+        self.result.sandboxes += m
+        children = [_Line(e, list(line.messages), self._next_index(), line.index, line.episode.turns)
+                    for e in episodes]
+        self._live += children
+        return children
+
+    def step(self, line: _Line) -> bool:
+        """One policy turn of ``line``; True when the line ended (it is then graded, scored and closed)."""
+        text = self.reply(list(line.messages))
+        result = line.episode.step(text)
+        self.result.turns += 1
+        line.messages += [{"role": "assistant", "content": text}, {"role": "user", "content": result.observation}]
+        if result.terminated or result.truncated:
+            self._finish(line, float(result.reward), result.info)
+            return True
+        return False
+
+    def play_to_end(self, line: _Line) -> None:
+        """Turns until the line ends or a budget stops it (then it ends there, graded as it stands)."""
+        while True:
+            hit = self.out_of_budget()
+            if hit:
+                self.hit(hit)
+                reward, info = line.episode.end("budget")
+                self._finish(line, reward, info)
+                return
+            if self.step(line):
+                return
+
+    def drop(self, line: _Line) -> None:
+        """Close a live line without grading it (a beam pruned it)."""
+        self._live.remove(line)
+        line.episode.close()
+        self.result.pruned += 1
+
+    def value(self, lines: list[_Line]) -> list[float]:
+        """The rule's value of live lines' current states; per-line scorers run in a throwaway fork, so that
+        scoring (running tests, say) never changes the line itself."""
+        diffs = [line.episode.current_diff() for line in lines]
+        if self.rule.scorer is None:
+            return majority_scores(diffs)
+        values = []
+        for line, diff in zip(lines, diffs, strict=True):
+            probe = line.episode.fork(1)[0]
+            self.result.sandboxes += 1
+            try:
+                reward = self._oracle_reward(diff) if self.rule.oracle else 0.0
+                values.append(float(self.rule.scorer(self.task, Candidate(line.index, diff, line.messages,
+                                                                          probe.sandbox, reward))))
+            finally:
+                probe.close()
+        return values
+
+    def _oracle_reward(self, diff: str) -> float:
+        from swebox.envs.tasks.grading import grade
+
+        return grade(self.task, diff, layers=list(self.start.grade_layers), policy=self._policy,
+                     timeout=self.config.grade_timeout_s, reward_mode=self.config.reward_mode).reward
+
+    def _finish(self, line: _Line, reward: float, info: dict[str, Any]) -> None:
+        grade = info.get("grade") or {}
+        attempt = Attempt(line.index, line.parent, line.forked_at, line.episode.turns, info.get("reason", ""),
+                          reward, bool(grade.get("resolved")), info.get("diff", ""), error=info.get("error", ""))
+        try:
+            if self.rule.scorer is not None:  # scored in place: the diff is taken, the state may change now
+                attempt.score = float(self.rule.scorer(
+                    self.task, Candidate(line.index, attempt.diff, line.messages, line.episode.sandbox, reward)))
+        finally:
+            self._live.remove(line)
+            line.episode.close()
+        self.result.attempts.append(attempt)
+
+    def _next_index(self) -> int:
+        self._index = getattr(self, "_index", -1) + 1
+        return self._index
+
+    # -- the end ---------------------------------------------------------------------------------------
+    def finish(self) -> SearchResult:
+        """Pick the rule's best attempt and close what is still open."""
+        for line in list(self._live):
+            reward, info = line.episode.end("budget")
+            self._finish(line, reward, info)
+        attempts = self.result.attempts
+        if attempts:
+            if self.rule.scorer is None:
+                for attempt, score in zip(attempts, majority_scores([a.diff for a in attempts]), strict=True):
+                    attempt.score = score
+            self.result.picked = pick([a.score for a in attempts])
+        self.result.wall_s = time.monotonic() - self._t0
+        return self.result
+
+    def close(self) -> None:
+        """Stop every sandbox and release the task's layers; safe to call twice."""
+        for line in list(self._live):
+            line.episode.close()
+        self._live.clear()
+        snapshot, self._snapshot = getattr(self, "_snapshot", None), None
+        if snapshot is not None:
+            snapshot.release()
+        if self._held is not None:
+            self._held.release()
+            self._held = None
+
+    def __enter__(self) -> TaskSearch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def sample(task: Task, n: int, reply: Reply, **options: Any) -> SearchResult:
+    """n attempts from one prepared start state, each played to its end (pass@k, best-of-n)."""
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"sample(n=...): expected a whole number of attempts >= 1; found {n!r}.")
+    with TaskSearch(task, reply, **options) as search:
+        for _ in range(n):
+            hit = search.out_of_budget(more_sandboxes=1)
+            if hit:
+                search.hit(hit)
+                break
+            search.play_to_end(search.new_line())
+        return search.finish()
+
+
+def beam(task: Task, reply: Reply, *, width: int, depth: int, **options: Any) -> SearchResult:
+    """A breadth-limited tree search over tool calls: at each of ``depth`` levels every live line is forked
+    into ``width`` children that take one turn each; the ``width`` best by the rule's value live on."""
+    if not isinstance(width, int) or width < 1 or not isinstance(depth, int) or depth < 0:
+        raise ValueError(f"beam(width, depth): expected width >= 1 and depth >= 0; found {width!r}, {depth!r}")
+    with TaskSearch(task, reply, **options) as search:
+        frontier = [search.new_line()]
+        for _ in range(depth):
+            children: list[_Line] = []
+            for line in frontier:
+                room = width - 1
+                while room and search.out_of_budget(more_sandboxes=room + 1):  # +1: a scoring fork
+                    room -= 1
+                if room < width - 1:
+                    search.hit(search.out_of_budget(more_sandboxes=width) or "max_sandboxes")
+                kids = [line, *(search.fork(line, room) if room else [])]
+                for kid in kids:
+                    hit = search.out_of_budget()
+                    if hit:
+                        search.hit(hit)
+                        children.append(kid)  # ends below, graded as it stands
+                    elif not search.step(kid):
+                        children.append(kid)
+            if search.out_of_budget() or not children:
+                frontier = children
+                break
+            values = search.value(children)
+            ranked = sorted(range(len(children)), key=lambda i: (-values[i], i))
+            frontier = [children[i] for i in ranked[:width]]
+            for i in ranked[width:]:
+                search.drop(children[i])
+        for line in frontier:
+            search.play_to_end(line)
+        return search.finish()

@@ -1,0 +1,198 @@
+"""Search at inference: pass@k's estimator by hand, the selection rules, and real searches over forked sandboxes
+with scripted policies that solve the calc task on some branches only."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from math import comb
+
+import pytest
+from swebox.envs.search import (
+    SearchBudget,
+    beam,
+    mean_pass_at_k,
+    parse_rule,
+    pass_at_k,
+    report_ks,
+    sample,
+)
+from swebox.envs.search.select import majority_scores, normal_diff, pick
+
+from tests.envs.swe_fixtures import GOLD, SUBMIT, apply_patch, bash, calc_layer, calc_task  # noqa: F401
+
+WRONG_MUL = bash("cd /testbed && sed -i '2s/a - b/a * b/' calc/ops.py")  # add(2, 3) == 6: still wrong
+WRONG_NOOP = bash("cd /testbed && echo '# looked at it' >> calc/ops.py")
+
+
+# -- the estimator ---------------------------------------------------------------------------------------
+def test_pass_at_k_by_hand():
+    assert pass_at_k(10, 3, 1) == pytest.approx(0.3)
+    assert pass_at_k(10, 3, 5) == pytest.approx(1 - comb(7, 5) / comb(10, 5))  # 1 - 21/252
+    assert pass_at_k(10, 0, 10) == 0.0 and pass_at_k(10, 10, 1) == 1.0
+    assert pass_at_k(5, 2, 4) == 1.0  # only 3 failures: every draw of 4 holds a success
+    for n, c, k in itertools.product(range(1, 8), range(8), range(1, 8)):
+        if c <= n and k <= n:
+            assert pass_at_k(n, c, k) == pytest.approx(1 - comb(n - c, k) / comb(n, k))
+    assert mean_pass_at_k([(4, 1), (4, 3)], 1) == pytest.approx((0.25 + 0.75) / 2)
+    assert report_ks(7) == [1, 2, 5, 7] and report_ks(10) == [1, 2, 5, 10] and report_ks(1) == [1]
+    with pytest.raises(ValueError, match="1 <= k <= n"):
+        pass_at_k(3, 1, 4)
+
+
+# -- the rules --------------------------------------------------------------------------------------------
+A = "diff --git a/x b/x\n-1\n+2\n"
+B = "diff --git a/y b/y\n-3\n+4\n"
+
+
+def test_majority_votes_on_normalised_diffs_and_never_for_nothing():
+    assert normal_diff(A + B) == normal_diff(B + A)
+    assert majority_scores([A + B, B + A, A, "", ""]) == [2.0, 2.0, 1.0, 0.0, 0.0]
+    assert pick([1.0, 3.0, 3.0]) == 1  # the earliest of the best
+
+
+def length_scorer(task, candidate) -> float:
+    """A user scorer for the tests (``tests.envs.test_search:length_scorer``): prefers short diffs."""
+    return -len(candidate.diff)
+
+
+def test_rules_by_name():
+    assert parse_rule("oracle").oracle and not parse_rule("majority").oracle
+    assert parse_rule("tests.envs.test_search:length_scorer").scorer is length_scorer
+    with pytest.raises(ValueError, match="expected one of visible_tests, majority, oracle or MODULE:FUNCTION"):
+        parse_rule("best")
+    with pytest.raises(ValueError, match="could not load it"):
+        parse_rule("tests.envs.test_search:no_such_scorer")
+
+
+# -- real searches ---------------------------------------------------------------------------------------
+class Cycling:
+    """A scripted policy: each new attempt (a conversation with no reply yet) tries the next fix of a cycle,
+    then submits. Only the gold fix resolves the calc task."""
+
+    def __init__(self, fixes: list[str]) -> None:
+        self.fixes = itertools.cycle(fixes)
+
+    def __call__(self, messages: list[dict[str, str]]) -> str:
+        return next(self.fixes) if len(messages) == 2 else SUBMIT
+
+
+def _sandbox_folders() -> set[str]:
+    root = f"/tmp/swebox-{os.getuid()}"
+    root = os.environ.get("SWEBOX_WORK_ROOT", root)
+    return {n for n in os.listdir(root) if n[0].isdigit()} if os.path.isdir(root) else set()
+
+
+@pytest.mark.e2e
+def test_best_of_n_with_an_agent_visible_rule_beats_one_sample_and_the_oracle_bounds_it(calc_layer):  # noqa: F811
+    config = {"max_turns": 3}
+    fixes = [WRONG_MUL, apply_patch(GOLD), WRONG_MUL, WRONG_NOOP]  # 1 of 4 attempts resolves
+    results = {rule: sample(calc_task(), 4, Cycling(fixes), layers=[calc_layer], config=config, rule=rule)
+               for rule in ("visible_tests", "majority", "oracle")}
+    for result in results.values():
+        assert [a.resolved for a in result.attempts] == [False, True, False, False]
+        assert result.pass_at(1) == pytest.approx(0.25) and result.pass_at(4) == 1.0
+        assert result.sandboxes == 4 and result.forks == 0
+    # the project's own tests, run in each attempt's sandbox, find the one that works
+    visible = results["visible_tests"]
+    assert visible.picked == 1 and visible.picked_resolved
+    # 7 visible tests: div stays buggy in every attempt; the wrong fixes also fail test_add
+    assert [a.score for a in visible.attempts] == pytest.approx([5 / 7, 6 / 7, 5 / 7, 5 / 7])
+    # a vote picks the wrong fix two attempts agree on: agent-visible rules can fail
+    assert results["majority"].picked == 0 and not results["majority"].picked_resolved
+    assert results["oracle"].picked_resolved and results["oracle"].oracle
+
+
+@pytest.mark.e2e
+def test_a_fork_mid_episode_sees_the_parents_files_and_not_its_siblings(calc_layer):  # noqa: F811
+    from swebox.envs.groups import group
+
+    with group(calc_task(), 1, layers=[calc_layer], config={"max_turns": 6}) as g:
+        parent = g[0]
+        parent.reset()
+        parent.step(bash("echo parent > /testbed/AT_TURN_1"))
+        children = parent.fork(2)
+        try:
+            assert [c.turns for c in children] == [1, 1]
+            children[0].step(bash("echo mine > /testbed/CHILD_0"))
+            seen = children[1].step(bash("cat /testbed/AT_TURN_1; ls /testbed")).observation
+            assert "parent" in seen and "CHILD_0" not in seen
+            parent.step(bash("echo later > /testbed/PARENT_LATER"))
+            assert "PARENT_LATER" not in children[0].step(bash("ls /testbed")).observation
+            children[0].step(apply_patch(GOLD))
+            assert children[0].step(SUBMIT).reward == 1.0  # graded against the task's start state
+            assert children[1].step(SUBMIT).reward == 0.0
+        finally:
+            for child in children:
+                child.close()
+
+
+@pytest.mark.e2e
+def test_beam_search_finds_the_branch_that_solves_it(calc_layer):  # noqa: F811
+    # depth 1, width 3: the first turn is forked into 3 lines; each tries the next fix in the cycle
+    before = _sandbox_folders()
+    result = beam(calc_task(), Cycling([WRONG_NOOP, apply_patch(GOLD), WRONG_MUL]), width=3, depth=1,
+                  layers=[calc_layer], config={"max_turns": 4}, rule="visible_tests")
+    assert result.forks == 1 and len(result.attempts) == 3 and result.resolved_count == 1
+    assert result.picked_resolved and result.attempts[result.picked].forked_at == 0
+    assert _sandbox_folders() <= before  # every sandbox closed
+
+
+@pytest.mark.e2e
+def test_budgets_stop_the_search_and_leave_nothing_behind(calc_layer):  # noqa: F811
+    before = _sandbox_folders()
+
+    def stalling(messages):  # never submits: only budgets end its lines
+        return bash("true")
+
+    result = sample(calc_task(), 5, stalling, layers=[calc_layer], config={"max_turns": 50}, rule="majority",
+                    budget=SearchBudget(max_turns=7))
+    assert result.turns == 7 and result.budgets_hit == ["max_turns"]
+    assert [a.reason for a in result.attempts] == ["budget"]  # one line took every turn; no second started
+    result = beam(calc_task(), stalling, width=4, depth=2, layers=[calc_layer], config={"max_turns": 50},
+                  rule="majority", budget=SearchBudget(max_sandboxes=3, max_turns=12))
+    assert result.budgets_hit == ["max_sandboxes", "max_turns"] and result.turns == 12
+    assert result.sandboxes <= 3 and all(a.reason == "budget" for a in result.attempts)
+    with pytest.raises(ValueError, match="max_sandboxes: expected 0 or >= 2"):
+        SearchBudget(max_sandboxes=1)
+    assert _sandbox_folders() <= before
+
+
+@pytest.mark.e2e
+def test_one_hundred_searches_leak_nothing(calc_layer):  # noqa: F811
+    before, fds = _sandbox_folders(), len(os.listdir("/proc/self/fd"))
+    config = {"max_turns": 1, "grade_on_truncation": False}  # sandboxes and forks, not grading, are tested
+    for i in range(100):
+        if i % 2:
+            sample(calc_task(), 1, lambda m: bash("true"), layers=[calc_layer], config=config, rule="majority")
+        else:
+            beam(calc_task(), lambda m: bash("true"), width=2, depth=1, layers=[calc_layer],
+                 config={**config, "max_turns": 2}, rule="majority")
+    assert _sandbox_folders() <= before
+    assert len(os.listdir("/proc/self/fd")) <= fds + 2
+
+
+@pytest.mark.e2e
+def test_swebox_eval_reports_pass_at_k_best_of_n_and_beam(calc_layer, tmp_path, capsys):  # noqa: F811
+    import json
+
+    from swebox.envs.tasks import save_jsonl
+    from swebox.scripts.cli import main
+
+    from tests.envs.swe_fixtures import layer_dirs
+
+    tasks = tmp_path / "tasks.jsonl"
+    save_jsonl([calc_task(), calc_task(instance_id="calc-add-2")], tasks)
+    common = ["eval", "--tasks", str(tasks), "--layers", str(layer_dirs(tmp_path, calc_layer)), "env.max_turns=3"]
+    assert main([*common, "--policy", "gold", "--samples", "2", "--out", str(tmp_path / "s.jsonl")]) == 0
+    out = capsys.readouterr().out
+    assert "pass@k over 2 tasks: pass@1 1.000, pass@2 1.000" in out
+    rows = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
+    assert [r["resolved_count"] for r in rows] == [2, 2] and rows[0]["sandboxes"] == 2
+    assert main([*common, "--policy", "empty", "--best-of", "2", "--select", "oracle"]) == 0
+    out = capsys.readouterr().out
+    assert "best-of-2, selected by the ORACLE (hidden tests; research only): resolved 0/2 (0.0%)" in out
+    assert main([*common, "--policy", "gold", "--search", "beam", "--width", "2", "--depth", "1",
+                 "--select", "majority"]) == 0
+    out = capsys.readouterr().out
+    assert "beam width 2 depth 1, selected by majority: resolved 2/2 (100.0%)" in out and "forks 2" in out
