@@ -208,7 +208,7 @@ def test_a_binary_patch_cannot_smuggle_a_conftest_and_a_gitignore(calc_layer, ca
 
 def test_a_carriage_return_after_a_path_is_refused(calc_layer, calc_task):
     # git drops the CR and creates conftest.py; the old filter judged 'conftest.py\r', an allowed name
-    diff = plain_new_file("conftest.py", PASS_ALL_CONFTEST, cr=True) + plain_new_file(".gitignore", HIDE, cr=True)
+    diff = plain_new_file("conftest.py", PASS_ALL_CONFTEST, cr=True) + new_file(".gitignore", HIDE)
     report = grade(calc_task, diff, layers=[calc_layer])
     assert not report.applied and any("refused" in e for e in report.errors), report.to_dict()
     _no_reward(report)
