@@ -68,7 +68,8 @@ class GradeReport:
     instance_id: str
     """The task graded."""
     resolved: bool = False
-    """All F2P and P2P tests pass (SWE-bench's definition), the diff applied, nothing was tampered with."""
+    """Every F2P test passed and every P2P test passed (or stayed xfailed) in a complete, consistent,
+    error-free run with a signed verdict; the diff applied; nothing was tampered with."""
     reward: float = 0.0
     """By reward_mode: binary 1.0/0.0, or the passed F2P fraction (0 if any P2P fails)."""
     reward_mode: str = "binary"
@@ -206,9 +207,9 @@ def run_pytest(sb: Sandbox, task: Task, workdir: str, timeout: float, report: Gr
     report.tampered += found.tampered
     results: dict[Key, TestResult] = {}
     for node_id, (status, duration, message) in found.results.items():
-        key2 = junit_key(node_id)
-        if key2 is not None:
-            results[key2] = TestResult(key2[0], key2[1], status, duration, message, node_id.partition("::")[0])
+        junit = junit_key(node_id)  # the key the task's ids are matched by (testids.py)
+        if junit is not None:
+            results[junit] = TestResult(*junit, status, duration, message, node_id.partition("::")[0])
     return results
 
 
