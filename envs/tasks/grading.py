@@ -198,11 +198,17 @@ def run_pytest(sb: Sandbox, task: Task, workdir: str, timeout: float, report: Gr
     report.durations["tests"] = time.monotonic() - t0
     output = sb.exec(f"tail -c {_OUTPUT_TAIL} {workdir}/pytest.out 2>/dev/null", timeout=30).output
     report.output_tail = output
-    found = channel.read_verdict(run.output, key)
+    try:
+        signed = sb.read_file(f"{workdir}/verdict", max_bytes=channel.MAX_VERDICT_BYTES)
+    except (OSError, SandboxError):
+        signed = None  # never written (or replaced by something that is not a file): no verdict
+    found = channel.read_verdict(signed, key)
     report.verdict = found.status
     report.timed_out = found.timed_out or run.timed_out
     if run.timed_out:
         found.problems.append(f"the tests timed out after {timeout:g} s")
+    if found.status == "missing" and run.output.strip():
+        found.problems.append(f"the grade monitor said: {run.output.strip()[-500:]}")
     report.errors += found.problems
     report.tampered += found.tampered
     results: dict[Key, TestResult] = {}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 import json
@@ -95,19 +94,20 @@ def test_anything_short_of_a_finished_run_is_a_problem():
     assert "exited with status 1" in _judge(events, exit_status=1)["problems"][0]
 
 
-def _line(key: bytes, payload: dict) -> str:
+def _signed(key: bytes, payload: dict) -> bytes:
     data = json.dumps(payload).encode()
-    return f"SWEBOX-VERDICT {hmac.new(key, data, hashlib.sha256).hexdigest()} {base64.b64encode(data).decode()}"
+    return f"SWEBOX-VERDICT {hmac.new(key, data, hashlib.sha256).hexdigest()}\n".encode() + data
 
 
 def test_only_a_verdict_signed_with_the_runs_key_is_believed():
     key, payload = b"k" * 32, {"results": {"t.py::a": ["passed", 0.1, ""]}, "problems": [], "tampered": [],
                                "timed_out": False}
-    good = read_verdict(f"noise\n{_line(key, payload)}\n", key)
+    good = read_verdict(_signed(key, payload), key)
     assert good.status == "ok" and good.results == {"t.py::a": ("passed", 0.1, "")}
-    assert read_verdict(_line(b"x" * 32, payload), key).status == "forged"
-    assert read_verdict(_line(key, payload) + "\n" + _line(b"x" * 32, payload), key).status == "forged"
-    assert read_verdict("nothing here", key).status == "missing"
+    assert read_verdict(_signed(b"x" * 32, payload), key).status == "forged"
+    assert read_verdict(_signed(key, payload) + b" ", key).status == "forged"  # a byte added after signing
+    assert read_verdict(b"garbage", key).status == "forged"
+    assert read_verdict(None, key).status == "missing"
 
 
 def test_canaries_have_unguessable_names_and_one_of_each_outcome():
