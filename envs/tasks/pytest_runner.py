@@ -77,8 +77,19 @@ def _critical_objects() -> dict[str, object]:
 
 
 def _trusted_file(path: str) -> bool:
+    """Installed packages, the standard library, and the repository's test files (the grader's filter keeps
+    every agent diff off those: a ``pytest_plugins`` module in ``tests/`` is the project's own)."""
     real = os.path.realpath(path)
-    return ("/site-packages/" in real and not real.startswith("/testbed/")) or real.startswith(sys.base_prefix)
+    if real.startswith("/testbed/"):
+        parts = real[len("/testbed/") :].split("/")
+        name = parts[-1]
+        return (
+            any(p in ("test", "tests", "testing") for p in parts[:-1])
+            or name == "conftest.py"
+            or name.startswith("test_")
+            or name.endswith("_test.py")
+        )
+    return "/site-packages/" in real or real.startswith(sys.base_prefix)
 
 
 def _send(reporter: Reporter, event: dict) -> None:
@@ -88,13 +99,13 @@ def _send(reporter: Reporter, event: dict) -> None:
 
 
 def _allowed_plugin(reporter: Reporter, plugin, _trusted_file=_trusted_file) -> bool:
-    if id(plugin) in reporter.plugins_at_start or plugin is reporter:
+    if plugin is reporter:
         return True
     pm = reporter.config.pluginmanager
     if plugin in getattr(pm, "_conftest_plugins", ()):
         return True  # a conftest.py pytest imported itself (the filter kept the diff from adding any)
     file = getattr(plugin, "__file__", None) or getattr(sys.modules.get(type(plugin).__module__), "__file__", "")
-    # pytest's own per-session objects, `pytest_plugins` modules and installed plugins
+    # pytest's own modules and per-session objects, installed plugins, `pytest_plugins` modules of the tests
     return bool(file) and _trusted_file(file)
 
 
@@ -125,18 +136,12 @@ class Reporter:
         self.fd = fd
         self.config = None
         self.hookexec = None
-        self.plugins_at_start: set[int] = set()
         self.before = _critical_objects()
 
     def pytest_configure(self, config, _send=_send) -> None:
         self.config = config
         self.hookexec = config.pluginmanager._inner_hookexec
         _send(self, {"e": "start"})
-
-    def pytest_sessionstart(self, session) -> None:
-        # Plugins pytest loaded from the command line, entry points and initial conftests; none of the
-        # project's modules has been imported by pytest yet.
-        self.plugins_at_start = {id(p) for p in self.config.pluginmanager.get_plugins()}
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_collection_modifyitems(self, session, config, items, _send=_send):

@@ -124,3 +124,19 @@ def test_canaries_have_unguessable_names_and_one_of_each_outcome():
         else:
             with pytest.raises(AssertionError):
                 test()
+
+
+@pytest.mark.parametrize(
+    "path, trusted",
+    [
+        ("/venv/lib/python3.11/site-packages/_pytest/runner.py", True),
+        ("/testbed/tests/plugins/fixtures.py", True),  # a pytest_plugins module of the project's tests
+        ("/testbed/conftest.py", True),
+        ("/testbed/calc/__init__.py", False),  # the code under test
+        ("/testbed/venv/lib/python3.11/site-packages/x.py", False),
+    ],
+)
+def test_plugin_origins_the_watchdog_trusts(path, trusted):
+    from swebox.envs.tasks.pytest_runner import _trusted_file
+
+    assert _trusted_file(path) is trusted
