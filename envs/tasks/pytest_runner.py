@@ -104,7 +104,9 @@ def _allowed_plugin(reporter: Reporter, plugin, _trusted_file=_trusted_file) -> 
     pm = reporter.config.pluginmanager
     if plugin in getattr(pm, "_conftest_plugins", ()):
         return True  # a conftest.py pytest imported itself (the filter kept the diff from adding any)
-    file = getattr(plugin, "__file__", None) or getattr(sys.modules.get(type(plugin).__module__), "__file__", "")
+    # a module, a class (pytest registers some classes themselves) or an instance
+    module = plugin.__module__ if isinstance(plugin, type) else type(plugin).__module__
+    file = getattr(plugin, "__file__", None) or getattr(sys.modules.get(module), "__file__", "")
     # pytest's own modules and per-session objects, installed plugins, `pytest_plugins` modules of the tests
     return bool(file) and _trusted_file(file)
 
