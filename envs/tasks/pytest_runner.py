@@ -77,18 +77,12 @@ def _critical_objects() -> dict[str, object]:
 
 
 def _trusted_file(path: str) -> bool:
-    """Installed packages, the standard library, and the repository's test files (the grader's filter keeps
-    every agent diff off those: a ``pytest_plugins`` module in ``tests/`` is the project's own)."""
+    """Installed packages, the standard library, and the repository's test folders (the grader's filter keeps
+    every agent diff out of those: a ``pytest_plugins`` module in ``tests/`` is the project's own). A file
+    named ``conftest.py`` is not trusted by its name: only the conftest modules pytest imported itself are."""
     real = os.path.realpath(path)
     if real.startswith("/testbed/"):
-        parts = real[len("/testbed/") :].split("/")
-        name = parts[-1]
-        return (
-            any(p in ("test", "tests", "testing") for p in parts[:-1])
-            or name == "conftest.py"
-            or name.startswith("test_")
-            or name.endswith("_test.py")
-        )
+        return any(p in ("test", "tests", "testing") for p in real[len("/testbed/") :].split("/")[:-1])
     return "/site-packages/" in real or real.startswith(sys.base_prefix)
 
 

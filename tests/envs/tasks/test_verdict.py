@@ -131,7 +131,7 @@ def test_canaries_have_unguessable_names_and_one_of_each_outcome():
     [
         ("/venv/lib/python3.11/site-packages/_pytest/runner.py", True),
         ("/testbed/tests/plugins/fixtures.py", True),  # a pytest_plugins module of the project's tests
-        ("/testbed/conftest.py", True),
+        ("/testbed/conftest.py", False),  # only the conftest modules pytest imported itself are trusted
         ("/testbed/calc/__init__.py", False),  # the code under test
         ("/testbed/venv/lib/python3.11/site-packages/x.py", False),
     ],
