@@ -150,6 +150,11 @@ class Judge:
         }
 
 
+def _exit_code(status: int) -> int:
+    """os.waitstatus_to_exitcode, which task interpreters older than Python 3.9 lack."""
+    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
+
+
 def _nondumpable() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
@@ -195,7 +200,7 @@ def run(workdir: str) -> None:
         if done:
             # the child is gone: read what it wrote last, but do not wait for an end of the stream (a process
             # it left behind may hold the pipe open)
-            exit_status = os.waitstatus_to_exitcode(status)
+            exit_status = _exit_code(status)
             while not eof and select.select([read_end], [], [], 0)[0]:
                 data = os.read(read_end, 1 << 16)
                 eof = not data
