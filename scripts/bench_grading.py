@@ -2,10 +2,10 @@
 
 For each task (layers from the layer store): the direct run is `python -m pytest <the task's test files>` in an
 already started sandbox over the task's layers with the gold patch applied (the venv is already built); the
-graded run is the whole `swebox.envs.tasks.grading.grade` (fresh sandbox, filtered `git apply`, test files
-restored, the hardened runner, JUnit parsed and cross-checked). Both are timed alternately, task by task, so
-machine noise hits both alike; the table reports medians and their ratio. Usage: `swebox bench grading
---tasks runs/demo/tasks.jsonl`.
+graded run is the whole `swebox.envs.tasks.grading.grade` (fresh sandbox, the diff judged by git and applied,
+protected files restored, the tests and two canaries under the grade monitor, its signed verdict checked).
+Both are timed alternately, task by task, so machine noise hits both alike; the table reports medians and their
+ratio. Usage: `swebox bench grading --tasks runs/demo/tasks.jsonl`.
 """
 
 from __future__ import annotations

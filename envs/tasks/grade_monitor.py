@@ -11,13 +11,13 @@ file, from its memory or through ``/proc``. It then runs ``pytest_runner.py`` as
 per-test events, the child's output going to ``WORKDIR/pytest.out``, and judges the stream as it arrives:
 every collected test needs its setup, call (when setup passed) and teardown report, once each and in order;
 the stream must end with a finish event from a pytest that exited 0 or 1; both canary tests must come out
-as planted (one passed, one failed). It prints one line, ``SWEBOX-VERDICT <hmac-sha256 hex> <base64 JSON>``;
-the grader accepts nothing else. Killing the monitor, leaving early or printing lines yields no verdict.
+as planted (one passed, one failed). It writes ``WORKDIR/verdict``: ``SWEBOX-VERDICT <hmac-sha256 hex>``, a
+newline, the verdict's JSON; the grader accepts nothing else. Killing the monitor, leaving early or writing
+that file from the tested process yields no verdict (or a forged one, which counts for nothing).
 """
 
 from __future__ import annotations
 
-import base64
 import ctypes
 import hashlib
 import hmac
@@ -150,6 +150,11 @@ class Judge:
         }
 
 
+def _exit_code(status: int) -> int:
+    """os.waitstatus_to_exitcode, which task interpreters older than Python 3.9 lack."""
+    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
+
+
 def _nondumpable() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
@@ -195,7 +200,7 @@ def run(workdir: str) -> None:
         if done:
             # the child is gone: read what it wrote last, but do not wait for an end of the stream (a process
             # it left behind may hold the pipe open)
-            exit_status = os.waitstatus_to_exitcode(status)
+            exit_status = _exit_code(status)
             while not eof and select.select([read_end], [], [], 0)[0]:
                 data = os.read(read_end, 1 << 16)
                 eof = not data
@@ -213,10 +218,12 @@ def run(workdir: str) -> None:
     if buffer.strip():
         judge.problem("the report channel ended inside an event", True)
     payload = json.dumps(judge.verdict(exit_status, timed_out), sort_keys=True).encode()
-    mac = hmac.new(key, payload, hashlib.sha256).hexdigest()
-    line = memoryview(f"\nSWEBOX-VERDICT {mac} {base64.b64encode(payload).decode()}\n".encode())
-    while line:
-        line = line[os.write(1, line) :]
+    mac = hmac.new(key, payload, hashlib.sha256).hexdigest().encode()
+    # A file, not the command's output: the output is capped (head and tail kept), a verdict is not.
+    temporary = os.path.join(workdir, f"verdict.{os.getpid()}")
+    with open(temporary, "wb") as fh:
+        fh.write(b"SWEBOX-VERDICT " + mac + b"\n" + payload)
+    os.replace(temporary, os.path.join(workdir, "verdict"))
 
 
 if __name__ == "__main__":

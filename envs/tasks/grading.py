@@ -1,18 +1,26 @@
 """``grade(task, agent_diff, layers=...)``: the reward, computed where the agent cannot reach.
 
+The shared steps (any grader kind): :func:`apply_agent_diff`, :func:`restore_protected`,
+:func:`apply_test_patch`, :func:`score`; the pytest kind's run is :func:`run_pytest`.
+
 1. Start a fresh sandbox from the task's layers: nothing the agent did in its own shell survives.
-2. Apply the agent's diff restricted to source files (:func:`swebox.envs.tasks.diffs.filter_diff`) with
-   ``git apply --binary``; a diff that does not apply gives reward 0 and git's reason.
-3. Put back every test file, ``conftest.py`` and test configuration that differs from the starting commit
+2. Filter the agent's diff to source files (:func:`swebox.envs.tasks.diffs.filter_diff`), have git itself say
+   what the diff and the filtered diff touch (:mod:`swebox.envs.tasks.diff_truth`: refused when git reads it
+   differently from the filter, or would touch a protected path), then ``git apply --binary --recount``; a
+   refused diff or one that does not apply gives reward 0 and the reason.
+3. Put back every protected path that differs from the starting commit, found without git's exclude rules
    (none should, after filtering: this is the second lock), then apply the task's ``test_patch``.
-4. Run the selected test files with ``env -i`` (fixed PATH, nothing inherited), ``python -I -B`` (no
-   PYTHON* variables, no user site, no current directory on sys.path, no bytecode), ``-p no:cacheprovider``,
-   ``-o addopts=`` (no config can add options), ``--rootdir=/testbed``, under a timeout, through
-   :mod:`swebox.envs.tasks.pytest_runner`, which watches pytest for tampering. JUnit XML goes to a folder
-   created just before the run with an unguessable name, outside /testbed.
-5. Read results from the XML (cross-checked against the runner's in-memory record and digests), match the
-   task's F2P/P2P ids, and report. ``resolved``: every F2P and P2P test passes (SWE-bench's definition).
-   ``reward``: ``binary`` = 1.0 if resolved; ``fraction`` = passed share of F2P, 0 if any P2P fails.
+4. Run the test files, plus two canary tests planted at a random place, under the grade monitor
+   (:mod:`swebox.envs.tasks.verdict`): ``env -i`` (fixed PATH), the monitor as ``python -I -S -B`` outside
+   the tested interpreter, pytest as its child with ``python -I -B`` (no PYTHON* variables, no user site, no
+   current directory on sys.path, no bytecode), ``-p no:cacheprovider``, ``-o addopts=``,
+   ``--rootdir=/testbed``, under a timeout. Per-test reports stream to the monitor as they happen; it signs
+   the verdict with a key the tested process never holds.
+5. Believe only that signed verdict; match the task's F2P/P2P ids. ``resolved``: the run was complete,
+   consistent and error-free (no refusal, crash, timeout, tampering, missing file, broken test_patch), every
+   F2P test passed (xfailed, xpassed and skipped are not passes) and every P2P test passed (or stayed
+   xfailed). ``reward``: ``binary`` = 1.0 if resolved; ``fraction`` = passed share of F2P when the run was
+   clean and every P2P passed, else 0.
 """
 
 from __future__ import annotations
@@ -60,7 +68,8 @@ class GradeReport:
     instance_id: str
     """The task graded."""
     resolved: bool = False
-    """All F2P and P2P tests pass (SWE-bench's definition), the diff applied, nothing was tampered with."""
+    """Every F2P test passed and every P2P test passed (or stayed xfailed) in a complete, consistent,
+    error-free run with a signed verdict; the diff applied; nothing was tampered with."""
     reward: float = 0.0
     """By reward_mode: binary 1.0/0.0, or the passed F2P fraction (0 if any P2P fails)."""
     reward_mode: str = "binary"
@@ -189,18 +198,24 @@ def run_pytest(sb: Sandbox, task: Task, workdir: str, timeout: float, report: Gr
     report.durations["tests"] = time.monotonic() - t0
     output = sb.exec(f"tail -c {_OUTPUT_TAIL} {workdir}/pytest.out 2>/dev/null", timeout=30).output
     report.output_tail = output
-    found = channel.read_verdict(run.output, key)
+    try:
+        signed = sb.read_file(f"{workdir}/verdict", max_bytes=channel.MAX_VERDICT_BYTES)
+    except (OSError, SandboxError):
+        signed = None  # never written (or replaced by something that is not a file): no verdict
+    found = channel.read_verdict(signed, key)
     report.verdict = found.status
     report.timed_out = found.timed_out or run.timed_out
     if run.timed_out:
         found.problems.append(f"the tests timed out after {timeout:g} s")
+    if found.status == "missing" and run.output.strip():
+        found.problems.append(f"the grade monitor said: {run.output.strip()[-500:]}")
     report.errors += found.problems
     report.tampered += found.tampered
     results: dict[Key, TestResult] = {}
     for node_id, (status, duration, message) in found.results.items():
-        key2 = junit_key(node_id)
-        if key2 is not None:
-            results[key2] = TestResult(key2[0], key2[1], status, duration, message, node_id.partition("::")[0])
+        junit = junit_key(node_id)  # the key the task's ids are matched by (testids.py)
+        if junit is not None:
+            results[junit] = TestResult(*junit, status, duration, message, node_id.partition("::")[0])
     return results
 
 

@@ -46,7 +46,8 @@ def _critical_objects() -> dict[str, object]:
     import pluggy._hooks as hooks
 
     found: dict[str, object] = {}
-    for mod in (runner, python, main, junitxml, outcomes, callers, skipping, pytest):
+    this = sys.modules[__name__]  # this runner too: its functions and its plugin's methods
+    for mod in (runner, python, main, junitxml, outcomes, callers, skipping, pytest, this):
         for name, value in vars(mod).items():
             if callable(value) and not name.startswith("__"):
                 found[f"{mod.__name__}.{name}"] = value
@@ -63,6 +64,7 @@ def _critical_objects() -> dict[str, object]:
         hooks.HookImpl,
         unittest.TestCase,
         unittest.TestResult,
+        this.Reporter,
     ):
         for name, value in vars(cls).items():
             found[f"{cls.__module__}.{cls.__qualname__}.{name}"] = value
@@ -75,47 +77,80 @@ def _critical_objects() -> dict[str, object]:
 
 
 def _trusted_file(path: str) -> bool:
+    """Installed packages, the standard library, and the repository's test folders (the grader's filter keeps
+    every agent diff out of those: a ``pytest_plugins`` module in ``tests/`` is the project's own). A file
+    named ``conftest.py`` is not trusted by its name: only the conftest modules pytest imported itself are."""
     real = os.path.realpath(path)
-    return ("/site-packages/" in real and not real.startswith("/testbed/")) or real.startswith(sys.base_prefix)
+    if real.startswith("/testbed/"):
+        return any(p in ("test", "tests", "testing") for p in real[len("/testbed/") :].split("/")[:-1])
+    return "/site-packages/" in real or real.startswith(sys.base_prefix)
+
+
+def _send(reporter: Reporter, event: dict) -> None:
+    data = (json.dumps(event, default=str) + "\n").encode()
+    while data:
+        data = data[_write(reporter.fd, data) :]
+
+
+def _allowed_plugin(reporter: Reporter, plugin, _trusted_file=_trusted_file) -> bool:
+    if plugin is reporter:
+        return True
+    pm = reporter.config.pluginmanager
+    if plugin in getattr(pm, "_conftest_plugins", ()):
+        return True  # a conftest.py pytest imported itself (the filter kept the diff from adding any)
+    # a module, a class (pytest registers some classes themselves) or an instance
+    module = plugin.__module__ if isinstance(plugin, type) else type(plugin).__module__
+    file = getattr(plugin, "__file__", None) or getattr(sys.modules.get(module), "__file__", "")
+    # pytest's own modules and per-session objects, installed plugins, `pytest_plugins` modules of the tests
+    return bool(file) and _trusted_file(file)
+
+
+def _check(reporter: Reporter, _critical_objects=_critical_objects, _allowed_plugin=_allowed_plugin) -> list[str]:
+    after = _critical_objects()
+    problems = [f"replaced: {name}" for name, value in reporter.before.items() if after.get(name) is not value]
+    problems += [f"added: {name}" for name in after if name not in reporter.before and ".TestCase." in name]
+    if reporter.config is not None:
+        pm = reporter.config.pluginmanager
+        if pm._inner_hookexec is not reporter.hookexec:
+            problems.append("replaced: the plugin manager's hook executor")
+        for plugin in pm.get_plugins():
+            if not _allowed_plugin(reporter, plugin):
+                name = pm.get_name(plugin)
+                problems.append(f"plugin registered at run time from outside pytest: {name!r} ({plugin!r:.80})")
+    return problems
 
 
 class Reporter:
-    """The plugin: streams events to the monitor and checks that pytest itself was left alone."""
+    """The plugin: streams events to the monitor and checks that pytest itself was left alone.
+
+    Its hooks reach ``_send`` and ``_check`` through default arguments bound when this file was loaded (pluggy
+    passes no value for them), so replacing them, or this class's methods, in the module does not switch
+    the checks off: the snapshot holds both, and the original check reports the replacement.
+    """
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
-        self.before = _critical_objects()
         self.config = None
         self.hookexec = None
-        self.plugins_at_start: set[int] = set()
+        self.before = _critical_objects()
 
-    def send(self, event: dict) -> None:
-        data = (json.dumps(event, default=str) + "\n").encode()
-        while data:
-            data = data[_write(self.fd, data) :]
-
-    def pytest_configure(self, config) -> None:
+    def pytest_configure(self, config, _send=_send) -> None:
         self.config = config
         self.hookexec = config.pluginmanager._inner_hookexec
-        self.send({"e": "start"})
-
-    def pytest_sessionstart(self, session) -> None:
-        # Plugins pytest loaded from the command line, entry points and initial conftests; none of the
-        # project's modules has been imported by pytest yet.
-        self.plugins_at_start = {id(p) for p in self.config.pluginmanager.get_plugins()}
+        _send(self, {"e": "start"})
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
-    def pytest_collection_modifyitems(self, session, config, items):
+    def pytest_collection_modifyitems(self, session, config, items, _send=_send):
         yield
         # Outermost wrapper: the final selection, after every plugin and conftest had its say.
-        self.send({"e": "collected", "ids": [item.nodeid for item in items]})
+        _send(self, {"e": "collected", "ids": [item.nodeid for item in items]})
 
-    def pytest_collection_finish(self, session) -> None:
+    def pytest_collection_finish(self, session, _send=_send, _check=_check) -> None:
         # Collection imported the project: a patch made at import and undone before the end shows here.
-        self.send({"e": "check", "problems": self.check()})
+        _send(self, {"e": "check", "problems": _check(self)})
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_logreport(self, report) -> None:
+    def pytest_runtest_logreport(self, report, _send=_send) -> None:
         message = ""
         if report.failed or report.skipped:
             crash = getattr(report.longrepr, "reprcrash", None)
@@ -125,7 +160,8 @@ class Reporter:
                 message = str(report.longrepr[2])  # a skip: (file, line, reason)
             else:
                 message = str(report.longrepr or "")
-        self.send(
+        _send(
+            self,
             {
                 "e": "report",
                 "id": report.nodeid,
@@ -134,32 +170,8 @@ class Reporter:
                 "xfail": hasattr(report, "wasxfail"),
                 "dur": float(getattr(report, "duration", 0.0) or 0.0),
                 "msg": message.strip()[:500],
-            }
+            },
         )
-
-    def _allowed_plugin(self, plugin) -> bool:
-        if id(plugin) in self.plugins_at_start or plugin is self:
-            return True
-        pm = self.config.pluginmanager
-        if plugin in getattr(pm, "_conftest_plugins", ()):
-            return True  # a conftest.py pytest imported itself (the filter kept the diff from adding any)
-        file = getattr(plugin, "__file__", None) or getattr(sys.modules.get(type(plugin).__module__), "__file__", "")
-        # pytest's own per-session objects, `pytest_plugins` modules and installed plugins
-        return bool(file) and _trusted_file(file)
-
-    def check(self) -> list[str]:
-        after = _critical_objects()
-        problems = [f"replaced: {name}" for name, value in self.before.items() if after.get(name) is not value]
-        problems += [f"added: {name}" for name in after if name not in self.before and ".TestCase." in name]
-        if self.config is not None:
-            pm = self.config.pluginmanager
-            if pm._inner_hookexec is not self.hookexec:
-                problems.append("replaced: the plugin manager's hook executor")
-            for plugin in pm.get_plugins():
-                if not self._allowed_plugin(plugin):
-                    name = pm.get_name(plugin)
-                    problems.append(f"plugin registered at run time from outside pytest: {name!r} ({plugin!r:.80})")
-        return problems
 
 
 def main(argv: list[str]) -> None:
@@ -169,14 +181,14 @@ def main(argv: list[str]) -> None:
     # A missing file would make pytest run nothing at all; run the rest and report it instead.
     missing = [f for f in spec["files"] if not os.path.exists(f)]
     present = [f for f in spec["files"] if f not in missing]
-    reporter = Reporter(fd)
+    reporter, send, check = Reporter(fd), _send, _check
     code: object = None
     try:
         code = int(pytest.main(spec["options"] + (present or spec["files"]), plugins=[reporter]))
     except BaseException as exc:  # SystemExit or worse from the project's code
         code = f"{type(exc).__name__}: {exc}"[:300]
-    reporter.send({"e": "check", "problems": reporter.check()})
-    reporter.send({"e": "finish", "exit": code, "missing_files": missing})
+    send(reporter, {"e": "check", "problems": check(reporter)})
+    send(reporter, {"e": "finish", "exit": code, "missing_files": missing})
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # no atexit handler of the project runs after the finish event

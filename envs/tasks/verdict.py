@@ -4,7 +4,8 @@ In the grading sandbox, ``grade_monitor.py`` (a separate interpreter that import
 runs ``pytest_runner.py`` (pytest, where the code under test runs) as its child, receives every test report
 over a pipe as it happens, judges the stream and prints the verdict signed with an HMAC key that only it and
 the host hold: the host writes the key into the sandbox, the monitor reads and deletes it and turns
-non-dumpable before the tested process exists. The host accepts only a verdict whose MAC checks out.
+non-dumpable before the tested process exists, and writes the signed verdict to ``WORKDIR/verdict``. The host
+accepts only a verdict whose MAC checks out.
 
 Every run also holds two canary tests the host plants after the agent's diff and the test patch are in, with
 random names at a random place among the test files: one planted to pass, one to fail. A report forger that
@@ -14,7 +15,6 @@ reports) is caught by them; see docs/tasks.md for what remains.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 import json
@@ -28,7 +28,8 @@ from pathlib import Path
 MONITOR = Path(__file__).with_name("grade_monitor.py")
 RUNNER = Path(__file__).with_name("pytest_runner.py")
 CLEAN_PATH = "/venv/bin:/usr/local/bin:/usr/bin:/bin"
-_LINE = re.compile(r"^SWEBOX-VERDICT ([0-9a-f]{64}) ([A-Za-z0-9+/=]+)$", re.MULTILINE)
+_HEAD = re.compile(rb"SWEBOX-VERDICT ([0-9a-f]{64})")
+MAX_VERDICT_BYTES = 64 * 1024 * 1024
 _SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "ta", "vo", "si", "de", "po", "zu", "be", "ra", "no", "ki", "fe")
 
 
@@ -117,21 +118,14 @@ def command(python: str, workdir: str) -> str:
     )
 
 
-def read_verdict(output: str, key: bytes) -> Verdict:
-    """The verified verdict in the monitor's output; any line claiming to be one but not signed is forgery."""
-    found = _LINE.findall(output)
-    good = []
-    for mac, payload_b64 in found:
-        try:
-            payload = base64.b64decode(payload_b64, validate=True)
-        except ValueError:
-            continue
-        if hmac.compare_digest(mac, hmac.new(key, payload, hashlib.sha256).hexdigest()):
-            good.append(payload)
-    if len(good) != 1 or len(found) != 1:
-        if not found:
-            return Verdict("missing", problems=["no verdict from the grade monitor (it was killed or never ran)"])
-        return Verdict("forged", tampered=[f"{len(found) - len(good)} forged verdict line(s) in the output"])
-    data = json.loads(good[0])
+def read_verdict(data: bytes | None, key: bytes) -> Verdict:
+    """The verified verdict in the monitor's ``verdict`` file (None: there is none); unsigned is forged."""
+    if data is None:
+        return Verdict("missing", problems=["no verdict from the grade monitor (it was killed or never ran)"])
+    head, _, payload = data.partition(b"\n")
+    found = _HEAD.fullmatch(head)
+    if found is None or not hmac.compare_digest(found[1], hmac.new(key, payload, hashlib.sha256).hexdigest().encode()):
+        return Verdict("forged", tampered=["the verdict file is not signed with the run's key"])
+    data = json.loads(payload)
     results = {k: (str(v[0]), float(v[1]), str(v[2])) for k, v in data["results"].items()}
     return Verdict("ok", results, list(data["problems"]), list(data["tampered"]), bool(data["timed_out"]))

@@ -50,6 +50,14 @@ def _tree(repo: Path) -> dict[str, bytes]:
         ("src/pytest.py", "module name that shadows the test runner"),
         ("../outside.py", "path outside the repository"),
         ("/etc/passwd", "path outside the repository"),
+        ("pytest.toml", "test configuration"),
+        (".pytest.toml", "test configuration"),
+        ("pkg/.coveragerc", "test configuration"),
+        ("bin/test", "test configuration"),
+        (".gitignore", "git control file (changes what git reports as changed)"),
+        ("pkg/.gitattributes", "git control file (changes what git reports as changed)"),
+        ("conftest.py\r", "control character in the path"),
+        ("pkg/a\tb.py", "control character in the path"),
     ],
 )
 def test_protected_paths(path, reason):
@@ -206,3 +214,22 @@ def test_reverse_undoes_every_kind_of_change(repo, git, diff_of):
 def test_reverse_orders_removals_before_additions():
     forward = "--- a/m.py\n+++ b/m.py\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n"
     assert reverse_diff(forward) == "--- a/m.py\n+++ b/m.py\n@@ -1,3 +1,3 @@\n a\n-B\n+b\n c\n"
+
+
+def test_a_binary_patch_ends_where_git_ends_it():
+    # git closes a binary patch after its (at most two) blocks; what follows is a section of its own
+    binary = (
+        "diff --git a/d.bin b/d.bin\nnew file mode 100644\nindex 0000000..0f49c4a\n"
+        "GIT binary patch\nliteral 9\nQcmZQzWJ=1+ODw7c00^)Gi2wiq\n\nliteral 0\nHcmV?d00001\n\n"
+    )
+    smuggled = "--- /dev/null\n+++ b/conftest.py\n@@ -0,0 +1 @@\n+import os\n"
+    sections = parse_diff(binary + smuggled)
+    assert [(p.new_path, p.binary) for p in sections] == [("d.bin", True), ("conftest.py", False)]
+    assert sections[0].text == binary
+    assert [p for p, _ in filter_diff(binary + smuggled).dropped] == ["conftest.py"]
+
+
+@pytest.mark.parametrize("mode, kept", [("0120000", False), ("120000", False), ("160000", False), ("0100644", True)])
+def test_file_modes_are_read_as_git_reads_them(mode, kept):
+    diff = f"diff --git a/pkg/x b/pkg/x\nnew file mode {mode}\n--- /dev/null\n+++ b/pkg/x\n@@ -0,0 +1 @@\n+y\n"
+    assert bool(filter_diff(diff).kept) is kept

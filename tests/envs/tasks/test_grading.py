@@ -66,3 +66,12 @@ def test_unknown_test_ids_are_reported_not_dropped(calc_layer, calc_task, gold):
         "tests/test_ops.py::test_nope",
         "tests/test_gone.py::test_x",
     ]
+
+
+def test_the_verdict_does_not_depend_on_the_commands_output_cap(calc_layer, calc_task, gold):
+    from swebox.envs.sandbox import SandboxPolicy
+
+    # the monitor's verdict travels in a file: a run whose output is cut still has all of it
+    policy = SandboxPolicy(network="none", max_output_bytes=200)
+    report = grade(calc_task, gold["add"], layers=[calc_layer], policy=policy)
+    assert report.verdict == "ok" and report.resolved and report.reward == 1.0, report.to_dict()

@@ -1,0 +1,142 @@
+"""The grade monitor's judgement of an event stream and the host's check of its signature (no sandbox)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+
+import pytest
+from swebox.envs.tasks.grade_monitor import Judge, status_of
+from swebox.envs.tasks.verdict import plant_canaries, read_verdict
+
+PASS, FAIL = "c/test_c.py::test_good", "c/test_c.py::test_bad"
+
+
+def _events(ids, outcomes, *, finish=True, exit=1):
+    out = [{"e": "start"}, {"e": "collected", "ids": ids}]
+    for test_id in ids:
+        call = outcomes.get(test_id, "passed")
+        out += [
+            {"e": "report", "id": test_id, "when": "setup", "outcome": "passed"},
+            {"e": "report", "id": test_id, "when": "call", "outcome": call, "msg": "boom" if call != "passed" else ""},
+            {"e": "report", "id": test_id, "when": "teardown", "outcome": "passed"},
+        ]
+    out.append({"e": "check", "problems": []})
+    if finish:
+        out.append({"e": "finish", "exit": exit, "missing_files": []})
+    return out
+
+
+def _judge(events, canaries=None, exit_status=0):
+    judge = Judge(canaries if canaries is not None else {PASS: "passed", FAIL: "failed"})
+    for event in events:
+        judge.feed(json.dumps(event).encode() if isinstance(event, dict) else event)
+    return judge.verdict(exit_status, False)
+
+
+def test_a_complete_consistent_stream_is_clean():
+    verdict = _judge(_events(["t.py::a", PASS, FAIL], {FAIL: "failed"}))
+    assert verdict["problems"] == [] and verdict["tampered"] == []
+    assert verdict["results"]["t.py::a"][0] == "passed" and verdict["results"][FAIL] == ["failed", 0.0, "boom"]
+
+
+@pytest.mark.parametrize(
+    "when, outcome, xfail, status",
+    [
+        ("call", "passed", False, "passed"),
+        ("call", "passed", True, "xpassed"),
+        ("call", "skipped", True, "xfailed"),
+        ("call", "skipped", False, "skipped"),
+        ("call", "failed", False, "failed"),
+        ("setup", "failed", False, "error"),
+        ("setup", "skipped", False, "skipped"),
+        ("teardown", "failed", False, "error"),
+    ],
+)
+def test_statuses_keep_xfail_xpass_and_skip_apart(when, outcome, xfail, status):
+    assert status_of(when, outcome, xfail) == status
+
+
+def test_canaries_that_come_out_wrong_are_tampering():
+    verdict = _judge(_events(["t.py::a", PASS, FAIL], {}))  # the one planted to fail passed
+    assert verdict["tampered"] == [f"canary test {FAIL} was reported passed, planted to be failed"]
+    missing = _judge(_events(["t.py::a"], {}))
+    assert len(missing["tampered"]) == 2 and all("reported missing" in t for t in missing["tampered"])
+
+
+@pytest.mark.parametrize(
+    "mutate, expected",
+    [
+        (lambda ev: ev[:5] + [ev[3]] + ev[5:], "call report after"),  # a second call report for the test
+        (lambda ev: ev + [{"e": "report", "id": "t.py::z", "when": "setup", "outcome": "passed"}], "after the finish"),
+        (lambda ev: ev[:2] + [{"e": "report", "id": "t.py::z", "when": "setup", "outcome": "passed"}] + ev[2:],
+         "not collected"),
+        (lambda ev: ev[:1] + [b"{not json"] + ev[1:], "unreadable event"),
+        (lambda ev: ev[:2] + ev[:2] + ev[2:], "second"),
+    ],
+    ids=["duplicate", "after-finish", "uncollected", "garbage", "restart"],
+)
+def test_an_inconsistent_stream_is_tampering(mutate, expected):
+    events = _events(["t.py::a", PASS, FAIL], {FAIL: "failed"})
+    verdict = _judge(mutate(events))
+    assert any(expected in t for t in verdict["tampered"]), verdict
+
+
+def test_anything_short_of_a_finished_run_is_a_problem():
+    events = _events(["t.py::a", PASS, FAIL], {FAIL: "failed"})
+    assert "ended without finishing" in _judge(events[:-1])["problems"][0]
+    assert _judge(_events(["t.py::a", PASS, FAIL], {FAIL: "failed"}, exit=2))["problems"] == [
+        "pytest did not complete a run: exit 2"
+    ]
+    cut = [e for e in events if not (e.get("id") == "t.py::a" and e.get("when") == "teardown")]
+    assert _judge(cut)["problems"] == ["t.py::a: incomplete reports (['setup', 'call'])"]
+    assert "exited with status 1" in _judge(events, exit_status=1)["problems"][0]
+
+
+def _signed(key: bytes, payload: dict) -> bytes:
+    data = json.dumps(payload).encode()
+    return f"SWEBOX-VERDICT {hmac.new(key, data, hashlib.sha256).hexdigest()}\n".encode() + data
+
+
+def test_only_a_verdict_signed_with_the_runs_key_is_believed():
+    key, payload = b"k" * 32, {"results": {"t.py::a": ["passed", 0.1, ""]}, "problems": [], "tampered": [],
+                               "timed_out": False}
+    good = read_verdict(_signed(key, payload), key)
+    assert good.status == "ok" and good.results == {"t.py::a": ("passed", 0.1, "")}
+    assert read_verdict(_signed(b"x" * 32, payload), key).status == "forged"
+    assert read_verdict(_signed(key, payload) + b" ", key).status == "forged"  # a byte added after signing
+    assert read_verdict(b"garbage", key).status == "forged"
+    assert read_verdict(None, key).status == "missing"
+
+
+def test_canaries_have_unguessable_names_and_one_of_each_outcome():
+    a, b = plant_canaries(), plant_canaries()
+    assert sorted(a.expected.values()) == ["failed", "passed"] and a.file != b.file
+    assert all(node.startswith(a.file + "::test_") for node in a.expected)
+    assert "canary" not in a.text and "swebox" not in a.file
+    namespace: dict = {}
+    exec(compile(a.text, a.file, "exec"), namespace)
+    for node, expected in a.expected.items():
+        test = namespace[node.rpartition("::")[2]]
+        if expected == "passed":
+            test()
+        else:
+            with pytest.raises(AssertionError):
+                test()
+
+
+@pytest.mark.parametrize(
+    "path, trusted",
+    [
+        ("/venv/lib/python3.11/site-packages/_pytest/runner.py", True),
+        ("/testbed/tests/plugins/fixtures.py", True),  # a pytest_plugins module of the project's tests
+        ("/testbed/conftest.py", False),  # only the conftest modules pytest imported itself are trusted
+        ("/testbed/calc/__init__.py", False),  # the code under test
+        ("/testbed/venv/lib/python3.11/site-packages/x.py", False),
+    ],
+)
+def test_plugin_origins_the_watchdog_trusts(path, trusted):
+    from swebox.envs.tasks.pytest_runner import _trusted_file
+
+    assert _trusted_file(path) is trusted
