@@ -78,7 +78,8 @@ class SandboxPolicy:
     """Most bytes of output kept per exec (half from the head, half from the tail)."""
 
     host_uid: int = 100000
-    """When the host process is root: the unprivileged host uid (and gid) that the sandbox's uid 0 maps to."""
+    """When the host process is root: the first unprivileged host uid (and gid) a sandbox's uid 0 maps to; live
+    sandboxes take blocks of their own from it (see uid_slots; `Sandbox.host_uid` says which)."""
 
     uid_count: int = 65536
     """When the host process is root: how many uids (from host_uid on) the sandbox's user namespace maps."""
