@@ -5,7 +5,9 @@ real project's source tree (Django's sdist), about 120 MB in more than 10,000 fi
 larger. Then measures, in one run, p50/p99 of: start, reset, exec("true"), and exec of a Python import, for
 both backends, with their ratio; and overlay reset on the 10x environment. Usage: `swebox bench sandbox`.
 `--compare-seccomp` instead measures the cost of the seccomp filter: reset (each new session installs it) and
-exec of commands with the filter on and off (overlay backend), alternating rep by rep.
+exec of commands with the filter on and off (overlay backend), alternating rep by rep. `--compare-cpu-share`
+measures a sandbox's `exec(python -c pass)` while another sandbox runs a CPU hog (16 spinning processes, each in
+a session of its own), with a CPU cgroup per sandbox (cpu_weight=100) and without (cpu_weight=0).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import time
 from pathlib import Path
 
 from swebox.envs.sandbox import Layer, Sandbox, SandboxPolicy
+from swebox.envs.sandbox.layers import write_record
 
 PACKAGES = ("numpy", "pytest", "requests")
 PROJECT = "django==5.2.8"
@@ -39,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--python", default=sys.executable, help="interpreter for the environment's venv")
     parser.add_argument("--compare-seccomp", action="store_true",
                         help="only measure reset and exec with the seccomp filter on against off (overlay)")
+    parser.add_argument("--compare-cpu-share", action="store_true",
+                        help="only measure a sandbox's exec under another sandbox's CPU hog, with and without a "
+                             "CPU cgroup per sandbox")
     parser.set_defaults(func=run)
 
 
@@ -46,7 +52,7 @@ def build_environment(work: Path, python: str) -> Path:
     """A layer folder with venv/ (numpy, pytest, requests) and testbed/ (a real project's sources)."""
     layer = work / "env"
     if (layer / ".complete").exists():
-        return layer
+        return _recorded(layer, python)
     shutil.rmtree(layer, ignore_errors=True)
     layer.mkdir(parents=True)
     subprocess.run([python, "-m", "venv", str(layer / "venv")], check=True)
@@ -60,19 +66,27 @@ def build_environment(work: Path, python: str) -> Path:
     shutil.move(str(next((work / "src").iterdir())), layer / "testbed")
     shutil.rmtree(work / "src")
     (layer / ".complete").touch()
+    return _recorded(layer, python)
+
+
+def _recorded(layer: Path, python: str) -> Path:
+    """Declare, beside the layer, the interpreter its venv needs (as the env builder does in its manifest)."""
+    prefix = subprocess.run([python, "-c", "import sys; print(sys.base_prefix)"], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    write_record(layer, [prefix])
     return layer
 
 
 def scaled_copy(layer: Path, work: Path, factor: int) -> Path:
     """The same environment plus factor-1 more copies of its trees: factor times the bytes and files."""
     big = work / f"env-x{factor}"
-    if (big / ".complete").exists():
-        return big
-    shutil.rmtree(big, ignore_errors=True)
-    subprocess.run(["cp", "-a", str(layer), str(big)], check=True)
-    for i in range(1, factor):
-        subprocess.run(["cp", "-a", str(layer / "venv"), str(big / f"venv-copy{i}")], check=True)
-        subprocess.run(["cp", "-a", str(layer / "testbed"), str(big / f"testbed-copy{i}")], check=True)
+    if not (big / ".complete").exists():
+        shutil.rmtree(big, ignore_errors=True)
+        subprocess.run(["cp", "-a", str(layer), str(big)], check=True)
+        for i in range(1, factor):
+            subprocess.run(["cp", "-a", str(layer / "venv"), str(big / f"venv-copy{i}")], check=True)
+            subprocess.run(["cp", "-a", str(layer / "testbed"), str(big / f"testbed-copy{i}")], check=True)
+    write_record(big, Layer(layer).interpreters)
     return big
 
 
@@ -162,6 +176,41 @@ def compare_seccomp(env: Path, reps: int) -> int:
     return 0
 
 
+HOG = "for i in $(seq 16); do setsid sh -c 'while :; do :; done' >/dev/null 2>&1 & done"
+PASS_CMD = "/venv/bin/python -c pass"
+
+
+def compare_cpu_share(env: Path, reps: int) -> int:
+    """p50/p99 of exec(python -c pass) in one sandbox: alone, and while another runs a 16-session CPU hog, with a
+    CPU cgroup per sandbox and without; the two settings alternate rep by rep."""
+    samples: dict[str, list[float]] = {"idle": [], "hog, cpu_weight=100": [], "hog, cpu_weight=0": []}
+    policies = {weight: SandboxPolicy(backend="overlay", cpu_weight=weight) for weight in (100, 0)}
+    layers = [Layer(env)]
+    with Sandbox(layers, policies[100]) as hog_on, Sandbox(layers, policies[100]) as victim_on, \
+            Sandbox(layers, policies[0]) as hog_off, Sandbox(layers, policies[0]) as victim_off:
+        print(f"cpu_weight=100: {hog_on.limits_in_force()['cpu_share']}\n"
+              f"cpu_weight=0: {hog_off.limits_in_force()['cpu_share']}")
+        for victim in (victim_on, victim_off):
+            _check(victim.exec(PASS_CMD))  # warm the page cache
+        samples["idle"] = timed(lambda: _check(victim_on.exec(PASS_CMD)), reps)
+        pairs = [(100, hog_on, victim_on), (0, hog_off, victim_off)]
+        for rep in range(reps):
+            for weight, hog, victim in pairs[:: 1 if rep % 2 == 0 else -1]:
+                _check(hog.exec(HOG))
+                time.sleep(0.2)  # the hog is spinning
+                samples[f"hog, cpu_weight={weight}"] += timed(lambda v=victim: _check(v.exec(PASS_CMD)), 1)
+                hog.reset()  # every hog process is gone
+    header = f"| {'victim exec(python -c pass)':<28} | {'p50':>9} | {'p99':>9} | {'p50 / idle p50':>14} |"
+    print(header)
+    print("|" + "|".join("-" * len(c) for c in header.split("|")[1:-1]) + "|")
+    idle = pct(samples["idle"], 0.5)
+    for name, values in samples.items():
+        print(f"| {name:<28} | {pct(values, 0.5) * 1e3:>6.1f} ms | {pct(values, 0.99) * 1e3:>6.1f} ms | "
+              f"{pct(values, 0.5) / idle:>13.1f}x |")
+    print(f"\nreps: {reps} per row; load average {os.getloadavg()[0]:.1f}; {os.cpu_count()} CPUs")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -169,6 +218,8 @@ def run(args: argparse.Namespace) -> int:
     env = build_environment(work, args.python)
     if args.compare_seccomp:
         return compare_seccomp(env, args.reps)
+    if args.compare_cpu_share:
+        return compare_cpu_share(env, args.reps)
     big = scaled_copy(env, work, args.scale)
     env_archive = archive(env)
     files, total = size_of(env)

@@ -1,10 +1,10 @@
 """Resource limits: cgroups where the host allows them, rlimits always.
 
 cgroups are created beneath the cgroup this process is in (read from /proc/self/cgroup), never elsewhere.
-cgroup v2 (one unified hierarchy with the memory and pids controllers enabled for children) is preferred;
-on hybrid hosts the v1 memory and pids hierarchies are used. Without either (rootless, no delegation),
-memory falls back to a per-process RLIMIT_AS and processes to RLIMIT_NPROC, which the kernel counts per
-user namespace, so per sandbox.
+cgroup v2 (one unified hierarchy with the memory and pids controllers enabled for children, and cpu where
+enabled) is preferred; on hybrid hosts the v1 memory, pids and cpu hierarchies are used. Without either
+(rootless, no delegation), memory falls back to a per-process RLIMIT_AS and processes to RLIMIT_NPROC, which
+the kernel counts per user namespace, so per sandbox.
 """
 
 from __future__ import annotations
@@ -47,10 +47,15 @@ class Limits:
     enforced_by: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def create(cls, policy: SandboxPolicy, name: str) -> Limits:
+    def create(cls, policy: SandboxPolicy, name: str, host_uid: int, own_uid: bool) -> Limits:
         limits = cls(policy)
         if policy.use_cgroups:
             limits._create_cgroups(name)
+        limits.enforced_by.setdefault("cpu_share", "none: per process, like any host process" if policy.cpu_weight
+                                      else "none: cpu_weight=0")
+        limits.enforced_by["kernel_budgets"] = (
+            f"host uid {host_uid} of its own, owning the user namespace: inotify, epoll, pipe buffers count per "
+            "sandbox" if own_uid else f"shared: every rootless sandbox runs as uid {host_uid}")
         limits.enforced_by.setdefault("memory", "rlimit RLIMIT_AS (per process)")
         limits.enforced_by.setdefault("processes", "rlimit RLIMIT_NPROC (per sandbox user namespace)")
         limits.enforced_by["cpu_seconds"] = "rlimit RLIMIT_CPU (per process)"
@@ -72,20 +77,28 @@ class Limits:
                 enabled = []
             if {"memory", "pids"} <= set(enabled) and _writable(parent):
                 path = os.path.join(parent, name)
+                weight = self.policy.cpu_weight if "cpu" in enabled else 0
                 try:
                     os.mkdir(path)
                     _write(path, "memory.max", self.policy.memory_mb * MB)
                     _write(path, "memory.swap.max", 0, missing_ok=True)
                     _write(path, "pids.max", self.policy.max_processes)
+                    if weight:
+                        _write(path, "cpu.weight", weight)
                 except OSError:
                     _rmdir(path)
                     return
                 self.cgroup_dirs.append(path)
                 self.enforced_by["memory"] = f"cgroup v2 memory.max ({path})"
                 self.enforced_by["processes"] = f"cgroup v2 pids.max ({path})"
+                if weight:
+                    self.enforced_by["cpu_share"] = f"cgroup v2 cpu.weight={weight} ({path})"
             return
-        for controller, files in (("memory", {"memory.limit_in_bytes": self.policy.memory_mb * MB}),
-                                  ("pids", {"pids.max": self.policy.max_processes})):
+        controllers = [("memory", {"memory.limit_in_bytes": self.policy.memory_mb * MB}),
+                       ("pids", {"pids.max": self.policy.max_processes})]
+        if self.policy.cpu_weight:  # a group of its own: the scheduler shares CPU between groups first
+            controllers.append(("cpu", {"cpu.shares": max(2, self.policy.cpu_weight * 1024 // 100)}))
+        for controller, files in controllers:
             if controller not in own:
                 continue
             parent = os.path.join(CGROUP_ROOT, controller, own[controller].lstrip("/"))
@@ -102,7 +115,7 @@ class Limits:
                 _rmdir(path)
                 continue
             self.cgroup_dirs.append(path)
-            key = "memory" if controller == "memory" else "processes"
+            key = {"memory": "memory", "pids": "processes", "cpu": "cpu_share"}[controller]
             self.enforced_by[key] = f"cgroup v1 {controller} ({path})"
 
     def add_process(self, pid: int) -> None:
@@ -169,7 +182,7 @@ def _rmdir(path: str) -> None:
 def sweep_stale_cgroups(prefix: str) -> None:
     """Remove empty cgroups named `prefix*` left by a crashed process (their owner pid is in the name)."""
     own = _own_cgroups()
-    parents = [os.path.join(CGROUP_ROOT, c, own[c].lstrip("/")) for c in ("memory", "pids") if c in own]
+    parents = [os.path.join(CGROUP_ROOT, c, own[c].lstrip("/")) for c in ("memory", "pids", "cpu") if c in own]
     if "" in own and os.path.exists(os.path.join(CGROUP_ROOT, "cgroup.controllers")):
         parents.append(os.path.join(CGROUP_ROOT, own[""].lstrip("/")))
     for parent in parents:

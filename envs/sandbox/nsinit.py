@@ -85,6 +85,14 @@ class Init:
 
     # -- namespaces and the static part of the filesystem ------------------------------------------------
     def enter_namespaces(self) -> None:
+        if not self.cfg["map_self"]:
+            # the user namespace is created by (owned by) the sandbox's own host uid, not host root: the kernel
+            # charges per-user budgets (inotify, epoll, ...) of the namespace's processes to its owner too, so
+            # they are this sandbox's alone (uidslots.py). The host, as root, still writes our id maps.
+            owner = self.cfg["owner"]
+            os.setgroups([])
+            os.setresgid(owner, owner, owner)
+            os.setresuid(owner, owner, owner)
         S.unshare(S.CLONE_NEWUSER)
         if self.cfg["map_self"]:
             uid, gid = self.cfg["outer_uid"], self.cfg["outer_gid"]

@@ -19,7 +19,7 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import hostfs, protocol, rootfs, snapcopy, syscalls
+from . import hostfs, protocol, rootfs, snapcopy, syscalls, uidslots
 from .layers import Layer
 from .limits import Limits, sweep_stale_cgroups
 from .policy import SandboxError, SandboxPolicy
@@ -74,6 +74,9 @@ class Sandbox:
         self._dir_lock = -1
         self._limits: Limits | None = None
         self._net: UserNet | None = None
+        self._slot: uidslots.UidSlot | None = None
+        self.host_uid = 0
+        """The host uid (and gid) the sandbox's root is, once started: a block of its own per live sandbox."""
         self._finalizer: weakref.finalize | None = None
         self._rootless = os.geteuid() != 0
 
@@ -112,14 +115,19 @@ class Sandbox:
             sweep_stale_cgroups(CGROUP_PREFIX)
             _swept.add(work_root)
         name = f"{os.getpid()}-{next(_counter)}-{os.urandom(3).hex()}"
+        if self._rootless:
+            self.host_uid = os.getuid()
+        else:
+            self._slot = uidslots.acquire(self.policy.host_uid, self.policy.uid_count, self.policy.uid_slots)
+            self.host_uid = self._slot.uid
         self._dir, self._dir_lock = _locked_folder(work_root, name)
         os.mkdir(os.path.join(self._dir, "mnt"))
         extract_dir = os.path.join(self._dir, "extract")
         if self.backend == "extract":
             os.mkdir(extract_dir, 0o755)
             if not self._rootless:
-                os.chown(extract_dir, self.policy.host_uid, self.policy.host_uid)
-        self._limits = Limits.create(self.policy, CGROUP_PREFIX + name)
+                os.chown(extract_dir, self.host_uid, self.host_uid)
+        self._limits = Limits.create(self.policy, CGROUP_PREFIX + name, self.host_uid, not self._rootless)
         self._bind_list = rootfs.binds(self.policy, self.layers)
         for layer in self.layers:
             layer.acquire()
@@ -164,7 +172,7 @@ class Sandbox:
         p = self.policy
         return {
             "staging": os.path.join(self._dir, "mnt"), "extract_dir": extract_dir, "backend": self.backend,
-            "map_self": self._rootless, "outer_uid": os.getuid(), "outer_gid": os.getgid(),
+            "map_self": self._rootless, "outer_uid": os.getuid(), "outer_gid": os.getgid(), "owner": self.host_uid,
             "layers": [{"path": str(layer.path), "archive_fd": fd}
                        for layer, fd in zip(self.layers, self._archive_fds, strict=True)],
             "binds": self._bind_list, "etc": rootfs.minimal_etc(p), "network": p.network, "hostname": p.hostname,
@@ -182,7 +190,7 @@ class Sandbox:
         pid, p = self._proc.pid, self.policy
         for kind in ("uid_map", "gid_map"):
             with open(f"/proc/{pid}/{kind}", "w") as f:
-                f.write(f"0 {p.host_uid} {p.uid_count}")
+                f.write(f"0 {self.host_uid} {p.uid_count}")
         userns = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
         fds: list[int] = []
         sent: dict[str, list[int]] = {"layers": [], "binds": []}
@@ -277,6 +285,9 @@ class Sandbox:
             for layer in self.layers:
                 layer.release()
             self._limits = None
+        if self._slot is not None:  # nsinit is gone: its processes die with it, the ids are free again
+            self._slot.release()
+            self._slot = None
 
     def _require_running(self, what: str) -> None:
         if self._state == "closed":
@@ -324,7 +335,7 @@ class Sandbox:
             data = data.encode()
         with self._lock:
             self._require_running("write_file")
-            owner = None if self._rootless else (self.policy.host_uid, self.policy.host_uid)
+            owner = None if self._rootless else (self.host_uid, self.host_uid)
             hostfs.write_file(self._root_view(), path, data, mode, owner)
 
     def snapshot(self) -> Layer:
@@ -340,7 +351,7 @@ class Sandbox:
                 cap += sum(_tree_bytes(str(layer.path)) for layer in self.layers)
             else:
                 source = f"/proc/{self._proc.pid}/root{self._upper}"
-            base, count = (os.getuid(), 1) if self._rootless else (self.policy.host_uid, self.policy.uid_count)
+            base, count = (os.getuid(), 1) if self._rootless else (self.host_uid, self.policy.uid_count)
             try:
                 snapcopy.copy_tree(source, target, base, count, cap)
             except BaseException:

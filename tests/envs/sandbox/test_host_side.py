@@ -51,6 +51,18 @@ def test_file_helpers_refuse_fifos_without_blocking(sandbox: Sandbox):
         sandbox.read_file("/dev/zero")
 
 
+def test_the_editor_view_of_a_fifo_fails_at_once(sandbox: Sandbox):
+    from swebox.envs.editor import Editor, EditorError
+
+    sandbox.exec("mkfifo /testbed/pipe")
+    finished, value, thread = _in_thread(lambda: Editor(sandbox).view("/testbed/pipe"), timeout=10.0)
+    if not finished:
+        os.close(os.open(f"/proc/{sandbox._session_pid}/root/testbed/pipe", os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(10.0)
+    assert finished, "the editor's view blocked on a FIFO"
+    assert isinstance(value, EditorError) and "FIFO" in str(value), value
+
+
 SYSV_SHM = (
     "python3 -c \"import ctypes; libc = ctypes.CDLL(None); "
     "print(libc.shmget(0x5eb0c5, 4096, 0o1000 | 0o600) >= 0)\""  # IPC_CREAT: a segment that outlives its maker
