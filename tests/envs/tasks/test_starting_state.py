@@ -132,6 +132,8 @@ def test_swesmith_row_starts_with_the_bug_and_without_its_f2p_test_files(world):
             assert sb.exec("test -e /testbed/tests/test_calc.py || echo hidden").output.strip() == "hidden"
         empty = grade(task, "", layers=paths, timeout=120)
         gold = grade(task, task.patch, layers=paths, timeout=120)
+        # the control: the env layer alone is the fixed snapshot, where the old loader started the task
+        assert grade(task, "", layers=paths[:1], timeout=120).resolved
     finally:
         world["layers"].release(task)
     assert not empty.resolved and empty.tests[F2P[0]].status == "failed", empty
