@@ -130,6 +130,10 @@ def _missing(task: Task, kind: str, key: str, where: str, source: LayerSource) -
     if kind == "env":
         how = f"build it with:\n    {build_command(source)}"
         what = f"its environment {key} ({task.env.source if task.env else '?'})"
+    elif isinstance(task.metadata.get("checkout"), dict):  # a dataset row's starting tree
+        how = (f"build it with:\n    {build_command(source)} --git-mirror DIR  "
+               "(or $SWEBOX_GIT_MIRROR; online: no mirror)")
+        what = f"its starting tree {key} (commit {task.metadata['checkout'].get('commit', '?')})"
     else:
         how = ("task layers are made with the task by `swebox tasks synth --project NAME==VERSION --out DIR` "
                "(they live in DIR/layers); "

@@ -97,7 +97,8 @@ def _interpreter(spec: EnvSpec) -> Interpreter:
         raise RuntimeError(
             f"Python {interp.version} at {interp.path} lies under a folder that other users cannot enter, so "
             f"the sandbox's unprivileged root cannot run it; install Python {spec.python} under a readable "
-            f"prefix (e.g. /opt/python) or make its parent folders o+x.")
+            f"prefix (e.g. `UV_PYTHON_INSTALL_DIR=/opt/python uv python install {spec.python}`, found there) or "
+            f"make its parent folders o+x.")
     return interp
 
 

@@ -142,7 +142,7 @@ def build_checkout_layer(store: LayerStore, spec: CheckoutSpec, *, mirror: str =
                                    env={**DEFAULT_ENV, **GIT_IDENTITY, "PIP_NO_CACHE_DIR": "1",
                                         "PIP_ROOT_USER_ACTION": "ignore", "PYTHONDONTWRITEBYTECODE": "1"})
             with node.acquire(env_key) as env, Sandbox([env.path], policy) as sb:
-                old_objects = _old_objects(sb, paths) if paths else set()
+                old_objects = _old_objects(sb, paths)  # with no paths: the env's commit object only
                 sb.write_file("/swebox-checkout.tar", tar)
                 rm = " ".join(shlex.quote(p) for p in deleted)
                 _run(sb, "cd /testbed && tar -xf /swebox-checkout.tar --no-same-owner && rm -f /swebox-checkout.tar"
@@ -159,7 +159,7 @@ def build_checkout_layer(store: LayerStore, spec: CheckoutSpec, *, mirror: str =
                 status = _run(sb, "cd /testbed && git status --porcelain=v1 -z --untracked-files=all",
                               "listing the changed files")
                 touched = [e[3:] for e in status.split("\0") if len(e) > 3]
-                commit_paths = sorted(set(paths) | set(touched)) or ["."]
+                commit_paths = sorted(set(paths) | set(touched))
                 commit = _commit_root(sb, f"swebox task start {spec.commit}", commit_paths)
                 removed = _remove_objects(sb, old_objects)
                 left = _run(sb, "cd /testbed && git status --porcelain", "checking the tree is committed")

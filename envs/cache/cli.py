@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import json
 import os
 import sys
 import time
@@ -108,36 +107,16 @@ def _existing_store(path: str) -> None:
 
 
 def read_env_specs(path: str, skip: set[str] | frozenset[str] = frozenset()) -> list[EnvSpec]:
-    """Distinct EnvSpecs of a task file (rows whose instance_id is in ``skip`` left out), in first-seen
-    order. Uses the tasks loader when installed (the CLI sits above the library; the cache library itself
-    never imports tasks), else reads JSONL rows."""
-    try:
-        from swebox.envs.tasks import load
-    except ImportError:
-        load = None
-    specs: dict[str, EnvSpec] = {}
-    if load is not None:
-        for task in load(path):
-            if task.env is not None and task.instance_id not in skip:
-                specs.setdefault(task.env.key(), task.env)
-        return list(specs.values())
-    for n, line in enumerate(Path(path).read_text().splitlines(), 1):
-        if line.strip():
-            row = json.loads(line)
-            if row.get("instance_id") in skip:
-                continue
-            if not isinstance(row.get("env"), dict):
-                raise ValueError(f"{path}:{n}: expected an 'env' dict (an EnvSpec) in every task row.")
-            spec = EnvSpec.from_dict(row["env"])
-            specs.setdefault(spec.key(), spec)
-    return list(specs.values())
+    """Distinct EnvSpecs of a task file (rows whose instance_id is in ``skip`` left out), in first-seen order."""
+    return read_build_plan(path, skip)[0]
 
 
 def read_build_plan(path: str, skip: set[str] | frozenset[str] = frozenset()
                     ) -> tuple[list[EnvSpec], list[CheckoutSpec], list[str]]:
     """What ``cache build`` makes for a task file: distinct env layers, distinct checkout layers (the starting
     trees of dataset rows, see :mod:`.checkout`), and one error per task it cannot build, naming the task.
-    Rows whose instance_id is in ``skip`` (served by their container image) need neither."""
+    Rows whose instance_id is in ``skip`` (served by their container image) need neither. The tasks loader is
+    imported here: the CLI sits above the library, which never imports tasks."""
     from swebox.envs.tasks import load
 
     envs: dict[str, EnvSpec] = {}

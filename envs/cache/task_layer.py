@@ -74,8 +74,9 @@ def _apply(sb: Sandbox, changes: Mapping[str, bytes | None]) -> None:
 def _commit_root(sb: Sandbox, message: str, paths: list[str]) -> str:
     # Only the changed paths: `git add -A` would re-hash every file whose stat differs in the sandbox and
     # "freshen" (touch) each existing object, copying the whole object store up into the task layer.
-    add = "git add -A -- " + " ".join(shlex.quote(p) for p in paths)
-    out = _run(sb, f"cd /testbed && {add} && tree=$(git write-tree) && "
+    # No paths (a checkout whose tree is the env's): nothing to add, the index already holds the tree.
+    add = "git add -A -- " + " ".join(shlex.quote(p) for p in paths) + " && " if paths else ""
+    out = _run(sb, f"cd /testbed && {add}tree=$(git write-tree) && "
                    f"c=$(printf '%s' {shlex.quote(message)} | git commit-tree $tree) && "
                    "git update-ref refs/heads/main $c && echo $c", "committing the task state")
     return out.split()[-1]

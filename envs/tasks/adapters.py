@@ -38,11 +38,9 @@ _HEX = re.compile(r"^[0-9a-f]{7,64}$")
 _SWESMITH_REPO = re.compile(
     r"^(?:swesmith/)?(?P<owner>[^/_]+(?:_[^/_]+)*?)__(?P<name>.+)\.(?P<commit>[0-9a-f]{7,40})$"
 )
-def _github_env(repo: str, commit: str, recipe: Recipe | None = None) -> EnvSpec | None:
-    if not repo or not _HEX.match(commit):
-        return None
-    if recipe is None:
-        return EnvSpec(source=f"git+https://github.com/{repo}.git", commit=commit)
+
+
+def _github_env(repo: str, commit: str, recipe: Recipe) -> EnvSpec:
     return EnvSpec(source=f"git+https://github.com/{repo}.git", commit=commit, python=recipe.python,
                    install=recipe.env_install, test_deps=())
 

@@ -60,7 +60,7 @@ def _critical_objects() -> dict[str, object]:
         pt_unittest.TestCaseFunction,
         junitxml.LogXML,
         junitxml._NodeReporter,
-        hooks.HookCaller,
+        getattr(hooks, "HookCaller", None) or hooks._HookCaller,  # pluggy < 1.1 (pinned by older recipes)
         hooks.HookImpl,
         unittest.TestCase,
         unittest.TestResult,

@@ -222,8 +222,10 @@ def recipe_from_spec(spec: dict, reqs_paths: list[str]) -> Recipe:
     if grader not in ("log", "junit") or (grader == "junit" and not str(test_cmd).startswith("pytest")):
         raise TaskError(f"Task.version: a spec's grader must be 'log', or 'junit' with a 'pytest ...' test_cmd; "
                         f"found grader {grader!r} with test_cmd {test_cmd!r}.")
+    evals = tuple(spec.get("eval_commands", ()))  # Django's start with `locale-gen`: the host provides locales
+    skipped += tuple(c for c in evals if _SYSTEM.search(c))
     return Recipe(python=str(spec["python"]), env_install=tuple(env), repo_commands=repo, test_cmd=str(test_cmd),
-                  eval_commands=tuple(spec.get("eval_commands", ())), skipped=skipped, grader=grader)
+                  eval_commands=tuple(c for c in evals if not _SYSTEM.search(c)), skipped=skipped, grader=grader)
 
 
 def directives_of(repo: str, test_patch: str) -> list[str]:

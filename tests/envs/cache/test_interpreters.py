@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 from swebox.envs.cache.interpreters import (
@@ -43,3 +44,19 @@ def test_discover_finds_the_running_interpreter():
     version = ".".join(map(str, sys.version_info[:3]))
     assert any(i.version == version and i.prefix == sys.base_prefix for i in found)
     assert all(i.version.startswith("3.") and i.path.startswith("/") for i in found)
+
+
+def test_discovery_looks_in_readable_prefixes_and_flags_unreachable_ones(tmp_path, monkeypatch):
+    from swebox.envs.cache.interpreters import _candidate_paths
+
+    prefix = tmp_path / "py"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / "python3").symlink_to(sys.executable)
+    monkeypatch.setenv("SWEBOX_PYTHONS", str(prefix))
+    assert str(prefix / "bin" / "python3") in _candidate_paths()
+    found = discover()
+    system = [i for i in found if i.path.startswith("/usr/")]
+    assert system and all(i.reachable for i in system)  # /usr/bin/python3.X: every user can run it
+    # pyenv builds under a 0700 /root are found (a clear error can name them) but flagged as unusable
+    private = Path.home().stat().st_mode & 0o001 == 0
+    assert all(not i.reachable for i in found if private and i.path.startswith(f"{Path.home()}/"))

@@ -101,3 +101,34 @@ def test_cache_build_names_rows_without_an_environment(tmp_path, capsys):
     assert main(["cache", "--store", str(tmp_path / "store"), "build", "--tasks", str(rows)]) == 1
     err = capsys.readouterr().err
     assert f"FAILED task nosuch__{'b' * 40}: expected an env recipe; found none" in err
+
+
+
+def test_the_starting_tree_keeps_modes_symlinks_and_deletions_and_applies_the_patch(tmp_path):
+    import io
+    import os
+    import tarfile
+
+    from swebox.envs.cache import BuildFailure
+    from swebox.envs.cache.checkout import changed_files, target_tree
+
+    repo = tmp_path / "r"
+    old = _repo(repo, {"a.py": "x = 1\n", "gone.py": "old\n"})
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    (repo / "gone.py").unlink()
+    (repo / "run.sh").write_text("echo hi\n")
+    os.chmod(repo / "run.sh", 0o755)
+    (repo / "link.py").symlink_to("a.py")
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "two"], check=True)
+    new = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    bug = "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+    data, written, deleted = changed_files(repo, old, target_tree(repo, new, bug))
+    assert sorted(written) == ["a.py", "link.py", "run.sh"] and deleted == ["gone.py"]
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+        assert tar.extractfile(members["a.py"]).read() == b"x = 2\n"  # the patch is applied on the new tree
+        assert members["run.sh"].mode == 0o755 and members["link.py"].issym()
+        assert members["link.py"].linkname == "a.py"
+    with pytest.raises(BuildFailure, match="the task's patch does not apply"):
+        target_tree(repo, old, bug.replace("x = 1", "y = 1"))

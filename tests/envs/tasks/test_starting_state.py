@@ -132,7 +132,31 @@ def test_swesmith_row_starts_with_the_bug_and_without_its_f2p_test_files(world):
             assert sb.exec("test -e /testbed/tests/test_calc.py || echo hidden").output.strip() == "hidden"
         empty = grade(task, "", layers=paths, timeout=120)
         gold = grade(task, task.patch, layers=paths, timeout=120)
+        # the control: the env layer alone is the fixed snapshot, where the old loader started the task
+        assert grade(task, "", layers=paths[:1], timeout=120).resolved
     finally:
         world["layers"].release(task)
     assert not empty.resolved and empty.tests[F2P[0]].status == "failed", empty
     assert gold.resolved and gold.tests[P2P[0]].status == "passed", gold
+
+
+def test_a_row_whose_base_is_its_setup_commit_gets_a_layer_with_the_install_only(world):
+    # 8 Verified rows have base_commit == environment_setup_commit: no file moves, the install still runs there
+    from swebox.envs.cache import LayerStore
+    from swebox.envs.cache.checkout import CheckoutSpec, build_checkout_layer
+
+    task = world["tasks"][0]
+    spec = CheckoutSpec(task.env, world["setup"], "", tuple(task.metadata["checkout"]["commands"]))
+    store = LayerStore(world["store"])
+    manifest = build_checkout_layer(store, spec, mirror=str(world["mirror"]), cache=world["layers"].cache)
+    assert manifest.meta["changed"] == 0
+    with world["layers"].cache.acquire(task.env_key) as env, world["layers"].cache.acquire(manifest.key) as start:
+        with Sandbox([env.path]) as sb:
+            env_commit = sb.exec("cd /testbed && git rev-parse HEAD").output.strip()
+        with Sandbox([env.path, start.path]) as sb:
+            assert sb.exec("cat /testbed/src/calc/__init__.py").output == FIXED
+            assert sb.exec("cd /testbed && git status --porcelain && git log --all --format=%s").output.strip() \
+                == f"swebox task start {world['setup']}"
+            assert sb.exec(f"cd /testbed && git cat-file -e {env_commit}").exit_code != 0
+            where = sb.exec("cd / && /venv/bin/python -c 'import calc; print(calc.__file__)'").output.strip()
+            assert where == "/testbed/src/calc/__init__.py"
