@@ -7,6 +7,10 @@ ends when the agent submits (``terminated``), after ``max_turns`` turns or past 
 clock (``truncated``). Then, once, the agent's diff (:mod:`swebox.envs.episode_state`) is graded in a fresh
 sandbox by :func:`swebox.envs.tasks.grading.grade`, and that grade is the reward.
 
+A sandbox that dies under the agent's own action (its memory, its processes) ends the episode with reward 0 and
+``env/sandbox_deaths`` = 1, as any failed attempt: not an environment error (``env/errors``), which a trainer
+masks out of the loss, so that a policy cannot escape a low reward by crashing its sandbox.
+
 The Gymnasium and SkyRL wrappers (gym_env.py, skyrl_env.py) and GRPO groups (groups.py) are built on this.
 """
 
@@ -27,9 +31,9 @@ from swebox.envs.tasks.grading import REWARD_MODES, GradeReport, grade
 from swebox.envs.tasks.schema import Task
 
 METRIC_NAMES = ("env/reset_s", "env/exec_s", "env/grade_s", "env/turns", "env/format_errors", "env/timeouts",
-                "env/resolved", "env/f2p_frac", "env/errors")
+                "env/resolved", "env/f2p_frac", "env/errors", "env/sandbox_deaths")
 """Per-episode metrics, as defined in docs/metrics.md."""
-END_REASONS = ("submitted", "max_turns", "time_limit", "error")
+END_REASONS = ("submitted", "max_turns", "time_limit", "sandbox_died", "error")
 
 
 @dataclass
@@ -215,8 +219,8 @@ class SWEEpisode:
         info: dict[str, Any] = {"task_id": self.task.instance_id, "turn": self.turns,
                                 "format_error": outcome.format_error, "timed_out": outcome.timed_out}
         reason = ""
-        if outcome.error and not self._alive():
-            reason, info["error"] = "error", outcome.error
+        if outcome.error and not self._alive():  # the agent's action took the sandbox down: its failure
+            reason, info["sandbox_error"] = "sandbox_died", outcome.error
         elif outcome.submitted:
             reason = "submitted"
         elif self.turns >= self.config.max_turns:
@@ -230,7 +234,7 @@ class SWEEpisode:
             note = f"\n[The episode ended: the {'turn' if reason == 'max_turns' else 'time'} limit was reached.]"
             observation = truncate_middle(observation, self.config.max_obs_chars - len(note)) + note
         reward = self._finish(reason, info)
-        return StepResult(observation, reward, reason in ("submitted", "error"),
+        return StepResult(observation, reward, reason in ("submitted", "sandbox_died", "error"),
                           reason in ("max_turns", "time_limit"), info)
 
     def _alive(self) -> bool:
@@ -247,6 +251,8 @@ class SWEEpisode:
         reward = 0.0
         if reason == "error":
             self.metrics["env/errors"] = 1.0
+        elif reason == "sandbox_died":
+            self.metrics["env/sandbox_deaths"] = 1.0
         elif reason == "submitted" or self.config.grade_on_truncation:
             reward = self._grade(info)
         info["reward"] = reward
@@ -264,6 +270,10 @@ class SWEEpisode:
             info["diff_error"] = str(exc)
             return 0.0
         except (SandboxError, EpisodeError, OSError) as exc:
+            if not self._alive():  # the sandbox died after the agent's last command (a background process)
+                info["reason"], info["sandbox_error"] = "sandbox_died", f"{type(exc).__name__}: {exc}"
+                self.metrics["env/sandbox_deaths"] = 1.0
+                return 0.0
             info["error"] = f"taking the agent's diff failed: {type(exc).__name__}: {exc}"
             self.metrics["env/errors"] = 1.0
             return 0.0

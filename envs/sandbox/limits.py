@@ -4,7 +4,9 @@ cgroups are created beneath the cgroup this process is in (read from /proc/self/
 cgroup v2 (one unified hierarchy with the memory and pids controllers enabled for children) is preferred;
 on hybrid hosts the v1 memory and pids hierarchies are used. Without either (rootless, no delegation),
 memory falls back to a per-process RLIMIT_AS and processes to RLIMIT_NPROC, which the kernel counts per
-user namespace, so per sandbox.
+user namespace, so per sandbox. A memory cgroup's limit covers the sandbox's tmpfs sizes as well
+(SandboxPolicy.cgroup_memory_mb): tmpfs pages are charged to it, and a limit below them made a full disk an OOM
+kill of the whole sandbox instead of ENOSPC.
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ class Limits:
                 path = os.path.join(parent, name)
                 try:
                     os.mkdir(path)
-                    _write(path, "memory.max", self.policy.memory_mb * MB)
+                    _write(path, "memory.max", self.policy.cgroup_memory_mb * MB)
                     _write(path, "memory.swap.max", 0, missing_ok=True)
                     _write(path, "pids.max", self.policy.max_processes)
                 except OSError:
@@ -84,7 +86,7 @@ class Limits:
                 self.enforced_by["memory"] = f"cgroup v2 memory.max ({path})"
                 self.enforced_by["processes"] = f"cgroup v2 pids.max ({path})"
             return
-        for controller, files in (("memory", {"memory.limit_in_bytes": self.policy.memory_mb * MB}),
+        for controller, files in (("memory", {"memory.limit_in_bytes": self.policy.cgroup_memory_mb * MB}),
                                   ("pids", {"pids.max": self.policy.max_processes})):
             if controller not in own:
                 continue
@@ -97,7 +99,7 @@ class Limits:
                 for key, value in files.items():
                     _write(path, key, value)
                 if controller == "memory":  # no swap beyond the limit, when swap accounting exists
-                    _write(path, "memory.memsw.limit_in_bytes", self.policy.memory_mb * MB, missing_ok=True)
+                    _write(path, "memory.memsw.limit_in_bytes", self.policy.cgroup_memory_mb * MB, missing_ok=True)
             except OSError:
                 _rmdir(path)
                 continue

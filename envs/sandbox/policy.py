@@ -45,7 +45,9 @@ class SandboxPolicy:
     """"none": a private network namespace with only loopback up; "host": the host's network (build steps only)."""
 
     memory_mb: int = 4096
-    """Memory limit for all processes of the sandbox together (cgroup), or per process (RLIMIT_AS) as fallback."""
+    """Memory limit for all processes of the sandbox together (cgroup), or per process (RLIMIT_AS) as fallback.
+    The sandbox's tmpfs pages (writable layer, /tmp, /dev/shm) are charged to its cgroup too, so the cgroup's
+    limit is this plus their sizes (:attr:`cgroup_memory_mb`): a full disk is ENOSPC, never an OOM kill."""
 
     max_processes: int = 512
     """Maximum number of processes/threads alive at once in the sandbox (cgroup pids, or RLIMIT_NPROC)."""
@@ -143,6 +145,12 @@ class SandboxPolicy:
             if name.startswith("/") or not name or ".." in name.split("/"):
                 raise SandboxError(f"SandboxPolicy.etc_files: expected relative paths inside /etc, found {name!r}")
         self.env = {str(k): str(v) for k, v in self.env.items()}
+
+    @property
+    def cgroup_memory_mb(self) -> int:
+        """The memory cgroup's limit: ``memory_mb`` for processes plus every tmpfs the sandbox may fill (the
+        writable layer, /tmp and /dev/shm), whose pages the kernel charges to the cgroup of who writes them."""
+        return self.memory_mb + self.upper_size_mb + 2 * self.tmp_size_mb
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
