@@ -244,6 +244,9 @@ class RolloutConfig:
     """Wall-clock limit of one episode (generation + environment); past it the episode is errored."""
     shuffle: bool = True
     """Visit the tasks in a seeded random order (each epoch reshuffled)."""
+    max_error_frac: float = 0.5
+    """A step whose share of errored episodes (environment failures, masked out of the loss) is above this stops
+    the run with the failing tasks and their first errors (1.0: never); an agent's own failures never count."""
 
     def __post_init__(self) -> None:
         _check_literals(self, "rollout")
@@ -254,6 +257,8 @@ class RolloutConfig:
                self.max_parallel_episodes, "use the number of CPU cores")
         _check(self.episode_timeout_s > 0, "rollout.episode_timeout_s", "> 0", self.episode_timeout_s,
                "use 900")
+        _check(0 <= self.max_error_frac <= 1, "rollout.max_error_frac", "a fraction in [0, 1]",
+               self.max_error_frac, "use 0.5 (1.0 never stops the run)")
 
 
 @dataclass
