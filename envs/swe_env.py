@@ -27,11 +27,12 @@ from swebox.envs.actions_tools import ToolRunner
 from swebox.envs.episode_state import DiffUnavailable, EpisodeError, StartState, agent_diff, prepare_start
 from swebox.envs.observations import ObservationConfig, truncate_middle
 from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy
+from swebox.envs.tasks.grade_slots import grade_slot
 from swebox.envs.tasks.grading import REWARD_MODES, GradeReport, grade
 from swebox.envs.tasks.schema import Task
 
 METRIC_NAMES = ("env/reset_s", "env/exec_s", "env/grade_s", "env/turns", "env/format_errors", "env/timeouts",
-                "env/resolved", "env/f2p_frac", "env/errors", "env/sandbox_deaths")
+                "env/resolved", "env/f2p_frac", "env/errors", "env/sandbox_deaths", "env/grade_wait_s")
 """Per-episode metrics, as defined in docs/metrics.md."""
 END_REASONS = ("submitted", "max_turns", "time_limit", "sandbox_died", "error")
 
@@ -57,7 +58,9 @@ class EpisodeConfig:
     max_prompt_chars: int = 60_000
     """The first observation (system + task prompt) is cut to this length (a huge issue text loses its middle)."""
     grade_timeout_s: float = 900.0
-    """Wall-clock limit of the test run that grades the episode."""
+    """Wall-clock limit of the test run that grades the episode (counted from when it holds a grading slot)."""
+    grade_slots: int = 0
+    """Gradings at once on this node, across processes (envs/tasks/grade_slots.py); 0: one per CPU."""
     reward_mode: str = "binary"
     """"binary": 1.0 when resolved; "fraction": share of FAIL_TO_PASS passing (0 if a PASS_TO_PASS fails)."""
     grade_on_truncation: bool = True
@@ -84,6 +87,9 @@ class EpisodeConfig:
         if self.max_prompt_chars < self.max_obs_chars:
             raise ValueError(f"EpisodeConfig.max_prompt_chars: expected >= max_obs_chars ({self.max_obs_chars}); "
                              f"found {self.max_prompt_chars}. Raise max_prompt_chars.")
+        if not isinstance(self.grade_slots, int) or self.grade_slots < 0:
+            raise ValueError(f"EpisodeConfig.grade_slots: expected a whole number >= 0 (0: one per CPU); found "
+                             f"{self.grade_slots!r}.")
         if self.max_diff_bytes < 1:
             raise ValueError(f"EpisodeConfig.max_diff_bytes: expected >= 1; found {self.max_diff_bytes}.")
         if self.sandbox.get("network", "none") != "none":
@@ -277,15 +283,18 @@ class SWEEpisode:
             info["error"] = f"taking the agent's diff failed: {type(exc).__name__}: {exc}"
             self.metrics["env/errors"] = 1.0
             return 0.0
+        waited = 0.0
         try:
-            self.report = grade(self.task, self.diff, layers=list(self.start.grade_layers), policy=self.policy,
-                                timeout=self.config.grade_timeout_s, reward_mode=self.config.reward_mode)
+            with grade_slot(self.config.grade_slots) as waited:  # parallel episodes queue here, not time out
+                self.report = grade(self.task, self.diff, layers=list(self.start.grade_layers), policy=self.policy,
+                                    timeout=self.config.grade_timeout_s, reward_mode=self.config.reward_mode)
         except Exception as exc:  # grading infrastructure failed; the trainer masks errored episodes
             info["error"] = f"grading failed: {type(exc).__name__}: {exc}"
             self.metrics["env/errors"] = 1.0
             return 0.0
         finally:
-            self.metrics["env/grade_s"] = time.monotonic() - t0
+            self.metrics["env/grade_wait_s"] = waited
+            self.metrics["env/grade_s"] = time.monotonic() - t0 - waited
         self.metrics["env/resolved"] = float(self.report.resolved)
         total = self.report.f2p_total
         self.metrics["env/f2p_frac"] = self.report.f2p_passed / total if total else 0.0

@@ -283,11 +283,15 @@ class EnvConfig:
     """1 when all FAIL_TO_PASS and PASS_TO_PASS tests pass, or the fraction of FAIL_TO_PASS that pass."""
     memory_mb: int = 2048
     """Memory limit of one sandbox."""
+    grade_slots: int = 0
+    """Gradings at once per node, across all its rollout actors (they queue for a slot: timing/grade_wait_s);
+    0: one per CPU of the node."""
 
     def __post_init__(self) -> None:
         _check_literals(self, "env")
         _check(self.max_turns >= 1, "env.max_turns", ">= 1", self.max_turns, "use 8")
         _check(self.command_timeout_s > 0, "env.command_timeout_s", "> 0", self.command_timeout_s, "use 30")
+        _check(self.grade_slots >= 0, "env.grade_slots", ">= 0", self.grade_slots, "use 0 (one per CPU)")
 
 
 @dataclass

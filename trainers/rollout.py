@@ -274,6 +274,7 @@ def episode_config(cfg: TrainConfig) -> dict[str, Any]:
         "command_timeout_s": env.command_timeout_s,
         "max_obs_chars": env.max_observation_chars,
         "grade_timeout_s": env.grade_timeout_s,
+        "grade_slots": env.grade_slots,
         "reward_mode": {"resolved": "binary", "f2p_frac": "fraction"}[env.reward],
         "sandbox": {"memory_mb": env.memory_mb},
     }

@@ -119,6 +119,7 @@ def rollout_metrics(trajs: list[Trajectory]) -> dict[str, float]:
         out[name] = float(np.mean([t.metrics.get(name, 0.0) for t in trajs]))
     for kind in ("generate", "env", "grade"):
         out[f"timing/{kind}_s"] = union_seconds([(s, e) for t in trajs for k, s, e in t.intervals if k == kind])
+    out["timing/grade_wait_s"] = float(sum(t.metrics.get("env/grade_wait_s", 0.0) for t in trajs))
     return out
 
 

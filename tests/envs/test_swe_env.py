@@ -198,3 +198,21 @@ def test_a_sandbox_that_dies_under_the_agents_command_scores_zero_and_is_not_an_
     assert "error" not in died.info  # a trainer masks errored episodes out of the loss; this one must count
     metrics = died.info["metrics"]
     assert (metrics["env/sandbox_deaths"], metrics["env/errors"]) == (1.0, 0.0)
+
+
+def test_gradings_queue_for_a_node_slot_instead_of_running_all_at_once(episode, tmp_path, monkeypatch):
+    monkeypatch.setenv("SWEBOX_GRADE_SLOTS_DIR", str(tmp_path / "slots"))
+    eps = [episode(grade_slots=1) for _ in range(2)]
+    for ep in eps:
+        ep.reset()
+        ep.step(apply_patch(GOLD))
+    results = [None, None]
+    threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, eps[i].step(SUBMIT))) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [r.reward for r in results] == [1.0, 1.0]  # both graded for real
+    waits = sorted(r.info["metrics"]["env/grade_wait_s"] for r in results)
+    grades = [r.info["metrics"]["env/grade_s"] for r in results]
+    assert waits[0] < 0.5 and waits[1] > 0.5 * min(grades)  # the second waited for the first's grading
