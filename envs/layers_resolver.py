@@ -113,7 +113,7 @@ def shared_cache(store_root: str | Path, cache_root: str = "", quota_gb: float =
 def build_command(source: LayerSource) -> str:
     """The command that builds the env layers of the task file into the configured store."""
     tasks = source.tasks_file or "TASKS.jsonl"
-    return f"swebox cache build --tasks {tasks} --store {source.store_root}"
+    return f"swebox cache --store {source.store_root} build --tasks {tasks}"  # --store belongs to `cache`
 
 
 def _layer_keys(task: Task) -> list[tuple[str, str]]:
@@ -147,6 +147,28 @@ def _check_store(root: Path) -> None:
         raise LayersMissing(f"layer store {root}: expected a folder made by `swebox cache build` or `swebox "
                             "tasks synth` (with manifests/); found none. Set the store path (LayerSource.store "
                             "or $SWEBOX_LAYER_STORE).")
+
+
+def missing_layers(task: Task, source: LayerSource | None = None) -> LayersMissing | None:
+    """Why the task's layers cannot be acquired on this node (its store lacks one), or None when they can;
+    nothing is materialised: what a trainer checks for every task before its first step."""
+    source = source or LayerSource()
+    try:
+        keys = _layer_keys(task)
+        if source.dirs:
+            for kind, key in keys:
+                if not (Path(source.dirs) / key).is_dir():
+                    return _missing(task, kind, key, source.dirs, source)
+            return None
+        root = source.store_root
+        _check_store(root)
+        store = LayerStore(root)
+        for kind, key in keys:
+            if store.get(key) is None:
+                return _missing(task, kind, key, str(root), source)
+    except LayersMissing as exc:
+        return exc
+    return None
 
 
 def acquire_layers(task: Task, source: LayerSource | None = None) -> TaskLayers:

@@ -7,6 +7,10 @@ ends when the agent submits (``terminated``), after ``max_turns`` turns or past 
 clock (``truncated``). Then, once, the agent's diff (:mod:`swebox.envs.episode_state`) is graded in a fresh
 sandbox by :func:`swebox.envs.tasks.grading.grade`, and that grade is the reward.
 
+A sandbox that dies under the agent's own action (its memory, its processes) ends the episode with reward 0 and
+``env/sandbox_deaths`` = 1, as any failed attempt: not an environment error (``env/errors``), which a trainer
+masks out of the loss, so that a policy cannot escape a low reward by crashing its sandbox.
+
 The Gymnasium and SkyRL wrappers (gym_env.py, skyrl_env.py) and GRPO groups (groups.py) are built on this.
 """
 
@@ -30,13 +34,15 @@ from swebox.envs.episode_state import (
 from swebox.envs.grade_cache import GradeCache, grade_key
 from swebox.envs.observations import ObservationConfig, truncate_middle
 from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy
+from swebox.envs.tasks.grade_slots import grade_slot
 from swebox.envs.tasks.grading import REWARD_MODES, GradeReport, grade
 from swebox.envs.tasks.schema import Task
 
 METRIC_NAMES = ("env/reset_s", "env/exec_s", "env/grade_s", "env/turns", "env/format_errors", "env/timeouts",
-                "env/resolved", "env/f2p_frac", "env/errors", "env/grade_cache_hits")
+                "env/resolved", "env/f2p_frac", "env/errors", "env/grade_cache_hits", "env/sandbox_deaths",
+                "env/grade_wait_s")
 """Per-episode metrics, as defined in docs/metrics.md."""
-END_REASONS = ("submitted", "max_turns", "time_limit", "error")
+END_REASONS = ("submitted", "max_turns", "time_limit", "sandbox_died", "error")
 
 
 @dataclass
@@ -60,7 +66,9 @@ class EpisodeConfig:
     max_prompt_chars: int = 60_000
     """The first observation (system + task prompt) is cut to this length (a huge issue text loses its middle)."""
     grade_timeout_s: float = 900.0
-    """Wall-clock limit of the test run that grades the episode."""
+    """Wall-clock limit of the test run that grades the episode (counted from when it holds a grading slot)."""
+    grade_slots: int = 0
+    """Gradings at once on this node, across processes (envs/tasks/grade_slots.py); 0: one per CPU."""
     reward_mode: str = "binary"
     """"binary": 1.0 when resolved; "fraction": share of FAIL_TO_PASS passing (0 if a PASS_TO_PASS fails)."""
     grade_on_truncation: bool = True
@@ -87,6 +95,9 @@ class EpisodeConfig:
         if self.max_prompt_chars < self.max_obs_chars:
             raise ValueError(f"EpisodeConfig.max_prompt_chars: expected >= max_obs_chars ({self.max_obs_chars}); "
                              f"found {self.max_prompt_chars}. Raise max_prompt_chars.")
+        if not isinstance(self.grade_slots, int) or self.grade_slots < 0:
+            raise ValueError(f"EpisodeConfig.grade_slots: expected a whole number >= 0 (0: one per CPU); found "
+                             f"{self.grade_slots!r}.")
         if self.max_diff_bytes < 1:
             raise ValueError(f"EpisodeConfig.max_diff_bytes: expected >= 1; found {self.max_diff_bytes}.")
         if self.sandbox.get("network", "none") != "none":
@@ -273,8 +284,8 @@ class SWEEpisode:
                                                                        "arguments": dict(action.arguments)},
                                 "exit_code": outcome.exit_code, "exec_s": outcome.exec_s}
         reason = ""
-        if outcome.error and not self._alive():
-            reason, info["error"] = "error", outcome.error
+        if outcome.error and not self._alive():  # the agent's action took the sandbox down: its failure
+            reason, info["sandbox_error"] = "sandbox_died", outcome.error
         elif outcome.submitted:
             reason = "submitted"
         elif self.turns >= self.config.max_turns:
@@ -288,7 +299,7 @@ class SWEEpisode:
             note = f"\n[The episode ended: the {'turn' if reason == 'max_turns' else 'time'} limit was reached.]"
             observation = truncate_middle(observation, self.config.max_obs_chars - len(note)) + note
         reward = self._finish(reason, info)
-        return StepResult(observation, reward, reason in ("submitted", "error"),
+        return StepResult(observation, reward, reason in ("submitted", "sandbox_died", "error"),
                           reason in ("max_turns", "time_limit"), info)
 
     def end(self, reason: str = "step_limit") -> tuple[float, dict[str, Any]]:
@@ -313,6 +324,8 @@ class SWEEpisode:
         reward = 0.0
         if reason == "error":
             self.metrics["env/errors"] = 1.0
+        elif reason == "sandbox_died":
+            self.metrics["env/sandbox_deaths"] = 1.0
         elif reason == "submitted" or self.config.grade_on_truncation:
             reward = self._grade(info)
         info["reward"] = reward
@@ -330,14 +343,21 @@ class SWEEpisode:
             info["diff_error"] = str(exc)
             return 0.0
         except (SandboxError, EpisodeError, OSError) as exc:
+            if not self._alive():  # the sandbox died after the agent's last command (a background process)
+                info["reason"], info["sandbox_error"] = "sandbox_died", f"{type(exc).__name__}: {exc}"
+                self.metrics["env/sandbox_deaths"] = 1.0
+                return 0.0
             info["error"] = f"taking the agent's diff failed: {type(exc).__name__}: {exc}"
             self.metrics["env/errors"] = 1.0
             return 0.0
         layers = list(self.start.grade_layers)
+        waited = 0.0
 
         def run() -> GradeReport:
-            return grade(self.task, self.diff, layers=layers, policy=self.policy,
-                         timeout=self.config.grade_timeout_s, reward_mode=self.config.reward_mode)
+            nonlocal waited
+            with grade_slot(self.config.grade_slots) as waited:  # parallel episodes queue here, not time out
+                return grade(self.task, self.diff, layers=layers, policy=self.policy,
+                             timeout=self.config.grade_timeout_s, reward_mode=self.config.reward_mode)
 
         try:
             if self.grade_cache is None:
@@ -352,7 +372,8 @@ class SWEEpisode:
             self.metrics["env/errors"] = 1.0
             return 0.0
         finally:
-            self.metrics["env/grade_s"] = time.monotonic() - t0
+            self.metrics["env/grade_wait_s"] = waited
+            self.metrics["env/grade_s"] = time.monotonic() - t0 - waited
         self.metrics["env/resolved"] = float(self.report.resolved)
         total = self.report.f2p_total
         self.metrics["env/f2p_frac"] = self.report.f2p_passed / total if total else 0.0

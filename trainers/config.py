@@ -249,6 +249,9 @@ class RolloutConfig:
     """Wall-clock limit of one episode (generation + environment); past it the episode is errored."""
     shuffle: bool = True
     """Visit the tasks in a seeded random order (each epoch reshuffled)."""
+    max_error_frac: float = 0.5
+    """A step whose share of errored episodes (environment failures, masked out of the loss) is above this stops
+    the run with the failing tasks and their first errors (1.0: never); an agent's own failures never count."""
 
     def __post_init__(self) -> None:
         _check_literals(self, "rollout")
@@ -259,6 +262,8 @@ class RolloutConfig:
                self.max_parallel_episodes, "use the number of CPU cores")
         _check(self.episode_timeout_s > 0, "rollout.episode_timeout_s", "> 0", self.episode_timeout_s,
                "use 900")
+        _check(0 <= self.max_error_frac <= 1, "rollout.max_error_frac", "a fraction in [0, 1]",
+               self.max_error_frac, "use 0.5 (1.0 never stops the run)")
 
 
 @dataclass
@@ -288,12 +293,16 @@ class EnvConfig:
     content; per rollout worker) instead of running the tests again (swebox.envs.grade_cache)."""
     grade_cache_size: int = 4096
     """Most verdicts one rollout worker keeps (least recently used go first)."""
+    grade_slots: int = 0
+    """Gradings at once per node, across all its rollout actors (they queue for a slot: timing/grade_wait_s);
+    0: one per CPU of the node."""
 
     def __post_init__(self) -> None:
         _check_literals(self, "env")
         _check(self.grade_cache_size >= 1, "env.grade_cache_size", ">= 1", self.grade_cache_size, "use 4096")
         _check(self.max_turns >= 1, "env.max_turns", ">= 1", self.max_turns, "use 8")
         _check(self.command_timeout_s > 0, "env.command_timeout_s", "> 0", self.command_timeout_s, "use 30")
+        _check(self.grade_slots >= 0, "env.grade_slots", ">= 0", self.grade_slots, "use 0 (one per CPU)")
 
 
 @dataclass

@@ -65,7 +65,11 @@ class ActorSet:
 
     def call_all(self, method: str, *args: Any) -> dict[int, Any]:
         """``method(*args)`` on every actor; dead actors are replaced (their answer is missing from the result)."""
-        refs = {i: getattr(h, method).remote(*args) for i, h in enumerate(self.handles)}
+        return self.call_all_of(range(len(self.handles)), method, *args)
+
+    def call_all_of(self, slots: Sequence[int], method: str, *args: Any) -> dict[int, Any]:
+        """:meth:`call_all` on the actors of ``slots`` only."""
+        refs = {i: getattr(self.handles[i], method).remote(*args) for i in slots}
         answers, dead = self.gather(refs)
         self.replace(dead, f"during {method}")
         return answers

@@ -150,6 +150,10 @@ class RolloutActor:
     def set_weights(self, state_dict: Mapping[str, Any], version: int) -> None:
         self.worker.set_weights(state_dict, version)
 
+    def preflight(self, tasks: list[dict]) -> list[str]:
+        check = getattr(self.worker, "preflight", None)
+        return [f"on node {self.node_id[:8]}: {why}" for why in check(tasks)] if check is not None else []
+
     def run(self, tasks: list[dict], group_size: int) -> dict[str, Any]:
         started = time.monotonic()
         trajectories = self.worker.run(tasks, group_size)
@@ -334,6 +338,14 @@ class RayWorkerPool:
             stats, _ = self.pool.gather({i: s.take_stats.remote() for i, s in enumerate(self.servers)})
             out.update(gen_server.merge_server_stats(list(stats.values())))
         return out
+
+    def preflight(self, tasks: list[dict]) -> list[str]:
+        """Every task checked on every node that runs rollouts (one actor per node: they share its store view)."""
+        first = {}
+        for slot, node in enumerate(self.actor_nodes):
+            first.setdefault(node, slot)
+        answers = self.pool.call_all_of(sorted(first.values()), "preflight", tasks)
+        return [line for slot in sorted(answers) for line in answers[slot]]
 
     def _require_actors(self) -> None:
         if not self.pool:

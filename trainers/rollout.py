@@ -291,6 +291,7 @@ def episode_config(cfg: TrainConfig) -> dict[str, Any]:
         "command_timeout_s": env.command_timeout_s,
         "max_obs_chars": env.max_observation_chars,
         "grade_timeout_s": env.grade_timeout_s,
+        "grade_slots": env.grade_slots,
         "reward_mode": {"resolved": "binary", "f2p_frac": "fraction"}[env.reward],
         "sandbox": {"memory_mb": env.memory_mb},
     }
@@ -306,7 +307,7 @@ def swe_episode_factory(cfg: TrainConfig, source: Any | None = None, layers: lis
     """
     from swebox.envs.grade_cache import GradeCache
     from swebox.envs.groups import group
-    from swebox.envs.layers_resolver import LayerSource
+    from swebox.envs.layers_resolver import LayerSource, missing_layers
     from swebox.envs.tasks import Task
 
     source = source if source is not None else LayerSource(store=cfg.env.layer_store, cache_root=cfg.env.cache_dir,
@@ -320,6 +321,8 @@ def swe_episode_factory(cfg: TrainConfig, source: Any | None = None, layers: lis
             return group(Task.from_dict(task), n, layers=list(layers), config=config, grade_cache=verdicts)
         return group(Task.from_dict(task), n, source=source, config=config, grade_cache=verdicts)
 
+    if layers is None:
+        factory.preflight = lambda task: missing_layers(Task.from_dict(task), source)  # type: ignore[attr-defined]
     return factory
 
 
@@ -359,6 +362,14 @@ class RolloutWorker:
             return
         self.backend.update_weights(state_dict)
         self.version = version
+
+    def preflight(self, tasks: list[dict[str, Any]]) -> list[str]:
+        """Why each task that cannot start here cannot (its layers missing from this node's store), one line per
+        task; empty when all can, or when the episode factory has no such check (a custom factory)."""
+        check = getattr(self.episode_factory, "preflight", None)
+        if check is None:
+            return []
+        return [str(why) for why in (check(task) for task in tasks) if why is not None]
 
     def run(self, tasks: list[dict[str, Any]], group_size: int) -> list[dict[str, Any]]:
         """``group_size`` trajectories per task, in task order, as dicts; failures become failed trajectories."""
@@ -414,6 +425,10 @@ class WorkerPool(Protocol):
         """Metrics of the pool itself for the step that just ran (e.g. generation servers' batching)."""
         ...
 
+    def preflight(self, tasks: list[dict[str, Any]]) -> list[str]:
+        """Why tasks cannot start on the pool's workers (one line each, naming the node); [] when all can."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -426,6 +441,9 @@ class LocalWorkerPool:
 
     def set_weights(self, state_dict: Any, version: int) -> None:
         self.worker.set_weights(state_dict, version)
+
+    def preflight(self, tasks: list[dict[str, Any]]) -> list[str]:
+        return self.worker.preflight(tasks)
 
     def run_groups(self, tasks: list[dict[str, Any]], group_size: int) -> list[Trajectory]:
         return [Trajectory.from_dict(d) for d in self.worker.run(tasks, group_size)]

@@ -30,11 +30,11 @@ STEP_METRICS = (
     "policy/loss", "policy/kl", "policy/clip_frac", "policy/entropy", "policy/grad_norm", "policy/lr",
     "tokens/response_len_mean",
     "timing/rollout_s", "timing/generate_s", "timing/env_s", "timing/grade_s", "timing/update_s",
-    "timing/sync_s", "timing/step_s",
+    "timing/sync_s", "timing/step_s", "timing/grade_wait_s",
 )
 ENV_METRICS = (
     "env/reset_s", "env/exec_s", "env/grade_s", "env/turns", "env/format_errors", "env/timeouts",
-    "env/resolved", "env/f2p_frac", "env/errors", "env/grade_cache_hits",
+    "env/resolved", "env/f2p_frac", "env/errors", "env/grade_cache_hits", "env/sandbox_deaths", "env/grade_wait_s",
 )
 ROLLOUT_COLUMNS = ("task_id", "reward", "resolved", "turns", "final_diff", "last_observation")
 """Columns of the wandb Table ``rollouts`` (logging.wandb_rollouts_every)."""

@@ -40,6 +40,11 @@ from swebox.trainers.rollout import LocalWorkerPool, Trajectory, WorkerPool
 from swebox.trainers.tiny import build_model, build_tokenizer
 from swebox.trainers.tracking import Tracker
 
+
+class TrainingError(RuntimeError):
+    """The run cannot go on (tasks that cannot start, too many environment errors); the message says why."""
+
+
 KILL_AT_ENV = "SWEBOX_TEST_KILL_AT"
 """``PHASE:STEP``: the trainer SIGKILLs itself after that phase of that step (a test hook; see the docstring)."""
 
@@ -116,6 +121,7 @@ def rollout_metrics(trajs: list[Trajectory]) -> dict[str, float]:
         out[name] = float(np.mean([t.metrics.get(name, 0.0) for t in trajs]))
     for kind in ("generate", "env", "grade"):
         out[f"timing/{kind}_s"] = union_seconds([(s, e) for t in trajs for k, s, e in t.intervals if k == kind])
+    out["timing/grade_wait_s"] = float(sum(t.metrics.get("env/grade_wait_s", 0.0) for t in trajs))
     return out
 
 
@@ -167,6 +173,14 @@ class Trainer:
             else:
                 pool = LocalWorkerPool(cfg, episode_factory, model=self.learner.model, tokenizer=self.tokenizer)
         self.pool = pool
+        self.errored_tasks: dict[str, str] = {}
+        """Task id -> its first environment error in this process (each logged once, when it happens)."""
+        try:
+            self._preflight()
+        except BaseException:
+            if self._own_pool:
+                self.pool.close()
+            raise
         self.pool.set_weights(self.learner.state_dict(), self.step_count)
         save_config(cfg, self.run_dir / "config.yaml")
         self.trajectories = trajectories.TrajectoryWriter(self.run_dir, cfg.logging.trajectories_every,
@@ -187,6 +201,38 @@ class Trainer:
         self.sampler.load(state.data_position)
         self.echo(f"resume: continuing from {found} (step {state.step})")
         return state.step
+
+    def _preflight(self) -> None:
+        """Every task can start on every rollout node (its layers are in the store that node sees), or the run
+        stops before step 1 with the list of what is missing and the command that builds it."""
+        check = getattr(self.pool, "preflight", None)
+        problems = check(self.tasks) if check is not None else []
+        if problems:
+            shown = "\n  ".join(problems[:20]) + (f"\n  ... and {len(problems) - 20} more" if len(problems) > 20
+                                                 else "")
+            raise TrainingError(f"preflight: expected every task's layers on every rollout node; found "
+                                f"{len(problems)} problem(s):\n  {shown}\nbuild what is missing, or drop those "
+                                "tasks from env.tasks, and start again")
+
+    def _check_errors(self, trajs: list[Trajectory]) -> None:
+        """Log each task's first environment error; stop when the step's error share passes the threshold."""
+        failed = [t for t in trajs if t.failed]
+        for t in failed:
+            if t.task_id not in self.errored_tasks:
+                self.errored_tasks[t.task_id] = t.error
+                first_line = (t.error.strip().splitlines() or ["(no message)"])[0]
+                self.echo(f"episode error in task {t.task_id} (step {self.step_count}, first for this task): "
+                          f"{first_line}")
+        frac = len(failed) / max(1, len(trajs))
+        if frac > self.cfg.rollout.max_error_frac:
+            tasks = sorted({t.task_id for t in failed})
+            raise TrainingError(
+                f"step {self.step_count}: expected at most rollout.max_error_frac={self.cfg.rollout.max_error_frac:g}"
+                f" of the episodes to fail in the environment; found {len(failed)}/{len(trajs)} from tasks "
+                f"{tasks[:10]}{' ...' if len(tasks) > 10 else ''}; first error: "
+                f"{(failed[0].error.strip().splitlines() or [''])[0]}; fix the environment (the lines above name "
+                "each task's first error) and resume with --resume, or raise rollout.max_error_frac"
+            )
 
     # ----------------------------------------------------------------------------------------- the loop
 
@@ -284,6 +330,7 @@ class Trainer:
         # the metrics are durable before the checkpoint: a kill between the two redoes the step on resume
         record = self.tracker.log(self.step_count, metrics)
         self._boundary("log")
+        self._check_errors(trajs)
         every = cfg.checkpoint.every_steps
         if (every and self.step_count % every == 0) or self.step_count == cfg.total_steps:
             self.save_checkpoint()

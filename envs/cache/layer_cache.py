@@ -5,13 +5,15 @@ squashfs layers are copied to node-local disk (hashing on the way) and mounted r
 the node shares the mount's page cache. tar layers are hashed, vetted and unpacked once into a
 node-local folder. Either way it happens once per node, under the I/O budget; every later use is free.
 
-Node-local layout (``root/``)::
+Node-local layout (``root/``), every name keyed by the layer's *node key* ``<key>.<first 16 hex of its
+sha256>`` (:func:`node_key`), so that stores which built one key differently (two runs, two users, a rebuild)
+share a node cache without breaking each other's episodes: each build is materialised under its own name::
 
-    blobs/<key>.squashfs      local copies of squashfs images (the mount source)
-    layers/<key>/             the mountpoint or unpacked tree handed to Sandbox
-    state/<key>.json          what is materialised; the file's mtime is the key's last use (LRU)
-    locks/<key>.lock          exclusive while a process materialises or evicts the key
-    users/<key>.lock          shared-locked by every live user of the key, in any process
+    blobs/<node key>.squashfs local copies of squashfs images (the mount source)
+    layers/<node key>/        the mountpoint or unpacked tree handed to Sandbox
+    state/<node key>.json     what is materialised (its store key too); the file's mtime is its last use (LRU)
+    locks/<node key>.lock     exclusive while a process materialises or evicts it
+    users/<node key>.lock     shared-locked by every live user of it, in any process
 
 A layer whose users/ lock can be taken exclusively has no live user, so quota eviction may remove it;
 a process that dies releases its locks with it, so crashed users never pin a layer.
@@ -66,6 +68,15 @@ class LayerCacheConfig:
         self.root = str(Path(self.root or default_root()).absolute())
 
 
+def node_key(manifest: Manifest) -> str:
+    """The node-local name of one build of a layer: its key and the start of its content digest."""
+    return f"{manifest.key}.{manifest.sha256[:16]}"
+
+
+def _node_of(state: dict[str, Any]) -> str:
+    return state.get("node_key", state["key"])  # records written before node keys named the store key
+
+
 class QuotaError(RuntimeError):
     """The layers in use on this node leave no room for another one under the quota."""
 
@@ -111,14 +122,26 @@ class LayerCache:
 
     # ---- public API
     def acquire(self, key: str) -> LayerHandle:
-        """Make ``key`` available on this node (once) and hold it until the handle is released."""
-        with self._locked(key):
-            manifest = self._ensure(key)
-            self._record_interpreters(manifest)
-            users = open(self.root / "users" / f"{key}.lock", "a+")  # noqa: SIM115 - held by the handle
-            fcntl.flock(users, fcntl.LOCK_SH)
-        os.utime(self._state_path(key))
-        handle = LayerHandle(key, self.root / "layers" / key, manifest, users, self._handles.remove)
+        """Make ``key`` (the store's current build of it) available on this node (once) and hold it until the
+        handle is released."""
+        manifest = self.store.require(key)
+        for attempt in range(3):
+            node = node_key(manifest)
+            with self._locked(node):
+                try:
+                    self._ensure(manifest, node)
+                except LayerCorruptError:
+                    self._forget(node)
+                    if attempt == 2:
+                        raise
+                else:
+                    self._record_interpreters(manifest, node)
+                    users = open(self.root / "users" / f"{node}.lock", "a+")  # noqa: SIM115 - held by the handle
+                    fcntl.flock(users, fcntl.LOCK_SH)
+                    break
+            manifest = self._after_corrupt_blob(manifest)
+        os.utime(self._state_path(node))
+        handle = LayerHandle(key, self.root / "layers" / node, manifest, users, self._handles.remove)
         self._handles.append(handle)
         return handle
 
@@ -135,9 +158,13 @@ class LayerCache:
         return sum(s["bytes"] for s in self.materialised())
 
     def evict(self, key: str) -> bool:
-        """Remove ``key`` from this node if no process uses it; True when removed."""
-        with self._locked(key, blocking=False) as got:
-            return got and self._drop_if_unused(key)
+        """Remove every build of ``key`` from this node that no process uses; True when none is left."""
+        nodes = [_node_of(s) for s in self.materialised() if s["key"] == key] or [key]
+        return all([self._evict_node(node) for node in nodes])
+
+    def _evict_node(self, node: str) -> bool:
+        with self._locked(node, blocking=False) as got:
+            return got and self._drop_if_unused(node)
 
     def close(self) -> None:
         """Release this cache's handles and unmount every squashfs layer that no process uses."""
@@ -146,9 +173,10 @@ class LayerCache:
         for state in self.materialised():
             if state["format"] != "squashfs":
                 continue
-            with self._locked(state["key"], blocking=False) as got, self._unused(state["key"]) as free:
+            node = _node_of(state)
+            with self._locked(node, blocking=False) as got, self._unused(node) as free:
                 if got and free:
-                    self._unmount(self.root / "layers" / state["key"], state.get("mount", "kernel"))
+                    self._unmount(self.root / "layers" / node, state.get("mount", "kernel"))
 
     def __enter__(self) -> LayerCache:
         return self
@@ -195,42 +223,33 @@ class LayerCache:
             return None
 
     def _write_state(self, state: dict[str, Any]) -> None:
-        tmp = self._state_path(state["key"]).with_suffix(".tmp")
+        tmp = self._state_path(_node_of(state)).with_suffix(".tmp")
         tmp.write_text(json.dumps(state))
-        os.rename(tmp, self._state_path(state["key"]))
+        os.rename(tmp, self._state_path(_node_of(state)))
 
-    # ---- materialisation (called with the key's lock held)
-    def _record_interpreters(self, manifest: Manifest) -> None:
+    # ---- materialisation (called with the node key's lock held)
+    def _record_interpreters(self, manifest: Manifest, node: str) -> None:
         """Beside the layer folder, the interpreters its builder recorded in the manifest: what its sandboxes
         bind (a pyvenv.cfg in the tree is never trusted for that, see Layer.interpreters)."""
         prefixes = manifest.meta.get("interpreters")
         if prefixes is None and manifest.meta.get("interpreter"):  # manifests of builders before issue 11
             prefixes = [interpreter_prefix(manifest.meta["interpreter"])]
-        target = self.root / "layers" / manifest.key
+        target = self.root / "layers" / node
         if prefixes and read_record(target) != tuple(prefixes):
             write_record(target, prefixes)
 
-    def _ensure(self, key: str) -> Manifest:
-        manifest = self.store.require(key)
-        state = self._read_state(key)
+    def _ensure(self, manifest: Manifest, node: str) -> None:
+        """``node`` (this build of the layer) is ready on this node; raises LayerCorruptError for a bad copy."""
+        state = self._read_state(node)
         if state and state["sha256"] == manifest.sha256 and state["status"] == "ready":
-            if manifest.format != "squashfs" or os.path.ismount(self.root / "layers" / key):
-                return manifest
-            if self._mount_local(manifest, state):
-                return manifest
-        if state and not self._drop_if_unused(key):
-            raise RuntimeError(f"layer {key} on this node is stale (the store rebuilt it) but still in use; "
-                               f"close the sandboxes using it first.")
-        for attempt in range(3):
-            try:
-                self._materialise(manifest)
-                return manifest
-            except LayerCorruptError:
-                self._forget(key)
-                if attempt == 2:
-                    raise
-                manifest = self._after_corrupt_blob(manifest)
-        raise AssertionError("unreachable")
+            if manifest.format != "squashfs" or os.path.ismount(self.root / "layers" / node):
+                return
+            if self._mount_local(manifest, node, state):
+                return
+        if state and not self._drop_if_unused(node):
+            raise RuntimeError(f"layer {manifest.key} on this node ({node}) is half made or lost its mount but "
+                               "is still in use; close the sandboxes using it first.")
+        self._materialise(manifest, node)
 
     def _after_corrupt_blob(self, manifest: Manifest) -> Manifest:
         """The node copy did not match: a bad copy is fetched again; a bad stored blob is removed from the
@@ -245,53 +264,53 @@ class LayerCache:
                 f"manifest); it was removed from the store. Rebuild it with `swebox cache build`.")
         return self.rebuild(manifest.key)
 
-    def _reserve(self, manifest: Manifest, nbytes: int) -> None:
+    def _reserve(self, manifest: Manifest, node: str, nbytes: int) -> None:
         """Evict least-recently-used unused layers until ``nbytes`` more fit, then record a reservation."""
         quota = int(self.config.quota_gb * GB)
         with self._locked("_quota"):
-            others = [s for s in self.materialised() if s["key"] != manifest.key]
+            others = [s for s in self.materialised() if _node_of(s) != node]
             used = sum(s["bytes"] for s in others)
-            for state in sorted(others, key=lambda s: self._last_used(s["key"])):
+            for state in sorted(others, key=lambda s: self._last_used(_node_of(s))):
                 if used + nbytes <= quota:
                     break
-                if self.evict(state["key"]):
+                if self._evict_node(_node_of(state)):
                     used -= state["bytes"]
             if used + nbytes > quota:
                 raise QuotaError(
                     f"layer cache {self.root}: layer {manifest.key} needs {nbytes / GB:.2f} GB but layers "
                     f"in use hold {used / GB:.2f} GB of the {self.config.quota_gb} GB quota; raise "
                     f"quota_gb or release sandboxes.")
-            self._write_state({"key": manifest.key, "sha256": manifest.sha256, "format": manifest.format,
-                               "bytes": nbytes, "status": "materialising"})
+            self._write_state({"key": manifest.key, "node_key": node, "sha256": manifest.sha256,
+                               "format": manifest.format, "bytes": nbytes, "status": "materialising"})
 
-    def _materialise(self, manifest: Manifest) -> None:
-        key, target = manifest.key, self.root / "layers" / manifest.key
+    def _materialise(self, manifest: Manifest, node: str) -> None:
+        key, target = manifest.key, self.root / "layers" / node
         stored = self.store.blob_path(manifest)
         if not stored.exists():
             raise LayerCorruptError(f"layer {key}: stored file {stored} is missing")
         if manifest.format == "squashfs":
-            self._reserve(manifest, manifest.size)
+            self._reserve(manifest, node, manifest.size)
             with self.budget.hold(manifest.size):
-                local = self._fetch_verified(manifest, stored)
+                local = self._fetch_verified(manifest, stored, node)
             vet_squashfs(local)
-            state = {**self._read_state(key), "status": "ready", "blob": str(local)}
+            state = {**self._read_state(node), "status": "ready", "blob": str(local)}
             target.mkdir(exist_ok=True)
             self._mount(local, target, state)
         else:
-            self._reserve(manifest, manifest.tree_bytes or 4 * manifest.size)
+            self._reserve(manifest, node, manifest.tree_bytes or 4 * manifest.size)
             with self.budget.hold(manifest.size):
                 self._verify(stored, manifest)
                 unpack(stored, target, manifest.format)
-            state = {**self._read_state(key), "status": "ready"}
+            state = {**self._read_state(node), "status": "ready"}
         self._write_state(state)
 
     def _verify(self, path: Path, manifest: Manifest) -> None:
         if sha256_file(path) != manifest.sha256:
             raise LayerCorruptError(f"layer {manifest.key}: {path} does not match its manifest (sha256)")
 
-    def _fetch_verified(self, manifest: Manifest, stored: Path) -> Path:
+    def _fetch_verified(self, manifest: Manifest, stored: Path, node: str) -> Path:
         """Copy the stored image to node-local disk, hashing the copy; the copy is what gets mounted."""
-        local = self.root / "blobs" / f"{manifest.key}.squashfs"
+        local = self.root / "blobs" / f"{node}.squashfs"
         fd, tmp = tempfile.mkstemp(dir=local.parent, prefix=f".{manifest.key}.")
         os.close(fd)
         try:
@@ -303,12 +322,12 @@ class LayerCache:
                 os.unlink(tmp)
         return local
 
-    def _mount_local(self, manifest: Manifest, state: dict[str, Any]) -> bool:
+    def _mount_local(self, manifest: Manifest, node: str, state: dict[str, Any]) -> bool:
         """Re-mount a node-local image after an unmount or reboot, re-checking it first."""
         local = Path(state.get("blob", ""))
         if not local.is_file() or sha256_file(local) != manifest.sha256:
             return False
-        self._mount(local, self.root / "layers" / manifest.key, state)
+        self._mount(local, self.root / "layers" / node, state)
         return True
 
     def _mount(self, image: Path, target: Path, state: dict[str, Any]) -> None:
@@ -335,14 +354,14 @@ class LayerCache:
                 self._forget(key)
             return free
 
-    def _forget(self, key: str) -> None:
-        """Remove every trace of ``key`` on this node (mount, tree, local image, state)."""
-        state = self._read_state(key) or {}
-        target = self.root / "layers" / key
+    def _forget(self, node: str) -> None:
+        """Remove every trace of ``node`` (one build of a layer) on this node (mount, tree, local image, state)."""
+        state = self._read_state(node) or {}
+        target = self.root / "layers" / node
         self._unmount(target, state.get("mount", "kernel"))
         if target.is_dir() and not os.path.ismount(target):
             shutil.rmtree(target, ignore_errors=True)
         if state.get("blob"):
             Path(state["blob"]).unlink(missing_ok=True)
-        self._state_path(key).unlink(missing_ok=True)
+        self._state_path(node).unlink(missing_ok=True)
         record_path(target).unlink(missing_ok=True)

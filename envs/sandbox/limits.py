@@ -4,7 +4,9 @@ cgroups are created beneath the cgroup this process is in (read from /proc/self/
 cgroup v2 (one unified hierarchy with the memory and pids controllers enabled for children, and cpu where
 enabled) is preferred; on hybrid hosts the v1 memory, pids and cpu hierarchies are used. Without either
 (rootless, no delegation), memory falls back to a per-process RLIMIT_AS and processes to RLIMIT_NPROC, which
-the kernel counts per user namespace, so per sandbox.
+the kernel counts per user namespace, so per sandbox. A memory cgroup's limit covers the sandbox's tmpfs sizes
+as well (SandboxPolicy.cgroup_memory_mb): tmpfs pages are charged to it, and a limit below them made a full disk
+an OOM kill of the whole sandbox instead of ENOSPC.
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ class Limits:
                 weight = self.policy.cpu_weight if "cpu" in enabled else 0
                 try:
                     os.mkdir(path)
-                    _write(path, "memory.max", self.policy.memory_mb * MB)
+                    _write(path, "memory.max", self.policy.cgroup_memory_mb * MB)
                     _write(path, "memory.swap.max", 0, missing_ok=True)
                     _write(path, "pids.max", self.policy.max_processes)
                     if weight:
@@ -94,7 +96,7 @@ class Limits:
                 if weight:
                     self.enforced_by["cpu_share"] = f"cgroup v2 cpu.weight={weight} ({path})"
             return
-        controllers = [("memory", {"memory.limit_in_bytes": self.policy.memory_mb * MB}),
+        controllers = [("memory", {"memory.limit_in_bytes": self.policy.cgroup_memory_mb * MB}),
                        ("pids", {"pids.max": self.policy.max_processes})]
         if self.policy.cpu_weight:  # a group of its own: the scheduler shares CPU between groups first
             controllers.append(("cpu", {"cpu.shares": max(2, self.policy.cpu_weight * 1024 // 100)}))
@@ -110,7 +112,7 @@ class Limits:
                 for key, value in files.items():
                     _write(path, key, value)
                 if controller == "memory":  # no swap beyond the limit, when swap accounting exists
-                    _write(path, "memory.memsw.limit_in_bytes", self.policy.memory_mb * MB, missing_ok=True)
+                    _write(path, "memory.memsw.limit_in_bytes", self.policy.cgroup_memory_mb * MB, missing_ok=True)
             except OSError:
                 _rmdir(path)
                 continue

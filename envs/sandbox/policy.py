@@ -51,7 +51,9 @@ class SandboxPolicy:
     to 127.0.0.1). Every loopback port of the host is then reachable from it: only for trusted build steps."""
 
     memory_mb: int = 4096
-    """Memory limit for all processes of the sandbox together (cgroup), or per process (RLIMIT_AS) as fallback."""
+    """Memory limit for all processes of the sandbox together (cgroup), or per process (RLIMIT_AS) as fallback.
+    The sandbox's tmpfs pages (writable layer, /tmp, /dev/shm) are charged to its cgroup too, so the cgroup's
+    limit is this plus their sizes (:attr:`cgroup_memory_mb`): a full disk is ENOSPC, never an OOM kill."""
 
     max_processes: int = 512
     """Maximum number of processes/threads alive at once in the sandbox (cgroup pids, or RLIMIT_NPROC)."""
@@ -178,6 +180,12 @@ class SandboxPolicy:
         self.env = {str(k): str(v) for k, v in self.env.items()}
         if not str(self.workdir).startswith("/"):
             raise SandboxError(f"SandboxPolicy.workdir: expected an absolute path, found {self.workdir!r}")
+
+    @property
+    def cgroup_memory_mb(self) -> int:
+        """The memory cgroup's limit: ``memory_mb`` for processes plus every tmpfs the sandbox may fill (the
+        writable layer, /tmp and /dev/shm), whose pages the kernel charges to the cgroup of who writes them."""
+        return self.memory_mb + self.upper_size_mb + 2 * self.tmp_size_mb
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

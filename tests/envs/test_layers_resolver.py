@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import shlex
+
 import pytest
 from swebox.envs.cache import LayerStore
 from swebox.envs.episode_state import StartState
-from swebox.envs.layers_resolver import LayersMissing, LayerSource, acquire_layers, build_command
+from swebox.envs.layers_resolver import LayersMissing, LayerSource, acquire_layers, build_command, missing_layers
 from swebox.envs.swe_env import SWEEpisode
 
 from tests.envs.swe_fixtures import CALC_ENV, GOLD, SUBMIT, apply_patch, calc_layer, calc_task  # noqa: F401
@@ -18,8 +20,26 @@ def test_missing_env_names_the_key_and_the_build_command(tmp_path):
         acquire_layers(calc_task(), source)
     message = str(err.value)
     assert CALC_ENV.key() in message and "calc-add" in message
-    assert f"swebox cache build --tasks /data/tasks.jsonl --store {store.root}" in message
+    assert f"swebox cache --store {store.root} build --tasks /data/tasks.jsonl" in message
     assert build_command(source) in message
+    assert str(missing_layers(calc_task(), source)) == message  # the same check, without raising
+
+
+def test_the_build_command_parses_as_swebox_cache_build(tmp_path):
+    from swebox.scripts.cli import build_parser
+
+    command = build_command(LayerSource(store=str(tmp_path / "store"), tasks_file="/data/tasks.jsonl"))
+    args = build_parser().parse_args(shlex.split(command)[1:])  # was: "unrecognized arguments: --store"
+    assert (args.cache_command, args.store, args.tasks) == ("build", str(tmp_path / "store"), "/data/tasks.jsonl")
+
+
+def test_missing_layers_is_none_when_the_store_has_them(tmp_path, calc_layer):  # noqa: F811
+    store = LayerStore(tmp_path / "store", fmt="tar.gz")
+    with store.lock(CALC_ENV.key()):
+        store.publish(CALC_ENV.key(), calc_layer, kind="env")
+    assert missing_layers(calc_task(), LayerSource(store=str(store.root))) is None
+    assert "its task layer task-9" in str(missing_layers(calc_task(task_layer_key="task-9"),
+                                                         LayerSource(store=str(store.root))))
 
 
 def test_missing_task_layer_and_missing_env_spec_and_missing_store(tmp_path, calc_layer):  # noqa: F811

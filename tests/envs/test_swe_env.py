@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import threading
 from pathlib import Path
 
 import pytest
@@ -127,7 +130,8 @@ def test_destroying_the_repo_or_the_shell_gives_reward_zero_not_an_error(episode
 
 
 def test_memory_hog_is_contained(episode):
-    ep = episode(sandbox={"memory_mb": 256}, command_timeout_s=30)
+    # the memory cgroup's limit is memory_mb plus the tmpfs sizes (SandboxPolicy.cgroup_memory_mb): small ones here
+    ep = episode(sandbox={"memory_mb": 256, "upper_size_mb": 256, "tmp_size_mb": 64}, command_timeout_s=30)
     ep.reset()
     hog = ep.step(bash("/venv/bin/python -c 'x = bytearray(2 * 1024**3); print(len(x))'"))
     assert "2147483648" not in hog.observation and not hog.done
@@ -166,3 +170,49 @@ def test_config_errors_say_what_to_fix():
         EpisodeConfig(sandbox={"network": "host"})
     with pytest.raises(Exception, match="unknown keys"):
         EpisodeConfig(sandbox={"memory": 1})
+
+
+def test_filling_the_disk_is_enospc_not_a_dead_sandbox(episode):
+    # the writable layer and /tmp together exceed memory_mb: their pages count against the memory cgroup
+    ep = episode(sandbox={"memory_mb": 256, "upper_size_mb": 300, "tmp_size_mb": 64}, command_timeout_s=60)
+    ep.reset()
+    fill = ep.step(bash("for i in 1 2 3 4; do head -c 100M /dev/zero > /testbed/f$i || echo FULL$i; done; "
+                        "head -c 100M /dev/zero > /tmp/t || echo TMPFULL; echo done"))
+    assert not fill.done, fill.info  # was: the sandbox OOM-killed, BrokenPipeError, an env error
+    assert "No space left on device" in fill.observation and "FULL4" in fill.observation
+    assert "TMPFULL" in fill.observation and fill.observation.endswith("done\n</output>")
+    ep.step(bash("rm -f /testbed/f? /tmp/t"))
+    ep.step(apply_patch(GOLD))
+    done = ep.step(SUBMIT)
+    assert done.reward == 1.0 and done.info["metrics"]["env/errors"] == 0.0
+
+
+def test_a_sandbox_that_dies_under_the_agents_command_scores_zero_and_is_not_an_error(episode):
+    ep = episode(command_timeout_s=60)
+    ep.reset()
+    ep.step(apply_patch(GOLD))  # even a fixed repo: a dead sandbox is a failed attempt, graded nothing
+    pid = ep._sandbox.pid
+    threading.Timer(1.0, os.kill, (pid, signal.SIGKILL)).start()  # as the OOM killer takes the whole sandbox
+    died = ep.step(bash("sleep 30"))
+    assert died.done and died.reward == 0.0 and died.info["reason"] == "sandbox_died"
+    assert "error" not in died.info  # a trainer masks errored episodes out of the loss; this one must count
+    metrics = died.info["metrics"]
+    assert (metrics["env/sandbox_deaths"], metrics["env/errors"]) == (1.0, 0.0)
+
+
+def test_gradings_queue_for_a_node_slot_instead_of_running_all_at_once(episode, tmp_path, monkeypatch):
+    monkeypatch.setenv("SWEBOX_GRADE_SLOTS_DIR", str(tmp_path / "slots"))
+    eps = [episode(grade_slots=1) for _ in range(2)]
+    for ep in eps:
+        ep.reset()
+        ep.step(apply_patch(GOLD))
+    results = [None, None]
+    threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, eps[i].step(SUBMIT))) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [r.reward for r in results] == [1.0, 1.0]  # both graded for real
+    waits = sorted(r.info["metrics"]["env/grade_wait_s"] for r in results)
+    grades = [r.info["metrics"]["env/grade_s"] for r in results]
+    assert waits[0] < 0.5 and waits[1] > 0.5 * min(grades)  # the second waited for the first's grading

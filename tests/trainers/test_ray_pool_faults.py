@@ -163,3 +163,23 @@ def test_a_node_that_leaves_the_cluster_has_its_actor_replaced_elsewhere(cluster
         assert any(f"on node {gone[:8]} died" in line for line in lines)
     finally:
         pool.close()
+
+
+class StoreViewWorker(KillableWorker):
+    """Its node "sees" a task's layers only when the task says so (as a store mounted on some nodes only)."""
+
+    def preflight(self, tasks):
+        return [f"task {t['instance_id']}: layers missing" for t in tasks if self.node not in t["present_on"]]
+
+
+def test_preflight_checks_every_task_on_every_node(cluster):
+    cfg = config()
+    cfg = dataclasses.replace(cfg, ray=dataclasses.replace(cfg.ray, actors_per_node=2, actor_num_cpus=0.5))
+    pool = RayWorkerPool(cfg, worker_factory=StoreViewWorker, echo=lambda _: None)
+    try:
+        head, worker = sorted(set(pool.actor_nodes), key=lambda n: n != ray.get_runtime_context().get_node_id())
+        tasks = [task(0, "alpha", present_on=[head, worker]), task(1, "beta", present_on=[head])]
+        # one check per node (not per actor), each line naming the node
+        assert pool.preflight(tasks) == [f"on node {worker[:8]}: task beta.t1: layers missing"]
+    finally:
+        pool.close()

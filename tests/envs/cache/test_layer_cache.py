@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from swebox.envs.cache.layer_cache import LayerCache, LayerCacheConfig, QuotaError
+from swebox.envs.cache.layer_cache import LayerCache, LayerCacheConfig, QuotaError, node_key
 from swebox.envs.cache.store import LayerCorruptError, LayerStore
 
 from .conftest import IS_ROOT, make_layer_tree, needs_root, needs_squashfs
@@ -49,7 +49,7 @@ def test_acquire_materialises_once_and_shows_the_tree(tmp_path, fmt):
         assert state["status"] == "ready" and state["sha256"] == store.get("env-a").sha256
         h.release()
         h2.release()
-    assert not os.path.ismount(tmp_path / "node" / "layers" / "env-a")  # close unmounts
+    assert not os.path.ismount(tmp_path / "node" / "layers" / node_key(store.get("env-a")))  # close unmounts
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -92,7 +92,7 @@ def test_corrupt_node_copy_is_refetched(tmp_path):
     store = _store_with(tmp_path, "squashfs", ["env-a"])
     with _cache(tmp_path, store) as cache:
         cache.acquire("env-a").release()
-    local = tmp_path / "node" / "blobs" / "env-a.squashfs"  # close() unmounted it; the copy stays
+    local = tmp_path / "node" / "blobs" / f"{node_key(store.get('env-a'))}.squashfs"  # unmounted; the copy stays
     data = bytearray(local.read_bytes())
     data[200] ^= 0x01
     local.write_bytes(bytes(data))
@@ -111,7 +111,7 @@ def test_quota_evicts_least_recently_used_unused_layers(tmp_path, fmt):
         held = cache.acquire("env-b")
         cache.acquire("env-c").release()  # evicts env-a: least recently used and unused
         assert sorted(s["key"] for s in cache.materialised()) == ["env-b", "env-c"]
-        assert not (tmp_path / "node" / "layers" / "env-a").exists()
+        assert not (tmp_path / "node" / "layers" / node_key(store.get("env-a"))).exists()
         with cache.acquire("env-a"):  # evicts env-c, never env-b (held)
             assert sorted(s["key"] for s in cache.materialised()) == ["env-a", "env-b"]
             with pytest.raises(QuotaError, match="layer env-c needs"):
@@ -126,7 +126,7 @@ class ForgetsDuringListing(LayerCache):
 
     def materialised(self):
         states = super().materialised()
-        victim = self.root / "state" / "env-a.json"
+        victim = self.root / "state" / f"{node_key(self.store.get('env-a'))}.json"
         if victim.exists() and any(s["key"] == "env-a" for s in states):
             victim.unlink()
         return states
@@ -173,3 +173,24 @@ def test_a_layer_used_by_another_process_is_not_evicted(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_two_stores_with_different_builds_of_one_key_share_a_node_cache(tmp_path, fmt):
+    """Two runs (stores) built env-a differently; both use one node cache at once and neither breaks the other
+    (was: "layer env-a on this node is stale (the store rebuilt it) but still in use" for every episode)."""
+    first = _store_with(tmp_path / "one", fmt, ["env-a"], payload=1000)
+    second = _store_with(tmp_path / "two", fmt, ["env-a"], payload=1000)
+    assert first.get("env-a").sha256 != second.get("env-a").sha256  # different payloads: different builds
+    with _cache(tmp_path, first) as one, _cache(tmp_path, second) as two:
+        held = one.acquire("env-a")
+        with two.acquire("env-a") as other:  # while the first build is in use
+            assert other.path != held.path and other.manifest.sha256 == second.get("env-a").sha256
+            assert (other.path / "testbed").is_dir() and (held.path / "testbed").is_dir()
+        again = one.acquire("env-a")  # the first run goes on with its own build, materialised once
+        assert again.path == held.path
+        again.release()
+        held.release()
+        assert sorted(s["node_key"] for s in one.materialised()) == sorted(
+            [node_key(first.get("env-a")), node_key(second.get("env-a"))])
+        assert one.evict("env-a") and one.materialised() == []  # both builds, neither in use

@@ -6,7 +6,7 @@ import os
 import time
 
 import pytest
-from swebox.envs.cache.layer_cache import LayerCache, LayerCacheConfig
+from swebox.envs.cache.layer_cache import LayerCache, LayerCacheConfig, node_key
 from swebox.envs.cache.ray_budget import RESOURCE, io_task_options, materialise_on_node, node_resources
 from swebox.envs.cache.store import LayerStore
 
@@ -81,7 +81,7 @@ def test_each_node_materialises_its_own_layers_under_its_budget(cluster, tmp_pat
         peak = _peak([(r["start"], r["end"], 11) for r in mine])
         assert peak == 22  # two at a time, never the third (33 MB > 25 MB)
         cache_root = tmp_path / f"node-{node}"
-        assert sorted(os.listdir(cache_root / "layers")) == [f"env-{k}" for k in range(5)]
+        assert sorted(os.listdir(cache_root / "layers")) == sorted(node_key(store.get(f"env-{k}")) for k in range(5))
 
     # the library's own entry point pins and budgets the same way
     refs = materialise_on_node(store, ["env-0", "env-1"], nodes[1], config)

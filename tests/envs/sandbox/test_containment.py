@@ -60,7 +60,8 @@ def _host_processes_of(uid: int) -> list[int]:
 
 
 def test_memory_bomb_is_contained(base_layer: Path, work_root: str, host_sentinel):
-    policy = SandboxPolicy(work_root=work_root, memory_mb=256)
+    # the memory cgroup holds memory_mb plus the tmpfs sizes (SandboxPolicy.cgroup_memory_mb): small ones here
+    policy = SandboxPolicy(work_root=work_root, memory_mb=256, upper_size_mb=64, tmp_size_mb=32)
     with Sandbox([base_layer], policy) as sb:
         r = sb.exec("python3 -c 'x = []\nwhile True: x.append(bytearray(16 << 20))'", timeout=60)
         assert r.exit_code != 0 and not r.timed_out
