@@ -1,7 +1,7 @@
 """A runnable test image with its own interpreter, in SWE-bench's layout.
 
-Layer 1: a Debian bullseye root filesystem made by ``mmdebstrap`` (Python 3.9, pytest 6, git), with a venv
-made by bullseye's own Python at /opt/venv/testbed (system site packages, so pytest comes from Debian) and a
+Layer 1: a Debian bullseye root filesystem made by ``mmdebstrap`` (Python 3.9, git), with a venv made by
+bullseye's own Python at /opt/venv/testbed (pytest installed from PyPI at build time) and a
 ``/root/.bashrc`` that activates it, as SWE-bench images do with their conda env. Layer 2: a small project at
 /testbed (a git repository at its base commit) with a bug its tests catch.
 
@@ -21,8 +21,11 @@ from pathlib import Path
 from .oci_fixture import write_layout
 
 SUITE = "bullseye"
-PACKAGES = "python3,python3-venv,python3-pytest,git,ca-certificates"
-HOOKS = ('chroot "$1" python3 -m venv --system-site-packages --without-pip /opt/venv/testbed',
+PACKAGES = "python3,python3-venv,git,ca-certificates"
+# pytest from PyPI, as SWE-bench's env scripts install it: the grader's runner needs pluggy >= 1.0, which
+# bullseye's own python3-pytest (6.0, pluggy 0.13) lacks
+HOOKS = ('chroot "$1" python3 -m venv /opt/venv/testbed',
+         'chroot "$1" /opt/venv/testbed/bin/pip install -q --no-cache-dir pytest==7.4.4',
          'echo ". /opt/venv/testbed/bin/activate" > "$1/root/.bashrc"')
 VENV_PYTHON = "/opt/venv/testbed/bin/python"
 
