@@ -125,12 +125,10 @@ def print_images(store: LayerStore) -> None:
           f"{total / 1e6:.1f} MB")
 
 
-def task_images(path: str) -> dict[str, str]:
-    """instance_id -> image name for the rows of a task file that name one."""
-    from swebox.envs.tasks import load
-
+def task_images(tasks) -> dict[str, str]:
+    """instance_id -> image name for the tasks that name one."""
     found = {}
-    for task in load(path):
+    for task in tasks:
         fields = {"image": getattr(task, "image", "")} | {k: task.metadata.get(k, "") for k in IMAGE_KEYS}
         name = next((str(v) for v in fields.values() if v), "")
         if name:
@@ -139,17 +137,20 @@ def task_images(path: str) -> dict[str, str]:
 
 
 def build_images(args: argparse.Namespace, store: LayerStore) -> tuple[set[str], list[tuple[str, str]]]:
-    """Pull the images the task rows name (per --env-source); returns (ids served by an image, failures)."""
+    """Pull the images the task rows name (per --env-source); returns (ids served by an image, failures).
+    With ``auto``, a row whose image cannot be had falls back to its env recipe, and fails without one."""
     if args.env_source == "build":
         return set(), []
-    rows = task_images(args.tasks)
-    if args.env_source == "image":
-        from swebox.envs.tasks import load
+    from swebox.envs.tasks import load
 
-        missing = [t.instance_id for t in load(args.tasks) if t.instance_id not in rows]
+    tasks = list(load(args.tasks))
+    rows = task_images(tasks)
+    if args.env_source == "image":
+        missing = [t.instance_id for t in tasks if t.instance_id not in rows]
         if missing:
             raise SystemExit(f"--env-source image: {len(missing)} rows name no image (e.g. {missing[:3]}); "
                              f"give each row metadata.image, or use --env-source auto.")
+    has_recipe = {t.instance_id for t in tasks if t.env is not None}
     served, failed = set(), []
     budget = IOBudget(LayerCacheConfig().io_budget_mb)
     for image in sorted(set(rows.values())):
@@ -157,13 +158,13 @@ def build_images(args: argparse.Namespace, store: LayerStore) -> tuple[set[str],
         if get_image(store, image) is None:
             try:
                 fetch(store, image, image, Platform.parse(args.platform), _registry_config(args), budget)
-            except Exception as e:  # auto: the env is built from the recipe instead; image: reported
-                if args.env_source == "image":
-                    failed.append((image, str(e)))
+            except Exception as e:  # one image must not stop the others; every failure is reported
+                if args.env_source == "image" or not ids <= has_recipe:
+                    failed.append((image, f"{e} (rows {sorted(ids - has_recipe)[:3]} have no env recipe)"
+                                   if args.env_source == "auto" else str(e)))
                 else:
                     print(f"image {image} unavailable ({e}); building its rows' envs instead", file=sys.stderr)
                 continue
         served |= ids
     print(f"{len(set(rows.values()))} images for {len(served)} of the rows: {len(failed)} failed")
     return served, failed
-

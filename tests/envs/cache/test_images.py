@@ -326,3 +326,15 @@ def test_rootless_user_converts_and_runs_an_image(image, tmp_path):
         shutil.rmtree(root, ignore_errors=True)
         if created:
             subprocess.run(["userdel", user_name], check=False)
+
+
+def test_cli_build_auto_reports_an_unavailable_image_without_a_recipe(tmp_path, capsys):
+    from .test_cli import swebox
+
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"instance_id": "a", "repo": "r", "FAIL_TO_PASS": ["t::x"],
+                                 "metadata": {"image": f"oci:{tmp_path}/no-such-layout:latest"}}) + "\n")
+    assert swebox("cache", "--store", str(tmp_path / "store"), "build", "--tasks", str(tasks)) == 1
+    out, err = capsys.readouterr()
+    assert "1 images for 0 of the rows: 1 failed" in out
+    assert "expected an OCI image layout" in err and "have no env recipe" in err
