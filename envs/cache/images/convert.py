@@ -71,7 +71,7 @@ class LayerBlob:
 
 @dataclass
 class _Plan:
-    """What the normalised layer holds: the final header of each path, in output order."""
+    """What the normalised layer holds: the last header of each path, opaque folders and whiteouts."""
 
     entries: dict[str, tarfile.TarInfo] = field(default_factory=dict)
     opaque: set[str] = field(default_factory=set)
