@@ -15,10 +15,12 @@ from collections import Counter
 
 from ..budget import IOBudget
 from ..layer_cache import LayerCacheConfig
+from ..packing import UnsafeArchiveError
 from ..store import LayerStore
+from .convert import LayerDigestError
 from .records import ImageRecord, get_image, import_image, list_images, remove_image
-from .registry import RegistryConfig, pull
-from .sources import Platform, docker_archive, oci_layout
+from .registry import RegistryConfig, RegistryError, pull
+from .sources import ImageSourceError, Platform, docker_archive, oci_layout
 
 IMAGE_KEYS = ("image", "image_name", "docker_image")
 """Where a task row names its image: the schema's ``image`` when it has one, else ``metadata``'s keys (as
@@ -73,8 +75,12 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
     store = _open(args)
     name = args.name or args.image.removeprefix("docker://")
-    record = fetch(store, args.image, name, Platform.parse(args.platform), _registry_config(args),
-                   IOBudget(LayerCacheConfig().io_budget_mb))
+    try:
+        record = fetch(store, args.image, name, Platform.parse(args.platform), _registry_config(args),
+                       IOBudget(LayerCacheConfig().io_budget_mb))
+    except (RegistryError, ImageSourceError, LayerDigestError, UnsafeArchiveError, OSError) as e:
+        print(f"swebox cache pull {args.image}: {e}", file=sys.stderr)  # the message says what to do
+        return 1
     if record.ref != name:  # a registry pull records the reference it pulled: keep the asked-for name too
         record = _rename(store, record, name)
     stored = sum(store.require(k).size for k in record.layers)
