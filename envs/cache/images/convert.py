@@ -64,7 +64,7 @@ class LayerBlob:
     diff_id: str
     """``sha256:<hex>`` of the uncompressed tar (the config's rootfs.diff_ids entry)."""
     size: int = 0
-    """Bytes of the blob (for the I/O budget and progress); 0 when unknown."""
+    """Bytes of the blob (what the I/O budget is held for); 0 when unknown."""
     media_type: str = ""
     """The descriptor's mediaType (informational: the compression is recognised from the bytes)."""
 
