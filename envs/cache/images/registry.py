@@ -144,10 +144,11 @@ def pull(store: LayerStore, ref: str, platform: Platform | None = None, config: 
     copy = ["copy", "--quiet", "--retry-times", "0", *_skopeo_args(config, "src-"),
             f"docker://{_name(ref)}@{digest}", f"oci:{folder}:image"]
     budget = budget or IOBudget()
-    with budget.hold(compressed):
-        _skopeo(copy, ref, config, "downloading the image")
-    source = oci_layout(folder, "image", platform, kind="registry", location=ref)
-    source.digest = digest  # the registry's digest; skopeo rewrote a Docker manifest as an OCI one
-    record = import_image(store, source, ref, str(platform), budget)
-    shutil.rmtree(folder, ignore_errors=True)
+    with store.lock(folder.name):  # gc leaves a download alone while its lock is held
+        with budget.hold(compressed):
+            _skopeo(copy, ref, config, "downloading the image")
+        source = oci_layout(folder, "image", platform, kind="registry", location=ref)
+        source.digest = digest  # the registry's digest; skopeo rewrote a Docker manifest as an OCI one
+        record = import_image(store, source, ref, str(platform), budget)
+        shutil.rmtree(folder, ignore_errors=True)
     return record

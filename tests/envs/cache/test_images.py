@@ -147,7 +147,11 @@ def test_docker_archive_and_zstd_layers_share_the_stored_layers(image, store, tm
 
 def test_gc_keeps_the_layers_of_recorded_images(image, store):
     record = import_image(store, oci_layout(image), "keep:me", "linux/amd64")
-    assert store.gc(keep_bytes=0) == []  # every layer belongs to an image
+    (store.root / "downloads" / "interrupted" / "blobs").mkdir(parents=True)  # a pull that died midway
+    with store.lock("live"):
+        (store.root / "downloads" / "live").mkdir()
+        assert store.gc(keep_bytes=0) == []  # every layer belongs to an image
+    assert [p.name for p in (store.root / "downloads").iterdir()] == ["live"]
     assert all(store.get(k) for k in record.stack())
     assert remove_image(store, "keep:me") and get_image(store, "keep:me") is None
     assert sorted(store.gc(keep_bytes=0)) == sorted(record.stack())
