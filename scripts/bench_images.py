@@ -12,7 +12,6 @@ sandbox on materialised layers) and reset (median of --resets).
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
 import json
 import os
@@ -41,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(func=run)
 
 
-def _layer(folders: list[str], dest: Path) -> tuple[bytes, str]:
+def _layer(folders: list[str], dest: Path) -> tuple[str, str]:
     """A gzip layer of host folders at their own paths; returns (diff_id hex, compressed digest hex)."""
     raw = dest.with_suffix(".tar")
     with tarfile.open(raw, "w", format=tarfile.PAX_FORMAT) as tar:
@@ -55,11 +54,19 @@ def _layer(folders: list[str], dest: Path) -> tuple[bytes, str]:
                 info = tarfile.TarInfo(name)
                 info.type, info.linkname = tarfile.SYMTYPE, target
                 tar.addfile(info)
-    diff_id = hashlib.sha256(raw.read_bytes()).hexdigest()
-    with open(raw, "rb") as src, gzip.open(dest, "wb", compresslevel=6, mtime=0) as out:
-        shutil.copyfileobj(src, out, 1 << 20)
+    diff_id = _sha256(raw)
+    with open(dest, "wb") as out:
+        subprocess.run(["gzip", "-6", "-n", "-c", str(raw)], stdout=out, check=True)
     raw.unlink()
-    return diff_id, hashlib.sha256(dest.read_bytes()).hexdigest()
+    return diff_id, _sha256(dest)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _layout(root: Path, layers: list[list[str]]) -> Path:

@@ -9,6 +9,7 @@ Layout (``root/``)::
     locks/<key>.lock              fcntl locks: one builder per key across processes and Ray workers
     tmp/                          packing in progress (same filesystem as blobs/, so rename is atomic)
     images/<name>.json            container images made of layers (``cache.images``); gc keeps their layers
+    downloads/<name>/             registry pulls in progress (kept for a resumed pull until gc)
 
 Publication: pack into tmp/, fsync, rename into blobs/, then write the manifest the same way. A crash, a
 SIGKILL or a full disk at any point leaves at most a stray file in tmp/ or an unreferenced blob, never a
@@ -304,6 +305,8 @@ class LayerStore:
         the store holds at most ``keep_bytes``. Returns the removed keys."""
         for tmp in (self.root / "tmp").iterdir():
             self._remove_stray_tmp(tmp)
+        for download in (self.root / "downloads").glob("*"):  # registry pulls that were interrupted
+            self._remove_stray_tmp(download)
         referenced = {m.blob for m in self.ls()}
         for blob in (self.root / "blobs").glob("*/*"):
             rel = blob.relative_to(self.root).as_posix()
@@ -328,7 +331,10 @@ class LayerStore:
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 return  # a build of this key is running: its temporary is live
-            tmp.unlink(missing_ok=True)
+            if tmp.is_dir() and not tmp.is_symlink():
+                shutil.rmtree(tmp, ignore_errors=True)
+            else:
+                tmp.unlink(missing_ok=True)
 
 
 def copy_layers(src: LayerStore, dst: LayerStore, keys: Iterable[str] | None = None,

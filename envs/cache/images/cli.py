@@ -15,10 +15,12 @@ from collections import Counter
 
 from ..budget import IOBudget
 from ..layer_cache import LayerCacheConfig
+from ..packing import UnsafeArchiveError
 from ..store import LayerStore
+from .convert import LayerDigestError
 from .records import ImageRecord, get_image, import_image, list_images, remove_image
-from .registry import RegistryConfig, pull
-from .sources import Platform, docker_archive, oci_layout
+from .registry import RegistryConfig, RegistryError, pull
+from .sources import ImageSourceError, Platform, docker_archive, oci_layout
 
 IMAGE_KEYS = ("image", "image_name", "docker_image")
 """Where a task row names its image: the schema's ``image`` when it has one, else ``metadata``'s keys (as
@@ -73,8 +75,12 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
     store = _open(args)
     name = args.name or args.image.removeprefix("docker://")
-    record = fetch(store, args.image, name, Platform.parse(args.platform), _registry_config(args),
-                   IOBudget(LayerCacheConfig().io_budget_mb))
+    try:
+        record = fetch(store, args.image, name, Platform.parse(args.platform), _registry_config(args),
+                       IOBudget(LayerCacheConfig().io_budget_mb))
+    except (RegistryError, ImageSourceError, LayerDigestError, UnsafeArchiveError, OSError) as e:
+        print(f"swebox cache pull {args.image}: {e}", file=sys.stderr)  # the message says what to do
+        return 1
     if record.ref != name:  # a registry pull records the reference it pulled: keep the asked-for name too
         record = _rename(store, record, name)
     stored = sum(store.require(k).size for k in record.layers)
@@ -125,12 +131,10 @@ def print_images(store: LayerStore) -> None:
           f"{total / 1e6:.1f} MB")
 
 
-def task_images(path: str) -> dict[str, str]:
-    """instance_id -> image name for the rows of a task file that name one."""
-    from swebox.envs.tasks import load
-
+def task_images(tasks) -> dict[str, str]:
+    """instance_id -> image name for the tasks that name one."""
     found = {}
-    for task in load(path):
+    for task in tasks:
         fields = {"image": getattr(task, "image", "")} | {k: task.metadata.get(k, "") for k in IMAGE_KEYS}
         name = next((str(v) for v in fields.values() if v), "")
         if name:
@@ -139,17 +143,20 @@ def task_images(path: str) -> dict[str, str]:
 
 
 def build_images(args: argparse.Namespace, store: LayerStore) -> tuple[set[str], list[tuple[str, str]]]:
-    """Pull the images the task rows name (per --env-source); returns (ids served by an image, failures)."""
+    """Pull the images the task rows name (per --env-source); returns (ids served by an image, failures).
+    With ``auto``, a row whose image cannot be had falls back to its env recipe, and fails without one."""
     if args.env_source == "build":
         return set(), []
-    rows = task_images(args.tasks)
-    if args.env_source == "image":
-        from swebox.envs.tasks import load
+    from swebox.envs.tasks import load
 
-        missing = [t.instance_id for t in load(args.tasks) if t.instance_id not in rows]
+    tasks = list(load(args.tasks))
+    rows = task_images(tasks)
+    if args.env_source == "image":
+        missing = [t.instance_id for t in tasks if t.instance_id not in rows]
         if missing:
             raise SystemExit(f"--env-source image: {len(missing)} rows name no image (e.g. {missing[:3]}); "
                              f"give each row metadata.image, or use --env-source auto.")
+    has_recipe = {t.instance_id for t in tasks if t.env is not None}
     served, failed = set(), []
     budget = IOBudget(LayerCacheConfig().io_budget_mb)
     for image in sorted(set(rows.values())):
@@ -157,13 +164,13 @@ def build_images(args: argparse.Namespace, store: LayerStore) -> tuple[set[str],
         if get_image(store, image) is None:
             try:
                 fetch(store, image, image, Platform.parse(args.platform), _registry_config(args), budget)
-            except Exception as e:  # auto: the env is built from the recipe instead; image: reported
-                if args.env_source == "image":
-                    failed.append((image, str(e)))
+            except Exception as e:  # one image must not stop the others; every failure is reported
+                if args.env_source == "image" or not ids <= has_recipe:
+                    failed.append((image, f"{e} (rows {sorted(ids - has_recipe)[:3]} have no env recipe)"
+                                   if args.env_source == "auto" else str(e)))
                 else:
                     print(f"image {image} unavailable ({e}); building its rows' envs instead", file=sys.stderr)
                 continue
         served |= ids
     print(f"{len(set(rows.values()))} images for {len(served)} of the rows: {len(failed)} failed")
     return served, failed
-

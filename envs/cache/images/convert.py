@@ -64,14 +64,14 @@ class LayerBlob:
     diff_id: str
     """``sha256:<hex>`` of the uncompressed tar (the config's rootfs.diff_ids entry)."""
     size: int = 0
-    """Bytes of the blob (for the I/O budget and progress); 0 when unknown."""
+    """Bytes of the blob (what the I/O budget is held for); 0 when unknown."""
     media_type: str = ""
     """The descriptor's mediaType (informational: the compression is recognised from the bytes)."""
 
 
 @dataclass
 class _Plan:
-    """What the normalised layer holds: the final header of each path, in output order."""
+    """What the normalised layer holds: the last header of each path, opaque folders and whiteouts."""
 
     entries: dict[str, tarfile.TarInfo] = field(default_factory=dict)
     opaque: set[str] = field(default_factory=set)
@@ -125,11 +125,18 @@ def _decompress_verified(blob: LayerBlob, dest: Path) -> None:
                                     stderr=subprocess.PIPE)
             feeder = threading.Thread(target=_feed, args=(head, src, proc.stdin, packed_hash), daemon=True)
             feeder.start()
-            while chunk := proc.stdout.read(1 << 20):
-                tar_hash.update(chunk)
-                out.write(chunk)
-            feeder.join()
-            err = proc.stderr.read().decode(errors="replace")
+            done = False
+            try:
+                while chunk := proc.stdout.read(1 << 20):
+                    tar_hash.update(chunk)
+                    out.write(chunk)
+                done = True
+            finally:  # also on a full disk: no decompressor or feeder is left behind
+                if not done:
+                    proc.kill()
+                feeder.join()
+                err = proc.stderr.read().decode(errors="replace")
+                proc.stdout.close()
             if proc.wait() != 0:
                 raise LayerDigestError(f"layer {blob.digest}: {tool[0]} cannot decompress it ({err.strip()}); "
                                        f"the download is corrupt or truncated: pull the image again.")
@@ -279,10 +286,14 @@ def _write(raw: Path, plan: _Plan, dest: Path, store: LayerStore) -> PackResult:
                 out.addfile(info, data)
                 files += 1
                 size += info.size if info.isreg() else 0
-        proc.stdin.close()
     except BrokenPipeError:
         pass  # the packer died (e.g. disk full): its exit status and stderr say why
+    except BaseException:
+        proc.kill()  # our side failed: the half-written output is removed by the caller
+        raise
     finally:
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.close()
         err = proc.stderr.read().decode(errors="replace")
         code = proc.wait()
         if sink is not None:

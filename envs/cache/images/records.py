@@ -100,17 +100,13 @@ def remove_image(store: LayerStore, ref: str) -> bool:
 
 
 def import_image(store: LayerStore, source: ImageSource, ref: str, platform: str,
-                 budget: IOBudget | None = None, progress=None) -> ImageRecord:
+                 budget: IOBudget | None = None) -> ImageRecord:
     """Convert every layer of ``source`` (those already stored are reused), then record the image."""
     keys = []
+    budget = budget or IOBudget()
     for blob in source.layers:
-        if budget is None:
+        with budget.hold(blob.size):
             keys.append(convert_layer(store, blob, image=ref).key)
-        else:
-            with budget.hold(blob.size):
-                keys.append(convert_layer(store, blob, image=ref).key)
-        if progress:
-            progress(blob)
     config = {k: v for k, v in (source.config.get("config") or {}).items() if k in CONFIG_KEYS and v}
     record = ImageRecord(ref=ref, digest=source.digest, platform=platform, layers=keys, config=config,
                          runtime_layer=runtime_layer(store), source=source.kind,

@@ -133,7 +133,7 @@ def resolve(ref: str, platform: Platform, config: RegistryConfig) -> tuple[str, 
 
 
 def pull(store: LayerStore, ref: str, platform: Platform | None = None, config: RegistryConfig | None = None,
-         budget: IOBudget | None = None, progress=None) -> ImageRecord:
+         budget: IOBudget | None = None) -> ImageRecord:
     """Download ``ref`` for ``platform`` and record it in ``store`` (layers already there are reused)."""
     platform = platform or Platform("linux", "amd64")
     config = config or RegistryConfig()
@@ -144,10 +144,11 @@ def pull(store: LayerStore, ref: str, platform: Platform | None = None, config: 
     copy = ["copy", "--quiet", "--retry-times", "0", *_skopeo_args(config, "src-"),
             f"docker://{_name(ref)}@{digest}", f"oci:{folder}:image"]
     budget = budget or IOBudget()
-    with budget.hold(compressed):
-        _skopeo(copy, ref, config, "downloading the image")
-    source = oci_layout(folder, "image", platform, kind="registry", location=ref)
-    source.digest = digest  # the registry's digest; skopeo rewrote a Docker manifest as an OCI one
-    record = import_image(store, source, ref, str(platform), budget, progress)
-    shutil.rmtree(folder, ignore_errors=True)
+    with store.lock(folder.name):  # gc leaves a download alone while its lock is held
+        with budget.hold(compressed):
+            _skopeo(copy, ref, config, "downloading the image")
+        source = oci_layout(folder, "image", platform, kind="registry", location=ref)
+        source.digest = digest  # the registry's digest; skopeo rewrote a Docker manifest as an OCI one
+        record = import_image(store, source, ref, str(platform), budget)
+        shutil.rmtree(folder, ignore_errors=True)
     return record

@@ -118,3 +118,16 @@ def test_truncated_blob_resumes_and_corrupt_blob_is_refused(anonymous, image, tm
         with pytest.raises(RegistryError, match="(?i)digest"):
             pull(LayerStore(tmp_path / "other"), f"{address}/test/image:latest", AMD64, INSECURE)
         assert get_image(LayerStore(tmp_path / "other"), f"{address}/test/image:latest") is None
+
+
+def test_cli_pull_from_the_registry_under_another_name(anonymous, tmp_path, capsys):
+    from .test_cli import swebox
+
+    store = str(tmp_path / "store")
+    assert swebox("cache", "--store", store, "pull", f"docker://{anonymous}/test/image:latest", "--insecure",
+                  "--as", "swebench/sweb.eval.x86_64.test") == 0
+    assert "swebench/sweb.eval.x86_64.test: 3 layers" in capsys.readouterr().out
+    assert get_image(LayerStore(store), "swebench/sweb.eval.x86_64.test").source == "registry"
+    assert get_image(LayerStore(store), f"{anonymous}/test/image:latest") is None
+    assert swebox("cache", "--store", store, "pull", f"{anonymous}/test/no-such-image:latest", "--insecure") == 1
+    assert "manifest unknown" in capsys.readouterr().err
