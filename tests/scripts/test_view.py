@@ -198,6 +198,5 @@ def test_damaged_growing_and_empty_runs(tiny_run, tmp_path, browser):
         page = text(browser)
         assert "step_000002.jsonl.gz: the file is truncated or corrupt" in page
         assert "calc-" in page  # the rollouts before the damage are shown
-        with gzip.open(step_file(run, 2), "rt", errors="replace") as f:
-            with pytest.raises(EOFError):
-                f.read()
+        with gzip.open(step_file(run, 2), "rt", errors="replace") as f, pytest.raises(EOFError):
+            f.read()

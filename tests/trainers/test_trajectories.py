@@ -5,21 +5,35 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import time
 
 import pytest
 from swebox.trainers import trajectories as tj
 
 from tests.envs.swe_fixtures import calc_layer, layer_dirs  # noqa: F401
+from tests.trainers.test_tracking import wandb_env  # noqa: F401
 from tests.trainers.tiny_run import calc_tasks, make_trainer
 
 
 @pytest.mark.e2e
-def test_a_real_run_writes_every_rollout_with_turns_grades_and_advantages(calc_layer, tmp_path):  # noqa: F811
-    trainer = make_trainer(tmp_path / "run", calc_layer, "total_steps=3", "logging.trajectories_keep_last=2")
+def test_a_real_run_writes_every_rollout_with_turns_grades_and_advantages(calc_layer, tmp_path, wandb_env):  # noqa: F811
+    import wandb
+
+    trainer = make_trainer(tmp_path / "run", calc_layer, "total_steps=3", "logging.trajectories_keep_last=2",
+                           "logging.wandb=offline", "logging.wandb_rollouts_every=2")
     for _ in range(3):
         trainer.step()
     data = trainer.last
     trainer.close()
+    folder = trainer.tracker.sync_dir / "files" / "media" / "table"
+    for _ in range(100):  # wandb-core, a separate process, may still be writing after finish()
+        tables = list(folder.glob("rollouts_*.table.json"))
+        if tables:
+            break
+        time.sleep(0.1)
+    assert len(tables) == 1  # every 2 steps: step 2 only
+    table = wandb.Table.from_json(json.loads(tables[0].read_text()), None)
+    assert len(table.data) == 8 and {row[0] for row in table.data} == {"calc-add", "calc-div"}
     files = tj.step_files(tmp_path / "run")
     assert [s for s, _ in files] == [2, 3]  # keep_last=2: step 1's file was deleted
     read = tj.read_jsonl(files[-1][1])
