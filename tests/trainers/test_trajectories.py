@@ -97,7 +97,8 @@ def test_reading_a_corrupt_line_and_a_truncated_file_keeps_the_rest_and_names_th
 
 
 @pytest.mark.e2e
-def test_eval_out_records_hold_the_trajectory_fields_and_a_markdown_table(calc_layer, tmp_path, capsys):  # noqa: F811
+def test_eval_out_records_hold_the_trajectory_fields_and_a_markdown_table(calc_layer, tmp_path, capsys,  # noqa: F811
+                                                                         wandb_env):  # noqa: F811
     from swebox.envs.tasks import Task, save_jsonl
     from swebox.scripts.cli import build_parser
 
@@ -107,7 +108,7 @@ def test_eval_out_records_hold_the_trajectory_fields_and_a_markdown_table(calc_l
     out = tmp_path / "eval" / "gold.jsonl"
     os.makedirs(out.parent)
     args = build_parser().parse_args(["eval", "--tasks", str(tmp_path / "tasks.jsonl"), "--policy", "gold",
-                                      "--layers", str(dirs), "--out", str(out)])
+                                      "--layers", str(dirs), "--out", str(out), "--wandb", "offline"])
     assert args.func(args) == 0
     printed = capsys.readouterr().out
     assert "| calc-add | yes | 1.000 | 2 |" in printed and "| calc-div | yes | 1.000 | 2 |" in printed
@@ -121,3 +122,17 @@ def test_eval_out_records_hold_the_trajectory_fields_and_a_markdown_table(calc_l
     table = (tmp_path / "eval" / "gold.md").read_text()
     assert table.startswith("# swebox eval: gold") and "| calc-div | yes | 1.000 | 2 |" in table
     assert "resolved 2/2" in table
+    # the same table in an offline wandb run next to --out, read back with the wandb SDK
+    import wandb
+
+    folder = next((tmp_path / "eval" / "gold-wandb" / "wandb").glob("offline-run-*")) / "files" / "media" / "table"
+    for _ in range(100):  # wandb-core, a separate process, may still be writing after finish()
+        tables = list(folder.glob("eval_*.table.json")) if folder.is_dir() else []
+        if tables:
+            break
+        time.sleep(0.1)
+    table = wandb.Table.from_json(json.loads(tables[0].read_text()), None)
+    assert table.columns[:3] == ["task_id", "resolved", "reward"]
+    assert sorted(row[:4] for row in table.data) == [["calc-add", True, 1.0, 2], ["calc-div", True, 1.0, 2]]
+    summary = json.loads((tmp_path / "eval" / "gold-wandb" / "metrics.jsonl").read_text())
+    assert summary["eval/resolved_rate"] == 1.0 and summary["step"] == 0
