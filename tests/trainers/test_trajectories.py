@@ -69,8 +69,10 @@ def test_every_n_steps_and_a_resumed_step_replaces_its_stale_index_lines(tmp_pat
     writer = tj.TrajectoryWriter(tmp_path, every=2)
     record = {"step": 0, "index": 0, "task_id": "t", "reward": 1.0, "metrics": {"env/grade_cache_hits": 1.0}}
     assert writer.write(1, [record]) is None and not (tmp_path / "trajectories").exists()
-    for step in (2, 4, 2):  # 2 again: a run resumed from the checkpoint of step 2... wrote step 4 before it died
+    for step in (2, 4):
         writer.write(step, [{**record, "step": step}])
+    # the run died after step 4; resumed from its checkpoint of step 1, a new process writes step 2 again
+    tj.TrajectoryWriter(tmp_path, every=2).write(2, [{**record, "step": 2}])
     assert [s for s, _ in tj.step_files(tmp_path)] == [2, 4]
     lines = (tmp_path / "trajectories" / "index.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in lines] == [2]
