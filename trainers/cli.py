@@ -143,7 +143,7 @@ def run_eval(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     _check_policy(args.policy)
-    if getattr(args, "wandb", "disabled") != "disabled" and not args.out:
+    if args.wandb != "disabled" and not args.out:
         raise SystemExit("--wandb: expected --out FILE as well (the wandb run goes next to it); found no --out")
     cfg = load_config(args.config, args.overrides)
     tasks = list(load(args.tasks))
@@ -222,7 +222,7 @@ def log_eval_to_wandb(args: argparse.Namespace, results: list[dict[str, Any]]) -
 def report_path(out: str | Path) -> Path:
     """Where the Markdown table of ``swebox eval --out OUT`` goes: next to OUT, OUT's name with ``.md``."""
     out = Path(out)
-    return out.with_name(out.name.removesuffix(".gz").removesuffix(".jsonl").removesuffix(".json") + ".md")
+    return out.with_name(out.name.removesuffix(".jsonl").removesuffix(".json") + ".md")
 
 
 def task_table(results: list[dict[str, Any]]) -> str:
