@@ -90,12 +90,13 @@ def create_app(run_path: str | Path):
     @app.get("/step/<int:step>")
     def step_page(step: int):
         loaded = data.step_records(step)
-        if not loaded.records and not loaded.problems:
+        known = {s["step"]: s for s in data.steps()}
+        if not loaded.records and step not in known:
             abort(404)
         groups: dict[str, list[dict[str, Any]]] = {}
         for r in loaded.records:
             groups.setdefault(str(r.get("group_id") or r.get("task_id")), []).append(r)
-        metrics = next((s["metrics"] for s in data.steps() if s["step"] == step), {})
+        metrics = known.get(step, {}).get("metrics", {})
         return render_template("step.html", step=step, groups=groups, letters=diff_groups(loaded.records),
                                metrics=metrics, problems=loaded.problems)
 
