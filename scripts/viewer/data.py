@@ -68,10 +68,10 @@ def diff_groups(records: list[dict[str, Any]]) -> dict[int, str]:
     for r in records:
         diff = r.get("diff") or ""
         if not diff:
-            out[r["index"]] = "-"
+            out[r.get("index")] = "-"
             continue
         digest = hashlib.sha256(diff.encode("utf-8", errors="replace")).hexdigest()
-        out[r["index"]] = letters.setdefault(digest, chr(ord("A") + len(letters) % 26))
+        out[r.get("index")] = letters.setdefault(digest, chr(ord("A") + len(letters) % 26))
     return out
 
 

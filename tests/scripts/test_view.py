@@ -163,6 +163,8 @@ def test_an_eval_output(calc_layer, tmp_path, browser, capsys):  # noqa: F811
     with Served(out) as served:
         browser.get(served.url + "/")
         assert "eval" in text(browser) and "calc-div" in text(browser)
+        browser.find_element(By.CSS_SELECTOR, "a.step-link").click()  # the eval's one pseudo-step
+        assert "calc-add" in text(browser) and "1 resolved" in text(browser)
         browser.find_element(By.CSS_SELECTOR, 'a.rollout-link[href="/rollout/0/1"]').click()
         page = text(browser)
         assert "calc-div" in page and "resolved · reward 1.000" in page and "tests/test_ops.py::test_div" in page
