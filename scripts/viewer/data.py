@@ -106,25 +106,18 @@ class RunData:
     def index(self) -> Loaded:
         """One short row per rollout (trajectories/index.jsonl; an eval output's own records)."""
         if self.kind == "eval":
-            out = Loaded()
-            for path in self.eval_files:
-                loaded = self.files.read(path)
-                out.problems += loaded.problems
-                for i, record in enumerate(loaded.records):
-                    row = index_line({**record, "step": 0, "index": len(out.records)})
-                    row.update(task_id=record.get("task_id") or record.get("instance_id", ""), file=path.name,
-                               line=i, num_turns=record.get("num_turns", len(record.get("turns") or [])))
-                    out.records.append(row)
-            return out
+            loaded = self._eval_records()
+            return Loaded([index_line(r) for r in loaded.records], loaded.problems)
         path = self.path / FOLDER / INDEX
         return self.files.read(path) if path.exists() else Loaded()
 
     def steps(self) -> list[dict[str, Any]]:
         """Per step: its metrics (if logged) and its rollout count, resolved count, reward."""
-        metrics = {int(r["step"]): r for r in self.metrics().records if "step" in r}
+        metrics = {r["step"]: r for r in self.metrics().records if isinstance(r.get("step"), int)}
         counts: dict[int, list[dict[str, Any]]] = {}
         for row in self.index().records:
-            counts.setdefault(int(row.get("step", 0)), []).append(row)
+            if isinstance(row.get("step"), int):  # a line of another shape is skipped, not fatal
+                counts.setdefault(row["step"], []).append(row)
         out = []
         for step in sorted(set(metrics) | set(counts)):
             rows = counts.get(step, [])
@@ -137,15 +130,20 @@ class RunData:
     # -- a step and a rollout --------------------------------------------------------------------------
     def step_records(self, step: int) -> Loaded:
         if self.kind == "eval":
-            out = Loaded()
-            for path in self.eval_files:
-                loaded = self.files.read(path)
-                out.problems += loaded.problems
-                for record in loaded.records:
-                    out.records.append({**record, "step": 0, "index": len(out.records),
-                                        "task_id": record.get("task_id") or record.get("instance_id", "")})
-            return out
+            return self._eval_records()
         return self.files.read(step_file(self.path, step))
+
+    def _eval_records(self) -> Loaded:
+        """The eval files' records as the rollouts of step 0, numbered in order, task_id filled in."""
+        out = Loaded()
+        for path in self.eval_files:
+            loaded = self.files.read(path)
+            out.problems += loaded.problems
+            for record in loaded.records:
+                out.records.append({**record, "step": 0, "index": len(out.records),
+                                    "task_id": record.get("task_id") or record.get("instance_id", ""),
+                                    "num_turns": record.get("num_turns", len(record.get("turns") or []))})
+        return out
 
     def rollout(self, step: int, index: int) -> tuple[dict[str, Any] | None, list[str]]:
         loaded = self.step_records(step)
