@@ -4,9 +4,11 @@ SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
-SYSTEM_TOOLS := mksquashfs squashfuse fuse-overlayfs git bash tar2sqfs skopeo umoci docker-registry mmdebstrap slirp4netns
+SYSTEM_TOOLS := mksquashfs squashfuse fuse-overlayfs git bash tar2sqfs skopeo umoci docker-registry mmdebstrap \
+	slirp4netns chromium chromedriver
+# chromium + chromium-driver: the headless browser of the viewer's tests (tests/scripts/test_view.py)
 APT_PACKAGES := squashfs-tools squashfuse fuse-overlayfs fuse3 git squashfs-tools-ng skopeo umoci docker-registry \
-	mmdebstrap slirp4netns
+	mmdebstrap slirp4netns chromium chromium-driver
 # pytest arguments; e.g. `make test PYTEST_ARGS='-m "not e2e"'` skips the heavy end-to-end tests.
 PYTEST_ARGS ?=
 
@@ -30,7 +32,7 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
 	# the CPU build of torch that lies on this machine's disk; a bare `torch` would pull a multi-GB CUDA build
 	$(PY) -m pip install -q torch==2.13.0 || $(PY) -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu
-	$(PY) -m pip install -q -e '.[dev,train,skyrl,synth]'
+	$(PY) -m pip install -q -e '.[dev,train,skyrl,synth,view]'
 	# the recipe tables of the SWE datasets (docs/datasets.md): swebox reads two data files of these packages,
 	# so their heavy dependencies (docker, modal, datasets, GitHub clients) are left out
 	$(PY) -m pip install -q --no-deps swebench==4.1.0 swesmith==0.0.9

@@ -2,8 +2,10 @@
 
 In GRPO, the G rollouts of a group often end with the same diff (a converged policy submits the same fix; a
 weak one submits nothing), and grading (a fresh sandbox running the task's tests) is the slowest part of an
-episode. Validated tasks are deterministic (``swebox tasks validate`` runs the gold and empty diffs more than
-once), so the verdict of a diff is a function of the diff, the task and the layers it is graded over.
+episode. A task's verdict is meant to be a function of the diff, the task and the layers it is graded over:
+synthesis keeps only tests that pass in every one of its baseline runs (``SynthConfig.baseline_runs``) and
+drops flaky ones. For a task set with flaky tests, a kept verdict stands where a rerun might differ: turn the
+cache off (``env.grade_cache=false``).
 
 The key is content-addressed: SHA-256 over the task (its full record: tests, test_patch, F2P/P2P ids), the
 grade layers (folders named by their content keys), the reward mode, the grade timeout and the sandbox

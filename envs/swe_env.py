@@ -24,13 +24,7 @@ from typing import Any
 from swebox.envs.actions import STYLES, ActionConfig
 from swebox.envs.actions_prompts import system_prompt, task_prompt
 from swebox.envs.actions_tools import ToolRunner
-from swebox.envs.episode_state import (
-    DiffUnavailable,
-    EpisodeError,
-    StartState,
-    agent_diff,
-    prepare_start,
-)
+from swebox.envs.episode_state import DiffUnavailable, EpisodeError, StartState, agent_diff, prepare_start
 from swebox.envs.grade_cache import GradeCache, grade_key
 from swebox.envs.observations import ObservationConfig, truncate_middle
 from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy

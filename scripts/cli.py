@@ -1,4 +1,4 @@
-"""The ``swebox`` command: one sub-command per job (bench, cache, tasks, skyrl, train, eval, plot, demo)."""
+"""The ``swebox`` command: one sub-command per job (bench, cache, tasks, skyrl, view, train, eval, plot, demo)."""
 
 from __future__ import annotations
 
@@ -46,6 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
     from swebox.envs import skyrl_prepare
 
     skyrl_prepare.add_arguments(sub)
+
+    from swebox.scripts.viewer import app as viewer
+
+    viewer.add_arguments(sub)
 
     try:
         from swebox.scripts import demo

@@ -43,6 +43,9 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     ev.add_argument("--parallel", type=int, default=2, help="episodes at once (default 2)")
     ev.add_argument("--out", default="", help="write one JSON record per task (docs/training.md) to this file, "
                     "and the per-task table as Markdown next to it (OUT.md)")
+    ev.add_argument("--wandb", default="disabled", choices=["auto", "online", "offline", "disabled"],
+                    help="also log the per-task table (wandb Table `eval`) and the summary to a wandb run in "
+                    "OUT's folder (needs --out; default disabled)")
     ev.add_argument("overrides", nargs="*", help="dotted config overrides, e.g. env.max_turns=10")
     from swebox.trainers import eval_search
 
@@ -157,6 +160,8 @@ def run_eval(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     _check_policy(args.policy)
+    if args.wandb != "disabled" and not args.out:
+        raise SystemExit("--wandb: expected --out FILE as well (the wandb run goes next to it); found no --out")
     cfg = load_config(args.config, args.overrides)
     tasks = list(load(args.tasks))
     if not tasks:
@@ -215,13 +220,35 @@ def run_eval(args: argparse.Namespace) -> int:
         report.write_text(f"# swebox eval: {args.policy}\n\ntasks: `{args.tasks}`\n\n{table}\n\n"
                           + summary(results, args.policy).replace("\n", "\n\n") + "\n")
         print(f"results: {args.out} (one JSON record per task; swebox view {args.out}); table: {report}")
+        if args.wandb != "disabled":
+            log_eval_to_wandb(args, results)
     return 0
+
+
+TABLE_COLUMNS = ("task_id", "resolved", "reward", "turns", "time_s", "error")
+
+
+def log_eval_to_wandb(args: argparse.Namespace, results: list[dict[str, Any]]) -> None:
+    """The per-task table as the wandb Table ``eval`` and the summary as ``eval/*``, in ``<OUT stem>-wandb/``."""
+    from swebox.trainers.tracking import Tracker
+
+    out = Path(args.out)
+    run_dir = out.parent / f"{report_path(out).stem}-wandb"
+    n = max(1, len(results))
+    with Tracker(run_dir, {"tasks": args.tasks, "policy": args.policy}, run_name=f"eval-{run_dir.name}",
+                 mode=args.wandb) as tracker:
+        rows = [(r["instance_id"], bool(r["resolved"]), float(r["reward"]), int(r.get("num_turns", 0)),
+                 float(r["total_s"]), str(r.get("error") or "")[:500]) for r in results]
+        tracker.log_table("eval", TABLE_COLUMNS, rows, step=0)
+        tracker.log(0, {"eval/resolved_rate": sum(r["resolved"] for r in results) / n,
+                        "eval/reward_mean": sum(r["reward"] for r in results) / n,
+                        "eval/errors": float(sum(bool(r["error"]) for r in results))})
 
 
 def report_path(out: str | Path) -> Path:
     """Where the Markdown table of ``swebox eval --out OUT`` goes: next to OUT, OUT's name with ``.md``."""
     out = Path(out)
-    return out.with_name(out.name.removesuffix(".gz").removesuffix(".jsonl").removesuffix(".json") + ".md")
+    return out.with_name(out.name.removesuffix(".jsonl").removesuffix(".json") + ".md")
 
 
 def task_table(results: list[dict[str, Any]]) -> str:

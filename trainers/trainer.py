@@ -346,8 +346,7 @@ class Trainer:
     def _write_rollouts(self, trajs: list[Trajectory], rewards: torch.Tensor, advantages: torch.Tensor,
                         valid: torch.Tensor) -> None:
         """The step's rollouts to trajectories/ and, every logging.wandb_rollouts_every steps, to wandb."""
-        log = self.cfg.logging
-        every = log.wandb_rollouts_every
+        every = self.cfg.logging.wandb_rollouts_every
         if not (self.trajectories.due(self.step_count) or (every and self.step_count % every == 0)):
             return
         records = trajectories.step_records(self.step_count, trajs, rewards.tolist(), advantages.tolist(),

@@ -95,6 +95,7 @@ class TrajectoryWriter:
     def __init__(self, run_dir: str | Path, every: int = 1, keep_last: int = 0) -> None:
         self.folder = Path(run_dir) / FOLDER
         self.every, self.keep_last = every, keep_last
+        self._first = True  # steps only grow within a process: stale index lines can exist only at the first write
 
     def due(self, step: int) -> bool:
         return self.every > 0 and step % self.every == 0
@@ -113,7 +114,9 @@ class TrajectoryWriter:
             os.replace(tmp, path)
         finally:
             tmp.unlink(missing_ok=True)
-        self._drop_stale_index(step)
+        if self._first:
+            self._drop_stale_index(step)
+            self._first = False
         with open(self.folder / INDEX, "a", encoding="utf-8") as index:
             index.write("".join(dumps(index_line(r)) + "\n" for r in records))
             index.flush()

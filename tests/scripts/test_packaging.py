@@ -19,7 +19,9 @@ def test_a_regular_install_maps_the_top_level_folders(tmp_path: Path):
                         "--target", str(target), str(ROOT)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     for path in ("swebox/envs/sandbox/nsinit.py", "swebox/envs/sandbox/supervisor.py", "swebox/trainers/grpo.py",
-                 "swebox/scripts/cli.py", "swebox/envs/cache/__init__.py", "swebox/envs/tasks/__init__.py"):
+                 "swebox/scripts/cli.py", "swebox/envs/cache/__init__.py", "swebox/envs/tasks/__init__.py",
+                 "swebox/scripts/viewer/app.py", "swebox/scripts/viewer/templates/rollout.html",
+                 "swebox/scripts/viewer/static/style.css"):  # the viewer serves its own files
         assert (target / path).is_file(), path
     assert not (target / "swebox" / "__init__.py").exists()  # a namespace package: no folder of its own
     code = ("import swebox.envs.sandbox as s, swebox.scripts.cli as c; "

@@ -5,21 +5,35 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import time
 
 import pytest
 from swebox.trainers import trajectories as tj
 
 from tests.envs.swe_fixtures import calc_layer, layer_dirs  # noqa: F401
+from tests.trainers.test_tracking import wandb_env  # noqa: F401
 from tests.trainers.tiny_run import calc_tasks, make_trainer
 
 
 @pytest.mark.e2e
-def test_a_real_run_writes_every_rollout_with_turns_grades_and_advantages(calc_layer, tmp_path):  # noqa: F811
-    trainer = make_trainer(tmp_path / "run", calc_layer, "total_steps=3", "logging.trajectories_keep_last=2")
+def test_a_real_run_writes_every_rollout_with_turns_grades_and_advantages(calc_layer, tmp_path, wandb_env):  # noqa: F811
+    import wandb
+
+    trainer = make_trainer(tmp_path / "run", calc_layer, "total_steps=3", "logging.trajectories_keep_last=2",
+                           "logging.wandb=offline", "logging.wandb_rollouts_every=2")
     for _ in range(3):
         trainer.step()
     data = trainer.last
     trainer.close()
+    folder = trainer.tracker.sync_dir / "files" / "media" / "table"
+    for _ in range(100):  # wandb-core, a separate process, may still be writing after finish()
+        tables = list(folder.glob("rollouts_*.table.json"))
+        if tables:
+            break
+        time.sleep(0.1)
+    assert len(tables) == 1  # every 2 steps: step 2 only
+    table = wandb.Table.from_json(json.loads(tables[0].read_text()), None)
+    assert len(table.data) == 8 and {row[0] for row in table.data} == {"calc-add", "calc-div"}
     files = tj.step_files(tmp_path / "run")
     assert [s for s, _ in files] == [2, 3]  # keep_last=2: step 1's file was deleted
     read = tj.read_jsonl(files[-1][1])
@@ -55,8 +69,10 @@ def test_every_n_steps_and_a_resumed_step_replaces_its_stale_index_lines(tmp_pat
     writer = tj.TrajectoryWriter(tmp_path, every=2)
     record = {"step": 0, "index": 0, "task_id": "t", "reward": 1.0, "metrics": {"env/grade_cache_hits": 1.0}}
     assert writer.write(1, [record]) is None and not (tmp_path / "trajectories").exists()
-    for step in (2, 4, 2):  # 2 again: a run resumed from the checkpoint of step 2... wrote step 4 before it died
+    for step in (2, 4):
         writer.write(step, [{**record, "step": step}])
+    # the run died after step 4; resumed from its checkpoint of step 1, a new process writes step 2 again
+    tj.TrajectoryWriter(tmp_path, every=2).write(2, [{**record, "step": 2}])
     assert [s for s, _ in tj.step_files(tmp_path)] == [2, 4]
     lines = (tmp_path / "trajectories" / "index.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in lines] == [2]
@@ -83,7 +99,8 @@ def test_reading_a_corrupt_line_and_a_truncated_file_keeps_the_rest_and_names_th
 
 
 @pytest.mark.e2e
-def test_eval_out_records_hold_the_trajectory_fields_and_a_markdown_table(calc_layer, tmp_path, capsys):  # noqa: F811
+def test_eval_out_records_hold_the_trajectory_fields_and_a_markdown_table(calc_layer, tmp_path, capsys,  # noqa: F811
+                                                                         wandb_env):  # noqa: F811
     from swebox.envs.tasks import Task, save_jsonl
     from swebox.scripts.cli import build_parser
 
@@ -93,7 +110,7 @@ def test_eval_out_records_hold_the_trajectory_fields_and_a_markdown_table(calc_l
     out = tmp_path / "eval" / "gold.jsonl"
     os.makedirs(out.parent)
     args = build_parser().parse_args(["eval", "--tasks", str(tmp_path / "tasks.jsonl"), "--policy", "gold",
-                                      "--layers", str(dirs), "--out", str(out)])
+                                      "--layers", str(dirs), "--out", str(out), "--wandb", "offline"])
     assert args.func(args) == 0
     printed = capsys.readouterr().out
     assert "| calc-add | yes | 1.000 | 2 |" in printed and "| calc-div | yes | 1.000 | 2 |" in printed
@@ -107,3 +124,17 @@ def test_eval_out_records_hold_the_trajectory_fields_and_a_markdown_table(calc_l
     table = (tmp_path / "eval" / "gold.md").read_text()
     assert table.startswith("# swebox eval: gold") and "| calc-div | yes | 1.000 | 2 |" in table
     assert "resolved 2/2" in table
+    # the same table in an offline wandb run next to --out, read back with the wandb SDK
+    import wandb
+
+    folder = next((tmp_path / "eval" / "gold-wandb" / "wandb").glob("offline-run-*")) / "files" / "media" / "table"
+    for _ in range(100):  # wandb-core, a separate process, may still be writing after finish()
+        tables = list(folder.glob("eval_*.table.json")) if folder.is_dir() else []
+        if tables:
+            break
+        time.sleep(0.1)
+    table = wandb.Table.from_json(json.loads(tables[0].read_text()), None)
+    assert table.columns[:3] == ["task_id", "resolved", "reward"]
+    assert sorted(row[:4] for row in table.data) == [["calc-add", True, 1.0, 2], ["calc-div", True, 1.0, 2]]
+    summary = json.loads((tmp_path / "eval" / "gold-wandb" / "metrics.jsonl").read_text())
+    assert summary["eval/resolved_rate"] == 1.0 and summary["step"] == 0

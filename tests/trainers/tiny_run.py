@@ -69,11 +69,16 @@ class ScriptedBackend:
 
 def make_trainer(run_dir: Path, layer: Path, *overrides: str) -> Trainer:
     """A trainer over the calc tasks with a scripted backend; call ``.step()`` or ``.train()``."""
-    cfg = load_config(None, [*SMALL, f"logging.run_dir={run_dir}", "rollout.tasks_per_step=2", *overrides])
+    from swebox.envs.tasks import Task, save_jsonl
     from swebox.trainers.tiny import build_model, build_tokenizer
+
+    tasks_file = Path(run_dir).parent / "calc-tasks.jsonl"
+    save_jsonl([Task.from_dict(t) for t in calc_tasks()], tasks_file)
+    cfg = load_config(None, [*SMALL, f"logging.run_dir={run_dir}", f"env.tasks={tasks_file}",
+                             "rollout.tasks_per_step=2", *overrides])
 
     tokenizer = build_tokenizer(cfg.model)
     pool = LocalWorkerPool(cfg, swe_episode_factory(cfg, layers=[layer]), model=build_model(cfg.model, tokenizer),
                            tokenizer=tokenizer)
     pool.worker.backend = ScriptedBackend(pool.worker.tokenizer)
-    return Trainer(cfg, pool, tasks=calc_tasks(), echo=lambda *_: None)
+    return Trainer(cfg, pool, echo=lambda *_: None)

@@ -1,0 +1,204 @@
+"""``swebox view`` in a real headless browser (Debian's chromium via chromium-driver, driven by Selenium) against
+the viewer serving a real tiny training run (tests/trainers/tiny_run.py: real sandboxes, real grading) and a real
+``swebox eval --out`` output; then damaged, growing and empty runs.
+
+``SWEBOX_UPDATE_SCREENSHOTS=1`` writes the pages' screenshots to docs/img/ (shown in docs/training.md).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.envs.swe_fixtures import calc_layer, layer_dirs  # noqa: F401
+
+CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+pytestmark = [pytest.mark.e2e,
+              pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="needs Debian's chromium and chromium-driver "
+                                 "(apt-get install chromium chromium-driver; make setup installs them)")]
+DOCS_IMG = Path(__file__).parents[2] / "docs" / "img"
+
+
+@pytest.fixture(scope="module")
+def tiny_run(calc_layer, tmp_path_factory):  # noqa: F811
+    from tests.trainers.tiny_run import make_trainer
+
+    root = tmp_path_factory.mktemp("view")
+    trainer = make_trainer(root / "run", calc_layer, "total_steps=2")
+    trainer.train()
+    return root / "run"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1280,1500", "--no-proxy-server", "--disable-extensions"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+class Served:
+    """``swebox view``'s server on a free loopback port, in a thread."""
+
+    def __init__(self, path: Path) -> None:
+        from swebox.scripts.viewer.app import make_server
+
+        self.server = make_server(path, "127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{self.server.port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def __enter__(self) -> Served:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(10)
+
+
+def shot(driver, tmp_path: Path, name: str) -> None:
+    """A full-page screenshot that is not blank (many colours, not one); kept in docs/img when asked."""
+    from PIL import Image
+
+    driver.execute_script("window.scrollTo(0, 0)")
+    height = driver.execute_script("return document.body.scrollHeight")
+    driver.set_window_size(1280, min(max(900, height + 40), 3000))
+    png = driver.get_screenshot_as_png()
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    colours = image.getcolors(maxcolors=1 << 20) or []
+    assert image.size[0] >= 1000 and len(colours) > 30, f"{name}: the screenshot looks blank"
+    folder = DOCS_IMG if os.environ.get("SWEBOX_UPDATE_SCREENSHOTS") else tmp_path
+    folder.mkdir(parents=True, exist_ok=True)
+    image.save(folder / f"view-{name}.png", optimize=True)
+    driver.set_window_size(1280, 1500)
+
+
+def text(driver) -> str:
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.TAG_NAME, "body").text
+
+
+def test_run_step_rollout_turn_and_task_pages_of_a_real_run(tiny_run, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+    from swebox.trainers.trajectories import read_jsonl, step_file
+
+    records = read_jsonl(step_file(tiny_run, 1)).records
+    gold = next(r for r in records if r["task_id"] == "calc-add" and r["num_turns"] == 3)
+    wrong = next(r for r in records if "return a * b" in r["diff"])
+    with Served(tiny_run) as served:
+        browser.get(served.url + "/")
+        page = text(browser)
+        assert "run" in browser.title and "Steps" in page and "calc-add" in page and "calc-div" in page
+        assert len(browser.find_elements(By.CSS_SELECTOR, "svg.chart polyline")) == 2
+        assert len(browser.find_elements(By.CSS_SELECTOR, "a.step-link")) == 2
+        shot(browser, tmp_path, "run")
+        browser.find_elements(By.CSS_SELECTOR, "a.step-link")[0].click()
+        assert browser.current_url.endswith("/step/1")
+        page = text(browser)
+        assert "step 1" in page and "calc-add" in page and "4 rollouts" in page and "format error" in page
+        assert {e.text for e in browser.find_elements(By.CSS_SELECTOR, ".diff-tag")} >= {"A", "B", "-"}
+        shot(browser, tmp_path, "step")
+        browser.find_element(By.CSS_SELECTOR, f'a.rollout-link[href="/rollout/1/{gold["index"]}"]').click()
+        page = text(browser)
+        assert "calc-add" in page and "resolved · reward 1.000" in page
+        assert "cat /testbed/calc/ops.py" in page and "exit code 0" in page and "def add(a, b)" in page
+        assert "+    return a + b" in page and "tests/test_ops.py::test_add" in page
+        browser.find_elements(By.CSS_SELECTOR, "a.turn-link")[1].click()
+        assert browser.current_url.endswith("#turn-2")
+        assert "action: bash" in browser.find_element(By.ID, "turn-2").text
+        shot(browser, tmp_path, "rollout")
+        browser.get(f"{served.url}/rollout/1/{wrong['index']}")
+        page = text(browser)
+        assert "not resolved" in page and "return a * b" in page
+        failing = browser.find_element(By.XPATH, "//table[@class='tests']//tr[td[contains(., 'test_add')]]").text
+        assert "failed" in failing and "F2P" in failing
+        browser.find_element(By.CSS_SELECTOR, "h1 a").click()  # the task page
+        page = text(browser)
+        assert browser.current_url.endswith("/task/calc-add") and "add(2, 3) returns -1" in page
+        assert "Rollouts of this task (8)" in page and "+    return a + b" in page  # the gold patch
+        shot(browser, tmp_path, "task")
+        # filters and search read only the index
+        browser.get(served.url + "/?filter=resolved")
+        rows = browser.find_elements(By.CSS_SELECTOR, "table.rows tbody tr")
+        assert rows and all(" yes " in f" {r.text} " for r in rows)
+        browser.get(served.url + "/?filter=timeouts")
+        assert "2 rollouts" in text(browser)
+        box = browser.find_element(By.CSS_SELECTOR, "input[name=q]")
+        box.send_keys("calc-div")
+        box.submit()
+        rows = browser.find_elements(By.CSS_SELECTOR, "table.rows tbody tr")
+        assert len(rows) == 8 and all("calc-div" in r.text for r in rows)  # 4 per step
+        assert browser.find_elements(By.CSS_SELECTOR, "link[href^='http'], script[src]") == []  # nothing external
+
+
+def test_an_eval_output(calc_layer, tmp_path, browser, capsys):  # noqa: F811
+    from selenium.webdriver.common.by import By
+    from swebox.envs.tasks import Task, save_jsonl
+    from swebox.scripts.cli import build_parser
+
+    from tests.trainers.tiny_run import calc_tasks
+
+    save_jsonl([Task.from_dict(t) for t in calc_tasks()], tmp_path / "tasks.jsonl")
+    out = tmp_path / "gold.jsonl"
+    args = build_parser().parse_args(["eval", "--tasks", str(tmp_path / "tasks.jsonl"), "--policy", "gold",
+                                      "--layers", str(layer_dirs(tmp_path, calc_layer)), "--out", str(out)])
+    assert args.func(args) == 0
+    capsys.readouterr()
+    with Served(out) as served:
+        browser.get(served.url + "/")
+        assert "eval" in text(browser) and "calc-div" in text(browser)
+        browser.find_element(By.CSS_SELECTOR, "a.step-link").click()  # the eval's one pseudo-step
+        assert "calc-add" in text(browser) and "1 resolved" in text(browser)
+        browser.find_element(By.CSS_SELECTOR, 'a.rollout-link[href="/rollout/0/1"]').click()
+        page = text(browser)
+        assert "calc-div" in page and "resolved · reward 1.000" in page and "tests/test_ops.py::test_div" in page
+
+
+def test_damaged_growing_and_empty_runs(tiny_run, tmp_path, browser):
+    from selenium.webdriver.common.by import By
+    from swebox.trainers.trajectories import step_file
+
+    run = tmp_path / "growing"
+    run.mkdir()
+    with Served(run) as served:
+        browser.get(served.url + "/")
+        assert "No steps yet" in text(browser) and "No rollouts yet" in text(browser)
+        # the trainer writes step 1 (metrics line, step file, index lines): a reload shows it
+        (run / "trajectories").mkdir()
+        shutil.copy(step_file(tiny_run, 1), step_file(run, 1))
+        index = (tiny_run / "trajectories" / "index.jsonl").read_text().splitlines(keepends=True)
+        (run / "trajectories" / "index.jsonl").write_text("".join(index[:8]))
+        (run / "metrics.jsonl").write_text((tiny_run / "metrics.jsonl").read_text().splitlines()[0] + "\n")
+        browser.refresh()
+        assert len(browser.find_elements(By.CSS_SELECTOR, "a.step-link")) == 1
+        # step 2 arrives, but its file is cut short and the index got a torn line
+        data = step_file(tiny_run, 2).read_bytes()
+        step_file(run, 2).write_bytes(data[: len(data) * 2 // 3])
+        with open(run / "trajectories" / "index.jsonl", "a") as f:
+            f.write("".join(index[8:]) + '{"step": 3, "ind\n')
+        browser.refresh()
+        page = text(browser)
+        assert len(browser.find_elements(By.CSS_SELECTOR, "a.step-link")) == 2
+        assert "Could not read everything" in page and "index.jsonl: line 17: not JSON" in page
+        browser.get(served.url + "/step/2")
+        page = text(browser)
+        assert "step_000002.jsonl.gz: the file is truncated or corrupt" in page
+        assert "calc-" in page  # the rollouts before the damage are shown
+        with gzip.open(step_file(run, 2), "rt", errors="replace") as f, pytest.raises(EOFError):
+            f.read()
