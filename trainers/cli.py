@@ -36,14 +36,18 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
 
     ev = subparsers.add_parser("eval", help="resolved rate and time breakdown of a policy over a task set")
     ev.add_argument("--tasks", required=True, help="tasks.jsonl (or any source swebox.envs.tasks.load reads)")
-    ev.add_argument("--policy", required=True, help="gold | empty | hf:MODEL_FOLDER | openai:BASE_URL")
+    ev.add_argument("--policy", default="", help="gold | empty | hf:MODEL_FOLDER | openai:BASE_URL")
     ev.add_argument("--model", default="", help="model name sent to an openai: server")
     ev.add_argument("--config", default=None, help="a training config whose env/generation sections to use")
     ev.add_argument("--layers", default="", help="layer store (default $SWEBOX_LAYER_STORE or runs/layers), or a "
                     "folder of unpacked layer folders named by key")
     ev.add_argument("--parallel", type=int, default=2, help="episodes at once (default 2)")
-    ev.add_argument("--out", default="", help="write one JSON result per task to this file")
+    ev.add_argument("--out", default="", help="write one JSON result per task to this file "
+                    "(with --predictions: the report; default <model>.<run-id>.json)")
     ev.add_argument("overrides", nargs="*", help="dotted config overrides, e.g. env.max_turns=10")
+    from swebox.envs.tasks import predictions
+
+    predictions.add_options(ev)
     ev.set_defaults(func=run_eval)
 
 
@@ -114,12 +118,18 @@ def _text_policy(args: argparse.Namespace, cfg: Any):
 
 
 def _check_policy(policy: str) -> None:
+    if not policy:
+        raise SystemExit("swebox eval: expected --policy (play episodes) or --predictions (score given patches)")
     if policy in ("gold", "empty") or policy.startswith(("hf:", "openai:")) and ":" in policy:
         return
     raise SystemExit(f"--policy: expected gold, empty, hf:MODEL_FOLDER or openai:BASE_URL; found {policy!r}")
 
 
 def run_eval(args: argparse.Namespace) -> int:
+    if args.predictions:  # score given patches (SWE-bench's harness); no policy runs
+        from swebox.envs.tasks import predictions
+
+        return predictions.run_cli(args)
     from swebox.envs.groups import group
     from swebox.envs.layers_resolver import LayerSource
     from swebox.envs.tasks import load

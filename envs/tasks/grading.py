@@ -13,6 +13,10 @@
 5. Read results from the XML (cross-checked against the runner's in-memory record and digests), match the
    task's F2P/P2P ids, and report. ``resolved``: every F2P and P2P test passes (SWE-bench's definition).
    ``reward``: ``binary`` = 1.0 if resolved; ``fraction`` = passed share of F2P, 0 if any P2P fails.
+
+Steps 1-3 are shared by every grader (:func:`_prepare`). Tasks with ``grader='log'`` (the SWE-bench family)
+replace steps 4-5 with the repository's test command read by SWE-bench's log parser
+(:mod:`swebox.envs.tasks.log_grading`). A non-empty ``Task.expected_status`` must match in both.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy
-from swebox.envs.tasks.diffs import filter_diff, protected_reason
+from swebox.envs.tasks.diffs import changed_paths, filter_diff, protected_reason
 from swebox.envs.tasks.junit import MISSING, PASSING, TestResult, parse_junit
 from swebox.envs.tasks.schema import Task
 from swebox.envs.tasks.testids import junit_key, match_ids
@@ -91,7 +95,9 @@ class GradeReport:
     timed_out: bool = False
     """The test run hit its timeout."""
     junit_status: str = ""
-    """ok | missing | empty | invalid | truncated."""
+    """ok | missing | empty | invalid | truncated (grader 'junit')."""
+    log_status: str = ""
+    """ok | unfinished (no end marker) | no-results (the parser found no test) (grader 'log')."""
     durations: dict[str, float] = field(default_factory=dict)
     """Seconds per phase: start, apply, tests, total."""
     output_tail: str = ""
@@ -140,11 +146,19 @@ def runner_command(task: Task, workdir: str, nonce: str) -> str:
     )
 
 
+def protected_files(task: Task) -> tuple[str, ...]:
+    """The files the agent's diff may not touch: the task's test files; for log grading also test_patch's
+    files (SWE-bench checks them out at base_commit before applying the test patch)."""
+    if task.grader != "log":
+        return task.all_test_files()
+    return tuple(dict.fromkeys([*task.all_test_files(), *changed_paths(task.test_patch)]))
+
+
 def _restore(sb: Sandbox, task: Task, report: GradeReport) -> None:
     """Second lock: any protected path that differs from HEAD goes back to HEAD (or away, if new)."""
     status = sb.exec("cd /testbed && git status --porcelain=v1 -z --untracked-files=all", timeout=60)
     entries = [e for e in status.output.split("\0") if len(e) > 3]
-    tests = task.all_test_files()
+    tests = protected_files(task)
     changed = [e[3:] for e in entries]
     bad = [p for p in changed if protected_reason(p, tests)]
     for path in bad:
@@ -197,8 +211,20 @@ def _cross_check(
             report.tampered.append(f"JUnit says {key[0]}::{key[1]} passed; the runner saw {seen.get(key)}")
 
 
+def expected_mismatches(task: Task, report: GradeReport) -> list[str]:
+    """One line per ``Task.expected_status`` entry whose outcome differs (a missing test never matches)."""
+    from swebox.envs.tasks.log_parsers import normal_status
+
+    out = []
+    for test_id, want in task.expected_status.items():
+        got = report.tests[test_id].status if test_id in report.tests else MISSING
+        if got != normal_status(want):
+            out.append(f"expected_status: {test_id} should be {want}, is {got}")
+    return out
+
+
 def _score(task: Task, report: GradeReport, results: dict[tuple[str, str], TestResult]) -> None:
-    ids = [*task.FAIL_TO_PASS, *task.PASS_TO_PASS]
+    ids = list(dict.fromkeys([*task.FAIL_TO_PASS, *task.PASS_TO_PASS, *task.expected_status]))
     for match in match_ids(ids, results):
         if match.key is None:
             status = MISSING if match.problem.startswith("not found") else "unknown"
@@ -211,7 +237,9 @@ def _score(task: Task, report: GradeReport, results: dict[tuple[str, str], TestR
     report.f2p_total, report.p2p_total = len(task.FAIL_TO_PASS), len(task.PASS_TO_PASS)
     report.f2p_passed = sum(t in passing for t in task.FAIL_TO_PASS)
     report.p2p_passed = sum(t in passing for t in task.PASS_TO_PASS)
-    clean = report.applied and not report.tampered and not report.timed_out
+    mismatched = expected_mismatches(task, report)
+    report.errors += mismatched
+    clean = report.applied and not report.tampered and not report.timed_out and not mismatched
     all_p2p = report.p2p_passed == report.p2p_total
     report.resolved = clean and all_p2p and report.f2p_passed == report.f2p_total
     if report.reward_mode == "binary":
@@ -239,42 +267,29 @@ def grade(
         )
     started = time.monotonic()
     report = GradeReport(task.instance_id, reward_mode=reward_mode)
-    filtered = filter_diff(agent_diff or "", task.all_test_files())
+    filtered = filter_diff(agent_diff or "", protected_files(task))
     report.dropped = filtered.dropped
     nonce = secrets.token_hex(12)
     workdir = f"/swebox-grade-{nonce}"
     with Sandbox(list(layers), policy or SandboxPolicy(network="none")) as sb:
         report.durations["start"] = time.monotonic() - started
-        sb.exec(f"mkdir -p {workdir}/home", timeout=30)
-        report.applied, report.apply_error = True, ""
-        if filtered.text:
-            report.applied, report.apply_error = _apply(sb, workdir, "agent.diff", filtered.text)
-        if not report.applied:
-            report.errors.append(
-                "the diff does not apply: " + report.apply_error.splitlines()[-1:][0]
-                if report.apply_error
-                else "the diff does not apply"
-            )
+        if not _prepare(sb, task, report, workdir, filtered.text):
             report.durations["total"] = time.monotonic() - started
             return report
-        _restore(sb, task, report)
-        if task.test_patch:
-            ok, why = _apply(sb, workdir, "test.diff", task.test_patch)
-            if not ok:
-                report.errors.append(f"the task's test_patch does not apply (a broken task): {why}")
         report.durations["apply"] = time.monotonic() - started - report.durations["start"]
-        sb.write_file(f"{workdir}/pytest_runner.py", RUNNER.read_bytes())
-        args = {"options": pytest_args(task, workdir), "files": list(task.all_test_files())}
-        sb.write_file(f"{workdir}/args.json", json.dumps(args))
         t0 = time.monotonic()
-        run = sb.exec(runner_command(task, workdir, nonce), timeout=timeout)
-        report.durations["tests"] = time.monotonic() - t0
-        report.timed_out = run.timed_out
-        report.output_tail = run.output[-_OUTPUT_TAIL:]
-        if run.timed_out:
-            report.errors.append(f"the tests timed out after {timeout:g} s")
-        junit_bytes = _read(sb, f"{workdir}/junit.xml")
-        record_bytes = _read(sb, f"{workdir}/record.json")
+        if task.grader == "log":
+            from swebox.envs.tasks import log_grading  # it builds on this module
+
+            status_map = log_grading.run_tests(sb, task, report, workdir, nonce, timeout)
+            report.durations["tests"] = time.monotonic() - t0
+        else:
+            run, junit_bytes, record_bytes = _run_junit(sb, task, report, workdir, nonce, timeout)
+            report.durations["tests"] = time.monotonic() - t0
+    if task.grader == "log":
+        log_grading.score(task, report, status_map)
+        report.durations["total"] = time.monotonic() - started
+        return report
     junit = parse_junit(junit_bytes)
     report.junit_status = junit.status
     if junit.error:
@@ -284,3 +299,40 @@ def grade(
     _score(task, report, junit.results)
     report.durations["total"] = time.monotonic() - started
     return report
+
+
+def _prepare(sb: Sandbox, task: Task, report: GradeReport, workdir: str, diff: str) -> bool:
+    """The steps every grader shares: apply the filtered diff, restore protected files, apply test_patch.
+
+    False (with the reason in the report) when the agent's diff does not apply.
+    """
+    sb.exec(f"mkdir -p {workdir}/home", timeout=30)
+    report.applied, report.apply_error = True, ""
+    if diff:
+        report.applied, report.apply_error = _apply(sb, workdir, "agent.diff", diff)
+    if not report.applied:
+        report.errors.append(
+            "the diff does not apply: " + report.apply_error.splitlines()[-1:][0]
+            if report.apply_error
+            else "the diff does not apply"
+        )
+        return False
+    _restore(sb, task, report)
+    if task.test_patch:
+        ok, why = _apply(sb, workdir, "test.diff", task.test_patch)
+        if not ok:
+            report.errors.append(f"the task's test_patch does not apply (a broken task): {why}")
+    return True
+
+
+def _run_junit(sb: Sandbox, task: Task, report: GradeReport, workdir: str, nonce: str, timeout: float):
+    """Run pytest through the watching runner; (the run, the JUnit file's bytes, the runner's record's bytes)."""
+    sb.write_file(f"{workdir}/pytest_runner.py", RUNNER.read_bytes())
+    args = {"options": pytest_args(task, workdir), "files": list(task.all_test_files())}
+    sb.write_file(f"{workdir}/args.json", json.dumps(args))
+    run = sb.exec(runner_command(task, workdir, nonce), timeout=timeout)
+    report.timed_out = run.timed_out
+    report.output_tail = run.output[-_OUTPUT_TAIL:]
+    if run.timed_out:
+        report.errors.append(f"the tests timed out after {timeout:g} s")
+    return run, _read(sb, f"{workdir}/junit.xml"), _read(sb, f"{workdir}/record.json")
