@@ -7,12 +7,17 @@ that the gold patch resolves and an empty or wrong one does not, with the status
 from __future__ import annotations
 
 import dataclasses
+import os
+from pathlib import Path
 
 import pytest
 from swebox.envs.tasks import Task, TaskError, log_grading, log_parsers, swebench_harness
 from swebox.envs.tasks.grading import GradeReport, grade
 
 from tests.sdist_env import build_sdist_layer, sdist
+
+# the real SWE-bench Verified test split (500 rows); $SWEBOX_VERIFIED_PARQUET points elsewhere
+_VERIFIED = Path(os.environ.get("SWEBOX_VERIFIED_PARQUET", "/work/shared/data/swe-bench-verified.parquet"))
 
 # -- Django 5.0 (runs on Python 3.11, like Verified's django 5.0 rows) ------------------------------------------
 DJ_TEST_PATCH = (
@@ -219,7 +224,8 @@ def test_a_log_the_parser_cannot_read_is_unresolved_with_the_reason(calc_layer, 
 
 @pytest.mark.e2e
 def test_log_grading_keeps_the_tamper_locks(calc_layer, calc_task, diff_of, repo):
-    """An empty fix plus edited tests and a conftest that passes everything: both dropped, still unresolved."""
+    """An empty fix plus edited tests, a conftest that passes everything, test config and a start-up hook: all
+    dropped (test_patch's files are protected too), still unresolved."""
     task = calc_log_task(calc_task)
 
     def cheat(path):
@@ -228,9 +234,12 @@ def test_log_grading_keeps_the_tamper_locks(calc_layer, calc_task, diff_of, repo
         (path / "conftest.py").write_text("import pytest\n@pytest.hookimpl(tryfirst=True)\n"
                                           "def pytest_runtest_call(item):\n    return True\n")
         (path / "tests" / "test_spaces.py").write_text("def test_add_ids():\n    pass\n")
+        (path / "pytest.ini").write_text("[pytest]\naddopts = -k 'not add'\n")
+        (path / "sitecustomize.py").write_text("import calc.ops\ncalc.ops.add = lambda a, b: a + b\n")
 
     report = grade(task, diff_of(repo, cheat), layers=[calc_layer])
-    assert {p for p, _ in report.dropped} == {"tests/test_ops.py", "conftest.py", "tests/test_spaces.py"}
+    assert {p for p, _ in report.dropped} == {"tests/test_ops.py", "conftest.py", "tests/test_spaces.py",
+                                             "pytest.ini", "sitecustomize.py"}
     assert not report.resolved and report.tests["tests/test_ops.py::test_add"].status == "failed"
 
 
@@ -257,6 +266,41 @@ def test_score_follows_swebench_rules():
     assert verdict(all_pass, expected_status={"t.py::e": "FAILED"}).resolved
     wrong = verdict(all_pass, expected_status={"t.py::e": "PASSED"})
     assert not wrong.resolved and "t.py::e should be PASSED, is failed" in wrong.errors[0]
+
+
+def test_verdict_equals_the_official_harness_on_random_status_maps():
+    """swebox's score() against swebench's own get_eval_tests_report + get_resolution_status."""
+    import random
+
+    official = swebench_harness.module("harness.grading")
+    rng = random.Random(0)
+    statuses = [*log_parsers.STATUS_NAMES, None]
+    for _ in range(400):
+        ids = [f"t.py::t{i}" for i in range(rng.randint(2, 6))]
+        cut = rng.randint(1, len(ids) - 1)
+        task = Task(instance_id="x", grader="log", log_parser="pytest", test_cmd="pytest -rA",
+                    FAIL_TO_PASS=ids[:cut], PASS_TO_PASS=ids[cut:])
+        status_map = {t: s for t in ids if (s := rng.choice(statuses)) is not None}
+        status_map["t.py::other"] = "PASSED"  # the log is never empty here
+        report = GradeReport("x", applied=True, log_status="ok")
+        log_grading.score(task, report, status_map)
+        gold = {"FAIL_TO_PASS": ids[:cut], "PASS_TO_PASS": ids[cut:]}
+        theirs = official.get_resolution_status(official.get_eval_tests_report(status_map, gold))
+        assert report.resolved == (theirs == "RESOLVED_FULL"), (status_map, gold)
+
+
+def test_every_verified_id_is_already_in_its_parsers_form():
+    """For the 61,658 ids of SWE-bench Verified the parser's key is the id itself: lookup = the harness's verbatim."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    if not _VERIFIED.is_file():
+        pytest.skip(f"the Verified parquet is not at {_VERIFIED} (set SWEBOX_VERIFIED_PARQUET)")
+    rows = pq.read_table(_VERIFIED).to_pandas()
+    changed = [(r.repo, i) for r in rows.itertuples() for c in ("FAIL_TO_PASS", "PASS_TO_PASS")
+               for i in json.loads(getattr(r, c)) if log_parsers.parser_key(r.repo, i) != i]
+    assert len(rows) == 500 and changed == []
 
 
 def test_log_section_needs_both_markers():

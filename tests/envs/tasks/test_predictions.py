@@ -103,7 +103,14 @@ def test_validate_report_shows_each_test_next_to_what_the_dataset_says(tmp_path,
     root = tmp_path / "layers"
     root.mkdir()
     (root / env.key()).symlink_to(calc_layer.path, target_is_directory=True)
+    wrong_expectation = dataclasses.replace(task, instance_id="calc-add-exp",
+                                            expected_status={"tests/test_ops.py::test_div": "PASSED"})
     save_jsonl([task], tmp_path / "t.jsonl")
+    save_jsonl([wrong_expectation], tmp_path / "w.jsonl")
+    assert main(["tasks", "validate", str(tmp_path / "w.jsonl"), "--layers", str(root), "--report"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert "should be PASSED, is failed" in lines[1]  # gold does not resolve: an R2E-Gym status differs
+    assert lines[-2].split()[:6] == ["EXP", "->PASSED", "failed", "failed", "DIFFERS", "tests/test_ops.py::test_div"]
     assert main(["tasks", "validate", str(tmp_path / "t.jsonl"), "--layers", str(root), "--report"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[-1] == "1 passed, 0 failed"
