@@ -265,6 +265,10 @@ def grade(
             f"grade: expected a python task; found language {task.language!r}. Only pytest "
             f"suites can be graded."
         )
+    if task.grader == "log":
+        from swebox.envs.tasks import log_grading, log_parsers  # log_grading builds on this module
+
+        log_parsers.get_parser(task.log_parser)  # a missing swebench fails here, before a sandbox starts
     started = time.monotonic()
     report = GradeReport(task.instance_id, reward_mode=reward_mode)
     filtered = filter_diff(agent_diff or "", protected_files(task))
@@ -279,8 +283,6 @@ def grade(
         report.durations["apply"] = time.monotonic() - started - report.durations["start"]
         t0 = time.monotonic()
         if task.grader == "log":
-            from swebox.envs.tasks import log_grading  # it builds on this module
-
             status_map = log_grading.run_tests(sb, task, report, workdir, nonce, timeout)
             report.durations["tests"] = time.monotonic() - t0
         else:

@@ -63,7 +63,7 @@ def run_command(workdir: str) -> str:
 def log_section(log: str, nonce: str) -> tuple[str, str]:
     """(text between the markers, problem); the problem is '' when both markers are there."""
     start, end = f"SWEBOX-LOG-START {nonce}\n", f"\nSWEBOX-LOG-END {nonce} "
-    head, found, rest = log.partition(start)
+    _, found, rest = log.partition(start)
     if not found:
         return "", "the test command never started (no start marker in the log)"
     body, found, _ = rest.rpartition(end)
@@ -127,4 +127,3 @@ def score(task: Task, report: GradeReport, status_map: dict[str, str]) -> None:
     else:
         p2p_ok = not any(s in FAILING for s in p2p)
         report.reward = report.f2p_passed / report.f2p_total if clean and p2p_ok else 0.0
-

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from swebox.envs.tasks.grading import GradeReport, grade
+from swebox.envs.tasks.log_grading import FAILING, PASSING
 from swebox.envs.tasks.schema import Task
 
 KEYS = ("instance_id", "model_name_or_path", "model_patch")
@@ -159,8 +160,6 @@ def tests_status(task: Task, report: GradeReport) -> dict[str, dict[str, list[st
 
     With the log grader a SKIPPED test is in neither list (SWE-bench's rule); with JUnit it is a failure.
     """
-    from swebox.envs.tasks.log_grading import FAILING, PASSING
-
     out = {}
     for name, ids in (("FAIL_TO_PASS", task.FAIL_TO_PASS), ("PASS_TO_PASS", task.PASS_TO_PASS)):
         statuses = [(t, report.tests[t].status if t in report.tests else "missing") for t in ids]

@@ -54,25 +54,28 @@ def test_eval_predictions_grades_each_patch_with_its_grader_and_writes_the_harne
     log = dataclasses.replace(junit, instance_id="calc-add-log", grader="log", log_parser="pytest",
                               test_cmd="/venv/bin/python -m pytest -rA --tb=no -o addopts= tests/test_ops.py")
     skipped = dataclasses.replace(junit, instance_id="calc-add-empty")
+    bad = dataclasses.replace(junit, instance_id="calc-add-bad")
     root = tmp_path / "layers"
     root.mkdir()
     (root / env.key()).symlink_to(calc_layer.path, target_is_directory=True)
-    save_jsonl([junit, log, skipped], tmp_path / "tasks.jsonl")
+    save_jsonl([junit, log, skipped, bad], tmp_path / "tasks.jsonl")
     wrong = gold["div"]  # fixes div, not add: applies, test_add still fails
     preds = [pred("calc-add", gold["add"]), pred("calc-add-log", wrong), pred("calc-add-empty", ""),
-             pred("nope", gold["add"])]
+             pred("nope", gold["add"]), pred("calc-add-bad", gold["add"].replace("a - b", "a % b"))]
     (tmp_path / "preds.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds))
     out = tmp_path / "report.json"
     argv = ["eval", "--predictions", str(tmp_path / "preds.jsonl"), "--tasks", str(tmp_path / "tasks.jsonl"),
             "--layers", str(root), "--jobs", "2", "--out", str(out)]
     assert main(argv) == 0
     printed = capsys.readouterr().out
-    assert "resolved 1, unresolved 1, empty patch 1, error 1" in printed
+    assert "resolved 1, unresolved 1, empty patch 1, error 2" in printed
     report = json.loads(out.read_text())
     assert report["resolved_ids"] == ["calc-add"] and report["unresolved_ids"] == ["calc-add-log"]
-    assert report["empty_patch_ids"] == ["calc-add-empty"] and report["error_ids"] == ["nope"]
-    assert report["completed_instances"] == 2 and report["submitted_instances"] == 4
-    assert report["total_instances"] == 3 and report["schema_version"] == 2
+    assert report["empty_patch_ids"] == ["calc-add-empty"] and report["error_ids"] == ["calc-add-bad", "nope"]
+    assert report["completed_instances"] == 2 and report["submitted_instances"] == 5
+    assert report["total_instances"] == 4 and report["schema_version"] == 2
+    assert not report["instances"]["calc-add-bad"]["patch_successfully_applied"]
+    assert report["instances"]["calc-add-bad"]["error"].startswith("the diff does not apply")
     one = report["instances"]["calc-add-log"]
     assert one["patch_successfully_applied"] and not one["resolved"]
     assert one["tests_status"]["FAIL_TO_PASS"] == {"success": [], "failure": ["tests/test_ops.py::test_add"]}
