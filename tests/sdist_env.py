@@ -49,8 +49,9 @@ def wheels(requirements: list[str]) -> Path:
 
 
 def build_sdist_layer(archive: Path, requirements: list[str], edits: dict[str, tuple[str, str]],
-                      new_files: dict[str, str] | None = None) -> Layer:
-    """/testbed = the unpacked sdist with ``edits`` (path -> (old text, new text)) and ``new_files``, committed."""
+                      new_files: dict[str, str] | None = None, reverse: tuple[str, ...] = ()) -> Layer:
+    """/testbed = the unpacked sdist with ``edits`` (path -> (old text, new text)), ``new_files`` and the diffs
+    ``reverse`` taken back (a released fix undone: the state before it), committed."""
     folder = wheels(requirements)
     py = f"python{sys.version_info[0]}.{sys.version_info[1]}"
     python = Path(sys.base_prefix) / "bin" / py
@@ -67,6 +68,10 @@ def build_sdist_layer(archive: Path, requirements: list[str], edits: dict[str, t
             sb.write_file(f"/testbed/{path}", text.replace(old, new))
         for path, text in (new_files or {}).items():
             sb.write_file(f"/testbed/{path}", text, mode=0o755)
+        for n, diff in enumerate(reverse):
+            sb.write_file(f"/tmp/reverse-{n}.diff", diff)
+            undo = sb.exec(f"cd /testbed && git apply -R /tmp/reverse-{n}.diff && rm /tmp/reverse-{n}.diff", timeout=60)
+            assert undo.exit_code == 0, undo.output
         site = f"/venv/lib/{py}/site-packages"
         build = sb.exec(
             "set -e; cd /testbed && git init -q -b main && git add -A && "

@@ -44,10 +44,25 @@ def _one_line_patch(path: str, line: int, before: str, old: str, new: str) -> st
             f"{context}-{old}+{new} \n")
 
 
+# Real Verified rows of Django 5.0 whose fix and tests Django 5.0.14 contains: the layer undoes both (the row's
+# starting state for those files), grading applies them again, with the row's own ids and SWE-bench's test command.
+VERIFIED_DJANGO = ("django__django-16502", "django__django-16454")
+
+
+def verified_rows(ids: tuple[str, ...]) -> list[dict]:
+    import pyarrow.parquet as pq
+
+    if not _VERIFIED.is_file():
+        return []
+    table = pq.read_table(_VERIFIED).to_pylist()
+    return [r for r in table if r["instance_id"] in ids]
+
+
 @pytest.fixture(scope="module")
 def django_layer():
+    undo = tuple(d for r in verified_rows(VERIFIED_DJANGO) for d in (r["patch"], r["test_patch"]))
     layer = build_sdist_layer(sdist("Django", "5.0.14"), ["asgiref==3.12.1", "sqlparse==0.6.0"],
-                              {"django/utils/text.py": (DJ_FIX, DJ_BUG)})
+                              {"django/utils/text.py": (DJ_FIX, DJ_BUG)}, reverse=undo)
     yield layer
     import shutil
 
@@ -96,6 +111,31 @@ def test_django_runtests_log_gold_resolves_empty_and_wrong_do_not(django_layer):
     assert wrong.applied and not wrong.resolved
     assert wrong.tests[task.FAIL_TO_PASS[0]].status == "passed"
     assert wrong.tests[task.FAIL_TO_PASS[1]].status == "failed"
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("instance_id", VERIFIED_DJANGO)
+def test_real_verified_django_rows_resolve_with_gold_and_not_empty(django_layer, instance_id):
+    import json
+
+    rows = verified_rows((instance_id,))
+    if not rows:
+        pytest.skip(f"the Verified parquet is not at {_VERIFIED} (set SWEBOX_VERIFIED_PARQUET)")
+    row = rows[0]
+    spec = swebench_harness.module("harness.constants.python").MAP_REPO_VERSION_TO_SPECS_PY[row["repo"]][row["version"]]
+    task = Task(
+        instance_id=row["instance_id"], repo=row["repo"], base_commit=row["base_commit"], patch=row["patch"],
+        test_patch=row["test_patch"], version=row["version"], FAIL_TO_PASS=json.loads(row["FAIL_TO_PASS"]),
+        PASS_TO_PASS=json.loads(row["PASS_TO_PASS"]), grader="log", log_parser=row["repo"],
+        test_cmd=" ".join([spec["test_cmd"], *log_parsers.test_directives(row["repo"], row["test_patch"])]),
+        eval_commands=spec.get("eval_commands", ()),
+    )
+    gold = grade(task, task.patch, layers=[django_layer], timeout=300)
+    assert gold.log_status == "ok" and gold.errors == [], (gold.errors, gold.output_tail)
+    assert gold.resolved and {o.status for o in gold.tests.values()} == {"passed"}, gold.tests
+    empty = grade(task, "", layers=[django_layer], timeout=300)
+    assert not empty.resolved and {empty.tests[t].status for t in task.FAIL_TO_PASS} <= {"failed", "error"}
+    assert empty.p2p_passed == empty.p2p_total
 
 
 # -- sympy: its own runner (bin/test) ------------------------------------------------------------------------------
