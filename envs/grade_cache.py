@@ -57,7 +57,8 @@ def cacheable(report: GradeReport) -> bool:
         return False
     if not report.applied:  # git apply's refusal depends only on the diff and the layers
         return True
-    return report.junit_status == "ok" and not any("did not finish" in e for e in report.errors)
+    # the grader read a whole run: the monitor's signed verdict (junit) or a finished, parsed log (log)
+    return (report.log_status if report.log_status else report.verdict) == "ok"
 
 
 class GradeCache:

@@ -56,8 +56,16 @@ def build_parser() -> argparse.ArgumentParser:
         from swebox.trainers import cli as train_cli
         from swebox.trainers import plot
     except ImportError as exc:  # the `train` extra is not installed
-        for name in ("train", "eval", "plot", "demo"):
+        for name in ("train", "plot", "demo"):
             sub.add_parser(name, help=f"unavailable: {exc}; pip install 'swebox[train]'")
+        from swebox.envs.tasks import predictions
+
+        ev = sub.add_parser("eval", help="score SWE-bench predictions (policies need pip install 'swebox[train]')")
+        ev.add_argument("--tasks", required=True, help="the dataset the predictions are for")
+        ev.add_argument("--layers", default="", help="layer store (default $SWEBOX_LAYER_STORE or runs/layers)")
+        ev.add_argument("--out", default="", help="the report (default <model>.<run-id>.json)")
+        predictions.add_options(ev)
+        ev.set_defaults(func=predictions.run_cli)
     else:
         train_cli.add_arguments(sub)
         plot.add_arguments(sub)

@@ -35,20 +35,23 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
 
     ev = subparsers.add_parser("eval", help="resolved rate and time breakdown of a policy over a task set")
     ev.add_argument("--tasks", required=True, help="tasks.jsonl (or any source swebox.envs.tasks.load reads)")
-    ev.add_argument("--policy", required=True, help="gold | empty | hf:MODEL_FOLDER | openai:BASE_URL")
+    ev.add_argument("--policy", default="", help="gold | empty | hf:MODEL_FOLDER | openai:BASE_URL")
     ev.add_argument("--model", default="", help="model name sent to an openai: server")
     ev.add_argument("--config", default=None, help="a training config whose env/generation sections to use")
     ev.add_argument("--layers", default="", help="layer store (default $SWEBOX_LAYER_STORE or runs/layers), or a "
                     "folder of unpacked layer folders named by key")
     ev.add_argument("--parallel", type=int, default=2, help="episodes at once (default 2)")
     ev.add_argument("--out", default="", help="write one JSON record per task (docs/training.md) to this file, "
-                    "and the per-task table as Markdown next to it (OUT.md)")
+                    "and the per-task table as Markdown next to it (OUT.md); with --predictions: the report "
+                    "(default <model>.<run-id>.json)")
     ev.add_argument("--wandb", default="disabled", choices=["auto", "online", "offline", "disabled"],
                     help="also log the per-task table (wandb Table `eval`) and the summary to a wandb run in "
                     "OUT's folder (needs --out; default disabled)")
     ev.add_argument("overrides", nargs="*", help="dotted config overrides, e.g. env.max_turns=10")
+    from swebox.envs.tasks import predictions
     from swebox.trainers import eval_search
 
+    predictions.add_options(ev)
     eval_search.add_arguments(ev)
     ev.set_defaults(func=run_eval)
 
@@ -145,12 +148,18 @@ def _hf_text_policy(backend: Any, tokenizer: Any, cfg: Any):
 
 
 def _check_policy(policy: str) -> None:
+    if not policy:
+        raise SystemExit("swebox eval: expected --policy (play episodes) or --predictions (score given patches)")
     if policy in ("gold", "empty") or policy.startswith(("hf:", "openai:")) and ":" in policy:
         return
     raise SystemExit(f"--policy: expected gold, empty, hf:MODEL_FOLDER or openai:BASE_URL; found {policy!r}")
 
 
 def run_eval(args: argparse.Namespace) -> int:
+    if args.predictions:  # score given patches (SWE-bench's harness); no policy runs
+        from swebox.envs.tasks import predictions
+
+        return predictions.run_cli(args)
     from swebox.envs.groups import group
     from swebox.envs.layers_resolver import LayerSource
     from swebox.envs.tasks import load

@@ -24,13 +24,24 @@ def add_arguments(subparsers) -> None:
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per test run (default 900)")
     p.add_argument("--limit", type=int, default=0, help="validate only the first N tasks (0 = all)")
     p.add_argument("--jobs", type=int, default=1, help="tasks graded at once (default 1; up to the cores)")
+    p.add_argument("--report", action="store_true",
+                   help="under each task, its tests: what the dataset says next to the gold and empty statuses")
     p.add_argument("--json", dest="json_out", default="", help="also write per-task reports to this .jsonl")
     p.set_defaults(func=run_validate)
 
 
 def run_validate(args: argparse.Namespace) -> int:
     from swebox.envs.tasks.loaders import LoadError, load
-    from swebox.envs.tasks.validate import HEADER, StoreLayers, is_layer_store, layers_from_dirs, row, summary, validate
+    from swebox.envs.tasks.validate import (
+        HEADER,
+        StoreLayers,
+        is_layer_store,
+        layers_from_dirs,
+        report_lines,
+        row,
+        summary,
+        validate,
+    )
 
     if args.jobs < 1:
         print(f"error: --jobs: expected a number >= 1; found {args.jobs}.", file=sys.stderr)
@@ -47,6 +58,12 @@ def run_validate(args: argparse.Namespace) -> int:
               "expected one task per line", file=sys.stderr)
         return 2
     selected = list(tasks)[: args.limit] if args.limit else list(tasks)
+    by_id = {t.instance_id: t for t in selected}
+
+    def show(v) -> None:
+        lines = [row(v), *(report_lines(by_id[v.instance_id], v) if args.report else [])]
+        print("\n".join(lines), flush=True)
+
     print(HEADER)
     resolver = StoreLayers(args.layers) if is_layer_store(args.layers) else layers_from_dirs(args.layers)
     try:
@@ -55,7 +72,7 @@ def run_validate(args: argparse.Namespace) -> int:
             resolver,
             timeout=args.timeout,
             jobs=args.jobs,
-            on_result=lambda v: print(row(v), flush=True),
+            on_result=show,
         )
     finally:
         if isinstance(resolver, StoreLayers):

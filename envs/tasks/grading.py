@@ -21,6 +21,10 @@ The shared steps (any grader kind): :func:`apply_agent_diff`, :func:`restore_pro
    F2P test passed (xfailed, xpassed and skipped are not passes) and every P2P test passed (or stayed
    xfailed). ``reward``: ``binary`` = 1.0 if resolved; ``fraction`` = passed share of F2P when the run was
    clean and every P2P passed, else 0.
+
+Steps 1-3 are shared by every grader kind. Tasks with ``grader='log'`` (the SWE-bench family) replace steps
+4-5 with the repository's test command read by SWE-bench's log parser (:mod:`swebox.envs.tasks.log_grading`).
+A non-empty ``Task.expected_status`` must match in both.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from typing import Any
 from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy
 from swebox.envs.tasks import verdict as channel
 from swebox.envs.tasks.diff_truth import encode_diff, judge
-from swebox.envs.tasks.diffs import filter_diff, protected_reason
+from swebox.envs.tasks.diffs import changed_paths, filter_diff, protected_reason
 from swebox.envs.tasks.junit import MISSING, TestResult
 from swebox.envs.tasks.schema import Task
 from swebox.envs.tasks.testids import Key, junit_key, match_ids
@@ -103,6 +107,8 @@ class GradeReport:
     """The test run hit its timeout."""
     verdict: str = ""
     """ok (the grade monitor's signed verdict) | missing | forged | '' (the tests did not run)."""
+    log_status: str = ""
+    """ok | unfinished (no end marker) | no-results (the parser found no test) (grader 'log')."""
     durations: dict[str, float] = field(default_factory=dict)
     """Seconds per phase: start, apply, tests, total."""
     output_tail: str = ""
@@ -135,6 +141,14 @@ def pytest_args(task: Task, workdir: str) -> list[str]:
 
 
 # -- the steps every grader kind shares -------------------------------------------------------------------
+def protected_files(task: Task) -> tuple[str, ...]:
+    """The files the agent's diff may not touch: the task's test files; for log grading also test_patch's
+    files (SWE-bench checks them out at base_commit before applying the test patch)."""
+    if task.grader != "log":
+        return task.all_test_files()
+    return tuple(dict.fromkeys([*task.all_test_files(), *changed_paths(task.test_patch)]))
+
+
 def untracked(sb: Sandbox) -> set[str]:
     """Every untracked path of /testbed, ignored ones included (no exclude rules: nothing can hide)."""
     out = sb.exec("cd /testbed && git ls-files --others -z", timeout=120).output
@@ -143,9 +157,10 @@ def untracked(sb: Sandbox) -> set[str]:
 
 def apply_agent_diff(sb: Sandbox, task: Task, agent_diff: str, workdir: str, report: GradeReport) -> bool:
     """Filter the agent's diff, have git confirm what it touches (diff_truth), apply it; False = reward 0."""
-    filtered = filter_diff(agent_diff, task.all_test_files())
+    protected = protected_files(task)
+    filtered = filter_diff(agent_diff, protected)
     report.dropped = filtered.dropped
-    refused = judge(sb, workdir, agent_diff, filtered, task.all_test_files())
+    refused = judge(sb, workdir, agent_diff, filtered, protected)
     if refused:
         report.applied, report.apply_error = False, refused
         report.errors.append(f"the diff was refused: {refused}")
@@ -167,7 +182,8 @@ def restore_protected(sb: Sandbox, task: Task, before: set[str], report: GradeRe
     """
     tracked = sb.exec("cd /testbed && git diff --name-only --no-renames -z HEAD", timeout=120).output
     changed = [p for p in tracked.split("\0") if p] + sorted(untracked(sb) - before)
-    bad = [p for p in dict.fromkeys(changed) if protected_reason(p, task.all_test_files())]
+    protected = protected_files(task)
+    bad = [p for p in dict.fromkeys(changed) if protected_reason(p, protected)]
     for path in bad:
         q = shlex.quote(path)
         sb.exec(f"cd /testbed && (git checkout -q HEAD -- {q} 2>/dev/null || rm -rf -- {q})", timeout=60)
@@ -219,10 +235,23 @@ def run_pytest(sb: Sandbox, task: Task, workdir: str, timeout: float, report: Gr
     return results
 
 
+def expected_mismatches(task: Task, report: GradeReport) -> list[str]:
+    """One line per ``Task.expected_status`` entry whose outcome differs (a missing test never matches)."""
+    from swebox.envs.tasks.log_parsers import normal_status
+
+    out = []
+    for test_id, want in task.expected_status.items():
+        got = report.tests[test_id].status if test_id in report.tests else MISSING
+        if got != normal_status(want):
+            out.append(f"expected_status: {test_id} should be {want}, is {got}")
+    return out
+
+
 def score(task: Task, report: GradeReport, results: dict[Key, TestResult]) -> None:
     """Match the task's ids, count, and set ``resolved``/``reward``: anything short of a complete,
     consistent, error-free run with every F2P test passing and every P2P test still passing is 0."""
-    for match in match_ids([*task.FAIL_TO_PASS, *task.PASS_TO_PASS], results):
+    ids = list(dict.fromkeys([*task.FAIL_TO_PASS, *task.PASS_TO_PASS, *task.expected_status]))
+    for match in match_ids(ids, results):
         if match.key is None:
             status = MISSING if match.problem.startswith("not found") else "unknown"
             report.tests[match.test_id] = TestOutcome(status, 0.0, match.problem)
@@ -233,6 +262,7 @@ def score(task: Task, report: GradeReport, results: dict[Key, TestResult]) -> No
     report.f2p_total, report.p2p_total = len(task.FAIL_TO_PASS), len(task.PASS_TO_PASS)
     report.f2p_passed = sum(report.tests[t].status in F2P_PASSING for t in task.FAIL_TO_PASS)
     report.p2p_passed = sum(report.tests[t].status in P2P_PASSING for t in task.PASS_TO_PASS)
+    report.errors += expected_mismatches(task, report)
     clean = report.applied and report.verdict == "ok" and not (report.tampered or report.errors or report.timed_out)
     all_p2p = report.p2p_passed == report.p2p_total
     report.resolved = clean and all_p2p and report.f2p_passed == report.f2p_total
@@ -265,10 +295,16 @@ def grade(
             f"grade: expected a python task; found language {task.language!r}. Only pytest "
             f"suites can be graded."
         )
+    if task.grader == "log":
+        from swebox.envs.tasks import log_grading, log_parsers  # log_grading builds on this module
+
+        log_parsers.get_parser(task.log_parser)  # a missing swebench fails here, before a sandbox starts
     started = time.monotonic()
     report = GradeReport(task.instance_id, reward_mode=reward_mode)
-    workdir = f"/swebox-grade-{secrets.token_hex(12)}"
+    nonce = secrets.token_hex(12)
+    workdir = f"/swebox-grade-{nonce}"
     results: dict[Key, TestResult] = {}
+    status_map: dict[str, str] = {}
     with Sandbox(list(layers), policy or SandboxPolicy(network="none")) as sb:
         report.durations["start"] = time.monotonic() - started
         try:
@@ -278,10 +314,18 @@ def grade(
                 restore_protected(sb, task, before, report)
                 apply_test_patch(sb, task, workdir, report)
                 report.durations["apply"] = time.monotonic() - started - report.durations["start"]
-                results = run_pytest(sb, task, workdir, timeout, report)
+                if task.grader == "log":
+                    t0 = time.monotonic()
+                    status_map = log_grading.run_tests(sb, task, report, workdir, nonce, timeout)
+                    report.durations["tests"] = time.monotonic() - t0
+                else:
+                    results = run_pytest(sb, task, workdir, timeout, report)
         except (SandboxError, OSError, ValueError, UnicodeError, KeyError, TypeError) as exc:
             report.errors.append(f"grading stopped by what the diff or its code did: {type(exc).__name__}: {exc}")
     if report.applied:
-        score(task, report, results)
+        if task.grader == "log":
+            log_grading.score(task, report, status_map)
+        else:
+            score(task, report, results)
     report.durations["total"] = time.monotonic() - started
     return report

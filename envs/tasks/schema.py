@@ -33,6 +33,7 @@ SWEBENCH_FIELDS = (
 )
 DEFAULT_TEST_CMD = "/venv/bin/python -m pytest"
 _LIST_FIELDS = ("FAIL_TO_PASS", "PASS_TO_PASS", "test_files", "setup_commands", "eval_commands")
+GRADERS = ("junit", "log")
 _ID = re.compile(r"^[^\s/]+$")
 
 
@@ -114,7 +115,7 @@ class Task:
                 raise _fail(name, "non-empty strings only", value, "Remove empty or non-string entries.")
             setattr(self, name, tuple(value))
         text_fields = [f for f in SWEBENCH_FIELDS if f not in _LIST_FIELDS]
-        for name in (*text_fields, "task_layer_key", "bug_patch", "test_cmd", "language"):
+        for name in (*text_fields, "task_layer_key", "bug_patch", "test_cmd", "grader", "log_parser", "language"):
             if not isinstance(getattr(self, name), str):
                 raise _fail(name, "a string", getattr(self, name), "Convert the value to a string.")
         if not _ID.match(self.instance_id):
@@ -125,6 +126,7 @@ class Task:
                 "Use e.g. 'owner__repo-123'.",
             )
         self._check_tests()
+        self._check_grader()
         self._check_test_cmd()
         if isinstance(self.env, dict):
             self.env = EnvSpec.from_dict(self.env)
@@ -160,6 +162,32 @@ class Task:
         for path in self.test_files:
             if path.startswith("/") or ".." in path.split("/"):
                 raise _fail("test_files", "repository-relative paths", path, "Drop the leading '/' or '..'.")
+
+    def _check_grader(self) -> None:
+        from swebox.envs.tasks import log_parsers  # the parsers' names and statuses live with them
+
+        if self.grader not in GRADERS:
+            raise _fail("grader", f"one of {list(GRADERS)}", self.grader,
+                        "Use 'junit' for swebox's own tasks, 'log' for SWE-bench-family rows.")
+        if self.grader == "junit" and (self.log_parser or self.eval_commands):
+            found = {"log_parser": self.log_parser, "eval_commands": list(self.eval_commands)}
+            raise _fail("log_parser", "'' and no eval_commands with grader='junit'", found,
+                        "Set grader='log' to grade from the test log, or drop log_parser/eval_commands.")
+        if self.grader == "log":
+            problem = log_parsers.check_parser_name(self.log_parser)
+            if problem:
+                raise _fail("log_parser", "a parser name with grader='log'", self.log_parser, problem)
+            if not self.test_cmd.strip():
+                raise _fail("test_cmd", "the shell command that runs the tests", self.test_cmd,
+                            "With grader='log' it is SWE-bench's test command with the test directives appended.")
+        if not isinstance(self.expected_status, dict):
+            raise _fail("expected_status", "a JSON object of test id -> status", self.expected_status,
+                        "Use {} when the task has none.")
+        bad = {k: v for k, v in self.expected_status.items()
+               if not (isinstance(k, str) and k.strip()) or log_parsers.normal_status(v) is None}
+        if bad:
+            raise _fail("expected_status", f"non-empty test ids mapped to one of {list(log_parsers.STATUS_NAMES)}",
+                        bad, "Write statuses as R2E-Gym does (PASSED, FAILED, ...) or swebox's (passed, ...).")
 
     def _check_test_cmd(self) -> None:
         if self.grader != "junit":

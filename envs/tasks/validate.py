@@ -149,6 +149,30 @@ def row(v: Validation) -> str:
     return f"{v.instance_id:<40} {verdict:<5} {counts(v.gold):<14} {counts(v.empty):<14} {v.problem}"
 
 
+def report_lines(task: Task, v: Validation) -> list[str]:
+    """``--report``: one line per test of the task: what the dataset says next to the gold and empty statuses.
+
+    F2P tests must fail before the fix (empty diff) and pass after it (gold); P2P tests pass in both;
+    ``expected_status`` entries must end (gold) with the status given. A line that disagrees is marked DIFFERS.
+    """
+    def status(r: GradeReport | None, test_id: str) -> str:
+        return r.tests[test_id].status if r is not None and test_id in r.tests else "-"
+
+    passing = ("passed", "xfailed")
+    rows = [("F2P", t, "fail->pass", lambda g, e: g in passing and e not in passing) for t in task.FAIL_TO_PASS]
+    rows += [("P2P", t, "pass->pass", lambda g, e: g in passing and e in passing) for t in task.PASS_TO_PASS]
+    from swebox.envs.tasks.log_parsers import normal_status
+
+    rows += [("EXP", t, f"->{want}", lambda g, e, want=want: g == normal_status(want))
+             for t, want in task.expected_status.items()]
+    out = [f"  {'':<4} {'dataset':<12} {'gold':<9} {'empty':<9} {'':<8} test"]
+    for kind, test_id, says, agrees in rows:
+        gold, empty = status(v.gold, test_id), status(v.empty, test_id)
+        mark = "ok" if agrees(gold, empty) else "DIFFERS"
+        out.append(f"  {kind:<4} {says:<12} {gold:<9} {empty:<9} {mark:<8} {test_id}")
+    return out
+
+
 HEADER = f"{'task':<40} {'':<5} {'gold F2P P2P':<14} {'empty F2P P2P':<14} problem"
 
 

@@ -30,10 +30,10 @@ def test_normalised_diffs_share_a_key_and_any_other_difference_does_not():
 
 
 def test_timing_dependent_verdicts_are_not_kept():
-    assert cacheable(GradeReport("t", applied=True, junit_status="ok"))
+    assert cacheable(GradeReport("t", applied=True, verdict="ok"))
     assert cacheable(GradeReport("t", applied=False, apply_error="corrupt patch"))
-    assert not cacheable(GradeReport("t", applied=True, junit_status="ok", timed_out=True))
-    assert not cacheable(GradeReport("t", applied=True, junit_status="missing"))
+    assert not cacheable(GradeReport("t", applied=True, verdict="ok", timed_out=True))
+    assert not cacheable(GradeReport("t", applied=True, verdict="missing"))
     cache, runs = GradeCache(), []
 
     def timed_out() -> GradeReport:
@@ -50,7 +50,7 @@ def test_single_flight_under_threads_and_a_failed_grader_keeps_nothing():
     def slow() -> GradeReport:
         runs.append(1)
         gate.wait(5)
-        return GradeReport("t", resolved=True, reward=1.0, applied=True, junit_status="ok")
+        return GradeReport("t", resolved=True, reward=1.0, applied=True, verdict="ok")
 
     with ThreadPoolExecutor(8) as pool:
         futures = [pool.submit(cache.get_or_grade, "k", slow) for _ in range(8)]

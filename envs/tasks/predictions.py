@@ -1,0 +1,256 @@
+"""Scoring an agent's predictions the way SWE-bench's harness does: ``swebox eval --predictions preds.jsonl``.
+
+Predictions are SWE-bench's format: objects with ``instance_id``, ``model_name_or_path`` and ``model_patch``,
+as a JSON list, a JSON object keyed by instance id, or JSON lines. Each patch is graded with its task's own
+grader (:func:`swebox.envs.tasks.grading.grade`: fresh sandbox, filtered diff, restored tests; JUnit or the
+repository's log parser), ``jobs`` at a time. The report has the harness's shape (``make_run_report``): counts
+and the resolved / unresolved / error / empty-patch id lists, plus, per instance, the harness's per-instance
+report (``patch_exists``, ``patch_successfully_applied``, ``resolved``, ``tests_status`` with success/failure
+lists for FAIL_TO_PASS and PASS_TO_PASS) and swebox's per-test statuses.
+
+An empty patch is not graded (``empty_patch_ids``); an instance that could not be graded (no such task, no
+layers, a patch that does not apply, a crash) is an error, as in the harness.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from swebox.envs.tasks.grading import GradeReport, grade
+from swebox.envs.tasks.log_grading import FAILING, PASSING
+from swebox.envs.tasks.schema import Task
+
+KEYS = ("instance_id", "model_name_or_path", "model_patch")
+
+
+class PredictionError(ValueError):
+    """A predictions file that cannot be read; the message names the entry and what to fix."""
+
+
+@dataclass
+class Prediction:
+    """One model patch for one instance."""
+
+    instance_id: str
+    """The task it is for."""
+    model_name_or_path: str
+    """Who made it (names the report file)."""
+    model_patch: str | None
+    """The diff; '' or None is an empty patch."""
+
+
+@dataclass
+class Outcome:
+    """One prediction after evaluation."""
+
+    prediction: Prediction
+    """What was graded."""
+    report: GradeReport | None = None
+    """The grade (None for empty patches and errors before grading)."""
+    error: str = ""
+    """Why it could not be graded; '' otherwise."""
+
+    @property
+    def kind(self) -> str:
+        """resolved | unresolved | error | empty_patch."""
+        if not (self.prediction.model_patch or "").strip():
+            return "empty_patch"
+        if self.error or self.report is None:
+            return "error"
+        return "resolved" if self.report.resolved else "unresolved"
+
+
+def _entries(path: Path) -> list[tuple[str, Any]]:
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".jsonl":
+        out = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    out.append((f"line {n}", json.loads(line)))
+                except json.JSONDecodeError as exc:
+                    raise PredictionError(f"{path}: line {n}: expected one JSON object; found invalid JSON ({exc}).")
+        return out
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PredictionError(f"{path}: expected JSON (a list or an object keyed by instance_id) or a .jsonl file; "
+                              f"found invalid JSON ({exc}).") from None
+    if isinstance(data, dict):
+        return [(f"key {k!r}", v) for k, v in data.items()]
+    if isinstance(data, list):
+        return [(f"entry {i}", v) for i, v in enumerate(data)]
+    raise PredictionError(f"{path}: expected a list of predictions or an object keyed by instance_id; "
+                          f"found {type(data).__name__}.")
+
+
+def load_predictions(path: str | Path) -> list[Prediction]:
+    """Read a predictions file; every entry must have the three keys, each instance once."""
+    path = Path(path)
+    if not path.is_file():
+        raise PredictionError(f"{path}: expected a predictions file (.json or .jsonl); it does not exist.")
+    out: list[Prediction] = []
+    seen: set[str] = set()
+    for where, entry in _entries(path):
+        if not isinstance(entry, dict) or any(k not in entry for k in KEYS):
+            found = sorted(entry) if isinstance(entry, dict) else type(entry).__name__
+            raise PredictionError(f"{path}: {where}: expected an object with keys {list(KEYS)}; found {found}. "
+                                  f"This is SWE-bench's predictions format.")
+        iid, patch = entry["instance_id"], entry["model_patch"]
+        if not isinstance(iid, str) or not (patch is None or isinstance(patch, str)):
+            raise PredictionError(f"{path}: {where}: expected a string instance_id and a string (or null) "
+                                  f"model_patch; found {type(iid).__name__} and {type(patch).__name__}.")
+        if iid in seen:
+            raise PredictionError(f"{path}: {where}: instance {iid!r} is predicted twice; keep one.")
+        seen.add(iid)
+        out.append(Prediction(iid, str(entry["model_name_or_path"]), patch))
+    return out
+
+
+def evaluate(
+    predictions: Iterable[Prediction],
+    tasks: dict[str, Task],
+    resolve: Callable[[Task], list],
+    *,
+    jobs: int = 1,
+    timeout: float = 1800.0,
+    on_result: Callable[[Outcome], None] | None = None,
+) -> list[Outcome]:
+    """Grade every non-empty prediction in fresh sandboxes, ``jobs`` at a time; results in input order."""
+    if jobs < 1:
+        raise ValueError(f"evaluate(jobs=...): expected jobs >= 1; found {jobs}.")
+
+    def one(pred: Prediction) -> Outcome:
+        if not (pred.model_patch or "").strip():
+            return Outcome(pred)
+        task = tasks.get(pred.instance_id)
+        if task is None:
+            return Outcome(pred, error=f"no task {pred.instance_id!r} in the dataset")
+        try:
+            report = grade(task, pred.model_patch or "", layers=resolve(task), timeout=timeout)
+        except Exception as exc:  # one broken instance must not end the evaluation
+            return Outcome(pred, error=f"{type(exc).__name__}: {exc}")
+        finally:
+            release = getattr(resolve, "release", None)
+            if release is not None:
+                release(task)
+        return Outcome(pred, report, "" if report.applied else "; ".join(report.errors) or "the patch does not apply")
+
+    predictions = list(predictions)
+    results: list[Outcome | None] = [None] * len(predictions)
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="eval") as pool:
+        futures = {pool.submit(one, p): i for i, p in enumerate(predictions)}
+        for future in as_completed(futures):
+            results[futures[future]] = future.result()
+            if on_result is not None:
+                on_result(results[futures[future]])
+    return results
+
+
+def tests_status(task: Task, report: GradeReport) -> dict[str, dict[str, list[str]]]:
+    """The harness's ``tests_status``: success/failure ids for FAIL_TO_PASS and PASS_TO_PASS.
+
+    With the log grader a SKIPPED test is in neither list (SWE-bench's rule); with JUnit it is a failure.
+    """
+    out = {}
+    for name, ids in (("FAIL_TO_PASS", task.FAIL_TO_PASS), ("PASS_TO_PASS", task.PASS_TO_PASS)):
+        statuses = [(t, report.tests[t].status if t in report.tests else "missing") for t in ids]
+        failed = [t for t, s in statuses if s in FAILING or (task.grader != "log" and s not in PASSING)]
+        out[name] = {"success": [t for t, s in statuses if s in PASSING], "failure": failed}
+    return out
+
+
+def run_report(outcomes: list[Outcome], tasks: dict[str, Task]) -> dict[str, Any]:
+    """The report in the harness's shape, with per-instance details under ``instances``."""
+    by_kind: dict[str, list[str]] = {"resolved": [], "unresolved": [], "error": [], "empty_patch": []}
+    instances: dict[str, Any] = {}
+    for o in outcomes:
+        iid = o.prediction.instance_id
+        by_kind[o.kind].append(iid)
+        entry: dict[str, Any] = {
+            "patch_is_None": o.prediction.model_patch is None,
+            "patch_exists": o.kind != "empty_patch",
+            "patch_successfully_applied": bool(o.report and o.report.applied),
+            "resolved": o.kind == "resolved",
+        }
+        if o.report is not None and iid in tasks:
+            entry["tests_status"] = tests_status(tasks[iid], o.report)
+            entry["tests"] = {t: out.status for t, out in o.report.tests.items()}
+            entry["errors"] = o.report.errors
+        if o.error:
+            entry["error"] = o.error
+        instances[iid] = entry
+    completed = by_kind["resolved"] + by_kind["unresolved"]
+    submitted = [o.prediction.instance_id for o in outcomes]
+    return {
+        "total_instances": len(tasks),
+        "submitted_instances": len(submitted),
+        "completed_instances": len(completed),
+        "resolved_instances": len(by_kind["resolved"]),
+        "unresolved_instances": len(by_kind["unresolved"]),
+        "empty_patch_instances": len(by_kind["empty_patch"]),
+        "error_instances": len(by_kind["error"]),
+        "completed_ids": sorted(completed),
+        "incomplete_ids": sorted(set(tasks) - set(submitted)),
+        "empty_patch_ids": sorted(by_kind["empty_patch"]),
+        "submitted_ids": sorted(submitted),
+        "resolved_ids": sorted(by_kind["resolved"]),
+        "unresolved_ids": sorted(by_kind["unresolved"]),
+        "error_ids": sorted(by_kind["error"]),
+        "schema_version": 2,
+        "instances": instances,
+    }
+
+
+def add_options(p: argparse.ArgumentParser) -> None:
+    """The ``--predictions`` options of ``swebox eval`` (``--tasks`` and ``--layers`` come with the parser)."""
+    p.add_argument("--predictions", default="", help="score SWE-bench predictions (instance_id, "
+                   "model_name_or_path, model_patch; .json or .jsonl) with each task's grader")
+    p.add_argument("--run-id", default="swebox", help="with --predictions: names the report "
+                   "<model>.<run-id>.json (default swebox)")
+    p.add_argument("--jobs", type=int, default=1, help="with --predictions: patches graded at once (default 1)")
+    p.add_argument("--timeout", type=float, default=1800.0, help="with --predictions: seconds per test run")
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    """``swebox eval --predictions P --tasks T``: grade, print one line per instance, write the report."""
+    from swebox.envs.tasks.loaders import LoadError, load
+    from swebox.envs.tasks.validate import StoreLayers, is_layer_store, layers_from_dirs
+
+    try:
+        preds = load_predictions(args.predictions)
+        tasks = {t.instance_id: t for t in load(args.tasks)}
+    except (PredictionError, LoadError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.jobs < 1:
+        print(f"error: --jobs: expected a number >= 1; found {args.jobs}.", file=sys.stderr)
+        return 2
+    layers = args.layers or os.environ.get("SWEBOX_LAYER_STORE", "runs/layers")
+    resolver = StoreLayers(layers) if is_layer_store(layers) else layers_from_dirs(layers)
+
+    def show(o: Outcome) -> None:
+        why = o.error or ("; ".join(o.report.errors[:2]) if o.report else "")
+        print(f"{o.prediction.instance_id:<40} {o.kind:<12} {why}", flush=True)
+
+    try:
+        outcomes = evaluate(preds, tasks, resolver, jobs=args.jobs, timeout=args.timeout, on_result=show)
+    finally:
+        if isinstance(resolver, StoreLayers):
+            resolver.close()
+    report = run_report(outcomes, tasks)
+    model = preds[0].model_name_or_path.replace("/", "__") if preds else "none"
+    out = Path(args.out or f"{model}.{args.run_id}.json")
+    out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(f"submitted {report['submitted_instances']}, completed {report['completed_instances']}, resolved "
+          f"{report['resolved_instances']}, unresolved {report['unresolved_instances']}, empty patch "
+          f"{report['empty_patch_instances']}, error {report['error_instances']}; report: {out}")
+    return 0

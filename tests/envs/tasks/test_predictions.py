@@ -1,0 +1,123 @@
+"""`swebox eval --predictions` (SWE-bench predictions in, the harness report out) and `tasks validate --report`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from swebox.envs.cache.spec import EnvSpec
+from swebox.envs.tasks import save_jsonl
+from swebox.envs.tasks.predictions import PredictionError, load_predictions
+from swebox.scripts.cli import main
+
+
+def pred(iid: str, patch: str | None) -> dict:
+    return {"instance_id": iid, "model_name_or_path": "org/agent-1", "model_patch": patch}
+
+
+def test_predictions_load_from_json_list_object_and_jsonl(tmp_path):
+    rows = [pred("a", "diff"), pred("b", None)]
+    (tmp_path / "p.json").write_text(json.dumps(rows))
+    (tmp_path / "k.json").write_text(json.dumps({r["instance_id"]: r for r in rows}))
+    (tmp_path / "p.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + "\n")
+    for name in ("p.json", "k.json", "p.jsonl"):
+        got = load_predictions(tmp_path / name)
+        assert [(p.instance_id, p.model_patch) for p in got] == [("a", "diff"), ("b", None)]
+
+
+@pytest.mark.parametrize(
+    "text, suffix, message",
+    [
+        ('{"instance_id": "a", "model_patch": ""}\n', ".jsonl", r"line 1: expected an object with keys"),
+        (json.dumps([pred("a", ""), pred("a", "x")]), ".json", "predicted twice"),
+        ("[1,", ".json", "found invalid JSON"),
+        ('"x"', ".json", "found str"),
+        (json.dumps([pred("a", 3)]), ".json", "string .or null. model_patch"),
+    ],
+)
+def test_bad_prediction_files_fail_clearly(tmp_path, text, suffix, message):
+    path = tmp_path / f"p{suffix}"
+    path.write_text(text)
+    with pytest.raises(PredictionError, match=message):
+        load_predictions(path)
+    with pytest.raises(PredictionError, match="does not exist"):
+        load_predictions(tmp_path / "absent.jsonl")
+
+
+@pytest.mark.e2e
+def test_eval_predictions_grades_each_patch_with_its_grader_and_writes_the_harness_report(
+    tmp_path, calc_layer, calc_task, gold, capsys
+):
+    env = EnvSpec(source="/srv/calc", commit="abcdef1")
+    junit = dataclasses.replace(calc_task, env=env)
+    log = dataclasses.replace(junit, instance_id="calc-add-log", grader="log", log_parser="pytest",
+                              test_cmd="/venv/bin/python -m pytest -rA --tb=no -o addopts= tests/test_ops.py")
+    skipped = dataclasses.replace(junit, instance_id="calc-add-empty")
+    bad = dataclasses.replace(junit, instance_id="calc-add-bad")
+    root = tmp_path / "layers"
+    root.mkdir()
+    (root / env.key()).symlink_to(calc_layer.path, target_is_directory=True)
+    save_jsonl([junit, log, skipped, bad], tmp_path / "tasks.jsonl")
+    wrong = gold["div"]  # fixes div, not add: applies, test_add still fails
+    preds = [pred("calc-add", gold["add"]), pred("calc-add-log", wrong), pred("calc-add-empty", ""),
+             pred("nope", gold["add"]), pred("calc-add-bad", gold["add"].replace("a - b", "a % b"))]
+    (tmp_path / "preds.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds))
+    out = tmp_path / "report.json"
+    argv = ["eval", "--predictions", str(tmp_path / "preds.jsonl"), "--tasks", str(tmp_path / "tasks.jsonl"),
+            "--layers", str(root), "--jobs", "2", "--out", str(out)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "resolved 1, unresolved 1, empty patch 1, error 2" in printed
+    report = json.loads(out.read_text())
+    assert report["resolved_ids"] == ["calc-add"] and report["unresolved_ids"] == ["calc-add-log"]
+    assert report["empty_patch_ids"] == ["calc-add-empty"] and report["error_ids"] == ["calc-add-bad", "nope"]
+    assert report["completed_instances"] == 2 and report["submitted_instances"] == 5
+    assert report["total_instances"] == 4 and report["schema_version"] == 2
+    assert not report["instances"]["calc-add-bad"]["patch_successfully_applied"]
+    assert report["instances"]["calc-add-bad"]["error"].startswith("the diff does not apply")
+    one = report["instances"]["calc-add-log"]
+    assert one["patch_successfully_applied"] and not one["resolved"]
+    assert one["tests_status"]["FAIL_TO_PASS"] == {"success": [], "failure": ["tests/test_ops.py::test_add"]}
+    assert len(one["tests_status"]["PASS_TO_PASS"]["success"]) == 5
+    assert report["instances"]["nope"]["error"] == "no task 'nope' in the dataset"
+    # the default report name is the harness's: <model with / as __>.<run id>.json
+    (tmp_path / "cwd").mkdir()
+    argv = ["eval", "--predictions", str(tmp_path / "preds.jsonl"), "--tasks", str(tmp_path / "tasks.jsonl"),
+            "--layers", str(root), "--run-id", "r1"]
+    import os
+
+    here = os.getcwd()
+    os.chdir(tmp_path / "cwd")
+    try:
+        (tmp_path / "cwd" / "p.jsonl").write_text(json.dumps(pred("calc-add-empty", "")) + "\n")
+        argv[2] = str(tmp_path / "cwd" / "p.jsonl")
+        assert main(argv) == 0
+    finally:
+        os.chdir(here)
+    assert json.loads((tmp_path / "cwd" / "org__agent-1.r1.json").read_text())["empty_patch_ids"] == ["calc-add-empty"]
+
+
+@pytest.mark.e2e
+def test_validate_report_shows_each_test_next_to_what_the_dataset_says(tmp_path, calc_layer, calc_task, capsys):
+    env = EnvSpec(source="/srv/calc", commit="abcdef1")
+    task = dataclasses.replace(calc_task, env=env, PASS_TO_PASS=calc_task.PASS_TO_PASS[:1],
+                               expected_status={"tests/test_ops.py::test_div": "FAILED"})
+    root = tmp_path / "layers"
+    root.mkdir()
+    (root / env.key()).symlink_to(calc_layer.path, target_is_directory=True)
+    wrong_expectation = dataclasses.replace(task, instance_id="calc-add-exp",
+                                            expected_status={"tests/test_ops.py::test_div": "PASSED"})
+    save_jsonl([task], tmp_path / "t.jsonl")
+    save_jsonl([wrong_expectation], tmp_path / "w.jsonl")
+    assert main(["tasks", "validate", str(tmp_path / "w.jsonl"), "--layers", str(root), "--report"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert "should be PASSED, is failed" in lines[1]  # gold does not resolve: an R2E-Gym status differs
+    assert lines[-2].split()[:6] == ["EXP", "->PASSED", "failed", "failed", "DIFFERS", "tests/test_ops.py::test_div"]
+    assert main(["tasks", "validate", str(tmp_path / "t.jsonl"), "--layers", str(root), "--report"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == "1 passed, 0 failed"
+    rows = {line.split()[-1]: line.split() for line in lines if line.startswith("  ") and "tests/" in line}
+    assert rows["tests/test_ops.py::test_add"][:5] == ["F2P", "fail->pass", "passed", "failed", "ok"]
+    assert rows["tests/test_ops.py::test_sub"][:5] == ["P2P", "pass->pass", "passed", "passed", "ok"]
+    assert rows["tests/test_ops.py::test_div"][:5] == ["EXP", "->FAILED", "failed", "failed", "ok"]
