@@ -1,4 +1,4 @@
-"""The ``swebox`` command: one sub-command per job (bench, cache, tasks, skyrl, train, eval, plot, demo)."""
+"""The ``swebox`` command: one sub-command per job (bench, cache, tasks, skyrl, train, sft, eval, plot, demo)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         from swebox.trainers import cli as train_cli
         from swebox.trainers import plot
     except ImportError as exc:  # the `train` extra is not installed
-        for name in ("train", "eval", "plot", "demo"):
+        for name in ("train", "sft", "eval", "plot", "demo"):
             sub.add_parser(name, help=f"unavailable: {exc}; pip install 'swebox[train]'")
     else:
         train_cli.add_arguments(sub)
