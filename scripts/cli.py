@@ -1,4 +1,4 @@
-"""The ``swebox`` command: one sub-command per job (bench, cache, tasks, skyrl, view, train, eval, plot, demo)."""
+"""The ``swebox`` command: one sub-command per job (bench, cache, tasks, skyrl, view, train, sft, eval, plot, demo)."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         from swebox.trainers import cli as train_cli
         from swebox.trainers import plot
     except ImportError as exc:  # the `train` extra is not installed
-        for name in ("train", "plot", "demo"):
+        for name in ("train", "sft", "plot", "demo"):
             sub.add_parser(name, help=f"unavailable: {exc}; pip install 'swebox[train]'")
         from swebox.envs.tasks import predictions
 

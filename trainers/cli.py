@@ -1,7 +1,10 @@
-"""``swebox train`` and ``swebox eval``: GRPO training from a config, and a policy's resolved rate on a task set.
+"""``swebox train``, ``swebox sft`` and ``swebox eval``: GRPO, fine-tuning on trajectories, a policy's resolved rate.
 
 ``swebox train --config configs/grpo_tiny_cpu.yaml [--resume] [--ray] [key=value ...]`` runs the trainer
 (trainers/trainer.py) with dotted overrides (trainers/config.py).
+
+``swebox sft --config CONFIG --data gold|RECORDS.jsonl [key=value ...]`` fine-tunes the policy on expert
+episodes of the tasks' gold patches or on the resolved episodes of ``swebox eval --out`` records (trainers/sft.py).
 
 ``swebox eval --tasks tasks.jsonl --policy POLICY`` plays one episode per task and grades it, printing the
 resolved rate and where the time went (environment reset, model, commands, grading). Policies:
@@ -21,17 +24,23 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-HEREDOC = "SWEBOX_GOLD_PATCH_EOF"
-
 
 def add_arguments(subparsers: argparse._SubParsersAction) -> None:
-    """Register ``swebox train`` and ``swebox eval``."""
+    """Register ``swebox train``, ``swebox sft`` and ``swebox eval``."""
     train = subparsers.add_parser("train", help="GRPO training from a YAML config with dotted overrides")
     train.add_argument("--config", required=True, help="a YAML file of configs/ (fields of TrainConfig)")
     train.add_argument("--resume", action="store_true", help="continue from the newest complete checkpoint")
     train.add_argument("--ray", action="store_true", help="roll out on Ray (ray.address, or a local cluster)")
     train.add_argument("overrides", nargs="*", help="dotted overrides, e.g. total_steps=3 optim.lr=1e-4")
     train.set_defaults(func=run_train)
+
+    sft = subparsers.add_parser("sft", help="supervised / rejection-sampling fine-tuning on trajectories")
+    sft.add_argument("--config", required=True, help="a YAML file of configs/ (fields of TrainConfig, sft.* too)")
+    sft.add_argument("--data", default="", help="gold (expert episodes from the tasks' patches) or a records file "
+                     "of `swebox eval --out` (its resolved episodes train); default: the config's sft.data")
+    sft.add_argument("--tasks", default="", help="tasks.jsonl for --data gold (default: the config's env.tasks)")
+    sft.add_argument("overrides", nargs="*", help="dotted overrides, e.g. sft.epochs=5 logging.run_dir=runs/sft")
+    sft.set_defaults(func=run_sft)
 
     ev = subparsers.add_parser("eval", help="resolved rate and time breakdown of a policy over a task set")
     ev.add_argument("--tasks", required=True, help="tasks.jsonl (or any source swebox.envs.tasks.load reads)")
@@ -73,18 +82,39 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_sft(args: argparse.Namespace) -> int:
+    from swebox.trainers.config import load_config
+    from swebox.trainers.sft import run_sft as fine_tune
+
+    chosen = [*([f"sft.data={args.data}"] if args.data else []), *([f"env.tasks={args.tasks}"] if args.tasks else [])]
+    cfg = load_config(args.config, [*args.overrides, *chosen])
+    result = fine_tune(cfg)
+    first, last = result.records[0], result.records[-1]
+    print(f"sft: {last['step']} steps on {result.report.kept} trajectories; loss {first['sft/loss']:.3f} -> "
+          f"{last['sft/loss']:.3f}, token accuracy {last['sft/token_accuracy']:.3f}")
+    print(f"policy: {result.policy}; GRPO from it: swebox train --config CONFIG model.init=pretrained "
+          f"model.path={result.policy}")
+    return 0
+
+
 # -------------------------------------------------------------------------------------------- evaluation
 
 
 def gold_replies(task: Any) -> list[str]:
     """The replies of the gold policy in bash_block style: write the fix, apply it, submit."""
-    command = f"cat > /tmp/gold.diff <<'{HEREDOC}'\n{task.patch}{HEREDOC}\ncd /testbed && git apply /tmp/gold.diff"
-    return [f"```bash\n{command}\n```", "```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```"]
+    from swebox.trainers.rollout import SUBMIT_REPLIES
+    from swebox.trainers.sft_data import apply_command, command_reply
+
+    return [command_reply(apply_command(task.patch), "bash_block"), SUBMIT_REPLIES["bash_block"]]
 
 
 def play_text_episode(episode: Any, reply, max_turns: int) -> dict[str, Any]:
     """Drive an episode with a text policy ``reply(messages) -> str``; returns the final info, timings and the
-    episode fields of a trajectory record (prompt, turns, diff, grade: trainers/trajectories.py)."""
+    episode fields of a trajectory record (prompt, turns, diff, grade: trainers/trajectories.py).
+
+    ``messages`` in the result is the chat as played (the first messages, then each reply and the observation
+    after it), which ``swebox sft`` trains on (trainers/sft_data.py).
+    """
     from swebox.trainers.trajectories import turn_record
 
     t0 = time.monotonic()
@@ -104,16 +134,17 @@ def play_text_episode(episode: Any, reply, max_turns: int) -> dict[str, Any]:
         env_s += time.monotonic() - t
         info, reward = dict(result.info or {}), float(result.reward)
         turns.append(turn_record(text, info, result.observation, generate_s, time.monotonic() - t))
+        messages.append({"role": "assistant", "content": text})
         if result.terminated or result.truncated:
             break
-        messages += [{"role": "assistant", "content": text}, {"role": "user", "content": result.observation}]
+        messages.append({"role": "user", "content": result.observation})
     metrics = info.get("metrics") or {}
     resolved = bool(metrics.get("env/resolved", 0.0))
     return {"reward": reward, "resolved": resolved, "error": info.get("error", ""),
             "model_s": model_s, "env_s": env_s - metrics.get("env/grade_s", 0.0), "metrics": metrics,
             "task_id": str(info.get("task_id", "")), "failed": bool(info.get("error")), "truncated": False,
             "num_turns": len(turns), "reason": str(info.get("reason", "")), "prompt": prompt, "turns": turns,
-            "diff": str(info.get("diff") or ""), "grade": info.get("grade")}
+            "diff": str(info.get("diff") or ""), "grade": info.get("grade"), "messages": messages}
 
 
 def _text_policy(args: argparse.Namespace, cfg: Any):
@@ -205,7 +236,8 @@ def run_eval(args: argparse.Namespace) -> int:
                     traj = play_episode(g[0], backend, tokenizer, cfg, task.instance_id, task.instance_id)
                     m = traj.metrics
                     out = {**episode_fields(traj), "model_s": m.get("timing/generate_s", 0.0),
-                           "env_s": m.get("timing/env_s", 0.0)}
+                           "env_s": m.get("timing/env_s", 0.0), "prompt_ids": traj.prompt_ids,
+                           "response_ids": traj.response_ids, "loss_mask": traj.loss_mask}
                 else:
                     out = play_text_episode(g[0], replies_for(task), cfg.env.max_turns)
         except Exception as exc:  # one broken task must not end the evaluation

@@ -378,6 +378,28 @@ class CheckpointConfig:
 
 
 @dataclass
+class SFTConfig:
+    """``swebox sft``: supervised fine-tuning on trajectories (trainers/sft.py); the optimizer is ``optim``'s."""
+
+    data: str = "gold"
+    """'gold': expert episodes played from the tasks' gold patches in sandboxes (trainers/sft_data.py); or a
+    JSON-lines file of episode records (``swebox eval --out``; ``.gz`` too), of which the resolved ones train
+    (rejection sampling)."""
+    epochs: int = 3
+    """Passes over the kept trajectories."""
+    batch_size: int = 4
+    """Trajectories per optimizer step (accumulated in micro-batches of optim.micro_batch_size)."""
+    lr: float = 0.0
+    """Learning rate of fine-tuning; 0: optim.lr."""
+
+    def __post_init__(self) -> None:
+        _check(bool(self.data), "sft.data", "'gold' or a records file", self.data, "use sft.data=gold")
+        _check(self.epochs >= 1, "sft.epochs", ">= 1", self.epochs, "use 3")
+        _check(self.batch_size >= 1, "sft.batch_size", ">= 1", self.batch_size, "use 4")
+        _check(self.lr >= 0, "sft.lr", ">= 0", self.lr, "use 0 (optim.lr)")
+
+
+@dataclass
 class TrainConfig:
     seed: int = 0
     """Seed of python, numpy and torch RNGs and of the task order."""
@@ -401,6 +423,8 @@ class TrainConfig:
     """Metrics and wandb."""
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     """Checkpoints and resuming."""
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    """Supervised fine-tuning (``swebox sft``); GRPO ignores it."""
 
     def __post_init__(self) -> None:
         _check(self.total_steps >= 1, "total_steps", ">= 1", self.total_steps, "use 10")

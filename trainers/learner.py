@@ -184,12 +184,43 @@ class Learner:
                 add("policy/grad_norm", float(grad_norm), 1.0)
                 last_lr = float(self.optimizer.param_groups[0]["lr"])
                 self.optimizer.step()
-                self.scheduler.step()
+        # the schedule counts training steps (optim.warmup_steps and the shape over total_steps are in steps);
+        # stepping it per mini-batch would end a cosine or linear schedule (lr 0) after total_steps / mini_batches
+        self.scheduler.step()
         metrics = {k: sums[k] / weights[k] if weights[k] else 0.0 for k in weights}
         # policy/loss is the mean over optimizer steps of each mini-batch's (summed micro-batch) loss
         metrics["policy/loss"] = sums.get("policy/loss", 0.0) / max(1, cfg.optim.epochs * cfg.optim.mini_batches)
         metrics["policy/lr"] = last_lr
         return metrics
+
+    def sft_update(self, batch: Batch) -> dict[str, float]:
+        """One optimizer step of supervised fine-tuning on ``batch``: the token-mean negative log-likelihood.
+
+        ``L = -sum_{i,t} m * log p(target) / sum_{i,t} m`` over the same mask as RL (the model's tokens of
+        valid trajectories), micro-batched like :meth:`update` with the whole batch's token count as the
+        denominator; the raw distribution is trained (no sampling temperature). Returns ``sft/loss``,
+        ``sft/token_accuracy`` (argmax = target on the mask), ``sft/tokens``, ``policy/grad_norm``, ``policy/lr``.
+        """
+        o = self.cfg.optim
+        n = len(batch.advantages)
+        tokens = float(batch.mask.sum())
+        self.optimizer.zero_grad(set_to_none=True)
+        loss_sum, correct = 0.0, 0.0
+        for start in range(0, n, o.micro_batch_size):
+            mb = _rows(batch, torch.arange(start, min(n, start + o.micro_batch_size)), self.device)
+            logits = self.model(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits[:, :-1]
+            logp = grpo.logprobs_from_logits(logits, mb.targets)
+            loss = -grpo.masked_sum(logp, mb.mask) / max(tokens, 1.0)
+            loss.backward()
+            loss_sum += float(loss.detach())
+            correct += float(grpo.masked_sum((logits.argmax(-1) == mb.targets).float(), mb.mask))
+        clip = o.grad_clip if o.grad_clip > 0 else float("inf")
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip))
+        lr = float(self.optimizer.param_groups[0]["lr"])
+        self.optimizer.step()
+        self.scheduler.step()
+        return {"sft/loss": loss_sum, "sft/token_accuracy": correct / max(tokens, 1.0), "sft/tokens": tokens,
+                "policy/grad_norm": grad_norm, "policy/lr": lr}
 
     def state_dict(self) -> dict[str, Any]:
         """The policy's weights on the CPU (what rollout workers load)."""

@@ -181,3 +181,15 @@ def test_resume_after_sigkill_continues_from_the_checkpoint(tmp_path):
     ref_model = torch.load(ref / "checkpoints" / "step_00000006" / "model.pt", weights_only=True)
     run_model = torch.load(run / "checkpoints" / "step_00000006" / "model.pt", weights_only=True)
     assert all(torch.allclose(ref_model[k], run_model[k], atol=1e-6) for k in ref_model)
+
+
+def test_the_lr_schedule_counts_training_steps_not_mini_batches():
+    """linear over total_steps=4 with 2 mini-batches per step: after 2 steps the lr is half, not 0."""
+    cfg = load_config(None, [*SMALL, "total_steps=4", "optim.schedule=linear", "optim.mini_batches=2"])
+    tok = build_builtin_tokenizer()
+    torch.manual_seed(0)
+    learner = Learner(cfg, build_model(cfg.model, tok))
+    trajs = [Trajectory("t", "g", [5, 6], [7, 8], [1, 1], [0.0, 0.0]) for _ in range(4)]
+    batch = make_batch(trajs, torch.tensor([1.0, -1.0, 1.0, -1.0]), torch.ones(4, dtype=torch.bool), 0)
+    lrs = [learner.update(batch)["policy/lr"] for _ in range(3)]
+    assert lrs == pytest.approx([1e-2, 0.75e-2, 0.5e-2])

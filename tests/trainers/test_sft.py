@@ -1,0 +1,220 @@
+"""swebox sft: the data in the RL token layout (hand-checked), rejection sampling over records, the SFT loss, and an
+e2e run on the shapes fixture tasks (expert episodes played and graded in real sandboxes, then fine-tuning)."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+
+import pytest
+import torch
+from swebox.envs.actions import ActionConfig, parse_action
+from swebox.envs.tasks import Task
+from swebox.trainers.config import load_config
+from swebox.trainers.learner import Learner, make_batch
+from swebox.trainers.rollout import observation_delta_ids
+from swebox.trainers.sft_data import (
+    ScriptedBackend,
+    command_reply,
+    expert_replies,
+    read_records,
+    record_trajectories,
+    trajectory_from_messages,
+)
+from swebox.trainers.tiny import build_builtin_tokenizer, build_model
+
+from tests.trainers.test_learning import BUGGY, ORDER, shapes_env  # noqa: F401
+
+TINY = ["model.hidden_size=32", "model.num_layers=1", "model.num_heads=2", "model.num_kv_heads=2",
+        "model.intermediate_size=64"]
+CHAT = [{"role": "system", "content": "s"}, {"role": "user", "content": "fix it"},
+        {"role": "assistant", "content": "ls"}, {"role": "user", "content": "a.py"},
+        {"role": "assistant", "content": "done"}, {"role": "user", "content": "unanswered"}]
+PATCH = ("diff --git a/pkg/ops.py b/pkg/ops.py\n--- a/pkg/ops.py\n+++ b/pkg/ops.py\n@@ -3,4 +3,4 @@ def f():\n"
+         " a\n-    return x - 1\n+    return x + 1\n b\n")
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return build_builtin_tokenizer()
+
+
+def test_messages_become_the_rollout_layout(tok):
+    t = trajectory_from_messages(tok, CHAT, "x")
+    assert tok.decode(t.prompt_ids) == "<|im_start|>system\ns<|im_end|>\n<|im_start|>user\nfix it<|im_end|>\n" \
+                                       "<|im_start|>assistant\n"
+    model = [i for i, m in zip(t.response_ids, t.loss_mask, strict=True) if m]
+    other = [i for i, m in zip(t.response_ids, t.loss_mask, strict=True) if not m]
+    # the model's tokens: each text and the end-of-turn token that ends it, exactly as sampled ids would be
+    assert model == [*tok.encode("ls", add_special_tokens=False), tok.eos_token_id,
+                     *tok.encode("done", add_special_tokens=False), tok.eos_token_id]
+    assert other == observation_delta_ids(tok, "a.py", ended_turn=True)
+    assert tok.decode(other) == "\n<|im_start|>user\na.py<|im_end|>\n<|im_start|>assistant\n"
+    # the whole sequence is the chat template's rendering; the unanswered observation is left out
+    assert tok.decode(t.prompt_ids + t.response_ids) + "\n" == tok.apply_chat_template(CHAT[:5], tokenize=False)
+    assert t.num_turns == 2 and set(t.old_logprobs) == {0.0}
+    # the batch's mask sits on the target positions of exactly those tokens
+    batch = make_batch([t], torch.zeros(1), torch.ones(1, dtype=torch.bool), tok.pad_token_id)
+    assert batch.targets[batch.mask.bool()].tolist() == model
+
+
+def test_messages_that_do_not_alternate_are_errors(tok):
+    with pytest.raises(ValueError, match="expected messages with an assistant turn"):
+        trajectory_from_messages(tok, CHAT[:2])
+    with pytest.raises(ValueError, match="expected the prompt's messages before"):
+        trajectory_from_messages(tok, CHAT[2:3])
+    with pytest.raises(ValueError, match="to alternate .* found 'assistant' at turn 1"):
+        trajectory_from_messages(tok, [*CHAT[:3], CHAT[2]])
+
+
+def test_rejection_sampling_keeps_resolved_records_and_says_what_it_left(tok, tmp_path):
+    cfg = load_config(None, ["generation.max_context_tokens=64", "generation.max_new_tokens=16"])
+    tokens = {"prompt_ids": [5, 6], "response_ids": [7, 8, 9], "loss_mask": [1, 0, 1]}
+    records = [{"instance_id": "a", "resolved": True, "reward": 1.0, "messages": CHAT},
+               {"instance_id": "b", "resolved": False, "reward": 0.0, "messages": CHAT},
+               {"instance_id": "c", "resolved": True, "reward": 1.0, **tokens},
+               {"instance_id": "d", "resolved": True, "reward": 1.0, "error": "sandbox died", **tokens},
+               {"instance_id": "e", "resolved": True, "reward": 1.0, "prompt_ids": list(range(60)),
+                "response_ids": [1] * 10, "loss_mask": [1] * 10}]
+    path = tmp_path / "r.jsonl.gz"
+    with gzip.open(path, "wt") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in records))
+    kept, report = record_trajectories(read_records(path), tok, cfg)
+    assert [t.task_id for t in kept] == ["a", "c"]
+    assert kept[1].prompt_ids == [5, 6] and kept[1].loss_mask == [1, 0, 1]  # token records are used as they are
+    assert report.kept == 2 and report.dropped == {"not resolved": 1, "failed": 1,
+                                                   "longer than generation.max_context_tokens": 1}
+    assert str(report).startswith("2 kept; left out: 1 not resolved (e.g. b)")
+    with pytest.raises(ValueError, match="expected a 'resolved' field"):
+        record_trajectories([{"instance_id": "x", "messages": CHAT}], tok, cfg)
+    with pytest.raises(ValueError, match="expected the episode as 'messages' or as 'prompt_ids'"):
+        record_trajectories([{"instance_id": "x", "resolved": True, "reward": 1.0}], tok, cfg)
+    with pytest.raises(ValueError, match="expected token ids of this tokenizer"):
+        record_trajectories([{"resolved": True, "prompt_ids": [10**6], "response_ids": [1], "loss_mask": [1]}],
+                            tok, cfg)
+    (tmp_path / "bad.jsonl").write_text('{"resolved": true}\nnot json\n')
+    with pytest.raises(ValueError, match=r"bad.jsonl:2: expected one JSON object per line"):
+        read_records(tmp_path / "bad.jsonl")
+    with pytest.raises(FileNotFoundError, match="swebox eval --out"):
+        read_records(tmp_path / "missing.jsonl")
+
+
+def test_expert_replies_inspect_apply_test_submit_in_every_action_style():
+    task = Task(instance_id="t", patch=PATCH, FAIL_TO_PASS=["tests/test_ops.py::test_f[a b]"],
+                PASS_TO_PASS=["tests/test_ops.py::test_g"])
+    inspect, apply, test, submit = expert_replies(task)
+    assert inspect == "```bash\ncd /testbed && sed -n '3,6p' pkg/ops.py\n```"  # the first hunk's old lines
+    assert "git apply /tmp/gold.diff" in apply and PATCH in apply
+    assert test == "```bash\ncd /testbed && /venv/bin/python -m pytest -q 'tests/test_ops.py::test_f[a b]'\n```"
+    assert "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT" in submit
+    assert len(expert_replies(dataclasses.replace(task, hidden_tests=True))) == 3  # no tests to run in the sandbox
+    for style in ("bash_block", "xml_function", "json_tool_call"):
+        action = parse_action(command_reply("cd /testbed && echo 'a \"b\"'", style), ActionConfig(style=style))
+        assert action.tool == "bash" and action.arguments["command"] == "cd /testbed && echo 'a \"b\"'", (style, action)
+    with pytest.raises(ValueError, match="action style: expected one of"):
+        command_reply("ls", "yaml")
+
+
+def test_scripted_backend_plays_its_turns_and_is_cut_like_a_model(tok):
+    backend = ScriptedBackend(tok, ["ls", "echo done"])
+    first = backend.generate([[1]], 100)[0]
+    assert first.token_ids == [*tok.encode("ls", add_special_tokens=False), tok.eos_token_id]
+    assert first.finish_reason == "stop" and first.logprobs == [0.0] * len(first.token_ids)
+    cut = backend.generate([[1]], 2)[0]
+    assert len(cut.token_ids) == 2 and cut.finish_reason == "length"
+
+
+def test_sft_loss_is_the_nll_of_the_model_tokens(tok):
+    cfg = load_config(None, [*TINY, "optim.lr=1e-3", "optim.micro_batch_size=1"])
+    torch.manual_seed(0)
+    model = build_model(cfg.model, tok)
+    trajs = [trajectory_from_messages(tok, CHAT, "a"), trajectory_from_messages(tok, CHAT[:3], "b")]
+    batch = make_batch(trajs, torch.zeros(2), torch.ones(2, dtype=torch.bool), tok.pad_token_id)
+    with torch.no_grad():  # by hand: -mean over the 2 * 5 + 3 model tokens of log softmax at their positions
+        nll = []
+        for t in trajs:
+            ids = torch.tensor([t.prompt_ids + t.response_ids])
+            logp = torch.log_softmax(model(input_ids=ids).logits[0, :-1].float(), -1)
+            p = len(t.prompt_ids)
+            nll += [-float(logp[p - 1 + j, t.response_ids[j]]) for j, m in enumerate(t.loss_mask) if m]
+    assert len(nll) == 5 + 3
+    learner = Learner(cfg, model)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    metrics = learner.sft_update(batch)  # micro-batches of one row accumulate to the batch's token mean
+    assert metrics["sft/loss"] == pytest.approx(sum(nll) / len(nll), rel=1e-5)
+    assert metrics["sft/tokens"] == 8.0 and 0.0 <= metrics["sft/token_accuracy"] <= 1.0
+    assert metrics["policy/lr"] == 1e-3 and metrics["policy/grad_norm"] > 0
+    assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(600)
+def test_sft_on_gold_episodes_and_on_eval_records(shapes_env, tmp_path):  # noqa: F811
+    """Expert episodes in real sandboxes: the gold patch resolves and is kept, a wrong patch is not; then SFT
+    learns them (loss falls), writes metrics, a checkpoint and a policy folder; eval records train too."""
+    from swebox.trainers.rollout import swe_episode_factory
+    from swebox.trainers.sft import run_sft
+    from swebox.trainers.tracking import read_metrics
+
+    layer, tasks, candidates = shapes_env
+    name = next(iter(BUGGY))
+    wrong = dataclasses.replace(tasks[0], instance_id="shapes-wrong", patch=candidates[name][(ORDER[0][0] + 1) % 4])
+    chosen = [tasks[0].to_dict(), tasks[1].to_dict(), wrong.to_dict()]
+    cfg = load_config("configs/grpo_tiny_cpu.yaml", [
+        *TINY, f"logging.run_dir={tmp_path / 'sft'}", "logging.wandb=disabled", "generation.max_new_tokens=512",
+        "generation.max_context_tokens=2048", "env.max_turns=5", "sft.epochs=5", "sft.batch_size=2",
+        "optim.lr=1e-2", "optim.micro_batch_size=2", "checkpoint.every_steps=0"])
+    factory = swe_episode_factory(cfg, layers=[layer.path])
+    result = run_sft(cfg, tasks=chosen, episode_factory=factory, echo=lambda *_: None)
+    # by real grading: the two gold episodes resolve (inspect, apply, test, submit), the wrong patch does not
+    assert result.report.kept == 2 and result.report.dropped == {"not resolved": 1}
+    assert result.report.examples["not resolved"] == "shapes-wrong"
+    losses = [r["sft/loss"] for r in result.records]
+    assert len(losses) == 5 and losses[-1] < 0.8 * losses[0], losses
+    assert [r["step"] for r in read_metrics(tmp_path / "sft")] == list(range(1, 6))
+    assert (tmp_path / "sft" / "checkpoints" / "step_00000005").is_dir()
+    assert (result.policy / "config.json").exists() and (result.policy / "tokenizer.json").exists()
+    # the fine-tuned folder is a policy GRPO and eval start from: model.init=pretrained model.path=...
+    start = load_config(None, ["model.init=pretrained", f"model.path={result.policy}"])
+    from swebox.trainers.tiny import build_tokenizer
+
+    again = build_tokenizer(start.model)
+    assert again.encode("git apply") == build_builtin_tokenizer().encode("git apply")
+    assert again.apply_chat_template(CHAT[:2], tokenize=False) == build_builtin_tokenizer().apply_chat_template(
+        CHAT[:2], tokenize=False)
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(600)
+def test_swebox_sft_on_eval_records_keeps_the_resolved(shapes_env, tmp_path, capsys):  # noqa: F811
+    """`swebox eval --out` records (gold: resolved, empty: not) -> `swebox sft --data`: rejection sampling."""
+    import os
+
+    from swebox.envs.cache import EnvSpec
+    from swebox.envs.tasks import save_jsonl
+    from swebox.scripts.cli import main
+    from swebox.trainers.tracking import read_metrics
+
+    layer, tasks, _ = shapes_env
+    env = EnvSpec(source="/fixture/shapes", commit="0123456789abcdef")
+    dirs = tmp_path / "layers"
+    dirs.mkdir()
+    os.symlink(layer.path, dirs / env.key())
+    save_jsonl([dataclasses.replace(t, env=env) for t in tasks[:2]], tmp_path / "tasks.jsonl")
+    for policy in ("gold", "empty"):
+        assert main(["eval", "--tasks", str(tmp_path / "tasks.jsonl"), "--policy", policy, "--layers", str(dirs),
+                     "--out", str(tmp_path / f"{policy}.jsonl")]) == 0
+    lines = [line for p in ("gold", "empty") for line in (tmp_path / f"{p}.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in lines]
+    assert [r["resolved"] for r in records] == [True, True, False, False]
+    assert [m["role"] for m in records[0]["messages"]][-3:] == ["assistant", "user", "assistant"]
+    (tmp_path / "all.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    capsys.readouterr()
+    assert main(["sft", "--config", "configs/grpo_tiny_cpu.yaml", "--data", str(tmp_path / "all.jsonl"), *TINY,
+                 f"logging.run_dir={tmp_path / 'sft'}", "logging.wandb=disabled", "sft.epochs=2",
+                 "sft.batch_size=2", "generation.max_context_tokens=2048", "checkpoint.every_steps=0"]) == 0
+    printed = capsys.readouterr().out
+    assert "2 kept; left out: 2 not resolved" in printed and "sft: 2 steps on 2 trajectories" in printed, printed
+    assert [r["step"] for r in read_metrics(tmp_path / "sft")] == [1, 2]
+    assert (tmp_path / "sft" / "policy" / "config.json").exists()

@@ -1,0 +1,114 @@
+"""``swebox sft``: supervised and rejection-sampling fine-tuning of the policy on trajectories.
+
+The data (trainers/sft_data.py) are trajectories in the token layout of RL rollouts: expert episodes played from
+the tasks' gold patches (``sft.data=gold``) or the resolved episodes of a records file (rejection sampling). The
+policy, tokenizer and chat template are the GRPO trainer's (trainers/tiny.py); the loss is the token-mean
+negative log-likelihood of the model's tokens only, on the same masks as RL (trainers/learner.py
+``Learner.sft_update``); metrics go to ``metrics.jsonl`` and wandb (trainers/tracking.py), checkpoints are
+written like the trainer's (trainers/checkpoint.py), and the result is a transformers folder ``<run_dir>/policy``
+that GRPO starts from with ``model.init=pretrained model.path=<run_dir>/policy``.
+
+One optimizer step takes ``sft.batch_size`` trajectories; ``sft.epochs`` passes over them, each in a seeded
+random order. The learning rate is ``sft.lr`` (else ``optim.lr``) with ``optim.schedule`` over all the steps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from swebox.trainers import checkpoint as ckpt
+from swebox.trainers.config import TrainConfig, save_config, to_dict
+from swebox.trainers.learner import Learner, make_batch
+from swebox.trainers.rollout import EpisodeFactory, Trajectory, swe_episode_factory
+from swebox.trainers.sft_data import (
+    DataReport,
+    expert_trajectories,
+    read_records,
+    record_trajectories,
+)
+from swebox.trainers.tiny import build_model, build_tokenizer
+from swebox.trainers.tracking import Tracker
+from swebox.trainers.trainer import _seed_everything, load_tasks
+
+
+@dataclass
+class SFTResult:
+    records: list[dict[str, Any]]
+    """The logged records, one per optimizer step."""
+    report: DataReport
+    """What the data source gave (kept, and left out by reason)."""
+    policy: Path
+    """The fine-tuned policy as a transformers folder (weights, config, tokenizer)."""
+
+
+def build_data(cfg: TrainConfig, tokenizer: Any, tasks: list[dict[str, Any]] | None = None,
+               episode_factory: EpisodeFactory | None = None) -> tuple[list[Trajectory], DataReport]:
+    """The trajectories of ``sft.data``: expert episodes of ``tasks`` (default env.tasks), or a records file."""
+    if cfg.sft.data == "gold":
+        tasks = tasks if tasks is not None else load_tasks(cfg.env.tasks)
+        return expert_trajectories(tasks, cfg, episode_factory or swe_episode_factory(cfg), tokenizer)
+    return record_trajectories(read_records(cfg.sft.data), tokenizer, cfg, source=cfg.sft.data)
+
+
+def run_sft(cfg: TrainConfig, *, tasks: list[dict[str, Any]] | None = None,
+            episode_factory: EpisodeFactory | None = None, trajectories: list[Trajectory] | None = None,
+            echo=print) -> SFTResult:
+    """Fine-tune ``cfg.model`` on ``trajectories`` (default: :func:`build_data`); see the module docstring."""
+    _seed_everything(cfg.seed)
+    tokenizer = build_tokenizer(cfg.model)
+    model = build_model(cfg.model, tokenizer)  # before the data, so that the weights do not depend on it
+    if trajectories is None:
+        trajectories, report = build_data(cfg, tokenizer, tasks, episode_factory)
+    else:
+        report = DataReport(kept=len(trajectories))
+    echo(f"sft data ({cfg.sft.data}): {report}")
+    if not trajectories:
+        raise ValueError(f"sft.data={cfg.sft.data}: expected trajectories to train on; found none ({report}); "
+                         "check the tasks with `swebox eval --policy gold`, or use a records file with resolved "
+                         "episodes")
+    s = cfg.sft
+    per_epoch = math.ceil(len(trajectories) / s.batch_size)
+    steps = s.epochs * per_epoch
+    optim = dataclasses.replace(cfg.optim, lr=s.lr or cfg.optim.lr)
+    learner_cfg = dataclasses.replace(cfg, total_steps=steps, optim=optim)  # the schedule spans the SFT steps
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    learner = Learner(learner_cfg, model, device)
+    run_dir = Path(cfg.logging.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_config(cfg, run_dir / "config.yaml")
+    ckpt_dir = Path(cfg.checkpoint.dir or run_dir / "checkpoints")
+    tracker = Tracker(run_dir, to_dict(cfg), cfg.logging.project, cfg.logging.run_name, cfg.logging.wandb,
+                      cfg.logging.wandb_entity, cfg.logging.tags, None, echo=echo)
+    pad = int(tokenizer.pad_token_id)
+    records, step = [], 0
+    try:
+        for epoch in range(s.epochs):
+            order = list(range(len(trajectories)))
+            random.Random(cfg.seed * 1_000_003 + epoch).shuffle(order)
+            for i in range(per_epoch):
+                started = time.monotonic()
+                chosen = [trajectories[j] for j in order[i * s.batch_size : (i + 1) * s.batch_size]]
+                batch = make_batch(chosen, torch.zeros(len(chosen)), torch.ones(len(chosen), dtype=torch.bool), pad)
+                metrics = learner.sft_update(batch)
+                step += 1
+                metrics.update({"sft/epoch": float(epoch + 1), "sft/examples": float(len(trajectories)),
+                                "timing/step_s": time.monotonic() - started})
+                records.append(tracker.log(step, metrics))
+                every = cfg.checkpoint.every_steps
+                if (every and step % every == 0) or step == steps:
+                    ckpt.save_checkpoint(ckpt_dir, step, learner.model, learner.optimizer, learner.scheduler,
+                                         data_position={"epoch": epoch, "index": i + 1},
+                                         keep_last=cfg.checkpoint.keep_last)
+        policy = run_dir / "policy"
+        learner.model.save_pretrained(policy)
+        tokenizer.save_pretrained(policy)
+    finally:
+        tracker.finish()
+    return SFTResult(records, report, policy)
