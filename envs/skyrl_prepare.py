@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from swebox.envs.layers_resolver import LayerSource
+from swebox.envs.layers_resolver import LayerSource, missing_layers
 from swebox.envs.swe_env import EpisodeConfig, first_messages
 from swebox.envs.tasks.schema import Task
 
@@ -84,8 +84,11 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     p = sub.add_parser("prepare", help="write SkyRL parquet files (train/validation) from a task file")
     p.add_argument("--tasks", required=True, help="task file (JSONL/JSON/parquet, see docs/tasks.md)")
     p.add_argument("--out", required=True, help="output folder for train.parquet / validation.parquet")
-    p.add_argument("--store", default="", help="layer store the env reads layers from (default: the env's "
-                   "setting, $SWEBOX_LAYER_STORE or runs/layers on the training nodes)")
+    p.add_argument("--store", default="", help="layer store the env reads layers from, as the training nodes "
+                   "see it (default: the tasks' own store TASKS_FOLDER/layers when there is one, as `swebox tasks "
+                   "synth` writes it, else $SWEBOX_LAYER_STORE or runs/layers); recorded in every row")
+    p.add_argument("--no-layer-check", action="store_true", help="write the rows even when their layers are not "
+                   "in --store here (a store that exists only on the training nodes)")
     p.add_argument("--max-turns", type=int, default=EpisodeConfig.max_turns, help="turns per episode")
     p.add_argument("--style", default=EpisodeConfig.style, help="bash_block | xml_function | json_tool_call")
     p.add_argument("--set", dest="extra", action="append", default=[], metavar="KEY=VALUE",
@@ -109,15 +112,35 @@ def _parse_set(items: list[str]) -> dict[str, Any]:
     return out
 
 
+def _tasks_store(tasks: str) -> str:
+    """The layer store beside a task file (``swebox tasks synth --out DIR`` writes DIR/tasks.jsonl and
+    DIR/layers), or '' (then $SWEBOX_LAYER_STORE or runs/layers)."""
+    beside = Path(tasks).absolute().parent / "layers"
+    return str(beside) if (beside / "manifests").is_dir() else ""
+
+
 def cmd_prepare(args: argparse.Namespace) -> int:
     from swebox.envs.tasks import load
 
     tasks = list(load(args.tasks))
     settings: dict[str, Any] = {"max_turns": args.max_turns, "style": args.style, **_parse_set(args.extra)}
-    layers = {"tasks_file": str(Path(args.tasks).absolute())}
-    if args.store:
-        layers["store"] = str(Path(args.store).absolute())
+    store = LayerSource(store=args.store or _tasks_store(args.tasks)).store_root
+    layers = {"tasks_file": str(Path(args.tasks).absolute()), "store": str(store)}
     settings["layers"] = layers
+    try:  # the settings first: a wrong value is the user's first problem, whatever the layers
+        EpisodeConfig.from_dict({k: v for k, v in settings.items() if k != "layers"})
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not args.no_layer_check:
+        missing = [m for m in (missing_layers(t, LayerSource(store=str(store))) for t in tasks) if m is not None]
+        if missing:
+            for problem in missing[:20]:
+                print(f"error: {problem}", file=sys.stderr)
+            print(f"error: {len(missing)} of {len(tasks)} tasks have no layers in {store}; no rows written (the "
+                  "env could not start them). Build them, pass --store, or --no-layer-check for a store that "
+                  "exists only on the training nodes.", file=sys.stderr)
+            return 2
     try:
         counts = prepare(tasks, args.out, settings, val_size=args.val_size, seed=args.seed,
                          data_source=args.data_source)

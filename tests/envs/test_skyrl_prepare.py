@@ -10,7 +10,7 @@ import pytest
 from swebox.envs.skyrl_prepare import add_arguments, prepare
 from swebox.envs.tasks import Task, save_jsonl
 
-from tests.envs.swe_fixtures import calc_task
+from tests.envs.swe_fixtures import calc_layer, calc_task  # noqa: F401
 
 
 def test_rows_hold_the_task_prompt_and_settings(tmp_path):
@@ -44,7 +44,8 @@ def test_cli(tmp_path, capsys):
     add_arguments(parser.add_subparsers())
     args = parser.parse_args(["skyrl", "prepare", "--tasks", str(tmp_path / "tasks.jsonl"), "--out",
                               str(tmp_path / "out"), "--store", str(tmp_path / "store"), "--max-turns", "9",
-                              "--set", "time_limit_s=600", "--set", 'sandbox={"memory_mb": 2048}'])
+                              "--set", "time_limit_s=600", "--set", 'sandbox={"memory_mb": 2048}',
+                              "--no-layer-check"])
     assert args.func(args) == 0
     assert "train.parquet: 3 tasks" in capsys.readouterr().out
     row = pq.read_table(tmp_path / "out/train.parquet").to_pylist()[0]
@@ -55,3 +56,27 @@ def test_cli(tmp_path, capsys):
     bad = parser.parse_args(["skyrl", "prepare", "--tasks", str(tmp_path / "tasks.jsonl"), "--out",
                              str(tmp_path / "o2"), "--set", "max_turns=0"])
     assert bad.func(bad) == 2 and "max_turns" in capsys.readouterr().err
+
+
+def test_prepare_records_the_store_and_refuses_rows_without_layers(tmp_path, capsys, calc_layer):  # noqa: F811
+    """As the README shows it (`--tasks DIR/tasks.jsonl` after synthesis, no --store): the rows name the store
+    beside the tasks, and a task whose layers are nowhere is refused instead of failing later in init."""
+    from swebox.envs.cache import LayerStore
+
+    from tests.envs.swe_fixtures import CALC_ENV
+
+    store = LayerStore(tmp_path / "synth" / "layers", fmt="tar.gz")
+    save_jsonl([calc_task()], tmp_path / "synth" / "tasks.jsonl")
+    parser = argparse.ArgumentParser()
+    add_arguments(parser.add_subparsers())
+    argv = ["skyrl", "prepare", "--tasks", str(tmp_path / "synth" / "tasks.jsonl"), "--out", str(tmp_path / "out")]
+    args = parser.parse_args(argv)
+    assert args.func(args) == 2  # the store is there, the env layer is not
+    err = capsys.readouterr().err
+    assert f"its environment {CALC_ENV.key()}" in err and "no rows written" in err
+    assert not (tmp_path / "out").exists()
+    with store.lock(CALC_ENV.key()):
+        store.publish(CALC_ENV.key(), calc_layer, kind="env")
+    assert args.func(args) == 0
+    row = pq.read_table(tmp_path / "out/train.parquet").to_pylist()[0]
+    assert json.loads(row["extra_info"]["swebox"])["layers"]["store"] == str(store.root)
