@@ -202,8 +202,13 @@ class Sandbox:
                 fd = syscalls.open_tree(path, flags)
                 readonly = syscalls.MOUNT_ATTR_RDONLY | syscalls.MOUNT_ATTR_NODEV
                 try:
-                    if os.stat(path).st_uid == 0:
+                    owner = os.stat(path).st_uid
+                    if owner == 0:
                         syscalls.mount_setattr(fd, readonly | syscalls.MOUNT_ATTR_IDMAP, userns)
+                    elif owner == p.host_uid and self.host_uid != p.host_uid:
+                        # built for the first uid block (a squashfs made with -force-uid): shifted to mine
+                        remap = _shift_userns(p.host_uid, self.host_uid, p.uid_count)
+                        syscalls.mount_setattr(fd, readonly | syscalls.MOUNT_ATTR_IDMAP, remap)
                     else:  # already owned by the mapped ids (e.g. a squashfs built with -force-uid)
                         syscalls.mount_setattr(fd, readonly)
                 except OSError:  # this filesystem cannot be id-mapped: its files show as nobody
@@ -386,6 +391,36 @@ class Sandbox:
     def pid(self) -> int:
         """Host pid of nsinit, the process that holds the sandbox's namespaces."""
         return self._proc.pid if self._proc else 0
+
+
+_shift_lock = threading.Lock()
+_shifts: dict[tuple[int, int, int], int] = {}
+
+
+def _shift_userns(old: int, new: int, count: int) -> int:
+    """An fd of a user namespace mapping ids ``old..old+count-1`` to host ``new..``: the id map that shows a
+    tree made for one uid block to a sandbox of another. Made once per process and block (a namespace lives
+    as long as an fd refers to it)."""
+    key = (old, new, count)
+    with _shift_lock:
+        if key not in _shifts:
+            holder = subprocess.Popen(["unshare", "--user", "sleep", "30"], stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                own = os.readlink("/proc/self/ns/user")
+                deadline = time.monotonic() + 10
+                while os.readlink(f"/proc/{holder.pid}/ns/user") == own:  # until it has unshared
+                    if time.monotonic() > deadline or holder.poll() is not None:
+                        raise SandboxError("could not make an id-shifting user namespace (`unshare --user`)")
+                    time.sleep(0.001)
+                for kind in ("uid_map", "gid_map"):
+                    with open(f"/proc/{holder.pid}/{kind}", "w") as f:
+                        f.write(f"{old} {new} {count}")
+                _shifts[key] = os.open(f"/proc/{holder.pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+            finally:
+                holder.kill()
+                holder.wait()
+        return _shifts[key]
 
 
 def _emergency_cleanup(proc: subprocess.Popen | None, limits: Limits | None, folder: str, lock_fd: int) -> None:
