@@ -256,6 +256,7 @@ def run_eval(args: argparse.Namespace) -> int:
     print(table)
     print(summary(results, args.policy))
     if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text("".join(dumps(r) + "\n" for r in results))
         report = report_path(args.out)
         report.write_text(f"# swebox eval: {args.policy}\n\ntasks: `{args.tasks}`\n\n{table}\n\n"

@@ -30,6 +30,8 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     view.add_argument("run", help="a training run folder (logging.run_dir), or a `swebox eval --out` file")
     view.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
     view.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    view.add_argument("--tasks", default="", help="tasks.jsonl for the task pages' statements and gold patches "
+                      "(default: the run's config.yaml env.tasks)")
     view.set_defaults(func=run)
 
 
@@ -56,10 +58,10 @@ def marked(text: str) -> list[tuple[bool, str]]:
     return [(bool(CUT.fullmatch(piece)), piece) for piece in CUT.split(text or "") if piece]
 
 
-def create_app(run_path: str | Path):
+def create_app(run_path: str | Path, tasks_file: str | Path | None = None):
     from flask import Flask, abort, render_template, request
 
-    data = RunData(run_path)
+    data = RunData(run_path, tasks_file)
     app = Flask(__name__, static_folder="static", template_folder="templates")
     app.jinja_env.globals.update(filters=list(FILTERS), run=data, diff_lines=diff_lines, marked=marked)
 
@@ -131,16 +133,17 @@ def create_app(run_path: str | Path):
     return app
 
 
-def make_server(run_path: str | Path, host: str = "127.0.0.1", port: int = 8765):
+def make_server(run_path: str | Path, host: str = "127.0.0.1", port: int = 8765,
+                tasks_file: str | Path | None = None):
     """A threaded Werkzeug server for the viewer (``.serve_forever()``, ``.shutdown()``, ``.port``)."""
     from werkzeug.serving import make_server as werkzeug_server
 
-    return werkzeug_server(host, port, create_app(run_path), threaded=True)
+    return werkzeug_server(host, port, create_app(run_path, tasks_file), threaded=True)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        server = make_server(args.run, args.host, args.port)
+        server = make_server(args.run, args.host, args.port, args.tasks or None)
     except FileNotFoundError as exc:
         raise SystemExit(str(exc)) from None
     try:

@@ -78,8 +78,13 @@ def diff_groups(records: list[dict[str, Any]]) -> dict[int, str]:
 class RunData:
     """One training run folder or eval output, as the viewer's pages need it."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, tasks_file: str | Path | None = None) -> None:
+        """``tasks_file``: where task pages find statements and gold patches (default: config.yaml's env.tasks)."""
         self.path = Path(path).resolve()
+        self.tasks_file = Path(tasks_file) if tasks_file else None
+        if self.tasks_file is not None and not self.tasks_file.is_file():
+            raise FileNotFoundError(f"swebox view --tasks: expected a tasks.jsonl file; found nothing at "
+                                    f"{self.tasks_file}")
         if not self.path.exists():
             raise FileNotFoundError(f"swebox view: expected a run folder or an eval --out file; found nothing at "
                                     f"{self.path}")
@@ -179,6 +184,8 @@ class RunData:
         return info
 
     def _tasks_file(self) -> Path | None:
+        if self.tasks_file is not None:
+            return self.tasks_file
         config = self.path / "config.yaml"
         if self.kind != "train" or not config.exists():
             return None

@@ -54,10 +54,10 @@ def browser():
 class Served:
     """``swebox view``'s server on a free loopback port, in a thread."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, tasks_file: Path | None = None) -> None:
         from swebox.scripts.viewer.app import make_server
 
-        self.server = make_server(path, "127.0.0.1", 0)
+        self.server = make_server(path, "127.0.0.1", 0, tasks_file)
         self.url = f"http://127.0.0.1:{self.server.port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
@@ -160,7 +160,7 @@ def test_an_eval_output(calc_layer, tmp_path, browser, capsys):  # noqa: F811
                                       "--layers", str(layer_dirs(tmp_path, calc_layer)), "--out", str(out)])
     assert args.func(args) == 0
     capsys.readouterr()
-    with Served(out) as served:
+    with Served(out, tmp_path / "tasks.jsonl") as served:
         browser.get(served.url + "/")
         assert "eval" in text(browser) and "calc-div" in text(browser)
         browser.find_element(By.CSS_SELECTOR, "a.step-link").click()  # the eval's one pseudo-step
@@ -168,6 +168,8 @@ def test_an_eval_output(calc_layer, tmp_path, browser, capsys):  # noqa: F811
         browser.find_element(By.CSS_SELECTOR, 'a.rollout-link[href="/rollout/0/1"]').click()
         page = text(browser)
         assert "calc-div" in page and "resolved · reward 1.000" in page and "tests/test_ops.py::test_div" in page
+        browser.find_element(By.CSS_SELECTOR, "h1 a").click()  # its task page: the gold patch from --tasks
+        assert "div(7, 2) returns 3" in text(browser) and "+    return a / b" in text(browser)
 
 
 def test_damaged_growing_and_empty_runs(tiny_run, tmp_path, browser):

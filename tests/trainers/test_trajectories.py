@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import time
 
 import pytest
@@ -107,8 +106,7 @@ def test_eval_out_records_hold_the_trajectory_fields_and_a_markdown_table(calc_l
     tasks = [Task.from_dict(t) for t in calc_tasks()]
     save_jsonl(tasks, tmp_path / "tasks.jsonl")
     dirs = layer_dirs(tmp_path, calc_layer)
-    out = tmp_path / "eval" / "gold.jsonl"
-    os.makedirs(out.parent)
+    out = tmp_path / "eval" / "gold.jsonl"  # its folder does not exist yet: eval makes it
     args = build_parser().parse_args(["eval", "--tasks", str(tmp_path / "tasks.jsonl"), "--policy", "gold",
                                       "--layers", str(dirs), "--out", str(out), "--wandb", "offline"])
     assert args.func(args) == 0
