@@ -3,27 +3,58 @@
 Importing this package registers the Gymnasium id ``swebox/SWE-v0`` by entry-point string (nothing heavy is
 imported until ``gymnasium.make``). ``register_skyrl()`` registers the skyrl-gym id ``swebox``; ``group`` makes
 GRPO groups of episodes. Both are imported on first use.
+
+Gymnasium itself is not imported here: ``import swebox.envs.sandbox`` (or the cache, or the tasks) must load the
+standard library only, and gymnasium pulls numpy. The id is registered now when gymnasium is already imported,
+else the moment it is (a one-shot import hook), so ``gymnasium.make("swebox/SWE-v0")`` works in either order.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 GYM_ID = "swebox/SWE-v0"
 SKYRL_ID = "swebox"
 
-try:
-    import gymnasium as _gymnasium
-except ImportError:  # the sandbox and cache work without gymnasium
-    _gymnasium = None
 
-# Outputs of real commands vary (timings, pids), so the env is registered as nondeterministic.
-if _gymnasium is not None and GYM_ID not in _gymnasium.registry:
-    # GradeOnTruncation sits above the TimeLimit that make(max_episode_steps=N) adds, so truncation grades
-    _grade_on_truncation = _gymnasium.envs.registration.WrapperSpec(
+def _register_gymnasium(gymnasium: Any) -> None:
+    # Outputs of real commands vary (timings, pids), so the env is registered as nondeterministic.
+    # GradeOnTruncation sits above the TimeLimit that make(max_episode_steps=N) adds, so truncation grades.
+    if GYM_ID in gymnasium.registry:
+        return
+    grade_on_truncation = gymnasium.envs.registration.WrapperSpec(
         name="GradeOnTruncation", entry_point="swebox.envs.gym_env:GradeOnTruncation", kwargs={})
-    _gymnasium.register(id=GYM_ID, entry_point="swebox.envs.gym_env:SWEGymEnv", nondeterministic=True,
-                        additional_wrappers=(_grade_on_truncation,))
+    gymnasium.register(id=GYM_ID, entry_point="swebox.envs.gym_env:SWEGymEnv", nondeterministic=True,
+                       additional_wrappers=(grade_on_truncation,))
+
+
+class _WhenGymnasiumLoads:
+    """A meta-path finder that lets the normal finders load gymnasium, then registers the id once."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "gymnasium":
+            return None
+        import importlib.util
+
+        sys.meta_path.remove(self)  # one shot; also keeps find_spec below from finding us again
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        run_module = spec.loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            run_module(module)
+            _register_gymnasium(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+if "gymnasium" in sys.modules:
+    _register_gymnasium(sys.modules["gymnasium"])
+elif not any(isinstance(f, _WhenGymnasiumLoads) for f in sys.meta_path):
+    sys.meta_path.insert(0, _WhenGymnasiumLoads())
 
 
 def register_skyrl(env_id: str = SKYRL_ID, **settings: Any) -> bool:

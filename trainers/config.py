@@ -17,7 +17,10 @@ from typing import Any, Literal
 import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
-from swebox.trainers.grpo import KLEstimator, LossAggMode
+
+# The algorithm's choices, named here so that loading a config never imports torch; grpo.py uses them too.
+LossAggMode = Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
+KLEstimator = Literal["k1", "k2", "k3"]
 
 
 class ConfigError(ValueError):

@@ -12,12 +12,9 @@ the optimiser step was sized for while the trajectory contributes no gradient.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
-
-LossAggMode = Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
-KLEstimator = Literal["k1", "k2", "k3"]
+from swebox.trainers.config import KLEstimator, LossAggMode
 
 # exp() of a log-ratio beyond this overflows float16 and makes the clipped loss meaningless; verl clamps too.
 _LOG_RATIO_CLAMP = 20.0
