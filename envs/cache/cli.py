@@ -158,6 +158,7 @@ def _build_all(pool, items, fn, bar, had) -> tuple[int, int, list[tuple[str, str
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+
     from .builder import build_env
     from .checkout import build_checkout_layer
     from .sources import resolve_mirror
@@ -170,30 +171,27 @@ def cmd_build(args: argparse.Namespace) -> int:
                          f"{mirror}.")
     store = _open(args, args.format, create=True)
     served, image_failed = images_cli.build_images(args, store)
-    specs, checkouts, errors = read_build_plan(args.tasks, served)
+    specs, checkouts, errors = read_build_plan(args.tasks, served)  # a bad row: LoadError, one line, exit 2
     t0 = time.perf_counter()
     had = {s.key(): store.get(s.key()) is not None for s in [*specs, *checkouts]}
     with ThreadPoolExecutor(max_workers=args.jobs) as pool, \
             _progress(len(specs) + len(checkouts), "layers") as bar:
-        built, reused, failed = _build_all(
+        built, reused, env_failed = _build_all(
             pool, specs, lambda s: build_env(store, s, force=args.force, mirror=mirror), bar, had)
-        bad_envs = {key for key, _ in failed}
+        bad_envs = {key for key, _ in env_failed}
+        blocked = [(c.key(), f"not built: its env layer {c.env.key()} failed") for c in checkouts
+                   if c.env.key() in bad_envs]
         todo = [c for c in checkouts if c.env.key() not in bad_envs]
-        for c in checkouts:
-            if c.env.key() in bad_envs:
-                failed.append((c.key(), f"not built: its env layer {c.env.key()} failed"))
         t_built, t_reused, t_failed = _build_all(
             pool, todo, lambda c: build_checkout_layer(store, c, mirror=mirror, force=args.force), bar, had)
-    env_failed = len(failed) - (len(checkouts) - len(todo))
-    failed = [*image_failed, *failed]
-    print(f"{len(specs)} envs: {built} built, {reused} reused, {env_failed} failed "
+    print(f"{len(specs)} envs: {built} built, {reused} reused, {len(env_failed)} failed "
           f"in {time.perf_counter() - t0:.1f} s; store {store.root} holds {store.total_bytes() / 1e6:.1f} MB")
-    failed += t_failed
     if checkouts:
         print(f"{len(checkouts)} task layers (starting trees): {t_built} built, {t_reused} reused, "
-              f"{len(checkouts) - t_built - t_reused} failed")
+              f"{len(t_failed) + len(blocked)} failed")
     if errors:
-        print(f"{len(errors)} tasks have no environment to build (listed below)")
+        print(f"{len(errors)} tasks cannot be built (listed below)")
+    failed = image_failed + env_failed + blocked + t_failed
     for key, error in failed:
         print(f"FAILED {key}: {error}", file=sys.stderr)
     for error in errors:

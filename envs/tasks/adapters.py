@@ -26,8 +26,7 @@ from swebox.envs.tasks.diffs import reverse_diff
 from swebox.envs.tasks.recipes import (
     Recipe,
     directives_of,
-    recipe_from_spec,
-    swebench_spec,
+    swebench_recipe,
     swesmith_recipe,
 )
 from swebox.envs.tasks.rows import TASK_FIELDS, extra, id_list
@@ -97,8 +96,7 @@ def from_swebench(row: dict[str, Any]) -> dict[str, Any]:
         raise TaskError("Task.repo: expected 'owner/name' naming the GitHub repository; found ''.")
     base = _commit(row, "base_commit")
     setup = _commit(row, "environment_setup_commit") if row.get("environment_setup_commit") else base
-    spec, reqs = swebench_spec(repo, version)
-    recipe = recipe_from_spec(spec, reqs)
+    recipe = swebench_recipe(repo, version)
     _start_from(fields, _github_env(repo, setup, recipe), base, "", recipe.repo_commands)
     if recipe.grader == "junit":  # a recipe of one's own for a pytest suite: swebox's runner reads JUnit
         fields["test_cmd"] = f"/venv/bin/python -m {recipe.test_cmd}"

@@ -99,7 +99,7 @@ def from_r2e(row: dict[str, Any]) -> dict[str, Any]:
         "hidden_tests": True,
     }
     fields["metadata"] = extra(row, set(fields) | {"repo_name", "commit_hash", "expected_output_json"})
-    fields["metadata"].update(source="r2e-gym", expected_output=expected)
+    fields["metadata"]["source"] = "r2e-gym"
     # R2E-Gym's reward: every test of expected_output_json ends with its status, FAILED ones included
     fields["expected_status"] = {name: str(status).upper() for name, status in expected.items()}
     github = R2E_REPOS.get(repo.lower(), repo if "/" in repo else "")

@@ -9,8 +9,8 @@
 - SWE-smith: ``swesmith``'s per-repo profiles (``python_version``, ``install_cmds``), read from
   ``swesmith/profiles/python.py`` without importing it (the package imports docker and GitHub clients).
 - Anything else, or an override: a JSON file named by ``$SWEBOX_SWE_SPECS`` in the table's shape,
-  ``{"owner/name": {"version": {spec}}}`` (a spec may add ``"requirements_paths": [...]``). SWE-Gym's own
-  specs, which no package ships, go there.
+  ``{"owner/name": {"version": {spec}}}`` (a spec may add ``"requirements_paths"`` and
+  ``"environment_yml_paths"``). SWE-Gym's own specs, which no package ships, go there.
 
 A recipe becomes an env layer (interpreter + dependencies at ``environment_setup_commit``) and the commands
 run once the repository is at ``base_commit`` (``pre_install`` + ``install``, in the checkout layer), as
@@ -118,10 +118,10 @@ def _package_dir(package: str, pin: str) -> Path:
 
 
 @functools.lru_cache(maxsize=1)
-def _swebench_tables() -> tuple[dict, dict]:
+def _swebench_tables() -> tuple[dict, dict, dict]:
     path = _package_dir("swebench", SWEBENCH_VERSION) / "harness" / "constants" / "python.py"
     module = _load_file(path, "_swebox_swebench_specs")
-    return module.MAP_REPO_VERSION_TO_SPECS_PY, module.MAP_REPO_TO_REQS_PATHS
+    return module.MAP_REPO_VERSION_TO_SPECS_PY, module.MAP_REPO_TO_REQS_PATHS, module.MAP_REPO_TO_ENV_YML_PATHS
 
 
 @functools.lru_cache(maxsize=8)
@@ -144,20 +144,24 @@ def user_specs() -> dict:
     return _user_table(path, Path(path).stat().st_mtime if Path(path).exists() else 0.0)
 
 
+def _own(spec: dict) -> Recipe:
+    return recipe_from_spec(spec, spec.get("requirements_paths", ()), spec.get("environment_yml_paths", ()))
+
+
 def user_recipe(repo: str, version: str) -> Recipe | None:
     """The recipe ``$SWEBOX_SWE_SPECS`` gives ``repo`` at ``version`` (or under ``"*"``, any version)."""
     user = user_specs().get(repo, {})
     spec = user.get(version, user.get("*"))
-    return None if spec is None else recipe_from_spec(spec, list(spec.get("requirements_paths", ())))
+    return None if spec is None else _own(spec)
 
 
-def swebench_spec(repo: str, version: str) -> tuple[dict, list[str]]:
-    """(spec, requirements paths) for a SWE-bench-format row; a TaskError naming the row's repo/version."""
-    user = user_specs().get(repo, {})
-    if version in user or "*" in user:
-        spec = user.get(version, user.get("*"))
-        return spec, list(spec.get("requirements_paths", ()))
-    table, reqs = _swebench_tables()
+def swebench_recipe(repo: str, version: str) -> Recipe:
+    """The recipe of a SWE-bench-format row (``$SWEBOX_SWE_SPECS`` first, then swebench's table); a TaskError
+    naming the row's repo or version when there is none."""
+    own = user_recipe(repo, version)
+    if own is not None:
+        return own
+    table, reqs, ymls = _swebench_tables()
     if repo not in table:
         raise TaskError(
             f"Task.repo: expected a repository with an environment recipe (swebench {SWEBENCH_VERSION} knows "
@@ -169,7 +173,7 @@ def swebench_spec(repo: str, version: str) -> tuple[dict, list[str]]:
             f"Task.version: expected a version of {repo} with a recipe ({', '.join(sorted(table[repo]))}); found "
             f"{version!r}. Give one in ${SPECS_ENV}."
         )
-    return table[repo][version], list(reqs.get(repo, ()))
+    return recipe_from_spec(table[repo][version], reqs.get(repo, ()), ymls.get(repo, ()))
 
 
 def _requirements_command(paths: list[str]) -> str:
@@ -191,19 +195,21 @@ def _script(text: str) -> str:
     return "bash -c " + shlex.quote(text)
 
 
-def recipe_from_spec(spec: dict, reqs_paths: list[str]) -> Recipe:
-    """A SWE-bench-style spec dict -> :class:`Recipe`."""
+def recipe_from_spec(spec: dict, reqs_paths=(), yml_paths=()) -> Recipe:
+    """A SWE-bench-style spec dict -> :class:`Recipe`; ``reqs_paths``/``yml_paths``: where the repository keeps
+    the requirements file / environment.yml its ``packages`` names (the first that exists is used)."""
     if "python" not in spec or "test_cmd" not in spec:
         raise TaskError(f"Task.version: expected a spec with 'python' and 'test_cmd'; found keys {sorted(spec)}.")
     env: list[str] = []
     packages = spec.get("packages", "")
     if packages == "requirements.txt":
-        env.append(_script(_requirements_command(reqs_paths)))
+        env.append(_script(_requirements_command(list(reqs_paths))))
     elif packages == "environment.yml":
         script = shlex.quote(_YML_TO_PIP)
+        candidates = " ".join(shlex.quote(p) for p in (yml_paths or ("environment.yml",)))
         env.append(_script(
-            "f=; for p in ci/requirements/environment.yml environment.yml; do [ -f $p ] && f=$p && break; done; "
-            "[ -n \"$f\" ] || { echo 'no environment.yml' >&2; exit 1; }; "
+            f"f=; for p in {candidates}; do [ -f \"$p\" ] && f=$p && break; done; "
+            f"[ -n \"$f\" ] || {{ echo 'none of the environment files exists: {candidates}' >&2; exit 1; }}; "
             f"python -c {script} \"$f\" > /tmp/swebox-env-yml.txt && cat /tmp/swebox-env-yml.txt && "
             "pip install -r /tmp/swebox-env-yml.txt"))
     elif packages:

@@ -141,7 +141,7 @@ def test_r2e_gym_row(tmp_path):
     assert task.FAIL_TO_PASS == ("TestM.test_add", "test_other")
     assert task.hidden_tests and task.test_files == ("r2e_tests/test_1.py",)
     assert "+++ b/r2e_tests/test_1.py" in task.test_patch and "+def test_add():" in task.test_patch
-    assert "prompt" not in task.metadata and task.metadata["expected_output"]["test_bad"] == "FAILED"
+    assert "prompt" not in task.metadata and task.expected_status["test_bad"] == "FAILED"
 
 
 def test_native_round_trip_through_jsonl(tmp_path):

@@ -1,19 +1,25 @@
-"""Starting states of dataset rows: the agent starts from the row's buggy tree, never from the fixed one.
+"""Starting states of dataset rows, end to end: the agent starts from the row's buggy tree, never the fixed one.
 
-A real local repository plays GitHub through a git mirror: its later commit (the SWE-bench row's
-``environment_setup_commit``, the SWE-smith row's snapshot) already contains the fix. Rows in the datasets'
-own formats go through `swebox cache build --git-mirror`; the empty diff must NOT resolve and the gold patch
-must. Before this, both rows started from the fixed tree and an empty diff was resolved.
+A real project with real history plays GitHub through a local git mirror: toolz 1.0.0's sdist from PyPI,
+committed first with a bug in ``frequencies`` (the SWE-bench row's ``base_commit``), then as released plus a
+later file (its ``environment_setup_commit``, and the SWE-smith row's snapshot, whose ``patch`` is the bug).
+So the commit each environment is built at already contains the fix. Rows in the datasets' exact formats go
+through `swebox cache build` (mirror from $SWEBOX_GIT_MIRROR) and `swebox tasks validate`; the empty diff
+must NOT resolve and the gold patch must. Before this, both rows started from the fixed tree and an empty
+diff was resolved (the control below grades that old start).
 
-The rows' recipes come from a $SWEBOX_SWE_SPECS file (the repository is not one swebench knows), which
-asks for swebox's junit grader (``"grader": "junit"``) for this pytest suite.
+The recipes come from a $SWEBOX_SWE_SPECS file (swebench does not know this repository) asking for swebox's
+junit grader (toolz is a pytest suite).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -25,13 +31,11 @@ from swebox.envs.tasks.validate import StoreLayers
 
 pytestmark = pytest.mark.e2e
 
-PYPROJECT = ('[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n\n'
-             '[project]\nname = "calc"\nversion = "0.1"\n')
-BUGGY = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
-FIXED = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"
-TEST_MUL = "from calc import add, mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n"
-TEST_BOTH = TEST_MUL + "\n\ndef test_add():\n    assert add(2, 3) == 5\n"
-F2P, P2P = ["tests/test_calc.py::test_add"], ["tests/test_calc.py::test_mul"]
+SWEBOX = [sys.executable, "-m", "swebox.scripts.cli"]
+SOURCE = "toolz/itertoolz.py"
+F2P = ["toolz/tests/test_itertoolz.py::test_frequencies"]
+P2P = ["toolz/tests/test_itertoolz.py::test_remove", "toolz/tests/test_itertoolz.py::test_groupby"]
+LATER = "toolz/_later.py"
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -39,13 +43,8 @@ def _git(repo: Path, *args: str) -> str:
     return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
 
 
-def _commit(repo: Path, files: dict[str, str], message: str) -> str:
-    for rel, text in files.items():
-        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-        (repo / rel).write_text(text)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", message)
-    return _git(repo, "rev-parse", "HEAD").strip()
+def _cli(args: list[str], env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([*SWEBOX, *args], capture_output=True, text=True, env=env, timeout=900)
 
 
 @pytest.fixture(scope="module")
@@ -53,47 +52,66 @@ def world(tmp_path_factory):
     if shutil.which("mksquashfs") is None:
         pytest.skip("the layer store here packs squashfs")
     root = tmp_path_factory.mktemp("start")
-    work = root / "calc"
-    work.mkdir()
+    got = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", "toolz",
+                          "toolz==1.0.0", "-d", str(root / "sdist")], capture_output=True, text=True)
+    assert got.returncode == 0, got.stderr
+    with tarfile.open(root / "sdist" / "toolz-1.0.0.tar.gz") as tar:
+        tar.extractall(root, filter="data")
+    work = root / "toolz-1.0.0"
+    fixed = (work / SOURCE).read_text()
+    assert fixed.count("d[item] += 1") == 1
+    (work / SOURCE).write_text(fixed.replace("d[item] += 1", "d[item] += 2"))
     _git(work, "init", "-q", "-b", "main")
-    base = _commit(work, {"pyproject.toml": PYPROJECT, "src/calc/__init__.py": BUGGY, "tests/test_calc.py": TEST_MUL},
-                   "buggy")
-    setup = _commit(work, {"src/calc/__init__.py": FIXED, "tests/test_calc.py": TEST_BOTH,
-                           "src/calc/later.py": "LATER = 'from a later commit'\n"}, "fix add, and later work")
+    _git(work, "add", "-A")
+    _git(work, "commit", "-qm", "frequencies counts twice")
+    base = _git(work, "rev-parse", "HEAD").strip()
+    (work / SOURCE).write_text(fixed)
+    (work / LATER).write_text("LATER = 'from a later commit'\n")
+    _git(work, "add", "-A")
+    _git(work, "commit", "-qm", "frequencies counts once; later work")
+    setup = _git(work, "rev-parse", "HEAD").strip()
     mirror = root / "mirror"
-    mirror.mkdir()
-    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(mirror / "local__calc.git")], check=True)
-    fix = _git(work, "diff", base, setup, "--", "src/calc/__init__.py")
-    test_patch = _git(work, "diff", base, setup, "--", "tests")
-    swebench = {"instance_id": "local__calc-1", "repo": "local/calc", "base_commit": base, "patch": fix,
-                "test_patch": test_patch, "problem_statement": "add subtracts", "hints_text": "",
-                "created_at": "2024-01-01T00:00:00Z", "version": "0.1", "environment_setup_commit": setup,
-                "FAIL_TO_PASS": json.dumps(F2P), "PASS_TO_PASS": json.dumps(P2P)}
-    swesmith = {"instance_id": f"local__calc.{setup[:8]}.func_pm_op_swap__1",
-                "repo": f"swesmith/local__calc.{setup[:8]}",
-                "patch": _git(work, "diff", setup, base, "--", "src/calc/__init__.py"), "FAIL_TO_PASS": F2P,
-                "PASS_TO_PASS": P2P, "image_name": f"swesmith.x86_64.local__calc.{setup[:8]}",
-                "problem_statement": "add subtracts"}
-    specs = root / "specs.json"
-    recipe = {"python": "3.11", "pip_packages": ["pytest==8.4.2"], "install": "python -m pip install -e .",
-              "test_cmd": "pytest -rA", "grader": "junit"}
-    specs.write_text(json.dumps({"local/calc": {"0.1": recipe, setup[:8]: recipe}}))
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(mirror / "pytoolz__toolz.git")], check=True)
+
+    swebench = {"repo": "pytoolz/toolz", "instance_id": "pytoolz__toolz-1", "base_commit": base,
+                "patch": _git(work, "diff", base, setup, "--", SOURCE), "test_patch": "",
+                "problem_statement": "frequencies counts every item twice", "hints_text": "",
+                "created_at": "2024-08-01T00:00:00Z", "version": "1.0", "FAIL_TO_PASS": json.dumps(F2P),
+                "PASS_TO_PASS": json.dumps(P2P), "environment_setup_commit": setup}
+    swesmith = {"instance_id": f"pytoolz__toolz.{setup[:8]}.func_pm_op_change_const__x1",
+                "patch": _git(work, "diff", setup, base, "--", SOURCE), "FAIL_TO_PASS": F2P, "PASS_TO_PASS": P2P,
+                "image_name": f"swebench/swesmith.x86_64.pytoolz_1776_toolz.{setup[:8]}",
+                "repo": f"swesmith/pytoolz__toolz.{setup[:8]}", "problem_statement": "frequencies is off"}
     rows = root / "rows.jsonl"
     rows.write_text(json.dumps(swebench) + "\n" + json.dumps(swesmith) + "\n")
+    recipe = {"python": "3.11", "pip_packages": ["pytest==8.4.2"], "install": "python -m pip install -e .",
+              "test_cmd": "pytest -rA", "grader": "junit"}
+    specs = root / "specs.json"
+    specs.write_text(json.dumps({"pytoolz/toolz": {"1.0": recipe, setup[:8]: recipe}}))
     store = root / "store"
+    env = {**os.environ, "SWEBOX_SWE_SPECS": str(specs), "SWEBOX_GIT_MIRROR": str(mirror),
+           "SWEBOX_LAYER_CACHE": str(root / "node"), "SWEBOX_LAYER_STORE": str(store)}
+    built = _cli(["cache", "build", "--tasks", str(rows), "--jobs", "2"], env)
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert "2 envs: 2 built, 0 reused, 0 failed" in built.stdout
+    assert "2 task layers (starting trees): 2 built, 0 reused, 0 failed" in built.stdout
     mp = pytest.MonkeyPatch()
     mp.setenv("SWEBOX_SWE_SPECS", str(specs))
     mp.setenv("SWEBOX_LAYER_CACHE", str(root / "node"))
-    from swebox.scripts.cli import main
-
-    assert main(["cache", "--store", str(store), "build", "--tasks", str(rows), "--git-mirror", str(mirror),
-                 "--jobs", "2"]) == 0
-    tasks = load(rows)
     layers = StoreLayers(store)
-    yield {"tasks": tasks, "layers": layers, "base": base, "setup": setup, "rows": rows, "store": store,
-           "mirror": mirror, "work": work}
+    yield {"tasks": load(rows), "layers": layers, "base": base, "setup": setup, "rows": rows, "store": store,
+           "mirror": mirror, "work": work, "env": env, "fixed": fixed}
     layers.close()
     mp.undo()
+
+
+def test_cache_build_reuses_and_validate_passes_every_row(world):
+    again = _cli(["cache", "build", "--tasks", str(world["rows"])], world["env"])
+    assert "2 envs: 0 built, 2 reused" in again.stdout, again.stdout + again.stderr
+    assert "2 task layers (starting trees): 0 built, 2 reused" in again.stdout
+    checked = _cli(["tasks", "validate", str(world["rows"]), "--jobs", "2", "--timeout", "300"], world["env"])
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.strip().splitlines()[-1] == "2 passed, 0 failed"
 
 
 def test_swebench_row_starts_at_base_commit_without_later_history(world):
@@ -103,16 +121,16 @@ def test_swebench_row_starts_at_base_commit_without_later_history(world):
     paths = world["layers"](task)
     try:
         with Sandbox(paths) as sb:
-            assert sb.exec("cat /testbed/src/calc/__init__.py").output == BUGGY
-            assert sb.exec("test -e /testbed/src/calc/later.py || echo absent").output.strip() == "absent"
+            assert "d[item] += 2" in sb.exec(f"cat /testbed/{SOURCE}").output
+            assert sb.exec(f"test -e /testbed/{LATER} || echo absent").output.strip() == "absent"
             log = sb.exec("cd /testbed && git log --all --format=%P/%s").output.strip().splitlines()
             assert len(log) == 1 and log[0].startswith("/")  # one root commit, nothing after base
-            fixed_blob = _git(world["work"], "rev-parse", f"{world['setup']}:src/calc/__init__.py").strip()
+            fixed_blob = _git(world["work"], "rev-parse", f"{world['setup']}:{SOURCE}").strip()
             assert sb.exec(f"cd /testbed && git cat-file -e {fixed_blob}").exit_code != 0  # the fix is not there
             assert sb.exec("cd /testbed && git status --porcelain").output.strip() == ""
             # installed at base_commit by the recipe's install command (editable: it imports /testbed's code)
-            where = sb.exec("cd / && /venv/bin/python -c 'import calc; print(calc.__file__)'").output.strip()
-            assert where == "/testbed/src/calc/__init__.py"
+            where = sb.exec("cd / && /venv/bin/python -c 'import toolz; print(toolz.__file__)'").output.strip()
+            assert where == "/testbed/toolz/__init__.py"
         empty = grade(task, "", layers=paths, timeout=120)
         gold = grade(task, task.patch, layers=paths, timeout=120)
     finally:
@@ -123,13 +141,14 @@ def test_swebench_row_starts_at_base_commit_without_later_history(world):
 
 def test_swesmith_row_starts_with_the_bug_and_without_its_f2p_test_files(world):
     task = world["tasks"][1]
-    assert task.bug_patch and task.hidden_tests and task.test_files == ("tests/test_calc.py",)
+    assert task.bug_patch and task.hidden_tests and task.test_files == ("toolz/tests/test_itertoolz.py",)
     paths = world["layers"](task)
     try:
         with Sandbox(paths) as sb:
-            assert sb.exec("cat /testbed/src/calc/__init__.py").output == BUGGY
+            assert "d[item] += 2" in sb.exec(f"cat /testbed/{SOURCE}").output
             prepare_start(sb, task)  # what every episode's start state does
-            assert sb.exec("test -e /testbed/tests/test_calc.py || echo hidden").output.strip() == "hidden"
+            assert sb.exec("test -e /testbed/toolz/tests/test_itertoolz.py || echo hidden").output.strip() \
+                == "hidden"
         empty = grade(task, "", layers=paths, timeout=120)
         gold = grade(task, task.patch, layers=paths, timeout=120)
         # the control: the env layer alone is the fixed snapshot, where the old loader started the task
@@ -154,9 +173,9 @@ def test_a_row_whose_base_is_its_setup_commit_gets_a_layer_with_the_install_only
         with Sandbox([env.path]) as sb:
             env_commit = sb.exec("cd /testbed && git rev-parse HEAD").output.strip()
         with Sandbox([env.path, start.path]) as sb:
-            assert sb.exec("cat /testbed/src/calc/__init__.py").output == FIXED
+            assert sb.exec(f"cat /testbed/{SOURCE}").output == world["fixed"]
             assert sb.exec("cd /testbed && git status --porcelain && git log --all --format=%s").output.strip() \
                 == f"swebox task start {world['setup']}"
             assert sb.exec(f"cd /testbed && git cat-file -e {env_commit}").exit_code != 0
-            where = sb.exec("cd / && /venv/bin/python -c 'import calc; print(calc.__file__)'").output.strip()
-            assert where == "/testbed/src/calc/__init__.py"
+            where = sb.exec("cd / && /venv/bin/python -c 'import toolz; print(toolz.__file__)'").output.strip()
+            assert where == "/testbed/toolz/__init__.py"
