@@ -158,7 +158,6 @@ def _build_all(pool, items, fn, bar, had) -> tuple[int, int, list[tuple[str, str
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-
     from .builder import build_env
     from .checkout import build_checkout_layer
     from .sources import resolve_mirror
