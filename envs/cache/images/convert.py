@@ -29,6 +29,7 @@ import contextlib
 import errno
 import hashlib
 import posixpath
+import shutil
 import stat
 import subprocess
 import tarfile
@@ -46,6 +47,8 @@ OPAQUE = ".wh..wh..opq"
 OPAQUE_XATTR = "SCHILY.xattr.user.overlay.opaque"
 ID_RANGE = 65536
 NOBODY = 65534
+DISK_FULL_BYTES = 4 << 20
+"""A packer that fails with less free space than this on its output's filesystem ran out of disk."""
 _GZIP, _ZSTD = b"\x1f\x8b", b"\x28\xb5\x2f\xfd"
 
 
@@ -299,7 +302,9 @@ def _write(raw: Path, plan: _Plan, dest: Path, store: LayerStore) -> PackResult:
         if sink is not None:
             sink.close()
     if code != 0:  # keep ENOSPC recognisable: the store turns it into a "disk full" message
-        why = errno.ENOSPC if "No space left on device" in err else errno.EIO
+        # tar2sqfs reports a full disk as a bare "I/O error": the free space tells
+        full = "No space left on device" in err or shutil.disk_usage(dest.parent).free < DISK_FULL_BYTES
+        why = errno.ENOSPC if full else errno.EIO
         raise OSError(why, f"{cmd[0]} packing {dest.name} failed (exit {code}): {err.strip()[-2000:]}")
     fsync_path(dest)
     return PackResult(dest, sha256_file(dest), dest.stat().st_size, files, size)

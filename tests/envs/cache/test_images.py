@@ -224,10 +224,13 @@ def test_wrong_digest_is_refused(image, store, tmp_path):
     assert list((store.root / "tmp").iterdir()) == []
 
 
-def test_disk_full_publishes_nothing(image, tmp_path):
+@pytest.mark.parametrize("size", ["3m", "7500k"], ids=["while-decompressing", "while-packing"])
+def test_disk_full_publishes_nothing(image, tmp_path, size):
+    # the base layer is a 6.0 MB tar that packs into 2.9 MB: 3 MB fills up while it is decompressed into
+    # tmp/, 7.5 MB once it is there and tar2sqfs writes the squashfs next to it
     small = tmp_path / "small"
     small.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(small)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(small)], check=True)
     try:
         store = LayerStore(small / "store")
         with pytest.raises(OSError) as caught:
