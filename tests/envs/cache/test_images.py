@@ -332,7 +332,7 @@ def test_rootless_user_converts_and_runs_an_image(image, tmp_path):
     finally:
         shutil.rmtree(root, ignore_errors=True)
         if created:
-            subprocess.run(["userdel", user_name], check=False)
+            subprocess.run(["userdel", "--force", user_name], check=False, capture_output=True)
 
 
 def test_cli_build_auto_reports_an_unavailable_image_without_a_recipe(tmp_path, capsys):
