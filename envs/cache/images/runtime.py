@@ -2,10 +2,11 @@
 
 The image's rootfs replaces the host's: no system folders, no host /etc entries and no interpreters are bound
 (a venv in the image points to the image's own Python, and binding the host's /usr/bin over it would break
-it). The image's Env becomes the shell's environment, over the sandbox's usual non-PATH defaults; WorkingDir
-and ``~/.bashrc`` (SWE-bench images activate their conda env there) are applied by the start script, which
-every new shell reads through BASH_ENV, so the env is active in the agent's shell and in grading alike, after
-every reset. Entrypoint/Cmd are recorded but not run: the sandbox's own shell takes their place.
+it). The image's Env becomes the shell's environment, over the sandbox's usual non-PATH defaults, and its
+WorkingDir the policy's ``workdir``; ``~/.bashrc`` (SWE-bench images activate their conda env there) is
+sourced by the start script, which every new shell reads through BASH_ENV, so the env is active in the agent's
+shell and in grading alike, after every reset. Entrypoint/Cmd are recorded but not run: the sandbox's own
+shell takes their place.
 """
 
 from __future__ import annotations

@@ -345,3 +345,19 @@ def test_cli_build_auto_reports_an_unavailable_image_without_a_recipe(tmp_path, 
     out, err = capsys.readouterr()
     assert "1 images for 0 of the rows: 1 failed" in out
     assert "expected an OCI image layout" in err and "have no env recipe" in err
+
+
+def test_image_policy_from_the_config():
+    from swebox.envs.cache.images import ImageConfigError, ImageRecord, image_policy
+    from swebox.envs.sandbox import SandboxPolicy
+
+    record = ImageRecord(ref="r", digest="sha256:0", platform="linux/amd64", layers=[], runtime_layer="rt",
+                         config={"Env": ["PATH=/opt/conda/bin:/usr/bin", "A=b=c"], "WorkingDir": "/testbed"})
+    policy = image_policy(record, SandboxPolicy(memory_mb=1234))
+    assert (policy.memory_mb, policy.workdir, policy.system_paths, policy.etc_files) == (1234, "/testbed", (), ())
+    assert policy.env["PATH"] == "/opt/conda/bin:/usr/bin" and policy.env["A"] == "b=c"
+    assert policy.env["HOME"] == "/root" and "LC_ALL" not in policy.env and not policy.auto_bind_interpreters
+    record.config["User"] = "1000:1000"
+    with pytest.raises(ImageConfigError, match="runs as user '1000:1000'.*ignore_user=True"):
+        image_policy(record)
+    assert image_policy(record, ignore_user=True).workdir == "/testbed"
