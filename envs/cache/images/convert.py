@@ -319,7 +319,9 @@ def _output(plan: _Plan, src: tarfile.TarFile, base: int, span: int):
     for path in order:
         m = everything[path]
         info = tarfile.TarInfo(path)
-        info.type, info.mode, info.mtime, info.linkname = m.type, m.mode, m.mtime, m.linkname
+        # sparse and contiguous files are written out as plain regular files
+        info.type = tarfile.REGTYPE if m.isreg() else m.type
+        info.mode, info.mtime, info.linkname = m.mode, m.mtime, m.linkname
         info.devmajor, info.devminor = m.devmajor, m.devminor
         info.uid, info.gid = _owner(m.uid, base, span), _owner(m.gid, base, span)
         info.pax_headers = {k: v for k, v in m.pax_headers.items()
