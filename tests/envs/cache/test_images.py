@@ -139,6 +139,9 @@ def test_docker_archive_and_zstd_layers_share_the_stored_layers(image, store, tm
     third = import_image(store, oci_layout(zstd), "zstd", "linux/amd64")
     assert first.layers == second.layers == third.layers  # keyed by diff_id: however compressed, stored once
     assert {m.sha256 for m in store.ls()} == blobs
+    again = LayerStore(tmp_path / "again")
+    import_image(again, docker_archive(tarball), "archive", "linux/amd64")
+    assert [again.get(k).sha256 for k in first.layers] == [store.get(k).sha256 for k in first.layers]  # same bytes
     assert second.source == "docker-archive" and second.config == first.config
     assert [r.ref for r in list_images(store)] == ["archive", "gzip", "zstd"]
     with pytest.raises(ImageSourceError, match="tags: docker.io/test/image:v1"):
