@@ -131,15 +131,15 @@ def print_images(store: LayerStore) -> None:
           f"{total / 1e6:.1f} MB")
 
 
+def image_of(task) -> str:
+    """The image a task row names ('' for none)."""
+    fields = {"image": getattr(task, "image", "")} | {k: task.metadata.get(k, "") for k in IMAGE_KEYS}
+    return next((str(v) for v in fields.values() if v), "")
+
+
 def task_images(tasks) -> dict[str, str]:
     """instance_id -> image name for the tasks that name one."""
-    found = {}
-    for task in tasks:
-        fields = {"image": getattr(task, "image", "")} | {k: task.metadata.get(k, "") for k in IMAGE_KEYS}
-        name = next((str(v) for v in fields.values() if v), "")
-        if name:
-            found[task.instance_id] = name
-    return found
+    return {task.instance_id: image_of(task) for task in tasks if image_of(task)}
 
 
 def build_images(args: argparse.Namespace, store: LayerStore) -> tuple[set[str], list[tuple[str, str]]]:
