@@ -327,7 +327,7 @@ def test_rootless_user_converts_and_runs_an_image(image, tmp_path):
                    f"SWEBOX_WORK_ROOT={root}/work {python} {root}/run.py {root}")
         r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
                             f"mount --bind {fuse} /dev/fuse && {as_user}"], capture_output=True, text=True,
-                           timeout=300)
+                           check=False, timeout=300)
         assert r.returncode == 0, r.stdout + r.stderr
         out = json.loads(r.stdout.strip().splitlines()[-1]).splitlines()
         assert out == ["0", "/data", "activated", "the hard link's target", "/etc/conf.d:", "c.conf", "",
@@ -364,3 +364,30 @@ def test_image_policy_from_the_config():
     with pytest.raises(ImageConfigError, match="runs as user '1000:1000'.*ignore_user=True"):
         image_policy(record)
     assert image_policy(record, ignore_user=True).workdir == "/testbed"
+
+
+def test_layer_resolver_runs_a_task_in_the_image_its_row_names(image, tmp_path):
+    from swebox.envs.layers_resolver import (
+        LayersMissing,
+        LayerSource,
+        acquire_layers,
+        close_shared_caches,
+    )
+    from swebox.envs.swe_env import EpisodeConfig
+    from swebox.envs.tasks.schema import Task
+
+    store = LayerStore(tmp_path / "store")
+    task = Task(instance_id="t", repo="r", FAIL_TO_PASS=["t::x"], metadata={"image": "test/image:1"})
+    source = LayerSource(store=str(store.root), cache_root=str(tmp_path / "node"))
+    missing = "(?s)its image test/image:1 is not in the layer store .*swebox cache pull test/image:1 --store"
+    with pytest.raises(LayersMissing, match=missing):
+        acquire_layers(task, source)
+    import_image(store, oci_layout(image), "test/image:1", "linux/amd64")
+    try:
+        with acquire_layers(task, source) as held:
+            assert len(held.paths) == 4 and held.sandbox["workdir"] == "/data"  # 3 layers + the runtime layer
+            config = held.configure(EpisodeConfig(sandbox={"memory_mb": 1000}))
+            assert config.sandbox["memory_mb"] == 1000 and config.sandbox["system_paths"] == []
+            assert config.policy().env["IMAGE_VAR"] == "from-config"
+    finally:
+        close_shared_caches()

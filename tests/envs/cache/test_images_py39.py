@@ -1,8 +1,9 @@
 """An image with its own interpreter, end to end: a Debian bullseye rootfs (Python 3.9, made by mmdebstrap,
 cached between runs) plus a project at /testbed in SWE-bench's layout, pushed to the reference registry on
 loopback, pulled, and played as a real episode (the task row names the image; the layer resolver hands the
-episode the image's layers and policy; the venv active from ~/.bashrc in the agent's shell, after resets too) and graded in fresh sandboxes of the same image: the
-gold patch and the agent's own fix resolve, an empty submission and an empty diff do not."""
+episode the image's layers and policy; the venv is active from ~/.bashrc in the agent's shell, after resets
+too) and graded in fresh sandboxes of the same image: the gold patch and the agent's own fix resolve, an
+empty submission and an empty diff do not."""
 
 from __future__ import annotations
 
