@@ -75,6 +75,7 @@ def group(task: Task, n: int, *, layers: list | None = None, source: LayerSource
     config = EpisodeConfig.from_dict(config)
     held = None if layers is not None else acquire_layers(task, LayerSource.from_dict(source))
     task_layers = list(layers) if layers is not None else list(held.paths)
+    config = held.configure(config) if held is not None else config  # a task's image brings its policy
     episodes: list[SWEEpisode] = []
     try:
         policy = config.policy()

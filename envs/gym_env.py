@@ -137,7 +137,8 @@ class SWEGymEnv(gym.Env[str, str]):
         else:
             self._held = acquire_layers(task, self._source)
             paths = list(self._held.paths)
-        self._episode = SWEEpisode(task, StartState(layers=paths, grade_layers=paths), self.config)
+        config = self._held.configure(self.config) if self._held is not None else self.config
+        self._episode = SWEEpisode(task, StartState(layers=paths, grade_layers=paths), config)
         return self._episode
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict]:

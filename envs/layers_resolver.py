@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from swebox.envs.cache import LayerCache, LayerCacheConfig, LayerHandle, LayerStore
+from swebox.envs.cache.images import acquire_image, get_image, image_sandbox
+from swebox.envs.cache.images.cli import image_of
 from swebox.envs.tasks.schema import Task
 
 DEFAULT_STORE = "runs/layers"
@@ -82,6 +84,12 @@ class TaskLayers:
     """Env layer first, then the task layer when the task has one."""
     handles: list[LayerHandle] = field(default_factory=list)
     """LayerCache handles keeping the layers materialised (empty for plain folders)."""
+    sandbox: dict[str, Any] = field(default_factory=dict)
+    """SandboxPolicy fields the task's container image needs (its rootfs, Env, WorkingDir); {} otherwise."""
+
+    def configure(self, config: Any) -> Any:
+        """``config`` (an EpisodeConfig) with the image's sandbox fields over its own, when there are any."""
+        return dataclasses.replace(config, sandbox={**config.sandbox, **self.sandbox}) if self.sandbox else config
 
     def release(self) -> None:
         """Let the node cache evict the layers again; safe to call twice."""
@@ -154,6 +162,17 @@ def missing_layers(task: Task, source: LayerSource | None = None) -> LayersMissi
     nothing is materialised: what a trainer checks for every task before its first step."""
     source = source or LayerSource()
     try:
+        if not source.dirs and image_of(task):  # served by its container image, as acquire_layers does
+            _check_store(source.store_root)
+            store = LayerStore(source.store_root)
+            if get_image(store, image_of(task)) is not None or task.env is None:
+                if get_image(store, image_of(task)) is None:
+                    return LayersMissing(f"task {task.instance_id}: its image {image_of(task)} is not in the layer "
+                                         f"store {source.store_root}; pull it with `swebox cache pull "
+                                         f"{image_of(task)} --store {source.store_root}`")
+                if task.task_layer_key and store.get(task.task_layer_key) is None:
+                    return _missing(task, "task", task.task_layer_key, str(source.store_root), source)
+                return None
         keys = _layer_keys(task)
         if source.dirs:
             for kind, key in keys:
@@ -169,11 +188,38 @@ def missing_layers(task: Task, source: LayerSource | None = None) -> LayersMissi
     except LayersMissing as exc:
         return exc
     return None
+def _acquire_image(task: Task, image: str, cache: LayerCache, source: LayerSource) -> TaskLayers:
+    """A task whose row names a container image: the image's layers (and the task's own layer on top)."""
+    if get_image(cache.store, image) is None:
+        raise LayersMissing(f"task {task.instance_id}: its image {image} is not in the layer store "
+                            f"{source.store_root}; pull it with:\n    swebox cache pull {image} --store "
+                            f"{source.store_root}\n(or `{build_command(source)} --env-source image`)")
+    held = acquire_image(cache, image)
+    layers = TaskLayers(task.instance_id, [Path(p) for p in held.paths], list(held.handles),
+                        image_sandbox(held.record))
+    try:
+        if task.task_layer_key:
+            if cache.store.get(task.task_layer_key) is None:
+                raise _missing(task, "task", task.task_layer_key, str(source.store_root), source)
+            handle = cache.acquire(task.task_layer_key)
+            layers.handles.append(handle)
+            layers.paths.append(handle.path)
+    except BaseException:
+        layers.release()
+        raise
+    return layers
 
 
 def acquire_layers(task: Task, source: LayerSource | None = None) -> TaskLayers:
-    """The task's layer folders on this node, held until :meth:`TaskLayers.release`."""
+    """The task's layer folders on this node, held until :meth:`TaskLayers.release`. A task whose row names a
+    container image (``metadata.image``) runs in it when the store has the image (or the task has no env)."""
     source = source or LayerSource()
+    if not source.dirs and image_of(task):
+        root = source.store_root
+        _check_store(root)
+        cache = shared_cache(root, source.cache_root, source.cache_quota_gb)
+        if get_image(cache.store, image_of(task)) is not None or task.env is None:
+            return _acquire_image(task, image_of(task), cache, source)
     keys = _layer_keys(task)
     if source.dirs:
         root = Path(source.dirs)

@@ -110,7 +110,7 @@ class SWESkyRLEnv(BaseTextEnv):
             try:
                 self._layers = acquire_layers(self.task, self.source)
                 start = StartState(layers=list(self._layers.paths), grade_layers=list(self._layers.paths))
-                self._episode = SWEEpisode(self.task, start, self.config)
+                self._episode = SWEEpisode(self.task, start, self._layers.configure(self.config))
                 messages = self._episode.reset()
                 self.metrics = dict(self._episode.metrics)
             except Exception as exc:

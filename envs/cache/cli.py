@@ -71,6 +71,9 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     imp.add_argument("--from", dest="source", required=True, help="source store folder")
     imp.add_argument("keys", nargs="*", help="layer keys (default: all)")
     imp.set_defaults(func=cmd_import)
+    for command in sub.choices.values():  # `swebox cache build ... --store DIR` works too (error messages say so)
+        command.add_argument("--store", default=argparse.SUPPRESS, help="layer store folder (as before the "
+                             "sub-command)")
 
 
 class _StoreAfter:

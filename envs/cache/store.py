@@ -312,17 +312,28 @@ class LayerStore:
             rel = blob.relative_to(self.root).as_posix()
             if rel not in referenced and time.time() - blob.stat().st_mtime > ORPHAN_GRACE_S:
                 blob.unlink()
-        keep = set(protect) | self.image_layers()
-        by_age = sorted(self.ls(), key=lambda m: (self.root / "manifests" / f"{m.key}.json").stat().st_mtime)
-        removed = []
-        for m in by_age:
-            if self.total_bytes() <= keep_bytes:
-                break
-            if m.key not in keep:
-                with self.lock(m.key):
-                    self.remove(m.key)
-                removed.append(m.key)
+        with self.images_lock(exclusive=True):  # an image import in progress has layers but no record yet
+            keep = set(protect) | self.image_layers()
+            by_age = sorted(self.ls(), key=lambda m: (self.root / "manifests" / f"{m.key}.json").stat().st_mtime)
+            removed = []
+            for m in by_age:
+                if self.total_bytes() <= keep_bytes:
+                    break
+                if m.key not in keep:
+                    with self.lock(m.key):
+                        self.remove(m.key)
+                    removed.append(m.key)
         return removed
+
+    @contextlib.contextmanager
+    def images_lock(self, exclusive: bool = False) -> Iterator[None]:
+        """Shared while an image is imported (its layers land before its record), exclusive while gc evicts."""
+        with open(self.root / "locks" / "_images.lock", "a+") as f:
+            fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
 
     def _remove_stray_tmp(self, tmp: Path) -> None:
         key = tmp.name.lstrip(".").split(".")[0]

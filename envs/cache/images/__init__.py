@@ -8,11 +8,12 @@ See docs/cache.md, "Images".
 
 from .convert import LayerBlob, LayerDigestError, convert_layer, layer_key
 from .records import ImageRecord, get_image, import_image, list_images, remove_image, require_image
-from .runtime import ImageConfigError, ImageLayers, acquire_image, image_policy
+from .runtime import ImageConfigError, ImageLayers, acquire_image, image_policy, image_sandbox
 from .sources import ImageSource, ImageSourceError, Platform, docker_archive, oci_layout
 
 __all__ = [
     "ImageConfigError", "ImageLayers", "ImageRecord", "ImageSource", "ImageSourceError", "LayerBlob",
     "LayerDigestError", "Platform", "acquire_image", "convert_layer", "docker_archive", "get_image",
-    "image_policy", "import_image", "layer_key", "list_images", "oci_layout", "remove_image", "require_image",
+    "image_policy", "image_sandbox", "import_image", "layer_key", "list_images", "oci_layout", "remove_image",
+    "require_image",
 ]

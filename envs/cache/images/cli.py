@@ -63,7 +63,8 @@ def fetch(store: LayerStore, image: str, name: str, platform: Platform, config: 
     if image.startswith("docker-archive:"):
         path, _, ref = image[len("docker-archive:"):].partition(":")
         return import_image(store, docker_archive(path, ref, platform), name, str(platform), budget)
-    return pull(store, image.removeprefix("docker://"), platform, config, budget)
+    record = pull(store, image.removeprefix("docker://"), platform, config, budget)
+    return record if record.ref == name else _rename(store, record, name)
 
 
 def _registry_config(args: argparse.Namespace) -> RegistryConfig:
@@ -81,8 +82,6 @@ def cmd_pull(args: argparse.Namespace) -> int:
     except (RegistryError, ImageSourceError, LayerDigestError, UnsafeArchiveError, OSError) as e:
         print(f"swebox cache pull {args.image}: {e}", file=sys.stderr)  # the message says what to do
         return 1
-    if record.ref != name:  # a registry pull records the reference it pulled: keep the asked-for name too
-        record = _rename(store, record, name)
     stored = sum(store.require(k).size for k in record.layers)
     print(f"{record.ref}: {len(record.layers)} layers, {stored / 1e6:.1f} MB stored "
           f"({record.compressed_bytes / 1e6:.1f} MB compressed), {record.platform}, {record.digest}")
@@ -90,6 +89,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
 
 def _rename(store: LayerStore, record: ImageRecord, name: str) -> ImageRecord:
+    """A registry pull records the reference it pulled; keep it under the asked-for name instead."""
     from dataclasses import asdict, replace
 
     from ..store import _write_atomic
@@ -131,15 +131,15 @@ def print_images(store: LayerStore) -> None:
           f"{total / 1e6:.1f} MB")
 
 
+def image_of(task) -> str:
+    """The image a task row names ('' for none)."""
+    fields = {"image": getattr(task, "image", "")} | {k: task.metadata.get(k, "") for k in IMAGE_KEYS}
+    return next((str(v) for v in fields.values() if v), "")
+
+
 def task_images(tasks) -> dict[str, str]:
     """instance_id -> image name for the tasks that name one."""
-    found = {}
-    for task in tasks:
-        fields = {"image": getattr(task, "image", "")} | {k: task.metadata.get(k, "") for k in IMAGE_KEYS}
-        name = next((str(v) for v in fields.values() if v), "")
-        if name:
-            found[task.instance_id] = name
-    return found
+    return {task.instance_id: image_of(task) for task in tasks if image_of(task)}
 
 
 def build_images(args: argparse.Namespace, store: LayerStore) -> tuple[set[str], list[tuple[str, str]]]:

@@ -29,6 +29,7 @@ import contextlib
 import errno
 import hashlib
 import posixpath
+import shutil
 import stat
 import subprocess
 import tarfile
@@ -46,6 +47,8 @@ OPAQUE = ".wh..wh..opq"
 OPAQUE_XATTR = "SCHILY.xattr.user.overlay.opaque"
 ID_RANGE = 65536
 NOBODY = 65534
+DISK_FULL_BYTES = 4 << 20
+"""A packer that fails with less free space than this on its output's filesystem ran out of disk."""
 _GZIP, _ZSTD = b"\x1f\x8b", b"\x28\xb5\x2f\xfd"
 
 
@@ -299,7 +302,9 @@ def _write(raw: Path, plan: _Plan, dest: Path, store: LayerStore) -> PackResult:
         if sink is not None:
             sink.close()
     if code != 0:  # keep ENOSPC recognisable: the store turns it into a "disk full" message
-        why = errno.ENOSPC if "No space left on device" in err else errno.EIO
+        # tar2sqfs reports a full disk as a bare "I/O error": the free space tells
+        full = "No space left on device" in err or shutil.disk_usage(dest.parent).free < DISK_FULL_BYTES
+        why = errno.ENOSPC if full else errno.EIO
         raise OSError(why, f"{cmd[0]} packing {dest.name} failed (exit {code}): {err.strip()[-2000:]}")
     fsync_path(dest)
     return PackResult(dest, sha256_file(dest), dest.stat().st_size, files, size)
@@ -314,7 +319,9 @@ def _output(plan: _Plan, src: tarfile.TarFile, base: int, span: int):
     for path in order:
         m = everything[path]
         info = tarfile.TarInfo(path)
-        info.type, info.mode, info.mtime, info.linkname = m.type, m.mode, m.mtime, m.linkname
+        # sparse and contiguous files are written out as plain regular files
+        info.type = tarfile.REGTYPE if m.isreg() else m.type
+        info.mode, info.mtime, info.linkname = m.mode, m.mtime, m.linkname
         info.devmajor, info.devminor = m.devmajor, m.devminor
         info.uid, info.gid = _owner(m.uid, base, span), _owner(m.gid, base, span)
         info.pax_headers = {k: v for k, v in m.pax_headers.items()

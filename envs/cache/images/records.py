@@ -104,15 +104,16 @@ def import_image(store: LayerStore, source: ImageSource, ref: str, platform: str
     """Convert every layer of ``source`` (those already stored are reused), then record the image."""
     keys = []
     budget = budget or IOBudget()
-    for blob in source.layers:
-        with budget.hold(blob.size):
-            keys.append(convert_layer(store, blob, image=ref).key)
-    config = {k: v for k, v in (source.config.get("config") or {}).items() if k in CONFIG_KEYS and v}
-    record = ImageRecord(ref=ref, digest=source.digest, platform=platform, layers=keys, config=config,
-                         runtime_layer=runtime_layer(store), source=source.kind,
-                         compressed_bytes=sum(b.size for b in source.layers))
-    (store.root / "images").mkdir(exist_ok=True)
-    _write_atomic(record_path(store, ref), json.dumps(asdict(record), indent=1, sort_keys=True).encode())
+    with store.images_lock():  # gc waits: the layers published so far have no record to protect them yet
+        for blob in source.layers:
+            with budget.hold(blob.size):
+                keys.append(convert_layer(store, blob, image=ref).key)
+        config = {k: v for k, v in (source.config.get("config") or {}).items() if k in CONFIG_KEYS and v}
+        record = ImageRecord(ref=ref, digest=source.digest, platform=platform, layers=keys, config=config,
+                             runtime_layer=runtime_layer(store), source=source.kind,
+                             compressed_bytes=sum(b.size for b in source.layers))
+        (store.root / "images").mkdir(exist_ok=True)
+        _write_atomic(record_path(store, ref), json.dumps(asdict(record), indent=1, sort_keys=True).encode())
     return record
 
 

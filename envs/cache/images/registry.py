@@ -16,11 +16,17 @@ download holds the node's I/O budget for the image's compressed size.
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import dataclasses
 import hashlib
 import json
+import os
 import shutil
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,8 +52,8 @@ class RegistryConfig:
     insecure: bool = False
     """Plain HTTP and no TLS verification (a loopback test registry); never for a registry on a network."""
     creds: str = ""
-    """``USER:PASSWORD`` for basic or token auth; '' uses ``auth.json``/``docker login`` credentials, else
-    anonymous access (Docker Hub's anonymous bearer token)."""
+    """``USER:PASSWORD`` for basic or token auth (handed to skopeo in a private auth file); '' uses
+    ``auth.json``/``docker login`` credentials, else anonymous access (Docker Hub's anonymous bearer token)."""
     authfile: str = ""
     """A containers auth.json to read credentials from ('' = skopeo's default places)."""
     retries: int = 4
@@ -132,11 +138,36 @@ def resolve(ref: str, platform: Platform, config: RegistryConfig) -> tuple[str, 
     return digest, manifest
 
 
+def registry_host(ref: str) -> str:
+    """The registry part of a reference, as docker reads it (``docker.io`` when the first part is no host)."""
+    first, sep, _ = ref.partition("/")
+    return first if sep and ("." in first or ":" in first or first == "localhost") else "docker.io"
+
+
+@contextlib.contextmanager
+def _private_creds(ref: str, config: RegistryConfig) -> Iterator[RegistryConfig]:
+    """Credentials go to skopeo in a mode-0600 auth file, never on its command line (which `ps` shows)."""
+    if not config.creds:
+        yield config
+        return
+    with tempfile.TemporaryDirectory(prefix="swebox-auth-") as folder:
+        path = os.path.join(folder, "auth.json")
+        token = base64.b64encode(config.creds.encode()).decode()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump({"auths": {registry_host(ref): {"auth": token}}}, f)
+        yield dataclasses.replace(config, creds="", authfile=path)
+
+
 def pull(store: LayerStore, ref: str, platform: Platform | None = None, config: RegistryConfig | None = None,
          budget: IOBudget | None = None) -> ImageRecord:
     """Download ``ref`` for ``platform`` and record it in ``store`` (layers already there are reused)."""
-    platform = platform or Platform("linux", "amd64")
-    config = config or RegistryConfig()
+    with _private_creds(ref, config or RegistryConfig()) as private:
+        return _pull(store, ref, platform or Platform("linux", "amd64"), private, budget)
+
+
+def _pull(store: LayerStore, ref: str, platform: Platform, config: RegistryConfig,
+          budget: IOBudget | None) -> ImageRecord:
     digest, manifest = resolve(ref, platform, config)
     compressed = sum(int(layer.get("size", 0)) for layer in manifest.get("layers", []))
     folder = store.root / "downloads" / hashlib.sha256(f"{_name(ref)}@{digest}".encode()).hexdigest()[:24]

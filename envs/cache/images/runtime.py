@@ -2,16 +2,17 @@
 
 The image's rootfs replaces the host's: no system folders, no host /etc entries and no interpreters are bound
 (a venv in the image points to the image's own Python, and binding the host's /usr/bin over it would break
-it). The image's Env becomes the shell's environment, over the sandbox's usual non-PATH defaults; WorkingDir
-and ``~/.bashrc`` (SWE-bench images activate their conda env there) are applied by the start script, which
-every new shell reads through BASH_ENV, so the env is active in the agent's shell and in grading alike, after
-every reset. Entrypoint/Cmd are recorded but not run: the sandbox's own shell takes their place.
+it). The image's Env becomes the shell's environment, over the sandbox's usual non-PATH defaults, and its
+WorkingDir the policy's ``workdir``; ``~/.bashrc`` (SWE-bench images activate their conda env there) is
+sourced by the start script, which every new shell reads through BASH_ENV, so the env is active in the agent's
+shell and in grading alike, after every reset. Entrypoint/Cmd are recorded but not run: the sandbox's own
+shell takes their place.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
 
 from swebox.envs.sandbox import SandboxPolicy
 from swebox.envs.sandbox.policy import DEFAULT_ENV
@@ -41,18 +42,23 @@ def image_env(record: ImageRecord) -> dict[str, str]:
     return env
 
 
-def image_policy(record: ImageRecord, base: SandboxPolicy | None = None, *, ignore_user: bool = False
-                 ) -> SandboxPolicy:
-    """``base`` (default: the default policy) made to run ``record``: its rootfs and its environment."""
+def image_sandbox(record: ImageRecord, *, ignore_user: bool = False) -> dict[str, Any]:
+    """The SandboxPolicy fields that run ``record`` (its rootfs, environment and working directory), as a
+    plain dict: what ``EpisodeConfig(sandbox=...)`` takes, so episodes and grading run in the image."""
     user = str(record.config.get("User", ""))
     if user not in ROOT_USERS and not ignore_user:
         raise ImageConfigError(
             f"image {record.ref}: its config runs as user {user!r}; the agent of a sandbox is always uid 0 of "
             f"its own namespace. Use an image whose USER is root, or pass ignore_user=True to run it as root.")
-    base = base or SandboxPolicy()
-    return dataclasses.replace(base, system_paths=(), etc_files=(), auto_bind_interpreters=False,
-                               ro_binds=(), env=image_env(record),
-                               workdir=record.config.get("WorkingDir") or "/")
+    return {"system_paths": [], "etc_files": [], "auto_bind_interpreters": False, "ro_binds": [],
+            "env": image_env(record), "workdir": record.config.get("WorkingDir") or "/"}
+
+
+def image_policy(record: ImageRecord, base: SandboxPolicy | None = None, *, ignore_user: bool = False
+                 ) -> SandboxPolicy:
+    """``base`` (default: the default policy) made to run ``record``: its rootfs and its environment."""
+    return SandboxPolicy.from_dict({**(base or SandboxPolicy()).to_dict(),
+                                    **image_sandbox(record, ignore_user=ignore_user)})
 
 
 @dataclass

@@ -139,6 +139,9 @@ def test_docker_archive_and_zstd_layers_share_the_stored_layers(image, store, tm
     third = import_image(store, oci_layout(zstd), "zstd", "linux/amd64")
     assert first.layers == second.layers == third.layers  # keyed by diff_id: however compressed, stored once
     assert {m.sha256 for m in store.ls()} == blobs
+    again = LayerStore(tmp_path / "again")
+    import_image(again, docker_archive(tarball), "archive", "linux/amd64")
+    assert [again.get(k).sha256 for k in first.layers] == [store.get(k).sha256 for k in first.layers]  # same bytes
     assert second.source == "docker-archive" and second.config == first.config
     assert [r.ref for r in list_images(store)] == ["archive", "gzip", "zstd"]
     with pytest.raises(ImageSourceError, match="tags: docker.io/test/image:v1"):
@@ -154,7 +157,16 @@ def test_gc_keeps_the_layers_of_recorded_images(image, store):
     assert [p.name for p in (store.root / "downloads").iterdir()] == ["live"]
     assert all(store.get(k) for k in record.stack())
     assert remove_image(store, "keep:me") and get_image(store, "keep:me") is None
-    assert sorted(store.gc(keep_bytes=0)) == sorted(record.stack())
+    import threading
+
+    removed: list[str] = []
+    with store.images_lock():  # an import in progress: its layers have no record yet, so gc must wait
+        sweeper = threading.Thread(target=lambda: removed.extend(store.gc(keep_bytes=0)))
+        sweeper.start()
+        sweeper.join(timeout=1.0)
+        assert sweeper.is_alive() and removed == []
+    sweeper.join(timeout=30)
+    assert sorted(removed) == sorted(record.stack())
 
 
 def test_platform_selection_and_other_arch_only(store, tmp_path):
@@ -224,10 +236,13 @@ def test_wrong_digest_is_refused(image, store, tmp_path):
     assert list((store.root / "tmp").iterdir()) == []
 
 
-def test_disk_full_publishes_nothing(image, tmp_path):
+@pytest.mark.parametrize("size", ["3m", "7500k"], ids=["while-decompressing", "while-packing"])
+def test_disk_full_publishes_nothing(image, tmp_path, size):
+    # the base layer is a 6.0 MB tar that packs into 2.9 MB: 3 MB fills up while it is decompressed into
+    # tmp/, 7.5 MB once it is there and tar2sqfs writes the squashfs next to it
     small = tmp_path / "small"
     small.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(small)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(small)], check=True)
     try:
         store = LayerStore(small / "store")
         with pytest.raises(OSError) as caught:
@@ -321,7 +336,7 @@ def test_rootless_user_converts_and_runs_an_image(image, tmp_path):
                    f"SWEBOX_WORK_ROOT={root}/work {python} {root}/run.py {root}")
         r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
                             f"mount --bind {fuse} /dev/fuse && {as_user}"], capture_output=True, text=True,
-                           timeout=300)
+                           check=False, timeout=300)
         assert r.returncode == 0, r.stdout + r.stderr
         out = json.loads(r.stdout.strip().splitlines()[-1]).splitlines()
         assert out == ["0", "/data", "activated", "the hard link's target", "/etc/conf.d:", "c.conf", "",
@@ -329,7 +344,7 @@ def test_rootless_user_converts_and_runs_an_image(image, tmp_path):
     finally:
         shutil.rmtree(root, ignore_errors=True)
         if created:
-            subprocess.run(["userdel", user_name], check=False)
+            subprocess.run(["userdel", "--force", user_name], check=False, capture_output=True)
 
 
 def test_cli_build_auto_reports_an_unavailable_image_without_a_recipe(tmp_path, capsys):
@@ -342,3 +357,46 @@ def test_cli_build_auto_reports_an_unavailable_image_without_a_recipe(tmp_path, 
     out, err = capsys.readouterr()
     assert "1 images for 0 of the rows: 1 failed" in out
     assert "expected an OCI image layout" in err and "have no env recipe" in err
+
+
+def test_image_policy_from_the_config():
+    from swebox.envs.cache.images import ImageConfigError, ImageRecord, image_policy
+    from swebox.envs.sandbox import SandboxPolicy
+
+    record = ImageRecord(ref="r", digest="sha256:0", platform="linux/amd64", layers=[], runtime_layer="rt",
+                         config={"Env": ["PATH=/opt/conda/bin:/usr/bin", "A=b=c"], "WorkingDir": "/testbed"})
+    policy = image_policy(record, SandboxPolicy(memory_mb=1234))
+    assert (policy.memory_mb, policy.workdir, policy.system_paths, policy.etc_files) == (1234, "/testbed", (), ())
+    assert policy.env["PATH"] == "/opt/conda/bin:/usr/bin" and policy.env["A"] == "b=c"
+    assert policy.env["HOME"] == "/root" and "LC_ALL" not in policy.env and not policy.auto_bind_interpreters
+    record.config["User"] = "1000:1000"
+    with pytest.raises(ImageConfigError, match="runs as user '1000:1000'.*ignore_user=True"):
+        image_policy(record)
+    assert image_policy(record, ignore_user=True).workdir == "/testbed"
+
+
+def test_layer_resolver_runs_a_task_in_the_image_its_row_names(image, tmp_path):
+    from swebox.envs.layers_resolver import (
+        LayersMissing,
+        LayerSource,
+        acquire_layers,
+        close_shared_caches,
+    )
+    from swebox.envs.swe_env import EpisodeConfig
+    from swebox.envs.tasks.schema import Task
+
+    store = LayerStore(tmp_path / "store")
+    task = Task(instance_id="t", repo="r", FAIL_TO_PASS=["t::x"], metadata={"image": "test/image:1"})
+    source = LayerSource(store=str(store.root), cache_root=str(tmp_path / "node"))
+    missing = "(?s)its image test/image:1 is not in the layer store .*swebox cache pull test/image:1 --store"
+    with pytest.raises(LayersMissing, match=missing):
+        acquire_layers(task, source)
+    import_image(store, oci_layout(image), "test/image:1", "linux/amd64")
+    try:
+        with acquire_layers(task, source) as held:
+            assert len(held.paths) == 4 and held.sandbox["workdir"] == "/data"  # 3 layers + the runtime layer
+            config = held.configure(EpisodeConfig(sandbox={"memory_mb": 1000}))
+            assert config.sandbox["memory_mb"] == 1000 and config.sandbox["system_paths"] == []
+            assert config.policy().env["IMAGE_VAR"] == "from-config"
+    finally:
+        close_shared_caches()

@@ -1,7 +1,9 @@
 """An image with its own interpreter, end to end: a Debian bullseye rootfs (Python 3.9, made by mmdebstrap,
 cached between runs) plus a project at /testbed in SWE-bench's layout, pushed to the reference registry on
-loopback, pulled, run (the venv active from ~/.bashrc in the agent's shell, after resets too) and graded in
-fresh sandboxes of the same image: the gold patch and the agent's own fix resolve, an empty diff does not."""
+loopback, pulled, and played as a real episode (the task row names the image; the layer resolver hands the
+episode the image's layers and policy; the venv is active from ~/.bashrc in the agent's shell, after resets
+too) and graded in fresh sandboxes of the same image: the gold patch and the agent's own fix resolve, an
+empty submission and an empty diff do not."""
 
 from __future__ import annotations
 
@@ -13,9 +15,13 @@ import pytest
 from swebox.envs.cache import LayerCache, LayerCacheConfig, LayerStore
 from swebox.envs.cache.images import Platform, acquire_image
 from swebox.envs.cache.images.registry import RegistryConfig, pull
-from swebox.envs.sandbox import Sandbox
+from swebox.envs.groups import group
+from swebox.envs.layers_resolver import LayerSource, close_shared_caches
+from swebox.envs.swe_env import EpisodeConfig
 from swebox.envs.tasks.grading import grade
 from swebox.envs.tasks.schema import Task
+
+from tests.envs.swe_fixtures import SUBMIT, bash
 
 from .py39_image import GOLD, VENV_PYTHON, py39_layout
 from .registry_fixture import push, registry
@@ -35,25 +41,31 @@ def test_py39_image_runs_an_episode_and_grades_both_ways(tmp_path):
     assert len(record.layers) == 2 and record.config["WorkingDir"] == "/testbed"
     assert store.get(record.layers[0]).meta["dropped"].get("device", 0) > 0  # mmdebstrap's /dev nodes
     task = Task(instance_id="py39-calc", repo="calc", patch=GOLD, test_cmd=f"{VENV_PYTHON} -m pytest",
+                problem_statement="add(2, 3) returns -1 instead of 5.", metadata={"image": ref},
                 FAIL_TO_PASS=["tests/test_calc.py::test_add"], PASS_TO_PASS=["tests/test_calc.py::test_mul"])
-    cache = LayerCache(store, LayerCacheConfig(root=str(tmp_path / "node")))
+    source = LayerSource(store=str(store.root), cache_root=str(tmp_path / "node"))
+    cache = LayerCache(store, LayerCacheConfig(root=source.cache_root))
     try:
-        with acquire_image(cache, ref) as held:
-            with Sandbox(held.paths, held.policy) as sb:
-                shell = sb.exec("pwd; python --version; command -v python; python -m pytest -q tests 2>&1 | "
-                                "tail -1", timeout=120)
-                assert shell.output.splitlines()[:3] == ["/testbed", "Python 3.9.2", VENV_PYTHON], shell.output
-                assert "1 failed, 1 passed" in shell.output
-                sb.exec("sed -i 's/a - b/a + b/' calc.py")  # the agent's fix, made in its shell
-                agent_diff = sb.exec("git diff").output
-                sb.reset()
-                after = sb.exec("pwd; command -v python; git status --porcelain").output
-                assert after.splitlines() == ["/testbed", VENV_PYTHON]
+        # an episode in the image: the row names it, the resolver finds it, the episode runs under its policy
+        with group(task, 1, source=source, config=EpisodeConfig(max_turns=5, grade_timeout_s=300)) as episodes:
+            episode = episodes[0]
+            episode.reset()
+            shell = episode.step(bash("pwd; python --version; command -v python; "
+                                      "python -m pytest -q tests 2>&1 | tail -1")).observation
+            assert f"/testbed\nPython 3.9.2\n{VENV_PYTHON}\n" in shell and "1 failed, 1 passed" in shell
+            episode.step(bash("sed -i 's/a - b/a + b/' calc.py"))  # the agent's fix, made in its shell
+            fixed = episode.step(SUBMIT)
+            episode.reset()  # the overlay is dropped: the fix is gone, the venv still active
+            after = episode.step(bash("pwd; command -v python; git status --porcelain")).observation
+            empty = episode.step(SUBMIT)
+        with acquire_image(cache, ref) as held:  # grading straight from the image's layers and policy
             gold = grade(task, GOLD, layers=held.paths, policy=held.policy, timeout=300)
-            agent = grade(task, agent_diff, layers=held.paths, policy=held.policy, timeout=300)
-            empty = grade(task, "", layers=held.paths, policy=held.policy, timeout=300)
+            none = grade(task, "", layers=held.paths, policy=held.policy, timeout=300)
     finally:
+        close_shared_caches()
         cache.close()
+    assert fixed.reward == 1.0 and "+    return a + b" in fixed.info["diff"], fixed.info
+    assert f"/testbed\n{VENV_PYTHON}\n</output>" in after, after
+    assert empty.reward == 0.0 and empty.info["diff"] == ""
     assert gold.resolved and gold.reward == 1.0, json.dumps(gold.to_dict(), indent=1)
-    assert agent.resolved, agent.to_dict()
-    assert not empty.resolved and empty.reward == 0.0, empty.to_dict()
+    assert not none.resolved and none.reward == 0.0, none.to_dict()

@@ -131,3 +131,12 @@ def test_cli_pull_from_the_registry_under_another_name(anonymous, tmp_path, caps
     assert get_image(LayerStore(store), f"{anonymous}/test/image:latest") is None
     assert swebox("cache", "--store", store, "pull", f"{anonymous}/test/no-such-image:latest", "--insecure") == 1
     assert "manifest unknown" in capsys.readouterr().err
+
+
+def test_registry_host_as_docker_reads_references():
+    from swebox.envs.cache.images.registry import registry_host
+
+    assert registry_host("swebench/sweb.eval.x86_64.django_1776_django-11099:latest") == "docker.io"
+    assert registry_host("ubuntu:22.04") == "docker.io"
+    assert [registry_host(r) for r in ("127.0.0.1:5000/a/b:1", "localhost/a", "ghcr.io/o/r@sha256:00")] == [
+        "127.0.0.1:5000", "localhost", "ghcr.io"]

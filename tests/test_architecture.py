@@ -1,0 +1,97 @@
+"""The design's import directions hold, with no exception (docs/architecture.md).
+
+``trainers`` -> ``envs``; inside ``envs``: the episode modules -> ``tasks`` -> ``cache`` -> ``sandbox``; nothing in
+``envs/sandbox`` imports anything else of swebox; ``scripts`` (the command) may import everything. torch, ray,
+wandb and transformers are never imported at module level in ``envs/`` (only inside functions, lazily).
+Every import statement counts, also one inside a function: an arrow is an arrow.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+HEAVY = ("torch", "ray", "wandb", "transformers", "vllm")
+# what each part may import of swebox (by dotted prefix)
+ALLOWED = {
+    "swebox.envs.sandbox": ("swebox.envs.sandbox",),
+    "swebox.envs.cache": ("swebox.envs.cache", "swebox.envs.sandbox"),
+    "swebox.envs.tasks": ("swebox.envs.tasks", "swebox.envs.cache", "swebox.envs.sandbox"),
+    "swebox.envs": ("swebox.envs",),  # the episode layer: everything of envs, nothing above it
+    "swebox.trainers": ("swebox.trainers", "swebox.envs"),
+    "swebox.scripts": ("swebox",),
+}
+FOLDERS = {"envs": "swebox.envs", "trainers": "swebox.trainers", "scripts": "swebox.scripts"}
+
+
+def module_name(path: Path) -> str:
+    top, *rest = path.relative_to(REPO).with_suffix("").parts
+    parts = [FOLDERS[top], *rest]
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports(path: Path) -> list[tuple[int, str, bool]]:
+    """(line, imported module, at module level) for every import in the file, relative ones resolved."""
+    tree = ast.parse(path.read_text())
+    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    top_level = {id(node) for node in tree.body}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name, id(node) in top_level) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            found.append((node.lineno, base, id(node) in top_level))
+    return found
+
+
+def _part(module: str) -> str:
+    return max((p for p in ALLOWED if module == p or module.startswith(p + ".")), key=len)
+
+
+def sources() -> list[Path]:
+    return sorted(p for folder in FOLDERS for p in (REPO / folder).rglob("*.py"))
+
+
+def test_module_names_cover_the_tree():
+    names = {module_name(p) for p in sources()}
+    assert {"swebox.envs.sandbox.sandbox", "swebox.envs.tasks.grading", "swebox.trainers.trainer",
+            "swebox.scripts.cli", "swebox.envs"} <= names
+
+
+@pytest.mark.parametrize("path", sources(), ids=lambda p: str(p.relative_to(REPO)))
+def test_imports_point_one_way(path):
+    here = module_name(path)
+    allowed = ALLOWED[_part(here)]
+    wrong = [f"line {line}: {name}" for line, name, _ in imports(path)
+             if name.startswith("swebox") and not any(name == a or name.startswith(a + ".") for a in allowed)]
+    assert not wrong, f"{here} imports against the design's direction: {wrong}"
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "envs").rglob("*.py")), ids=lambda p: str(p.relative_to(REPO)))
+def test_envs_import_no_heavy_package_at_module_level(path):
+    heavy = [f"line {line}: {name}" for line, name, top in imports(path)
+             if top and name.split(".")[0] in HEAVY]
+    assert not heavy, f"{module_name(path)} imports at module level: {heavy} (import them inside the function)"
+
+
+def test_the_sandbox_loads_the_standard_library_only():
+    import subprocess
+    import sys
+
+    code = ("import sys, swebox.envs.sandbox; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'gymnasium', 'numpy', 'torch', 'yaml'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[]"
+    code = "import sys, swebox.trainers.config; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "False"
