@@ -73,7 +73,7 @@ class SWEGymEnv(gym.Env[str, str]):
     virtualenv at /venv, no network. The task is ``options["task_id"]`` or drawn with the reset seed.
 
     ## Episode End
-    Terminated when the agent submits (or the environment fails: ``info["reason"] == "error"``).
+    Terminated when the agent submits (or its sandbox dies: ``info["reason"] == "sandbox_died"``).
     Truncated after ``max_turns`` turns or ``time_limit_s`` seconds, or after ``max_episode_steps`` steps
     when ``gymnasium.make`` was given one (its TimeLimit; ``info["reason"] == "step_limit"``). The episode
     is graded whenever it ends, whoever ends it, unless ``grade_on_truncation=False``: the last step's

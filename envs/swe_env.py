@@ -36,7 +36,7 @@ METRIC_NAMES = ("env/reset_s", "env/exec_s", "env/grade_s", "env/turns", "env/fo
                 "env/resolved", "env/f2p_frac", "env/errors", "env/grade_cache_hits", "env/sandbox_deaths",
                 "env/grade_wait_s")
 """Per-episode metrics, as defined in docs/metrics.md."""
-END_REASONS = ("submitted", "max_turns", "time_limit", "sandbox_died", "error")
+END_REASONS = ("submitted", "max_turns", "time_limit", "sandbox_died")
 
 
 @dataclass
@@ -293,7 +293,7 @@ class SWEEpisode:
             note = f"\n[The episode ended: the {'turn' if reason == 'max_turns' else 'time'} limit was reached.]"
             observation = truncate_middle(observation, self.config.max_obs_chars - len(note)) + note
         reward = self._finish(reason, info)
-        return StepResult(observation, reward, reason in ("submitted", "sandbox_died", "error"),
+        return StepResult(observation, reward, reason in ("submitted", "sandbox_died"),
                           reason in ("max_turns", "time_limit"), info)
 
     def end(self, reason: str = "step_limit") -> tuple[float, dict[str, Any]]:
@@ -316,9 +316,7 @@ class SWEEpisode:
         self.done = True
         info["reason"] = reason
         reward = 0.0
-        if reason == "error":
-            self.metrics["env/errors"] = 1.0
-        elif reason == "sandbox_died":
+        if reason == "sandbox_died":
             self.metrics["env/sandbox_deaths"] = 1.0
         elif reason == "submitted" or self.config.grade_on_truncation:
             reward = self._grade(info)

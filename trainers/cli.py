@@ -67,12 +67,15 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
 
 def run_train(args: argparse.Namespace) -> int:
     from swebox.trainers.config import load_config
-    from swebox.trainers.trainer import Trainer
+    from swebox.trainers.trainer import Trainer, TrainingError
 
     overrides = [*args.overrides, *(["checkpoint.resume=true"] if args.resume else [])]
     cfg = load_config(args.config, overrides)
-    trainer = Trainer(cfg, use_ray=True if args.ray else None)
-    records = trainer.train()
+    try:
+        trainer = Trainer(cfg, use_ray=True if args.ray else None)
+        records = trainer.train()
+    except TrainingError as exc:  # what the run cannot go on without: the message says it, no traceback
+        raise SystemExit(f"swebox train: {exc}") from exc
     if records:
         last = records[-1]
         print(f"step {last['step']}: reward/mean {last['reward/mean']:.3f}, "

@@ -14,7 +14,7 @@ ones included: their :class:`ServerClient` implements the ``GenerationBackend`` 
 - **Stats.** Each server counts requests, batches and the time prompts waited for the engine; the pool turns
   them into the step's ``gen/server_*`` metrics (docs/metrics.md).
 
-Ray is imported lazily, inside the functions that need it; ray_pool.py is this module's only importer.
+Ray is imported lazily, inside the functions that need it; ray_pool.py and ray_actors.py import this module.
 """
 
 from __future__ import annotations

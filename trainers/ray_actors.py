@@ -1,4 +1,5 @@
-"""The rollout actors of a Ray pool as a set that heals: a dead actor is replaced, not dropped.
+"""The rollout actors of a Ray pool: the body of one (:class:`RolloutActor`), and the set of them, which heals:
+a dead actor is replaced, not dropped.
 
 An actor dies when its process is killed (OOM killer, an operator's ``kill -9``, a crash in native code) or when
 its node leaves the cluster. :class:`ActorSet` notices on whatever call reaches the dead actor first (a rollout,
@@ -14,11 +15,84 @@ restart pinned (hard affinity) to a node that left never schedules. The set coun
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import dataclasses
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from swebox.trainers import gen_server
+from swebox.trainers.config import TrainConfig
 
 START_TIMEOUT_S = 60.0
 """How long a replacement may take to start (build its worker) before its node is deemed to have no room."""
+
+
+def per_actor_parallelism(total: int, actors: int) -> int:
+    """Episodes one actor runs at once so that all actors together run about ``total`` (at least 1 each)."""
+    return max(1, math.ceil(total / max(1, actors)))
+
+
+# ------------------------------------------------------------------------------------------------ one actor
+
+
+def default_worker_factory(cfg: TrainConfig, backend: Any | None = None) -> Any:
+    """The real worker: a RolloutWorker (generation backend + env side) built inside the actor; with placement
+    'server' (``backend``: the actor's ServerClient) one that generates through the server."""
+    from swebox.trainers.rollout import RolloutWorker
+
+    return RolloutWorker(cfg) if backend is None else gen_server.ServedRolloutWorker(cfg, backend)
+
+
+def config_for_node(cfg: TrainConfig, node_id: str, actors: int) -> TrainConfig:
+    """The config one actor runs with: its node's cache folder and its share of the episodes in flight."""
+    env = dataclasses.replace(cfg.env, cache_dir=cfg.env.cache_dir.replace("{node_id}", node_id))
+    rollout = dataclasses.replace(
+        cfg.rollout, max_parallel_episodes=per_actor_parallelism(cfg.rollout.max_parallel_episodes, actors)
+    )
+    return dataclasses.replace(cfg, env=env, rollout=rollout)
+
+
+class RolloutActor:
+    """The body of one Ray rollout actor: a worker built on this node, answering with its node id.
+
+    Given a generation ``server`` (placement 'server'), the worker factory is called as ``factory(cfg, client)``
+    with a ServerClient of that server, and each run reports the weight versions that answered its episodes.
+    """
+
+    def __init__(self, cfg: TrainConfig, actors: int, worker_factory: Callable[..., Any],
+                 server: Any | None = None) -> None:
+        import ray
+
+        self.node_id = ray.get_runtime_context().get_node_id()
+        node_cfg = config_for_node(cfg, self.node_id, actors)
+        self.client = gen_server.ServerClient(server) if server is not None else None
+        self.worker = worker_factory(node_cfg) if self.client is None else worker_factory(node_cfg, self.client)
+
+    def node(self) -> str:
+        return self.node_id
+
+    def set_weights(self, state_dict: Mapping[str, Any], version: int) -> None:
+        self.worker.set_weights(state_dict, version)
+
+    def preflight(self, tasks: list[dict]) -> list[str]:
+        check = getattr(self.worker, "preflight", None)
+        return [f"on node {self.node_id[:8]}: {why}" for why in check(tasks)] if check is not None else []
+
+    def run(self, tasks: list[dict], group_size: int) -> dict[str, Any]:
+        started = time.monotonic()
+        trajectories = self.worker.run(tasks, group_size)
+        versions = self.client.take_versions() if self.client is not None else []
+        return {"node_id": self.node_id, "trajectories": trajectories, "seconds": time.monotonic() - started,
+                "generation_versions": versions}
+
+    def close(self) -> None:
+        close = getattr(self.worker, "close", None)
+        if close is not None:
+            close()
+
+
+# ------------------------------------------------------------------------------------------------ the set
 
 
 def short(node_id: str) -> str:

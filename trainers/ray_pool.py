@@ -23,10 +23,8 @@ here and (lazily) in gen_server.py.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -34,7 +32,13 @@ from swebox.envs.cache.budget import DEFAULT_BUDGET_MB
 from swebox.envs.cache.ray_budget import node_resources
 from swebox.trainers import gen_server
 from swebox.trainers.config import TrainConfig
-from swebox.trainers.ray_actors import ActorSet
+from swebox.trainers.ray_actors import (  # noqa: F401 - config_for_node and default_worker_factory: public here too
+    ActorSet,
+    RolloutActor,
+    config_for_node,
+    default_worker_factory,
+    per_actor_parallelism,
+)
 
 FORWARDED_ENV = ("SWEBOX_LAYER_STORE", "SWEBOX_LAYER_CACHE")
 """Environment variables of the trainer's process that its rollout actors get too (where the layer store and the
@@ -95,76 +99,12 @@ def route_groups(
     return choice, held
 
 
-def per_actor_parallelism(total: int, actors: int) -> int:
-    """Episodes one actor runs at once so that all actors together run about ``total`` (at least 1 each)."""
-    return max(1, math.ceil(total / max(1, actors)))
-
-
 def cpu_state_dict(state_dict: Mapping[str, Any]) -> dict[str, Any]:
     """Tensors detached and on the CPU (what crosses Ray's object store); other values as they are."""
     out = {}
     for name, value in state_dict.items():
         out[name] = value.detach().cpu() if hasattr(value, "detach") else value
     return out
-
-
-# ------------------------------------------------------------------------------------------------ the actor
-
-
-def default_worker_factory(cfg: TrainConfig, backend: Any | None = None) -> Any:
-    """The real worker: a RolloutWorker (generation backend + env side) built inside the actor; with placement
-    'server' (``backend``: the actor's ServerClient) one that generates through the server."""
-    from swebox.trainers.rollout import RolloutWorker
-
-    return RolloutWorker(cfg) if backend is None else gen_server.ServedRolloutWorker(cfg, backend)
-
-
-def config_for_node(cfg: TrainConfig, node_id: str, actors: int) -> TrainConfig:
-    """The config one actor runs with: its node's cache folder and its share of the episodes in flight."""
-    env = dataclasses.replace(cfg.env, cache_dir=cfg.env.cache_dir.replace("{node_id}", node_id))
-    rollout = dataclasses.replace(
-        cfg.rollout, max_parallel_episodes=per_actor_parallelism(cfg.rollout.max_parallel_episodes, actors)
-    )
-    return dataclasses.replace(cfg, env=env, rollout=rollout)
-
-
-class RolloutActor:
-    """The body of one Ray rollout actor: a worker built on this node, answering with its node id.
-
-    Given a generation ``server`` (placement 'server'), the worker factory is called as ``factory(cfg, client)``
-    with a ServerClient of that server, and each run reports the weight versions that answered its episodes.
-    """
-
-    def __init__(self, cfg: TrainConfig, actors: int, worker_factory: Callable[..., Any],
-                 server: Any | None = None) -> None:
-        import ray
-
-        self.node_id = ray.get_runtime_context().get_node_id()
-        node_cfg = config_for_node(cfg, self.node_id, actors)
-        self.client = gen_server.ServerClient(server) if server is not None else None
-        self.worker = worker_factory(node_cfg) if self.client is None else worker_factory(node_cfg, self.client)
-
-    def node(self) -> str:
-        return self.node_id
-
-    def set_weights(self, state_dict: Mapping[str, Any], version: int) -> None:
-        self.worker.set_weights(state_dict, version)
-
-    def preflight(self, tasks: list[dict]) -> list[str]:
-        check = getattr(self.worker, "preflight", None)
-        return [f"on node {self.node_id[:8]}: {why}" for why in check(tasks)] if check is not None else []
-
-    def run(self, tasks: list[dict], group_size: int) -> dict[str, Any]:
-        started = time.monotonic()
-        trajectories = self.worker.run(tasks, group_size)
-        versions = self.client.take_versions() if self.client is not None else []
-        return {"node_id": self.node_id, "trajectories": trajectories, "seconds": time.monotonic() - started,
-                "generation_versions": versions}
-
-    def close(self) -> None:
-        close = getattr(self.worker, "close", None)
-        if close is not None:
-            close()
 
 
 # ------------------------------------------------------------------------------------------------ the pool
@@ -272,8 +212,8 @@ class RayWorkerPool:
                 return None
             return actor.set_weights.remote(self.weights_ref, self.version)
 
-        self.pool = ActorSet(start, lambda: swebox_nodes(cfg.ray.node_resource, gpus * cfg.ray.actors_per_node),
-                             load_weights, echo)
+        live_nodes = lambda: swebox_nodes(cfg.ray.node_resource, gpus * cfg.ray.actors_per_node)  # noqa: E731
+        self.actor_set = ActorSet(start, live_nodes, load_weights, echo)
         try:
             if cfg.generation.placement == "server":
                 # a server thread per episode that may wait on it (all episodes may share one server)
@@ -281,7 +221,7 @@ class RayWorkerPool:
                 self.servers = gen_server.start_pool_servers(cfg, in_flight)
             for node in nodes:
                 for _ in range(cfg.ray.actors_per_node):
-                    self.pool.add(node)
+                    self.actor_set.add(node)
             placed = ray.get([a.node.remote() for a in self.actors])  # raises the worker's own error, if any
         except gen_server.ServerPlacementError as exc:
             self.close()
@@ -298,12 +238,12 @@ class RayWorkerPool:
     @property
     def actors(self) -> list[Any]:
         """The live rollout actors (handles), slot by slot."""
-        return self.pool.handles
+        return self.actor_set.handles
 
     @property
     def actor_nodes(self) -> list[str]:
         """The node of each actor in :attr:`actors`."""
-        return self.pool.nodes
+        return self.actor_set.nodes
 
     @property
     def nodes(self) -> list[str]:
@@ -327,15 +267,15 @@ class RayWorkerPool:
         if self.servers:
             ray.get([t.set_weights.remote(self.weights_ref, version) for t in self.servers])
         else:  # an actor that died (idle since the last step, or during this sync) is replaced with these weights
-            self.pool.call_all("set_weights", self.weights_ref, version)
+            self.actor_set.call_all("set_weights", self.weights_ref, version)
             self._require_actors()
 
     def step_metrics(self) -> dict[str, float]:
         """``pool/live_actors``, ``pool/actor_restarts`` and the servers' ``gen/server_*`` metrics since the last
         call (docs/metrics.md)."""
-        out = {"pool/live_actors": float(len(self.pool)), "pool/actor_restarts": float(self.pool.restarts)}
+        out = {"pool/live_actors": float(len(self.actor_set)), "pool/actor_restarts": float(self.actor_set.restarts)}
         if self.servers:
-            stats, _ = self.pool.gather({i: s.take_stats.remote() for i, s in enumerate(self.servers)})
+            stats, _ = self.actor_set.gather({i: s.take_stats.remote() for i, s in enumerate(self.servers)})
             out.update(gen_server.merge_server_stats(list(stats.values())))
         return out
 
@@ -344,11 +284,11 @@ class RayWorkerPool:
         first = {}
         for slot, node in enumerate(self.actor_nodes):
             first.setdefault(node, slot)
-        answers = self.pool.call_all_of(sorted(first.values()), "preflight", tasks)
+        answers = self.actor_set.call_all_of(sorted(first.values()), "preflight", tasks)
         return [line for slot in sorted(answers) for line in answers[slot]]
 
     def _require_actors(self) -> None:
-        if not self.pool:
+        if not self.actor_set:
             raise RayPoolError(
                 "expected at least one live rollout actor; found none: every actor died and no live swebox node "
                 f"has room for a replacement (nodes: {swebox_nodes(self.cfg.ray.node_resource)}); add swebox nodes "
@@ -388,7 +328,7 @@ class RayWorkerPool:
             for i, actor in zip(todo, choice, strict=True):
                 by_actor.setdefault(actor, []).append(i)
             calls = {a: self.actors[a].run.remote([tasks[i] for i in idx], group_size) for a, idx in by_actor.items()}
-            answers, dead = self.pool.gather(calls)
+            answers, dead = self.actor_set.gather(calls)
             todo = sorted(i for a in dead for i in by_actor[a])
             for actor, answer in answers.items():
                 self._check_versions(answer.get("generation_versions", []))
@@ -396,7 +336,7 @@ class RayWorkerPool:
                     results[i] = answer["trajectories"][n * group_size : (n + 1) * group_size]
                     placement[i] = answer["node_id"]
                     check_group(results[i], tasks[i], group_size)
-            self.pool.replace(dead, "during a rollout")
+            self.actor_set.replace(dead, "during a rollout")
         self.last_placement = placement
         return [d for group in results for d in group or []]
 
@@ -416,8 +356,8 @@ class RayWorkerPool:
 
         if not ray.is_initialized():
             return
-        if hasattr(self, "pool"):
-            self.pool.close()  # a dead actor is skipped
+        if hasattr(self, "actor_set"):
+            self.actor_set.close()  # a dead actor is skipped
         for server in getattr(self, "servers", []):
             ray.kill(server)
         self.servers = []

@@ -7,8 +7,9 @@ bounds unpacking: the wait is reported (``env/grade_wait_s``) and the grading's 
 it holds a slot.
 
 A slot is an exclusive ``flock`` on one of ``slots`` files in a node-local folder (``$SWEBOX_GRADE_SLOTS_DIR``,
-default ``/tmp/swebox-grade-slots-<uid>``), so every rollout actor and evaluation process on the node shares the
-bound, and a process that dies frees its slot with it.
+else ``grade-slots`` in the sandboxes' work root, ``$SWEBOX_WORK_ROOT`` or ``/tmp/swebox-<uid>``), so every
+rollout actor and evaluation process of the node's sandboxes shares the bound, and a process that dies frees
+its slot with it.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ def default_slots() -> int:
 
 
 def slots_dir() -> Path:
-    return Path(os.environ.get("SWEBOX_GRADE_SLOTS_DIR") or f"/tmp/swebox-grade-slots-{os.getuid()}")
+    if os.environ.get("SWEBOX_GRADE_SLOTS_DIR"):
+        return Path(os.environ["SWEBOX_GRADE_SLOTS_DIR"])
+    return Path(os.environ.get("SWEBOX_WORK_ROOT") or f"/tmp/swebox-{os.getuid()}") / "grade-slots"
 
 
 @contextlib.contextmanager

@@ -71,8 +71,8 @@ class StoreLayers:
         missing = [k for k in keys if not k or self.cache.store.get(k) is None]
         if missing:
             raise ValueError(f"task {task.instance_id}: expected layers {missing} in the store "
-                             f"{self.cache.store.root}; build them with `swebox cache build --tasks TASKS "
-                             f"--store {self.cache.store.root}` (or `swebox tasks synth`).")
+                             f"{self.cache.store.root}; build them with `swebox cache --store {self.cache.store.root} "
+                             "build --tasks TASKS` (or `swebox tasks synth`).")
         held, paths = self._held.setdefault(task.instance_id, []), []
         for key in keys:  # held one by one: if the task layer fails, release() still frees the env layer
             handle = self.cache.acquire(key)

@@ -107,7 +107,8 @@ def test_missing_env_in_the_cache_names_the_build_command(tmp_path):
     settings = {"layers": {"store": str(store.root), "tasks_file": "/data/tasks.jsonl"}}
     env = SWESkyRLEnv({}, {"instance": calc_task().to_json(), "extra_info": {"swebox": json.dumps(settings)}})
     _, info = env.init(None)
-    assert CALC_ENV.key() in info["error"] and "swebox cache build --tasks /data/tasks.jsonl" in info["error"]
+    assert CALC_ENV.key() in info["error"]
+    assert f"swebox cache --store {store.root} build --tasks /data/tasks.jsonl" in info["error"]
     assert env.step("x")["reward"] == 0.0
 
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from swebox.trainers.cli import add_arguments, gold_replies, summary
-from swebox.trainers.tracking import read_metrics
 
 from tests.trainers.test_learning import shapes_env  # noqa: F401 - the module-scoped env-layer fixture
 
@@ -34,8 +33,10 @@ def test_eval_rejects_an_unknown_policy(tmp_path):
         args.func(args)
 
 
-def test_train_runs_a_config_file_with_overrides(tmp_path, monkeypatch):
-    # no task file and no layers: every group fails to prepare, and the step still completes (masked batch)
+def test_train_with_a_task_whose_layers_are_missing_stops_before_step_1(tmp_path, monkeypatch):
+    # no layers for the task: the preflight stops the run with what is missing and how to build it (it used to
+    # train on, every group failing to prepare, env/errors = 1 and exit 0)
+    monkeypatch.setenv("SWEBOX_LAYER_STORE", str(tmp_path / "store"))
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text(json.dumps({"instance_id": "x", "FAIL_TO_PASS": ["tests/test_a.py::test_a"]}) + "\n")
     run = tmp_path / "run"
@@ -43,10 +44,9 @@ def test_train_runs_a_config_file_with_overrides(tmp_path, monkeypatch):
         "train", "--config", "configs/grpo_tiny_cpu.yaml", "total_steps=1", f"env.tasks={tasks}",
         f"logging.run_dir={run}", "logging.wandb=disabled", "logging.progress=false", "rollout.tasks_per_step=1",
         "rollout.group_size=2", "optim.micro_batch_size=2"])
-    assert args.func(args) == 0
-    record = read_metrics(run)[0]
-    assert record["env/errors"] == 1.0 and record["reward/mean"] == 0.0
-    assert (run / "policy" / "config.json").exists() and (run / "checkpoints" / "step_00000001").is_dir()
+    with pytest.raises(SystemExit, match=r"(?s)preflight: expected every task's layers.*task x: expected an 'env'"):
+        args.func(args)
+    assert not (run / "metrics.jsonl").exists() and not (run / "checkpoints").exists()
 
 
 def test_gold_replies_write_apply_and_submit():

@@ -111,4 +111,4 @@ def test_validate_reads_layers_from_a_layer_store(tmp_path, calc_layer, calc_tas
     missing = dataclasses.replace(task, env=EnvSpec(source="/srv/other", commit="abcdef2"))
     save_jsonl([missing], tmp_path / "m.jsonl")
     assert run_cli(["validate", str(tmp_path / "m.jsonl"), "--layers", str(store.root)]) == 1
-    assert "swebox cache build" in capsys.readouterr().out
+    assert f"swebox cache --store {store.root} build --tasks TASKS" in capsys.readouterr().out
