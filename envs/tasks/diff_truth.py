@@ -61,9 +61,10 @@ def read_with_git(sb, diff_file: str) -> GitReading:
 
 def disagreement(full_text: str, reading: GitReading) -> str:
     """Why git's reading of the whole agent diff differs from the filter's parser ('' when it does not)."""
-    if reading.error:
-        return f"git cannot read the diff: {reading.error}"
     sections = parse_diff(full_text)
+    if reading.error:
+        # text that neither parser finds a section in (prose, an empty diff) applies nothing: not refused
+        return f"git cannot read the diff: {reading.error}" if sections else ""
     ours = sorted(p.new_path or p.old_path or "" for p in sections)
     ours_old = sorted(p.old_path or p.new_path or "" for p in sections)
     if sorted(reading.paths) != ours or sorted(reading.old_paths) != ours_old:
@@ -86,7 +87,7 @@ def refusal(reading: GitReading, test_files: Iterable[str]) -> str:
     for mode in reading.modes:
         kind = special_mode(mode)
         if kind:
-            return f"git would create a {kind} (mode {mode})"
+            return f"a section writes a {kind} (mode {mode})"
     return ""
 
 

@@ -208,7 +208,7 @@ def _apply(sb: Sandbox, diff_file: str) -> tuple[bool, str]:
 def run_pytest(sb: Sandbox, task: Task, workdir: str, timeout: float, report: GradeReport) -> dict[Key, TestResult]:
     """Run the tests under the grade monitor (envs/tasks/verdict.py); results only from its signed verdict."""
     options = pytest_args(task, workdir)
-    key, _ = channel.prepare(sb, workdir, task.python, options, list(task.all_test_files()), timeout)
+    key = channel.prepare(sb, workdir, task.python, options, list(task.all_test_files()), timeout)
     t0 = time.monotonic()
     run = sb.exec(channel.command(task.python, workdir), timeout=timeout + 30)
     report.durations["tests"] = time.monotonic() - t0

@@ -14,8 +14,8 @@ catch a forger that does not single out the task's own tests.
 
 The watchdog captures pytest's, pluggy's and unittest's critical functions (and their code objects) when
 this program starts, before any project code is imported, and reports every one replaced, and every plugin
-registered at run time that pytest did not load itself (conftest modules, ``pytest_plugins``, installed
-packages).
+whose origin is not pytest, an installed package, a ``conftest.py`` pytest imported itself or the
+repository's test folders (``pytest_plugins`` modules).
 """
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ import sys
 
 import pytest  # before any project code: the reporter captures the originals
 
-_write = os.write  # captured before the project can replace it
-_RANK = {"error": 4, "failed": 3, "skipped": 2, "xfailed": 1, "passed": 0}
+_write, _dumps = os.write, json.dumps  # captured before the project can replace them
 
 
 def _critical_objects() -> dict[str, object]:
@@ -86,8 +85,8 @@ def _trusted_file(path: str) -> bool:
     return "/site-packages/" in real or real.startswith(sys.base_prefix)
 
 
-def _send(reporter: Reporter, event: dict) -> None:
-    data = (json.dumps(event, default=str) + "\n").encode()
+def _send(reporter: Reporter, event: dict, _write=_write, _dumps=_dumps) -> None:
+    data = (_dumps(event, default=str) + "\n").encode()
     while data:
         data = data[_write(reporter.fd, data) :]
 
@@ -189,8 +188,11 @@ def main(argv: list[str]) -> None:
         code = f"{type(exc).__name__}: {exc}"[:300]
     send(reporter, {"e": "check", "problems": check(reporter)})
     send(reporter, {"e": "finish", "exit": code, "missing_files": missing})
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # the project may have closed or replaced them
+            pass
     os._exit(0)  # no atexit handler of the project runs after the finish event
 
 

@@ -81,10 +81,8 @@ def plant_canaries() -> Canaries:
     return Canaries(path, text.rstrip() + "\n", {f"{path}::{name}": status for name, _, status in tests})
 
 
-def prepare(
-    sb, workdir: str, python: str, options: list[str], files: list[str], timeout: float
-) -> tuple[bytes, Canaries]:
-    """Write the monitor, the runner, their arguments, the key and the canaries; return (key, canaries)."""
+def prepare(sb, workdir: str, python: str, options: list[str], files: list[str], timeout: float) -> bytes:
+    """Write the monitor, the runner, their arguments, the key and the canaries; return the run's key."""
     canaries = plant_canaries()
     sb.exec(f"mkdir -p /testbed/{shlex.quote(canaries.file.split('/')[0])}", timeout=30)
     sb.write_file(f"/testbed/{canaries.file}", canaries.text)
@@ -98,7 +96,7 @@ def prepare(
     spec = {"argv": runner_argv, "timeout": timeout, "canaries": canaries.expected}
     sb.write_file(f"{workdir}/monitor.json", json.dumps(spec))
     sb.write_file(f"{workdir}/key", key, mode=0o600)
-    return key, canaries
+    return key
 
 
 def command(python: str, workdir: str) -> str:

@@ -176,8 +176,10 @@ def _no_reward(report) -> None:
 def test_code_under_test_cannot_forge_the_verdict(calc_layer, calc_task, name):
     report = grade(calc_task, new_file_over_empty("calc/__init__.py", FORGERS[name]), layers=[calc_layer])
     assert report.applied and report.dropped == [], report.to_dict()
-    # the forgery may well have fooled pytest's own reports; it is caught, and earns nothing
-    assert report.errors or report.tampered, report.to_dict()
+    # either the forgery changed nothing the verdict sees (the test still fails), or it fooled pytest's own
+    # reports and is caught; it earns nothing
+    fooled = F2P not in report.tests or report.tests[F2P].status != "failed"
+    assert not fooled or report.errors or report.tampered, report.to_dict()
     _no_reward(report)
 
 

@@ -1,0 +1,79 @@
+"""git's reading of diffs against the filter's, with the real git (on the host: parsing needs no sandbox)."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from swebox.envs.tasks.diff_truth import disagreement, read_with_git, refusal
+from swebox.envs.tasks.diffs import filter_diff
+
+
+@dataclass
+class _Result:
+    output: str
+    exit_code: int
+
+
+class HostGit:
+    """Runs diff_truth's commands in a local repository standing in for /testbed."""
+
+    def __init__(self, repo: Path) -> None:
+        self.repo = repo
+
+    def exec(self, command: str, timeout: float) -> _Result:
+        proc = subprocess.run(command.replace("cd /testbed", f"cd {self.repo}"), shell=True, capture_output=True,
+                              timeout=timeout)
+        return _Result(proc.stdout.decode(errors="replace"), proc.returncode)
+
+
+BINARY = (
+    "diff --git a/d.bin b/d.bin\nnew file mode 100644\n"
+    "index 0000000000000000000000000000000000000000..0f49c4ae77b43dff338093c78e009676e7e308ba\n"
+    "GIT binary patch\nliteral 9\nQcmZQzWJ=1+ODw7c00^)Gi2wiq\n\nliteral 0\nHcmV?d00001\n\n"
+)
+PLAIN = "--- /dev/null\n+++ b/{path}\n@@ -0,0 +1 @@\n+x = 1\n"
+RENAME = "diff --git a/old.py b/new.py\nsimilarity index 100%\nrename from old.py\nrename to new.py\n"
+
+
+def _reading(repo: Path, text: str):
+    (repo / "p.diff").write_text(text)
+    return read_with_git(HostGit(repo), str(repo / "p.diff"))
+
+
+def test_git_and_the_filter_agree_on_ordinary_diffs(repo):
+    text = PLAIN.format(path="pkg/mod.py") + BINARY + RENAME
+    reading = _reading(repo, text)
+    assert sorted(reading.paths) == ["d.bin", "new.py", "pkg/mod.py"]
+    assert sorted(reading.old_paths) == ["d.bin", "old.py", "pkg/mod.py"]
+    assert disagreement(text, reading) == "" and refusal(reading, []) == ""
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # git drops the CR: it creates conftest.py where the filter saw 'conftest.py\r'
+        (PLAIN.format(path="conftest.py\r"), "git reads the diff's sections differently"),
+        # a corrupt binary patch: git stops there (exit 0) and silently skips the sections after it
+        (PLAIN.format(path="a.py") + BINARY.replace("QcmZQz", "QcmZQy") + RENAME, "git reads the diff's sections"),
+        # after a header-only rename, git reads a plain ---/+++ pair as part of the rename: it refuses it
+        (RENAME + PLAIN.format(path="pkg/mod.py"), "git cannot read the diff"),
+    ],
+    ids=["cr-path", "corrupt-binary", "unreadable"],
+)
+def test_a_diff_git_reads_differently_is_refused(repo, text, expected):
+    assert disagreement(text, _reading(repo, text)).startswith(expected)
+
+
+def test_what_git_would_touch_is_judged_by_the_filter_rules(repo):
+    reading = _reading(repo, PLAIN.format(path="tests/test_x.py"))
+    assert refusal(reading, []) == "git would change a protected path: file in a test directory: 'tests/test_x.py'"
+    link = "diff --git a/l b/l\nnew file mode 0120000\n--- /dev/null\n+++ b/l\n@@ -0,0 +1 @@\n+/etc\n"
+    assert refusal(_reading(repo, link), []) == "a section writes a symlink (mode 120000)"
+    assert filter_diff(link).kept == []  # the filter reads the leading zero the same way
+
+
+def test_text_without_sections_is_not_refused(repo):
+    assert disagreement("just prose\n", _reading(repo, "just prose\n")) == ""
