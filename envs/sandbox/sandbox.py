@@ -74,7 +74,9 @@ class Sandbox:
         self._net: UserNet | None = None
         self._slot: uidslots.UidSlot | None = None
         self.host_uid = 0
-        """The host uid (and gid) the sandbox's root is, once started: a block of its own per live sandbox."""
+        """The host uid (and gid) the sandbox's root is, once started (policy.host_uid; rootless: the user's)."""
+        self.owner_uid = 0
+        """The host uid that owns the sandbox's user namespace, once started: one of its own per live sandbox."""
         self._finalizer: weakref.finalize | None = None
         self._rootless = os.geteuid() != 0
 
@@ -114,10 +116,11 @@ class Sandbox:
             _swept.add(work_root)
         name = f"{os.getpid()}-{next(_counter)}-{os.urandom(3).hex()}"
         if self._rootless:
-            self.host_uid = os.getuid()
+            self.host_uid = self.owner_uid = os.getuid()
         else:
-            self._slot = uidslots.acquire(self.policy.host_uid, self.policy.uid_count, self.policy.uid_slots)
-            self.host_uid = self._slot.uid
+            self.host_uid = self.policy.host_uid
+            self._slot = uidslots.acquire(self.policy.host_uid + self.policy.uid_count, self.policy.uid_slots)
+            self.owner_uid = self._slot.uid
         self._dir = os.path.join(work_root, name)
         os.makedirs(os.path.join(self._dir, "mnt"))
         extract_dir = os.path.join(self._dir, "extract")
@@ -125,7 +128,7 @@ class Sandbox:
             os.mkdir(extract_dir, 0o755)
             if not self._rootless:
                 os.chown(extract_dir, self.host_uid, self.host_uid)
-        self._limits = Limits.create(self.policy, CGROUP_PREFIX + name, self.host_uid, not self._rootless)
+        self._limits = Limits.create(self.policy, CGROUP_PREFIX + name, self.owner_uid, not self._rootless)
         self._bind_list = rootfs.binds(self.policy, self.layers)
         for layer in self.layers:
             layer.acquire()
@@ -169,7 +172,7 @@ class Sandbox:
         p = self.policy
         return {
             "staging": os.path.join(self._dir, "mnt"), "extract_dir": extract_dir, "backend": self.backend,
-            "map_self": self._rootless, "outer_uid": os.getuid(), "outer_gid": os.getgid(), "owner": self.host_uid,
+            "map_self": self._rootless, "outer_uid": os.getuid(), "outer_gid": os.getgid(), "owner": self.owner_uid,
             "layers": [{"path": str(layer.path), "archive_fd": fd}
                        for layer, fd in zip(self.layers, self._archive_fds, strict=True)],
             "binds": self._bind_list, "etc": rootfs.minimal_etc(p), "network": p.network, "hostname": p.hostname,
@@ -282,7 +285,7 @@ class Sandbox:
             for layer in self.layers:
                 layer.release()
             self._limits = None
-        if self._slot is not None:  # nsinit is gone: its processes die with it, the ids are free again
+        if self._slot is not None:  # nsinit is gone: its processes die with it, the owner uid is free again
             self._slot.release()
             self._slot = None
 
