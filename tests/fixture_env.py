@@ -58,3 +58,13 @@ def build_env_layer(files: dict[str, str], package: str) -> Layer:
     # the layer's maker records the interpreter its venv needs, as the env builder does in its manifest
     layer.interpreters = (sys.base_prefix,)
     return layer.persist()
+
+
+def discard_env_layer(layer: Layer) -> None:
+    """Remove a layer made by build_env_layer: its folder and the record beside it."""
+    import shutil
+
+    from swebox.envs.sandbox.layers import record_path
+
+    shutil.rmtree(layer.path, ignore_errors=True)
+    record_path(layer.path).unlink(missing_ok=True)

@@ -87,7 +87,7 @@ class Init:
     def enter_namespaces(self) -> None:
         if not self.cfg["map_self"]:
             # the user namespace is created by (owned by) the sandbox's own host uid, not host root: the kernel
-            # charges per-user budgets (inotify, epoll, ...) of the namespace's processes to its owner too, so
+            # charges per-user budgets (inotify, user namespaces) of the namespace's processes to its owner too, so
             # they are this sandbox's alone (uidslots.py). The host, as root, still writes our id maps.
             owner = self.cfg["owner"]
             os.setgroups([])

@@ -80,17 +80,16 @@ class SandboxPolicy:
     """Most bytes of output kept per exec (half from the head, half from the tail)."""
 
     host_uid: int = 100000
-    """When the host process is root: the first unprivileged host uid (and gid) a sandbox's uid 0 maps to; live
-    sandboxes take blocks of their own from it (see uid_slots; `Sandbox.host_uid` says which)."""
+    """When the host process is root: the unprivileged host uid (and gid) that the sandbox's uid 0 maps to."""
 
     uid_count: int = 65536
     """When the host process is root: how many uids (from host_uid on) the sandbox's user namespace maps."""
 
-    uid_slots: int = 256
-    """When the host process is root: how many sandboxes may be live on this host at once, each with host ids of
-    its own (`host_uid + k * uid_count`, k < uid_slots) and a user namespace owned by them, so the kernel's
-    per-user budgets (inotify, epoll watches, pipe buffers) are per sandbox (uidslots.py). Sandboxes whose
-    policies use other host_uid values must not overlap these ranges."""
+    uid_slots: int = 1024
+    """When the host process is root: how many sandboxes may be live on this host at once, each with a user
+    namespace owned by a host uid of its own (`host_uid + uid_count + k`, k < uid_slots, mapped by no sandbox),
+    so the budgets the kernel charges to a namespace's owner (inotify, user namespaces) are per sandbox
+    (uidslots.py). Policies with other host_uid values must keep these ranges apart."""
 
     cpu_weight: int = 100
     """CPU share of the sandbox against other sandboxes (cgroup cpu.weight, 1..10000; v1 cpu.shares = weight *
@@ -159,9 +158,9 @@ class SandboxPolicy:
         if not isinstance(self.cpu_weight, int) or not 0 <= self.cpu_weight <= 10000:
             raise SandboxError(f"SandboxPolicy.cpu_weight: expected an integer from 0 (no CPU cgroup) to 10000, "
                                f"found {self.cpu_weight!r}")
-        if isinstance(self.host_uid, int) and self.host_uid + self.uid_slots * self.uid_count > 2**32 - 2:
-            raise SandboxError(f"SandboxPolicy: host_uid + uid_slots * uid_count must stay below 2**32 - 1, found "
-                               f"{self.host_uid} + {self.uid_slots} * {self.uid_count}; lower uid_slots or host_uid")
+        if isinstance(self.host_uid, int) and self.host_uid + self.uid_count + self.uid_slots > 2**32 - 2:
+            raise SandboxError(f"SandboxPolicy: host_uid + uid_count + uid_slots must stay below 2**32 - 1, found "
+                               f"{self.host_uid} + {self.uid_count} + {self.uid_slots}; lower them")
         if self.command_timeout_s <= 0:
             raise SandboxError(f"SandboxPolicy.command_timeout_s: expected > 0, found {self.command_timeout_s}")
         if self.host_uid <= 0:

@@ -76,7 +76,9 @@ class Sandbox:
         self._net: UserNet | None = None
         self._slot: uidslots.UidSlot | None = None
         self.host_uid = 0
-        """The host uid (and gid) the sandbox's root is, once started: a block of its own per live sandbox."""
+        """The host uid (and gid) the sandbox's root is, once started (policy.host_uid; rootless: the user's)."""
+        self.owner_uid = 0
+        """The host uid that owns the sandbox's user namespace, once started: one of its own per live sandbox."""
         self._finalizer: weakref.finalize | None = None
         self._rootless = os.geteuid() != 0
 
@@ -116,10 +118,11 @@ class Sandbox:
             _swept.add(work_root)
         name = f"{os.getpid()}-{next(_counter)}-{os.urandom(3).hex()}"
         if self._rootless:
-            self.host_uid = os.getuid()
+            self.host_uid = self.owner_uid = os.getuid()
         else:
-            self._slot = uidslots.acquire(self.policy.host_uid, self.policy.uid_count, self.policy.uid_slots)
-            self.host_uid = self._slot.uid
+            self.host_uid = self.policy.host_uid
+            self._slot = uidslots.acquire(self.policy.host_uid + self.policy.uid_count, self.policy.uid_slots)
+            self.owner_uid = self._slot.uid
         self._dir, self._dir_lock = _locked_folder(work_root, name)
         os.mkdir(os.path.join(self._dir, "mnt"))
         extract_dir = os.path.join(self._dir, "extract")
@@ -127,7 +130,7 @@ class Sandbox:
             os.mkdir(extract_dir, 0o755)
             if not self._rootless:
                 os.chown(extract_dir, self.host_uid, self.host_uid)
-        self._limits = Limits.create(self.policy, CGROUP_PREFIX + name, self.host_uid, not self._rootless)
+        self._limits = Limits.create(self.policy, CGROUP_PREFIX + name, self.owner_uid, not self._rootless)
         self._bind_list = rootfs.binds(self.policy, self.layers)
         for layer in self.layers:
             layer.acquire()
@@ -172,7 +175,7 @@ class Sandbox:
         p = self.policy
         return {
             "staging": os.path.join(self._dir, "mnt"), "extract_dir": extract_dir, "backend": self.backend,
-            "map_self": self._rootless, "outer_uid": os.getuid(), "outer_gid": os.getgid(), "owner": self.host_uid,
+            "map_self": self._rootless, "outer_uid": os.getuid(), "outer_gid": os.getgid(), "owner": self.owner_uid,
             "layers": [{"path": str(layer.path), "archive_fd": fd}
                        for layer, fd in zip(self.layers, self._archive_fds, strict=True)],
             "binds": self._bind_list, "etc": rootfs.minimal_etc(p), "network": p.network, "hostname": p.hostname,
@@ -202,13 +205,8 @@ class Sandbox:
                 fd = syscalls.open_tree(path, flags)
                 readonly = syscalls.MOUNT_ATTR_RDONLY | syscalls.MOUNT_ATTR_NODEV
                 try:
-                    owner = os.stat(path).st_uid
-                    if owner == 0:
+                    if os.stat(path).st_uid == 0:
                         syscalls.mount_setattr(fd, readonly | syscalls.MOUNT_ATTR_IDMAP, userns)
-                    elif owner == p.host_uid and self.host_uid != p.host_uid:
-                        # built for the first uid block (a squashfs made with -force-uid): shifted to mine
-                        remap = _shift_userns(p.host_uid, self.host_uid, p.uid_count)
-                        syscalls.mount_setattr(fd, readonly | syscalls.MOUNT_ATTR_IDMAP, remap)
                     else:  # already owned by the mapped ids (e.g. a squashfs built with -force-uid)
                         syscalls.mount_setattr(fd, readonly)
                 except OSError:  # this filesystem cannot be id-mapped: its files show as nobody
@@ -290,7 +288,7 @@ class Sandbox:
             for layer in self.layers:
                 layer.release()
             self._limits = None
-        if self._slot is not None:  # nsinit is gone: its processes die with it, the ids are free again
+        if self._slot is not None:  # nsinit is gone: its processes die with it, the owner uid is free again
             self._slot.release()
             self._slot = None
 
@@ -391,36 +389,6 @@ class Sandbox:
     def pid(self) -> int:
         """Host pid of nsinit, the process that holds the sandbox's namespaces."""
         return self._proc.pid if self._proc else 0
-
-
-_shift_lock = threading.Lock()
-_shifts: dict[tuple[int, int, int], int] = {}
-
-
-def _shift_userns(old: int, new: int, count: int) -> int:
-    """An fd of a user namespace mapping ids ``old..old+count-1`` to host ``new..``: the id map that shows a
-    tree made for one uid block to a sandbox of another. Made once per process and block (a namespace lives
-    as long as an fd refers to it)."""
-    key = (old, new, count)
-    with _shift_lock:
-        if key not in _shifts:
-            holder = subprocess.Popen(["unshare", "--user", "sleep", "30"], stdin=subprocess.DEVNULL,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            try:
-                own = os.readlink("/proc/self/ns/user")
-                deadline = time.monotonic() + 10
-                while os.readlink(f"/proc/{holder.pid}/ns/user") == own:  # until it has unshared
-                    if time.monotonic() > deadline or holder.poll() is not None:
-                        raise SandboxError("could not make an id-shifting user namespace (`unshare --user`)")
-                    time.sleep(0.001)
-                for kind in ("uid_map", "gid_map"):
-                    with open(f"/proc/{holder.pid}/{kind}", "w") as f:
-                        f.write(f"{old} {new} {count}")
-                _shifts[key] = os.open(f"/proc/{holder.pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
-            finally:
-                holder.kill()
-                holder.wait()
-        return _shifts[key]
 
 
 def _emergency_cleanup(proc: subprocess.Popen | None, limits: Limits | None, folder: str, lock_fd: int) -> None:

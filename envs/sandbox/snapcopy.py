@@ -19,7 +19,7 @@ from . import syscalls
 from .policy import SandboxError
 
 XATTR_PREFIXES = ("user.overlay.", "trusted.overlay.")
-MAX_DEPTH = 512
+MAX_DEPTH = 200  # two Python frames per level: well inside the interpreter's recursion limit
 _BENEATH = syscalls.RESOLVE_BENEATH | syscalls.RESOLVE_NO_SYMLINKS | syscalls.RESOLVE_NO_XDEV
 _CHANGED = (errno.ENOENT, errno.ELOOP, errno.ENXIO, errno.ENOTDIR, errno.EXDEV)
 """An entry that vanished or changed kind between listing and opening it: the agent's own race, skipped."""

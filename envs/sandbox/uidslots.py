@@ -1,12 +1,13 @@
-"""A host uid of its own for every live sandbox, so that per-user kernel budgets are per sandbox.
+"""A host uid of its own for every live sandbox's user namespace, so that per-user kernel budgets are per sandbox.
 
-The kernel counts inotify instances and watches, epoll watches, pipe buffers and user namespaces per user,
-and charges what a user namespace's processes use to the host uid that owns the namespace as well as to the
-uid they run as. With one uid for all sandboxes (and host root owning every namespace), one sandbox could
-exhaust such a budget for every other sandbox and for host root. So, when the host is root, sandbox number
-k of a host runs as host ids `host_uid + k * uid_count ...` and its user namespace is created by (owned by)
-that uid. A slot is a lock file under SLOTS_DIR held with flock for the sandbox's life: shared by every
-process of the host, released by the kernel when the holder dies, so a crash leaks nothing.
+The kernel counts some budgets per user namespace and uid, and charges what a namespace's processes use to the
+host uid that owns (created) the namespace as well: inotify instances and watches, user namespaces, and more
+with each kernel release (ucounts). With host root owning every sandbox's namespace, one sandbox could exhaust
+such a budget for every other sandbox and for host root itself. So, when the host is root, nsinit creates the
+user namespace as an owner uid of the sandbox's own, `owner_base + k` for the k-th slot, an id no sandbox maps
+(its files and processes are still the policy's `host_uid` ids: layers owned by those stay readable). A slot is
+a lock file under SLOTS_DIR held with flock for the sandbox's life: shared by every process of the host, released
+by the kernel when the holder dies, so a crash leaks nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ SLOTS_DIR = "/run/swebox-uid-slots"
 
 
 class UidSlot:
-    """Host ids `uid .. uid + count - 1` held for one sandbox until `release()` (or this process's death)."""
+    """The host uid `uid`, held for one sandbox until `release()` (or this process's death)."""
 
     def __init__(self, uid: int, lock: IO[str]) -> None:
         self.uid = uid
@@ -33,11 +34,10 @@ class UidSlot:
             self._lock = None
 
 
-def acquire(base: int, count: int, slots: int) -> UidSlot:
-    """The first free block of `count` host ids from `base` on, among `slots` blocks."""
+def acquire(base: int, slots: int) -> UidSlot:
+    """The first free uid of `base .. base + slots - 1`."""
     os.makedirs(SLOTS_DIR, mode=0o700, exist_ok=True)
-    for k in range(slots):
-        uid = base + k * count
+    for uid in range(base, base + slots):
         lock = open(os.path.join(SLOTS_DIR, f"{uid}.lock"), "a")  # noqa: SIM115 - held by the slot
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -45,6 +45,6 @@ def acquire(base: int, count: int, slots: int) -> UidSlot:
             lock.close()
             continue
         return UidSlot(uid, lock)
-    raise SandboxError(f"SandboxPolicy.uid_slots: expected a free host uid block among {slots} (from host_uid "
-                       f"{base}, {count} ids each), found all {slots} held by live sandboxes; raise uid_slots or "
-                       "close sandboxes")
+    raise SandboxError(f"SandboxPolicy.uid_slots: expected a free namespace-owner uid among {slots} (from {base}, "
+                       f"just above host_uid's block), found all held by live sandboxes; raise uid_slots or close "
+                       "sandboxes")

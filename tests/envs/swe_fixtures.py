@@ -8,7 +8,6 @@ helpers. The layer is built the way the cache builder builds real ones, inside a
 from __future__ import annotations
 
 import atexit
-import shutil
 import threading
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from swebox.envs.cache import EnvSpec
 from swebox.envs.tasks import Task
 
 from tests.envs.tasks.conftest import CALC_FILES, GOLD_ADD
-from tests.fixture_env import build_env_layer
+from tests.fixture_env import build_env_layer, discard_env_layer
 
 _lock = threading.Lock()
 _built: dict[str, Path] = {}
@@ -25,7 +24,7 @@ _built: dict[str, Path] = {}
 
 def _build() -> Path:
     layer = build_env_layer(CALC_FILES, "calc")
-    atexit.register(shutil.rmtree, layer.path, True)
+    atexit.register(discard_env_layer, layer)
     return layer.path
 
 

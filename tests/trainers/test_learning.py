@@ -16,7 +16,6 @@ several turns and checks token/mask/logprob alignment and the real rewards of go
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import threading
 from dataclasses import dataclass, field
@@ -82,7 +81,7 @@ def shapes_env(tmp_path_factory):
     """(env layer, tasks, candidates): the env layer is built in a real sandbox, like the cache builder does."""
     from swebox.envs.tasks import Task
 
-    from tests.fixture_env import build_env_layer
+    from tests.fixture_env import build_env_layer, discard_env_layer
 
     tmp = tmp_path_factory.mktemp("shapes")
     candidates = candidate_diffs(tmp)
@@ -96,7 +95,7 @@ def shapes_env(tmp_path_factory):
         for i, name in enumerate(BUGGY)
     ]
     yield layer, tasks, candidates
-    shutil.rmtree(layer.path, ignore_errors=True)
+    discard_env_layer(layer)
 
 
 # ------------------------------------------------------------------------------------ the choice episode

@@ -38,7 +38,7 @@ def test_exhausting_inotify_in_one_sandbox_harms_nobody_else(base_layer: Path, w
         assert host_ok, f"host root could not create an inotify instance ({os.strerror(ctypes.get_errno())}) " \
                         f"after a sandbox made {made}"
         assert other_ok == "True\n", "another sandbox could not create an inotify instance"
-        assert hog.host_uid != other.host_uid
+        assert hog.owner_uid != other.owner_uid
 
 
 SPIN = ("python3 - <<'EOF'\n"

@@ -37,9 +37,9 @@ def still_works(sb: Sandbox) -> None:
 
 
 def test_fork_bomb_is_contained(base_layer: Path, work_root: str, host_sentinel):
-    policy = SandboxPolicy(work_root=work_root, max_processes=64, host_uid=300000)
+    uid = 300000  # a host uid of its own, so that the count below sees only this sandbox
+    policy = SandboxPolicy(work_root=work_root, max_processes=64, host_uid=uid)
     with Sandbox([base_layer], policy) as sb:
-        uid = sb.host_uid  # a host uid of its own (a block per live sandbox), so the count sees only this sandbox
         sb.exec("(:(){ :|:& };:) >/dev/null 2>&1 & sleep 3", timeout=30)
         assert 16 <= len(_host_processes_of(uid)) <= 64 + 1  # + nsinit, which counts outside the cgroup's pids
         still_works(sb)

@@ -197,5 +197,10 @@ def test_snapshot_copies_at_most_the_cap(sandbox: Sandbox, tmp_path: Path):
     sandbox.exec("head -c 100000 /dev/urandom > /testbed/blob")
     upper = f"/proc/{sandbox.pid}/root{sandbox._upper}"
     with pytest.raises(SandboxError, match="at most 50000 bytes"):
-        snapcopy.copy_tree(upper, str(tmp_path / "capped"), sandbox.policy.host_uid, 65536, 50000)
-    assert snapcopy.copy_tree(upper, str(tmp_path / "whole"), sandbox.policy.host_uid, 65536, 200000) >= 2
+        snapcopy.copy_tree(upper, str(tmp_path / "capped"), sandbox.host_uid, 65536, 50000)
+    assert snapcopy.copy_tree(upper, str(tmp_path / "whole"), sandbox.host_uid, 65536, 200000) >= 2
+    sandbox.exec(f"mkdir -p /testbed/{'d/' * (snapcopy.MAX_DEPTH + 5)}")  # deeper than the walk goes
+    with pytest.raises(SandboxError, match="nested at most"):
+        sandbox.snapshot()
+    assert not list((Path(sandbox.policy.resolved_work_root()) / "snapshots").glob(f"{os.getpid()}-*")), \
+        "a failed snapshot left its folder behind"

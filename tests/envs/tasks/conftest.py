@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -114,11 +113,11 @@ CALC_FILES = {
 @pytest.fixture(scope="session")
 def calc_layer():
     """An env layer: /testbed = the calc project (add is buggy, div too) in git; /venv with pytest."""
-    from tests.fixture_env import build_env_layer
+    from tests.fixture_env import build_env_layer, discard_env_layer
 
     layer = build_env_layer(CALC_FILES, "calc")
     yield layer
-    shutil.rmtree(layer.path, ignore_errors=True)
+    discard_env_layer(layer)
 
 
 GOLD_ADD = (
