@@ -150,10 +150,10 @@ def keep(trajs: list[Trajectory], cfg: TrainConfig) -> tuple[list[Trajectory], D
     for t in trajs:
         if t.failed:
             report.drop("failed", t.task_id)
+        elif t.truncated or len(t.prompt_ids) + len(t.response_ids) > cfg.generation.max_context_tokens:
+            report.drop("longer than generation.max_context_tokens", t.task_id)  # an overflow ends unresolved
         elif t.metrics.get("env/resolved", t.reward) < 1.0:
             report.drop("not resolved", t.task_id)
-        elif t.truncated or len(t.prompt_ids) + len(t.response_ids) > cfg.generation.max_context_tokens:
-            report.drop("longer than generation.max_context_tokens", t.task_id)
         else:
             kept.append(t)
     report.kept = len(kept)
