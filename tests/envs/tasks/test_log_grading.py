@@ -407,3 +407,17 @@ def test_a_missing_or_wrong_swebench_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(swebench_harness, "installed_version", lambda: None)
     with pytest.raises(swebench_harness.HarnessUnavailable, match="pip install --no-deps swebench==4.1.0"):
         swebench_harness.module.__wrapped__("harness.log_parsers.python")
+
+
+def test_without_swebench_a_log_task_loads_and_grading_says_how_to_install(monkeypatch):
+    def unavailable(*_args):
+        raise swebench_harness.HarnessUnavailable("install swebench==4.1.0")
+
+    monkeypatch.setattr(log_parsers, "parser_names", unavailable)
+    monkeypatch.setattr(swebench_harness, "python_parsers", unavailable)
+    task = Task(instance_id="x", grader="log", log_parser="pylint-dev/astroid", test_cmd="pytest -rA",
+                FAIL_TO_PASS=["a"])  # the name's form is checked; the package is needed to grade
+    with pytest.raises(TaskError, match="Task.log_parser"):
+        Task(instance_id="x", grader="log", log_parser="not a repo", test_cmd="pytest -rA", FAIL_TO_PASS=["a"])
+    with pytest.raises(swebench_harness.HarnessUnavailable, match="install swebench"):
+        grade(task, "", layers=[])  # raised before any sandbox starts (there are no layers to start one)
