@@ -30,8 +30,9 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 	# the CPU build of torch that lies on this machine's disk; a bare `torch` would pull a multi-GB CUDA build
 	$(PY) -m pip install -q torch==2.13.0 || $(PY) -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu
 	$(PY) -m pip install -q -e '.[dev,train,skyrl,synth]'
-	# SWE-bench's log parsers for grader='log', without the Docker/Modal clients it would pull (docs/tasks.md)
-	$(PY) -m pip install -q --no-deps swebench==4.1.0
+	# the recipe tables of the SWE datasets (docs/datasets.md): swebox reads two data files of these packages,
+	# so their heavy dependencies (docker, modal, datasets, GitHub clients) are left out
+	$(PY) -m pip install -q --no-deps swebench==4.1.0 swesmith==0.0.9
 	touch $@
 
 venv: $(VENV)/.installed

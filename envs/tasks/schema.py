@@ -33,8 +33,8 @@ SWEBENCH_FIELDS = (
 )
 DEFAULT_TEST_CMD = "/venv/bin/python -m pytest"
 _LIST_FIELDS = ("FAIL_TO_PASS", "PASS_TO_PASS", "test_files", "setup_commands", "eval_commands")
-GRADERS = ("junit", "log")
 _ID = re.compile(r"^[^\s/]+$")
+GRADERS = ("junit", "log")
 
 
 class TaskError(ValueError):
@@ -84,13 +84,17 @@ class Task:
     test_cmd: str = DEFAULT_TEST_CMD
     """How tests run in /testbed: '<python> -m pytest [options]'; the grader adds ids, JUnit and hardening."""
     grader: str = "junit"
-    """How the verdict is read: 'junit' (swebox's pytest runner and JUnit XML) or 'log' (test_cmd's output read by log_parser, as SWE-bench's harness does)."""  # noqa: E501
+    """How the verdict is read: 'junit' (swebox's pytest runner and JUnit XML) or 'log' (test_cmd's output
+    read by log_parser, as SWE-bench's harness does)."""
     log_parser: str = ""
-    """With grader='log': which parser reads the log: a SWE-bench repo key such as 'django/django' (that repo's parser), or 'pytest' for plain pytest -rA logs; '' with 'junit'."""  # noqa: E501
+    """With grader='log': which parser reads the log: a SWE-bench repo key such as 'django/django' (that
+    repo's parser), or 'pytest' for plain pytest -rA logs; '' with 'junit'."""
     eval_commands: tuple[str, ...] = ()
-    """With grader='log': shell commands run in /testbed before test_cmd at grading (SWE-bench specs' eval_commands, e.g. locale exports)."""  # noqa: E501
+    """With grader='log': shell commands run in /testbed before test_cmd at grading (SWE-bench specs'
+    eval_commands, e.g. locale exports)."""
     expected_status: dict[str, str] = field(default_factory=dict)
-    """Test id -> status it must end with (R2E-Gym's expected_output_json, FAILED ones included); when non-empty, resolved also needs every one to match."""  # noqa: E501
+    """Test id -> status it must end with (R2E-Gym's expected_output_json, FAILED ones included); when
+    non-empty, resolved also needs every one to match."""
     test_files: tuple[str, ...] = ()
     """Repository-relative test files the grader restores; defaults to the files named by the test ids."""
     hidden_tests: bool = False
@@ -187,7 +191,7 @@ class Task:
 
     def _check_test_cmd(self) -> None:
         if self.grader != "junit":
-            return
+            return  # the log grader runs test_cmd as a shell command; its checks live with that grader
         try:
             argv = shlex.split(self.test_cmd)
         except ValueError as exc:
