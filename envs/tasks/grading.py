@@ -14,7 +14,7 @@
    task's F2P/P2P ids, and report. ``resolved``: every F2P and P2P test passes (SWE-bench's definition).
    ``reward``: ``binary`` = 1.0 if resolved; ``fraction`` = passed share of F2P, 0 if any P2P fails.
 
-Steps 1-3 are shared by every grader (:func:`_prepare`). Tasks with ``grader='log'`` (the SWE-bench family)
+Steps 1-3 are shared by every grader. Tasks with ``grader='log'`` (the SWE-bench family)
 replace steps 4-5 with the repository's test command read by SWE-bench's log parser
 (:mod:`swebox.envs.tasks.log_grading`). A non-empty ``Task.expected_status`` must match in both.
 """
@@ -277,21 +277,38 @@ def grade(
     workdir = f"/swebox-grade-{nonce}"
     with Sandbox(list(layers), policy or SandboxPolicy(network="none")) as sb:
         report.durations["start"] = time.monotonic() - started
-        if not _prepare(sb, task, report, workdir, filtered.text):
+        sb.exec(f"mkdir -p {workdir}/home", timeout=30)
+        report.applied, report.apply_error = True, ""
+        if filtered.text:
+            report.applied, report.apply_error = _apply(sb, workdir, "agent.diff", filtered.text)
+        if not report.applied:
+            report.errors.append(
+                "the diff does not apply: " + report.apply_error.splitlines()[-1:][0]
+                if report.apply_error
+                else "the diff does not apply"
+            )
             report.durations["total"] = time.monotonic() - started
             return report
+        _restore(sb, task, report)
+        if task.test_patch:
+            ok, why = _apply(sb, workdir, "test.diff", task.test_patch)
+            if not ok:
+                report.errors.append(f"the task's test_patch does not apply (a broken task): {why}")
         report.durations["apply"] = time.monotonic() - started - report.durations["start"]
+        if task.grader == "log":  # the steps above are every grader's; the run and the verdict are its own
+            return log_grading.run_and_score(sb, task, report, workdir, nonce, timeout, started)
+        sb.write_file(f"{workdir}/pytest_runner.py", RUNNER.read_bytes())
+        args = {"options": pytest_args(task, workdir), "files": list(task.all_test_files())}
+        sb.write_file(f"{workdir}/args.json", json.dumps(args))
         t0 = time.monotonic()
-        if task.grader == "log":
-            status_map = log_grading.run_tests(sb, task, report, workdir, nonce, timeout)
-            report.durations["tests"] = time.monotonic() - t0
-        else:
-            run, junit_bytes, record_bytes = _run_junit(sb, task, report, workdir, nonce, timeout)
-            report.durations["tests"] = time.monotonic() - t0
-    if task.grader == "log":
-        log_grading.score(task, report, status_map)
-        report.durations["total"] = time.monotonic() - started
-        return report
+        run = sb.exec(runner_command(task, workdir, nonce), timeout=timeout)
+        report.durations["tests"] = time.monotonic() - t0
+        report.timed_out = run.timed_out
+        report.output_tail = run.output[-_OUTPUT_TAIL:]
+        if run.timed_out:
+            report.errors.append(f"the tests timed out after {timeout:g} s")
+        junit_bytes = _read(sb, f"{workdir}/junit.xml")
+        record_bytes = _read(sb, f"{workdir}/record.json")
     junit = parse_junit(junit_bytes)
     report.junit_status = junit.status
     if junit.error:
@@ -301,40 +318,3 @@ def grade(
     _score(task, report, junit.results)
     report.durations["total"] = time.monotonic() - started
     return report
-
-
-def _prepare(sb: Sandbox, task: Task, report: GradeReport, workdir: str, diff: str) -> bool:
-    """The steps every grader shares: apply the filtered diff, restore protected files, apply test_patch.
-
-    False (with the reason in the report) when the agent's diff does not apply.
-    """
-    sb.exec(f"mkdir -p {workdir}/home", timeout=30)
-    report.applied, report.apply_error = True, ""
-    if diff:
-        report.applied, report.apply_error = _apply(sb, workdir, "agent.diff", diff)
-    if not report.applied:
-        report.errors.append(
-            "the diff does not apply: " + report.apply_error.splitlines()[-1:][0]
-            if report.apply_error
-            else "the diff does not apply"
-        )
-        return False
-    _restore(sb, task, report)
-    if task.test_patch:
-        ok, why = _apply(sb, workdir, "test.diff", task.test_patch)
-        if not ok:
-            report.errors.append(f"the task's test_patch does not apply (a broken task): {why}")
-    return True
-
-
-def _run_junit(sb: Sandbox, task: Task, report: GradeReport, workdir: str, nonce: str, timeout: float):
-    """Run pytest through the watching runner; (the run, the JUnit file's bytes, the runner's record's bytes)."""
-    sb.write_file(f"{workdir}/pytest_runner.py", RUNNER.read_bytes())
-    args = {"options": pytest_args(task, workdir), "files": list(task.all_test_files())}
-    sb.write_file(f"{workdir}/args.json", json.dumps(args))
-    run = sb.exec(runner_command(task, workdir, nonce), timeout=timeout)
-    report.timed_out = run.timed_out
-    report.output_tail = run.output[-_OUTPUT_TAIL:]
-    if run.timed_out:
-        report.errors.append(f"the tests timed out after {timeout:g} s")
-    return run, _read(sb, f"{workdir}/junit.xml"), _read(sb, f"{workdir}/record.json")

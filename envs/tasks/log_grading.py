@@ -24,6 +24,7 @@ configuration, the environment or the command that runs them.
 from __future__ import annotations
 
 import shlex
+import time
 
 from swebox.envs.sandbox import Sandbox, SandboxError
 from swebox.envs.tasks.grading import CLEAN_PATH, GradeReport, TestOutcome, expected_mismatches
@@ -127,3 +128,14 @@ def score(task: Task, report: GradeReport, status_map: dict[str, str]) -> None:
     else:
         p2p_ok = not any(s in FAILING for s in p2p)
         report.reward = report.f2p_passed / report.f2p_total if clean and p2p_ok else 0.0
+
+
+def run_and_score(sb: Sandbox, task: Task, report: GradeReport, workdir: str, nonce: str, timeout: float,
+                  started: float) -> GradeReport:
+    """Steps 4-5 of grade() for a log-graded task (the sandbox holds the patched tree and the hidden tests)."""
+    t0 = time.monotonic()
+    status_map = run_tests(sb, task, report, workdir, nonce, timeout)
+    report.durations["tests"] = time.monotonic() - t0
+    score(task, report, status_map)
+    report.durations["total"] = time.monotonic() - started
+    return report
