@@ -296,7 +296,7 @@ def grade(
                 report.errors.append(f"the task's test_patch does not apply (a broken task): {why}")
         report.durations["apply"] = time.monotonic() - started - report.durations["start"]
         if task.grader == "log":  # the steps above are every grader's; the run and the verdict are its own
-            return log_grading.run_and_score(sb, task, report, workdir, nonce, timeout, started)
+            return log_grading.run_and_score(sb, task, report, workdir, timeout, started)
         sb.write_file(f"{workdir}/pytest_runner.py", RUNNER.read_bytes())
         args = {"options": pytest_args(task, workdir), "files": list(task.all_test_files())}
         sb.write_file(f"{workdir}/args.json", json.dumps(args))

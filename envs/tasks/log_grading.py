@@ -23,6 +23,7 @@ configuration, the environment or the command that runs them.
 
 from __future__ import annotations
 
+import secrets
 import shlex
 import time
 
@@ -130,11 +131,11 @@ def score(task: Task, report: GradeReport, status_map: dict[str, str]) -> None:
         report.reward = report.f2p_passed / report.f2p_total if clean and p2p_ok else 0.0
 
 
-def run_and_score(sb: Sandbox, task: Task, report: GradeReport, workdir: str, nonce: str, timeout: float,
+def run_and_score(sb: Sandbox, task: Task, report: GradeReport, workdir: str, timeout: float,
                   started: float) -> GradeReport:
     """Steps 4-5 of grade() for a log-graded task (the sandbox holds the patched tree and the hidden tests)."""
     t0 = time.monotonic()
-    status_map = run_tests(sb, task, report, workdir, nonce, timeout)
+    status_map = run_tests(sb, task, report, workdir, secrets.token_hex(12), timeout)
     report.durations["tests"] = time.monotonic() - t0
     score(task, report, status_map)
     report.durations["total"] = time.monotonic() - started
