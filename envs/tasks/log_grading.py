@@ -12,9 +12,10 @@ restored test files and ``test_patch`` come first, as for the JUnit grader. Then
 2. the text between the markers is read by the task's parser (:mod:`swebox.envs.tasks.log_parsers`);
 3. the verdict is the official one: a test passes when its status is PASSED or XFAIL, fails when it is
    FAILED, ERROR or absent from the log, and a SKIPPED test is neither (SWE-bench's ``test_passed`` /
-   ``test_failed``); ``resolved`` = no F2P or P2P test fails. swebox adds: a log without the end marker
-   (timeout, a killed run) or in which the parser finds no test at all is unresolved with the reason, and
-   every ``expected_status`` entry must match.
+   ``test_failed``); ``resolved`` = no F2P or P2P test fails and nothing went wrong (a ``test_patch`` that
+   does not apply is unresolved, as in the harness). swebox adds: a log without the end marker (timeout, a
+   killed run) or in which the parser finds no test at all is unresolved with the reason, and every
+   ``expected_status`` entry must match.
 
 A log is text the code under test can print to, so this grader trusts the test output as the official
 harness does; what swebox adds over the harness is that the agent cannot change the tests, their
@@ -119,9 +120,10 @@ def score(task: Task, report: GradeReport, status_map: dict[str, str]) -> None:
     report.f2p_total, report.p2p_total = len(f2p), len(p2p)
     report.f2p_passed = sum(s in PASSING for s in f2p)
     report.p2p_passed = sum(s in PASSING for s in p2p)
-    mismatched = expected_mismatches(task, report)
-    report.errors += mismatched
-    clean = report.applied and not report.timed_out and report.log_status == "ok" and not mismatched
+    report.errors += expected_mismatches(task, report)
+    # any error (a test_patch that did not apply, a timeout, an expected status that differs) is unresolved,
+    # as the harness counts a run whose patches did not apply as not resolved
+    clean = report.applied and not report.timed_out and report.log_status == "ok" and not report.errors
     no_failure = not any(s in FAILING for s in (*f2p, *p2p))
     report.resolved = clean and no_failure
     if report.reward_mode == "binary":
