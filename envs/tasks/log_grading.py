@@ -12,9 +12,10 @@ restored test files and ``test_patch`` come first, as for the JUnit grader. Then
 2. the text between the markers is read by the task's parser (:mod:`swebox.envs.tasks.log_parsers`);
 3. the verdict is the official one: a test passes when its status is PASSED or XFAIL, fails when it is
    FAILED, ERROR or absent from the log, and a SKIPPED test is neither (SWE-bench's ``test_passed`` /
-   ``test_failed``); ``resolved`` = no F2P or P2P test fails. swebox adds: a log without the end marker
-   (timeout, a killed run) or in which the parser finds no test at all is unresolved with the reason, and
-   every ``expected_status`` entry must match.
+   ``test_failed``); ``resolved`` = no F2P or P2P test fails and nothing went wrong (a ``test_patch`` that
+   does not apply is unresolved, as in the harness). swebox adds: a log without the end marker (timeout, a
+   killed run) or in which the parser finds no test at all is unresolved with the reason, and every
+   ``expected_status`` entry must match.
 
 A log is text the code under test can print to, so this grader trusts the test output as the official
 harness does; what swebox adds over the harness is that the agent cannot change the tests, their
@@ -23,7 +24,9 @@ configuration, the environment or the command that runs them.
 
 from __future__ import annotations
 
+import secrets
 import shlex
+import time
 
 from swebox.envs.sandbox import Sandbox, SandboxError
 from swebox.envs.tasks.grading import GradeReport, TestOutcome, expected_mismatches

@@ -225,6 +225,9 @@ def run_cli(args: argparse.Namespace) -> int:
     from swebox.envs.tasks.loaders import LoadError, load
     from swebox.envs.tasks.validate import StoreLayers, is_layer_store, layers_from_dirs
 
+    if not args.predictions:
+        print("error: --predictions: expected a predictions file (.json or .jsonl); found none.", file=sys.stderr)
+        return 2
     try:
         preds = load_predictions(args.predictions)
         tasks = {t.instance_id: t for t in load(args.tasks)}

@@ -33,8 +33,8 @@ SWEBENCH_FIELDS = (
 )
 DEFAULT_TEST_CMD = "/venv/bin/python -m pytest"
 _LIST_FIELDS = ("FAIL_TO_PASS", "PASS_TO_PASS", "test_files", "setup_commands", "eval_commands")
-GRADERS = ("junit", "log")
 _ID = re.compile(r"^[^\s/]+$")
+GRADERS = ("junit", "log")
 
 
 class TaskError(ValueError):

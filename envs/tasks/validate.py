@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from swebox.envs.tasks.grading import GradeReport, grade
+from swebox.envs.tasks.log_parsers import normal_status
 from swebox.envs.tasks.schema import Task
 
 LayerResolver = Callable[[Task], list]
@@ -161,8 +162,6 @@ def report_lines(task: Task, v: Validation) -> list[str]:
     passing = ("passed", "xfailed")
     rows = [("F2P", t, "fail->pass", lambda g, e: g in passing and e not in passing) for t in task.FAIL_TO_PASS]
     rows += [("P2P", t, "pass->pass", lambda g, e: g in passing and e in passing) for t in task.PASS_TO_PASS]
-    from swebox.envs.tasks.log_parsers import normal_status
-
     rows += [("EXP", t, f"->{want}", lambda g, e, want=want: g == normal_status(want))
              for t, want in task.expected_status.items()]
     out = [f"  {'':<4} {'dataset':<12} {'gold':<9} {'empty':<9} {'':<8} test"]
