@@ -24,9 +24,7 @@ configuration, the environment or the command that runs them.
 
 from __future__ import annotations
 
-import secrets
 import shlex
-import time
 
 from swebox.envs.sandbox import Sandbox, SandboxError
 from swebox.envs.tasks.grading import GradeReport, TestOutcome, expected_mismatches
