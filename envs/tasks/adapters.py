@@ -103,11 +103,22 @@ def from_swebench(row: dict[str, Any]) -> dict[str, Any]:
     else:
         directives = directives_of(repo, str(row.get("test_patch") or ""))
         fields["test_cmd"] = " ".join([recipe.test_cmd, *directives])
-        fields["grader"], fields["log_parser"] = "log", repo
+        fields["grader"], fields["log_parser"] = "log", log_parser_for(repo)
         fields["eval_commands"] = list(recipe.eval_commands)
     if recipe.skipped:
         fields["metadata"]["recipe_skipped"] = list(recipe.skipped)
     return fields
+
+
+def log_parser_for(repo: str) -> str:
+    """SWE-bench's parser of ``repo`` when it has one, else its plain pytest parser (SWE-Gym's and
+    SWE-bench-extra's repositories, which run pytest, as their harnesses parse them)."""
+    from swebox.envs.tasks import log_parsers, swebench_harness
+
+    try:
+        return repo if repo in log_parsers.parser_names() else log_parsers.PYTEST
+    except swebench_harness.HarnessUnavailable:  # no swebench: the name's form is all that can be checked now
+        return repo
 
 
 def from_swesmith(row: dict[str, Any]) -> dict[str, Any]:

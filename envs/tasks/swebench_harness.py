@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.machinery
 import importlib.metadata
 import importlib.util
 import sys
@@ -53,6 +54,9 @@ def module(name: str) -> types.ModuleType:
         for pkg, sub in (("swebench", ""), ("swebench.harness", "/harness")):
             stub = types.ModuleType(pkg)
             stub.__path__ = [root + sub]
+            # a spec like the real package's, so that find_spec (the recipes' reader) still finds its folder
+            stub.__spec__ = importlib.machinery.ModuleSpec(pkg, None, is_package=True)
+            stub.__spec__.submodule_search_locations = stub.__path__
             sys.modules[pkg] = stub
     try:
         return importlib.import_module(f"swebench.{name}")
