@@ -29,12 +29,9 @@ def _default_store() -> str:
 def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     """Add ``cache`` and its sub-commands to the top-level ``swebox`` sub-parsers."""
     cache = subparsers.add_parser("cache", help="build, list, verify, gc, export and import env layers")
-    store_help = f"layer store folder (default $SWEBOX_LAYER_STORE or {DEFAULT_STORE})"
-    cache.add_argument("--store", default=_default_store(), help=store_help)
-    # `--store` may also follow the sub-command (`swebox cache build --store S ...`), as people write it
-    store_after = argparse.ArgumentParser(add_help=False)
-    store_after.add_argument("--store", default=argparse.SUPPRESS, help=store_help)
-    sub = _StoreAfter(cache.add_subparsers(dest="cache_command", required=True), store_after)
+    cache.add_argument("--store", default=_default_store(),
+                       help=f"layer store folder (default $SWEBOX_LAYER_STORE or {DEFAULT_STORE})")
+    sub = cache.add_subparsers(dest="cache_command", required=True)
 
     build = sub.add_parser("build", help="build the env layers of a task set (each distinct env once)")
     build.add_argument("--tasks", required=True, help="tasks file (JSONL rows with an 'env' dict)")
@@ -74,16 +71,6 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     for command in sub.choices.values():  # `swebox cache build ... --store DIR` works too (error messages say so)
         command.add_argument("--store", default=argparse.SUPPRESS, help="layer store folder (as before the "
                              "sub-command)")
-
-
-class _StoreAfter:
-    """Sub-parsers that all accept the shared ``--store`` option too."""
-
-    def __init__(self, subparsers: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
-        self._subparsers, self._parent = subparsers, parent
-
-    def add_parser(self, name: str, **kwargs) -> argparse.ArgumentParser:
-        return self._subparsers.add_parser(name, parents=[self._parent], **kwargs)
 
 
 def _progress(total: int, desc: str):
