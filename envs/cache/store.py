@@ -30,6 +30,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from swebox.envs.sandbox.layers import read_record
+
 from .packing import FORMATS, MAPPED_ROOT_UID, PackResult, check_format, fsync_path, pack, sha256_file
 
 BUILDER_VERSION = "1"
@@ -189,8 +191,14 @@ class LayerStore:
     def publish(self, key: str, layer_dir: str | Path, *, kind: str = "layer", parent: str = "",
                 meta: dict[str, Any] | None = None, log: str = "", include: Sequence[str] | None = None,
                 fmt: str | None = None) -> Manifest:
-        """Pack ``layer_dir`` and publish it under ``key`` atomically. Call with :meth:`lock` held."""
+        """Pack ``layer_dir`` and publish it under ``key`` atomically. Call with :meth:`lock` held.
+
+        The interpreters recorded beside ``layer_dir`` by its maker (``Layer.interpreters``) go into the
+        manifest, as the builder's do: what the node copy's sandboxes may bind."""
         fmt = check_format(fmt or self.fmt)
+        recorded = read_record(Path(layer_dir))
+        if recorded and "interpreters" not in (meta or {}):
+            meta = {**(meta or {}), "interpreters": list(recorded)}
         tmp = self.tmp_path(key, fmt)
         try:
             packed = pack(Path(layer_dir), tmp, fmt, owner=self.owner, include=include)
