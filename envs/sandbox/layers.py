@@ -109,8 +109,9 @@ def write_record(folder: str | os.PathLike, interpreters: Sequence[str]) -> None
 
 
 def read_record(folder: Path) -> tuple[str, ...]:
-    """The interpreters recorded beside `folder`; () when there is no record."""
-    path = record_path(folder)
+    """The interpreters recorded beside `folder` (beside the folder a symlink names: a folder of layer links
+    named by key shares the layers' records); () when there is no record."""
+    path = record_path(os.path.realpath(folder))
     try:
         st = os.lstat(path)
     except FileNotFoundError:

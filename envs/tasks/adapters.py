@@ -65,7 +65,8 @@ def detect(row: dict[str, Any]) -> str:
         return "r2e-gym"
     if "image_name" in row and "test_patch" not in row:
         return "swe-smith"
-    if set(row) <= set(TASK_FIELDS) and ("env" in row or "test_cmd" in row):
+    # every SWE-bench-format row names its base_commit; swebox's own rows may leave out env until built
+    if set(row) <= set(TASK_FIELDS) and ("env" in row or "test_cmd" in row or "base_commit" not in row):
         return "swebox"
     return "swe-bench"
 

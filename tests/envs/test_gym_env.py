@@ -99,10 +99,10 @@ def test_make_with_the_module_prefix_registers_on_demand():
     import subprocess
     import sys
 
-    code = ("import gymnasium\n"
-            "task = {'instance_id': 't-1', 'FAIL_TO_PASS': ['tests/test_a.py::test_a']}\n"
-            "env = gymnasium.make('swebox.envs:swebox/SWE-v0', tasks=[task], layers=lambda t: [])\n"
+    code = ("import gymnasium, json, sys\n"
+            "env = gymnasium.make('swebox.envs:swebox/SWE-v0', tasks=[json.loads(sys.argv[1])], layers=lambda t: [])\n"
             "print(type(env.unwrapped).__name__, env.spec.id)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code, calc_task().to_json()], capture_output=True, text=True,
+                         timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "SWEGymEnv swebox/SWE-v0"

@@ -74,7 +74,7 @@ def _registry_config(args: argparse.Namespace) -> RegistryConfig:
 def cmd_pull(args: argparse.Namespace) -> int:
     from ..cli import _open
 
-    store = _open(args)
+    store = _open(args, create=True)
     name = args.name or args.image.removeprefix("docker://")
     try:
         record = fetch(store, args.image, name, Platform.parse(args.platform), _registry_config(args),
