@@ -18,7 +18,6 @@ from typing import Any
 
 from swebox.envs.cache import LayerCache, LayerCacheConfig, LayerHandle, LayerStore
 from swebox.envs.cache.images import acquire_image, get_image, image_sandbox
-from swebox.envs.cache.images.cli import image_of
 from swebox.envs.tasks.schema import Task
 
 DEFAULT_STORE = "runs/layers"
@@ -30,6 +29,22 @@ _caches_lock = threading.Lock()
 
 class LayersMissing(LookupError):
     """A task's env or task layer is not in the layer store; the message says how to build it."""
+
+
+IMAGE_KEYS = ("image", "image_name", "docker_image")
+"""Where a task row names its image: the schema's ``image`` when it has one, else ``metadata``'s keys (as
+SWE-smith's ``image_name`` and R2E-Gym's ``docker_image`` arrive)."""
+
+
+def image_of(task) -> str:
+    """The image a task row names ('' for none)."""
+    fields = {"image": getattr(task, "image", "")} | {k: task.metadata.get(k, "") for k in IMAGE_KEYS}
+    return next((str(v) for v in fields.values() if v), "")
+
+
+def task_images(tasks) -> dict[str, str]:
+    """instance_id -> image name for the tasks that name one."""
+    return {task.instance_id: image_of(task) for task in tasks if image_of(task)}
 
 
 @dataclass

@@ -31,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                          "grade memoisation (a converged policy)"))
     bench_search.add_arguments(bench_sub.add_parser("search", help="fork at turn k vs replay; forked vs cold starts"))
 
-    from swebox.envs.cache import cli as cache_cli
+    from swebox.scripts import cache_cli
 
     cache_cli.add_arguments(sub)
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 from swebox.envs.cache import EnvSpec, LayerStore
-from swebox.envs.cache.cli import add_arguments, read_env_specs
+from swebox.scripts.cache_cli import add_arguments, read_env_specs
 
 from .conftest import needs_root
 from .fixture_project import write_repo

@@ -1,6 +1,7 @@
 """``swebox cache ...``: build, list, verify, gc, export and import layers (progress bars with tqdm).
 
-Wired into the ``swebox`` command by ``scripts/cli.py`` through :func:`add_arguments`.
+Wired into the ``swebox`` command by ``scripts/cli.py`` through :func:`add_arguments`. It lives with the command,
+not in ``envs/cache``: reading task files is the tasks' side, and the cache library never imports it.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from .checkout import CheckoutSpec, checkout_from_dict
-from .images import cli as images_cli
-from .packing import FORMATS
-from .spec import EnvSpec
-from .store import LayerStore, copy_layers
+from swebox.envs.cache.checkout import CheckoutSpec, checkout_from_dict
+from swebox.envs.cache.packing import FORMATS
+from swebox.envs.cache.spec import EnvSpec
+from swebox.envs.cache.store import LayerStore, copy_layers
+from swebox.scripts import cache_images_cli as images_cli
 
 DEFAULT_STORE = "runs/layers"
 
@@ -81,7 +82,7 @@ def _progress(total: int, desc: str):
 
 def _open(args: argparse.Namespace, fmt: str | None = None, *, create: bool = False) -> LayerStore:
     """The store of ``--store``; only commands that write layers (build, import) may create a new one."""
-    from .store import available_formats
+    from swebox.envs.cache.store import available_formats
 
     if not create:
         _existing_store(args.store)
@@ -148,9 +149,9 @@ def _build_all(pool, items, fn, bar, had) -> tuple[int, int, list[tuple[str, str
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from .builder import build_env
-    from .checkout import build_checkout_layer
-    from .sources import resolve_mirror
+    from swebox.envs.cache.builder import build_env
+    from swebox.envs.cache.checkout import build_checkout_layer
+    from swebox.envs.cache.sources import resolve_mirror
 
     if args.jobs < 1:
         raise SystemExit(f"--jobs: expected at least 1; found {args.jobs}.")

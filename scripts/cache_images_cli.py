@@ -1,5 +1,5 @@
 """``swebox cache pull``, ``rm-image``, the images part of ``ls`` and ``build --env-source`` (wired by
-``cache/cli.py``).
+``scripts/cache_cli.py``).
 
 An IMAGE argument names its source as skopeo does: ``oci:DIR[:TAG]`` (an OCI image layout folder),
 ``docker-archive:FILE[:REPO:TAG]`` (a ``docker save`` tarball) or ``[docker://]REGISTRY/REPO[:TAG|@DIGEST]``.
@@ -13,18 +13,15 @@ import os
 import sys
 from collections import Counter
 
-from ..budget import IOBudget
-from ..layer_cache import LayerCacheConfig
-from ..packing import UnsafeArchiveError
-from ..store import LayerStore
-from .convert import LayerDigestError
-from .records import ImageRecord, get_image, import_image, list_images, remove_image
-from .registry import RegistryConfig, RegistryError, pull
-from .sources import ImageSourceError, Platform, docker_archive, oci_layout
-
-IMAGE_KEYS = ("image", "image_name", "docker_image")
-"""Where a task row names its image: the schema's ``image`` when it has one, else ``metadata``'s keys (as
-SWE-smith's ``image_name`` and R2E-Gym's ``docker_image`` arrive)."""
+from swebox.envs.cache.budget import IOBudget
+from swebox.envs.cache.images.convert import LayerDigestError
+from swebox.envs.cache.images.records import ImageRecord, get_image, import_image, list_images, remove_image
+from swebox.envs.cache.images.registry import RegistryConfig, RegistryError, pull
+from swebox.envs.cache.images.sources import ImageSourceError, Platform, docker_archive, oci_layout
+from swebox.envs.cache.layer_cache import LayerCacheConfig
+from swebox.envs.cache.packing import UnsafeArchiveError
+from swebox.envs.cache.store import LayerStore
+from swebox.envs.layers_resolver import task_images
 
 
 def add_registry_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,7 +69,7 @@ def _registry_config(args: argparse.Namespace) -> RegistryConfig:
 
 
 def cmd_pull(args: argparse.Namespace) -> int:
-    from ..cli import _open
+    from swebox.scripts.cache_cli import _open
 
     store = _open(args, create=True)
     name = args.name or args.image.removeprefix("docker://")
@@ -92,8 +89,8 @@ def _rename(store: LayerStore, record: ImageRecord, name: str) -> ImageRecord:
     """A registry pull records the reference it pulled; keep it under the asked-for name instead."""
     from dataclasses import asdict, replace
 
-    from ..store import _write_atomic
-    from .records import record_path
+    from swebox.envs.cache.images.records import record_path
+    from swebox.envs.cache.store import _write_atomic
 
     renamed = replace(record, ref=name)
     _write_atomic(record_path(store, name), json.dumps(asdict(renamed), indent=1, sort_keys=True).encode())
@@ -102,7 +99,7 @@ def _rename(store: LayerStore, record: ImageRecord, name: str) -> ImageRecord:
 
 
 def cmd_rm_image(args: argparse.Namespace) -> int:
-    from ..cli import _open
+    from swebox.scripts.cache_cli import _open
 
     store = _open(args)
     missing = [n for n in args.names if not remove_image(store, n)]
@@ -129,17 +126,6 @@ def print_images(store: LayerStore) -> None:
     total = sum(m.size for m in (store.get(k) for k in unique) if m is not None)
     print(f"{len(images)} images, {len(unique)} distinct layers ({sum(n > 1 for n in users.values())} shared), "
           f"{total / 1e6:.1f} MB")
-
-
-def image_of(task) -> str:
-    """The image a task row names ('' for none)."""
-    fields = {"image": getattr(task, "image", "")} | {k: task.metadata.get(k, "") for k in IMAGE_KEYS}
-    return next((str(v) for v in fields.values() if v), "")
-
-
-def task_images(tasks) -> dict[str, str]:
-    """instance_id -> image name for the tasks that name one."""
-    return {task.instance_id: image_of(task) for task in tasks if image_of(task)}
 
 
 def build_images(args: argparse.Namespace, store: LayerStore) -> tuple[set[str], list[tuple[str, str]]]:
