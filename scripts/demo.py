@@ -69,8 +69,10 @@ def select_projects(recipe_path: str | Path, names: Sequence[str]) -> list[Any]:
     return [recipes[n] for n in names]
 
 
-def build_corpus(recipes: Sequence[Any], out: Path, max_tasks: int, jobs: int, echo=print) -> Path:
-    """Synthesise up to ``max_tasks`` validated tasks per project into ``out``; returns tasks.jsonl."""
+def build_corpus(recipes: Sequence[Any], out: Path, max_tasks: int, jobs: int,
+                 echo=print) -> tuple[Path, dict[str, str]]:
+    """Synthesise up to ``max_tasks`` validated tasks per project into ``out``; returns tasks.jsonl and the
+    projects whose synthesis failed, with why."""
     from swebox.envs.tasks.synth import TASKS_FILE, SynthConfig, synthesize
     from swebox.envs.tasks.synth_env import CacheEnvironments
 
@@ -88,7 +90,13 @@ def build_corpus(recipes: Sequence[Any], out: Path, max_tasks: int, jobs: int, e
         errors = "; ".join(f"{r.label}: {r.error}" for r in reports if r.error) or "no candidate validated"
         raise DemoError(f"corpus: expected validated tasks in {tasks}; found none ({errors}); check that "
                         "PyPI is reachable (pip download) and that sandboxes work (swebox bench sandbox)")
-    return tasks
+    return tasks, {r.label: r.error for r in reports if r.error}
+
+
+def project_counts(labels: Sequence[str], tasks: Sequence[dict[str, Any]], failed: dict[str, str]) -> list[dict]:
+    """Per project: how many of the corpus's tasks are its own (ids start with its label) and why it failed."""
+    return [{"label": label, "tasks": sum(str(t["instance_id"]).startswith(f"{label}.") for t in tasks),
+             "error": failed.get(label, "")} for label in labels]
 
 
 def demo_config(config_path: str | Path, out: Path, tasks_file: Path, overrides: Sequence[str]) -> Any:
@@ -169,9 +177,13 @@ def time_summary(records: Sequence[dict[str, Any]]) -> dict[str, float]:
 
 def summary_markdown(summary: dict[str, Any]) -> str:
     """``summary.md``: the stages, the time of a training step by part, and the evaluation."""
-    lines = ["# swebox demo", "", f"Tasks: {summary['tasks']} from {', '.join(summary['projects'])}; "
-             f"{summary['steps']} GRPO steps on {summary['nodes']} Ray node(s).", "", "## Stages", "",
-             "| stage | seconds |", "|---|---|"]
+    made = ", ".join(f"{p['label']} ({p['tasks']})" for p in summary["projects"] if p["tasks"]) or "no project"
+    lines = ["# swebox demo", "", f"Tasks: {summary['tasks']} from {made}; {summary['steps']} GRPO steps on "
+             f"{summary['nodes']} Ray node(s)."]
+    for p in summary["projects"]:  # a project that gave nothing is said, never left out silently
+        if not p["tasks"] or p["error"]:
+            lines.append(f"**{p['label']}: {p['tasks']} tasks** ({p['error'] or 'no candidate validated'}).")
+    lines += ["", "## Stages", "", "| stage | seconds |", "|---|---|"]
     lines += [f"| {name} | {sec:.1f} |" for name, sec in summary["stages"].items()]
     lines += [f"| **total** | **{sum(summary['stages'].values()):.1f}** |", "", "## A training step (mean)", "",
               "| part | seconds | share of the step |", "|---|---|---|"]
@@ -208,7 +220,7 @@ def run_demo(args: argparse.Namespace, echo=print) -> dict[str, Any]:
     stages = Stages(echo)
     recipes = select_projects(args.recipe, args.projects)
     with stages.stage("corpus", f"tasks from {', '.join(r.label for r in recipes)} (<= {args.max_tasks} each)"):
-        tasks_file = build_corpus(recipes, corpus, args.max_tasks, args.jobs, echo)
+        tasks_file, failed = build_corpus(recipes, corpus, args.max_tasks, args.jobs, echo)
     cfg = demo_config(args.config, out, tasks_file, args.overrides)
     tasks = load_tasks(str(tasks_file))
     store_root = corpus / "layers"
@@ -240,7 +252,8 @@ def run_demo(args: argparse.Namespace, echo=print) -> dict[str, Any]:
         plots = plot_run(out)
     records = read_metrics(out)
     summary = {
-        "projects": [r.label for r in recipes], "tasks": len(tasks), "steps": len(records), "nodes": len(nodes),
+        "projects": project_counts([r.label for r in recipes], tasks, failed), "tasks": len(tasks),
+        "steps": len(records), "nodes": len(nodes),
         "cache": cached, "stages": stages.seconds, "step": time_summary(records), "eval": evaluation,
         "files": {"metrics": str(out / "metrics.jsonl"), "plots": [str(p) for p in plots],
                   "wandb": str(out / "wandb"), "policy": str(out / "policy"), "tasks": str(tasks_file),
@@ -257,6 +270,9 @@ def print_locations(summary: dict[str, Any], out: Path, echo=print) -> None:
     echo("")
     echo(f"swebox demo finished in {sum(summary['stages'].values()):.0f} s. Where everything is:")
     echo(f"  tasks        {files['tasks']}  ({summary['tasks']} tasks; layers in {files['layers']})")
+    for p in summary["projects"]:
+        if not p["tasks"] or p["error"]:
+            echo(f"  WARNING      {p['label']}: {p['tasks']} tasks ({p['error'] or 'no candidate validated'})")
     echo(f"  metrics      {files['metrics']}")
     echo(f"  wandb        {files['wandb']}  (offline; upload with `wandb sync {files['wandb']}/offline-run-*`)")
     echo(f"  plots        {', '.join(files['plots'])}")

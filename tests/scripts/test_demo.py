@@ -41,17 +41,28 @@ def test_time_summary_means_and_shares():
 
 def test_summary_markdown_shows_stages_step_and_eval():
     summary = {
-        "projects": ["toolz-1.2.0", "voluptuous-0.16.0"], "tasks": 6, "steps": 3, "nodes": 1,
+        "projects": [{"label": "toolz-1.2.0", "tasks": 6, "error": ""},
+                     {"label": "voluptuous-0.16.0", "tasks": 0, "error": "SandboxError: reset: umount ..."}],
+        "tasks": 6, "steps": 3, "nodes": 1,
         "stages": {"corpus": 50.0, "train": 25.0},
         "step": {"timing/step_s": 8.0, "timing/grade_s": 2.0, "share/env": 0.3125, "share/generate": 0.25,
                  "share/update": 0.25, "env/reset_s": 0.02, "env/exec_s": 0.1, "env/grade_s": 1.5},
         "eval": {"reward/resolved_rate": 0.5, "episodes": 6.0},
     }
     text = demo.summary_markdown(summary)
+    # the project that gave nothing is named with why (it used to read "6 from toolz-1.2.0, voluptuous-0.16.0")
+    assert "Tasks: 6 from toolz-1.2.0 (6); 3 GRPO steps" in text
+    assert "**voluptuous-0.16.0: 0 tasks** (SandboxError: reset: umount ...)." in text
     assert "| corpus | 50.0 |" in text and "| **total** | **75.0** |" in text
     assert "| `timing/grade_s` | 2.00 | 25% |" in text
     assert "Environment share of a step (resets + commands + grading): **31%**" in text
     assert "- `reward/resolved_rate`: 0.500" in text
+
+
+def test_project_counts_by_task_id():
+    tasks = [{"instance_id": "toolz-1.2.0.op_swap.1"}, {"instance_id": "toolz-1.2.0.invert_if.2"}]
+    assert demo.project_counts(["toolz-1.2.0", "voluptuous-0.16.0"], tasks, {"voluptuous-0.16.0": "boom"}) == [
+        {"label": "toolz-1.2.0", "tasks": 2, "error": ""}, {"label": "voluptuous-0.16.0", "tasks": 0, "error": "boom"}]
 
 
 def test_select_projects_keeps_recipes_and_order():
