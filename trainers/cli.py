@@ -256,7 +256,7 @@ def run_eval(args: argparse.Namespace) -> int:
         for result in tqdm(pool.map(one, tasks), total=len(tasks), desc=f"eval {args.policy}", unit="task"):
             results.append(result)
     table = task_table(results)
-    print(table)
+    print_task_table(results)
     print(summary(results, args.policy))
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -299,12 +299,30 @@ def report_path(out: str | Path) -> Path:
 def task_table(results: list[dict[str, Any]]) -> str:
     """One Markdown row per task: resolved, reward, turns, time, and the error if any."""
     lines = ["| task | resolved | reward | turns | time (s) | error |", "|---|---|---|---|---|---|"]
+    lines += ["| " + " | ".join(cell.replace("|", "/") for cell in row) + " |" for row in _task_rows(results)]
+    return "\n".join(lines)
+
+
+def _task_rows(results: list[dict[str, Any]]) -> list[tuple[str, ...]]:
+    rows = []
     for r in results:
         turns = r.get("num_turns", r.get("metrics", {}).get("env/turns", 0))
         error = str(r.get("error") or "").splitlines()[0][:80] if r.get("error") else ""
-        lines.append(f"| {r['instance_id']} | {'yes' if r['resolved'] else 'no'} | {r['reward']:.3f} | "
-                     f"{int(turns)} | {r['total_s']:.2f} | {error.replace('|', '/')} |")
-    return "\n".join(lines)
+        rows.append((r["instance_id"], "yes" if r["resolved"] else "no", f"{r['reward']:.3f}", str(int(turns)),
+                     f"{r['total_s']:.2f}", error))
+    return rows
+
+
+def print_task_table(results: list[dict[str, Any]], file=None) -> None:
+    """The per-task table on the terminal, through rich: columns keep their alignment whatever an id's length
+    (hand-padded columns drifted on long ids), and a narrow terminal folds cells instead of cutting them."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("task", "resolved", "reward", "turns", "time (s)", "error", box=None, pad_edge=False)
+    for row in _task_rows(results):
+        table.add_row(*row)
+    Console(file=file, width=200 if file is not None else None, highlight=False).print(table)
 
 
 def summary(results: list[dict[str, Any]], policy: str) -> str:

@@ -91,11 +91,18 @@ def run(args: argparse.Namespace, tasks: list, reply_for: Callable[[Any], Callab
 
 def report(results: list[SearchResult], args: argparse.Namespace) -> str:
     """The per-task lines and the summary of a search evaluation."""
-    lines = [f"{'task':40} {'attempts':>8} {'resolved':>8} {'picked':>7}  notes"]
+    import io
+
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("task", "attempts", "resolved", "picked", "notes", box=None, pad_edge=False)
     for r in results:
         picked = "-" if r.picked < 0 else ("yes" if r.picked_resolved else "no")
-        lines.append(f"{r.task_id:40} {len(r.attempts):8} {r.resolved_count:8} {picked:>7}  "
-                     f"{', '.join(r.budgets_hit)}")
+        table.add_row(r.task_id, str(len(r.attempts)), str(r.resolved_count), picked, ", ".join(r.budgets_hit))
+    text = io.StringIO()
+    Console(file=text, width=200, highlight=False).print(table)
+    lines = [line.rstrip() for line in text.getvalue().splitlines()]
     graded = [r for r in results if r.attempts]
     n = min((len(r.attempts) for r in graded), default=0)
     if n:

@@ -122,3 +122,23 @@ def test_eval_hf_policy_plays_real_episodes(shapes_env, tmp_path, capsys):  # no
     assert "resolved 0/1" in printed and "errors 0" in printed, printed  # a random policy: format errors, no fix
     row = json.loads(out.read_text())
     assert row["metrics"]["env/turns"] == 2.0 and row["metrics"]["env/format_errors"] == 2.0
+
+
+def test_the_terminal_table_keeps_its_columns_with_long_ids():
+    import io
+
+    from swebox.trainers.cli import print_task_table, task_table
+
+    long_id = "psf__requests-" + "x" * 70
+    results = [{"instance_id": long_id, "resolved": True, "reward": 1.0, "num_turns": 3, "total_s": 12.5,
+                "error": ""},
+               {"instance_id": "a-1", "resolved": False, "reward": 0.0, "num_turns": 1, "total_s": 0.5,
+                "error": "grading failed: boom\nmore"}]
+    out = io.StringIO()
+    print_task_table(results, file=out)
+    lines = [line for line in out.getvalue().splitlines() if line.strip()]
+    assert len(lines) == 3 and long_id in lines[1] and "grading failed: boom" in lines[2]
+    # the resolved column starts at the same place in every row, the long id's included
+    starts = {line.index(word) for line, word in zip(lines, ("resolved", "yes", "no"), strict=True)}
+    assert len(starts) == 1
+    assert task_table(results).splitlines()[3] == "| a-1 | no | 0.000 | 1 | 0.50 | grading failed: boom |"
