@@ -33,8 +33,8 @@ def add_arguments(subparsers) -> None:
 def run_validate(args: argparse.Namespace) -> int:
     from swebox.envs.tasks.loaders import LoadError, load
     from swebox.envs.tasks.validate import (
-        HEADER,
         StoreLayers,
+        header,
         is_layer_store,
         layers_from_dirs,
         report_lines,
@@ -59,12 +59,13 @@ def run_validate(args: argparse.Namespace) -> int:
         return 2
     selected = list(tasks)[: args.limit] if args.limit else list(tasks)
     by_id = {t.instance_id: t for t in selected}
+    width = max([40, *(len(t.instance_id) for t in selected)])  # long ids would push their row out of line
 
     def show(v) -> None:
-        lines = [row(v), *(report_lines(by_id[v.instance_id], v) if args.report else [])]
+        lines = [row(v, width), *(report_lines(by_id[v.instance_id], v) if args.report else [])]
         print("\n".join(lines), flush=True)
 
-    print(HEADER)
+    print(header(width))
     resolver = StoreLayers(args.layers) if is_layer_store(args.layers) else layers_from_dirs(args.layers)
     try:
         results = validate(

@@ -140,14 +140,14 @@ def validate(
     return results
 
 
-def row(v: Validation) -> str:
-    """One table row: id, verdict, gold F2P/P2P, empty F2P, problem."""
+def row(v: Validation, width: int = 40) -> str:
+    """One table row: id (in a column ``width`` wide), verdict, gold F2P/P2P, empty F2P, problem."""
 
     def counts(r: GradeReport | None) -> str:
         return f"{r.f2p_passed}/{r.f2p_total} {r.p2p_passed}/{r.p2p_total}" if r else "-"
 
     verdict = "ok" if v.passed else "FAIL"
-    return f"{v.instance_id:<40} {verdict:<5} {counts(v.gold):<14} {counts(v.empty):<14} {v.problem}"
+    return f"{v.instance_id:<{width}} {verdict:<5} {counts(v.gold):<14} {counts(v.empty):<14} {v.problem}"
 
 
 def report_lines(task: Task, v: Validation) -> list[str]:
@@ -172,7 +172,10 @@ def report_lines(task: Task, v: Validation) -> list[str]:
     return out
 
 
-HEADER = f"{'task':<40} {'':<5} {'gold F2P P2P':<14} {'empty F2P P2P':<14} problem"
+def header(width: int = 40) -> str:
+    """The table's first line; ``width``: the id column's, the longest id's (rows stream as tasks finish, so
+    the width comes from the task list, not from the results)."""
+    return f"{'task':<{width}} {'':<5} {'gold F2P P2P':<14} {'empty F2P P2P':<14} problem"
 
 
 def summary(results: list[Validation]) -> str:

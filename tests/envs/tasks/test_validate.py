@@ -112,3 +112,16 @@ def test_validate_reads_layers_from_a_layer_store(tmp_path, calc_layer, calc_tas
     save_jsonl([missing], tmp_path / "m.jsonl")
     assert run_cli(["validate", str(tmp_path / "m.jsonl"), "--layers", str(store.root)]) == 1
     assert f"swebox cache --store {store.root} build --tasks TASKS" in capsys.readouterr().out
+
+
+def test_table_columns_hold_with_long_ids():
+    from swebox.envs.tasks.grading import GradeReport
+    from swebox.envs.tasks.validate import Validation, header, row
+
+    long_id = "toolz-1.2.0.change_binary_operator.c25d23f844-and-then-some"  # 59 characters
+    width = len(long_id)
+    good = Validation(long_id, GradeReport(long_id, resolved=True), GradeReport(long_id))
+    lines = [header(width), row(good, width), row(Validation("a-1", None, None, "boom"), width)]
+    column = lines[0].index("gold")  # where the gold counts start, in every row
+    assert [line[column - 1:column + 3] for line in lines] == [" gold", " 0/0", " -  "]
+    assert lines[1].index("ok") == lines[2].index("FAIL") == width + 1
