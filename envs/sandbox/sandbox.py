@@ -352,7 +352,7 @@ class Sandbox:
             target = os.path.join(snaps, f"{os.getpid()}-{next(_counter)}-{os.urandom(3).hex()}")
             cap = self.policy.upper_size_mb * MB  # what the writable layer (a tmpfs of that size) can hold
             if self.backend == "extract":  # no delta: the whole private copy is the state
-                source = os.path.join(self._dir, "extract")
+                source = self._upper  # nsinit's current copy, below extract/
                 cap += sum(_tree_bytes(str(layer.path)) for layer in self.layers)
             else:
                 source = f"/proc/{self._proc.pid}/root{self._upper}"
