@@ -91,8 +91,6 @@ class Init:
         self.root = os.path.join(self.st, "root")
         self.session_pid = 0
         self.fuse: subprocess.Popen | None = None
-        self.copies = 0  # extract: how many copies were made; the current one is extract/<copies>
-        self.copy_dir = ""
 
     # -- namespaces and the static part of the filesystem ------------------------------------------------
     def enter_namespaces(self) -> None:
@@ -222,16 +220,13 @@ class Init:
     def extract_root(self) -> None:
         """The paper-style restore: a complete private copy of every layer, made anew for each rollout.
 
-        Each copy goes to a fresh, empty folder below extract/ (never over the remains of the last one), after
-        the last one is deleted; the old session is gone by then (reset waits for it), so none of its processes
-        can still write into the tree being deleted.
+        The copy goes to a fresh tmpfs of its own (sized by the host: the layers plus `upper_size_mb`), mounted
+        as the root: a reset unmounts it, which frees the old copy at once. On disk, deleting the last copy
+        and copying the next slowed down with every reset (plain `rm -rf` + `cp -r` of a 188 MB tree on this
+        host's disk: 0.7 s, then 4 s, 7 s, ... 12 s; docs/benchmarks.md).
         """
-        base = self.cfg["extract_dir"]
-        for name in os.listdir(base):
-            shutil.rmtree(os.path.join(base, name))
-        self.copies += 1
-        target = self.copy_dir = os.path.join(base, str(self.copies))
-        os.mkdir(target, 0o755)
+        target = self.root
+        S.mount("tmpfs", target, "tmpfs", S.MS_NOSUID | S.MS_NODEV, f"size={self.cfg['upper_size_mb']}m,mode=0755")
         run_tool(["cp", "-a", os.path.join(self.st, "skel") + "/.", target])
         for layer, lower in zip(self.cfg["layers"], self.lowers, strict=True):
             if layer["archive_fd"] >= 0:  # opened for us by the host; /dev/fd/N reopens it from the start
@@ -248,7 +243,6 @@ class Init:
                         shutil.rmtree(path)
                     elif os.path.lexists(path):
                         os.unlink(path)
-        S.mount(target, self.root, None, S.MS_BIND)
 
     def unmount_root(self) -> None:
         S.umount(self.root)
@@ -286,8 +280,8 @@ class Init:
         with os.fdopen(pid_r, "rb") as f:
             supervisor_pid = int(f.read() or 0)  # its host pid: the host reaches its files via /proc/PID/root
         self.session_pid = pid
-        # the host copies the writable part from here for a snapshot (extract: the whole current copy)
-        upper = self.copy_dir if self.cfg["backend"] == "extract" else os.path.join(self.st, "rw", "upper")
+        # the host copies the writable part from here for a snapshot (extract: the whole private copy)
+        upper = self.root if self.cfg["backend"] == "extract" else os.path.join(self.st, "rw", "upper")
         protocol.send(self.ctl, {"op": "session", "pid": supervisor_pid, "upper": upper}, [host_end.fileno()])
         host_end.close()
 
@@ -382,7 +376,7 @@ class Init:
                 if op == "session":
                     self.start_session()
                 elif op == "reset":
-                    # extract deletes the old tree: every process that could still write to it must be gone
+                    # extract: the old copy's memory is freed once no session's mount namespace holds it
                     self.stop_session(wait=self.cfg["backend"] == "extract")
                     self.unmount_root()
                     self.mount_root()
