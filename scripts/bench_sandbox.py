@@ -49,6 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compare-cpu-share", action="store_true",
                         help="only measure a sandbox's exec under another sandbox's CPU hog, with and without a "
                              "CPU cgroup per sandbox")
+    parser.add_argument("--extract-resets", type=int, default=0, metavar="N",
+                        help="only time start and N resets (each + exec of `true`) of one extract sandbox on the "
+                             "environment's folder, to see whether restores slow down or fail over time")
     parser.add_argument("--compare-bwrap", action="store_true",
                         help="only measure start, reset and exec against bubblewrap on the same environment")
     parser.set_defaults(func=run)
@@ -228,6 +231,8 @@ def run(args: argparse.Namespace) -> int:
         return compare_cpu_share(env, args.reps)
     if args.compare_bwrap:
         return compare_bwrap(env, args.reps)
+    if args.extract_resets:
+        return extract_resets(env, args.extract_resets)
     big = scaled_copy(env, work, args.scale)
     env_archive = archive(env)
     files, total = size_of(env)
@@ -262,6 +267,19 @@ def run(args: argparse.Namespace) -> int:
           f"{files} files; large {big_total / 1e6:.0f} MB / {big_files} files; python {sys.version.split()[0]}; "
           f"{os.cpu_count()} CPUs\n")
     return compare_bwrap(env, args.reps)
+
+
+def extract_resets(env: Path, resets: int) -> int:
+    """Start, then every reset (+ the first `true`) of one extract sandbox on the folder layer, in order."""
+    sb = Sandbox([Layer(env)], SandboxPolicy(backend="extract"))
+    try:
+        times = [timed(lambda: _check(sb.start().exec("true")), 1)[0]]
+        times += [timed(lambda: (sb.reset(), _check(sb.exec("true"))), 1)[0] for _ in range(resets)]
+    finally:
+        sb.close()
+    print(f"extract start {times[0]:.2f} s; resets: " + ", ".join(f"{t:.2f}" for t in times[1:]) +
+          f" s; p50 {pct(times[1:], 0.5):.2f} s; load average {os.getloadavg()[0]:.1f}")
+    return 0
 
 
 def compare_bwrap(env: Path, reps: int) -> int:
