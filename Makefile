@@ -5,10 +5,10 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 SYSTEM_TOOLS := mksquashfs squashfuse fuse-overlayfs git bash tar2sqfs skopeo umoci docker-registry mmdebstrap \
-	slirp4netns chromium chromedriver
+	slirp4netns chromium chromedriver bwrap
 # chromium + chromium-driver: the headless browser of the viewer's tests (tests/scripts/test_view.py)
 APT_PACKAGES := squashfs-tools squashfuse fuse-overlayfs fuse3 git squashfs-tools-ng skopeo umoci docker-registry \
-	mmdebstrap slirp4netns chromium chromium-driver
+	mmdebstrap slirp4netns chromium chromium-driver bubblewrap
 # pytest arguments; e.g. `make test PYTEST_ARGS='-m "not e2e"'` skips the heavy end-to-end tests.
 PYTEST_ARGS ?=
 

@@ -8,6 +8,8 @@ both backends, with their ratio; and overlay reset on the 10x environment. Usage
 exec of commands with the filter on and off (overlay backend), alternating rep by rep. `--compare-cpu-share`
 measures a sandbox's `exec(python -c pass)` while another sandbox runs a CPU hog (16 spinning processes, each in
 a session of its own), with a CPU cgroup per sandbox (cpu_weight=100) and without (cpu_weight=0).
+Every full run ends with bubblewrap side by side with swebox (`scripts/bench_bwrap.py`; skipped with a note where
+`bwrap` is absent); `--compare-bwrap` runs only that comparison.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from pathlib import Path
 
 from swebox.envs.sandbox import Layer, Sandbox, SandboxPolicy
 from swebox.envs.sandbox.layers import write_record
+
+from . import bench_bwrap
 
 PACKAGES = ("numpy", "pytest", "requests")
 PROJECT = "django==5.2.8"
@@ -45,6 +49,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compare-cpu-share", action="store_true",
                         help="only measure a sandbox's exec under another sandbox's CPU hog, with and without a "
                              "CPU cgroup per sandbox")
+    parser.add_argument("--extract-resets", type=int, default=0, metavar="N",
+                        help="only time start and N resets (each + exec of `true`) of one extract sandbox on the "
+                             "environment's folder, to see whether restores slow down or fail over time")
+    parser.add_argument("--compare-bwrap", action="store_true",
+                        help="only measure start, reset and exec against bubblewrap on the same environment")
     parser.set_defaults(func=run)
 
 
@@ -220,6 +229,10 @@ def run(args: argparse.Namespace) -> int:
         return compare_seccomp(env, args.reps)
     if args.compare_cpu_share:
         return compare_cpu_share(env, args.reps)
+    if args.compare_bwrap:
+        return compare_bwrap(env, args.reps)
+    if args.extract_resets:
+        return extract_resets(env, args.extract_resets)
     big = scaled_copy(env, work, args.scale)
     env_archive = archive(env)
     files, total = size_of(env)
@@ -252,5 +265,25 @@ def run(args: argparse.Namespace) -> int:
           f"{'':>11} | {'':>11} | {b50 / pct(small_reset, 0.5):>11.2f}x of 1x |")
     print(f"\nreps: {args.reps} (extract start and reset: {args.extract_reps}); environment {total / 1e6:.0f} MB / "
           f"{files} files; large {big_total / 1e6:.0f} MB / {big_files} files; python {sys.version.split()[0]}; "
-          f"{os.cpu_count()} CPUs")
+          f"{os.cpu_count()} CPUs\n")
+    return compare_bwrap(env, args.reps)
+
+
+def extract_resets(env: Path, resets: int) -> int:
+    """Start, then every reset (+ the first `true`) of one extract sandbox on the folder layer, in order."""
+    sb = Sandbox([Layer(env)], SandboxPolicy(backend="extract"))
+    try:
+        times = [timed(lambda: _check(sb.start().exec("true")), 1)[0]]
+        times += [timed(lambda: (sb.reset(), _check(sb.exec("true"))), 1)[0] for _ in range(resets)]
+    finally:
+        sb.close()
+    print(f"extract start {times[0]:.2f} s; resets: " + ", ".join(f"{t:.2f}" for t in times[1:]) +
+          f" s; p50 {pct(times[1:], 0.5):.2f} s; load average {os.getloadavg()[0]:.1f}")
+    return 0
+
+
+def compare_bwrap(env: Path, reps: int) -> int:
+    samples = bench_bwrap.compare(env, reps)
+    if samples is not None:
+        bench_bwrap.report(samples, reps, pct)
     return 0

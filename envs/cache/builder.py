@@ -3,8 +3,9 @@
 The env layer layout (docs/cache.md, contracts): ``/testbed`` is the repository at the snapshot with a
 ``.git`` of exactly one root commit on ``main`` (no remotes, no other refs, no reflog, loose objects only);
 ``/venv`` is a virtualenv created at that path inside the build sandbox (so its shebangs are right) with the
-project installed; ``/swebox/env.json`` and ``/swebox/build.log`` record how. No bytecode or test caches
-anywhere: a .pyc of the clean source would leak the fix of a synthesised bug.
+project installed; ``/swebox/env.json`` and ``/swebox/build.log`` record how. No test caches anywhere and no
+bytecode of the project (a .pyc of the clean source would leak the fix of a synthesised bug); the venv's
+third-party code is byte-compiled, so grades stop recompiling pytest and its dependencies.
 
 Only the build step has network (``SandboxPolicy(network="user")``: slirp4netns, never the host's network
 namespace); the interpreter is bound read-only at its host path, which the venv's ``pyvenv.cfg`` names. The
@@ -39,6 +40,28 @@ _CLEAN = ("find /testbed /venv /swebox \\( -name __pycache__ -o -name .pytest_ca
           "-o -name .mypy_cache -o -name .ruff_cache \\) -prune -exec rm -rf {} + ; "
           "find /testbed /venv /swebox \\( -name '*.pyc' -o -name '.coverage' -o -name '.coverage.*' "
           "-o -name 'coverage.xml' \\) -delete")
+# Byte-compiles the venv's third-party code (pytest and its dependencies: every grade imports them), never the
+# project: files of distributions installed from a local tree (pip's direct_url.json says file://, editable
+# installs included) and anything that resolves under /testbed are skipped, so no bytecode of the clean source
+# exists to leak a fix. checked-hash .pycs are validated against their source's hash on every import (never
+# mtimes, which layer copies need not keep): a changed source is recompiled in memory, never served stale.
+_COMPILE_THIRD_PARTY = """
+import importlib.metadata as md, json, os, py_compile, sysconfig
+own = set()
+for dist in md.distributions():
+    url = json.loads(dist.read_text("direct_url.json") or "{}").get("url", "")
+    if url.startswith("file:"):
+        own.update(os.path.realpath(dist.locate_file(f)) for f in dist.files or ())
+done = 0
+for site in dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib")):
+    for folder, dirs, names in os.walk(site):
+        for name in names:
+            path = os.path.realpath(os.path.join(folder, name))
+            if name.endswith(".py") and path not in own and not path.startswith("/testbed/"):
+                mode = py_compile.PycInvalidationMode.CHECKED_HASH
+                done += py_compile.compile(path, quiet=2, invalidation_mode=mode) is not None
+print(f"byte-compiled {done} third-party modules; skipped {len(own)} files of the project's own install")
+"""
 _ONE_COMMIT = ("cd /testbed && rm -rf .git && git init -q -b main && git config core.logAllRefUpdates false "
                "&& git config gc.auto 0 && git add -A && git commit -q --no-verify -m 'swebox env snapshot' "
                "&& rm -rf .git/logs .git/hooks .git/COMMIT_EDITMSG .git/description "
@@ -147,6 +170,8 @@ def build_env(store: LayerStore, spec: EnvSpec, *, config: BuilderConfig | None 
                     steps.run(activate + "python -m pytest --version", "the test runner check (pytest imports)")
                 freeze = steps.run(activate + "pip freeze --all", "pip freeze")
                 steps.run(_CLEAN, "removing caches and bytecode", spec_fault=False)
+                steps.run(f"/venv/bin/python -I -c {shlex.quote(_COMPILE_THIRD_PARTY)}",
+                          "byte-compiling third-party code", spec_fault=False)
                 steps.run(_ONE_COMMIT, "making the one-commit git history", spec_fault=False)
                 info = {"spec": spec.to_dict(), "key": key, "python": interp.version,
                         "interpreter": interp.path, "pip_freeze": freeze.splitlines(),

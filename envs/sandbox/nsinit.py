@@ -74,6 +74,15 @@ def overlay_markers(layer: str) -> tuple[list[str], list[str]]:
     return whiteouts, opaque
 
 
+def run_tool(argv: list[str], pass_fds: list[int] | None = None) -> None:
+    """Run cp or tar; a failure says what the tool said (nsinit's own stderr goes nowhere)."""
+    result = subprocess.run(argv, check=False, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, pass_fds=pass_fds or ())
+    if result.returncode != 0:
+        said = result.stderr.decode(errors="replace").strip()[-2000:]
+        raise RuntimeError(f"{' '.join(argv[:2])} ... exited with {result.returncode}: {said}")
+
+
 class Init:
     def __init__(self, ctl: socket.socket, cfg: dict) -> None:
         self.ctl = ctl
@@ -209,33 +218,31 @@ class Init:
         raise RuntimeError("fuse-overlayfs did not mount within 5 s")
 
     def extract_root(self) -> None:
-        """The paper-style restore: a complete private copy of every layer, made anew for each rollout."""
-        target = self.cfg["extract_dir"]
-        for name in os.listdir(target):
-            path = os.path.join(target, name)
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path)
-            else:
-                os.unlink(path)
-        subprocess.run(["cp", "-a", os.path.join(self.st, "skel") + "/.", target], check=True)
+        """The paper-style restore: a complete private copy of every layer, made anew for each rollout.
+
+        The copy goes to a fresh tmpfs of its own (sized by the host: the layers plus `upper_size_mb`), mounted
+        as the root: a reset unmounts it, which frees the old copy at once. On disk, deleting the last copy
+        and copying the next slowed down with every reset (plain `rm -rf` + `cp -r` of a 188 MB tree on this
+        host's disk: 0.7 s, then 4 s, 7 s, ... 12 s; docs/benchmarks.md).
+        """
+        target = self.root
+        S.mount("tmpfs", target, "tmpfs", S.MS_NOSUID | S.MS_NODEV, f"size={self.cfg['upper_size_mb']}m,mode=0755")
+        run_tool(["cp", "-a", os.path.join(self.st, "skel") + "/.", target])
         for layer, lower in zip(self.cfg["layers"], self.lowers, strict=True):
             if layer["archive_fd"] >= 0:  # opened for us by the host; /dev/fd/N reopens it from the start
                 fd = layer["archive_fd"]
-                subprocess.run(["tar", "-xzf", f"/dev/fd/{fd}", "-C", target, "--no-same-owner"], check=True,
-                               pass_fds=[fd])
+                run_tool(["tar", "-xzf", f"/dev/fd/{fd}", "-C", target, "--no-same-owner"], pass_fds=[fd])
             else:
                 whiteouts, opaque = overlay_markers(lower)
                 for rel in opaque:  # an opaque folder hides everything below it in lower layers
                     shutil.rmtree(os.path.join(target, rel), ignore_errors=True)
-                subprocess.run(["cp", "-r", "--preserve=mode,timestamps,links", "--no-dereference",
-                                lower + "/.", target], check=True)
+                run_tool(["cp", "-r", "--preserve=mode,timestamps,links", "--no-dereference", lower + "/.", target])
                 for rel in whiteouts:
                     path = os.path.join(target, rel)
                     if os.path.isdir(path) and not os.path.islink(path):
                         shutil.rmtree(path)
                     elif os.path.lexists(path):
                         os.unlink(path)
-        S.mount(target, self.root, None, S.MS_BIND)
 
     def unmount_root(self) -> None:
         S.umount(self.root)
@@ -273,8 +280,9 @@ class Init:
         with os.fdopen(pid_r, "rb") as f:
             supervisor_pid = int(f.read() or 0)  # its host pid: the host reaches its files via /proc/PID/root
         self.session_pid = pid
-        protocol.send(self.ctl, {"op": "session", "pid": supervisor_pid,
-                                 "upper": os.path.join(self.st, "rw", "upper")}, [host_end.fileno()])
+        # the host copies the writable part from here for a snapshot (extract: the whole private copy)
+        upper = self.root if self.cfg["backend"] == "extract" else os.path.join(self.st, "rw", "upper")
+        protocol.send(self.ctl, {"op": "session", "pid": supervisor_pid, "upper": upper}, [host_end.fileno()])
         host_end.close()
 
     def fork_retrying(self) -> int:
@@ -368,7 +376,8 @@ class Init:
                 if op == "session":
                     self.start_session()
                 elif op == "reset":
-                    self.stop_session(wait=False)
+                    # extract: the old copy's memory is freed once no session's mount namespace holds it
+                    self.stop_session(wait=self.cfg["backend"] == "extract")
                     self.unmount_root()
                     self.mount_root()
                     self.start_session()

@@ -7,6 +7,7 @@ Thread-safe per instance: SkyRL runs env calls in a thread pool.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import itertools
 import os
@@ -125,12 +126,12 @@ class Sandbox:
             self.owner_uid = self._slot.uid
         self._dir, self._dir_lock = _locked_folder(work_root, name)
         os.mkdir(os.path.join(self._dir, "mnt"))
-        extract_dir = os.path.join(self._dir, "extract")
-        if self.backend == "extract":
-            os.mkdir(extract_dir, 0o755)
-            if not self._rootless:
-                os.chown(extract_dir, self.host_uid, self.host_uid)
-        self._limits = Limits.create(self.policy, CGROUP_PREFIX + name, self.owner_uid, not self._rootless)
+        self._upper_size_mb = self.policy.upper_size_mb
+        if self.backend == "extract":  # its writable tmpfs holds a copy of every layer too (memory-charged)
+            layers_mb = -(-sum(_tree_bytes(str(layer.path)) for layer in self.layers) // MB)
+            self._upper_size_mb += layers_mb
+        limits_policy = dataclasses.replace(self.policy, upper_size_mb=self._upper_size_mb)
+        self._limits = Limits.create(limits_policy, CGROUP_PREFIX + name, self.owner_uid, not self._rootless)
         self._bind_list = rootfs.binds(self.policy, self.layers)
         for layer in self.layers:
             layer.acquire()
@@ -153,7 +154,7 @@ class Sandbox:
         self._finalizer = weakref.finalize(self, _emergency_cleanup, self._proc, self._limits, self._dir,
                                            self._dir_lock)
         self._limits.add_process(self._proc.pid)
-        protocol.send(host_end, self._init_config(extract_dir))
+        protocol.send(host_end, self._init_config())
         host_end.settimeout(STARTUP_TIMEOUT_S)
         reply = self._recv(host_end, "starting the sandbox")
         if reply.get("op") == "userns_ready":
@@ -171,15 +172,15 @@ class Sandbox:
             self._net = UserNet(self._proc.pid, self.policy)
         self._new_session({"op": "session"})
 
-    def _init_config(self, extract_dir: str) -> dict:
+    def _init_config(self) -> dict:
         p = self.policy
         return {
-            "staging": os.path.join(self._dir, "mnt"), "extract_dir": extract_dir, "backend": self.backend,
+            "staging": os.path.join(self._dir, "mnt"), "backend": self.backend,
             "map_self": self._rootless, "outer_uid": os.getuid(), "outer_gid": os.getgid(), "owner": self.owner_uid,
             "layers": [{"path": str(layer.path), "archive_fd": fd}
                        for layer, fd in zip(self.layers, self._archive_fds, strict=True)],
             "binds": self._bind_list, "etc": rootfs.minimal_etc(p), "network": p.network, "hostname": p.hostname,
-            "upper_size_mb": p.upper_size_mb, "tmp_size_mb": p.tmp_size_mb, "env": p.env, "workdir": p.workdir,
+            "upper_size_mb": self._upper_size_mb, "tmp_size_mb": p.tmp_size_mb, "env": p.env, "workdir": p.workdir,
             "rlimits": self._limits.rlimits(), "max_output_bytes": p.max_output_bytes,
             "seccomp": {"enabled": p.seccomp, "allow_ptrace": p.seccomp_allow_ptrace},
         }
@@ -350,10 +351,8 @@ class Sandbox:
             target = os.path.join(snaps, f"{os.getpid()}-{next(_counter)}-{os.urandom(3).hex()}")
             cap = self.policy.upper_size_mb * MB  # what the writable layer (a tmpfs of that size) can hold
             if self.backend == "extract":  # no delta: the whole private copy is the state
-                source = os.path.join(self._dir, "extract")
                 cap += sum(_tree_bytes(str(layer.path)) for layer in self.layers)
-            else:
-                source = f"/proc/{self._proc.pid}/root{self._upper}"
+            source = f"/proc/{self._proc.pid}/root{self._upper}"
             base, count = (os.getuid(), 1) if self._rootless else (self.host_uid, self.policy.uid_count)
             try:
                 snapcopy.copy_tree(source, target, base, count, cap)

@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from pathlib import Path
 
 import pytest
 from swebox.envs.cache import EnvSpec, LayerBuildFailed, LayerStore
@@ -26,10 +27,19 @@ def test_env_layer_follows_the_layout(built_env):
     with cache.acquire(spec.key()) as env:
         top = sorted(os.listdir(env.path))
         assert top == ["swebox", "testbed", "venv"]
+        compiled = []
         for folder, dirs, files in os.walk(env.path):
-            bad = {"__pycache__", ".pytest_cache", ".hypothesis"} & set(dirs)
-            caches = [f for f in files if f.endswith(".pyc") or f.startswith(".coverage")]
+            bad = {".pytest_cache", ".hypothesis"} & set(dirs)
+            caches = [f for f in files if f.startswith(".coverage")]
             assert not bad and not caches, folder
+            pycs = [os.path.join(folder, f) for f in files if f.endswith(".pyc")]
+            if pycs or "__pycache__" in dirs:  # bytecode of third-party code only: never the project's
+                assert folder.startswith(str(env.path / "venv" / "lib")) and "site-packages" in folder, folder
+                assert not any("calc" in p.rsplit("/", 1)[-1] for p in pycs), pycs
+            compiled += pycs
+        # pytest and its dependencies are byte-compiled, as checked-hash pycs (flags 0b11: never stale)
+        assert any("/_pytest/__pycache__/" in p for p in compiled) and any("/pluggy/" in p for p in compiled)
+        assert all(int.from_bytes(Path(p).read_bytes()[4:8], "little") == 3 for p in compiled)
         assert not (env.path / "testbed" / "SECRET_FUTURE_FIX.txt").exists()
         info = json.loads((env.path / "swebox" / "env.json").read_text())
         assert info["spec"] == spec.to_dict()

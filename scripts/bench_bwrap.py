@@ -1,0 +1,147 @@
+"""bubblewrap as the peer of `swebox bench sandbox`: the same environment, in the same run, rep by rep interleaved.
+
+bubblewrap (`bwrap`) is the sandbox people pick on one machine. It sees the same tree as a swebox sandbox: the
+layer's top-level folders and the host binds swebox itself would make (`rootfs.binds`: /usr, /bin -> usr/bin,
+..., the venv's interpreter), plus a fresh /proc, /dev, and a private tmpfs /tmp, with every namespace unshared.
+Debian's bubblewrap 0.8 has no `--overlay`: the layer is bound read-only, so its agent could not edit the
+repository (a weaker peer than swebox's copy-on-write root, and a cheaper one); the variant that ran is printed.
+
+Rows: start -> first `true` done (swebox: `Sandbox.start()` + `exec("true")`; bwrap: one `bwrap ... true`);
+reset -> first `true` done (swebox: `reset()` + `exec("true")`; bwrap has no reset: a new process per "reset",
+the same as its start); `exec("true")` in a live shell (bwrap: a bash inside bwrap reading commands on stdin).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from swebox.envs.sandbox import Layer, Sandbox, SandboxPolicy, rootfs
+
+VARIANT = "read-only binds + tmpfs /tmp (no copy-on-write: bubblewrap < 0.10 has no --overlay)"
+MARKER = b"__swebox_bench_done__"
+
+
+def bwrap_version() -> str | None:
+    """`bwrap --version`'s answer, or None when bubblewrap is not installed."""
+    if shutil.which("bwrap") is None:
+        return None
+    return subprocess.run(["bwrap", "--version"], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def bwrap_argv(layer: Path, policy: SandboxPolicy, command: list[str]) -> list[str]:
+    """A bwrap command line that shows `command` the tree a swebox sandbox on `layer` would see."""
+    argv = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            "--clearenv", "--setenv", "PATH", "/venv/bin:/usr/local/bin:/usr/bin:/bin"]
+    for bind in rootfs.binds(policy, [Layer(layer)]):
+        if bind["kind"] == "symlink":
+            argv += ["--symlink", bind["target"], bind["dst"]]
+        else:
+            argv += ["--ro-bind", bind["src"], bind["dst"]]
+    for entry in sorted(os.listdir(layer)):
+        if os.path.isdir(layer / entry):
+            argv += ["--ro-bind", str(layer / entry), f"/{entry}"]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/", *command]
+    return argv
+
+
+class BwrapShell:
+    """One bash inside bwrap that runs commands sent on its stdin, like swebox's session shell."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT)
+
+    def exec(self, command: str) -> bytes:
+        self.proc.stdin.write(f"{command}; echo {MARKER.decode()}\n".encode())
+        self.proc.stdin.flush()
+        out = b""
+        while not out.endswith(MARKER + b"\n"):
+            chunk = os.read(self.proc.stdout.fileno(), 65536)
+            if not chunk:
+                raise SystemExit(f"the shell inside bwrap exited: {out[-2000:]!r}")
+            out += chunk
+        return out[:-len(MARKER) - 1]
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+        self.proc.stdout.close()
+
+
+def _run_true(argv: list[str]) -> None:
+    result = subprocess.run(argv, check=False, stdin=subprocess.DEVNULL, capture_output=True)
+    if result.returncode != 0:
+        raise SystemExit(f"bwrap failed ({result.returncode}): {result.stderr.decode()[-2000:]}")
+
+
+def _swebox_start(layer: Path, policy: SandboxPolicy) -> float:
+    sb = Sandbox([Layer(layer)], policy)
+    try:
+        start = time.perf_counter()
+        sb.start()
+        _check(sb.exec("true"))
+        return time.perf_counter() - start
+    finally:
+        sb.close()
+
+
+def _check(result) -> None:
+    if result.exit_code != 0:
+        raise SystemExit(f"benchmark command failed: {result.output[-2000:]}")
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def compare(layer: Path, reps: int) -> dict[str, dict[str, list[float]]] | None:
+    """Samples per row and system (swebox overlay, bwrap), or None (with a note) where bwrap is absent."""
+    version = bwrap_version()
+    if version is None:
+        print("bubblewrap: skipped (no `bwrap` on PATH; `apt-get install bubblewrap` adds its rows)")
+        return None
+    policy = SandboxPolicy(backend="overlay")
+    once = bwrap_argv(layer, policy, ["true"])
+    rows = ("start -> first `true`", "reset -> first `true`", 'exec("true")')
+    samples: dict[str, dict[str, list[float]]] = {row: {"swebox": [], "bwrap": []} for row in rows}
+    with Sandbox([Layer(layer)], policy) as sb:
+        shell = BwrapShell(bwrap_argv(layer, policy, ["bash", "--norc", "--noprofile"]))
+        try:
+            if shell.exec("/venv/bin/python -c 'print(1)'") != b"1\n":
+                raise SystemExit("the venv does not run inside bwrap: its tree differs from the sandbox's")
+            _check(sb.exec("true"))
+            for rep in range(reps):  # which system goes first flips rep by rep: noise and caches hit both alike
+                systems = ("swebox", "bwrap") if rep % 2 == 0 else ("bwrap", "swebox")
+                for system in systems:
+                    if system == "swebox":
+                        samples[rows[0]]["swebox"].append(_swebox_start(layer, policy))
+                        samples[rows[1]]["swebox"].append(_timed(lambda: (sb.reset(), _check(sb.exec("true")))))
+                        samples[rows[2]]["swebox"].append(_timed(lambda: _check(sb.exec("true"))))
+                    else:
+                        samples[rows[0]]["bwrap"].append(_timed(lambda: _run_true(once)))
+                        samples[rows[1]]["bwrap"].append(_timed(lambda: _run_true(once)))
+                        samples[rows[2]]["bwrap"].append(_timed(lambda: shell.exec("true")))
+        finally:
+            shell.close()
+    print(f"bubblewrap: {version}, variant: {VARIANT}")
+    return samples
+
+
+def report(samples: dict[str, dict[str, list[float]]], reps: int, pct) -> None:
+    header = f"| {'operation (p50)':<22} | {'swebox p50':>10} | {'swebox p99':>10} | {'bwrap p50':>10} | " \
+             f"{'bwrap p99':>10} | {'swebox/bwrap (p50)':>18} |"
+    print(header)
+    print("|" + "|".join("-" * len(c) for c in header.split("|")[1:-1]) + "|")
+    for row, by_system in samples.items():
+        s, b = by_system["swebox"], by_system["bwrap"]
+        print(f"| {row:<22} | {pct(s, 0.5) * 1e3:>7.2f} ms | {pct(s, 0.99) * 1e3:>7.2f} ms | "
+              f"{pct(b, 0.5) * 1e3:>7.2f} ms | {pct(b, 0.99) * 1e3:>7.2f} ms | {pct(s, 0.5) / pct(b, 0.5):>17.2f}x |")
+    print(f"\nreps: {reps} per row and system, interleaved; load average {os.getloadavg()[0]:.1f}; "
+          f"python {sys.version.split()[0]}; {os.cpu_count()} CPUs")
