@@ -83,6 +83,8 @@ def build_sdist_layer(archive: Path, requirements: list[str], edits: dict[str, t
             timeout=600,
         )
         assert build.exit_code == 0, build.output
-        layer = sb.snapshot().persist()
+        layer = sb.snapshot()
     empty.rmdir()
-    return layer
+    # the layer's maker records the interpreter its venv needs, as the env builder does in its manifest
+    layer.interpreters = (sys.base_prefix,)
+    return layer.persist()
