@@ -92,7 +92,7 @@ def _send(reporter: Reporter, event: dict, _write=_write, _dumps=_dumps) -> None
 
 
 def _allowed_plugin(reporter: Reporter, plugin, _trusted_file=_trusted_file) -> bool:
-    if plugin is reporter:
+    if plugin is reporter or plugin is None:  # None: a blocked name (-p no:X), which older pluggy lists too
         return True
     pm = reporter.config.pluginmanager
     if plugin in getattr(pm, "_conftest_plugins", ()):
