@@ -105,7 +105,8 @@ def test_cache_build_names_rows_without_an_environment(tmp_path, capsys):
     bad.write_text(json.dumps({"instance_id": "x__y-1", "repo": "x/y", "version": "1.0", "base_commit": "a" * 40,
                                "patch": "", "FAIL_TO_PASS": ["t.py::test_a"]}) + "\n")
     assert main(["cache", "--store", str(tmp_path / "store"), "build", "--tasks", str(bad)]) == 2
-    assert "line 1, field 'repo': Task.repo: expected a repository with an environment recipe" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "line 1, field 'repo': Task.repo: expected a repository with an environment recipe" in err
 
 
 
