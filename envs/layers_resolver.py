@@ -47,12 +47,22 @@ def task_images(tasks) -> dict[str, str]:
     return {task.instance_id: image_of(task) for task in tasks if image_of(task)}
 
 
+
+def store_beside(tasks_file: str | os.PathLike) -> str:
+    """The layer store next to a task file (``swebox tasks synth --out DIR`` writes DIR/tasks.jsonl and
+    DIR/layers), or '' when there is none."""
+    if not tasks_file:
+        return ""
+    beside = Path(tasks_file).absolute().parent / "layers"
+    return str(beside) if (beside / "manifests").is_dir() else ""
+
 @dataclass
 class LayerSource:
     """Where an environment finds the layers of its tasks. Travels as a plain dict (SkyRL kwargs, columns)."""
 
     store: str = ""
-    """LayerStore folder ('' = $SWEBOX_LAYER_STORE, else runs/layers); ignored when ``dirs`` is set."""
+    """LayerStore folder ('' = $SWEBOX_LAYER_STORE, else the store beside ``tasks_file`` as `swebox tasks synth`
+    leaves it, else runs/layers); ignored when ``dirs`` is set."""
     dirs: str = ""
     """Instead of a store: a folder holding unpacked layer folders named by env key and task layer key."""
     cache_root: str = ""
@@ -72,7 +82,9 @@ class LayerSource:
 
     @property
     def store_root(self) -> Path:
-        return Path(self.store or os.environ.get("SWEBOX_LAYER_STORE") or DEFAULT_STORE).absolute()
+        """``store``, else $SWEBOX_LAYER_STORE, else the store beside ``tasks_file``, else runs/layers."""
+        chosen = self.store or os.environ.get("SWEBOX_LAYER_STORE") or store_beside(self.tasks_file)
+        return Path(chosen or DEFAULT_STORE).absolute()
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -112,19 +112,12 @@ def _parse_set(items: list[str]) -> dict[str, Any]:
     return out
 
 
-def _tasks_store(tasks: str) -> str:
-    """The layer store beside a task file (``swebox tasks synth --out DIR`` writes DIR/tasks.jsonl and
-    DIR/layers), or '' (then $SWEBOX_LAYER_STORE or runs/layers)."""
-    beside = Path(tasks).absolute().parent / "layers"
-    return str(beside) if (beside / "manifests").is_dir() else ""
-
-
 def cmd_prepare(args: argparse.Namespace) -> int:
     from swebox.envs.tasks import load
 
     tasks = list(load(args.tasks))
     settings: dict[str, Any] = {"max_turns": args.max_turns, "style": args.style, **_parse_set(args.extra)}
-    store = LayerSource(store=args.store or _tasks_store(args.tasks)).store_root
+    store = LayerSource(store=args.store, tasks_file=args.tasks).store_root
     layers = {"tasks_file": str(Path(args.tasks).absolute()), "store": str(store)}
     settings["layers"] = layers
     try:  # the settings first: a wrong value is the user's first problem, whatever the layers

@@ -112,6 +112,18 @@ def test_the_tiny_config_trains_on_what_the_demo_made():
     demo = argparse.ArgumentParser()
     add_arguments(demo.add_subparsers())
     out = Path(demo.parse_args(["demo"]).out)
+
     env = load_config(TINY).env
     assert Path(env.tasks) == out / "corpus" / TASKS_FILE
-    assert Path(env.layer_store) == out / "corpus" / "layers"
+    assert env.layer_store == ""  # so that $SWEBOX_LAYER_STORE still wins, then the store beside the tasks
+
+
+def test_the_layer_store_beside_a_task_file_is_found(tmp_path, monkeypatch):
+    from swebox.envs.layers_resolver import LayerSource
+
+    monkeypatch.delenv("SWEBOX_LAYER_STORE", raising=False)
+    (tmp_path / "layers" / "manifests").mkdir(parents=True)  # as `swebox tasks synth --out DIR` leaves it
+    assert LayerSource(tasks_file=str(tmp_path / "tasks.jsonl")).store_root == tmp_path / "layers"
+    assert LayerSource(tasks_file=str(tmp_path / "x" / "t.jsonl")).store_root == Path("runs/layers").absolute()
+    monkeypatch.setenv("SWEBOX_LAYER_STORE", str(tmp_path / "other"))
+    assert LayerSource(tasks_file=str(tmp_path / "tasks.jsonl")).store_root == tmp_path / "other"
