@@ -121,7 +121,7 @@ class Tracker:
         else:
             run_id = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(8))
             id_file.write_text(run_id + "\n")
-        self.run = wandb.init(
+        options = dict(
             project=project,
             name=name,
             entity=entity or None,
@@ -134,6 +134,17 @@ class Tracker:
             # stdout stays the program's own (no console capture), and no system sampler process per run
             settings=wandb.Settings(console="off", x_disable_stats=True, silent=True),
         )
+        # a killed trainer's wandb service outlives it for a few seconds and holds the run: a resume right
+        # after the kill waits for it to let go instead of failing
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                self.run = wandb.init(**options)
+                break
+            except Exception as exc:
+                if "is in use" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(1.0)
         self.sync_dir = Path(self.run.settings.sync_dir)
         if self.mode == "offline":
             echo(f"wandb offline run: {self.sync_dir}  (upload later with: wandb sync {self.sync_dir})")
