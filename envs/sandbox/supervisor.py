@@ -20,6 +20,7 @@ import time
 
 import protocol
 import seccomp
+import syscalls
 
 BASH = "/bin/bash"
 # The command travels NUL-terminated on bash's stdin, read by `read -d ''` and run by `eval`, so a syntax
@@ -33,6 +34,8 @@ BOOTSTRAP = (
 # SIGINT handler, so `kill -INT 1` from the agent's code would otherwise raise KeyboardInterrupt here and end
 # the session. The supervisor ignores them all; the shell gets the defaults back.
 CATCHABLE = tuple(s for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD))
+# The C library's own real-time signals (32, 33 with glibc), which signal.signal cannot set
+RESERVED = tuple(s for s in range(1, signal.NSIG) if s not in signal.valid_signals())
 RESTART_NOTE = ("[swebox: the shell {how}; a new shell was started on the same files; the working directory"
                 " is {cwd} and exported variables were reset]\n")
 
@@ -96,6 +99,11 @@ class Shell:
                     resource.setrlimit(getattr(resource, name), (value, value))
                 _set_handlers(signal.SIG_DFL)
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                for sig in RESERVED:  # ignored by whoever started the sandbox (Python cannot reach them)
+                    try:
+                        syscalls.default_signal(sig)
+                    except OSError:
+                        pass
                 try:
                     os.chdir(cwd)
                 except OSError:

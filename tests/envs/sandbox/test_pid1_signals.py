@@ -20,3 +20,27 @@ def test_the_shell_gets_default_signal_handlers_back(sandbox: Sandbox):
     # the supervisor ignores every signal; what the agent runs must not inherit that
     out = sandbox.exec("grep SigIgn /proc/self/status").output.split()
     assert int(out[1], 16) == 0, out
+
+
+def test_signals_the_starter_ignored_are_default_again_in_the_shell(base_layer, work_root):
+    """A host process that ignores the C library's reserved signal 32 (as some libraries leave it) starts a
+    sandbox: the agent's shell must not inherit that (Python's signal module cannot reset it)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import ctypes, sys
+        from swebox.envs.sandbox import Sandbox, SandboxPolicy, syscalls
+        ignore = ctypes.create_string_buffer(32)
+        ignore[0] = 1  # SIG_IGN
+        syscalls._syscall("rt_sigaction", ctypes.c_int(32), ignore, None, ctypes.c_size_t(8))
+        print(open("/proc/self/status").read().split("SigIgn:")[1].split()[0])
+        with Sandbox([sys.argv[1]], SandboxPolicy(work_root=sys.argv[2])) as sb:
+            print(sb.exec("grep SigIgn /proc/self/status").output.split()[1])
+    """)
+    out = subprocess.run([sys.executable, "-c", code, str(base_layer), work_root], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    host, shell = out.stdout.split()
+    assert int(host, 16) & (1 << 31) and int(shell, 16) == 0, (host, shell)
