@@ -225,6 +225,7 @@ def run_demo(args: argparse.Namespace, echo=print) -> dict[str, Any]:
     tasks = load_tasks(str(tasks_file))
     store_root = corpus / "layers"
     # rollout actors find the layers through these (envs/layers_resolver.py); set before Ray starts its workers
+    previous_store = os.environ.get("SWEBOX_LAYER_STORE")
     os.environ["SWEBOX_LAYER_STORE"] = str(store_root)
     owns_ray = False
     pool = None
@@ -248,6 +249,11 @@ def run_demo(args: argparse.Namespace, echo=print) -> dict[str, Any]:
             import ray
 
             ray.shutdown()
+        # the caller's environment as it was (a later job in this process must not train on the demo's store)
+        if previous_store is None:
+            os.environ.pop("SWEBOX_LAYER_STORE", None)
+        else:
+            os.environ["SWEBOX_LAYER_STORE"] = previous_store
     with stages.stage("plots", "PNG curves"):
         plots = plot_run(out)
     records = read_metrics(out)

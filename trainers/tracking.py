@@ -134,16 +134,25 @@ class Tracker:
             # stdout stays the program's own (no console capture), and no system sampler process per run
             settings=wandb.Settings(console="off", x_disable_stats=True, silent=True),
         )
-        # a killed trainer's wandb service outlives it for a few seconds and holds the run: a resume right
-        # after the kill waits for it to let go instead of failing
-        deadline = time.monotonic() + 60
+        # a killed trainer's wandb service can outlive it and keep holding the run ("run ID ... is in use"):
+        # online, a resume waits for it to let go; offline, where every resume writes a new folder anyway and
+        # the backfill gives that folder every step, it takes a fresh run id after a short wait
+        deadline = time.monotonic() + (5 if self.mode == "offline" else 60)
         while True:
             try:
                 self.run = wandb.init(**options)
                 break
             except Exception as exc:
-                if "is in use" not in str(exc) or time.monotonic() > deadline:
+                if "is in use" not in str(exc):
                     raise
+                if time.monotonic() > deadline:
+                    if self.mode != "offline":
+                        raise
+                    options["id"] = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(8))
+                    id_file.write_text(options["id"] + "\n")
+                    echo(f"wandb: run {run_id} is still held by the killed process's service; this offline "
+                         f"run continues as {options['id']} (every step backfilled from metrics.jsonl)")
+                    deadline = time.monotonic() + 60
                 time.sleep(1.0)
         self.sync_dir = Path(self.run.settings.sync_dir)
         if self.mode == "offline":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import time
 
 import pytest
@@ -111,7 +112,10 @@ def test_eval_out_records_hold_the_trajectory_fields_and_a_markdown_table(calc_l
                                       "--layers", str(dirs), "--out", str(out), "--wandb", "offline"])
     assert args.func(args) == 0
     printed = capsys.readouterr().out
-    assert "| calc-add | yes | 1.000 | 2 |" in printed and "| calc-div | yes | 1.000 | 2 |" in printed
+    # the terminal gets the table through rich (aligned columns), the Markdown goes to the file beside --out
+    assert re.search(r"calc-add\s+yes\s+1\.000\s+2\s", printed) and re.search(r"calc-div\s+yes\s+1\.000\s+2\s", printed)
+    markdown = out.with_name("gold.md").read_text()
+    assert "| calc-add | yes | 1.000 | 2 |" in markdown and "| calc-div | yes | 1.000 | 2 |" in markdown
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     for row in rows:  # the fields eval always wrote, and the trajectory fields
         assert {"instance_id", "reward", "resolved", "error", "model_s", "env_s", "metrics", "total_s"} <= set(row)
