@@ -56,6 +56,8 @@ def history(sync_dir: Path) -> dict[int, dict[str, float]]:
 
 
 def newest_offline_run(run_dir: Path) -> Path:
-    """The offline run folder under ``run_dir/wandb`` written last (a resumed run's)."""
-    folders = list((run_dir / "wandb").glob("offline-run-*"))
+    """The offline run folder under ``run_dir/wandb`` written last (a resumed run's). Folders without a
+    ``run-*.wandb`` file are left out: an init that wandb refused (the killed process's service still held the
+    run id, and the tracker took a fresh one) leaves one behind."""
+    folders = [p for p in (run_dir / "wandb").glob("offline-run-*") if any(p.glob("run-*.wandb"))]
     return max(folders, key=lambda p: max(f.stat().st_mtime for f in p.glob("run-*.wandb")))
