@@ -22,6 +22,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -35,10 +36,20 @@ from ..store import LayerStore
 from .records import ImageRecord, import_image
 from .sources import INDEX_TYPES, Platform, digest_of, oci_layout, select_platform
 
-TRANSIENT = ("429", "too many requests", "toomanyrequests", "503", "service unavailable", "502", "504",
-             "bad gateway", "gateway timeout", "unexpected eof", "connection reset", "connection refused",
-             "i/o timeout", "tls handshake timeout", ": eof")
-"""skopeo messages of failures worth another try (rate limits, overload, a dropped connection)."""
+TRANSIENT = re.compile(
+    r"(?<![\w:.])(429|502|503|504)(?![\w.])|too many requests|toomanyrequests|service unavailable|bad gateway|"
+    r"gateway timeout|unexpected eof|connection reset|connection refused|i/o timeout|tls handshake timeout|: eof")
+"""skopeo messages of failures worth another try (rate limits, overload, a dropped connection). A status code
+counts only as a word of its own: ``127.0.0.1:42925`` is a port, not a 429."""
+
+AUTH_FAILURE = ("unauthorized", "authentication required", "denied")
+"""skopeo messages of a refused login; never retried, whatever else the message holds."""
+
+
+def is_transient(err: str) -> bool:
+    """Whether skopeo's stderr ``err`` describes a failure worth another try (never an auth refusal)."""
+    lowered = err.lower()
+    return not any(w in lowered for w in AUTH_FAILURE) and TRANSIENT.search(lowered) is not None
 
 
 class RegistryError(RuntimeError):
@@ -98,10 +109,8 @@ def _skopeo(cmd: list[str], ref: str, config: RegistryConfig, doing: str) -> byt
             return proc.stdout
         err = proc.stderr.decode(errors="replace").strip()
         why = err.splitlines()[-1] if err else f"exit {proc.returncode}"
-        transient = any(t in err.lower() for t in TRANSIENT)
-        if not transient:
-            hint = (" (check --creds / `skopeo login`)" if any(w in err.lower() for w in
-                    ("unauthorized", "authentication required", "denied")) else "")
+        if not is_transient(err):
+            hint = (" (check --creds / `skopeo login`)" if any(w in err.lower() for w in AUTH_FAILURE) else "")
             raise RegistryError(f"{ref}: {doing} failed: {why}{hint}")
         if attempt >= config.retries:
             raise RegistryError(f"{ref}: {doing} failed {attempt + 1} times over "

@@ -140,3 +140,20 @@ def test_registry_host_as_docker_reads_references():
     assert registry_host("ubuntu:22.04") == "docker.io"
     assert [registry_host(r) for r in ("127.0.0.1:5000/a/b:1", "localhost/a", "ghcr.io/o/r@sha256:00")] == [
         "127.0.0.1:5000", "localhost", "ghcr.io"]
+
+
+@pytest.mark.parametrize("err, transient", [
+    # CI once drew port 42925 for the loopback registry: an auth refusal was retried as a '429'.
+    ('msg="Error parsing image name \\"docker://127.0.0.1:42925/test/image:latest\\": reading manifest latest in '
+     '127.0.0.1:42925/test/image: unauthorized: authentication required"', False),
+    ("reading manifest latest in 127.0.0.1:5030/a/b: received unexpected HTTP status: 503 Service Unavailable", True),
+    ("reading manifest 1 in 127.0.0.1:50429/a: toomanyrequests: You have reached your pull rate limit", True),
+    ("Get \"http://127.0.0.1:5000/v2/\": dial tcp 127.0.0.1:5000: connect: connection refused", True),
+    ("reading blob sha256:4295cafe: 429 Too Many Requests", True),
+    ("reading manifest latest in 127.0.0.1:4290/a: manifest unknown", False),
+    ("requested access to the resource is denied (status 429)", False),
+])
+def test_only_real_transient_failures_are_retried(err, transient):
+    from swebox.envs.cache.images.registry import is_transient
+
+    assert is_transient(err) is transient
