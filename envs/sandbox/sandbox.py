@@ -201,14 +201,14 @@ class Sandbox:
         """limits_in_force()'s line for the per-user kernel budgets (uidslots.py)."""
         if self._rootless:
             return (f"shared: rootless, every sandbox of uid {self.host_uid} runs as it and its namespaces belong "
-                    "to it (pipe buffers, inotify, processes, message queues are that user's)")
+                    "to it (pipe buffers, epoll watches, inotify, processes, message queues are that user's)")
         if self._shared_ids:
             return (f"shared ids: {self._shared_ids}, so the sandbox maps to the layer ids ({self.host_uid}..), "
-                    "as do all such sandboxes (pipe buffers shared); inotify, processes and message queues count "
-                    f"per sandbox (user namespace owned by host uid {self.owner_uid})")
+                    "as do all such sandboxes (pipe buffers and epoll watches shared); inotify, processes and "
+                    f"message queues count per sandbox (user namespace owned by host uid {self.owner_uid})")
         return (f"per sandbox: host ids {self.host_uid}..{self.host_uid + self.policy.uid_count - 1} of its own and "
-                f"a user namespace owned by host uid {self.owner_uid}: pipe buffers, inotify, processes and "
-                "message queues count per sandbox")
+                f"a user namespace owned by host uid {self.owner_uid}: pipe buffers, epoll watches, inotify, "
+                "processes and message queues count per sandbox")
 
     def _recv(self, sock: socket.socket, doing: str) -> dict:
         try:

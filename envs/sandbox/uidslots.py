@@ -1,10 +1,11 @@
 """Host ids of its own for every live sandbox, so that per-user kernel budgets are per sandbox.
 
-The kernel keeps some budgets per host uid: pipe buffers (`fs.pipe-user-pages-soft`) are charged to the real
-uid of the process that makes or grows a pipe. Others it counts per user namespace and uid and charges to the
-host uid that owns (created) the namespace as well: inotify instances and watches, processes, user namespaces,
-POSIX message queue bytes and more with each kernel release (ucounts). With one shared id block, one sandbox
-could exhaust such a budget for every other sandbox. So, when the host is root, the k-th slot gives a sandbox:
+The kernel keeps some budgets per host uid: pipe buffers (`fs.pipe-user-pages-soft`) and epoll watches
+(`fs.epoll.max_user_watches`) are charged to the real uid of the process that makes them. Others it counts per
+user namespace and uid and charges to the host uid that owns (created) the namespace as well: inotify
+instances and watches, processes, user namespaces, POSIX message queue bytes and more with each kernel release
+(ucounts). With one shared id block, one sandbox could exhaust such a budget for every other sandbox. So,
+when the host is root, the k-th slot gives a sandbox:
 
 - the namespace-owner uid `host_uid + uid_count + k`, an id no sandbox maps, which creates its user namespace;
 - the id block `host_uid + uid_count + uid_slots + k * uid_count` (`uid_count` ids) that its ids 0.. map to:
