@@ -114,16 +114,24 @@ def test_a_layer_that_cannot_be_id_mapped_makes_its_sandbox_share_the_layer_ids(
     subprocess.run(["mksquashfs", str(src.parent), str(image), "-noappend", "-quiet", "-no-progress",
                     "-force-uid", uid, "-force-gid", uid], check=True, capture_output=True)
     os.chmod(tmp_path, 0o755)
-    subprocess.run(["squashfuse", "-o", "allow_other", str(image), str(mnt)], check=True)
-    try:
-        with Sandbox([mnt], SandboxPolicy(work_root=work_root)) as sb:
-            out = sb.exec("stat -c '%u %U' /testbed/README && echo more >> /testbed/README && cat /testbed/README")
-            budgets = sb.limits_in_force()["kernel_budgets"]
-            assert (sb.host_uid, _real_uid(sb.pid)) == (int(uid), int(uid))
-    finally:
-        subprocess.run(["fusermount3", "-u", str(mnt)], check=False)
-    assert out.output == "0 root\npacked\nmore\n", out.output
+    seen = {}
+    for kind, mount, unmount in (("fuse", ["squashfuse", "-o", "allow_other"], ["fusermount3", "-u"]),
+                                 ("kernel", ["mount", "-t", "squashfs", "-o", "loop,ro,nodev,nosuid"], ["umount"])):
+        subprocess.run([*mount, str(image), str(mnt)], check=True)
+        try:
+            with Sandbox([mnt], SandboxPolicy(work_root=work_root)) as sb:
+                out = sb.exec("stat -c '%u %U' /testbed/README && echo more >> /testbed/README && "
+                              "cat /testbed/README").output
+                seen[kind] = (out, sb.host_uid, _real_uid(sb.pid), sb.limits_in_force()["kernel_budgets"])
+        finally:
+            subprocess.run([*unmount, str(mnt)], check=False)
+    for out, *_ in seen.values():
+        assert out == "0 root\npacked\nmore\n", seen  # owned by the sandbox's root, and copied up
+    _, host_uid, real_uid, budgets = seen["fuse"]
+    assert host_uid == real_uid == int(uid), seen
     assert budgets.startswith("shared ids: layer ") and "cannot be id-mapped" in budgets, budgets
+    _, host_uid, real_uid, budgets = seen["kernel"]
+    assert host_uid == real_uid != int(uid) and budgets.startswith("per sandbox: host ids"), seen
 
 
 SPIN = ("python3 - <<'EOF'\n"
