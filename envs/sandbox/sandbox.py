@@ -166,7 +166,7 @@ class Sandbox:
         reply = self._recv(host_end, "starting the sandbox")
         if reply.get("op") == "userns_ready":
             mapped = idmap.map_ids(self._proc.pid, reply.get("layer_ns_pid", 0), self._trees, self.policy,
-                                   self.host_uid)
+                                   self._slot.block)
             self.host_uid, self._shared_ids = mapped.host_uid, mapped.shared_why
             fds, prepared = mapped.fds, mapped.sent
             try:

@@ -31,7 +31,6 @@ class UidSlot:
     """Slot `index` of a policy's pool, held for one sandbox until `release()` (or this process's death)."""
 
     def __init__(self, policy: SandboxPolicy, index: int, lock: IO[str]) -> None:
-        self.index = index
         self.owner_uid = policy.host_uid + policy.uid_count + index
         """The host uid that creates (owns) the sandbox's user namespace."""
         self.block = policy.host_uid + policy.uid_count + policy.uid_slots + index * policy.uid_count
