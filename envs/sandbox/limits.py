@@ -49,16 +49,12 @@ class Limits:
     enforced_by: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def create(cls, policy: SandboxPolicy, name: str, owner_uid: int, own_uid: bool) -> Limits:
+    def create(cls, policy: SandboxPolicy, name: str) -> Limits:
         limits = cls(policy)
         if policy.use_cgroups:
             limits._create_cgroups(name)
         limits.enforced_by.setdefault("cpu_share", "none: per process, like any host process" if policy.cpu_weight
                                       else "none: cpu_weight=0")
-        limits.enforced_by["kernel_budgets"] = (
-            f"user namespace owned by host uid {owner_uid}, the sandbox's own: inotify and user namespaces count "
-            "per sandbox; pipe buffers per mapped host uid (shared)" if own_uid
-            else f"shared: every rootless sandbox's namespace belongs to uid {owner_uid}")
         limits.enforced_by.setdefault("memory", "rlimit RLIMIT_AS (per process)")
         limits.enforced_by.setdefault("processes", "rlimit RLIMIT_NPROC (per sandbox user namespace)")
         limits.enforced_by["cpu_seconds"] = "rlimit RLIMIT_CPU (per process)"

@@ -91,6 +91,7 @@ class Init:
         self.root = os.path.join(self.st, "root")
         self.session_pid = 0
         self.fuse: subprocess.Popen | None = None
+        self.layer_ns = (0, -1)  # pid of the helper whose user namespace id-maps layers, our end of its pipe
 
     # -- namespaces and the static part of the filesystem ------------------------------------------------
     def enter_namespaces(self) -> None:
@@ -102,6 +103,8 @@ class Init:
             os.setgroups([])
             os.setresgid(owner, owner, owner)
             os.setresuid(owner, owner, owner)
+            if self.cfg["layer_idmap"]:
+                self.fork_layer_namespace()
         S.unshare(S.CLONE_NEWUSER)
         if self.cfg["map_self"]:
             uid, gid = self.cfg["outer_uid"], self.cfg["outer_gid"]
@@ -114,8 +117,12 @@ class Init:
             self.lower_fds: list[int] = []
             self.prepared = {"layers": [], "binds": []}
         else:
-            protocol.send(self.ctl, {"op": "userns_ready"})  # the host writes our maps, sends id-mapped lowers
+            # the host writes our maps and sends the lowers, cloned, read-only and id-mapped
+            protocol.send(self.ctl, {"op": "userns_ready", "layer_ns_pid": self.layer_ns[0]})
             self.prepared, self.lower_fds = protocol.recv(self.ctl)
+            if self.layer_ns[0]:  # the id-mapped mounts keep their mapping: the namespace is no longer needed
+                os.close(self.layer_ns[1])
+                os.waitpid(self.layer_ns[0], 0)
         os.setresgid(0, 0, 0)
         os.setresuid(0, 0, 0)
         # always a network namespace of our own: with network="user" the host attaches slirp4netns to it
@@ -124,6 +131,28 @@ class Init:
         socket.sethostname(self.cfg["hostname"])
         loopback_up()
         S.prctl(S.PR_SET_CHILD_SUBREAPER, 1)
+
+    def fork_layer_namespace(self) -> None:
+        """A child in a user namespace of its own, for the host to map the layer ids onto our id block with and
+        id-map the layers owned by them (uidslots.py). It lives until we close our end of its pipe (or die)."""
+        hold_r, hold_w = os.pipe()
+        ready_r, ready_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(hold_w)
+                os.close(ready_r)
+                S.unshare(S.CLONE_NEWUSER)
+                os.write(ready_w, b"1")
+                os.read(hold_r, 1)
+            finally:
+                os._exit(0)
+        os.close(hold_r)
+        os.close(ready_w)
+        with os.fdopen(ready_r, "rb") as f:
+            if not f.read(1):
+                raise RuntimeError("could not create the user namespace that id-maps the layers")
+        self.layer_ns = (pid, hold_w)
 
     def build_static(self) -> None:
         S.mount("tmpfs", self.st, "tmpfs", S.MS_NOSUID | S.MS_NODEV, "size=64m,mode=0755")

@@ -80,16 +80,21 @@ class SandboxPolicy:
     """Most bytes of output kept per exec (half from the head, half from the tail)."""
 
     host_uid: int = 100000
-    """When the host process is root: the unprivileged host uid (and gid) that the sandbox's uid 0 maps to."""
+    """When the host process is root: the first of the *layer ids*, the host uids (and gids) that layers' files
+    are owned by (the cache packs squashfs and tar layers as 100000, `MAPPED_ROOT_UID`). A sandbox's own ids map
+    to a block of its own above them (uid_slots) and the layers are id-mapped onto it; where a layer's filesystem
+    cannot be id-mapped, that sandbox's uid 0 maps to host_uid itself (shared by such sandboxes)."""
 
     uid_count: int = 65536
-    """When the host process is root: how many uids (from host_uid on) the sandbox's user namespace maps."""
+    """When the host process is root: how many ids (from 0) a sandbox's user namespace maps, and so the size of
+    the layer ids' range and of each sandbox's block."""
 
     uid_slots: int = 1024
-    """When the host process is root: how many sandboxes may be live on this host at once, each with a user
-    namespace owned by a host uid of its own (`host_uid + uid_count + k`, k < uid_slots, mapped by no sandbox),
-    so the budgets the kernel charges to a namespace's owner (inotify, user namespaces) are per sandbox
-    (uidslots.py). Policies with other host_uid values must keep these ranges apart."""
+    """When the host process is root: how many sandboxes may be live on this host at once. Slot k gives a sandbox
+    a user namespace owned by host uid `host_uid + uid_count + k` (mapped by no sandbox) and the id block
+    `host_uid + uid_count + uid_slots + k * uid_count` for its processes and files, so per-user kernel budgets
+    (pipe buffers, inotify, processes, message queues) are per sandbox (uidslots.py). The whole range, from
+    host_uid to the last block's end, must be used by nothing else on the host (other policies, /etc/subuid)."""
 
     cpu_weight: int = 100
     """CPU share of the sandbox against other sandboxes (cgroup cpu.weight, 1..10000; v1 cpu.shares = weight *
@@ -158,9 +163,10 @@ class SandboxPolicy:
         if not isinstance(self.cpu_weight, int) or not 0 <= self.cpu_weight <= 10000:
             raise SandboxError(f"SandboxPolicy.cpu_weight: expected an integer from 0 (no CPU cgroup) to 10000, "
                                f"found {self.cpu_weight!r}")
-        if isinstance(self.host_uid, int) and self.host_uid + self.uid_count + self.uid_slots > 2**32 - 2:
-            raise SandboxError(f"SandboxPolicy: host_uid + uid_count + uid_slots must stay below 2**32 - 1, found "
-                               f"{self.host_uid} + {self.uid_count} + {self.uid_slots}; lower them")
+        if isinstance(self.host_uid, int) and self.uid_range_end > 2**32 - 2:
+            raise SandboxError(f"SandboxPolicy: host_uid + uid_count * (uid_slots + 1) + uid_slots (the last "
+                               f"sandbox's id block's end) must stay below 2**32 - 1, found {self.uid_range_end} "
+                               f"for {self.host_uid}, {self.uid_count}, {self.uid_slots}; lower them")
         if self.command_timeout_s <= 0:
             raise SandboxError(f"SandboxPolicy.command_timeout_s: expected > 0, found {self.command_timeout_s}")
         if self.host_uid <= 0:
@@ -179,6 +185,11 @@ class SandboxPolicy:
         self.env = {str(k): str(v) for k, v in self.env.items()}
         if not str(self.workdir).startswith("/"):
             raise SandboxError(f"SandboxPolicy.workdir: expected an absolute path, found {self.workdir!r}")
+
+    @property
+    def uid_range_end(self) -> int:
+        """One past the last host id the policy's sandboxes may use (the last slot's block, uidslots.py)."""
+        return self.host_uid + self.uid_count * (self.uid_slots + 1) + self.uid_slots
 
     @property
     def cgroup_memory_mb(self) -> int:

@@ -20,7 +20,7 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import hostfs, protocol, rootfs, snapcopy, syscalls, uidslots
+from . import hostfs, idmap, protocol, rootfs, snapcopy, uidslots
 from .layers import Layer
 from .limits import Limits, sweep_stale_cgroups
 from .policy import SandboxError, SandboxPolicy
@@ -76,8 +76,11 @@ class Sandbox:
         self._limits: Limits | None = None
         self._net: UserNet | None = None
         self._slot: uidslots.UidSlot | None = None
+        self._trees: list[idmap.Tree] = []  # every tree nsinit mounts read-only
+        self._shared_ids = ""  # why this sandbox maps to the shared layer ids instead of a block of its own
         self.host_uid = 0
-        """The host uid (and gid) the sandbox's root is, once started (policy.host_uid; rootless: the user's)."""
+        """The host uid (and gid) the sandbox's root is, once started: the first of a block of its own (uidslots.py;
+        policy.host_uid where a layer cannot be id-mapped onto it; rootless: the user's)."""
         self.owner_uid = 0
         """The host uid that owns the sandbox's user namespace, once started: one of its own per live sandbox."""
         self._finalizer: weakref.finalize | None = None
@@ -121,9 +124,9 @@ class Sandbox:
         if self._rootless:
             self.host_uid = self.owner_uid = os.getuid()
         else:
-            self.host_uid = self.policy.host_uid
-            self._slot = uidslots.acquire(self.policy.host_uid + self.policy.uid_count, self.policy.uid_slots)
-            self.owner_uid = self._slot.uid
+            self._slot = uidslots.acquire(self.policy)
+            self.owner_uid = self._slot.owner_uid
+            self.host_uid = self._slot.block  # unless a layer owned by the layer ids cannot be id-mapped onto it
         self._dir, self._dir_lock = _locked_folder(work_root, name)
         os.mkdir(os.path.join(self._dir, "mnt"))
         self._upper_size_mb = self.policy.upper_size_mb
@@ -131,8 +134,12 @@ class Sandbox:
             layers_mb = -(-sum(_tree_bytes(str(layer.path)) for layer in self.layers) // MB)
             self._upper_size_mb += layers_mb
         limits_policy = dataclasses.replace(self.policy, upper_size_mb=self._upper_size_mb)
-        self._limits = Limits.create(limits_policy, CGROUP_PREFIX + name, self.owner_uid, not self._rootless)
+        self._limits = Limits.create(limits_policy, CGROUP_PREFIX + name)
         self._bind_list = rootfs.binds(self.policy, self.layers)
+        trees = [("layers", i, str(layer.path)) for i, layer in enumerate(self.layers)]
+        trees += [("binds", i, b["src"]) for i, b in enumerate(self._bind_list) if b["kind"] == "dir"]
+        # rootless, nothing is id-mapped (nsinit maps itself), and the user may not even stat some binds' folders
+        self._trees = [] if self._rootless else idmap.classify(trees, self.policy)
         for layer in self.layers:
             layer.acquire()
         host_end, init_end = socket.socketpair()
@@ -158,7 +165,10 @@ class Sandbox:
         host_end.settimeout(STARTUP_TIMEOUT_S)
         reply = self._recv(host_end, "starting the sandbox")
         if reply.get("op") == "userns_ready":
-            fds, prepared = self._map_ids()
+            mapped = idmap.map_ids(self._proc.pid, reply.get("layer_ns_pid", 0), self._trees, self.policy,
+                                   self._slot.block)
+            self.host_uid, self._shared_ids = mapped.host_uid, mapped.shared_why
+            fds, prepared = mapped.fds, mapped.sent
             try:
                 protocol.send(host_end, prepared, fds)
             finally:
@@ -168,6 +178,7 @@ class Sandbox:
         if reply.get("op") != "ready":
             raise SandboxError(f"the sandbox did not start: {reply.get('error', reply)}; see docs/sandbox.md "
                                "for the host features each backend needs, or try SandboxPolicy(backend='extract')")
+        self._limits.enforced_by["kernel_budgets"] = self._budgets_note()
         if self.policy.network == "user":  # nsinit's network namespace exists now
             self._net = UserNet(self._proc.pid, self.policy)
         self._new_session({"op": "session"})
@@ -177,6 +188,7 @@ class Sandbox:
         return {
             "staging": os.path.join(self._dir, "mnt"), "backend": self.backend,
             "map_self": self._rootless, "outer_uid": os.getuid(), "outer_gid": os.getgid(), "owner": self.owner_uid,
+            "layer_idmap": any(tree.owner == "layer" for tree in self._trees),
             "layers": [{"path": str(layer.path), "archive_fd": fd}
                        for layer, fd in zip(self.layers, self._archive_fds, strict=True)],
             "binds": self._bind_list, "etc": rootfs.minimal_etc(p), "network": p.network, "hostname": p.hostname,
@@ -185,38 +197,18 @@ class Sandbox:
             "seccomp": {"enabled": p.seccomp, "allow_ptrace": p.seccomp_allow_ptrace},
         }
 
-    def _map_ids(self) -> tuple[list[int], dict[str, list[int]]]:
-        """As host root: map the sandbox's ids to unprivileged host ids, and prepare its read-only trees.
-
-        Layers and binds are cloned here (host root can reach /root/.pyenv, the sandbox's uid cannot),
-        made read-only, and id-mapped where they belong to host root, so they show as the sandbox's root's.
-        """
-        pid, p = self._proc.pid, self.policy
-        for kind in ("uid_map", "gid_map"):
-            with open(f"/proc/{pid}/{kind}", "w") as f:
-                f.write(f"0 {self.host_uid} {p.uid_count}")
-        userns = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
-        fds: list[int] = []
-        sent: dict[str, list[int]] = {"layers": [], "binds": []}
-        trees = [("layers", i, str(layer.path)) for i, layer in enumerate(self.layers)]
-        trees += [("binds", i, b["src"]) for i, b in enumerate(self._bind_list) if b["kind"] == "dir"]
-        try:
-            for kind, index, path in trees:
-                flags = syscalls.OPEN_TREE_CLONE | syscalls.OPEN_TREE_CLOEXEC | syscalls.AT_RECURSIVE
-                fd = syscalls.open_tree(path, flags)
-                readonly = syscalls.MOUNT_ATTR_RDONLY | syscalls.MOUNT_ATTR_NODEV
-                try:
-                    if os.stat(path).st_uid == 0:
-                        syscalls.mount_setattr(fd, readonly | syscalls.MOUNT_ATTR_IDMAP, userns)
-                    else:  # already owned by the mapped ids (e.g. a squashfs built with -force-uid)
-                        syscalls.mount_setattr(fd, readonly)
-                except OSError:  # this filesystem cannot be id-mapped: its files show as nobody
-                    syscalls.mount_setattr(fd, readonly)
-                fds.append(fd)
-                sent[kind].append(index)
-        finally:
-            os.close(userns)
-        return fds, sent
+    def _budgets_note(self) -> str:
+        """limits_in_force()'s line for the per-user kernel budgets (uidslots.py)."""
+        if self._rootless:
+            return (f"shared: rootless, every sandbox of uid {self.host_uid} runs as it and its namespaces belong "
+                    "to it (pipe buffers, epoll watches, inotify, processes, message queues are that user's)")
+        if self._shared_ids:
+            return (f"shared ids: {self._shared_ids}, so the sandbox maps to the layer ids ({self.host_uid}..), "
+                    "as do all such sandboxes (pipe buffers and epoll watches shared); inotify, processes and "
+                    f"message queues count per sandbox (user namespace owned by host uid {self.owner_uid})")
+        return (f"per sandbox: host ids {self.host_uid}..{self.host_uid + self.policy.uid_count - 1} of its own and "
+                f"a user namespace owned by host uid {self.owner_uid}: pipe buffers, epoll watches, inotify, "
+                "processes and message queues count per sandbox")
 
     def _recv(self, sock: socket.socket, doing: str) -> dict:
         try:

@@ -1,13 +1,19 @@
-"""A host uid of its own for every live sandbox's user namespace, so that per-user kernel budgets are per sandbox.
+"""Host ids of its own for every live sandbox, so that per-user kernel budgets are per sandbox.
 
-The kernel counts some budgets per user namespace and uid, and charges what a namespace's processes use to the
-host uid that owns (created) the namespace as well: inotify instances and watches, user namespaces, and more
-with each kernel release (ucounts). With host root owning every sandbox's namespace, one sandbox could exhaust
-such a budget for every other sandbox and for host root itself. So, when the host is root, nsinit creates the
-user namespace as an owner uid of the sandbox's own, `owner_base + k` for the k-th slot, an id no sandbox maps
-(its files and processes are still the policy's `host_uid` ids: layers owned by those stay readable). A slot is
-a lock file under SLOTS_DIR held with flock for the sandbox's life: shared by every process of the host, released
-by the kernel when the holder dies, so a crash leaks nothing.
+The kernel keeps some budgets per host uid: pipe buffers (`fs.pipe-user-pages-soft`) and epoll watches
+(`fs.epoll.max_user_watches`) are charged to the real uid of the process that makes them. Others it counts per
+user namespace and uid and charges to the host uid that owns (created) the namespace as well: inotify
+instances and watches, processes, user namespaces, POSIX message queue bytes and more with each kernel release
+(ucounts). With one shared id block, one sandbox could exhaust such a budget for every other sandbox. So,
+when the host is root, the k-th slot gives a sandbox:
+
+- the namespace-owner uid `host_uid + uid_count + k`, an id no sandbox maps, which creates its user namespace;
+- the id block `host_uid + uid_count + uid_slots + k * uid_count` (`uid_count` ids) that its ids 0.. map to:
+  its processes and its writable layer's files are those host ids. Layers keep the *layer ids*
+  (`host_uid..`, as squashfs images are packed with `-force-uid`): the host id-maps them onto the block.
+
+A slot is a lock file under SLOTS_DIR held with flock for the sandbox's life: shared by every process of the
+host, released by the kernel when the holder dies, so a crash leaks nothing.
 """
 
 from __future__ import annotations
@@ -16,16 +22,19 @@ import fcntl
 import os
 from typing import IO
 
-from .policy import SandboxError
+from .policy import SandboxError, SandboxPolicy
 
 SLOTS_DIR = "/run/swebox-uid-slots"
 
 
 class UidSlot:
-    """The host uid `uid`, held for one sandbox until `release()` (or this process's death)."""
+    """Slot `index` of a policy's pool, held for one sandbox until `release()` (or this process's death)."""
 
-    def __init__(self, uid: int, lock: IO[str]) -> None:
-        self.uid = uid
+    def __init__(self, policy: SandboxPolicy, index: int, lock: IO[str]) -> None:
+        self.owner_uid = policy.host_uid + policy.uid_count + index
+        """The host uid that creates (owns) the sandbox's user namespace."""
+        self.block = policy.host_uid + policy.uid_count + policy.uid_slots + index * policy.uid_count
+        """The first of the `uid_count` host ids (uids and gids) the sandbox's ids map to."""
         self._lock: IO[str] | None = lock
 
     def release(self) -> None:
@@ -34,17 +43,17 @@ class UidSlot:
             self._lock = None
 
 
-def acquire(base: int, slots: int) -> UidSlot:
-    """The first free uid of `base .. base + slots - 1`."""
+def acquire(policy: SandboxPolicy) -> UidSlot:
+    """The first free slot of the policy's pool (`uid_slots` of them)."""
     os.makedirs(SLOTS_DIR, mode=0o700, exist_ok=True)
-    for uid in range(base, base + slots):
-        lock = open(os.path.join(SLOTS_DIR, f"{uid}.lock"), "a")  # noqa: SIM115 - held by the slot
+    base = policy.host_uid + policy.uid_count
+    for index in range(policy.uid_slots):
+        lock = open(os.path.join(SLOTS_DIR, f"{base + index}.lock"), "a")  # noqa: SIM115 - held by the slot
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             lock.close()
             continue
-        return UidSlot(uid, lock)
-    raise SandboxError(f"SandboxPolicy.uid_slots: expected a free namespace-owner uid among {slots} (from {base}, "
-                       f"just above host_uid's block), found all held by live sandboxes; raise uid_slots or close "
-                       "sandboxes")
+        return UidSlot(policy, index, lock)
+    raise SandboxError(f"SandboxPolicy.uid_slots: expected a free slot among {policy.uid_slots} (namespace-owner "
+                       f"uids from {base}), found all held by live sandboxes; raise uid_slots or close sandboxes")

@@ -10,7 +10,8 @@ Normalisation (what the sandbox's overlay and threat model need; docs/cache.md "
   ``user.overlay.opaque=y`` on D (the sandbox mounts overlay with ``userxattr``, so only the user. namespace
   counts); a whiteout and a folder of the same name in one layer -> an opaque folder.
 - owners: uid/gid u -> store.owner + u (u < 65536; others become nobody), so image users keep their identity
-  under the sandbox's id map ``0 100000 65536``; a store with another owner (rootless) gets every file as its own.
+  inside sandboxes, which id-map the layer ids ``100000 + u`` onto their own host ids (u inside); a store
+  with another owner (rootless) gets every file as its own.
 - setuid/setgid bits are dropped (no_new_privs makes them inert inside, and on a node's disk a setuid file
   owned by a mapped uid is an escalation path for host users); device files, FIFOs and sockets are dropped
   (the sandbox brings its own /dev); source xattrs other than ``user.*`` are dropped, and ``user.overlay.*``

@@ -38,9 +38,9 @@ def still_works(sb: Sandbox) -> None:
 
 
 def test_fork_bomb_is_contained(base_layer: Path, work_root: str, host_sentinel):
-    uid = 300000  # a host uid of its own, so that the count below sees only this sandbox
-    policy = SandboxPolicy(work_root=work_root, max_processes=64, host_uid=uid)
+    policy = SandboxPolicy(work_root=work_root, max_processes=64)
     with Sandbox([base_layer], policy) as sb:
+        uid = sb.host_uid  # a host uid of its own (uidslots.py), so the count below sees only this sandbox
         sb.exec("(:(){ :|:& };:) >/dev/null 2>&1 &", timeout=30)
         # the bomb grows at the pace the (shared, maybe loaded) CPUs allow: watch it reach the cap, and never pass it
         counts = [len(_host_processes_of(uid))]

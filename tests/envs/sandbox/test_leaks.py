@@ -23,15 +23,16 @@ def _open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-def _processes_of_uid(uid: int) -> int:
+def _processes_of(policy: SandboxPolicy) -> int:
+    """Host processes whose real uid is one the policy's sandboxes use (any slot's block, uidslots.py)."""
     count = 0
     for name in os.listdir("/proc"):
         try:
             with open(f"/proc/{name}/status") as f:
-                if f"\nUid:\t{uid}\t" in f.read():
-                    count += 1
-        except OSError:
-            pass
+                uid = int(f.read().split("\nUid:\t", 1)[1].split("\t", 1)[0])
+        except (OSError, IndexError, ValueError):
+            continue
+        count += policy.host_uid <= uid < policy.uid_range_end
     return count
 
 
@@ -72,12 +73,12 @@ def _settled(probe, expected: int, seconds: float = 5.0) -> int:
 
 @pytest.mark.e2e
 def test_a_thousand_cycles_leak_nothing(base_layer: Path, work_root: str):
-    uid = 300001  # a host uid of its own, so other sandboxes on this machine do not disturb the count
-    policy = SandboxPolicy(work_root=work_root, host_uid=uid)
+    # host uids of their own, so that sandboxes of other policies on this machine do not disturb the count
+    policy = SandboxPolicy(work_root=work_root, host_uid=300001, uid_slots=16)
     with Sandbox([base_layer], policy) as warm:  # first use creates lazily-made folders; not a leak
         warm.exec("true")
     folders = (work_root, str(base_layer))
-    before = (_mounts(*folders), _open_fds(), _children(), _processes_of_uid(uid), _files_under(work_root), _cgroups())
+    before = (_mounts(*folders), _open_fds(), _children(), _processes_of(policy), _files_under(work_root), _cgroups())
     for i in range(CYCLES):
         sb = Sandbox([base_layer], policy).start()
         r = sb.exec(f"echo {i} > /testbed/x; nohup sleep 1000 >/dev/null 2>&1 & cat /testbed/x")
@@ -89,7 +90,7 @@ def test_a_thousand_cycles_leak_nothing(base_layer: Path, work_root: str):
         _settled(lambda: _mounts(*folders), before[0]),
         _settled(_open_fds, before[1]),
         _settled(_children, before[2]),
-        _settled(lambda: _processes_of_uid(uid), before[3]),
+        _settled(lambda: _processes_of(policy), before[3]),
         _settled(lambda: _files_under(work_root), before[4]),
         _settled(_cgroups, before[5]),
     )

@@ -28,6 +28,7 @@ def test_round_trips_through_a_dict():
         ({"network": "bridge"}, "expected one of"),
         ({"memory_mb": 0}, "positive integer"),
         ({"host_uid": 0}, "never be host root"),
+        ({"uid_count": 1 << 22}, "the last sandbox's id block's end"),  # 1025 blocks of 4M ids pass 2**32
         ({"workdir": "testbed"}, "workdir: expected an absolute path"),
         ({"ro_binds": ("relative/path",)}, "absolute"),
         ({"etc_files": ("../shadow",)}, "inside /etc"),

@@ -98,6 +98,8 @@ def test_the_api_works_for_an_unprivileged_user(throwaway_user):
         assert out["bomb"] <= 48 + 8  # the bomb, plus this script, nsinit and the supervisor
         assert out["reset"] == "a\n"
         assert out["limits"]["processes"].startswith("rlimit")
+        # the documented limit: rootless sandboxes share the user's per-user budgets (one id, no id block)
+        assert out["limits"]["kernel_budgets"].startswith(f"shared: rootless, every sandbox of uid {uid} "), out
         assert out["left"] == []
     finally:
         shutil.rmtree(root, ignore_errors=True)
