@@ -99,12 +99,19 @@ def record(result: SearchResult) -> dict[str, Any]:
     picked = result.attempts[result.picked] if result.picked >= 0 else None
     error = next((b.removeprefix("error: ") for b in result.budgets_hit if b.startswith("error: ")), "")
     turns = result.chosen_turns()
+    # the chat as the picked line played it (swebox sft's input), as play_text_episode gives it: no observation
+    # after the last reply, which ended the line
+    messages = [dict(m) for m in result.prompt]
+    for i, turn in enumerate(turns):
+        messages.append({"role": "assistant", "content": turn["text"]})
+        if i < len(turns) - 1:
+            messages.append({"role": "user", "content": turn["observation"]})
     return {"format": FORMAT_VERSION, "task_id": result.task_id, "instance_id": result.task_id,
             "reward": picked.reward if picked else 0.0, "resolved": bool(picked and picked.resolved),
             "failed": bool(error), "truncated": False, "error": error or (picked.error if picked else ""),
             "num_turns": len(turns), "reason": picked.reason if picked else "error", "prompt": result.prompt,
             "turns": turns, "diff": picked.diff if picked else "", "grade": picked.grade if picked else None,
-            "metrics": {}, "total_s": result.wall_s, "search": result.to_dict()}
+            "metrics": {}, "total_s": result.wall_s, "messages": messages, "search": result.to_dict()}
 
 
 def report(results: list[SearchResult], args: argparse.Namespace) -> str:

@@ -4,8 +4,9 @@ Flask (routing, Jinja2 templates with autoescaping, Werkzeug's threaded server) 
 run (charts of reward, resolved rate and the env time breakdown per step; the steps; every rollout with
 filters and a task id search, paginated), a step (its groups, rewards, advantages, identical diffs grouped), a
 rollout (every turn, the final diff, the grade report; a search's tree when the record has one), a task
-(statement, gold patch, every rollout of it) and a page of what could not be read. Everything (templates, CSS) comes from this package; the pages load no
-external asset and run no script, so they work offline. Only GET and HEAD are routed: nothing is written.
+(statement, gold patch, every rollout of it) and a page of what could not be read. Everything (templates,
+CSS) comes from this package; the pages load no external asset and run no script, so they work offline. Only
+GET and HEAD are routed: nothing is written.
 """
 
 from __future__ import annotations

@@ -185,6 +185,9 @@ def test_beam_records_its_tree_and_the_chosen_path(calc_layer):  # noqa: F811
     assert out["resolved"] and out["reward"] == 1.0 and out["num_turns"] == 3 and out["reason"] == "submitted"
     assert [t["turn"] for t in out["turns"]] == [1, 2, 3] and "+    return a + b" in out["diff"]
     assert out["prompt"][0]["role"] == "system" and out["grade"]["resolved"]
+    roles = [m["role"] for m in out["messages"]]
+    assert roles == ["system", "user", "assistant", "user", "assistant", "user", "assistant"]
+    assert out["messages"][-1]["content"] == SUBMIT and "2:    return a + b" in out["messages"][-2]["content"]
     assert out["search"]["chosen"] == [0, 1] and len(out["search"]["tree"]) == 4 and not out["search"]["oracle"]
     # line 2's path: line 1's first turn (before the fork), then its own
     assert [t["turn"] for t in path_turns(result.tree, [0, 1, 2])] == [1, 2, 3]
