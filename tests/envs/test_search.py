@@ -246,6 +246,7 @@ def test_swebox_eval_reports_pass_at_k_best_of_n_and_beam(calc_layer, tmp_path, 
     rows = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
     assert [r["search"]["resolved_count"] for r in rows] == [2, 2] and rows[0]["search"]["sandboxes"] == 2
     assert [r["resolved"] for r in rows] == [True, True] and rows[0]["num_turns"] == 2  # the picked attempts
+    assert [(n["parent"], n["status"]) for n in rows[0]["search"]["tree"]] == [(None, "ended"), (None, "ended")]
     assert main([*common, "--policy", "empty", "--best-of", "2", "--select", "oracle"]) == 0
     out = capsys.readouterr().out
     assert "best-of-2, selected by the ORACLE (hidden tests; research only): resolved 0/2 (0.0%)" in out
