@@ -86,7 +86,24 @@ def _open(args: argparse.Namespace, fmt: str | None = None, *, create: bool = Fa
 
     if not create:
         _existing_store(args.store)
+    else:
+        _writable_store(args.store)
     return LayerStore(args.store, fmt=fmt or available_formats()[0])
+
+
+def _writable_store(path: str) -> None:
+    """A command that writes layers into a store another user owns would fail half-way with EACCES."""
+    folder = Path(path)
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent  # the store is created inside its nearest existing parent
+    subs = [folder / s for s in ("", "blobs", "manifests", "tmp", "locks") if (folder / s).exists()]
+    denied = [p for p in subs if not os.access(p, os.W_OK | os.X_OK)]
+    if denied:
+        raise PermissionError(errno.EACCES, f"this user (uid {os.geteuid()}) cannot write the layer store: "
+                              f"expected a folder of its own; found {denied[0]} owned by uid "
+                              f"{denied[0].stat().st_uid}. Pass `--store` a folder this user owns (a rootless "
+                              f"store: its layers are packed as this user's files), or run as that folder's "
+                              f"owner", path)
 
 
 def _existing_store(path: str) -> None:

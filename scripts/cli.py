@@ -85,7 +85,8 @@ def user_error_types() -> tuple[type[BaseException], ...]:
     from swebox.envs.tasks.schema import TaskError
 
     kinds: list[type[BaseException]] = [UserError, LoadError, TaskError, LayersMissing, InterpreterNotFound,
-                                        yaml.YAMLError, FileNotFoundError, NotADirectoryError, IsADirectoryError]
+                                        yaml.YAMLError, FileNotFoundError, NotADirectoryError, IsADirectoryError,
+                                        PermissionError]  # a store of another user's, a layer packed for one
     try:
         from swebox.scripts.demo import DemoError
         from swebox.trainers.config import ConfigError

@@ -3,13 +3,14 @@
 Each task's attempts start from one prepared start state (forked sandboxes, :mod:`swebox.envs.search`); tasks
 run ``--parallel`` at once. The report has pass@k (the unbiased estimator) for the k up to N, best-of-N's
 resolved rate under the selection rule (the oracle rule is called the oracle wherever it is reported), and
-what the search cost: sandboxes, forks and their time, turns, wall time.
+what the search cost: sandboxes, forks and their time, turns, wall time. ``--out`` writes one trajectory
+record per task (:func:`record`): the picked attempt as an episode, plus the whole search with its tree, which
+``swebox view`` shows.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -25,6 +26,7 @@ from swebox.envs.search import (
     report_ks,
     sample,
 )
+from swebox.trainers.trajectories import FORMAT_VERSION, dumps
 
 
 def add_arguments(ev: argparse.ArgumentParser) -> None:
@@ -84,9 +86,32 @@ def run(args: argparse.Namespace, tasks: list, reply_for: Callable[[Any], Callab
     with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
         results = list(pool.map(one, tasks))
     if args.out:
-        Path(args.out).write_text("".join(json.dumps(r.to_dict()) + "\n" for r in results))
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text("".join(dumps(record(r)) + "\n" for r in results))
     echo(report(results, args))
     return results
+
+
+def record(result: SearchResult) -> dict[str, Any]:
+    """One ``--out`` line: the picked attempt in the episode fields of a trajectory record (its whole
+    conversation through the tree: what the viewer lists and ``swebox sft`` reads), and ``search``: the
+    search's result (attempts, costs, rule, ``oracle``, ``tree``, ``chosen``: docs/training.md)."""
+    picked = result.attempts[result.picked] if result.picked >= 0 else None
+    error = next((b.removeprefix("error: ") for b in result.budgets_hit if b.startswith("error: ")), "")
+    turns = result.chosen_turns()
+    # the chat as the picked line played it (swebox sft's input), as play_text_episode gives it: no observation
+    # after the last reply, which ended the line
+    messages = [dict(m) for m in result.prompt]
+    for i, turn in enumerate(turns):
+        messages.append({"role": "assistant", "content": turn["text"]})
+        if i < len(turns) - 1:
+            messages.append({"role": "user", "content": turn["observation"]})
+    return {"format": FORMAT_VERSION, "task_id": result.task_id, "instance_id": result.task_id,
+            "reward": picked.reward if picked else 0.0, "resolved": bool(picked and picked.resolved),
+            "failed": bool(error), "truncated": False, "error": error or (picked.error if picked else ""),
+            "num_turns": len(turns), "reason": picked.reason if picked else "error", "prompt": result.prompt,
+            "turns": turns, "diff": picked.diff if picked else "", "grade": picked.grade if picked else None,
+            "metrics": {}, "total_s": result.wall_s, "messages": messages, "search": result.to_dict()}
 
 
 def report(results: list[SearchResult], args: argparse.Namespace) -> str:

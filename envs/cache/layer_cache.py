@@ -81,6 +81,21 @@ class QuotaError(RuntimeError):
     """The layers in use on this node leave no room for another one under the quota."""
 
 
+class LayerOwnerError(PermissionError):
+    """A squashfs layer packed for another uid than the one this rootless process maps into its sandboxes."""
+
+
+def check_owner(manifest: Manifest, store_root: Path) -> None:
+    """Refuse a layer whose files a rootless sandbox would see as nobody's (``store`` module docstring)."""
+    owner, uid = manifest.meta.get("owner"), os.geteuid()
+    if manifest.format == "squashfs" and owner is not None and uid != 0 and owner != uid:
+        raise LayerOwnerError(
+            f"layer {manifest.key} in {store_root}: expected files owned by uid {uid} (a rootless sandbox maps "
+            f"only its user's uid); found a layer packed for uid {owner}, whose files the sandbox would show as "
+            f"read-only 'nobody'. Pull or build it again as this user into a store of your own (`swebox cache "
+            f"--store DIR pull IMAGE` or `build`), or run as root.")
+
+
 @dataclass
 class LayerHandle:
     """A layer in use: ``path`` is the directory to give to Sandbox. Release it (or use ``with``)."""
@@ -125,6 +140,7 @@ class LayerCache:
         """Make ``key`` (the store's current build of it) available on this node (once) and hold it until the
         handle is released."""
         manifest = self.store.require(key)
+        check_owner(manifest, self.store.root)
         for attempt in range(3):
             node = node_key(manifest)
             with self._locked(node):

@@ -14,6 +14,12 @@ Layout (``root/``)::
 Publication: pack into tmp/, fsync, rename into blobs/, then write the manifest the same way. A crash, a
 SIGKILL or a full disk at any point leaves at most a stray file in tmp/ or an unreferenced blob, never a
 manifest without a complete blob; ``gc`` sweeps the strays.
+
+Owners: packed files belong to the uid the sandbox maps to its root (``LayerStore.owner``): root's sandboxes
+map 0 to MAPPED_ROOT_UID, a rootless one maps only the invoking user, so by default a store opened by a
+non-root user packs every file as that user's. A squashfs layer records the uid in ``meta['owner']``, so a
+rootless node refuses, with how to fix it, a layer packed for someone else (its files would be unmapped:
+read-only ``nobody`` in the sandbox).
 """
 
 from __future__ import annotations
@@ -111,6 +117,11 @@ def _write_atomic(path: Path, data: bytes) -> None:
     fsync_path(path.parent)
 
 
+def default_owner() -> int:
+    """The uid a sandbox started by this process maps to its root: MAPPED_ROOT_UID as root, else our own."""
+    return MAPPED_ROOT_UID if os.geteuid() == 0 else os.geteuid()
+
+
 def _disk_full_hint(exc: OSError, what: str, root: Path) -> OSError:
     if exc.errno == errno.ENOSPC:
         return OSError(errno.ENOSPC, f"disk full while {what} in {root}: nothing was published; free space "
@@ -121,10 +132,11 @@ def _disk_full_hint(exc: OSError, what: str, root: Path) -> OSError:
 class LayerStore:
     """Packed layers + manifests in a folder; see the module docstring for the layout."""
 
-    def __init__(self, root: str | Path, fmt: str = "squashfs", owner: int | None = MAPPED_ROOT_UID) -> None:
+    def __init__(self, root: str | Path, fmt: str = "squashfs", owner: int | None | str = "default") -> None:
+        """``owner``: the uid packed files get ('default': :func:`default_owner`; None keeps their owners)."""
         self.root = Path(root).absolute()
         self.fmt = check_format(fmt)
-        self.owner = owner
+        self.owner = default_owner() if owner == "default" else owner
         for sub in ("blobs", "manifests", "logs", "failed", "locks", "tmp"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
 
@@ -221,6 +233,8 @@ class LayerStore:
                                 files=packed.files, tree_bytes=packed.tree_bytes,
                                 created=time.time(), build_log=f"logs/{key}.log" if log else "", kind=kind,
                                 parent=parent, meta=dict(meta or {}))
+            if fmt == "squashfs" and self.owner is not None:
+                manifest.meta.setdefault("owner", self.owner)  # the uid baked into the image (module docstring)
             blob = self.blob_path(manifest)
             blob.parent.mkdir(exist_ok=True)
             os.rename(tmp, blob)  # an identical blob already there is replaced by identical bytes

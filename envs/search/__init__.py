@@ -2,13 +2,15 @@
 
 ``sample(task, n, reply)`` plays n attempts from one prepared start state; ``beam(task, reply, width=W,
 depth=D)`` branches mid-episode; ``SearchResult`` has the graded attempts, the selection rule's pick and the
-costs; :mod:`.passk` has the estimator; :mod:`.select` the rules. See docs/envs.md ("Search at inference").
+costs and ``SearchResult.tree`` every line of play (:mod:`.nodes`); :mod:`.passk` has the estimator;
+:mod:`.select` the rules. See docs/envs.md ("Search at inference").
 """
 
+from swebox.envs.search.nodes import Node
 from swebox.envs.search.passk import best_of_n_rate, mean_pass_at_k, pass_at_k, report_ks
 from swebox.envs.search.select import BUILTIN_RULES, Candidate, SelectRule, parse_rule
 from swebox.envs.search.tree import Attempt, Reply, SearchBudget, SearchResult, TaskSearch, beam, sample
 
-__all__ = ["BUILTIN_RULES", "Attempt", "Candidate", "Reply", "SearchBudget", "SearchResult", "SelectRule",
+__all__ = ["BUILTIN_RULES", "Attempt", "Candidate", "Node", "Reply", "SearchBudget", "SearchResult", "SelectRule",
            "TaskSearch", "beam", "best_of_n_rate", "mean_pass_at_k", "parse_rule", "pass_at_k", "report_ks",
            "sample"]

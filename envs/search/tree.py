@@ -6,8 +6,10 @@ of ``depth`` levels forks every live line into ``width`` children (:meth:`SWEEpi
 the line's files, milliseconds), lets each child take one policy turn, keeps the ``width`` best children by
 the selection rule's value of their current state, and plays the survivors to the end. Ended lines are
 graded by the hidden tests (that is the evaluation) and scored by the rule (that is the selection); the
-attempt the rule picks is best-of-N's answer. Budgets bound the total turns, the sandboxes alive at once
-and the wall time; when one runs out, the live lines end there and are graded as they stand.
+attempt the rule picks is best-of-N's answer. ``SearchResult.tree`` keeps every line as a node
+(:mod:`.nodes`): its turns, its values and whether the beam kept it, how it ended. Budgets bound the total
+turns, the sandboxes alive at once and the wall time; when one runs out, the live lines end there and are
+graded as they stand.
 
 A policy here is ``reply(messages) -> str``: the conversation so far (system, user, then assistant and tool
 turns) in, the next model reply out. Processes are not part of a fork: a child's shell starts afresh.
@@ -24,6 +26,7 @@ from swebox.envs.episode_state import StartState
 from swebox.envs.groups import prepare_group
 from swebox.envs.layers_resolver import LayerSource, acquire_layers
 from swebox.envs.sandbox import Sandbox
+from swebox.envs.search.nodes import Node, chosen_path, path_turns, turn_entry
 from swebox.envs.search.passk import pass_at_k
 from swebox.envs.search.select import Candidate, SelectRule, majority_scores, parse_rule, pick
 from swebox.envs.swe_env import EpisodeConfig, SWEEpisode
@@ -71,6 +74,8 @@ class Attempt:
     """The hidden tests all passed."""
     diff: str
     """Its final changes."""
+    grade: dict[str, Any] | None = None
+    """The hidden tests' grade report (``GradeReport.to_dict()``); None when it was not graded."""
     score: float = 0.0
     """The selection rule's score."""
     error: str = ""
@@ -101,6 +106,10 @@ class SearchResult:
     wall_s: float = 0.0
     budgets_hit: list[str] = field(default_factory=list)
     """The budgets that stopped or narrowed the search, in the order they did (empty when none did)."""
+    prompt: list[dict[str, str]] = field(default_factory=list)
+    """The first messages every line started from (system, user)."""
+    tree: list[Node] = field(default_factory=list)
+    """Every line of play, in the order they started (:mod:`swebox.envs.search.nodes`)."""
 
     @property
     def resolved_count(self) -> int:
@@ -110,13 +119,22 @@ class SearchResult:
     def picked_resolved(self) -> bool:
         return self.picked >= 0 and self.attempts[self.picked].resolved
 
+    @property
+    def chosen(self) -> list[int]:
+        """The picked attempt's line and its ancestors, root first (empty when nothing was picked)."""
+        return chosen_path(self.tree, self.attempts[self.picked].index) if self.picked >= 0 else []
+
+    def chosen_turns(self) -> list[dict[str, Any]]:
+        """The picked attempt's whole conversation, turn by turn, through the tree."""
+        return path_turns(self.tree, self.chosen)
+
     def pass_at(self, k: int) -> float:
         """Unbiased pass@k over this task's attempts."""
         return pass_at_k(len(self.attempts), self.resolved_count, k)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        out.update(resolved_count=self.resolved_count, picked_resolved=self.picked_resolved)
+        out.update(resolved_count=self.resolved_count, picked_resolved=self.picked_resolved, chosen=self.chosen)
         return out
 
 
@@ -124,9 +142,11 @@ class SearchResult:
 class _Line:
     episode: SWEEpisode
     messages: list[dict[str, str]]
-    index: int
-    parent: int | None = None
-    forked_at: int = 0
+    node: Node
+
+    @property
+    def index(self) -> int:
+        return self.node.index
 
 
 class TaskSearch:
@@ -178,9 +198,17 @@ class TaskSearch:
         sandbox = Sandbox(list(self.start.layers), self._policy).start()
         episode = SWEEpisode(self.task, self.start, self.config, sandbox=sandbox)
         self.result.sandboxes += 1
-        line = _Line(episode, list(episode.reset()), self._next_index())
+        messages = list(episode.reset())
+        self.result.prompt = self.result.prompt or [dict(m) for m in messages]
+        line = _Line(episode, messages, self._node(None, 0))
         self._live.append(line)
         return line
+
+    def _node(self, parent: int | None, forked_at: int) -> Node:
+        self._index = getattr(self, "_index", -1) + 1
+        node = Node(self._index, parent, forked_at)
+        self.result.tree.append(node)
+        return node
 
     def fork(self, line: _Line, m: int) -> list[_Line]:
         """m live children of ``line`` at its current turn."""
@@ -189,15 +217,18 @@ class TaskSearch:
         self.result.fork_s += time.monotonic() - t0
         self.result.forks += 1
         self.result.sandboxes += m
-        children = [_Line(e, list(line.messages), self._next_index(), line.index, line.episode.turns)
-                    for e in episodes]
+        children = [_Line(e, list(line.messages), self._node(line.index, line.episode.turns)) for e in episodes]
         self._live += children
         return children
 
     def step(self, line: _Line) -> bool:
         """One policy turn of ``line``; True when the line ended (it is then graded, scored and closed)."""
+        t0 = time.monotonic()
         text = self.reply(list(line.messages))
+        t1 = time.monotonic()
         result = line.episode.step(text)
+        line.node.turns.append(turn_entry(line.episode.turns, text, result.info or {}, result.observation,
+                                          t1 - t0, time.monotonic() - t1))
         self.result.turns += 1
         line.messages += [{"role": "assistant", "content": text}, {"role": "user", "content": result.observation}]
         if result.terminated or result.truncated:
@@ -221,7 +252,21 @@ class TaskSearch:
         """Close a live line without grading it (a beam pruned it)."""
         self._live.remove(line)
         line.episode.close()
+        line.node.status = "pruned"
         self.result.pruned += 1
+
+    def keep(self, lines: list[_Line], width: int, level: int) -> list[_Line]:
+        """The ``width`` best of ``lines`` by the rule's value (ties: the earliest); the others are dropped.
+        Each line's node records its value at this level and whether it was kept."""
+        values = self.value(lines)
+        ranked = sorted(range(len(lines)), key=lambda i: (-values[i], i))
+        kept = set(ranked[:width])
+        for i, line in enumerate(lines):
+            line.node.values.append({"level": level, "turn": line.episode.turns, "value": values[i],
+                                     "kept": i in kept})
+        for i in ranked[width:]:
+            self.drop(lines[i])
+        return [lines[i] for i in ranked[:width]]
 
     def value(self, lines: list[_Line]) -> list[float]:
         """The rule's value of live lines' current states; per-line scorers run in a throwaway fork, so that
@@ -249,8 +294,10 @@ class TaskSearch:
 
     def _finish(self, line: _Line, reward: float, info: dict[str, Any]) -> None:
         grade = info.get("grade") or {}
-        attempt = Attempt(line.index, line.parent, line.forked_at, line.episode.turns, info.get("reason", ""),
-                          reward, bool(grade.get("resolved")), info.get("diff", ""), error=info.get("error", ""))
+        node = line.node
+        attempt = Attempt(line.index, node.parent, node.forked_at, line.episode.turns, info.get("reason", ""),
+                          reward, bool(grade.get("resolved")), info.get("diff", ""), info.get("grade"),
+                          error=info.get("error", ""))
         try:
             if self.rule.scorer is not None:  # scored in place: the diff is taken, the state may change now
                 attempt.score = float(self.rule.scorer(
@@ -258,11 +305,8 @@ class TaskSearch:
         finally:
             self._live.remove(line)
             line.episode.close()
+        node.status, node.attempt = "ended", len(self.result.attempts)
         self.result.attempts.append(attempt)
-
-    def _next_index(self) -> int:
-        self._index = getattr(self, "_index", -1) + 1
-        return self._index
 
     # -- the end ---------------------------------------------------------------------------------------
     def finish(self) -> SearchResult:
@@ -319,7 +363,7 @@ def beam(task: Task, reply: Reply, *, width: int, depth: int, **options: Any) ->
         raise ValueError(f"beam(width, depth): expected width >= 1 and depth >= 0; found {width!r}, {depth!r}")
     with TaskSearch(task, reply, **options) as search:
         frontier = [search.new_line()]
-        for _ in range(depth):
+        for level in range(1, depth + 1):
             children: list[_Line] = []
             for line in frontier:
                 room = width - 1
@@ -338,11 +382,7 @@ def beam(task: Task, reply: Reply, *, width: int, depth: int, **options: Any) ->
             if search.out_of_budget() or not children:
                 frontier = children
                 break
-            values = search.value(children)
-            ranked = sorted(range(len(children)), key=lambda i: (-values[i], i))
-            frontier = [children[i] for i in ranked[:width]]
-            for i in ranked[width:]:
-                search.drop(children[i])
+            frontier = search.keep(children, width, level)
         for line in frontier:
             search.play_to_end(line)
         return search.finish()

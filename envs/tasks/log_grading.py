@@ -5,7 +5,8 @@ inside swebox's grading (:func:`swebox.envs.tasks.grading.grade`): the fresh san
 restored test files and ``test_patch`` come first, as for the JUnit grader. Then, in /testbed:
 
 1. a script written to the grading folder (random name, outside /testbed) runs under ``env -i`` with a fixed
-   PATH/HOME/locale: the task's ``eval_commands`` (SWE-bench's spec eval_commands, e.g. locale exports), a
+   environment (:func:`grading_env`: PATH/HOME/locale; in a container image, the image's own): the task's
+   ``eval_commands`` (SWE-bench's spec eval_commands, e.g. locale exports), a
    start marker carrying a random nonce, ``test_cmd`` (the repository's test command with its directives),
    and an end marker with its exit status; stdout and stderr go to one log file, as ``docker exec`` gives
    the harness one stream;
@@ -26,7 +27,8 @@ from __future__ import annotations
 
 import shlex
 
-from swebox.envs.sandbox import Sandbox, SandboxError
+from swebox.envs.cache.images.records import START_SCRIPT
+from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy
 from swebox.envs.tasks.grading import GradeReport, TestOutcome, expected_mismatches
 from swebox.envs.tasks.junit import MISSING
 from swebox.envs.tasks.log_parsers import lookup, normal_status, parse_log
@@ -54,10 +56,26 @@ def eval_script(task: Task, nonce: str) -> str:
     )
 
 
-def run_command(workdir: str) -> str:
-    """The shell command that runs the script in a clean environment, its output into ``workdir/test.log``."""
-    env = {"PATH": CLEAN_PATH, "HOME": f"{workdir}/home", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
-           "TMPDIR": "/tmp", "TERM": "dumb"}
+def grading_env(policy: SandboxPolicy, workdir: str) -> dict[str, str]:
+    """The environment the script starts with; nothing of it comes from the agent's sandbox.
+
+    Normally a fixed one (the env layer's /venv first). A sandbox running a container image (its policy
+    reads the image's shell start through ``BASH_ENV``: :func:`swebox.envs.cache.images.image_env`) gets the
+    image's own, as ``docker exec`` gives SWE-bench's harness: the image config's Env, its HOME, and
+    ``BASH_ENV``, so bash sources the image's ``~/.bashrc`` first, where SWE-bench images activate their
+    conda env (a bare ``pytest`` in ``test_cmd`` is the env's). The policy is the image record's, and the
+    grading sandbox is a fresh one of the image with only the filtered diff in /testbed, so the ~/.bashrc it
+    reads is the image's, never one the agent edited.
+    """
+    if policy.env.get("BASH_ENV") == START_SCRIPT:
+        return dict(policy.env)
+    return {"PATH": CLEAN_PATH, "HOME": f"{workdir}/home", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+            "TMPDIR": "/tmp", "TERM": "dumb"}
+
+
+def run_command(workdir: str, env: dict[str, str]) -> str:
+    """The shell command that runs the script in the clean environment ``env``, its output into
+    ``workdir/test.log``."""
     assignments = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     return f"cd /testbed && env -i {assignments} /bin/bash {workdir}/eval.sh > {workdir}/test.log 2>&1"
 
@@ -77,7 +95,7 @@ def log_section(log: str, nonce: str) -> tuple[str, str]:
 def run_tests(sb: Sandbox, task: Task, report: GradeReport, workdir: str, nonce: str, timeout: float) -> dict:
     """Run the script, read the log, return the parser's status map ({} with report.errors saying why)."""
     sb.write_file(f"{workdir}/eval.sh", eval_script(task, nonce))
-    run = sb.exec(run_command(workdir), timeout=timeout)
+    run = sb.exec(run_command(workdir, grading_env(sb.policy, workdir)), timeout=timeout)
     report.timed_out = run.timed_out
     try:
         log = sb.read_file(f"{workdir}/test.log").decode("utf-8", errors="replace")

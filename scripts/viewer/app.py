@@ -3,9 +3,10 @@
 Flask (routing, Jinja2 templates with autoescaping, Werkzeug's threaded server) serves five kinds of page: the
 run (charts of reward, resolved rate and the env time breakdown per step; the steps; every rollout with
 filters and a task id search, paginated), a step (its groups, rewards, advantages, identical diffs grouped), a
-rollout (every turn, the final diff, the grade report), a task (statement, gold patch, every rollout of it)
-and a page of what could not be read. Everything (templates, CSS) comes from this package; the pages load no
-external asset and run no script, so they work offline. Only GET and HEAD are routed: nothing is written.
+rollout (every turn, the final diff, the grade report; a search's tree when the record has one), a task
+(statement, gold patch, every rollout of it) and a page of what could not be read. Everything (templates,
+CSS) comes from this package; the pages load no external asset and run no script, so they work offline. Only
+GET and HEAD are routed: nothing is written.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from swebox.scripts.viewer import charts
 from swebox.scripts.viewer.data import FILTERS, RunData, diff_groups
+from swebox.scripts.viewer.tree import action_summary, search_tree
 
 PAGE_SIZE = 100
 CUT = re.compile(r"(\[\.\.\. \d+ characters cut from the middle of the output \.\.\.\]|"
@@ -63,7 +65,8 @@ def create_app(run_path: str | Path, tasks_file: str | Path | None = None):
 
     data = RunData(run_path, tasks_file)
     app = Flask(__name__, static_folder="static", template_folder="templates")
-    app.jinja_env.globals.update(filters=list(FILTERS), run=data, diff_lines=diff_lines, marked=marked)
+    app.jinja_env.globals.update(filters=list(FILTERS), run=data, diff_lines=diff_lines, marked=marked,
+                                  action_summary=action_summary)
 
     def page(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int, int]:
         pages = max(1, -(-len(rows) // PAGE_SIZE))
@@ -108,7 +111,8 @@ def create_app(run_path: str | Path, tasks_file: str | Path | None = None):
         if record is None:
             return render_template("missing.html", what=f"rollout {index} of step {step}", problems=problems), 404
         grade = record.get("grade") or {}
-        return render_template("rollout.html", r=record, step=step, grade=grade, problems=problems)
+        return render_template("rollout.html", r=record, step=step, grade=grade, problems=problems,
+                               tree=search_tree(record))
 
     @app.get("/task/<path:task_id>")
     def task_page(task_id: str):

@@ -17,6 +17,7 @@ from swebox.envs.search import (
     report_ks,
     sample,
 )
+from swebox.envs.search.nodes import path_turns
 from swebox.envs.search.select import majority_scores, normal_diff, pick
 
 from tests.envs.swe_fixtures import GOLD, SUBMIT, apply_patch, bash, calc_layer, calc_task  # noqa: F401
@@ -138,6 +139,61 @@ def test_beam_search_finds_the_branch_that_solves_it(calc_layer):  # noqa: F811
     assert _sandbox_folders() <= before  # every sandbox closed
 
 
+class FixLookSubmit:
+    """A scripted policy for trees: turn 1 tries the next fix of a cycle, turn 2 looks at the code, turn 3
+    submits; a function of the conversation, so forked lines play it on independently."""
+
+    def __init__(self, fixes: list[str]) -> None:
+        self.fixes = itertools.cycle(fixes)
+
+    def __call__(self, messages: list[dict[str, str]]) -> str:
+        played = sum(m["role"] == "assistant" for m in messages)
+        return next(self.fixes) if played == 0 else LOOK if played == 1 else SUBMIT
+
+
+LOOK = bash("cd /testbed && grep -n 'return a' calc/ops.py")
+
+
+@pytest.mark.e2e
+def test_beam_records_its_tree_and_the_chosen_path(calc_layer):  # noqa: F811
+    from swebox.trainers.eval_search import record
+
+    # width 2, depth 2: line 0 forks line 1 at turn 0; they try the wrong and the gold fix; the visible tests
+    # rank line 1 first, so at level 2 it forks line 2 at turn 1, then line 0 forks line 3; all four look, and
+    # the two gold lines (1, 2) are kept
+    result = beam(calc_task(), FixLookSubmit([WRONG_MUL, apply_patch(GOLD)]), width=2, depth=2,
+                  layers=[calc_layer], config={"max_turns": 5}, rule="visible_tests")
+    tree = {n.index: n for n in result.tree}
+    assert [(n.parent, n.forked_at) for n in result.tree] == [(None, 0), (0, 0), (1, 1), (0, 1)]
+    assert [n.status for n in result.tree] == ["pruned", "ended", "ended", "pruned"]
+    assert [t["turn"] for t in tree[0].turns] == [1, 2] and [t["turn"] for t in tree[3].turns] == [2]
+    assert [t["turn"] for t in tree[1].turns] == [1, 2, 3] and [t["turn"] for t in tree[2].turns] == [2, 3]
+    assert "a * b" in tree[0].turns[0]["action"]["arguments"]["command"]
+    assert "2:    return a + b" in tree[2].turns[0]["observation"] and tree[2].turns[0]["exit_code"] == 0
+    assert "2:    return a * b" in tree[3].turns[0]["observation"]
+    # the rule's values: 7 visible tests, div buggy everywhere, the wrong fix fails test_add too
+    assert [(v["level"], v["value"], v["kept"]) for v in tree[0].values] == [(1, pytest.approx(5 / 7), True),
+                                                                            (2, pytest.approx(5 / 7), False)]
+    assert [(v["level"], v["kept"]) for v in tree[1].values] == [(1, True), (2, True)]
+    assert [(v["value"], v["kept"]) for v in tree[2].values] == [(pytest.approx(6 / 7), True)]
+    assert [(v["value"], v["kept"]) for v in tree[3].values] == [(pytest.approx(5 / 7), False)]
+    assert [a.index for a in result.attempts] == [1, 2] and result.resolved_count == 2 and result.pruned == 2
+    assert result.attempts[result.picked].index == 1 and result.chosen == [0, 1]
+    assert result.attempts[0].grade["resolved"] and tree[1].attempt == 0
+    # the --out record: the picked attempt's whole conversation through the tree, and the tree itself
+    out = record(result)
+    assert out["resolved"] and out["reward"] == 1.0 and out["num_turns"] == 3 and out["reason"] == "submitted"
+    assert [t["turn"] for t in out["turns"]] == [1, 2, 3] and "+    return a + b" in out["diff"]
+    assert out["prompt"][0]["role"] == "system" and out["grade"]["resolved"]
+    roles = [m["role"] for m in out["messages"]]
+    assert roles == ["system", "user", "assistant", "user", "assistant", "user", "assistant"]
+    assert out["messages"][-1]["content"] == SUBMIT and "2:    return a + b" in out["messages"][-2]["content"]
+    assert out["search"]["chosen"] == [0, 1] and len(out["search"]["tree"]) == 4 and not out["search"]["oracle"]
+    # line 2's path: line 1's first turn (before the fork), then its own
+    assert [t["turn"] for t in path_turns(result.tree, [0, 1, 2])] == [1, 2, 3]
+    assert path_turns(result.tree, [0, 1, 2])[0] is tree[1].turns[0]
+
+
 @pytest.mark.e2e
 def test_budgets_stop_the_search_and_leave_nothing_behind(calc_layer):  # noqa: F811
     before = _sandbox_folders()
@@ -188,7 +244,9 @@ def test_swebox_eval_reports_pass_at_k_best_of_n_and_beam(calc_layer, tmp_path, 
     out = capsys.readouterr().out
     assert "pass@k over 2 tasks: pass@1 1.000, pass@2 1.000" in out
     rows = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
-    assert [r["resolved_count"] for r in rows] == [2, 2] and rows[0]["sandboxes"] == 2
+    assert [r["search"]["resolved_count"] for r in rows] == [2, 2] and rows[0]["search"]["sandboxes"] == 2
+    assert [r["resolved"] for r in rows] == [True, True] and rows[0]["num_turns"] == 2  # the picked attempts
+    assert [(n["parent"], n["status"]) for n in rows[0]["search"]["tree"]] == [(None, "ended"), (None, "ended")]
     assert main([*common, "--policy", "empty", "--best-of", "2", "--select", "oracle"]) == 0
     out = capsys.readouterr().out
     assert "best-of-2, selected by the ORACLE (hidden tests; research only): resolved 0/2 (0.0%)" in out

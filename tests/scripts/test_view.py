@@ -204,3 +204,60 @@ def test_damaged_growing_and_empty_runs(tiny_run, tmp_path, browser):
         assert "calc-" in page  # the rollouts before the damage are shown
         with gzip.open(step_file(run, 2), "rt", errors="replace") as f, pytest.raises(EOFError):
             f.read()
+
+
+def test_a_beam_search_tree(calc_layer, tmp_path, browser, capsys, monkeypatch):  # noqa: F811
+    """A real `swebox eval --search beam --out` (a scripted policy: fix, look, submit) shown on the rollout page:
+    every line with its parent and fork turn, its actions and observations, the rule's values, kept/pruned,
+    the verdicts, the chosen path, and the oracle rule named as the oracle."""
+    import json
+
+    from selenium.webdriver.common.by import By
+    from swebox.envs.tasks import save_jsonl
+    from swebox.scripts.cli import main
+
+    from tests.envs.swe_fixtures import GOLD, apply_patch, calc_task
+    from tests.envs.test_search import WRONG_MUL, FixLookSubmit
+
+    save_jsonl([calc_task()], tmp_path / "tasks.jsonl")
+    # the command's text policy (here: --policy gold's) is replaced by the scripted one; the rest is swebox eval's
+    monkeypatch.setattr("swebox.trainers.cli._text_policy",
+                        lambda args, cfg: lambda task: FixLookSubmit([WRONG_MUL, apply_patch(GOLD)]))
+    out = tmp_path / "beam.jsonl"
+    assert main(["eval", "--tasks", str(tmp_path / "tasks.jsonl"), "--policy", "gold", "--layers",
+                 str(layer_dirs(tmp_path, calc_layer)), "env.max_turns=5", "--search", "beam", "--width", "2",
+                 "--depth", "2", "--select", "oracle", "--out", str(out)]) == 0
+    assert "selected by the ORACLE (hidden tests; research only): resolved 1/1" in capsys.readouterr().out
+    search = json.loads(out.read_text())["search"]
+    # the oracle keeps the gold line (1) first: it forks line 2 at turn 1, line 0 forks line 3; 1 and 2 live on
+    assert [(n["parent"], n["forked_at"], n["status"]) for n in search["tree"]] == [
+        (None, 0, "pruned"), (0, 0, "ended"), (1, 1, "ended"), (0, 1, "pruned")]
+    with Served(out) as served:
+        browser.get(served.url + "/rollout/0/0")
+        page = text(browser)
+        assert "resolved · reward 1.000 · 3 turns" in page and "+    return a + b" in page
+        assert "Search tree 4 lines · 2 graded (2 resolved) · 2 pruned · 3 forks" in page
+        rule = browser.find_element(By.ID, "search-rule")
+        assert "selected by the ORACLE (hidden tests; research only)" in rule.text and "oracle" in rule.get_attribute(
+            "class")
+        lines = {n: browser.find_element(By.ID, f"line-{n}") for n in range(4)}
+        # nested as forked: 1 and 3 under 0, 2 under 1
+        assert lines[1].find_element(By.XPATH, "../..").get_attribute("id") == "line-0"
+        assert lines[2].find_element(By.XPATH, "../..").get_attribute("id") == "line-1"
+        assert lines[3].find_element(By.XPATH, "../..").get_attribute("id") == "line-0"
+        assert {n for n, e in lines.items() if "chosen" in e.get_attribute("class").split()} == {0, 1}
+        assert "picked" in lines[1].get_attribute("class").split()
+        head = lines[1].find_element(By.CSS_SELECTOR, ".node-head").text
+        assert "forked from #0 at turn 0" in head and "picked" in head and "resolved · reward 1.000" in head
+        assert "level 1 (turn 1): value 1.000 · kept" in lines[1].text
+        assert "level 2 (turn 2): value 1.000 · kept" in lines[1].text
+        assert "pruned (closed ungraded)" in lines[3].find_element(By.CSS_SELECTOR, ".node-head").text
+        assert "level 2 (turn 2): value 0.000 · pruned" in lines[3].text
+        assert "forked from #1 at turn 1" in lines[2].find_element(By.CSS_SELECTOR, ".node-head").text
+        # a line's own turns: the action on one line, the observation unfolded on a click
+        first = lines[0].find_element(By.CSS_SELECTOR, ":scope > ol.node-turns > li")
+        assert "bash: cd /testbed && sed -i '2s/a - b/a * b/' calc/ops.py" in first.text and "exit 0" in first.text
+        look = lines[2].find_element(By.CSS_SELECTOR, ":scope > ol.node-turns > li")
+        look.find_element(By.TAG_NAME, "summary").click()
+        assert "2:    return a + b" in look.find_element(By.CSS_SELECTOR, "pre.node-observation").text
+        shot(browser, tmp_path, "search")

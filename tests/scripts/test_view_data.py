@@ -74,3 +74,21 @@ def test_the_command_binds_loopback_by_default():
 
     args = build_parser().parse_args(["view", "runs/demo"])
     assert (args.host, args.port) == ("127.0.0.1", 8765)
+
+
+def test_search_tree_of_plain_and_damaged_records():
+    from swebox.scripts.viewer.tree import ORACLE_LABEL, action_summary, search_tree
+
+    assert search_tree({"turns": []}) is None and search_tree({"search": {"tree": []}}) is None
+    nodes = [{"index": 0, "parent": None, "forked_at": 0, "status": "pruned", "attempt": -1},
+             {"index": 1, "parent": 0, "forked_at": 2, "status": "ended", "attempt": 0},
+             {"index": 5, "parent": 9, "forked_at": 1, "status": "ended", "attempt": 7}]  # parent and attempt gone
+    tree = search_tree({"search": {"tree": nodes, "attempts": [{"index": 1, "resolved": True}], "picked": 0,
+                                   "chosen": [0, 1], "oracle": True, "rule": "oracle"}})
+    assert tree["rule"] == ORACLE_LABEL and tree["picked_line"] == 1 and tree["pruned"] == 1
+    assert [r["node"]["index"] for r in tree["roots"]] == [0, 5]  # a line whose parent is missing still shows
+    assert tree["roots"][0]["chosen"] and tree["roots"][0]["children"][0]["picked"]
+    assert tree["roots"][1]["attempt"] is None
+    assert action_summary({"action": None}) == "format error: no action"
+    assert action_summary({"action": {"tool": "bash", "arguments": {"command": "ls\npwd"}}}) == "bash: ls"
+    assert action_summary({"action": {"tool": "submit", "arguments": {}}}) == "submit"

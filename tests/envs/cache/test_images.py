@@ -286,67 +286,6 @@ def test_cli_pull_ls_build_rm_image_gc(image, tmp_path, capsys):
         swebox("cache", "--store", store, "build", "--tasks", str(tasks), "--env-source", "image")
 
 
-ROOTLESS_SCRIPT = """
-import json, os, sys
-from swebox.envs.cache import LayerCache, LayerCacheConfig, LayerStore
-from swebox.envs.cache.images import acquire_image, import_image, oci_layout
-from swebox.envs.sandbox import Sandbox
-root = sys.argv[1]
-store = LayerStore(root + "/store", owner=os.getuid())  # a rootless store: every converted file is mine
-import_image(store, oci_layout(root + "/layout"), "img", "linux/amd64")
-cache = LayerCache(store, LayerCacheConfig(root=root + "/node"))
-with acquire_image(cache, "img") as held, Sandbox(held.paths, held.policy) as sb:
-    out = sb.exec("id -u; pwd; echo $FROM_BASHRC; cat /data/linked.txt; ls /opt /etc/conf.d; "
-                  "echo new > /data/new.txt && cat /data/new.txt").output
-cache.close()
-print(json.dumps(out))
-"""
-
-
-def test_rootless_user_converts_and_runs_an_image(image, tmp_path):
-    import pwd
-    import tempfile
-
-    user_name = "swebox-rootless-img"
-    python = shutil.which("python3", path="/usr/bin:/bin")
-    try:
-        user = pwd.getpwnam(user_name)
-        created = False
-    except KeyError:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", user_name], check=True)
-        user, created = pwd.getpwnam(user_name), True
-    root = Path(tempfile.mkdtemp(prefix="swebox-rootless-img-", dir="/tmp"))
-    try:
-        os.chmod(root, 0o755)
-        package = root / "pkg" / "swebox" / "envs"
-        package.mkdir(parents=True)
-        (package / "__init__.py").write_text("")
-        envs = Path(__file__).resolve().parents[3] / "envs"
-        for name in ("sandbox", "cache"):
-            os.symlink(envs / name, package / name)
-        shutil.copytree(image, root / "layout")
-        (root / "run.py").write_text(ROOTLESS_SCRIPT)
-        for path in [root / "layout", *(root / "layout").rglob("*")]:
-            os.chown(path, user.pw_uid, user.pw_gid)
-        os.chown(root, user.pw_uid, user.pw_gid)
-        fuse = root / "fuse"
-        os.mknod(fuse, 0o666 | 0o020000, os.stat("/dev/fuse").st_rdev)
-        os.chmod(fuse, 0o666)
-        as_user = (f"runuser -u {user_name} -- env PYTHONPATH={root}/pkg PYTHONDONTWRITEBYTECODE=1 "
-                   f"SWEBOX_WORK_ROOT={root}/work {python} {root}/run.py {root}")
-        r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
-                            f"mount --bind {fuse} /dev/fuse && {as_user}"], capture_output=True, text=True,
-                           check=False, timeout=300)
-        assert r.returncode == 0, r.stdout + r.stderr
-        out = json.loads(r.stdout.strip().splitlines()[-1]).splitlines()
-        assert out == ["0", "/data", "activated", "the hard link's target", "/etc/conf.d:", "c.conf", "",
-                       "/opt:", "new"], (out, r.stderr)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-        if created:
-            subprocess.run(["userdel", "--force", user_name], check=False, capture_output=True)
-
-
 def test_cli_build_auto_reports_an_unavailable_image_without_a_recipe(tmp_path, capsys):
     from .test_cli import swebox
 

@@ -421,3 +421,20 @@ def test_without_swebench_a_log_task_loads_and_grading_says_how_to_install(monke
         Task(instance_id="x", grader="log", log_parser="not a repo", test_cmd="pytest -rA", FAIL_TO_PASS=["a"])
     with pytest.raises(swebench_harness.HarnessUnavailable, match="install swebench"):
         grade(task, "", layers=[])  # raised before any sandbox starts (there are no layers to start one)
+
+
+def test_grading_env_is_fixed_or_the_images_own():
+    from swebox.envs.cache.images import ImageRecord, image_policy
+    from swebox.envs.sandbox import SandboxPolicy
+
+    # a sandbox's own environment (PATH, variables) does not reach the tests outside an image
+    fixed = log_grading.grading_env(SandboxPolicy(env={"PATH": "/agent/bin", "SECRET": "x"}), "/g")
+    assert fixed == {"PATH": "/venv/bin:/usr/local/bin:/usr/bin:/bin", "HOME": "/g/home", "LANG": "C.UTF-8",
+                     "LC_ALL": "C.UTF-8", "TMPDIR": "/tmp", "TERM": "dumb"}
+    record = ImageRecord(ref="r", digest="sha256:0", platform="linux/amd64", layers=[], runtime_layer="rt",
+                         config={"Env": ["PATH=/opt/conda/bin:/usr/bin", "CONDA_DEFAULT_ENV=testbed"]})
+    image = log_grading.grading_env(image_policy(record), "/g")
+    assert image["PATH"] == "/opt/conda/bin:/usr/bin" and image["CONDA_DEFAULT_ENV"] == "testbed"
+    assert image["HOME"] == "/root" and image["BASH_ENV"] == "/.swebox/image-start.sh"
+    command = log_grading.run_command("/g", image)
+    assert command.startswith("cd /testbed && env -i ") and "BASH_ENV=/.swebox/image-start.sh" in command
