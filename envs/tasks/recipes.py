@@ -39,8 +39,6 @@ from swebox.envs.tasks.schema import TaskError
 
 SWEBENCH_VERSION = "4.1.0"
 SPECS_ENV = "SWEBOX_SWE_SPECS"
-# swebench.harness.constants.NON_TEST_EXTS (4.1.0): files of a test_patch that are not test directives
-NON_TEST_EXTS = (".json", ".png", "csv", ".txt", ".md", ".jpg", ".jpeg", ".pkl", ".yml", ".yaml", ".toml")
 _SYSTEM = re.compile(r"^\s*(apt-get|apt|locale-gen|update-locale)\b|>\s*/etc/|\s/etc/locale")
 # environment.yml -> pip requirements: conda's `name=1.2` pins become `name==1.2`, channel prefixes go,
 # the `- pip:` sub-list is kept as it is; python and pip themselves are the venv's
@@ -232,15 +230,6 @@ def recipe_from_spec(spec: dict, reqs_paths=(), yml_paths=()) -> Recipe:
     skipped += tuple(c for c in evals if _SYSTEM.search(c))
     return Recipe(python=str(spec["python"]), env_install=tuple(env), repo_commands=repo, test_cmd=str(test_cmd),
                   eval_commands=tuple(c for c in evals if not _SYSTEM.search(c)), skipped=skipped, grader=grader)
-
-
-def directives_of(repo: str, test_patch: str) -> list[str]:
-    """The test files of ``test_patch`` as SWE-bench's harness passes them to the test command: paths,
-    except non-test files; for Django dotted module names relative to tests/ without '.py'."""
-    directives = [d for d in re.findall(r"diff --git a/.* b/(.*)", test_patch) if not d.endswith(NON_TEST_EXTS)]
-    if repo == "django/django":
-        directives = [d.removesuffix(".py").removeprefix("tests/").replace("/", ".") for d in directives]
-    return directives
 
 
 def _literal(node: ast.AST) -> Any:

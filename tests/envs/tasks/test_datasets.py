@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from swebox.envs.tasks import LoadError, load
 from swebox.envs.tasks import recipes as recipes_module
-from swebox.envs.tasks.recipes import directives_of
+from swebox.envs.tasks.log_parsers import test_directives
 
 VERIFIED = Path("/work/shared/data/swe-bench-verified.parquet")
 
@@ -49,12 +49,14 @@ def test_every_verified_row_becomes_a_task_with_its_recipe(verified):
     runners = Counter(t.test_cmd.split()[0] for t in tasks)
     assert runners == {"./tests/runtests.py": 231, "pytest": 150, "tox": 44,
                        "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning'": 75}  # sympy's bin/test
+    specs = recipes_module._swebench_tables()[0]
     for row, task in zip(rows, tasks, strict=True):
         assert task.grader == "log" and task.log_parser == row["repo"]
         # the env at the setup commit, the task's start at base_commit (a checkout layer over it)
         assert task.env.commit == row["environment_setup_commit"] and task.env.test_deps == ()
         assert task.metadata["checkout"]["commit"] == row["base_commit"] and task.task_layer_key
-        assert task.test_cmd.endswith(" ".join(directives_of(row["repo"], row["test_patch"])))
+        spec_cmd = specs[row["repo"]][row["version"]]["test_cmd"]
+        assert task.test_cmd == " ".join([spec_cmd, *test_directives(row["repo"], row["test_patch"])])
     # 492 rows have a setup commit other than the base commit: each of those starts elsewhere than its env
     assert sum(t.env.commit != t.metadata["checkout"]["commit"] for t in tasks) == 492
 
@@ -84,13 +86,46 @@ def test_verified_recipes_match_swebench_specs(verified):
     assert "QHULL_URL" in mpl.metadata["checkout"]["commands"][0]  # one script: the lines share variables
 
 
-def test_django_directives_are_dotted_modules_and_data_files_are_not_directives():
-    patch = ("diff --git a/tests/admin_views/tests.py b/tests/admin_views/tests.py\n"
-             "diff --git a/tests/fixtures/data.json b/tests/fixtures/data.json\n"
-             "diff --git a/tests/i18n/sampleproject/x.py b/tests/i18n/sampleproject/x.py\n")
-    assert directives_of("django/django", patch) == ["admin_views.tests", "i18n.sampleproject.x"]
-    assert directives_of("sympy/sympy", patch.replace("tests/", "sympy/core/tests/")) == [
-        "sympy/core/tests/admin_views/tests.py", "sympy/core/tests/i18n/sampleproject/x.py"]
+# One real Verified row per repository, and the rows where SWE-bench's rule is not "the .py files of the
+# test patch": the selection is the official harness's (swebench's get_test_directives), quirks included
+DIRECTIVES = {
+    "astropy__astropy-12907": ["astropy/modeling/tests/test_separable.py"],
+    "matplotlib__matplotlib-13989": ["lib/matplotlib/tests/test_axes.py"],
+    "mwaskom__seaborn-3069": ["tests/_core/test_plot.py"],
+    "pallets__flask-5014": ["tests/test_blueprints.py"],
+    "psf__requests-1142": ["test_requests.py"],
+    "pydata__xarray-2905": ["xarray/tests/test_variable.py"],
+    "pylint-dev__pylint-4551": ["tests/unittest_pyreverse_writer.py"],
+    "pytest-dev__pytest-10051": ["testing/logging/test_fixture.py"],
+    "scikit-learn__scikit-learn-10297": ["sklearn/linear_model/tests/test_ridge.py"],
+    # sympy's bin/test takes the test files' paths
+    "sympy__sympy-22080": ["sympy/codegen/tests/test_rewriting.py", "sympy/printing/tests/test_pycode.py",
+                           "sympy/utilities/tests/test_lambdify.py"],
+    # Django: module labels relative to tests/; the fixture .json is no directive, models.py is one
+    "django__django-15525": ["backends.sqlite.test_features", "fixtures_regress.models", "fixtures_regress.tests"],
+    # a file outside tests/ keeps its path as a dotted label
+    "django__django-14011": ["django.test.testcases", "servers.tests"],
+    # only .txt data files: no directive at all, so runtests.py runs Django's whole suite, as the harness does
+    "django__django-10097": [],
+    # sphinx: .rst files and a test root's conf.py are directives, the .txt is not
+    "sphinx-doc__sphinx-11510": ["tests/roots/test-directive-include/baz/baz.rst",
+                                 "tests/roots/test-directive-include/conf.py",
+                                 "tests/roots/test-directive-include/foo.rst", "tests/test_directive_other.py"],
+}
+
+
+def test_test_directives_of_real_rows_follow_swebench_for_each_repository(verified):
+    rows, tasks = verified
+    by_id = {t.instance_id: t for t in tasks}
+    assert {by_id[i].repo for i in DIRECTIVES} == {t.repo for t in tasks}  # every repository of Verified
+    specs = recipes_module._swebench_tables()[0]
+    for instance_id, directives in DIRECTIVES.items():
+        task = by_id[instance_id]
+        assert task.test_cmd == " ".join([specs[task.repo][task.version]["test_cmd"], *directives]), instance_id
+    sympy = by_id["sympy__sympy-22080"]
+    assert sympy.test_cmd == ("PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C --verbose "
+                              "sympy/codegen/tests/test_rewriting.py sympy/printing/tests/test_pycode.py "
+                              "sympy/utilities/tests/test_lambdify.py")
 
 
 SWEGYM = {  # SWE-Gym's columns: SWE-bench's, with the id lists as lists
