@@ -109,6 +109,7 @@ def read_build_plan(path: str, skip: set[str] | frozenset[str] = frozenset()
     Rows whose instance_id is in ``skip`` (served by their container image) need neither. The tasks loader is
     imported here: the CLI sits above the library, which never imports tasks."""
     from swebox.envs.tasks import load
+    from swebox.envs.tasks.recipes import unbuildable_error
 
     envs: dict[str, EnvSpec] = {}
     checkouts: dict[str, CheckoutSpec] = {}
@@ -119,6 +120,9 @@ def read_build_plan(path: str, skip: set[str] | frozenset[str] = frozenset()
         if task.env is None:
             errors.append(f"task {task.instance_id}: expected an env recipe; found none (the row names no "
                           f"environment swebox can build: give it an 'env', or see docs/datasets.md)")
+            continue
+        if task.metadata.get("recipe_unbuildable"):
+            errors.append(unbuildable_error(task.instance_id, list(task.metadata["recipe_unbuildable"])))
             continue
         envs.setdefault(task.env.key(), task.env)
         checkout = task.metadata.get("checkout")

@@ -103,6 +103,8 @@ def from_swebench(row: dict[str, Any]) -> dict[str, Any]:
         fields["eval_commands"] = list(recipe.eval_commands)
     if recipe.skipped:
         fields["metadata"]["recipe_skipped"] = list(recipe.skipped)
+    if recipe.unbuildable:  # the row still loads (an image can serve it); `cache build` refuses its recipe
+        fields["metadata"]["recipe_unbuildable"] = list(recipe.unbuildable)
     return fields
 
 

@@ -15,9 +15,13 @@
 A recipe becomes an env layer (interpreter + dependencies at ``environment_setup_commit``) and the commands
 run once the repository is at ``base_commit`` (``pre_install`` + ``install``, in the checkout layer), as
 SWE-bench's environment and instance images split them. Differences, all documented in docs/datasets.md:
-conda packages are installed with pip; an ``environment.yml`` is translated to pip requirements; commands
-that change the system image (``apt-get``, ``locale-gen``) cannot run in a rootless sandbox and are left out
-(recorded in ``Recipe.skipped``).
+conda packages are installed with pip; an ``environment.yml`` is translated to pip requirements. Commands
+that change the system image cannot run in a rootless sandbox, and a row must not silently get another
+environment, so each is either replaced or makes the recipe unbuildable (both recorded in ``Recipe.skipped``):
+locale generation (``locale-gen``, ``/etc/locale.gen``, ``apt-get install -y locales``) becomes glibc's own
+``localedef`` into the env layer, found through ``LOCPATH``; any other (``apt-get install`` of system
+packages) is listed in ``Recipe.unbuildable``, and ``swebox cache build`` refuses the row naming the line and
+the dataset's container image as the way to get that environment.
 """
 
 from __future__ import annotations
@@ -40,6 +44,12 @@ from swebox.envs.tasks.schema import TaskError
 SWEBENCH_VERSION = "4.1.0"
 SPECS_ENV = "SWEBOX_SWE_SPECS"
 _SYSTEM = re.compile(r"^\s*(apt-get|apt|locale-gen|update-locale)\b|>\s*/etc/|\s/etc/locale")
+# a system line that only makes a locale: SWE-bench's Django specs (`sed ... /etc/locale.gen && locale-gen`,
+# `echo 'en_US UTF-8' > /etc/locale.gen`, `locale-gen en_US.UTF-8`, `apt-get ... install -y locales`)
+_LOCALE_LINE = re.compile(r"locale-gen|/etc/locale\.gen|^\s*apt-get update && apt-get install -y locales\s*$")
+_LOCALE_NAME = re.compile(r"\b([a-z]{2,3}_[A-Z]{2})[. ](UTF-8)\b")
+LOCALE_DIR = "/venv/share/swebox-locales"
+"""Where the env layer keeps the locales a recipe generates (glibc reads them through ``LOCPATH``)."""
 # environment.yml -> pip requirements: conda's `name=1.2` pins become `name==1.2`, channel prefixes go,
 # the `- pip:` sub-list is kept as it is; python and pip themselves are the venv's
 _YML_TO_PIP = r"""
@@ -87,7 +97,11 @@ class Recipe:
     eval_commands: tuple[str, ...] = ()
     """Commands the harness runs before the tests (locale exports, ...)."""
     skipped: tuple[str, ...] = ()
-    """Spec commands left out because they change the system image (apt-get, locale-gen)."""
+    """Spec commands left out because they change the system image (apt-get, locale-gen): replaced (locales)
+    or in ``unbuildable``."""
+    unbuildable: tuple[str, ...] = ()
+    """The skipped commands with no rootless equivalent (system packages): the env cannot be built from the
+    recipe; the dataset's container image has it (``swebox cache build --env-source image``)."""
     grader: str = "log"
     """'log' (the harness's test command, its log read by the repo's parser) or, for recipes of one's own
     (a spec's ``"grader": "junit"``, pytest suites only), 'junit': swebox's pytest runner."""
@@ -217,6 +231,15 @@ def recipe_from_spec(spec: dict, reqs_paths=(), yml_paths=()) -> Recipe:
     lines = [*spec.get("pre_install", ()), *([spec["install"]] if spec.get("install") else [])]
     skipped = tuple(c for c in lines if _SYSTEM.search(c))
     kept = [c for c in lines if c not in skipped]
+    evals = tuple(spec.get("eval_commands", ()))  # Django's start with `sed ... /etc/locale.gen && locale-gen`
+    skipped += tuple(c for c in evals if _SYSTEM.search(c))
+    locale_lines = [c for c in skipped if _LOCALE_LINE.search(c)]
+    locales = sorted({m for c in locale_lines for m in _LOCALE_NAME.findall(c)}
+                     or ({("en_US", "UTF-8")} if locale_lines else set()))  # `apt-get install locales` alone
+    for where, charmap in locales:  # what locale-gen makes, made without root: glibc's localedef
+        target = f"{LOCALE_DIR}/{where}.{charmap}"
+        env.append(f"mkdir -p {LOCALE_DIR} && (localedef -i {where} -f {charmap} {target} || "
+                   f"test -f {target}/LC_CTYPE)")
     # one script: SWE-bench's pre_install lines share shell variables (matplotlib's QHULL_* ones)
     repo = (_script("set -e\n" + "\n".join(kept)),) if kept else ()
     test_cmd = spec["test_cmd"]
@@ -226,10 +249,22 @@ def recipe_from_spec(spec: dict, reqs_paths=(), yml_paths=()) -> Recipe:
     if grader not in ("log", "junit") or (grader == "junit" and not str(test_cmd).startswith("pytest")):
         raise TaskError(f"Task.version: a spec's grader must be 'log', or 'junit' with a 'pytest ...' test_cmd; "
                         f"found grader {grader!r} with test_cmd {test_cmd!r}.")
-    evals = tuple(spec.get("eval_commands", ()))  # Django's start with `locale-gen`: the host provides locales
-    skipped += tuple(c for c in evals if _SYSTEM.search(c))
+    kept_evals = tuple(c for c in evals if not _SYSTEM.search(c))
+    if locales:
+        kept_evals = (f"export LOCPATH={LOCALE_DIR}", *kept_evals)
     return Recipe(python=str(spec["python"]), env_install=tuple(env), repo_commands=repo, test_cmd=str(test_cmd),
-                  eval_commands=tuple(c for c in evals if not _SYSTEM.search(c)), skipped=skipped, grader=grader)
+                  eval_commands=kept_evals, skipped=skipped, grader=grader,
+                  unbuildable=tuple(c for c in skipped if not _LOCALE_LINE.search(c)))
+
+
+def unbuildable_error(instance_id: str, lines: list[str]) -> str:
+    """Why ``cache build`` cannot build a row's env from its recipe, and how to get the environment."""
+    image = f"swebench/sweb.eval.x86_64.{instance_id.replace('__', '_1776_')}:latest"
+    more = f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""
+    return (f"task {instance_id}: its recipe runs {lines[0]!r}{more}, which installs system packages a "
+            f"rootless build cannot install; building without them would give "
+            f"the row another environment. Use the dataset's image instead: set the row's metadata.image (for "
+            f"SWE-bench, {image}) and run `swebox cache build --tasks ROWS --env-source image` (docs/cache.md).")
 
 
 def _literal(node: ast.AST) -> Any:

@@ -209,3 +209,52 @@ def test_without_swebench_the_error_says_how_to_install_it(tmp_path, monkeypatch
             load(_jsonl(tmp_path / "t.jsonl", [SWEGYM | {"repo": "django/django", "version": "3.0"}]))
     finally:
         recipes_module._swebench_tables.cache_clear()
+
+
+# -- the system lines of SWE-bench's specs: replaced rootless (locales) or refused (system packages) ---------
+def test_locale_lines_become_a_rootless_locale_and_system_packages_make_the_recipe_unbuildable(verified):
+    _, tasks = verified
+    with_locale = [t for t in tasks if any("localedef -i en_US -f UTF-8" in c for c in t.env.install)]
+    assert Counter(t.repo for t in with_locale) == {"django/django": 113}
+    for task in with_locale:  # glibc finds the env layer's locale before the row's own exports select it
+        assert task.eval_commands[0] == f"export LOCPATH={recipes_module.LOCALE_DIR}"
+        assert any("locale" in line for line in task.metadata["recipe_skipped"])
+        assert "recipe_unbuildable" not in task.metadata
+    unbuildable = [t for t in tasks if t.metadata.get("recipe_unbuildable")]
+    assert Counter(t.repo for t in unbuildable) == {"matplotlib/matplotlib": 34, "sphinx-doc/sphinx": 2}
+    assert all(line.startswith("apt-get") for t in unbuildable for line in t.metadata["recipe_unbuildable"])
+    sphinx = next(t for t in unbuildable if t.repo == "sphinx-doc/sphinx")
+    assert sphinx.metadata["recipe_unbuildable"] == ["apt-get update && apt-get install -y graphviz"]
+
+
+def test_cache_build_refuses_an_unbuildable_recipe_naming_the_line_and_the_image(verified, tmp_path):
+    from swebox.scripts.cache_cli import read_build_plan
+
+    rows, _ = verified
+    picked = [r for r in rows if r["instance_id"] in ("matplotlib__matplotlib-13989", "pallets__flask-5014")]
+    envs, checkouts, errors = read_build_plan(str(_jsonl(tmp_path / "rows.jsonl", picked)))
+    assert [e.commit for e in envs] == [r["environment_setup_commit"] for r in picked if "flask" in r["repo"]]
+    assert len(checkouts) == 1 and len(errors) == 1
+    assert errors[0].startswith("task matplotlib__matplotlib-13989: its recipe runs 'apt-get -y update")
+    assert "swebench/sweb.eval.x86_64.matplotlib_1776_matplotlib-13989:latest" in errors[0]
+    assert "--env-source image" in errors[0]
+
+
+def test_the_recipe_locale_is_made_and_found_without_root_in_a_sandbox(calc_layer):
+    from swebox.envs.sandbox import Sandbox, SandboxPolicy
+
+    spec = {"python": "3.11", "test_cmd": "./tests/runtests.py",
+            "eval_commands": ["sed -i '/en_US.UTF-8/s/^# //g' /etc/locale.gen && locale-gen",
+                              "export LC_ALL=en_US.UTF-8"]}
+    recipe = recipes_module.recipe_from_spec(spec)
+    (make,) = recipe.env_install
+    check = "/venv/bin/python -c 'import locale; print(locale.setlocale(locale.LC_ALL, \"\"))'"
+    with Sandbox([calc_layer], SandboxPolicy(network="none")) as sb:
+        if sb.exec("locale -a", timeout=30).output.lower().count("en_us.utf8"):
+            pytest.skip("this host has en_US.UTF-8 already: the replacement cannot be told from the host's")
+        without = sb.exec(f"export LC_ALL=en_US.UTF-8; {check}", timeout=60)
+        assert without.exit_code != 0 and "unsupported locale setting" in without.output
+        built = sb.exec(make, timeout=120)
+        assert built.exit_code == 0, built.output
+        found = sb.exec(" && ".join([*recipe.eval_commands, check]), timeout=60)
+        assert found.exit_code == 0 and found.output.strip().endswith("en_US.UTF-8"), found.output
