@@ -177,8 +177,10 @@ def swebench_recipe(repo: str, version: str) -> Recipe:
     if repo not in table:
         raise TaskError(
             f"Task.repo: expected a repository with an environment recipe (swebench {SWEBENCH_VERSION} knows "
-            f"{len(table)}: {', '.join(sorted(table)[:4])}, ...); found {repo!r}, which has none. Give one in a "
-            f"JSON file named by ${SPECS_ENV} (docs/datasets.md), e.g. SWE-Gym's specs."
+            f"{len(table)}: {', '.join(sorted(table)[:4])}, ...); found {repo!r}, which has none. Give its recipe "
+            f'for version {version!r} in a JSON file named by ${SPECS_ENV}: {{"{repo}": {{"{version}": {{"python": '
+            f'..., "install": ..., "test_cmd": ...}}}}}} (docs/datasets.md, "SWE-Gym": SWE-Gym\'s own specs are '
+            f"published in a fork of SWE-bench on GitHub, in no package)."
         )
     if version not in table[repo]:
         raise TaskError(

@@ -142,7 +142,8 @@ SWEGYM = {  # SWE-Gym's columns: SWE-bench's, with the id lists as lists
 def test_swegym_rows_need_a_recipe_and_take_one_from_swebox_swe_specs(tmp_path, monkeypatch):
     rows = _jsonl(tmp_path / "gym.jsonl", [SWEGYM])
     monkeypatch.delenv("SWEBOX_SWE_SPECS", raising=False)
-    with pytest.raises(LoadError, match=r"field 'repo'.*'getmoto/moto', which has none.*SWEBOX_SWE_SPECS"):
+    with pytest.raises(LoadError, match=r"field 'repo'.*'getmoto/moto', which has none.*version '4\.0'.*"
+                                        r"SWEBOX_SWE_SPECS: \{\"getmoto/moto\": \{\"4\.0\""):
         load(rows)
     specs = tmp_path / "specs.json"
     specs.write_text(json.dumps({"getmoto/moto": {"4.0": {
@@ -189,6 +190,11 @@ def test_r2e_rows_get_expected_status_and_an_env_only_from_a_recipe(tmp_path, mo
     (task,) = load(_jsonl(tmp_path / "r2e.jsonl", [row]))
     assert task.repo == "pandas-dev/pandas" and task.base_commit == "a" * 40 and task.env is None
     assert task.expected_status == {"TestFrame.test_a": "PASSED", "TestFrame.test_b": "FAILED"}
+    from swebox.scripts.cache_cli import read_build_plan
+
+    (error,) = read_build_plan(str(tmp_path / "r2e.jsonl"))[2]  # what is missing, and both ways to get it
+    assert 'give pandas-dev/pandas a recipe under version "r2e" in $SWEBOX_SWE_SPECS' in error
+    assert f"its image namanjain12/pandas_final:{'b' * 40} with --env-source image" in error
     specs = tmp_path / "specs.json"
     specs.write_text(json.dumps({"pandas-dev/pandas": {"r2e": {"python": "3.11", "install": "pip install -e .",
                                                              "test_cmd": "pytest -rA"}}}))
