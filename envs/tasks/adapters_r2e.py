@@ -85,7 +85,8 @@ def from_r2e(row: dict[str, Any]) -> dict[str, Any]:
     repo = str(row.get("repo_name") or row.get("repo") or "")
     new_hash = str(row.get("commit_hash") or commit.get("new_commit_hash", ""))
     fields: dict[str, Any] = {
-        "instance_id": str(row.get("instance_id") or f"{repo}__{new_hash}"),
+        # a repo_name given as OWNER/NAME (accepted below) must not put a '/' into the id
+        "instance_id": str(row.get("instance_id") or f"{repo.replace('/', '__')}__{new_hash}"),
         "repo": repo,
         "base_commit": str(commit.get("old_commit_hash", "")),
         "patch": fix,
