@@ -13,7 +13,8 @@ restored test files and ``test_patch`` come first, as for the JUnit grader. Then
    what it reads and signs it with bash's exit status;
 2. only a log with a valid signature, one start and one end marker (a second one can only come from the
    code under test) and a script that ran to its end is read; the text between the markers goes to the
-   task's parser (:mod:`swebox.envs.tasks.log_parsers`), and both canaries must have their planted status;
+   task's parser (:mod:`swebox.envs.tasks.log_parsers`), both canaries must have their planted status, and
+   (pytest-family logs) no task test may pass after a line that reported it failed;
 3. the verdict is the official one: a test passes when its status is PASSED or XFAIL, fails when it is
    FAILED, ERROR or absent from the log, and a SKIPPED test is neither (SWE-bench's ``test_passed`` /
    ``test_failed``); ``resolved`` = no F2P or P2P test fails and nothing went wrong (a ``test_patch`` that
@@ -24,10 +25,10 @@ restored test files and ``test_patch`` come first, as for the JUnit grader. Then
 
 A log is text the code under test can print to, as under the official harness. What swebox adds: the agent
 cannot change the tests, their configuration, the environment or the command that runs them; it cannot
-rewrite the log after the fact, fake the run's end, or make every test pass unseen (the canaries). What it
-can still do is print or patch a result for the task's own tests only, leaving the canaries honest: no swebox
-code runs inside the repository's test command to see that (the JUnit grader's watchdog does); see
-docs/tasks.md.
+rewrite the log after the fact, fake the run's end, make every test pass unseen (the canaries) or print a
+pass after pytest's failure. What it can still do is patch pytest's result for the task's own tests only,
+leaving the canaries honest: no swebox code runs inside the repository's test command to see that (the
+JUnit grader's watchdog does); see docs/tasks.md.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import secrets
 import shlex
 from pathlib import Path
@@ -55,6 +57,9 @@ MONITOR = Path(__file__).with_name("log_monitor.py")
 MONITOR_PYTHON = "/venv/bin/python"
 """The env layer's interpreter runs the monitor (stdlib only, Python 3.5 syntax: every recipe's can)."""
 MAX_SIGNED_BYTES = 257 * 1024 * 1024
+LINE_UNCHECKED = frozenset({"django/django", "sympy/sympy"})
+"""Parsers whose logs :func:`passes_after_failures` does not read line by line (multi-line results)."""
+_RESULT_WORD = re.compile(r"FAILED|ERROR")
 
 
 def eval_script(task: Task, nonce: str) -> str:
@@ -158,7 +163,30 @@ def run_tests(sb: Sandbox, task: Task, report: GradeReport, workdir: str, nonce:
         return {}
     report.log_status = "ok"
     report.tampered += log_canaries.problems(canaries, status_map)
+    report.tampered += passes_after_failures(task, body, status_map)
     return status_map
+
+
+def passes_after_failures(task: Task, body: str, status_map: dict[str, str]) -> list[str]:
+    """The task's tests whose last (believed) status is a pass although the log reported them failed before.
+
+    A pytest-family parser keeps a test's last line. pytest prints a test's failure in its progress and in
+    the short summary, which lists passes before errors and failures and ends the run, so in an honest log
+    a failed test's last line is a failure (a teardown error after a pass ends as ERROR). A pass after a
+    failure is a result line printed after pytest's own: by the code under test (at exit, say). Django's
+    and sympy's parsers read multi-line results, so their logs are not checked line by line.
+    """
+    if task.log_parser in LINE_UNCHECKED:
+        return []
+    keys = {lookup(task.log_parser, t, status_map) for t in (*task.FAIL_TO_PASS, *task.PASS_TO_PASS)}
+    passed = {k for k in keys if k is not None and normal_status(status_map[k]) in PASSING}
+    failed: set[str] = set()
+    for line in body.split("\n"):
+        if passed and _RESULT_WORD.search(line):
+            found = parse_log(task.log_parser, line).items()
+            failed |= {k for k, s in found if k in passed and s in ("FAILED", "ERROR")}
+    return [f"test {k} was reported failed and then passed: a result line printed after pytest's own"
+            for k in sorted(failed)]
 
 
 def score(task: Task, report: GradeReport, status_map: dict[str, str]) -> None:
