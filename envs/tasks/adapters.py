@@ -23,7 +23,7 @@ from swebox.envs.cache.checkout import CheckoutSpec
 from swebox.envs.cache.spec import EnvSpec
 from swebox.envs.tasks.adapters_r2e import from_r2e
 from swebox.envs.tasks.diffs import reverse_diff
-from swebox.envs.tasks.recipes import Recipe, swebench_recipe, swesmith_recipe
+from swebox.envs.tasks.recipes import Recipe, swebench_recipe, swesmith_recipe, system_metadata
 from swebox.envs.tasks.rows import TASK_FIELDS, extra, id_list
 from swebox.envs.tasks.schema import Task, TaskError
 from swebox.envs.tasks.testids import file_of_test
@@ -101,10 +101,7 @@ def from_swebench(row: dict[str, Any]) -> dict[str, Any]:
         fields["test_cmd"] = " ".join([recipe.test_cmd, *directives])
         fields["grader"], fields["log_parser"] = "log", log_parser_for(repo)
         fields["eval_commands"] = list(recipe.eval_commands)
-    if recipe.skipped:
-        fields["metadata"]["recipe_skipped"] = list(recipe.skipped)
-    if recipe.unbuildable:  # the row still loads (an image can serve it); `cache build` refuses its recipe
-        fields["metadata"]["recipe_unbuildable"] = list(recipe.unbuildable)
+    fields["metadata"].update(system_metadata(recipe))
     return fields
 
 
@@ -158,6 +155,7 @@ def from_swesmith(row: dict[str, Any]) -> dict[str, Any]:
     fields["repo"] = f"{match['owner']}/{match['name']}"
     fields["base_commit"] = match["commit"]
     recipe = swesmith_recipe(match["owner"], match["name"], match["commit"])
+    fields["metadata"].update(system_metadata(recipe))
     env = dataclasses.replace(_github_env(fields["repo"], match["commit"], recipe), test_deps=("pytest",))
     _start_from(fields, env, match["commit"], bug, ())  # pytest: the junit grader runs it
     files = [f for f in (file_of_test(t) for t in fields["FAIL_TO_PASS"]) if f]

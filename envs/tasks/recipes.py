@@ -231,17 +231,10 @@ def recipe_from_spec(spec: dict, reqs_paths=(), yml_paths=()) -> Recipe:
     if spec.get("pip_packages"):
         env.append("pip install " + " ".join(shlex.quote(p) for p in spec["pip_packages"]))
     lines = [*spec.get("pre_install", ()), *([spec["install"]] if spec.get("install") else [])]
-    skipped = tuple(c for c in lines if _SYSTEM.search(c))
-    kept = [c for c in lines if c not in skipped]
     evals = tuple(spec.get("eval_commands", ()))  # Django's start with `sed ... /etc/locale.gen && locale-gen`
-    skipped += tuple(c for c in evals if _SYSTEM.search(c))
-    locale_lines = [c for c in skipped if _LOCALE_LINE.search(c)]
-    locales = sorted({m for c in locale_lines for m in _LOCALE_NAME.findall(c)}
-                     or ({("en_US", "UTF-8")} if locale_lines else set()))  # `apt-get install locales` alone
-    for where, charmap in locales:  # what locale-gen makes, made without root: glibc's localedef
-        target = f"{LOCALE_DIR}/{where}.{charmap}"
-        env.append(f"mkdir -p {LOCALE_DIR} && (localedef -i {where} -f {charmap} {target} || "
-                   f"test -f {target}/LC_CTYPE)")
+    skipped = tuple(c for c in (*lines, *evals) if _SYSTEM.search(c))
+    kept = [c for c in lines if c not in skipped]
+    env += _locale_commands(skipped)
     # one script: SWE-bench's pre_install lines share shell variables (matplotlib's QHULL_* ones)
     repo = (_script("set -e\n" + "\n".join(kept)),) if kept else ()
     test_cmd = spec["test_cmd"]
@@ -252,21 +245,46 @@ def recipe_from_spec(spec: dict, reqs_paths=(), yml_paths=()) -> Recipe:
         raise TaskError(f"Task.version: a spec's grader must be 'log', or 'junit' with a 'pytest ...' test_cmd; "
                         f"found grader {grader!r} with test_cmd {test_cmd!r}.")
     kept_evals = tuple(c for c in evals if not _SYSTEM.search(c))
-    if locales:
+    if _locale_commands(skipped):
         kept_evals = (f"export LOCPATH={LOCALE_DIR}", *kept_evals)
     return Recipe(python=str(spec["python"]), env_install=tuple(env), repo_commands=repo, test_cmd=str(test_cmd),
-                  eval_commands=kept_evals, skipped=skipped, grader=grader,
-                  unbuildable=tuple(c for c in skipped if not _LOCALE_LINE.search(c)))
+                  eval_commands=kept_evals, skipped=skipped, grader=grader, unbuildable=_unbuildable(skipped))
 
 
-def unbuildable_error(instance_id: str, lines: list[str]) -> str:
-    """Why ``cache build`` cannot build a row's env from its recipe, and how to get the environment."""
-    image = f"swebench/sweb.eval.x86_64.{instance_id.replace('__', '_1776_')}:latest"
+def _locale_commands(skipped: tuple[str, ...]) -> list[str]:
+    """What the skipped locale lines make (``locale-gen``), made without root by glibc's ``localedef``."""
+    locale_lines = [c for c in skipped if _LOCALE_LINE.search(c)]
+    locales = sorted({m for c in locale_lines for m in _LOCALE_NAME.findall(c)}
+                     or ({("en_US", "UTF-8")} if locale_lines else set()))  # `apt-get install locales` alone
+    return [f"mkdir -p {LOCALE_DIR} && (localedef -i {where} -f {charmap} {LOCALE_DIR}/{where}.{charmap} || "
+            f"test -f {LOCALE_DIR}/{where}.{charmap}/LC_CTYPE)" for where, charmap in locales]
+
+
+def _unbuildable(skipped: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(c for c in skipped if not _LOCALE_LINE.search(c))
+
+
+def system_metadata(recipe: Recipe) -> dict[str, list[str]]:
+    """A task's metadata about its recipe's system lines: those left out (``recipe_skipped``) and those with no
+    rootless equivalent (``recipe_unbuildable``: the row still loads, an image can serve it, and ``swebox
+    cache build`` refuses its recipe with :func:`unbuildable_error`)."""
+    out = {"recipe_skipped": list(recipe.skipped), "recipe_unbuildable": list(recipe.unbuildable)}
+    return {k: v for k, v in out.items() if v}
+
+
+def unbuildable_error(instance_id: str, lines: list[str], image: str = "") -> str:
+    """Why ``cache build`` cannot build a row's env from its recipe, and how to get the environment
+    (``image``: the one the row names, as SWE-smith's and R2E-Gym's rows do)."""
     more = f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""
+    if image:
+        use = f"its image {image}: `swebox cache build --tasks ROWS --env-source image` (docs/cache.md)"
+    else:
+        swebench = f"swebench/sweb.eval.x86_64.{instance_id.replace('__', '_1776_')}:latest"
+        use = (f"its image: set the row's metadata.image (for SWE-bench, {swebench}) and run `swebox cache build "
+               f"--tasks ROWS --env-source image` (docs/cache.md)")
     return (f"task {instance_id}: its recipe runs {lines[0]!r}{more}, which installs system packages a "
-            f"rootless build cannot install; building without them would give "
-            f"the row another environment. Use the dataset's image instead: set the row's metadata.image (for "
-            f"SWE-bench, {image}) and run `swebox cache build --tasks ROWS --env-source image` (docs/cache.md).")
+            f"rootless build cannot install; building without them would give the row another environment. "
+            f"Use {use}.")
 
 
 def _literal(node: ast.AST) -> Any:
@@ -322,5 +340,9 @@ def swesmith_recipe(owner: str, name: str, commit: str) -> Recipe:
                         f"for {owner}/{name} at {commit}. Give its recipe in ${SPECS_ENV} under "
                         f'"{owner}/{name}": {{"{commit}": {{...}}}}.')
     p = profiles[0]
-    return Recipe(python=str(p.get("python_version", "3.10")), env_install=tuple(p.get("install_cmds", ())),
-                  repo_commands=(), test_cmd="pytest --disable-warnings --color=no --tb=no --verbose")
+    commands = tuple(p.get("install_cmds", ()))
+    skipped = tuple(c for c in commands if _SYSTEM.search(c))  # 6 of swesmith 0.0.9's profiles run apt-get
+    install = (*_locale_commands(skipped), *(c for c in commands if c not in skipped))
+    return Recipe(python=str(p.get("python_version", "3.10")), env_install=install, repo_commands=(),
+                  test_cmd="pytest --disable-warnings --color=no --tb=no --verbose", skipped=skipped,
+                  unbuildable=_unbuildable(skipped))

@@ -174,6 +174,17 @@ def test_swesmith_rows_in_their_real_format(tmp_path):
     assert task.hidden_tests and task.test_files == ("test_addict.py",) and task.grader == "junit"
     with pytest.raises(LoadError, match=r"field .repo.*a profile in swesmith 0\.0\.9; found none for nobody/none"):
         load(_jsonl(tmp_path / "bad.jsonl", [row | {"repo": "swesmith/nobody__none.12345678"}]))
+    # 5 of swesmith's profiles install system packages: the row loads, cache build refuses it naming its image
+    from swebox.scripts.cache_cli import read_build_plan
+
+    pdf = row | {"instance_id": "jsvine__pdfplumber.02ff4313.x", "repo": "swesmith/jsvine__pdfplumber.02ff4313",
+                 "image_name": "swebench/swesmith.x86_64.jsvine_1776_pdfplumber.02ff4313"}
+    (task,) = load(_jsonl(tmp_path / "pdf.jsonl", [pdf]))
+    assert task.metadata["recipe_unbuildable"] == ["apt-get update && apt-get install ghostscript -y"]
+    assert not any("apt-get" in c for c in task.env.install)
+    (error,) = read_build_plan(str(tmp_path / "pdf.jsonl"))[2]
+    assert error.startswith("task jsvine__pdfplumber.02ff4313.x: its recipe runs 'apt-get update && apt-get")
+    assert "Use its image swebench/swesmith.x86_64.jsvine_1776_pdfplumber.02ff4313: `swebox cache build" in error
 
 
 def test_r2e_rows_get_expected_status_and_an_env_only_from_a_recipe(tmp_path, monkeypatch):
