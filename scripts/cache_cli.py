@@ -125,7 +125,9 @@ def read_build_plan(path: str, skip: set[str] | frozenset[str] = frozenset()
     trees of dataset rows, see :mod:`.checkout`), and one error per task it cannot build, naming the task.
     Rows whose instance_id is in ``skip`` (served by their container image) need neither. The tasks loader is
     imported here: the CLI sits above the library, which never imports tasks."""
+    from swebox.envs.layers_resolver import image_of
     from swebox.envs.tasks import load
+    from swebox.envs.tasks.recipes import unbuildable_error
 
     envs: dict[str, EnvSpec] = {}
     checkouts: dict[str, CheckoutSpec] = {}
@@ -134,8 +136,18 @@ def read_build_plan(path: str, skip: set[str] | frozenset[str] = frozenset()
         if task.instance_id in skip:
             continue
         if task.env is None:
+            if task.metadata.get("source") == "r2e-gym":  # R2E-Gym publishes images only, no recipes
+                how = (f"give {task.repo or 'its repository'} a recipe under version \"r2e\" in $SWEBOX_SWE_SPECS, "
+                       f"or build from its image {task.metadata.get('docker_image') or '(none named)'} with "
+                       f"--env-source image (docs/datasets.md, 'R2E-Gym')")
+            else:
+                how = "give it an 'env', or see docs/datasets.md"
             errors.append(f"task {task.instance_id}: expected an env recipe; found none (the row names no "
-                          f"environment swebox can build: give it an 'env', or see docs/datasets.md)")
+                          f"environment swebox can build: {how})")
+            continue
+        if task.metadata.get("recipe_unbuildable"):
+            errors.append(unbuildable_error(task.instance_id, list(task.metadata["recipe_unbuildable"]),
+                                            image_of(task)))
             continue
         envs.setdefault(task.env.key(), task.env)
         checkout = task.metadata.get("checkout")

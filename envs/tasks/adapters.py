@@ -23,12 +23,7 @@ from swebox.envs.cache.checkout import CheckoutSpec
 from swebox.envs.cache.spec import EnvSpec
 from swebox.envs.tasks.adapters_r2e import from_r2e
 from swebox.envs.tasks.diffs import reverse_diff
-from swebox.envs.tasks.recipes import (
-    Recipe,
-    directives_of,
-    swebench_recipe,
-    swesmith_recipe,
-)
+from swebox.envs.tasks.recipes import Recipe, swebench_recipe, swesmith_recipe, system_metadata
 from swebox.envs.tasks.rows import TASK_FIELDS, extra, id_list
 from swebox.envs.tasks.schema import Task, TaskError
 from swebox.envs.tasks.testids import file_of_test
@@ -102,13 +97,24 @@ def from_swebench(row: dict[str, Any]) -> dict[str, Any]:
     if recipe.grader == "junit":  # a recipe of one's own for a pytest suite: swebox's runner reads JUnit
         fields["test_cmd"] = f"/venv/bin/python -m {recipe.test_cmd}"
     else:
-        directives = directives_of(repo, str(row.get("test_patch") or ""))
+        directives = _directives(repo, str(row.get("test_patch") or ""))
         fields["test_cmd"] = " ".join([recipe.test_cmd, *directives])
         fields["grader"], fields["log_parser"] = "log", log_parser_for(repo)
         fields["eval_commands"] = list(recipe.eval_commands)
-    if recipe.skipped:
-        fields["metadata"]["recipe_skipped"] = list(recipe.skipped)
+    fields["metadata"].update(system_metadata(recipe))
     return fields
+
+
+def _directives(repo: str, test_patch: str) -> list[str]:
+    """SWE-bench's own test selection (its ``get_test_directives``, through :mod:`.log_parsers`): the one
+    rule for every log-graded row, read from swebench rather than re-implemented."""
+    from swebox.envs.tasks import log_parsers, swebench_harness
+
+    try:
+        return log_parsers.test_directives(repo, test_patch)
+    except swebench_harness.HarnessUnavailable as exc:
+        raise TaskError(f"Task.test_patch: choosing the tests to run the way SWE-bench does needs its harness; "
+                        f"{exc}") from None
 
 
 def log_parser_for(repo: str) -> str:
@@ -149,6 +155,7 @@ def from_swesmith(row: dict[str, Any]) -> dict[str, Any]:
     fields["repo"] = f"{match['owner']}/{match['name']}"
     fields["base_commit"] = match["commit"]
     recipe = swesmith_recipe(match["owner"], match["name"], match["commit"])
+    fields["metadata"].update(system_metadata(recipe))
     env = dataclasses.replace(_github_env(fields["repo"], match["commit"], recipe), test_deps=("pytest",))
     _start_from(fields, env, match["commit"], bug, ())  # pytest: the junit grader runs it
     files = [f for f in (file_of_test(t) for t in fields["FAIL_TO_PASS"]) if f]

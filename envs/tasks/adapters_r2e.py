@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from swebox.envs.cache.spec import EnvSpec
-from swebox.envs.tasks.recipes import user_recipe
+from swebox.envs.tasks.recipes import system_metadata, user_recipe
 from swebox.envs.tasks.rows import extra, id_list, loads
 from swebox.envs.tasks.schema import TaskError
 
@@ -85,7 +85,8 @@ def from_r2e(row: dict[str, Any]) -> dict[str, Any]:
     repo = str(row.get("repo_name") or row.get("repo") or "")
     new_hash = str(row.get("commit_hash") or commit.get("new_commit_hash", ""))
     fields: dict[str, Any] = {
-        "instance_id": str(row.get("instance_id") or f"{repo}__{new_hash}"),
+        # a repo_name given as OWNER/NAME (accepted below) must not put a '/' into the id
+        "instance_id": str(row.get("instance_id") or f"{repo.replace('/', '__')}__{new_hash}"),
         "repo": repo,
         "base_commit": str(commit.get("old_commit_hash", "")),
         "patch": fix,
@@ -112,6 +113,7 @@ def from_r2e(row: dict[str, Any]) -> dict[str, Any]:
         # R2E-Gym's images install the project once, so the install is env work too
         fields["env"] = EnvSpec(source=f"git+https://github.com/{github}.git", commit=old, python=recipe.python,
                                 install=recipe.env_install + recipe.repo_commands, test_deps=("pytest",))
+        fields["metadata"].update(system_metadata(recipe))
     # without a recipe the task has no env: `swebox cache build` names it (R2E-Gym publishes images only;
     # give a recipe under "OWNER/NAME": {"r2e": {...}} in $SWEBOX_SWE_SPECS, docs/datasets.md)
     return fields

@@ -15,9 +15,13 @@
 A recipe becomes an env layer (interpreter + dependencies at ``environment_setup_commit``) and the commands
 run once the repository is at ``base_commit`` (``pre_install`` + ``install``, in the checkout layer), as
 SWE-bench's environment and instance images split them. Differences, all documented in docs/datasets.md:
-conda packages are installed with pip; an ``environment.yml`` is translated to pip requirements; commands
-that change the system image (``apt-get``, ``locale-gen``) cannot run in a rootless sandbox and are left out
-(recorded in ``Recipe.skipped``).
+conda packages are installed with pip; an ``environment.yml`` is translated to pip requirements. Commands
+that change the system image cannot run in a rootless sandbox, and a row must not silently get another
+environment, so each is either replaced or makes the recipe unbuildable (both recorded in ``Recipe.skipped``):
+locale generation (``locale-gen``, ``/etc/locale.gen``, ``apt-get install -y locales``) becomes glibc's own
+``localedef`` into the env layer, found through ``LOCPATH``; any other (``apt-get install`` of system
+packages) is listed in ``Recipe.unbuildable``, and ``swebox cache build`` refuses the row naming the line and
+the dataset's container image as the way to get that environment.
 """
 
 from __future__ import annotations
@@ -39,9 +43,13 @@ from swebox.envs.tasks.schema import TaskError
 
 SWEBENCH_VERSION = "4.1.0"
 SPECS_ENV = "SWEBOX_SWE_SPECS"
-# swebench.harness.constants.NON_TEST_EXTS (4.1.0): files of a test_patch that are not test directives
-NON_TEST_EXTS = (".json", ".png", "csv", ".txt", ".md", ".jpg", ".jpeg", ".pkl", ".yml", ".yaml", ".toml")
 _SYSTEM = re.compile(r"^\s*(apt-get|apt|locale-gen|update-locale)\b|>\s*/etc/|\s/etc/locale")
+# a system line that only makes a locale: SWE-bench's Django specs (`sed ... /etc/locale.gen && locale-gen`,
+# `echo 'en_US UTF-8' > /etc/locale.gen`, `locale-gen en_US.UTF-8`, `apt-get ... install -y locales`)
+_LOCALE_LINE = re.compile(r"locale-gen|/etc/locale\.gen|^\s*apt-get update && apt-get install -y locales\s*$")
+_LOCALE_NAME = re.compile(r"\b([a-z]{2,3}_[A-Z]{2})[. ](UTF-8)\b")
+LOCALE_DIR = "/venv/share/swebox-locales"
+"""Where the env layer keeps the locales a recipe generates (glibc reads them through ``LOCPATH``)."""
 # environment.yml -> pip requirements: conda's `name=1.2` pins become `name==1.2`, channel prefixes go,
 # the `- pip:` sub-list is kept as it is; python and pip themselves are the venv's
 _YML_TO_PIP = r"""
@@ -89,7 +97,11 @@ class Recipe:
     eval_commands: tuple[str, ...] = ()
     """Commands the harness runs before the tests (locale exports, ...)."""
     skipped: tuple[str, ...] = ()
-    """Spec commands left out because they change the system image (apt-get, locale-gen)."""
+    """Spec commands left out because they change the system image (apt-get, locale-gen): replaced (locales)
+    or in ``unbuildable``."""
+    unbuildable: tuple[str, ...] = ()
+    """The skipped commands with no rootless equivalent (system packages): the env cannot be built from the
+    recipe; the dataset's container image has it (``swebox cache build --env-source image``)."""
     grader: str = "log"
     """'log' (the harness's test command, its log read by the repo's parser) or, for recipes of one's own
     (a spec's ``"grader": "junit"``, pytest suites only), 'junit': swebox's pytest runner."""
@@ -165,8 +177,10 @@ def swebench_recipe(repo: str, version: str) -> Recipe:
     if repo not in table:
         raise TaskError(
             f"Task.repo: expected a repository with an environment recipe (swebench {SWEBENCH_VERSION} knows "
-            f"{len(table)}: {', '.join(sorted(table)[:4])}, ...); found {repo!r}, which has none. Give one in a "
-            f"JSON file named by ${SPECS_ENV} (docs/datasets.md), e.g. SWE-Gym's specs."
+            f"{len(table)}: {', '.join(sorted(table)[:4])}, ...); found {repo!r}, which has none. Give its recipe "
+            f'for version {version!r} in a JSON file named by ${SPECS_ENV}: {{"{repo}": {{"{version}": {{"python": '
+            f'..., "install": ..., "test_cmd": ...}}}}}} (docs/datasets.md, "SWE-Gym": SWE-Gym\'s own specs are '
+            f"published in a fork of SWE-bench on GitHub, in no package)."
         )
     if version not in table[repo]:
         raise TaskError(
@@ -217,8 +231,10 @@ def recipe_from_spec(spec: dict, reqs_paths=(), yml_paths=()) -> Recipe:
     if spec.get("pip_packages"):
         env.append("pip install " + " ".join(shlex.quote(p) for p in spec["pip_packages"]))
     lines = [*spec.get("pre_install", ()), *([spec["install"]] if spec.get("install") else [])]
-    skipped = tuple(c for c in lines if _SYSTEM.search(c))
+    evals = tuple(spec.get("eval_commands", ()))  # Django's start with `sed ... /etc/locale.gen && locale-gen`
+    skipped = tuple(c for c in (*lines, *evals) if _SYSTEM.search(c))
     kept = [c for c in lines if c not in skipped]
+    env += _locale_commands(skipped)
     # one script: SWE-bench's pre_install lines share shell variables (matplotlib's QHULL_* ones)
     repo = (_script("set -e\n" + "\n".join(kept)),) if kept else ()
     test_cmd = spec["test_cmd"]
@@ -228,19 +244,47 @@ def recipe_from_spec(spec: dict, reqs_paths=(), yml_paths=()) -> Recipe:
     if grader not in ("log", "junit") or (grader == "junit" and not str(test_cmd).startswith("pytest")):
         raise TaskError(f"Task.version: a spec's grader must be 'log', or 'junit' with a 'pytest ...' test_cmd; "
                         f"found grader {grader!r} with test_cmd {test_cmd!r}.")
-    evals = tuple(spec.get("eval_commands", ()))  # Django's start with `locale-gen`: the host provides locales
-    skipped += tuple(c for c in evals if _SYSTEM.search(c))
+    kept_evals = tuple(c for c in evals if not _SYSTEM.search(c))
+    if _locale_commands(skipped):
+        kept_evals = (f"export LOCPATH={LOCALE_DIR}", *kept_evals)
     return Recipe(python=str(spec["python"]), env_install=tuple(env), repo_commands=repo, test_cmd=str(test_cmd),
-                  eval_commands=tuple(c for c in evals if not _SYSTEM.search(c)), skipped=skipped, grader=grader)
+                  eval_commands=kept_evals, skipped=skipped, grader=grader, unbuildable=_unbuildable(skipped))
 
 
-def directives_of(repo: str, test_patch: str) -> list[str]:
-    """The test files of ``test_patch`` as SWE-bench's harness passes them to the test command: paths,
-    except non-test files; for Django dotted module names relative to tests/ without '.py'."""
-    directives = [d for d in re.findall(r"diff --git a/.* b/(.*)", test_patch) if not d.endswith(NON_TEST_EXTS)]
-    if repo == "django/django":
-        directives = [d.removesuffix(".py").removeprefix("tests/").replace("/", ".") for d in directives]
-    return directives
+def _locale_commands(skipped: tuple[str, ...]) -> list[str]:
+    """What the skipped locale lines make (``locale-gen``), made without root by glibc's ``localedef``."""
+    locale_lines = [c for c in skipped if _LOCALE_LINE.search(c)]
+    locales = sorted({m for c in locale_lines for m in _LOCALE_NAME.findall(c)}
+                     or ({("en_US", "UTF-8")} if locale_lines else set()))  # `apt-get install locales` alone
+    return [f"mkdir -p {LOCALE_DIR} && (localedef -i {where} -f {charmap} {LOCALE_DIR}/{where}.{charmap} || "
+            f"test -f {LOCALE_DIR}/{where}.{charmap}/LC_CTYPE)" for where, charmap in locales]
+
+
+def _unbuildable(skipped: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(c for c in skipped if not _LOCALE_LINE.search(c))
+
+
+def system_metadata(recipe: Recipe) -> dict[str, list[str]]:
+    """A task's metadata about its recipe's system lines: those left out (``recipe_skipped``) and those with no
+    rootless equivalent (``recipe_unbuildable``: the row still loads, an image can serve it, and ``swebox
+    cache build`` refuses its recipe with :func:`unbuildable_error`)."""
+    out = {"recipe_skipped": list(recipe.skipped), "recipe_unbuildable": list(recipe.unbuildable)}
+    return {k: v for k, v in out.items() if v}
+
+
+def unbuildable_error(instance_id: str, lines: list[str], image: str = "") -> str:
+    """Why ``cache build`` cannot build a row's env from its recipe, and how to get the environment
+    (``image``: the one the row names, as SWE-smith's and R2E-Gym's rows do)."""
+    more = f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""
+    if image:
+        use = f"its image {image}: `swebox cache build --tasks ROWS --env-source image` (docs/cache.md)"
+    else:
+        swebench = f"swebench/sweb.eval.x86_64.{instance_id.replace('__', '_1776_')}:latest"
+        use = (f"its image: set the row's metadata.image (for SWE-bench, {swebench}) and run `swebox cache build "
+               f"--tasks ROWS --env-source image` (docs/cache.md)")
+    return (f"task {instance_id}: its recipe runs {lines[0]!r}{more}, which installs system packages a "
+            f"rootless build cannot install; building without them would give the row another environment. "
+            f"Use {use}.")
 
 
 def _literal(node: ast.AST) -> Any:
@@ -296,5 +340,9 @@ def swesmith_recipe(owner: str, name: str, commit: str) -> Recipe:
                         f"for {owner}/{name} at {commit}. Give its recipe in ${SPECS_ENV} under "
                         f'"{owner}/{name}": {{"{commit}": {{...}}}}.')
     p = profiles[0]
-    return Recipe(python=str(p.get("python_version", "3.10")), env_install=tuple(p.get("install_cmds", ())),
-                  repo_commands=(), test_cmd="pytest --disable-warnings --color=no --tb=no --verbose")
+    commands = tuple(p.get("install_cmds", ()))
+    skipped = tuple(c for c in commands if _SYSTEM.search(c))  # 6 of swesmith 0.0.9's profiles run apt-get
+    install = (*_locale_commands(skipped), *(c for c in commands if c not in skipped))
+    return Recipe(python=str(p.get("python_version", "3.10")), env_install=install, repo_commands=(),
+                  test_cmd="pytest --disable-warnings --color=no --tb=no --verbose", skipped=skipped,
+                  unbuildable=_unbuildable(skipped))

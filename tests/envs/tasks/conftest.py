@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from swebox.envs.tasks import Task
 
 
 def git(repo: Path, *args: str, input: bytes | None = None) -> bytes:
@@ -154,3 +159,33 @@ def calc_task():
 def gold():
     """The calc fixes as diffs: {'add': ..., 'div': ...}."""
     return {"add": GOLD_ADD, "div": GOLD_DIV}
+
+
+# -- the calc task graded from its pytest -rA log (grader='log', SWE-bench's pytest parser) ------------------
+CALC_TEST_PATCH = (
+    "diff --git a/tests/test_spaces.py b/tests/test_spaces.py\nnew file mode 100644\n--- /dev/null\n"
+    "+++ b/tests/test_spaces.py\n@@ -0,0 +1,6 @@\n+import pytest\n+\n+from calc.ops import add\n+\n+\n"
+    "+@pytest.mark.parametrize(\"a\", [1], ids=[\"one plus two\"])\n"
+)
+CALC_TEST_PATCH = CALC_TEST_PATCH.replace("@@ -0,0 +1,6 @@", "@@ -0,0 +1,8 @@") + (
+    "+def test_add_ids(a):\n+    assert add(a, 2) == 3\n"
+)
+
+
+def calc_log_task(calc_task: Task, parser: str = "pytest") -> Task:
+    # -o addopts= because calc's pytest.ini deselects the add tests; a log-graded task's command is its own.
+    return dataclasses.replace(
+        calc_task,
+        grader="log",
+        log_parser=parser,
+        test_cmd="/venv/bin/python -m pytest -rA --tb=no -p no:cacheprovider -o addopts= tests/test_ops.py "
+        "tests/test_spaces.py",
+        test_patch=CALC_TEST_PATCH,
+        FAIL_TO_PASS=(*calc_task.FAIL_TO_PASS, "tests/test_spaces.py::test_add_ids[one plus two]"),
+    )
+
+
+@pytest.fixture(params=["junit", "log"])
+def graded_task(request, calc_task):
+    """calc_task graded either way: swebox's JUnit grader, or the log grader (tamper tests run under both)."""
+    return calc_task if request.param == "junit" else calc_log_task(calc_task)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from swebox.envs.tasks import LoadError, load
 from swebox.envs.tasks import recipes as recipes_module
-from swebox.envs.tasks.recipes import directives_of
+from swebox.envs.tasks.log_parsers import test_directives
 
 VERIFIED = Path("/work/shared/data/swe-bench-verified.parquet")
 
@@ -49,12 +49,14 @@ def test_every_verified_row_becomes_a_task_with_its_recipe(verified):
     runners = Counter(t.test_cmd.split()[0] for t in tasks)
     assert runners == {"./tests/runtests.py": 231, "pytest": 150, "tox": 44,
                        "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning'": 75}  # sympy's bin/test
+    specs = recipes_module._swebench_tables()[0]
     for row, task in zip(rows, tasks, strict=True):
         assert task.grader == "log" and task.log_parser == row["repo"]
         # the env at the setup commit, the task's start at base_commit (a checkout layer over it)
         assert task.env.commit == row["environment_setup_commit"] and task.env.test_deps == ()
         assert task.metadata["checkout"]["commit"] == row["base_commit"] and task.task_layer_key
-        assert task.test_cmd.endswith(" ".join(directives_of(row["repo"], row["test_patch"])))
+        spec_cmd = specs[row["repo"]][row["version"]]["test_cmd"]
+        assert task.test_cmd == " ".join([spec_cmd, *test_directives(row["repo"], row["test_patch"])])
     # 492 rows have a setup commit other than the base commit: each of those starts elsewhere than its env
     assert sum(t.env.commit != t.metadata["checkout"]["commit"] for t in tasks) == 492
 
@@ -84,13 +86,46 @@ def test_verified_recipes_match_swebench_specs(verified):
     assert "QHULL_URL" in mpl.metadata["checkout"]["commands"][0]  # one script: the lines share variables
 
 
-def test_django_directives_are_dotted_modules_and_data_files_are_not_directives():
-    patch = ("diff --git a/tests/admin_views/tests.py b/tests/admin_views/tests.py\n"
-             "diff --git a/tests/fixtures/data.json b/tests/fixtures/data.json\n"
-             "diff --git a/tests/i18n/sampleproject/x.py b/tests/i18n/sampleproject/x.py\n")
-    assert directives_of("django/django", patch) == ["admin_views.tests", "i18n.sampleproject.x"]
-    assert directives_of("sympy/sympy", patch.replace("tests/", "sympy/core/tests/")) == [
-        "sympy/core/tests/admin_views/tests.py", "sympy/core/tests/i18n/sampleproject/x.py"]
+# One real Verified row per repository, and the rows where SWE-bench's rule is not "the .py files of the
+# test patch": the selection is the official harness's (swebench's get_test_directives), quirks included
+DIRECTIVES = {
+    "astropy__astropy-12907": ["astropy/modeling/tests/test_separable.py"],
+    "matplotlib__matplotlib-13989": ["lib/matplotlib/tests/test_axes.py"],
+    "mwaskom__seaborn-3069": ["tests/_core/test_plot.py"],
+    "pallets__flask-5014": ["tests/test_blueprints.py"],
+    "psf__requests-1142": ["test_requests.py"],
+    "pydata__xarray-2905": ["xarray/tests/test_variable.py"],
+    "pylint-dev__pylint-4551": ["tests/unittest_pyreverse_writer.py"],
+    "pytest-dev__pytest-10051": ["testing/logging/test_fixture.py"],
+    "scikit-learn__scikit-learn-10297": ["sklearn/linear_model/tests/test_ridge.py"],
+    # sympy's bin/test takes the test files' paths
+    "sympy__sympy-22080": ["sympy/codegen/tests/test_rewriting.py", "sympy/printing/tests/test_pycode.py",
+                           "sympy/utilities/tests/test_lambdify.py"],
+    # Django: module labels relative to tests/; the fixture .json is no directive, models.py is one
+    "django__django-15525": ["backends.sqlite.test_features", "fixtures_regress.models", "fixtures_regress.tests"],
+    # a file outside tests/ keeps its path as a dotted label
+    "django__django-14011": ["django.test.testcases", "servers.tests"],
+    # only .txt data files: no directive at all, so runtests.py runs Django's whole suite, as the harness does
+    "django__django-10097": [],
+    # sphinx: .rst files and a test root's conf.py are directives, the .txt is not
+    "sphinx-doc__sphinx-11510": ["tests/roots/test-directive-include/baz/baz.rst",
+                                 "tests/roots/test-directive-include/conf.py",
+                                 "tests/roots/test-directive-include/foo.rst", "tests/test_directive_other.py"],
+}
+
+
+def test_test_directives_of_real_rows_follow_swebench_for_each_repository(verified):
+    rows, tasks = verified
+    by_id = {t.instance_id: t for t in tasks}
+    assert {by_id[i].repo for i in DIRECTIVES} == {t.repo for t in tasks}  # every repository of Verified
+    specs = recipes_module._swebench_tables()[0]
+    for instance_id, directives in DIRECTIVES.items():
+        task = by_id[instance_id]
+        assert task.test_cmd == " ".join([specs[task.repo][task.version]["test_cmd"], *directives]), instance_id
+    sympy = by_id["sympy__sympy-22080"]
+    assert sympy.test_cmd == ("PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C --verbose "
+                              "sympy/codegen/tests/test_rewriting.py sympy/printing/tests/test_pycode.py "
+                              "sympy/utilities/tests/test_lambdify.py")
 
 
 SWEGYM = {  # SWE-Gym's columns: SWE-bench's, with the id lists as lists
@@ -107,7 +142,8 @@ SWEGYM = {  # SWE-Gym's columns: SWE-bench's, with the id lists as lists
 def test_swegym_rows_need_a_recipe_and_take_one_from_swebox_swe_specs(tmp_path, monkeypatch):
     rows = _jsonl(tmp_path / "gym.jsonl", [SWEGYM])
     monkeypatch.delenv("SWEBOX_SWE_SPECS", raising=False)
-    with pytest.raises(LoadError, match=r"field 'repo'.*'getmoto/moto', which has none.*SWEBOX_SWE_SPECS"):
+    with pytest.raises(LoadError, match=r"field 'repo'.*'getmoto/moto', which has none.*version '4\.0'.*"
+                                        r"SWEBOX_SWE_SPECS: \{\"getmoto/moto\": \{\"4\.0\""):
         load(rows)
     specs = tmp_path / "specs.json"
     specs.write_text(json.dumps({"getmoto/moto": {"4.0": {
@@ -138,6 +174,17 @@ def test_swesmith_rows_in_their_real_format(tmp_path):
     assert task.hidden_tests and task.test_files == ("test_addict.py",) and task.grader == "junit"
     with pytest.raises(LoadError, match=r"field .repo.*a profile in swesmith 0\.0\.9; found none for nobody/none"):
         load(_jsonl(tmp_path / "bad.jsonl", [row | {"repo": "swesmith/nobody__none.12345678"}]))
+    # 5 of swesmith's profiles install system packages: the row loads, cache build refuses it naming its image
+    from swebox.scripts.cache_cli import read_build_plan
+
+    pdf = row | {"instance_id": "jsvine__pdfplumber.02ff4313.x", "repo": "swesmith/jsvine__pdfplumber.02ff4313",
+                 "image_name": "swebench/swesmith.x86_64.jsvine_1776_pdfplumber.02ff4313"}
+    (task,) = load(_jsonl(tmp_path / "pdf.jsonl", [pdf]))
+    assert task.metadata["recipe_unbuildable"] == ["apt-get update && apt-get install ghostscript -y"]
+    assert not any("apt-get" in c for c in task.env.install)
+    (error,) = read_build_plan(str(tmp_path / "pdf.jsonl"))[2]
+    assert error.startswith("task jsvine__pdfplumber.02ff4313.x: its recipe runs 'apt-get update && apt-get")
+    assert "Use its image swebench/swesmith.x86_64.jsvine_1776_pdfplumber.02ff4313: `swebox cache build" in error
 
 
 def test_r2e_rows_get_expected_status_and_an_env_only_from_a_recipe(tmp_path, monkeypatch):
@@ -154,6 +201,11 @@ def test_r2e_rows_get_expected_status_and_an_env_only_from_a_recipe(tmp_path, mo
     (task,) = load(_jsonl(tmp_path / "r2e.jsonl", [row]))
     assert task.repo == "pandas-dev/pandas" and task.base_commit == "a" * 40 and task.env is None
     assert task.expected_status == {"TestFrame.test_a": "PASSED", "TestFrame.test_b": "FAILED"}
+    from swebox.scripts.cache_cli import read_build_plan
+
+    (error,) = read_build_plan(str(tmp_path / "r2e.jsonl"))[2]  # what is missing, and both ways to get it
+    assert 'give pandas-dev/pandas a recipe under version "r2e" in $SWEBOX_SWE_SPECS' in error
+    assert f"its image namanjain12/pandas_final:{'b' * 40} with --env-source image" in error
     specs = tmp_path / "specs.json"
     specs.write_text(json.dumps({"pandas-dev/pandas": {"r2e": {"python": "3.11", "install": "pip install -e .",
                                                              "test_cmd": "pytest -rA"}}}))
@@ -174,3 +226,52 @@ def test_without_swebench_the_error_says_how_to_install_it(tmp_path, monkeypatch
             load(_jsonl(tmp_path / "t.jsonl", [SWEGYM | {"repo": "django/django", "version": "3.0"}]))
     finally:
         recipes_module._swebench_tables.cache_clear()
+
+
+# -- the system lines of SWE-bench's specs: replaced rootless (locales) or refused (system packages) ---------
+def test_locale_lines_become_a_rootless_locale_and_system_packages_make_the_recipe_unbuildable(verified):
+    _, tasks = verified
+    with_locale = [t for t in tasks if any("localedef -i en_US -f UTF-8" in c for c in t.env.install)]
+    assert Counter(t.repo for t in with_locale) == {"django/django": 113}
+    for task in with_locale:  # glibc finds the env layer's locale before the row's own exports select it
+        assert task.eval_commands[0] == f"export LOCPATH={recipes_module.LOCALE_DIR}"
+        assert any("locale" in line for line in task.metadata["recipe_skipped"])
+        assert "recipe_unbuildable" not in task.metadata
+    unbuildable = [t for t in tasks if t.metadata.get("recipe_unbuildable")]
+    assert Counter(t.repo for t in unbuildable) == {"matplotlib/matplotlib": 34, "sphinx-doc/sphinx": 2}
+    assert all(line.startswith("apt-get") for t in unbuildable for line in t.metadata["recipe_unbuildable"])
+    sphinx = next(t for t in unbuildable if t.repo == "sphinx-doc/sphinx")
+    assert sphinx.metadata["recipe_unbuildable"] == ["apt-get update && apt-get install -y graphviz"]
+
+
+def test_cache_build_refuses_an_unbuildable_recipe_naming_the_line_and_the_image(verified, tmp_path):
+    from swebox.scripts.cache_cli import read_build_plan
+
+    rows, _ = verified
+    picked = [r for r in rows if r["instance_id"] in ("matplotlib__matplotlib-13989", "pallets__flask-5014")]
+    envs, checkouts, errors = read_build_plan(str(_jsonl(tmp_path / "rows.jsonl", picked)))
+    assert [e.commit for e in envs] == [r["environment_setup_commit"] for r in picked if "flask" in r["repo"]]
+    assert len(checkouts) == 1 and len(errors) == 1
+    assert errors[0].startswith("task matplotlib__matplotlib-13989: its recipe runs 'apt-get -y update")
+    assert "swebench/sweb.eval.x86_64.matplotlib_1776_matplotlib-13989:latest" in errors[0]
+    assert "--env-source image" in errors[0]
+
+
+def test_the_recipe_locale_is_made_and_found_without_root_in_a_sandbox(calc_layer):
+    from swebox.envs.sandbox import Sandbox, SandboxPolicy
+
+    spec = {"python": "3.11", "test_cmd": "./tests/runtests.py",
+            "eval_commands": ["sed -i '/en_US.UTF-8/s/^# //g' /etc/locale.gen && locale-gen",
+                              "export LC_ALL=en_US.UTF-8"]}
+    recipe = recipes_module.recipe_from_spec(spec)
+    (make,) = recipe.env_install
+    check = "/venv/bin/python -c 'import locale; print(locale.setlocale(locale.LC_ALL, \"\"))'"
+    with Sandbox([calc_layer], SandboxPolicy(network="none")) as sb:
+        if sb.exec("locale -a", timeout=30).output.lower().count("en_us.utf8"):
+            pytest.skip("this host has en_US.UTF-8 already: the replacement cannot be told from the host's")
+        without = sb.exec(f"export LC_ALL=en_US.UTF-8; {check}", timeout=60)
+        assert without.exit_code != 0 and "unsupported locale setting" in without.output
+        built = sb.exec(make, timeout=120)
+        assert built.exit_code == 0, built.output
+        found = sb.exec(" && ".join([*recipe.eval_commands, check]), timeout=60)
+        assert found.exit_code == 0 and found.output.strip().endswith("en_US.UTF-8"), found.output

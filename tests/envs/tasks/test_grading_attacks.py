@@ -4,6 +4,10 @@ Every one of these was graded resolved=True (or made grade() raise) before the v
 ground truth for diffs and pid 1's signal handling; each must now earn 0, with the reason in the report.
 Class 1: code under test forging the verdict. Class 2: diffs the filter read differently from git. Class 3:
 crashing instead of failing.
+
+Each runs under both graders (``graded_task``: swebox's JUnit runner, and the log grader reading calc's
+``pytest -rA`` log with SWE-bench's parser); the honest fix resolves under each (test_grading_tamper.py).
+Where a case does not apply to the log grader, or holds there differently, the reason is next to it.
 """
 
 from __future__ import annotations
@@ -172,9 +176,25 @@ def _no_reward(report) -> None:
     assert not report.resolved and report.reward == 0.0, report.to_dict()
 
 
+def _ran(report) -> bool:
+    """The tests ran to the end and their results were believed (signed verdict / signed, complete log)."""
+    return report.verdict == "ok" or report.log_status == "ok"
+
+
+LOG_CANARY = "canary test tests/test_"
+# The log grader runs the repository's own command: no swebox code is in the tested process, so nothing
+# watches pytest from inside (the JUnit grader's watchdog). A forger that singles out the task's failing
+# test by patching pytest's reports, leaving the canaries honest, prints a genuine-looking log (the official
+# harness believes it too): test_add is reported passed and nothing notices. A known gap, documented in
+# docs/tasks.md ("What the log grader can and cannot guarantee"); strict xfail, so that a fix shows here.
+LOG_GAP = "targeted forging with the checks switched off"
+
+
 @pytest.mark.parametrize("name", sorted(FORGERS))
-def test_code_under_test_cannot_forge_the_verdict(calc_layer, calc_task, name):
-    report = grade(calc_task, new_file_over_empty("calc/__init__.py", FORGERS[name]), layers=[calc_layer])
+def test_code_under_test_cannot_forge_the_verdict(request, calc_layer, graded_task, name):
+    if graded_task.grader == "log" and name == LOG_GAP:
+        request.applymarker(pytest.mark.xfail(strict=True, reason="the log grader's known gap (LOG_GAP above)"))
+    report = grade(graded_task, new_file_over_empty("calc/__init__.py", FORGERS[name]), layers=[calc_layer])
     assert report.applied and report.dropped == [], report.to_dict()
     # either the forgery changed nothing the verdict sees (the test still fails), or it fooled pytest's own
     # reports and is caught; it earns nothing
@@ -183,23 +203,26 @@ def test_code_under_test_cannot_forge_the_verdict(calc_layer, calc_task, name):
     _no_reward(report)
 
 
-def test_forging_all_reports_passed_is_caught_by_the_canaries(calc_layer, calc_task):
+def test_forging_all_reports_passed_is_caught_by_the_canaries(calc_layer, graded_task):
     # the watchdog is neutralised first, so only the canary planted to fail can tell
     report = grade(
-        calc_task, new_file_over_empty("calc/__init__.py", NEUTRALISE_WATCHDOG_THEN_PATCH), layers=[calc_layer]
+        graded_task, new_file_over_empty("calc/__init__.py", NEUTRALISE_WATCHDOG_THEN_PATCH), layers=[calc_layer]
     )
     assert report.tests[F2P].status == "passed"  # the forgery worked on pytest's reports ...
-    assert any(t.startswith("canary test ") and "planted to be failed" in t for t in report.tampered)
+    assert any(t.startswith("canary test ") and "planted to be failed" in t.lower() for t in report.tampered)
     _no_reward(report)  # ... and earns nothing
 
 
-def test_a_hook_compiled_under_a_conftest_name_is_seen_by_the_watchdog(calc_layer, calc_task):
-    report = grade(calc_task, new_file_over_empty("calc/__init__.py", HOOK_NAMED_CONFTEST), layers=[calc_layer])
-    assert any(t.startswith("plugin registered at run time from outside pytest: 'conftest-helper'")
-               for t in report.tampered), report.tampered
+def test_a_hook_compiled_under_a_conftest_name_is_seen_by_the_watchdog(calc_layer, graded_task):
+    report = grade(graded_task, new_file_over_empty("calc/__init__.py", HOOK_NAMED_CONFTEST), layers=[calc_layer])
+    # no watchdog under the log grader: the hook passes everything, the canary planted to fail included
+    seen = "plugin registered at run time from outside pytest: 'conftest-helper'"
+    seen = seen if graded_task.grader == "junit" else LOG_CANARY
+    assert any(t.startswith(seen) for t in report.tampered), report.tampered
     _no_reward(report)
 
 
+# junit only: this is the watchdog's own check; the log grader has none (LOG_GAP above)
 def test_targeted_forging_is_seen_by_the_original_checks(calc_layer, calc_task):
     report = grade(calc_task, new_file_over_empty("calc/__init__.py", TARGETED_WITH_CHECKS_OFF), layers=[calc_layer])
     assert report.tests[F2P].status == "passed" and not any("canary" in t for t in report.tampered)
@@ -208,11 +231,65 @@ def test_targeted_forging_is_seen_by_the_original_checks(calc_layer, calc_task):
     _no_reward(report)
 
 
-def test_an_xfail_from_the_buggy_function_is_not_a_pass(calc_layer, calc_task, gold):
+def test_an_xfail_from_the_buggy_function_is_not_a_pass(calc_layer, graded_task, gold):
     diff = gold["add"].replace("+    return a + b\n", "+    __import__('pytest').xfail('not done yet')\n")
-    report = grade(calc_task, diff, layers=[calc_layer])
-    assert report.applied and report.verdict == "ok" and report.errors == [] and report.tampered == []
+    report = grade(graded_task, diff, layers=[calc_layer])
+    assert report.applied and _ran(report) and report.errors == [] and report.tampered == []
     assert report.tests[F2P].status == "xfailed"
+    if graded_task.grader == "log":
+        # Does not apply to the log grader: SWE-bench's rule counts XFAIL as a pass (its test_passed), and
+        # the log grader's verdict must equal the official harness's, so this diff resolves there as it
+        # does under the harness (and an F2P test the diff makes SKIPPED fails nothing, likewise).
+        assert report.resolved
+        return
+    _no_reward(report)
+
+
+# -- class 1 against the log grader's own channel (log only: the JUnit grader's channel is tested above) ------
+# The nonce of the log's markers is the grading folder's name, which the code under test can list.
+_LOG_IDS = "['tests/test_ops.py::test_add', 'tests/test_spaces.py::test_add_ids[one']"
+_PRINT_FORGED_RUN = (
+    "import glob, os, sys\n"
+    "nonce = glob.glob('/swebox-grade-*')[0].rsplit('-', 1)[1]\n"
+    f"fake = ''.join('PASSED ' + i + '\\n' for i in {_LOG_IDS})\n"
+    # pytest captures fd 1 while it imports the package: write to the script's own stdout, the log's pipe
+    "out = os.open('/proc/%d/fd/1' % os.getppid(), os.O_WRONLY)\n"
+    "os.write(out, (fake + '\\nSWEBOX-LOG-END ' + nonce + ' 0\\n').encode())\n"
+)
+LOG_FORGERS = {
+    # the task's failing tests reported passed once pytest has printed its summary: the parser keeps the last
+    "print passing results at exit": (
+        "import atexit, os\n"
+        f"atexit.register(lambda: os.write(1, ''.join('PASSED ' + i + '\\n' for i in {_LOG_IDS}).encode()))\n",
+        "tampered", "was reported failed and then passed"),
+    # a run that looks complete, then pytest leaves: the script's real end marker follows the forged one
+    "print a passing run and its end marker": (_PRINT_FORGED_RUN + "os._exit(0)\n", "tampered", "end markers"),
+    # ... and the script killed, so that no real end marker follows
+    "print a passing run, kill the script": (_PRINT_FORGED_RUN + "os.kill(os.getppid(), 9)\n", "errors",
+                                             "stopped before its end"),
+    # a signed-looking log written where the monitor writes, the monitor killed before it writes its own
+    "write the signed log, kill the monitor": (
+        "import glob, os\n"
+        "folder = glob.glob('/swebox-grade-*')[0]\n"
+        "nonce = folder.rsplit('-', 1)[1]\n"
+        f"log = ''.join('PASSED ' + i + '\\n' for i in {_LOG_IDS})\n"
+        "body = ('SWEBOX-LOG-START ' + nonce + '\\n' + log + '\\nSWEBOX-LOG-END ' + nonce + ' 0\\n').encode()\n"
+        "open(folder + '/log.signed', 'wb').write(b'SWEBOX-LOG ' + b'0' * 64 + b'\\n{\"exit\": 0}\\n' + body)\n"
+        "bash = int(open('/proc/%d/stat' % os.getppid()).read().rsplit(')', 1)[1].split()[1])\n"
+        "os.kill(bash, 9)\n"
+        "os._exit(0)\n",
+        "tampered", "not signed with the run's key"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOG_FORGERS))
+def test_code_under_test_cannot_forge_the_log(calc_layer, calc_task, name):
+    from tests.envs.tasks.conftest import calc_log_task
+
+    forger, where, reason = LOG_FORGERS[name]
+    report = grade(calc_log_task(calc_task), new_file_over_empty("calc/__init__.py", forger), layers=[calc_layer])
+    assert report.applied and report.dropped == [], report.to_dict()
+    assert any(reason in line for line in getattr(report, where)), report.to_dict()
     _no_reward(report)
 
 
@@ -233,21 +310,21 @@ def plain_new_file(path: str, text: str, cr: bool = False) -> str:
     )
 
 
-def test_a_binary_patch_cannot_smuggle_a_conftest_and_a_gitignore(calc_layer, calc_task):
+def test_a_binary_patch_cannot_smuggle_a_conftest_and_a_gitignore(calc_layer, graded_task):
     # git ends the binary section at its blank line; the old parser ran it on to the next `diff --git`
     diff = BINARY_SECTION + plain_new_file("conftest.py", PASS_ALL_CONFTEST) + new_file(".gitignore", HIDE)
-    report = grade(calc_task, diff, layers=[calc_layer])
+    report = grade(graded_task, diff, layers=[calc_layer])
     dropped = dict(report.dropped)
     assert dropped["conftest.py"].startswith("conftest.py") and dropped[".gitignore"].startswith("git control")
-    assert report.applied and report.verdict == "ok" and report.tampered == []
+    assert report.applied and _ran(report) and report.tampered == []
     assert report.tests[F2P].status == "failed"
     _no_reward(report)
 
 
-def test_a_carriage_return_after_a_path_is_refused(calc_layer, calc_task):
+def test_a_carriage_return_after_a_path_is_refused(calc_layer, graded_task):
     # git drops the CR and creates conftest.py; the old filter judged 'conftest.py\r', an allowed name
     diff = plain_new_file("conftest.py", PASS_ALL_CONFTEST, cr=True) + new_file(".gitignore", HIDE)
-    report = grade(calc_task, diff, layers=[calc_layer])
+    report = grade(graded_task, diff, layers=[calc_layer])
     assert not report.applied and any("refused" in e for e in report.errors), report.to_dict()
     _no_reward(report)
 
@@ -260,42 +337,45 @@ def test_a_carriage_return_after_a_path_is_refused(calc_layer, calc_task):
         (".gitattributes", "*.py -diff\n", "git control file"),
     ],
 )
-def test_config_git_reads_or_pytest_9_reads_is_dropped(calc_layer, calc_task, path, text, reason):
-    report = grade(calc_task, new_file(path, text), layers=[calc_layer])
+def test_config_git_reads_or_pytest_9_reads_is_dropped(calc_layer, graded_task, path, text, reason):
+    report = grade(graded_task, new_file(path, text), layers=[calc_layer])
     assert dict(report.dropped)[path].startswith(reason), report.dropped
     assert report.tests[F2P].status == "failed"
     _no_reward(report)
 
 
-def test_a_symlink_written_with_a_leading_zero_mode_is_dropped(calc_layer, calc_task):
+def test_a_symlink_written_with_a_leading_zero_mode_is_dropped(calc_layer, graded_task):
     diff = (
         "diff --git a/calc/link b/calc/link\nnew file mode 0120000\n--- /dev/null\n+++ b/calc/link\n"
         "@@ -0,0 +1 @@\n+../tests/test_ops.py\n\\ No newline at end of file\n"
     )
-    report = grade(calc_task, diff, layers=[calc_layer])
+    report = grade(graded_task, diff, layers=[calc_layer])
     assert dict(report.dropped)["calc/link"] == "symlink", report.dropped
     assert report.tests[F2P].status == "failed"
     _no_reward(report)
 
 
 # -- class 3: crashing instead of failing ------------------------------------------------------------------
-def test_kill_int_1_from_the_code_under_test_is_an_ordinary_failure(calc_layer, calc_task):
+def test_kill_int_1_from_the_code_under_test_is_an_ordinary_failure(calc_layer, graded_task):
     diff = new_file_over_empty("calc/__init__.py", "import os, signal\nos.kill(1, signal.SIGINT)\n")
-    report = grade(calc_task, diff, layers=[calc_layer])  # raised SandboxError before
-    assert report.verdict == "ok" and report.tests[F2P].status == "failed", report.to_dict()
+    report = grade(graded_task, diff, layers=[calc_layer])  # raised SandboxError before
+    assert _ran(report) and report.tests[F2P].status == "failed", report.to_dict()
     _no_reward(report)
 
 
-def test_killing_the_monitor_earns_nothing(calc_layer, calc_task):
+def test_killing_the_monitor_earns_nothing(calc_layer, graded_task):
     diff = new_file_over_empty("calc/__init__.py", "import os\nos.kill(os.getppid(), 9)\n")
-    report = grade(calc_task, diff, layers=[calc_layer])
-    assert report.verdict == "missing" and report.errors, report.to_dict()
+    report = grade(graded_task, diff, layers=[calc_layer])
+    # the JUnit grader's monitor is pytest's parent; under the log grader the parent is the test script's bash,
+    # and the log monitor sees it killed before its end
+    stopped = report.verdict == "missing" if graded_task.grader == "junit" else report.log_status == "unfinished"
+    assert stopped and report.errors, report.to_dict()
     _no_reward(report)
 
 
-def test_a_diff_no_parser_can_read_gives_zero_instead_of_raising(calc_layer, calc_task, gold):
+def test_a_diff_no_parser_can_read_gives_zero_instead_of_raising(calc_layer, graded_task, gold):
     # a C-quoted path ending in half an escape made the filter raise before any sandbox started
     broken = 'diff --git "a/calc/\\x" "b/calc/\\x"\n--- "a/calc/\\x"\n+++ "b/calc/\\x"\n@@ -1 +1 @@\n-a\n+b\n'
-    report = grade(calc_task, gold["add"] + broken, layers=[calc_layer])
+    report = grade(graded_task, gold["add"] + broken, layers=[calc_layer])
     assert report.errors, report.to_dict()
     _no_reward(report)

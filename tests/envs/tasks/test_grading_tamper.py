@@ -1,4 +1,8 @@
-"""Reward hacking: none of these diffs may turn a wrong (here: absent) fix into a reward."""
+"""Reward hacking: none of these diffs may turn a wrong (here: absent) fix into a reward.
+
+Every test runs under both graders (the ``graded_task`` fixture: calc graded by swebox's JUnit runner, and by
+its ``pytest -rA`` log with SWE-bench's parser), and the honest fix resolves under each.
+"""
 
 from __future__ import annotations
 
@@ -82,12 +86,23 @@ HACKS = {
 }
 
 
+def test_the_honest_fix_resolves(calc_layer, graded_task, gold):
+    report = grade(graded_task, gold["add"], layers=[calc_layer])
+    assert report.resolved and report.reward == 1.0, report.to_dict()
+    assert report.errors == [] and report.tampered == []
+
+
 @pytest.mark.parametrize("name", sorted(HACKS))
-def test_dropped_hacks_earn_nothing(calc_layer, calc_task, name):
-    report = grade(calc_task, HACKS[name], layers=[calc_layer])
+def test_dropped_hacks_earn_nothing(calc_layer, graded_task, name):
+    report = grade(graded_task, HACKS[name], layers=[calc_layer])
     assert report.dropped, f"{name}: expected the diff section to be dropped"
     assert not report.resolved and report.reward == 0.0
     assert report.tests["tests/test_ops.py::test_add"].status == "failed"
+
+
+# what sees it: the JUnit grader's in-process watchdog; under the log grader (the repository's own command, no
+# swebox code in the tested process) the canary planted to fail, which the blanket forgery passes too
+LOG_CANARY = "canary test tests/test_"
 
 
 @pytest.mark.parametrize(
@@ -98,12 +113,13 @@ def test_dropped_hacks_earn_nothing(calc_layer, calc_task, name):
     ],
     ids=["patch-report", "register-plugin"],
 )
-def test_patching_pytest_from_the_source_tree_is_caught(calc_layer, calc_task, init, caught):
-    report = grade(calc_task, new_file_over_empty("calc/__init__.py", init), layers=[calc_layer])
+def test_patching_pytest_from_the_source_tree_is_caught(calc_layer, graded_task, init, caught):
+    report = grade(graded_task, new_file_over_empty("calc/__init__.py", init), layers=[calc_layer])
     assert report.applied and report.dropped == []
-    # the hack worked on pytest's own report (JUnit says passed) ...
+    # the hack worked on pytest's own report (JUnit, or the log, says passed) ...
     assert report.tests["tests/test_ops.py::test_add"].status == "passed"
-    # ... and the watchdog saw it, so it earns nothing
+    # ... and it was seen, so it earns nothing
+    caught = caught if graded_task.grader == "junit" else LOG_CANARY
     assert any(t.startswith(caught) for t in report.tampered), report.tampered
     assert not report.resolved and report.reward == 0.0
 
@@ -117,20 +133,20 @@ def new_file_over_empty(path: str, text: str) -> str:
     )
 
 
-def test_rewriting_junit_at_exit_is_too_late(calc_layer, calc_task):
-    report = grade(calc_task, new_file_over_empty("calc/__init__.py", ATEXIT_INIT), layers=[calc_layer])
+def test_rewriting_junit_at_exit_is_too_late(calc_layer, graded_task):
+    report = grade(graded_task, new_file_over_empty("calc/__init__.py", ATEXIT_INIT), layers=[calc_layer])
     assert report.applied and not report.resolved and report.reward == 0.0
     assert report.tests["tests/test_ops.py::test_add"].status == "failed"
 
 
-def test_hanging_suite_times_out_and_is_reported(calc_layer, calc_task, gold):
+def test_hanging_suite_times_out_and_is_reported(calc_layer, graded_task, gold):
     hang = gold["add"].replace("+    return a + b\n", "+    while True:\n+        pass\n")
-    report = grade(calc_task, hang, layers=[calc_layer], timeout=3)
+    report = grade(graded_task, hang, layers=[calc_layer], timeout=3)
     assert report.timed_out and not report.resolved and report.reward == 0.0
     assert any("timed out" in e for e in report.errors)
 
 
-def test_non_utf8_output_and_binary_files_and_renames(calc_layer, calc_task, gold):
+def test_non_utf8_output_and_binary_files_and_renames(calc_layer, graded_task, gold):
     noisy = new_file_over_empty(
         "calc/__init__.py", "import sys\nsys.stdout.buffer.write(b'\\xff\\xfe bad \\x00')\n"
     )
@@ -142,7 +158,7 @@ def test_non_utf8_output_and_binary_files_and_renames(calc_layer, calc_task, gol
         "GIT binary patch\nliteral 9\nQcmZQzWJ=1+ODw7c00^)Gi2wiq\n\nliteral 0\nHcmV?d00001\n\n"
     )
     rename = "diff --git a/README.md b/NOTES.md\nsimilarity index 100%\nrename from README.md\nrename to NOTES.md\n"
-    report = grade(calc_task, gold["add"] + noisy + binary + rename, layers=[calc_layer])
+    report = grade(graded_task, gold["add"] + noisy + binary + rename, layers=[calc_layer])
     assert report.applied, report.apply_error
     assert report.dropped == [] and report.errors == [] and report.tampered == []
     assert report.resolved and report.reward == 1.0

@@ -11,9 +11,10 @@ import os
 from pathlib import Path
 
 import pytest
-from swebox.envs.tasks import Task, TaskError, log_grading, log_parsers, swebench_harness
+from swebox.envs.tasks import Task, TaskError, log_canaries, log_grading, log_parsers, swebench_harness
 from swebox.envs.tasks.grading import GradeReport, grade
 
+from tests.envs.tasks.conftest import CALC_TEST_PATCH, calc_log_task
 from tests.sdist_env import build_sdist_layer, sdist
 
 # the real SWE-bench Verified test split (500 rows); $SWEBOX_VERIFIED_PARQUET points elsewhere
@@ -224,36 +225,18 @@ def test_real_verified_sympy_rows_resolve_with_gold_and_not_empty(sympy_layer, i
     check_verified_row(instance_id, sympy_layer)
 
 
-# -- pytest -rA over the calc fixture -------------------------------------------------------------------------------
-CALC_TEST_PATCH = (
-    "diff --git a/tests/test_spaces.py b/tests/test_spaces.py\nnew file mode 100644\n--- /dev/null\n"
-    "+++ b/tests/test_spaces.py\n@@ -0,0 +1,6 @@\n+import pytest\n+\n+from calc.ops import add\n+\n+\n"
-    "+@pytest.mark.parametrize(\"a\", [1], ids=[\"one plus two\"])\n"
-)
-CALC_TEST_PATCH = CALC_TEST_PATCH.replace("@@ -0,0 +1,6 @@", "@@ -0,0 +1,8 @@") + (
-    "+def test_add_ids(a):\n+    assert add(a, 2) == 3\n"
-)
-
-
-def calc_log_task(calc_task: Task, parser: str = "pytest") -> Task:
-    # -o addopts= because calc's pytest.ini deselects the add tests; a log-graded task's command is its own.
-    return dataclasses.replace(
-        calc_task,
-        grader="log",
-        log_parser=parser,
-        test_cmd="/venv/bin/python -m pytest -rA --tb=no -p no:cacheprovider -o addopts= tests/test_ops.py "
-        "tests/test_spaces.py",
-        test_patch=CALC_TEST_PATCH,
-        FAIL_TO_PASS=(*calc_task.FAIL_TO_PASS, "tests/test_spaces.py::test_add_ids[one plus two]"),
-    )
-
-
+# -- pytest -rA over the calc fixture (calc_log_task: tests/envs/tasks/conftest.py) ------------------------------
 @pytest.mark.e2e
 def test_pytest_ra_log_gold_resolves_empty_does_not_and_truncated_ids_match(calc_layer, calc_task, gold):
     task = calc_log_task(calc_task)
     good = grade(task, gold["add"], layers=[calc_layer])
     assert good.log_status == "ok" and good.errors == [], (good.errors, good.output_tail)
     assert good.resolved and good.reward == 1.0
+    # besides test_div (calc's other bug, in no id of the task) the gold run's one failure is the canary planted
+    # to fail, and its passing twin ran too (log_canaries): 7 + 1 tests of the task's files, 2 canaries
+    failed = [line.split()[1] for line in good.output_tail.splitlines() if line.startswith("FAILED ")]
+    assert len(failed) == 2 and "tests/test_ops.py::test_div" in failed, failed
+    assert "2 failed, 8 passed" in good.output_tail
     spaced = good.tests["tests/test_spaces.py::test_add_ids[one plus two]"]
     assert spaced.status == "passed" and "test_add_ids[one'" in spaced.message  # the parser cuts at the space
     empty = grade(task, "", layers=[calc_layer])
@@ -362,9 +345,12 @@ def test_every_verified_id_is_already_in_its_parsers_form():
 
 
 def test_log_section_needs_both_markers():
-    assert log_grading.log_section("x\nSWEBOX-LOG-START n\nbody\nSWEBOX-LOG-END n 0\n", "n") == ("body", "")
+    assert log_grading.log_section("x\nSWEBOX-LOG-START n\nbody\nSWEBOX-LOG-END n 0\n", "n") == ("body", "", "")
     assert log_grading.log_section("x\n", "n")[1].startswith("the test command never started")
     assert "did not finish" in log_grading.log_section("SWEBOX-LOG-START n\nhalf", "n")[1]
+    # a second marker can only be printed by the code under test (it can learn the nonce): tampering
+    forged = "SWEBOX-LOG-START n\nPASSED a\nSWEBOX-LOG-END n 0\nFAILED a\nSWEBOX-LOG-END n 1\n"
+    assert "1 start and 2 end markers" in log_grading.log_section(forged, "n")[2]
     script = log_grading.eval_script(django_task(), "n")
     assert script.index("export LANG=C.UTF-8") < script.index("SWEBOX-LOG-START n") < script.index("runtests.py")
 
@@ -379,6 +365,49 @@ def test_parser_keys_follow_each_parsers_format():
     data = "diff --git a/tests/data.json b/tests/data.json\n"
     assert log_parsers.test_directives("pydata/xarray", data + CALC_TEST_PATCH) == ["tests/test_spaces.py"]
     assert "sympy/sympy" in log_parsers.parser_names() and "pytest" in log_parsers.parser_names()
+
+
+def test_log_canaries_go_into_a_file_the_command_runs_and_must_come_out_as_planted(calc_task):
+    import random
+
+    task = calc_log_task(calc_task)
+    assert log_canaries.host_files(task) == ["tests/test_ops.py", "tests/test_spaces.py"]
+    django = django_task()
+    assert log_canaries.host_files(django) == ["tests/utils_tests/test_text.py"]
+    text, expected = log_canaries.source(django, random.SystemRandom())
+    namespace: dict = {}
+    exec(compile(text, "canaries", "exec"), namespace)  # a unittest.TestCase: what Django's runner collects
+    (case,) = [v for v in namespace.values() if isinstance(v, type)]
+    assert sorted(n for n in dir(case) if n.startswith("test_")) == sorted(expected)
+    assert sorted(expected.values()) == ["FAILED", "PASSED"]
+    passed, failed = sorted(expected, key=expected.get, reverse=True)
+    canaries = log_canaries.LogCanaries("tests/utils_tests/test_text.py", expected)
+    honest = {f"{passed} (utils_tests.test_text.X.{passed})": "PASSED", f"{failed} (x.X.{failed})": "FAILED",
+              failed: "FAILED"}
+    assert log_canaries.problems(canaries, honest) == []
+    forged = {**honest, failed: "PASSED"}
+    assert log_canaries.problems(canaries, forged) == [
+        f"canary test tests/utils_tests/test_text.py::{failed} was reported FAILED/PASSED, planted to be FAILED"]
+    assert "missing" in log_canaries.problems(canaries, {})[0]
+    sympy = dataclasses.replace(django, log_parser="sympy/sympy")
+    assert log_canaries.plant(None, sympy, "/x").skipped.startswith("sympy's parser")
+
+
+def test_a_pass_printed_after_a_failure_is_tampering_and_an_honest_order_is_not():
+    task = Task(instance_id="x", grader="log", log_parser="astropy/astropy", test_cmd="pytest -rA",
+                FAIL_TO_PASS=["t.py::a"], PASS_TO_PASS=["t.py::b"])
+    # -vv progress, then the short summary (passes first): b passed then errored at teardown, ending ERROR
+    honest = "t.py::a PASSED\nt.py::b PASSED\nt.py::b ERROR\nPASSED t.py::a\nPASSED t.py::b\nERROR t.py::b - x\n"
+    status_map = log_parsers.parse_log(task.log_parser, honest)
+    assert status_map == {"t.py::a": "PASSED", "t.py::b": "ERROR"}
+    assert log_grading.passes_after_failures(task, honest, status_map) == []
+    forged = "t.py::a FAILED\nFAILED t.py::a - assert\n== 1 failed in 0.1s ==\nPASSED t.py::a\n"
+    status_map = log_parsers.parse_log(task.log_parser, forged)
+    assert status_map["t.py::a"] == "PASSED"  # what the official harness would believe
+    assert log_grading.passes_after_failures(task, forged, status_map) == [
+        "test t.py::a was reported failed and then passed: a result line printed after pytest's own"]
+    django = dataclasses.replace(task, log_parser="django/django")  # multi-line results: not read line by line
+    assert log_grading.passes_after_failures(django, forged, {"t.py::a": "PASSED"}) == []
 
 
 def test_schema_checks_the_grader_fields():

@@ -43,6 +43,30 @@ def _git(repo: Path, *args: str) -> str:
     return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
 
 
+def _r2e_commit(old: str, new: str, diff: str) -> dict:
+    """A one-file git diff in R2E-Gym's ``parsed_commit_content`` form (structured hunks)."""
+    path = diff.split(" b/", 1)[1].split("\n", 1)[0]
+    hunks = []
+    for line in diff.splitlines():
+        if line.startswith("@@"):
+            ranges, _, section = line[3:].partition(" @@")
+            (a, b), (c, d) = (r[1:].split(",") for r in ranges.split())
+            hunks.append({"descriptor": {"old_range": {"start": int(a), "length": int(b)},
+                                         "new_range": {"start": int(c), "length": int(d)},
+                                         "section": section.strip()}, "line_group": {"all_lines": []}})
+        elif hunks and line[:1] in (" ", "+", "-"):
+            kind = {" ": "context", "+": "added", "-": "deleted"}[line[0]]
+            hunks[-1]["line_group"]["all_lines"].append({"type": kind, "content": line[1:]})
+    file_diff = {"header": {"file": {"path": path}}, "minus_file": {"path": f"a/{path}"},
+                 "plus_file": {"path": f"b/{path}"}, "hunks": hunks}
+    return {"old_commit_hash": old, "new_commit_hash": new, "file_diffs": [file_diff]}
+
+
+R2E_TESTS = ("from toolz import frequencies\n\n\ndef test_counts_once():\n"
+             "    assert frequencies('aba') == {'a': 2, 'b': 1}\n\n\ndef test_empty():\n"
+             "    assert frequencies('') == {}\n")
+
+
 def _cli(args: list[str], env: dict) -> subprocess.CompletedProcess:
     return subprocess.run([*SWEBOX, *args], capture_output=True, text=True, env=env, timeout=900)
 
@@ -82,18 +106,26 @@ def world(tmp_path_factory):
                 "patch": _git(work, "diff", setup, base, "--", SOURCE), "FAIL_TO_PASS": F2P, "PASS_TO_PASS": P2P,
                 "image_name": f"swebench/swesmith.x86_64.pytoolz_1776_toolz.{setup[:8]}",
                 "repo": f"swesmith/pytoolz__toolz.{setup[:8]}", "problem_statement": "frequencies is off"}
+    # R2E-Gym's columns: the env and the start are the old commit, the fix and the hidden tests come as JSON
+    r2e = {"repo_name": "pytoolz/toolz", "docker_image": f"namanjain12/toolz_final:{setup}", "commit_hash": setup,
+           "parsed_commit_content": json.dumps(_r2e_commit(base, setup, _git(work, "diff", base, setup, "--",
+                                                                               SOURCE))),
+           "execution_result_content": json.dumps({"test_file_codes": [R2E_TESTS],
+                                                   "test_file_names": ["test_frequencies.py"]}),
+           "modified_files": [SOURCE], "problem_statement": "frequencies counts twice", "prompt": "",
+           "expected_output_json": json.dumps({"test_counts_once": "PASSED", "test_empty": "PASSED"})}
     rows = root / "rows.jsonl"
-    rows.write_text(json.dumps(swebench) + "\n" + json.dumps(swesmith) + "\n")
+    rows.write_text("".join(json.dumps(r) + "\n" for r in (swebench, swesmith, r2e)))
     recipe = {"python": "3.11", "pip_packages": ["pytest==8.4.2"], "install": "python -m pip install -e .",
               "test_cmd": "pytest -rA", "grader": "junit"}
     specs = root / "specs.json"
-    specs.write_text(json.dumps({"pytoolz/toolz": {"1.0": recipe, setup[:8]: recipe}}))
+    specs.write_text(json.dumps({"pytoolz/toolz": {"1.0": recipe, setup[:8]: recipe, "r2e": recipe}}))
     store = root / "store"
     env = {**os.environ, "SWEBOX_SWE_SPECS": str(specs), "SWEBOX_GIT_MIRROR": str(mirror),
            "SWEBOX_LAYER_CACHE": str(root / "node"), "SWEBOX_LAYER_STORE": str(store)}
     built = _cli(["cache", "build", "--tasks", str(rows), "--jobs", "2"], env)
     assert built.returncode == 0, built.stdout + built.stderr
-    assert "2 envs: 2 built, 0 reused, 0 failed" in built.stdout
+    assert "3 envs: 3 built, 0 reused, 0 failed" in built.stdout  # R2E-Gym's env is its start: no task layer
     assert "2 task layers (starting trees): 2 built, 0 reused, 0 failed" in built.stdout
     mp = pytest.MonkeyPatch()
     mp.setenv("SWEBOX_SWE_SPECS", str(specs))
@@ -107,11 +139,11 @@ def world(tmp_path_factory):
 
 def test_cache_build_reuses_and_validate_passes_every_row(world):
     again = _cli(["cache", "build", "--tasks", str(world["rows"])], world["env"])
-    assert "2 envs: 0 built, 2 reused" in again.stdout, again.stdout + again.stderr
+    assert "3 envs: 0 built, 3 reused" in again.stdout, again.stdout + again.stderr
     assert "2 task layers (starting trees): 0 built, 2 reused" in again.stdout
     checked = _cli(["tasks", "validate", str(world["rows"]), "--jobs", "2", "--timeout", "300"], world["env"])
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert checked.stdout.strip().splitlines()[-1] == "2 passed, 0 failed"
+    assert checked.stdout.strip().splitlines()[-1] == "3 passed, 0 failed"  # gold resolves, empty does not
 
 
 def test_swebench_row_starts_at_base_commit_without_later_history(world):
@@ -179,3 +211,22 @@ def test_a_row_whose_base_is_its_setup_commit_gets_a_layer_with_the_install_only
             assert sb.exec(f"cd /testbed && git cat-file -e {env_commit}").exit_code != 0
             where = sb.exec("cd / && /venv/bin/python -c 'import toolz; print(toolz.__file__)'").output.strip()
             assert where == "/testbed/toolz/__init__.py"
+
+
+def test_r2e_gym_row_starts_at_its_old_commit_without_its_hidden_tests(world):
+    task = world["tasks"][2]
+    assert task.repo == "pytoolz/toolz" and task.env.commit == world["base"] and not task.task_layer_key
+    assert task.hidden_tests and task.test_files == ("r2e_tests/test_frequencies.py",)
+    assert task.expected_status == {"test_counts_once": "PASSED", "test_empty": "PASSED"}
+    paths = world["layers"](task)
+    try:
+        with Sandbox(paths) as sb:
+            assert "d[item] += 2" in sb.exec(f"cat /testbed/{SOURCE}").output  # the old (buggy) commit
+            assert sb.exec("test -e /testbed/r2e_tests || echo absent").output.strip() == "absent"
+        empty = grade(task, "", layers=paths, timeout=120)
+        gold = grade(task, task.patch, layers=paths, timeout=120)
+    finally:
+        world["layers"].release(task)
+    # R2E-Gym's reward: every expected status must hold
+    assert not empty.resolved and any("test_counts_once should be PASSED" in e for e in empty.errors), empty
+    assert gold.resolved and gold.errors == [], gold
