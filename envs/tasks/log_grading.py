@@ -100,12 +100,12 @@ def grading_env(policy: SandboxPolicy, workdir: str) -> dict[str, str]:
 def run_command(workdir: str, env: dict[str, str]) -> str:
     """The shell command that starts the log monitor in the clean environment ``env`` (``env -i``).
 
-    The monitor's interpreter is the env layer's; an image has no /venv, so there it is the image's own
-    ``python3`` on the image's PATH (SWE-bench images: conda's base interpreter).
+    The monitor's interpreter is the env layer's; a container image has no /venv, so there it is the
+    ``python3`` on ``env``'s PATH (SWE-bench images: conda's base interpreter or the system's).
     """
-    python = "python3" if env.get("BASH_ENV") == START_SCRIPT else MONITOR_PYTHON
     assignments = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-    return f"cd /testbed && env -i {assignments} {python} -I -S -B {workdir}/log_monitor.py {workdir}"
+    return (f"cd /testbed && py={MONITOR_PYTHON} && {{ [ -x $py ] || py=python3; }} && "
+            f"env -i {assignments} $py -I -S -B {workdir}/log_monitor.py {workdir}")
 
 
 def log_section(log: str, nonce: str) -> tuple[str, str, str]:

@@ -466,4 +466,5 @@ def test_grading_env_is_fixed_or_the_images_own():
     assert image["PATH"] == "/opt/conda/bin:/usr/bin" and image["CONDA_DEFAULT_ENV"] == "testbed"
     assert image["HOME"] == "/root" and image["BASH_ENV"] == "/.swebox/image-start.sh"
     command = log_grading.run_command("/g", image)
-    assert command.startswith("cd /testbed && env -i ") and "BASH_ENV=/.swebox/image-start.sh" in command
+    assert command.startswith("cd /testbed && py=/venv/bin/python && { [ -x $py ] || py=python3; } && env -i ")
+    assert "BASH_ENV=/.swebox/image-start.sh" in command and command.endswith("$py -I -S -B /g/log_monitor.py /g")
