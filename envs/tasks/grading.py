@@ -15,7 +15,8 @@ The shared steps (any grader kind): :func:`apply_agent_diff`, :func:`restore_pro
    the tested interpreter, pytest as its child with ``python -I -B`` (no PYTHON* variables, no user site, no
    current directory on sys.path, no bytecode), ``-p no:cacheprovider``, ``-o addopts=``,
    ``--rootdir=/testbed``, under a timeout. Per-test reports stream to the monitor as they happen; it signs
-   the verdict with a key the tested process never holds.
+   the verdict with a key the tested process never holds. The test files' assertion rewriting comes from a
+   read-only host cache keyed by their pristine bytes (:mod:`swebox.envs.tasks.rewrite_cache`).
 5. Believe only that signed verdict; match the task's F2P/P2P ids. ``resolved``: the run was complete,
    consistent and error-free (no refusal, crash, timeout, tampering, missing file, broken test_patch), every
    F2P test passed (xfailed, xpassed and skipped are not passes) and every P2P test passed (or stayed

@@ -2,7 +2,8 @@
 
 Usage (``grade_monitor.py`` starts it; it is never trusted with the verdict)::
 
-    python -I -B pytest_runner.py ARGS_JSON EVENT_FD      # ARGS_JSON: {"options": [...], "files": [...]}
+    python -I -B pytest_runner.py ARGS_JSON EVENT_FD
+    # ARGS_JSON: {"options": [...], "files": [...], "rewritten": {test file: cached rewritten code}}
 
 The code under test runs in this process, so nothing here is authoritative: the plugin's job is to tell the
 monitor, over the pipe ``EVENT_FD``, what pytest reports *as it happens* (one JSON line per event: start,
