@@ -1,7 +1,8 @@
 """Grading overhead: `grade(task, gold_patch)` against running the same tests directly in the built venv.
 
 For each task (layers from the layer store): the direct run is `python -m pytest <the task's test files>` in an
-already started sandbox over the task's layers with the gold patch applied (the venv is already built); the
+already started sandbox over the task's layers with the gold patch applied, bytecode written and warmed by one
+run first (the warm floor: pytest's rewritten tests and the project's pycs in `__pycache__`); the
 graded run is the whole `swebox.envs.tasks.grading.grade` (fresh sandbox, the diff judged by git and applied,
 protected files restored, the tests and two canaries under the grade monitor, its signed verdict checked),
 with the rewritten-test cache (`rewrite_cache`, warmed by one grade first) and, with `--no-cache-too`, also
@@ -35,9 +36,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def direct_command(task) -> str:
+    """The warm floor: pytest as a developer runs it twice, bytecode written (the sandbox's shell sets
+    PYTHONDONTWRITEBYTECODE) so the second run reuses pytest's rewritten tests and the project's pycs."""
     files = " ".join(shlex.quote(f) for f in task.all_test_files())
     options = " ".join(shlex.quote(o) for o in task.pytest_options)
-    return f"cd /testbed && {shlex.quote(task.python)} -m pytest -q -p no:cacheprovider {options} {files}"
+    return (f"cd /testbed && env -u PYTHONDONTWRITEBYTECODE {shlex.quote(task.python)} -m pytest -q "
+            f"-p no:cacheprovider {options} {files}")
 
 
 def _graded(task, layers, cache_on: bool) -> tuple[float, float]:
@@ -64,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
                 if applied.exit_code != 0:
                     raise SystemExit(f"{task.instance_id}: the gold patch does not apply: {applied.output}")
                 _graded(task, layers.paths, True)  # fills the rewritten-test cache: later grades reuse it
+                sb.exec(direct_command(task), timeout=900)  # and warms the floor's __pycache__
                 times: dict[str, list[float]] = {c: [] for c in ["direct", *modes, *(f"{m} tests" for m in modes)]}
                 for _ in range(args.reps):
                     t0 = time.perf_counter()
