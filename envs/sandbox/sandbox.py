@@ -133,6 +133,7 @@ class Sandbox:
         limits_policy = dataclasses.replace(self.policy, upper_size_mb=self._upper_size_mb)
         self._limits = Limits.create(limits_policy, CGROUP_PREFIX + name, self.owner_uid, not self._rootless)
         self._bind_list = rootfs.binds(self.policy, self.layers)
+        self._etc_layer = rootfs.etc_layer(self.policy)
         for layer in self.layers:
             layer.acquire()
         host_end, init_end = socket.socketpair()
@@ -179,7 +180,7 @@ class Sandbox:
             "map_self": self._rootless, "outer_uid": os.getuid(), "outer_gid": os.getgid(), "owner": self.owner_uid,
             "layers": [{"path": str(layer.path), "archive_fd": fd}
                        for layer, fd in zip(self.layers, self._archive_fds, strict=True)],
-            "binds": self._bind_list, "etc": rootfs.minimal_etc(p), "network": p.network, "hostname": p.hostname,
+            "binds": self._bind_list, "etc_layer": self._etc_layer, "network": p.network, "hostname": p.hostname,
             "upper_size_mb": self._upper_size_mb, "tmp_size_mb": p.tmp_size_mb, "env": p.env, "workdir": p.workdir,
             "rlimits": self._limits.rlimits(), "max_output_bytes": p.max_output_bytes,
             "seccomp": {"enabled": p.seccomp, "allow_ptrace": p.seccomp_allow_ptrace},
@@ -197,8 +198,8 @@ class Sandbox:
                 f.write(f"0 {self.host_uid} {p.uid_count}")
         userns = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
         fds: list[int] = []
-        sent: dict[str, list[int]] = {"layers": [], "binds": []}
-        trees = [("layers", i, str(layer.path)) for i, layer in enumerate(self.layers)]
+        sent: dict[str, list[int]] = {"etc": [], "layers": [], "binds": []}
+        trees = [("etc", 0, self._etc_layer), *(("layers", i, str(layer.path)) for i, layer in enumerate(self.layers))]
         trees += [("binds", i, b["src"]) for i, b in enumerate(self._bind_list) if b["kind"] == "dir"]
         try:
             for kind, index, path in trees:
