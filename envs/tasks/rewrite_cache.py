@@ -23,7 +23,7 @@ half of a graded test command. This cache keeps the result on the host, where no
 
 The folder per task is ``<root>/<sha256(layers, python)>``: the layers fix the interpreter and pytest (and so
 the magic number and the rewriter's output); root is ``$SWEBOX_REWRITE_CACHE``, else
-``/var/tmp/swebox-rewritten-<uid>``. pytest versions whose rewriter has another signature (< 5.4) or whose ini
+``/var/tmp/swebox-rewritten-<uid>``, and must be the user's alone (grading refuses one others can write). pytest versions whose rewriter has another signature (< 5.4) or whose ini
 enables ``enable_assertion_pass_hook`` simply do without the cache.
 """
 
@@ -33,6 +33,7 @@ import hashlib
 import json
 import os
 import shlex
+import stat
 import tempfile
 from pathlib import Path
 
@@ -52,8 +53,15 @@ def cache_root() -> Path:
 def folder_for(layers: list, python: str) -> Path:
     """The task's cache folder (created, mode 0755: readable by the sandbox's uid, writable by no sandbox)."""
     scope = json.dumps({"layers": [str(p) for p in layers], "python": python}, sort_keys=True)
-    folder = cache_root() / hashlib.sha256(scope.encode()).hexdigest()[:32]
+    root = cache_root()
+    folder = root / hashlib.sha256(scope.encode()).hexdigest()[:32]
     folder.mkdir(mode=0o755, parents=True, exist_ok=True)
+    for path in (root, folder):  # a folder someone else made in /var/tmp could hold planted entries
+        st = path.lstat()
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            raise RuntimeError(f"rewritten-test cache {path}: expected a folder owned by uid {os.geteuid()} that "
+                               f"only it can write, found mode {stat.filemode(st.st_mode)} owned by uid "
+                               f"{st.st_uid}; remove it or set SWEBOX_REWRITE_CACHE to a folder of your own")
     return folder
 
 

@@ -130,3 +130,14 @@ def test_the_runner_takes_the_cached_code(calc_layer, calc_task, cache_root):
     report = grade(calc_task, "", layers=[calc_layer])
     assert report.rewritten == {"entries": 1, "compiled": 0}
     assert report.tests["tests/test_ops.py::test_add"].status == "passed"
+
+
+def test_a_cache_folder_someone_else_can_write_is_refused(tmp_path, monkeypatch):
+    from swebox.envs.tasks.rewrite_cache import folder_for
+
+    root = tmp_path / "planted"
+    root.mkdir()
+    root.chmod(0o777)
+    monkeypatch.setenv("SWEBOX_REWRITE_CACHE", str(root))
+    with pytest.raises(RuntimeError, match="only it can write"):
+        folder_for(["/layers/env"], "/venv/bin/python")
