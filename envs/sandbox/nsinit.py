@@ -90,6 +90,7 @@ class Init:
         self.root = os.path.join(self.st, "root")
         self.session_pid = 0
         self.fuse = None  # the fuse-overlayfs daemon (subprocess.Popen), fuse backend only
+        self.wake = -1  # readable on SIGCHLD, once serving (supervisor.child_events)
 
     # -- namespaces and the static part of the filesystem ------------------------------------------------
     def enter_namespaces(self) -> None:
@@ -253,6 +254,10 @@ class Init:
         pid = self.fork_retrying()
         if pid == 0:
             try:
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # nsinit's SIGCHLD wakeup is not the session's
+                for fd in (signal.set_wakeup_fd(-1), self.wake):
+                    if fd >= 0:
+                        os.close(fd)
                 host_end.close()
                 self.ctl.close()
                 os.close(pid_r)
@@ -355,10 +360,20 @@ class Init:
 
     # -- the request loop --------------------------------------------------------------------------------
     def serve(self) -> None:
+        self.wake = supervisor.child_events()
+        # poll, not select: the control socket keeps the number it had in the host process, which may be past
+        # select's limit of 1024 when the host holds hundreds of sandboxes
+        poller = select.poll()
+        poller.register(self.ctl, select.POLLIN)
+        poller.register(self.wake, select.POLLIN)
         while True:
-            # wake up now and then to reap the pid 1 of a killed session (we are its subreaper)
-            if not select.select([self.ctl], [], [], 0.2)[0]:
+            # idle, this blocks: it wakes for a request or a SIGCHLD (the pid 1 of a killed session, or any
+            # process reparented to us, the subreaper, died)
+            ready = {fd for fd, _ in poller.poll()}
+            if self.wake in ready:
+                supervisor.drain(self.wake)
                 self.reap(block=False)
+            if self.ctl.fileno() not in ready:
                 continue
             try:
                 request, _ = protocol.recv(self.ctl)
