@@ -23,8 +23,9 @@ half of a graded test command. This cache keeps the result on the host, where no
 
 The folder per task is ``<root>/<sha256(layers, python)>``: the layers fix the interpreter and pytest (and so
 the magic number and the rewriter's output); root is ``$SWEBOX_REWRITE_CACHE``, else
-``/var/tmp/swebox-rewritten-<uid>``, and must be the user's alone (grading refuses one others can write). pytest versions whose rewriter has another signature (< 5.4) or whose ini
-enables ``enable_assertion_pass_hook`` simply do without the cache.
+``/var/tmp/swebox-rewritten-<uid>``, and must be the user's alone (grading refuses one others can write).
+pytest versions whose rewriter has another signature (< 5.4) or whose ini enables
+``enable_assertion_pass_hook`` simply do without the cache.
 """
 
 from __future__ import annotations
