@@ -336,6 +336,7 @@ def serve(sock: socket.socket, cfg: dict) -> None:
     # only now is the session's root final: the host reaches files through /proc/PID/root after this
     protocol.send(sock, {"op": "ready", "seccomp": filtering})
     wake = child_events()
+    reap_zombies()  # whatever died before the wakeup fd was there
     while True:
         # idle, this blocks: it wakes for a request or a SIGCHLD (a process reparented to pid 1 died)
         ready, _, _ = select.select([sock, wake], [], [])

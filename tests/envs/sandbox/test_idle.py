@@ -20,11 +20,13 @@ def wakeups(pid: int) -> int:
 def test_an_idle_sandbox_is_never_woken(base_layer, work_root):
     with Sandbox([base_layer], SandboxPolicy(work_root=work_root)) as sb:
         assert sb.exec("true").exit_code == 0
+        time.sleep(1.0)  # the shell's start-up processes are gone by now (each exit is a SIGCHLD, a wakeup)
         watched = {"nsinit": sb._proc.pid, "session pid 1": sb._session_pid}
         before = {name: wakeups(pid) for name, pid in watched.items()}
-        time.sleep(3.0)  # polling every 0.2 s (nsinit) and 1 s (pid 1) woke them 15 and 3 times here
+        time.sleep(5.0)  # polling every 0.2 s (nsinit) and 1 s (pid 1) woke them ~25 and ~5 times here
         after = {name: wakeups(pid) for name, pid in watched.items()}
-        assert after == before
+        # no timer: at most one late event (a process of the shell's start-up ending) in 5 s
+        assert all(after[name] - before[name] <= 1 for name in watched), (before, after)
         # ... and still reaps: a process orphaned to pid 1 that dies while the session is idle is gone at once,
         # not at the next tick (the old loop's was up to 1 s away)
         assert sb.exec("(sleep 0.3 &)").exit_code == 0
