@@ -79,15 +79,25 @@ def _run_true(argv: list[str]) -> None:
         raise SystemExit(f"bwrap failed ({result.returncode}): {result.stderr.decode()[-2000:]}")
 
 
-def _swebox_start(layer: Path, policy: SandboxPolicy) -> float:
+def _swebox_start(layer: Path, policy: SandboxPolicy) -> tuple[float, float]:
+    """Seconds of start -> first `true` done, and of the close() after it."""
     sb = Sandbox([Layer(layer)], policy)
     try:
         start = time.perf_counter()
         sb.start()
         _check(sb.exec("true"))
-        return time.perf_counter() - start
+        started = time.perf_counter() - start
     finally:
+        start = time.perf_counter()
         sb.close()
+    return started, time.perf_counter() - start
+
+
+def _bwrap_close(argv: list[str]) -> float:
+    """Seconds to end a bwrap shell that ran a command (its stdin closed, waited for)."""
+    shell = BwrapShell(argv)
+    shell.exec("true")
+    return _timed(shell.close)
 
 
 def _check(result) -> None:
@@ -109,10 +119,11 @@ def compare(layer: Path, reps: int) -> dict[str, dict[str, list[float]]] | None:
         return None
     policy = SandboxPolicy(backend="overlay")
     once = bwrap_argv(layer, policy, ["true"])
-    rows = ("start -> first `true`", "reset -> first `true`", 'exec("true")')
+    rows = ("start -> first `true`", "reset -> first `true`", 'exec("true")', "close()")
     samples: dict[str, dict[str, list[float]]] = {row: {"swebox": [], "bwrap": []} for row in rows}
     with Sandbox([Layer(layer)], policy) as sb:
-        shell = BwrapShell(bwrap_argv(layer, policy, ["bash", "--norc", "--noprofile"]))
+        shell_argv = bwrap_argv(layer, policy, ["bash", "--norc", "--noprofile"])
+        shell = BwrapShell(shell_argv)
         try:
             if shell.exec("/venv/bin/python -c 'print(1)'") != b"1\n":
                 raise SystemExit("the venv does not run inside bwrap: its tree differs from the sandbox's")
@@ -121,13 +132,16 @@ def compare(layer: Path, reps: int) -> dict[str, dict[str, list[float]]] | None:
                 systems = ("swebox", "bwrap") if rep % 2 == 0 else ("bwrap", "swebox")
                 for system in systems:
                     if system == "swebox":
-                        samples[rows[0]]["swebox"].append(_swebox_start(layer, policy))
+                        started, closed = _swebox_start(layer, policy)
+                        samples[rows[0]]["swebox"].append(started)
+                        samples[rows[3]]["swebox"].append(closed)
                         samples[rows[1]]["swebox"].append(_timed(lambda: (sb.reset(), _check(sb.exec("true")))))
                         samples[rows[2]]["swebox"].append(_timed(lambda: _check(sb.exec("true"))))
                     else:
                         samples[rows[0]]["bwrap"].append(_timed(lambda: _run_true(once)))
                         samples[rows[1]]["bwrap"].append(_timed(lambda: _run_true(once)))
                         samples[rows[2]]["bwrap"].append(_timed(lambda: shell.exec("true")))
+                        samples[rows[3]]["bwrap"].append(_bwrap_close(shell_argv))
         finally:
             shell.close()
     print(f"bubblewrap: {version}, variant: {VARIANT}")

@@ -8,6 +8,7 @@ both backends, with their ratio; and overlay reset on the 10x environment. Usage
 exec of commands with the filter on and off (overlay backend), alternating rep by rep. `--compare-cpu-share`
 measures a sandbox's `exec(python -c pass)` while another sandbox runs a CPU hog (16 spinning processes, each in
 a session of its own), with a CPU cgroup per sandbox (cpu_weight=100) and without (cpu_weight=0).
+`--idle N` measures N live, idle sandboxes (`scripts/bench_idle.py`).
 Every full run ends with bubblewrap side by side with swebox (`scripts/bench_bwrap.py`; skipped with a note where
 `bwrap` is absent); `--compare-bwrap` runs only that comparison.
 """
@@ -26,7 +27,7 @@ from pathlib import Path
 from swebox.envs.sandbox import Layer, Sandbox, SandboxPolicy
 from swebox.envs.sandbox.layers import write_record
 
-from . import bench_bwrap
+from . import bench_bwrap, bench_idle
 
 PACKAGES = ("numpy", "pytest", "requests")
 PROJECT = "django==5.2.8"
@@ -54,6 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "environment's folder, to see whether restores slow down or fail over time")
     parser.add_argument("--compare-bwrap", action="store_true",
                         help="only measure start, reset and exec against bubblewrap on the same environment")
+    parser.add_argument("--idle", type=int, default=0, metavar="N",
+                        help="only measure N live, idle sandboxes: CPU of all, processes and PSS per sandbox")
+    parser.add_argument("--idle-seconds", type=float, default=20.0, help="how long --idle watches (default 20)")
     parser.set_defaults(func=run)
 
 
@@ -233,6 +237,8 @@ def run(args: argparse.Namespace) -> int:
         return compare_bwrap(env, args.reps)
     if args.extract_resets:
         return extract_resets(env, args.extract_resets)
+    if args.idle:
+        return bench_idle.idle(env, args.idle, args.idle_seconds)
     big = scaled_copy(env, work, args.scale)
     env_archive = archive(env)
     files, total = size_of(env)

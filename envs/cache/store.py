@@ -40,8 +40,10 @@ from swebox.envs.sandbox.layers import read_record
 
 from .packing import FORMATS, MAPPED_ROOT_UID, PackResult, check_format, fsync_path, pack, sha256_file
 
-BUILDER_VERSION = "1"
-"""Bumped when the builder's output layout changes, so old layers are recognisable."""
+BUILDER_VERSION = "2"
+"""Bumped when the builder's output layout changes, so old layers are recognisable (it is recorded in each
+manifest, not part of the key: an old layer stays valid). 1: no bytecode anywhere; 2: the venv's third-party
+code byte-compiled (checked-hash pycs, never the project's)."""
 ORPHAN_GRACE_S = 600.0
 """Unreferenced blobs younger than this may belong to a publish in progress; gc leaves them."""
 

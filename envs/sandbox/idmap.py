@@ -26,7 +26,7 @@ from .policy import SandboxPolicy
 @dataclass(frozen=True)
 class Tree:
     kind: str
-    """"layers" or "binds": which list of nsinit's config the tree is in."""
+    """"etc", "layers" or "binds": which of nsinit's config entries the tree is for."""
     index: int
     """Its place in that list."""
     path: str
@@ -78,7 +78,7 @@ def map_ids(pid: int, layer_ns_pid: int, trees: list[Tree], policy: SandboxPolic
         for fd in prepared.values():
             os.close(fd)
         raise
-    sent: dict[str, list[int]] = {"layers": [], "binds": []}
+    sent: dict[str, list[int]] = {"etc": [], "layers": [], "binds": []}
     for tree in trees:
         sent[tree.kind].append(tree.index)
     return Mapped([prepared[tree] for tree in trees], sent, host_uid, why)

@@ -15,13 +15,13 @@ Standard library only: this file runs as a plain script next to syscalls.py, pro
 
 from __future__ import annotations
 
+import fcntl
 import os
 import select
-import shutil
 import signal
 import socket
 import stat
-import subprocess
+import struct
 import sys
 import time
 
@@ -45,9 +45,6 @@ def bind_readonly(src: str, dst: str) -> None:
 
 
 def loopback_up() -> None:
-    import fcntl
-    import struct
-
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         iff_up, iff_loopback, iff_running = 0x1, 0x8, 0x40
         fcntl.ioctl(s.fileno(), 0x8914, struct.pack("16sH14x", b"lo", iff_up | iff_loopback | iff_running))
@@ -76,6 +73,8 @@ def overlay_markers(layer: str) -> tuple[list[str], list[str]]:
 
 def run_tool(argv: list[str], pass_fds: list[int] | None = None) -> None:
     """Run cp or tar; a failure says what the tool said (nsinit's own stderr goes nowhere)."""
+    import subprocess  # imported by main() for the backends that need it
+
     result = subprocess.run(argv, check=False, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, pass_fds=pass_fds or ())
     if result.returncode != 0:
@@ -90,8 +89,9 @@ class Init:
         self.st = cfg["staging"]
         self.root = os.path.join(self.st, "root")
         self.session_pid = 0
-        self.fuse: subprocess.Popen | None = None
+        self.fuse = None  # the fuse-overlayfs daemon (subprocess.Popen), fuse backend only
         self.layer_ns = (0, -1)  # pid of the helper whose user namespace id-maps layers, our end of its pipe
+        self.wake = -1  # readable on SIGCHLD, once serving (supervisor.child_events)
 
     # -- namespaces and the static part of the filesystem ------------------------------------------------
     def enter_namespaces(self) -> None:
@@ -162,12 +162,13 @@ class Init:
 
         def attach(kind: str, index: int, source: str, target: str) -> str:
             os.mkdir(target)
-            if index in self.prepared[kind]:  # cloned, read-only (and id-mapped) by the host
+            if index in self.prepared.get(kind, ()):  # cloned, read-only (and id-mapped) by the host
                 S.move_mount(next(fds), target)
             else:
                 bind_readonly(source, target)
             return target
 
+        self.etc = attach("etc", 0, self.cfg["etc_layer"], os.path.join(self.st, "E"))  # built by the host
         self.lowers = [attach("layers", i, layer["path"], os.path.join(self.st, f"L{i}"))
                        for i, layer in enumerate(self.cfg["layers"])]
         self.bind_sources = {i: attach("binds", i, bind["src"], os.path.join(self.st, f"B{i}"))
@@ -178,7 +179,7 @@ class Init:
         self.build_dev(os.path.join(self.st, "dev"))
 
     def build_skeleton(self, skel: str) -> None:
-        """The lowest layer: mount points for binds and a minimal /etc."""
+        """The lowest layer: mount points for binds (the minimal /etc is the host's etc layer, just above)."""
         for name in ("proc", "dev", "tmp", "root", "etc", "sys", "run", "var/tmp", "home"):
             os.makedirs(os.path.join(skel, name), exist_ok=True)
         os.chmod(os.path.join(skel, "tmp"), 0o1777)
@@ -191,18 +192,6 @@ class Init:
                 os.symlink(bind["target"], path)
             else:
                 os.makedirs(path, exist_ok=True)
-        for name, content in self.cfg["etc"].items():
-            path = os.path.join(skel, "etc", name)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            if isinstance(content, str):
-                with open(path, "w") as f:
-                    f.write(content)
-            elif os.path.isdir(content["copy"]):
-                shutil.copytree(content["copy"], path, symlinks=True, ignore_dangling_symlinks=True)
-            elif os.path.islink(content["copy"]):
-                os.symlink(os.readlink(content["copy"]), path)
-            elif os.path.exists(content["copy"]):
-                shutil.copyfile(content["copy"], path)
 
     def build_dev(self, dev: str) -> None:
         S.mount("tmpfs", dev, "tmpfs", S.MS_NOSUID | S.MS_NOEXEC, "size=1m,mode=0755")
@@ -227,7 +216,7 @@ class Init:
         os.mkdir(os.path.join(rw, "upper"))
         os.mkdir(os.path.join(rw, "work"))
         # relative paths (from the staging folder) keep host paths out of the sandbox's /proc/self/mountinfo
-        lowerdir = ":".join(reversed(["skel", *(os.path.basename(p) for p in self.lowers)]))
+        lowerdir = ":".join(reversed(["skel", "E", *(os.path.basename(p) for p in self.lowers)]))
         options = f"lowerdir={lowerdir},upperdir=rw/upper,workdir=rw/work"
         os.chdir(self.st)
         if backend == "overlay":
@@ -236,6 +225,8 @@ class Init:
             self.mount_fuse(options)
 
     def mount_fuse(self, options: str) -> None:
+        import subprocess
+
         self.fuse = subprocess.Popen(["fuse-overlayfs", "-f", "-o", options + ",squash_to_root", "root"],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         for _ in range(5000):  # mounted once the daemon serves it
@@ -254,9 +245,12 @@ class Init:
         and copying the next slowed down with every reset (plain `rm -rf` + `cp -r` of a 188 MB tree on this
         host's disk: 0.7 s, then 4 s, 7 s, ... 12 s; docs/benchmarks.md).
         """
+        import shutil
+
         target = self.root
         S.mount("tmpfs", target, "tmpfs", S.MS_NOSUID | S.MS_NODEV, f"size={self.cfg['upper_size_mb']}m,mode=0755")
         run_tool(["cp", "-a", os.path.join(self.st, "skel") + "/.", target])
+        run_tool(["cp", "-r", "--preserve=mode,timestamps,links", "--no-dereference", self.etc + "/.", target])
         for layer, lower in zip(self.cfg["layers"], self.lowers, strict=True):
             if layer["archive_fd"] >= 0:  # opened for us by the host; /dev/fd/N reopens it from the start
                 fd = layer["archive_fd"]
@@ -289,6 +283,10 @@ class Init:
         pid = self.fork_retrying()
         if pid == 0:
             try:
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # nsinit's SIGCHLD wakeup is not the session's
+                for fd in (signal.set_wakeup_fd(-1), self.wake):
+                    if fd >= 0:
+                        os.close(fd)
                 host_end.close()
                 self.ctl.close()
                 os.close(pid_r)
@@ -391,10 +389,20 @@ class Init:
 
     # -- the request loop --------------------------------------------------------------------------------
     def serve(self) -> None:
+        self.wake = supervisor.child_events()
+        # poll, not select: the control socket keeps the number it had in the host process, which may be past
+        # select's limit of 1024 when the host holds hundreds of sandboxes
+        poller = select.poll()
+        poller.register(self.ctl, select.POLLIN)
+        poller.register(self.wake, select.POLLIN)
         while True:
-            # wake up now and then to reap the pid 1 of a killed session (we are its subreaper)
-            if not select.select([self.ctl], [], [], 0.2)[0]:
+            # idle, this blocks: it wakes for a request or a SIGCHLD (the pid 1 of a killed session, or any
+            # process reparented to us, the subreaper, died)
+            ready = {fd for fd, _ in poller.poll()}
+            if self.wake in ready:
+                supervisor.drain(self.wake)
                 self.reap(block=False)
+            if self.ctl.fileno() not in ready:
                 continue
             try:
                 request, _ = protocol.recv(self.ctl)
@@ -421,6 +429,12 @@ class Init:
 def main() -> None:
     ctl = socket.socket(fileno=int(sys.argv[1]))
     cfg, _ = protocol.recv(ctl)
+    if cfg["backend"] != "overlay":
+        # Only the extract and fuse backends run tools (cp, tar, fuse-overlayfs); the overlay one starts
+        # faster without these imports. Imported now: once nsinit runs as the sandbox's uid, a root-only
+        # interpreter prefix (/root/.pyenv) is out of reach, so nothing may be imported later.
+        import shutil  # noqa: F401
+        import subprocess  # noqa: F401
     init = Init(ctl, cfg)
     try:
         init.enter_namespaces()

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import shutil
+import stat
+import tempfile
 
 from .layers import Layer
 from .policy import SandboxError, SandboxPolicy
@@ -49,6 +54,92 @@ def minimal_etc(policy: SandboxPolicy) -> dict:
         if os.path.lexists(f"/etc/{name}"):
             etc[name] = {"copy": f"/etc/{name}"}
     return etc
+
+
+def etc_cache_root() -> str:
+    """Where etc layers live: $SWEBOX_ETC_CACHE, else /var/tmp/swebox-etc-<uid> (shared by every job of the user:
+    a layer is named by its content and published atomically). Not in the work root, which holds per-sandbox
+    folders only and is empty when no sandbox is open."""
+    return os.environ.get("SWEBOX_ETC_CACHE") or f"/var/tmp/swebox-etc-{os.geteuid()}"
+
+
+def _own_folder(path: str) -> None:
+    """Create `path` or check that it is ours alone: a folder someone else made in /var/tmp could hold a planted
+    /etc (an ld.so.conf pointing at their libraries)."""
+    os.makedirs(path, mode=0o711, exist_ok=True)
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        raise SandboxError(f"etc layer folder {path!r}: expected a folder owned by uid {os.geteuid()} that only it "
+                           f"can write, found mode {stat.filemode(st.st_mode)} owned by uid {st.st_uid}; remove it "
+                           "or set SWEBOX_ETC_CACHE to a folder of your own")
+
+
+def etc_layer(policy: SandboxPolicy, root: str | None = None) -> str:
+    """A folder holding the sandbox's minimal /etc (``<folder>/etc``), built once per host and reused.
+
+    Named by its content: the generated entries and, for each copied host entry, the lstat of it and of every
+    folder below it (an entry added, removed or replaced there changes its folder; ``ldconfig`` and
+    ``update-ca-certificates`` replace files). Built in a temporary sibling and renamed into place, so a
+    reader sees a whole tree or none; owned by host root and mounted read-only as the lowest layer but one.
+    ``root``: the folder of etc layers (default :func:`etc_cache_root`).
+    A file edited in place inside a copied folder (not replaced) is not noticed until that folder changes."""
+    etc = minimal_etc(policy)
+    digest = hashlib.sha256(json.dumps(etc, sort_keys=True).encode())
+    for content in etc.values():
+        if isinstance(content, dict):
+            _fingerprint(content["copy"], digest)
+    root = root or etc_cache_root()
+    _own_folder(root)
+    folder = os.path.join(root, digest.hexdigest()[:32])
+    if os.path.isdir(folder):
+        return folder
+    tmp = tempfile.mkdtemp(prefix=".tmp-", dir=root)
+    try:
+        os.chmod(tmp, 0o755)
+        _write_etc(os.path.join(tmp, "etc"), etc)
+        try:
+            os.rename(tmp, folder)
+        except OSError:  # another process put the same tree there first
+            if not os.path.isdir(folder):
+                raise
+            shutil.rmtree(tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return folder
+
+
+def _fingerprint(path: str, digest) -> None:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    digest.update(f"{path}\0{st.st_mode}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\0".encode())
+    if stat.S_ISLNK(st.st_mode) and os.path.isdir(path):  # copied as the folder it names
+        _fingerprint(os.path.realpath(path), digest)
+    elif stat.S_ISDIR(st.st_mode):
+        with os.scandir(path) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    _fingerprint(entry.path, digest)
+
+
+def _write_etc(root: str, etc: dict) -> None:
+    os.makedirs(root, mode=0o755)
+    for name, content in etc.items():
+        path = os.path.join(root, name)
+        os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+        if isinstance(content, str):
+            with open(path, "w") as f:
+                f.write(content)
+            os.chmod(path, 0o644)
+        elif os.path.isdir(content["copy"]):
+            shutil.copytree(content["copy"], path, symlinks=True, ignore_dangling_symlinks=True)
+        elif os.path.islink(content["copy"]):
+            os.symlink(os.readlink(content["copy"]), path)
+        elif os.path.exists(content["copy"]):
+            shutil.copyfile(content["copy"], path)
+            os.chmod(path, 0o644)
 
 
 def check_searchable(folder: str) -> None:

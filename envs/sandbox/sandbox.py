@@ -136,7 +136,8 @@ class Sandbox:
         limits_policy = dataclasses.replace(self.policy, upper_size_mb=self._upper_size_mb)
         self._limits = Limits.create(limits_policy, CGROUP_PREFIX + name)
         self._bind_list = rootfs.binds(self.policy, self.layers)
-        trees = [("layers", i, str(layer.path)) for i, layer in enumerate(self.layers)]
+        self._etc_layer = rootfs.etc_layer(self.policy)
+        trees = [("etc", 0, self._etc_layer), *(("layers", i, str(layer.path)) for i, layer in enumerate(self.layers))]
         trees += [("binds", i, b["src"]) for i, b in enumerate(self._bind_list) if b["kind"] == "dir"]
         # rootless, nothing is id-mapped (nsinit maps itself), and the user may not even stat some binds' folders
         self._trees = [] if self._rootless else idmap.classify(trees, self.policy)
@@ -191,7 +192,7 @@ class Sandbox:
             "layer_idmap": any(tree.owner == "layer" for tree in self._trees),
             "layers": [{"path": str(layer.path), "archive_fd": fd}
                        for layer, fd in zip(self.layers, self._archive_fds, strict=True)],
-            "binds": self._bind_list, "etc": rootfs.minimal_etc(p), "network": p.network, "hostname": p.hostname,
+            "binds": self._bind_list, "etc_layer": self._etc_layer, "network": p.network, "hostname": p.hostname,
             "upper_size_mb": self._upper_size_mb, "tmp_size_mb": p.tmp_size_mb, "env": p.env, "workdir": p.workdir,
             "rlimits": self._limits.rlimits(), "max_output_bytes": p.max_output_bytes,
             "seccomp": {"enabled": p.seccomp, "allow_ptrace": p.seccomp_allow_ptrace},

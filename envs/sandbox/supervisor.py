@@ -270,6 +270,23 @@ def kill_all_but_me(keep: set[int] | frozenset[int] = frozenset(), only_new_sinc
     reap_zombies()
 
 
+def child_events() -> int:
+    """A file descriptor that becomes readable when a SIGCHLD arrives (signal.set_wakeup_fd), so idle loops
+    block on their inputs and this instead of waking up on a timer to reap."""
+    read_end, write_end = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # a Python handler: the wakeup fd is written
+    return read_end
+
+
+def drain(fd: int) -> None:
+    try:
+        while os.read(fd, 4096):
+            pass
+    except BlockingIOError:
+        pass
+
+
 def reap_zombies() -> None:
     while True:
         try:
@@ -318,10 +335,15 @@ def serve(sock: socket.socket, cfg: dict) -> None:
     shell.start()
     # only now is the session's root final: the host reaches files through /proc/PID/root after this
     protocol.send(sock, {"op": "ready", "seccomp": filtering})
+    wake = child_events()
+    reap_zombies()  # whatever died before the wakeup fd was there
     while True:
-        ready, _, _ = select.select([sock], [], [], 1.0)
-        if not ready:
+        # idle, this blocks: it wakes for a request or a SIGCHLD (a process reparented to pid 1 died)
+        ready, _, _ = select.select([sock, wake], [], [])
+        if wake in ready:
+            drain(wake)
             reap_zombies()
+        if sock not in ready:
             continue
         try:
             request, _fds = protocol.recv(sock)

@@ -15,7 +15,8 @@ The shared steps (any grader kind): :func:`apply_agent_diff`, :func:`restore_pro
    the tested interpreter, pytest as its child with ``python -I -B`` (no PYTHON* variables, no user site, no
    current directory on sys.path, no bytecode), ``-p no:cacheprovider``, ``-o addopts=``,
    ``--rootdir=/testbed``, under a timeout. Per-test reports stream to the monitor as they happen; it signs
-   the verdict with a key the tested process never holds.
+   the verdict with a key the tested process never holds. The test files' assertion rewriting comes from a
+   read-only host cache keyed by their pristine bytes (:mod:`swebox.envs.tasks.rewrite_cache`).
 5. Believe only that signed verdict; match the task's F2P/P2P ids. ``resolved``: the run was complete,
    consistent and error-free (no refusal, crash, timeout, tampering, missing file, broken test_patch), every
    F2P test passed (xfailed, xpassed and skipped are not passes) and every P2P test passed (or stayed
@@ -29,13 +30,16 @@ A non-empty ``Task.expected_status`` must match in both.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import shlex
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy
+from swebox.envs.tasks import rewrite_cache
 from swebox.envs.tasks import verdict as channel
 from swebox.envs.tasks.diff_truth import encode_diff, judge
 from swebox.envs.tasks.diffs import changed_paths, filter_diff, protected_reason
@@ -109,8 +113,11 @@ class GradeReport:
     """ok (the grade monitor's signed verdict) | missing | forged | '' (the tests did not run)."""
     log_status: str = ""
     """ok | unfinished (no end marker) | no-results (the parser found no test) (grader 'log')."""
+    rewritten: dict[str, int] = field(default_factory=dict)
+    """The rewritten-test cache in this grade (rewrite_cache): ``entries`` given to pytest, of which
+    ``compiled`` were compiled now (the rest were cached); empty when the cache was off."""
     durations: dict[str, float] = field(default_factory=dict)
-    """Seconds per phase: start, apply, tests, total."""
+    """Seconds per phase: start, apply, rewrite (the rewritten-test cache), tests, total."""
     output_tail: str = ""
     """The end of pytest's terminal output, for humans; never used for the verdict."""
 
@@ -205,10 +212,20 @@ def _apply(sb: Sandbox, diff_file: str) -> tuple[bool, str]:
 
 
 # -- the pytest kind ---------------------------------------------------------------------------------------
-def run_pytest(sb: Sandbox, task: Task, workdir: str, timeout: float, report: GradeReport) -> dict[Key, TestResult]:
-    """Run the tests under the grade monitor (envs/tasks/verdict.py); results only from its signed verdict."""
+def run_pytest(sb: Sandbox, task: Task, workdir: str, timeout: float, report: GradeReport,
+               cache: Path | None = None) -> dict[Key, TestResult]:
+    """Run the tests under the grade monitor (envs/tasks/verdict.py); results only from its signed verdict.
+
+    ``cache``: the task's rewritten-test cache folder (bound read-only into ``sb``), or None for none."""
     options = pytest_args(task, workdir)
-    key = channel.prepare(sb, workdir, task.python, options, list(task.all_test_files()), timeout)
+    files = list(task.all_test_files())
+    rewritten: dict[str, str] = {}
+    if cache is not None:  # before any code under test runs: the test files are the task's own
+        t0 = time.monotonic()
+        rewritten, compiled = rewrite_cache.entries(sb, cache, task.python, files, workdir, channel.clean_env(workdir))
+        report.rewritten = {"entries": len(rewritten), "compiled": compiled}
+        report.durations["rewrite"] = time.monotonic() - t0
+    key = channel.prepare(sb, workdir, task.python, options, files, timeout, rewritten)
     t0 = time.monotonic()
     run = sb.exec(channel.command(task.python, workdir), timeout=timeout + 30)
     report.durations["tests"] = time.monotonic() - t0
@@ -280,8 +297,12 @@ def grade(
     policy: SandboxPolicy | None = None,
     timeout: float = 900.0,
     reward_mode: str = "binary",
+    rewrite_cache_on: bool = True,
 ) -> GradeReport:
     """Grade ``agent_diff`` for ``task`` in a fresh sandbox over ``layers`` (env layer first).
+
+    ``rewrite_cache_on``: reuse pytest's assertion rewriting of the pristine test files across grades
+    (:mod:`swebox.envs.tasks.rewrite_cache`; the pytest kind only). The verdict is the same either way.
 
     Raises only for the caller's mistakes (a bad ``reward_mode``, a task that is not python) and for a
     sandbox that cannot start. Whatever the agent's diff or its code does after that — a diff no parser
@@ -305,7 +326,12 @@ def grade(
     workdir = f"/swebox-grade-{nonce}"
     results: dict[Key, TestResult] = {}
     status_map: dict[str, str] = {}
-    with Sandbox(list(layers), policy or SandboxPolicy(network="none")) as sb:
+    policy = policy or SandboxPolicy(network="none")
+    cache = None
+    if rewrite_cache_on and task.grader != "log":
+        cache = rewrite_cache.folder_for(list(layers), task.python)
+        policy = dataclasses.replace(policy, ro_binds=(*policy.ro_binds, str(cache)))
+    with Sandbox(list(layers), policy) as sb:
         report.durations["start"] = time.monotonic() - started
         try:
             sb.exec(f"mkdir -p {workdir}/home", timeout=30)
@@ -319,7 +345,7 @@ def grade(
                     status_map = log_grading.run_tests(sb, task, report, workdir, nonce, timeout)
                     report.durations["tests"] = time.monotonic() - t0
                 else:
-                    results = run_pytest(sb, task, workdir, timeout, report)
+                    results = run_pytest(sb, task, workdir, timeout, report, cache)
         except (SandboxError, OSError, ValueError, UnicodeError, KeyError, TypeError) as exc:
             report.errors.append(f"grading stopped by what the diff or its code did: {type(exc).__name__}: {exc}")
     if report.applied:

@@ -2,7 +2,8 @@
 
 Usage (``grade_monitor.py`` starts it; it is never trusted with the verdict)::
 
-    python -I -B pytest_runner.py ARGS_JSON EVENT_FD      # ARGS_JSON: {"options": [...], "files": [...]}
+    python -I -B pytest_runner.py ARGS_JSON EVENT_FD
+    # ARGS_JSON: {"options": [...], "files": [...], "rewritten": {test file: cached rewritten code}}
 
 The code under test runs in this process, so nothing here is authoritative: the plugin's job is to tell the
 monitor, over the pipe ``EVENT_FD``, what pytest reports *as it happens* (one JSON line per event: start,
@@ -85,6 +86,41 @@ def _trusted_file(path: str) -> bool:
     return "/site-packages/" in real or real.startswith(sys.base_prefix)
 
 
+def _use_rewritten(table: dict[str, str]) -> None:
+    """pytest takes a task test file's rewritten code from the grader's cache (``rewrite_cache``: a read-only
+    folder, entries compiled from the pristine test files) instead of looking in ``__pycache__`` beside it.
+
+    ``table`` maps a test file's path to its entry; the Reporter fills it at ``pytest_configure`` (empty until
+    then, and for good when the ini enables ``enable_assertion_pass_hook``, which the entries are not compiled
+    with). A file not in it, or an entry that does not load, is pytest's own business as before."""
+    import importlib.util
+    import marshal
+    import types
+
+    from _pytest.assertion import rewrite
+
+    original = getattr(rewrite, "_read_pyc", None)
+    if original is None:
+        return
+    magic = importlib.util.MAGIC_NUMBER
+
+    def _read_pyc(source, pyc, trace=lambda message: None):
+        entry = table.get(str(source))
+        if entry is not None:
+            try:
+                with open(entry, "rb") as fh:
+                    data = fh.read()
+                code = marshal.loads(data[len(magic) :]) if data[: len(magic)] == magic else None
+            except (OSError, ValueError, EOFError, TypeError):
+                code = None
+            if isinstance(code, types.CodeType):
+                trace(f"cached rewritten code for {source} from {entry}")
+                return code
+        return original(source, pyc, trace)
+
+    rewrite._read_pyc = _read_pyc
+
+
 def _send(reporter: Reporter, event: dict, _write=_write, _dumps=_dumps) -> None:
     data = (_dumps(event, default=str) + "\n").encode()
     while data:
@@ -127,15 +163,23 @@ class Reporter:
     the checks off: the snapshot holds both, and the original check reports the replacement.
     """
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, rewritten: dict[str, str] | None = None) -> None:
         self.fd = fd
         self.config = None
         self.hookexec = None
+        self.rewritten: dict[str, str] = {}  # what _use_rewritten reads, filled once the ini is known
+        self.cached = dict(rewritten or {})
         self.before = _critical_objects()
 
     def pytest_configure(self, config, _send=_send) -> None:
         self.config = config
         self.hookexec = config.pluginmanager._inner_hookexec
+        try:
+            pass_hook = bool(config.getini("enable_assertion_pass_hook"))
+        except ValueError:  # a pytest without that option
+            pass_hook = False
+        if not pass_hook:
+            self.rewritten.update(self.cached)
         _send(self, {"e": "start"})
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -180,7 +224,9 @@ def main(argv: list[str]) -> None:
     # A missing file would make pytest run nothing at all; run the rest and report it instead.
     missing = [f for f in spec["files"] if not os.path.exists(f)]
     present = [f for f in spec["files"] if f not in missing]
-    reporter, send, check = Reporter(fd), _send, _check
+    reporter, send, check = Reporter(fd, spec.get("rewritten")), _send, _check
+    if reporter.cached:
+        _use_rewritten(reporter.rewritten)
     code: object = None
     try:
         code = int(pytest.main(spec["options"] + (present or spec["files"]), plugins=[reporter]))

@@ -82,8 +82,11 @@ def plant_canaries() -> Canaries:
     return Canaries(path, text.rstrip() + "\n", {f"{path}::{name}": status for name, _, status in tests})
 
 
-def prepare(sb, workdir: str, python: str, options: list[str], files: list[str], timeout: float) -> bytes:
-    """Write the monitor, the runner, their arguments, the key and the canaries; return the run's key."""
+def prepare(sb, workdir: str, python: str, options: list[str], files: list[str], timeout: float,
+            rewritten: dict[str, str] | None = None) -> bytes:
+    """Write the monitor, the runner, their arguments, the key and the canaries; return the run's key.
+
+    ``rewritten``: test file -> its cached rewritten code (rewrite_cache.entries), for the runner."""
     canaries = plant_canaries()
     sb.exec(f"mkdir -p /testbed/{shlex.quote(canaries.file.split('/')[0])}", timeout=30)
     sb.write_file(f"/testbed/{canaries.file}", canaries.text)
@@ -92,7 +95,8 @@ def prepare(sb, workdir: str, python: str, options: list[str], files: list[str],
     key = secrets.token_bytes(32)
     sb.write_file(f"{workdir}/grade_monitor.py", MONITOR.read_bytes())
     sb.write_file(f"{workdir}/pytest_runner.py", RUNNER.read_bytes())
-    sb.write_file(f"{workdir}/args.json", json.dumps({"options": options, "files": files}))
+    args = {"options": options, "files": files, "rewritten": rewritten or {}}
+    sb.write_file(f"{workdir}/args.json", json.dumps(args))
     runner_argv = [python, "-I", "-B", f"{workdir}/pytest_runner.py", f"{workdir}/args.json"]
     spec = {"argv": runner_argv, "timeout": timeout, "canaries": canaries.expected}
     sb.write_file(f"{workdir}/monitor.json", json.dumps(spec))
@@ -100,8 +104,8 @@ def prepare(sb, workdir: str, python: str, options: list[str], files: list[str],
     return key
 
 
-def command(python: str, workdir: str) -> str:
-    """The shell command that starts the monitor in a clean environment (``env -i``, fixed PATH)."""
+def clean_env(workdir: str) -> str:
+    """The ``env -i`` assignments grading's processes run under (fixed PATH, HOME in the run's folder)."""
     env = {
         "PATH": CLEAN_PATH,
         "HOME": f"{workdir}/home",
@@ -110,9 +114,13 @@ def command(python: str, workdir: str) -> str:
         "TMPDIR": "/tmp",
         "TERM": "dumb",
     }
-    assignments = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    return " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+
+
+def command(python: str, workdir: str) -> str:
+    """The shell command that starts the monitor in a clean environment (``env -i``, fixed PATH)."""
     return (
-        f"mkdir -p {workdir}/home && cd /testbed && env -i {assignments} {shlex.quote(python)} -I -S -B "
+        f"mkdir -p {workdir}/home && cd /testbed && env -i {clean_env(workdir)} {shlex.quote(python)} -I -S -B "
         f"{workdir}/grade_monitor.py {workdir}"
     )
 

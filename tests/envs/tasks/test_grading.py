@@ -16,7 +16,7 @@ def test_gold_patch_resolves(calc_layer, calc_task, gold):
     assert report.resolved and report.reward == 1.0
     assert report.tests["tests/test_ops.py::test_add"].status == "passed"
     assert report.tests["tests/test_ops.py::test_add"].duration_s >= 0.0
-    assert set(report.durations) == {"start", "apply", "tests", "total"}
+    assert set(report.durations) == {"start", "apply", "rewrite", "tests", "total"}
 
 
 def test_empty_diff_does_not_resolve(calc_layer, calc_task):

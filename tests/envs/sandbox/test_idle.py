@@ -1,0 +1,38 @@
+"""An idle sandbox sleeps: nsinit and the session's pid 1 block on their sockets and SIGCHLD, no timer wakes them."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from swebox.envs.sandbox import Sandbox, SandboxPolicy
+
+
+def wakeups(pid: int) -> int:
+    """Times the process went to sleep and was woken (voluntary context switches, all its threads)."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/status") as f:
+            total += sum(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt_switches"))
+    return total
+
+
+def test_an_idle_sandbox_is_never_woken(base_layer, work_root):
+    with Sandbox([base_layer], SandboxPolicy(work_root=work_root)) as sb:
+        assert sb.exec("true").exit_code == 0
+        time.sleep(1.0)  # the shell's start-up processes are gone by now (each exit is a SIGCHLD, a wakeup)
+        watched = {"nsinit": sb._proc.pid, "session pid 1": sb._session_pid}
+        before = {name: wakeups(pid) for name, pid in watched.items()}
+        time.sleep(5.0)  # polling every 0.2 s (nsinit) and 1 s (pid 1) woke them ~25 and ~5 times here
+        after = {name: wakeups(pid) for name, pid in watched.items()}
+        # no timer: at most one late event (a process of the shell's start-up ending) in 5 s
+        assert all(after[name] - before[name] <= 1 for name in watched), (before, after)
+        # ... and still reaps: a process orphaned to pid 1 that dies while the session is idle is gone at once,
+        # not at the next tick (the old loop's was up to 1 s away)
+        assert sb.exec("(sleep 0.3 &)").exit_code == 0
+        time.sleep(0.8)
+        r = sb.exec("grep -l '^State:.*Z' /proc/[0-9]*/status 2>/dev/null | wc -l")
+        assert r.output.strip() == "0", r.output
+        assert sb.exec("echo ok").output == "ok\n"
+        sb.reset()  # the session's pid 1 died: nsinit, woken by SIGCHLD, reaped it
+        assert sb.exec("echo ok").output == "ok\n"
