@@ -36,7 +36,6 @@ METRIC_NAMES = ("env/reset_s", "env/exec_s", "env/grade_s", "env/turns", "env/fo
                 "env/resolved", "env/f2p_frac", "env/errors", "env/grade_cache_hits", "env/sandbox_deaths",
                 "env/grade_wait_s")
 """Per-episode metrics, as defined in docs/metrics.md."""
-END_REASONS = ("submitted", "max_turns", "time_limit", "sandbox_died")
 
 
 @dataclass

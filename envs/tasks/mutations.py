@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 
 import libcst as cst
@@ -177,18 +177,6 @@ def mutate_source(
             seen.add(candidate.source)
             out.append(candidate)
     return out
-
-
-def repo_mutations(
-    repo: str | Path, *, seed: int = 0, files: Iterable[str] | None = None
-) -> Iterator[Mutation]:
-    """Unrendered mutations of every eligible module of a repository (unparsable modules are skipped)."""
-    root = Path(repo)
-    for rel in source_files(root) if files is None else files:
-        try:
-            yield from mutations((root / rel).read_text(encoding="utf-8"), path=rel, seed=seed)
-        except (ValueError, UnicodeDecodeError):
-            continue
 
 
 def _compiles(source: str) -> bool:
