@@ -15,17 +15,15 @@ import shlex
 import statistics
 import time
 
-from swebox.envs.layers_resolver import LayerSource, acquire_layers, close_shared_caches
+from swebox.envs.layers_resolver import acquire_layers, close_shared_caches
 from swebox.envs.sandbox import Sandbox
-from swebox.envs.tasks import load
 from swebox.envs.tasks.grading import grade
+from swebox.scripts.bench_tasks import add_task_arguments, bench_tasks
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tasks", required=True, help="tasks file whose layers are in the store")
-    parser.add_argument("--store", default="", help="layer store (default $SWEBOX_LAYER_STORE or runs/layers)")
-    parser.add_argument("--limit", type=int, default=10, help="tasks to measure (default 10)")
-    parser.add_argument("--reps", type=int, default=5, help="repetitions per task and mode (default 5)")
+    add_task_arguments(parser, limit=10, limit_help="tasks to measure", reps=5,
+                       reps_help="repetitions per task and mode")
     parser.set_defaults(func=run)
 
 
@@ -36,8 +34,7 @@ def direct_command(task) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    tasks = list(load(args.tasks))[: args.limit]
-    source = LayerSource(store=args.store)
+    tasks, source = bench_tasks(args)
     rows = []
     try:
         for task in tasks:
