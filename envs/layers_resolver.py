@@ -18,6 +18,7 @@ from typing import Any
 
 from swebox.envs.cache import LayerCache, LayerCacheConfig, LayerHandle, LayerStore
 from swebox.envs.cache.images import acquire_image, get_image, image_sandbox
+from swebox.envs.sandbox.strict import strict_from_dict
 from swebox.envs.tasks.schema import Task
 
 DEFAULT_STORE = "runs/layers"
@@ -91,14 +92,7 @@ class LayerSource:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | LayerSource | None) -> LayerSource:
-        if isinstance(data, LayerSource):
-            return data
-        data = dict(data or {})
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"LayerSource: unknown keys {unknown}; expected a subset of {sorted(known)}.")
-        return cls(**data)
+        return strict_from_dict(cls, data or {})
 
 
 @dataclass

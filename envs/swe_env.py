@@ -28,6 +28,7 @@ from swebox.envs.episode_state import DiffUnavailable, EpisodeError, StartState,
 from swebox.envs.grade_cache import GradeCache, grade_key
 from swebox.envs.observations import ObservationConfig, truncate_middle
 from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy
+from swebox.envs.sandbox.strict import strict_from_dict
 from swebox.envs.tasks.grade_slots import grade_slot
 from swebox.envs.tasks.grading import REWARD_MODES, GradeReport, grade
 from swebox.envs.tasks.schema import Task
@@ -116,14 +117,7 @@ class EpisodeConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any] | EpisodeConfig | None) -> EpisodeConfig:
         """From a dict; unknown keys are an error listing the valid ones."""
-        if isinstance(data, EpisodeConfig):
-            return data
-        data = dict(data or {})
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"EpisodeConfig: unknown keys {unknown}; valid keys are {sorted(known)}.")
-        return cls(**data)
+        return strict_from_dict(cls, data or {})
 
 
 @dataclass

@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from swebox.envs.sandbox.strict import checked_fields
 from swebox.trainers.config import TrainConfig
 from swebox.trainers.generation import GenerationBackend, make_backend
 from swebox.trainers.trajectories import turn_record
@@ -96,13 +97,7 @@ class Trajectory:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Trajectory:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"Trajectory.from_dict: unknown keys {unknown}; expected a subset of {sorted(known)}")
-        data = dict(data)
-        data["intervals"] = [tuple(x) for x in data.get("intervals", [])]
-        return cls(**data)
+        return cls(**{**checked_fields(cls, data), "intervals": [tuple(x) for x in data.get("intervals", [])]})
 
 
 class Episode(Protocol):

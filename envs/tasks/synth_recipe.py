@@ -10,13 +10,14 @@ import configparser
 import re
 import subprocess
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import tomllib
 import yaml
 from swebox.envs.cache import EnvSpec
+from swebox.envs.sandbox.strict import checked_fields
 
 _REQUIREMENT = re.compile(
     r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z0-9][A-Za-z0-9.+!_-]*)$"
@@ -160,15 +161,9 @@ def load_recipe(path: str | Path) -> list[ProjectRecipe]:
             f"{path}: expected a mapping with a 'projects' list; see configs/corpus/default.yaml."
         )
     defaults = data.get("defaults") or {}
-    known = {f.name for f in fields(ProjectRecipe)}
     projects = []
     for i, entry in enumerate(data["projects"]):
-        merged = {**defaults, **(entry or {})}
-        unknown = sorted(set(merged) - known)
-        if unknown:
-            raise ValueError(
-                f"{path}: project #{i}: unknown keys {unknown}; expected a subset of {sorted(known)}."
-            )
+        merged = checked_fields(ProjectRecipe, {**defaults, **(entry or {})}, what=f"{path}: project #{i}")
         if "version" in merged:
             merged["version"] = str(merged["version"])
         projects.append(ProjectRecipe(**merged))
