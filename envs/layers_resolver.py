@@ -178,11 +178,20 @@ def _check_store(root: Path) -> None:
                             "or $SWEBOX_LAYER_STORE).")
 
 
-def _resolve(task: Task, source: LayerSource, store: LayerStore | None) -> tuple[str, list[tuple[str, str]]]:
+def _resolve(task: Task, source: LayerSource) -> tuple[str, list[tuple[str, str]]]:
     """What the task runs on: its container image ('' for none) and the (kind, key) layers to hold above it,
-    each one checked present (``store`` None: in ``source.dirs``), or LayersMissing saying how to make it. A
-    task whose row names an image runs in it when the store has the image (or the task has no env)."""
-    image = image_of(task) if store is not None else ""
+    each one checked present, or LayersMissing saying how to make it. A task whose row names an image runs in
+    it when the store has the image (or the task has no env); layer dirs (``source.dirs``) hold no images."""
+    if source.dirs:
+        keys = _layer_keys(task)
+        for kind, key in keys:
+            if not (Path(source.dirs) / key).is_dir():
+                raise _missing(task, kind, key, source.dirs, source)
+        return "", keys
+    image = image_of(task)
+    keys = [] if image else _layer_keys(task)  # a task with neither image nor env: its own error comes first
+    _check_store(source.store_root)
+    store = LayerStore(source.store_root)
     if image and (get_image(store, image) is not None or task.env is None):
         if get_image(store, image) is None:
             raise LayersMissing(f"task {task.instance_id}: its image {image} is not in the layer store "
@@ -192,18 +201,9 @@ def _resolve(task: Task, source: LayerSource, store: LayerStore | None) -> tuple
     else:
         image, keys = "", _layer_keys(task)
     for kind, key in keys:
-        present = (Path(source.dirs) / key).is_dir() if store is None else store.get(key) is not None
-        if not present:
-            raise _missing(task, kind, key, source.dirs or str(source.store_root), source)
+        if store.get(key) is None:
+            raise _missing(task, kind, key, str(source.store_root), source)
     return image, keys
-
-
-def _store(source: LayerSource) -> LayerStore | None:
-    """The source's layer store, checked to be one; None when the layers are plain folders (``dirs``)."""
-    if source.dirs:
-        return None
-    _check_store(source.store_root)
-    return LayerStore(source.store_root)
 
 
 def missing_layers(task: Task, source: LayerSource | None = None) -> LayersMissing | None:
@@ -211,7 +211,7 @@ def missing_layers(task: Task, source: LayerSource | None = None) -> LayersMissi
     nothing is materialised: what a trainer checks for every task before its first step."""
     source = source or LayerSource()
     try:
-        _resolve(task, source, _store(source))
+        _resolve(task, source)
     except LayersMissing as exc:
         return exc
     return None
@@ -221,11 +221,10 @@ def acquire_layers(task: Task, source: LayerSource | None = None) -> TaskLayers:
     """The task's layer folders on this node, held until :meth:`TaskLayers.release` (an image's layers first
     when the task runs in the image its row names: ``_resolve``)."""
     source = source or LayerSource()
-    if _store(source) is None:
-        _, keys = _resolve(task, source, None)
+    image, keys = _resolve(task, source)  # every layer is there before any is materialised
+    if source.dirs:
         return TaskLayers(task.instance_id, [Path(source.dirs) / key for _, key in keys])
     cache = shared_cache(source.store_root, source.cache_root, source.cache_quota_gb)
-    image, keys = _resolve(task, source, cache.store)  # every layer is there before any is materialised
     if image:
         held = acquire_image(cache, image)
         layers = TaskLayers(task.instance_id, [Path(p) for p in held.paths], list(held.handles),
