@@ -1,40 +1,80 @@
-"""Shared by the episode tests (test_swe_env*, test_gym_env*, test_skyrl_env*, test_group*): the calc fixture
-project of tests/envs/tasks/conftest.py as an env layer, built once per test process, and scripted replies.
+"""The calc fixture project: its files (add and div are buggy), gold patches, the task over it and scripted replies.
 
-Not a conftest (the tests of other folders do not need it): test modules import ``calc_layer`` and the
-helpers. The layer is built the way the cache builder builds real ones, inside a sandbox.
+Its env layer is the session fixture ``calc_layer`` of tests/conftest.py (built once per test process, inside a
+sandbox, the way the cache builder builds real ones); test modules import the helpers here.
 """
 
 from __future__ import annotations
 
-import atexit
-import threading
 from pathlib import Path
 
-import pytest
 from swebox.envs.cache import EnvSpec
 from swebox.envs.tasks import Task
 
-from tests.envs.tasks.conftest import CALC_FILES, GOLD_ADD
-from tests.fixture_env import build_env_layer, discard_env_layer
-
-_lock = threading.Lock()
-_built: dict[str, Path] = {}
+CALC_OPS = """\
+def add(a, b):
+    return a - b
 
 
-def _build() -> Path:
-    layer = build_env_layer(CALC_FILES, "calc")
-    atexit.register(discard_env_layer, layer)
-    return layer.path
+def sub(a, b):
+    return a - b
 
 
-@pytest.fixture(scope="session")
-def calc_layer() -> Path:
-    """An env layer folder: /testbed = the calc project in git (add and div are buggy), /venv with pytest."""
-    with _lock:
-        if "calc" not in _built:
-            _built["calc"] = _build()
-        return _built["calc"]
+def mul(a, b):
+    return a * b
+
+
+def div(a, b):
+    return a // b
+"""
+CALC_TESTS = """\
+import pytest
+
+from calc.ops import add, div, mul, sub
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+def test_div():
+    assert div(7, 2) == 3.5
+
+
+def test_sub():
+    assert sub(5, 3) == 2
+
+
+def test_mul():
+    assert mul(4, 3) == 12
+
+
+@pytest.mark.parametrize("a, b", [(1, 2), (0, 0)])
+def test_mul_commutes(a, b):
+    assert mul(a, b) == mul(b, a)
+
+
+class TestMore:
+    def test_sub_negative(self):
+        assert sub(1, 2) == -1
+"""
+CALC_FILES = {
+    "calc/__init__.py": "",
+    "calc/ops.py": CALC_OPS,
+    "tests/test_ops.py": CALC_TESTS,
+    # a hostile-looking but pristine config: the grader must neutralise addopts itself
+    "pytest.ini": "[pytest]\naddopts = -k 'not add'\n",
+    "README.md": "calc\n",
+}
+GOLD_ADD = (
+    "diff --git a/calc/ops.py b/calc/ops.py\n--- a/calc/ops.py\n+++ b/calc/ops.py\n"
+    "@@ -1,5 +1,5 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n \n \n def sub(a, b):\n"
+)
+GOLD_DIV = (
+    "diff --git a/calc/ops.py b/calc/ops.py\n--- a/calc/ops.py\n+++ b/calc/ops.py\n"
+    "@@ -13,2 +13,2 @@ def mul(a, b):\n def div(a, b):\n-    return a // b\n+    return a / b\n"
+)
+
 
 
 CALC_ENV = EnvSpec(source="/fixture/calc", commit="0123456789abcdef")

@@ -2,31 +2,23 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from swebox.envs.actions import Action, ActionConfig
 from swebox.envs.actions_formats import FORMAT_HELP
 from swebox.envs.actions_tools import SUBMITTED_OBSERVATION, ToolRunner
 from swebox.envs.observations import ObservationConfig
+from swebox.envs.sandbox import ExecResult
 
-
-@dataclass
-class Result:
-    output: str
-    exit_code: int | None = 0
-    timed_out: bool = False
-    truncated: bool = False
-    duration_s: float = 0.25
+from tests.envs.fakes import exec_result
 
 
 class ScriptedShell:
     """Answers each exec with the next scripted result (or raises it), recording commands and timeouts."""
 
-    def __init__(self, *results: Result | Exception) -> None:
+    def __init__(self, *results: ExecResult | Exception) -> None:
         self.results = list(results)
         self.calls: list[tuple[str, float | None]] = []
 
-    def exec(self, command: str, timeout: float | None = None) -> Result:
+    def exec(self, command: str, timeout: float | None = None) -> ExecResult:
         self.calls.append((command, timeout))
         result = self.results.pop(0)
         if isinstance(result, Exception):
@@ -41,7 +33,7 @@ class ScriptedShell:
 
 
 def test_bash_reply_runs_with_the_configured_timeout_and_reports_exec_time():
-    shell = ScriptedShell(Result("hello\n", 0))
+    shell = ScriptedShell(exec_result("hello\n", 0))
     runner = ToolRunner(shell, ActionConfig(command_timeout_s=12.5))
     outcome = runner.step("```bash\necho hello\n```")
     assert shell.calls == [("echo hello", 12.5)]
@@ -52,7 +44,7 @@ def test_bash_reply_runs_with_the_configured_timeout_and_reports_exec_time():
 
 
 def test_timeout_is_reported_and_counted_but_not_fatal():
-    shell = ScriptedShell(Result("", None, timed_out=True), Result("ok", 0))
+    shell = ScriptedShell(exec_result("", None, timed_out=True), exec_result("ok", 0))
     runner = ToolRunner(shell)
     first = runner.step("```bash\nsleep 1000\n```")
     assert first.timed_out and first.error is None
@@ -91,7 +83,7 @@ def test_sandbox_failure_is_an_observation_and_an_error_not_an_exception():
 
 
 def test_openai_tool_call_keeps_its_id_for_the_tool_message():
-    shell = ScriptedShell(Result("x", 0))
+    shell = ScriptedShell(exec_result("x", 0))
     message = {
         "role": "assistant",
         "tool_calls": [

@@ -5,22 +5,15 @@ from __future__ import annotations
 
 import posixpath
 import shlex
-from dataclasses import dataclass
 
 import pytest
 from swebox.envs.actions import Action, ActionConfig
 from swebox.envs.actions_tools import ToolRunner
 from swebox.envs.editor import Editor, EditorError, number_lines, split_lines
 from swebox.envs.observations import ObservationConfig
+from swebox.envs.sandbox import ExecResult
 
-
-@dataclass
-class FakeResult:
-    output: str
-    exit_code: int | None = 0
-    timed_out: bool = False
-    truncated: bool = False
-    duration_s: float = 0.001
+from tests.envs.fakes import exec_result
 
 
 class FakeSandbox:
@@ -49,21 +42,21 @@ class FakeSandbox:
         assert posixpath.dirname(path) in self.dirs, f"write into a missing directory: {path}"
         self.files[path] = data.encode() if isinstance(data, str) else data
 
-    def exec(self, command: str, timeout: float | None = None) -> FakeResult:
+    def exec(self, command: str, timeout: float | None = None) -> ExecResult:
         self.commands.append(command)
         words = shlex.split(command)
         if words[0] == "if":
             path = words[3]
             kind = "dir" if path in self.dirs else "file" if path in self.files else "missing"
-            return FakeResult(kind + "\n")
+            return exec_result(kind + "\n")
         if words[:2] == ["mkdir", "-p"]:
             self._add_parents(words[2] + "/x")  # the directory and every missing parent
-            return FakeResult("")
+            return exec_result("")
         if words[:2] == ["rm", "-f"]:
             self.files.pop(words[2], None)
-            return FakeResult("")
+            return exec_result("")
         if words[0] == "find":
-            return FakeResult("".join(p + "\n" for p in self._listing(words[1])))
+            return exec_result("".join(p + "\n" for p in self._listing(words[1])))
         raise AssertionError(f"unexpected command {command!r}")
 
     def _listing(self, root: str) -> list[str]:

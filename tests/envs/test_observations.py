@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 from swebox.envs.observations import (
     ObservationConfig,
@@ -15,14 +13,7 @@ from swebox.envs.observations import (
     turns_left_reminder,
 )
 
-
-@dataclass
-class Result:
-    output: str
-    exit_code: int | None = 0
-    timed_out: bool = False
-    truncated: bool = False
-
+from tests.envs.fakes import exec_result
 
 SMALL = ObservationConfig(max_chars=500, warn_turns_left=2)
 
@@ -73,12 +64,12 @@ def test_turns_left_reminder_only_near_the_limit():
 
 
 def test_render_exec_exact_output_with_exit_code():
-    assert render_exec(Result("a\nb\n", 0), SMALL) == "<returncode>0</returncode>\n<output>\na\nb\n</output>"
-    assert render_exec(Result("", 2), SMALL) == "<returncode>2</returncode>\n<output>\n\n</output>"
+    assert render_exec(exec_result("a\nb\n", 0), SMALL) == "<returncode>0</returncode>\n<output>\na\nb\n</output>"
+    assert render_exec(exec_result("", 2), SMALL) == "<returncode>2</returncode>\n<output>\n\n</output>"
 
 
 def test_render_exec_timeout_says_so_and_the_episode_continues():
-    out = render_exec(Result("partial\n", None, timed_out=True), SMALL, turns_left=5)
+    out = render_exec(exec_result("partial\n", None, timed_out=True), SMALL, turns_left=5)
     assert out == (
         "The command timed out and was killed; the episode continues. Avoid commands that wait for input or "
         "run for long (run them in the background or with a smaller input).\n<output>\npartial\n</output>"
@@ -86,7 +77,7 @@ def test_render_exec_timeout_says_so_and_the_episode_continues():
 
 
 def test_render_exec_notes_sandbox_capped_output_and_adds_the_reminder():
-    out = render_exec(Result("x", 0, truncated=True), SMALL, turns_left=1)
+    out = render_exec(exec_result("x", 0, truncated=True), SMALL, turns_left=1)
     assert out == (
         "<returncode>0</returncode>\n<output>\nx\n</output>\n"
         "[The output passed the sandbox's byte limit: only its head and tail were kept.]\n\n"
@@ -96,7 +87,7 @@ def test_render_exec_notes_sandbox_capped_output_and_adds_the_reminder():
 
 def test_render_exec_long_output_fits_max_chars_exactly_accounted():
     output = "H" * 3000 + "T" * 3000
-    out = render_exec(Result(output, 1), SMALL, turns_left=2)
+    out = render_exec(exec_result(output, 1), SMALL, turns_left=2)
     assert len(out) <= 500
     head = "<returncode>1</returncode>\n<output>\n"
     tail = "\n</output>\n\n[2 turns left. Submit your changes before you run out of turns.]"

@@ -22,7 +22,7 @@ from swebox.envs.layers_resolver import close_shared_caches
 from swebox.envs.skyrl_prepare import prepare
 from swebox.envs.tasks import load
 
-from tests.envs.swe_fixtures import SUBMIT, apply_patch
+from tests.calc import SUBMIT, apply_patch
 
 pytestmark = pytest.mark.e2e
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.envs.swe_fixtures import CALC_ENV, calc_layer, calc_task  # noqa: F401
+from tests.calc import CALC_ENV, calc_task
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "gpu_smoke.sh"
@@ -70,7 +70,7 @@ def test_vllm_needs_a_gpu_and_vllm(model_dir, tmp_path):
 
 @pytest.mark.e2e
 @pytest.mark.timeout(600)
-def test_two_grpo_steps_on_cpu(model_dir, calc_layer, tmp_path):  # noqa: F811
+def test_two_grpo_steps_on_cpu(model_dir, calc_layer, tmp_path):
     from swebox.envs.cache import LayerCache, LayerCacheConfig, LayerStore
 
     store = LayerStore(tmp_path / "corpus" / "layers")

@@ -10,8 +10,6 @@ from pathlib import Path
 import pytest
 from swebox.trainers.cli import add_arguments, gold_replies, summary
 
-from tests.trainers.test_learning import shapes_env  # noqa: F401 - the module-scoped env-layer fixture
-
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="swebox")
@@ -68,7 +66,7 @@ def test_summary_reports_rate_and_breakdown():
 
 
 @pytest.mark.e2e
-def test_eval_gold_resolves_and_empty_does_not(shapes_env, tmp_path, capsys):  # noqa: F811
+def test_eval_gold_resolves_and_empty_does_not(shapes_env, tmp_path, capsys):
     from swebox.envs.cache import EnvSpec
     from swebox.envs.tasks import save_jsonl
 
@@ -93,7 +91,7 @@ def test_eval_gold_resolves_and_empty_does_not(shapes_env, tmp_path, capsys):  #
 
 
 @pytest.mark.e2e
-def test_eval_hf_policy_plays_real_episodes(shapes_env, tmp_path, capsys):  # noqa: F811
+def test_eval_hf_policy_plays_real_episodes(shapes_env, tmp_path, capsys):
     import dataclasses
 
     import torch
@@ -145,7 +143,7 @@ def test_the_terminal_table_keeps_its_columns_with_long_ids():
 
 
 @pytest.mark.e2e
-def test_eval_episodes_end_at_the_episode_time_limit(tmp_path):
+def test_eval_episodes_end_at_the_episode_time_limit(tmp_path, calc_layer):
     """`swebox eval` plays with episode_config(cfg): rollout.episode_timeout_s bounds a whole episode (each
     command is cut to what is left of it), not only each command."""
     import time
@@ -155,11 +153,11 @@ def test_eval_episodes_end_at_the_episode_time_limit(tmp_path):
     from swebox.trainers.config import load_config
     from swebox.trainers.rollout import episode_config
 
-    from tests.envs.swe_fixtures import _build, bash, calc_task
+    from tests.calc import bash, calc_task
 
     cfg = load_config(None, ["rollout.episode_timeout_s=4", "env.max_turns=50", "env.command_timeout_s=30"])
     started = time.monotonic()
-    with group(calc_task(), 1, layers=[_build()], config=episode_config(cfg)) as g:
+    with group(calc_task(), 1, layers=[calc_layer], config=episode_config(cfg)) as g:
         out = play_text_episode(g[0], lambda messages: bash("sleep 3"), cfg.env.max_turns)
     assert out["reason"] == "time_limit" and out["num_turns"] <= 3
     assert time.monotonic() - started < 60  # 50 turns of `sleep 3` would take 150 s

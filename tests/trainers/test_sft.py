@@ -24,7 +24,7 @@ from swebox.trainers.sft_data import (
 )
 from swebox.trainers.tiny import build_builtin_tokenizer, build_model
 
-from tests.trainers.test_learning import BUGGY, ORDER, shapes_env  # noqa: F401
+from tests.trainers.shapes import BUGGY, ORDER
 
 TINY = ["model.hidden_size=32", "model.num_layers=1", "model.num_heads=2", "model.num_kv_heads=2",
         "model.intermediate_size=64"]
@@ -150,7 +150,7 @@ def test_sft_loss_is_the_nll_of_the_model_tokens(tok):
 
 @pytest.mark.e2e
 @pytest.mark.timeout(600)
-def test_sft_on_gold_episodes_and_on_eval_records(shapes_env, tmp_path):  # noqa: F811
+def test_sft_on_gold_episodes_and_on_eval_records(shapes_env, tmp_path):
     """Expert episodes in real sandboxes: the gold patch resolves and is kept, a wrong patch is not; then SFT
     learns them (loss falls), writes metrics, a checkpoint and a policy folder; eval records train too."""
     from swebox.trainers.rollout import swe_episode_factory
@@ -187,7 +187,7 @@ def test_sft_on_gold_episodes_and_on_eval_records(shapes_env, tmp_path):  # noqa
 
 @pytest.mark.e2e
 @pytest.mark.timeout(600)
-def test_swebox_sft_on_eval_records_keeps_the_resolved(shapes_env, tmp_path, capsys):  # noqa: F811
+def test_swebox_sft_on_eval_records_keeps_the_resolved(shapes_env, tmp_path, capsys):
     """`swebox eval --out` records (gold: resolved, empty: not) -> `swebox sft --data`: rejection sampling."""
     import os
 

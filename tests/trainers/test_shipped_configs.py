@@ -11,7 +11,7 @@ from swebox.trainers.config import load_config
 from swebox.trainers.rollout import swe_episode_factory
 from swebox.trainers.trainer import Trainer
 
-from tests.envs.swe_fixtures import calc_layer, calc_task  # noqa: F401
+from tests.calc import calc_task
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 CPU_CONFIGS = sorted(p.name for p in CONFIGS.glob("*.yaml")
@@ -45,7 +45,7 @@ def test_the_cpu_configs_are_found():
 @pytest.mark.e2e
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("name", CPU_CONFIGS)
-def test_a_step_of_each_cpu_config_trains_on_real_tokens(name, calc_layer, tmp_path):  # noqa: F811
+def test_a_step_of_each_cpu_config_trains_on_real_tokens(name, calc_layer, tmp_path):
     # only the batch is made smaller (one group of 4), every setting that decides masking is the config's own
     cfg = load_config(CONFIGS / name, [
         "total_steps=1", "rollout.tasks_per_step=1", "rollout.group_size=4", "optim.micro_batch_size=4",

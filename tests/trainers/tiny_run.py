@@ -15,8 +15,7 @@ from swebox.trainers.generation import Generated
 from swebox.trainers.rollout import LocalWorkerPool, swe_episode_factory
 from swebox.trainers.trainer import Trainer
 
-from tests.envs.swe_fixtures import GOLD, SUBMIT, apply_patch, bash, calc_task
-from tests.envs.tasks.conftest import GOLD_DIV
+from tests.calc import GOLD, GOLD_DIV, SUBMIT, apply_patch, bash, calc_task
 
 WRONG_ADD = GOLD.replace("+    return a + b", "+    return a * b")
 SCRIPTS = {
