@@ -280,7 +280,7 @@ class EnvConfig:
     max_turns: int = 8
     """Model turns per episode before it is ended."""
     action_format: Literal["bash_block", "xml_function", "json_tool_call"] = "bash_block"
-    """How model text becomes actions (the styles of swebox.envs.actions)."""
+    """How model text becomes actions (the styles of swebox.envs.agent.actions)."""
     command_timeout_s: float = 30.0
     """Limit of one shell command in the sandbox."""
     grade_timeout_s: float = 300.0

@@ -28,7 +28,7 @@ from swebox.trainers.config import TrainConfig
 from swebox.trainers.generation import GenerationBackend, make_backend
 from swebox.trainers.trajectories import turn_record
 
-# the reply that submits in each action style (swebox.envs.actions): used to end an overflowing episode
+# the reply that submits in each action style (swebox.envs.agent.actions): used to end an overflowing episode
 SUBMIT_REPLIES = {
     "bash_block": "```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```",
     "xml_function": "<function=submit></function>",

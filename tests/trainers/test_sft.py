@@ -9,7 +9,7 @@ import json
 
 import pytest
 import torch
-from swebox.envs.actions import ActionConfig, parse_action
+from swebox.envs.agent.actions import ActionConfig, parse_action
 from swebox.envs.tasks import Task
 from swebox.trainers.config import load_config
 from swebox.trainers.learner import Learner, make_batch

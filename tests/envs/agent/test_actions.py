@@ -6,8 +6,8 @@ import json
 import random
 
 import pytest
-from swebox.envs.actions import Action, ActionConfig, FormatError, parse_action
-from swebox.envs.actions_formats import FORMAT_HELP, TOOL_PARAMETERS, TOOL_SCHEMAS
+from swebox.envs.agent.actions import Action, ActionConfig, FormatError, parse_action
+from swebox.envs.agent.formats import FORMAT_HELP, TOOL_PARAMETERS, TOOL_SCHEMAS
 
 BASH = ActionConfig()
 XML = ActionConfig(style="xml_function")

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from swebox.envs.actions_formats import FORMAT_HELP, SUBMIT_SENTINEL, TOOL_PARAMETERS
+from swebox.envs.agent.formats import FORMAT_HELP, SUBMIT_SENTINEL, TOOL_PARAMETERS
 
 ActionStyle = Literal["bash_block", "xml_function", "json_tool_call"]
 STYLES: tuple[str, ...] = ("bash_block", "xml_function", "json_tool_call")

@@ -1,5 +1,5 @@
-"""Running one turn's reply: parse it into an action (``swebox.envs.actions``), run the tool in the sandbox,
-and render the observation (``swebox.envs.observations``). An episode owns one ``ToolRunner``; it keeps the
+"""Running one turn's reply: parse it into an action (``swebox.envs.agent.actions``), run the tool in the sandbox,
+and render the observation (``swebox.envs.agent.observations``). An episode owns one ``ToolRunner``; it keeps the
 editor's undo history for the episode's lifetime.
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from swebox.envs.actions import Action, ActionConfig, FormatError, parse_action
-from swebox.envs.editor import Editor, EditorError, SandboxFiles
-from swebox.envs.observations import ObservationConfig, fit, render_exec
+from swebox.envs.agent.actions import Action, ActionConfig, FormatError, parse_action
+from swebox.envs.agent.editor import Editor, EditorError, SandboxFiles
+from swebox.envs.agent.observations import ObservationConfig, fit, render_exec
 
 SUBMITTED_OBSERVATION = "Your changes have been submitted."
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from swebox.envs.observations import (
+from swebox.envs.agent.observations import (
     ObservationConfig,
     clean_text,
     cut_marker,
@@ -13,7 +13,7 @@ from swebox.envs.observations import (
     turns_left_reminder,
 )
 
-from tests.envs.fakes import exec_result
+from tests.envs.agent.fakes import exec_result
 
 SMALL = ObservationConfig(max_chars=500, warn_turns_left=2)
 

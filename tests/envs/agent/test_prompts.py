@@ -6,9 +6,9 @@ import json
 import re
 
 import pytest
-from swebox.envs.actions import Action, ActionConfig, parse_action
-from swebox.envs.actions_formats import FORMAT_HELP, TOOL_SCHEMAS
-from swebox.envs.actions_prompts import system_prompt, task_prompt
+from swebox.envs.agent.actions import Action, ActionConfig, parse_action
+from swebox.envs.agent.formats import FORMAT_HELP, TOOL_SCHEMAS
+from swebox.envs.agent.prompts import system_prompt, task_prompt
 
 
 @pytest.mark.parametrize("style", ["bash_block", "xml_function", "json_tool_call"])

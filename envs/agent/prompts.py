@@ -4,8 +4,8 @@ task prompt with the problem statement, where the repository is, and how to subm
 
 from __future__ import annotations
 
-from swebox.envs.actions import STYLES
-from swebox.envs.actions_formats import FORMAT_HELP, tools_json
+from swebox.envs.agent.actions import STYLES
+from swebox.envs.agent.formats import FORMAT_HELP, tools_json
 
 
 def system_prompt(style: str) -> str:

@@ -14,7 +14,7 @@ import re
 import shlex
 from typing import Any, Protocol
 
-from swebox.envs.observations import ExecResultLike
+from swebox.envs.agent.observations import ExecResultLike
 
 SNIPPET_CONTEXT = 4
 """Lines shown above and below an edit in the confirmation snippet."""
@@ -56,7 +56,7 @@ class Editor:
         self._history: dict[str, list[bytes | None]] = {}
 
     def run(self, arguments: dict[str, Any]) -> str:
-        """Run one validated ``str_replace_editor`` call (see ``swebox.envs.actions``); returns its output."""
+        """Run one validated ``str_replace_editor`` call (see ``swebox.envs.agent.actions``); returns its output."""
         command = arguments["command"]
         path = self._absolute(arguments["path"])
         if command == "view":

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from swebox.envs.actions import Action, ActionConfig
-from swebox.envs.actions_formats import FORMAT_HELP
-from swebox.envs.actions_tools import SUBMITTED_OBSERVATION, ToolRunner
-from swebox.envs.observations import ObservationConfig
+from swebox.envs.agent.actions import Action, ActionConfig
+from swebox.envs.agent.formats import FORMAT_HELP
+from swebox.envs.agent.observations import ObservationConfig
+from swebox.envs.agent.tools import SUBMITTED_OBSERVATION, ToolRunner
 from swebox.envs.sandbox import ExecResult
 
-from tests.envs.fakes import exec_result
+from tests.envs.agent.fakes import exec_result
 
 
 class ScriptedShell:

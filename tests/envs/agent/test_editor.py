@@ -7,13 +7,13 @@ import posixpath
 import shlex
 
 import pytest
-from swebox.envs.actions import Action, ActionConfig
-from swebox.envs.actions_tools import ToolRunner
-from swebox.envs.editor import Editor, EditorError, number_lines, split_lines
-from swebox.envs.observations import ObservationConfig
+from swebox.envs.agent.actions import Action, ActionConfig
+from swebox.envs.agent.editor import Editor, EditorError, number_lines, split_lines
+from swebox.envs.agent.observations import ObservationConfig
+from swebox.envs.agent.tools import ToolRunner
 from swebox.envs.sandbox import ExecResult
 
-from tests.envs.fakes import exec_result
+from tests.envs.agent.fakes import exec_result
 
 
 class FakeSandbox:

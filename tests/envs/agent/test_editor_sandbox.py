@@ -7,10 +7,10 @@ import json
 import os
 
 import pytest
-from swebox.envs.actions import Action, ActionConfig
-from swebox.envs.actions_tools import ToolRunner
-from swebox.envs.editor import Editor, EditorError
-from swebox.envs.observations import ObservationConfig
+from swebox.envs.agent.actions import Action, ActionConfig
+from swebox.envs.agent.editor import Editor, EditorError
+from swebox.envs.agent.observations import ObservationConfig
+from swebox.envs.agent.tools import ToolRunner
 from swebox.envs.sandbox import Sandbox, SandboxPolicy
 
 BUGGY = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
