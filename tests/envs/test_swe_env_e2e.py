@@ -32,7 +32,7 @@ def synth_dir(tmp_path_factory) -> Path:
     given = os.environ.get("SWEBOX_E2E_SYNTH_DIR")
     if given:
         return Path(given)
-    from swebox.envs.tasks import synth_cli
+    from swebox.envs.tasks.synth import cli as synth_cli
 
     out = tmp_path_factory.mktemp("synth") / "out"
     parser = argparse.ArgumentParser()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from swebox.envs.tasks.statement import Failure, problem_statement
+from swebox.envs.tasks.synth.statement import Failure, problem_statement
 from swebox.trainers.config import load_config
 from swebox.trainers.rollout import swe_episode_factory
 from swebox.trainers.trainer import Trainer
@@ -25,7 +25,7 @@ def failure(test: str, call: str, message: str) -> Failure:
     return Failure(test, message, details)
 
 
-# the calc task's statement as `swebox tasks synth` writes statements (envs/tasks/statement.py): the listed tests,
+# the calc task's statement as `swebox tasks synth` writes statements (envs/tasks/synth/statement.py): the listed tests,
 # three of them detailed; as long as the demo corpus's longest (toolz: 1,662 characters, 1,649 prompt tokens)
 STATEMENT = problem_statement("calc-0.1", [
     failure(f"tests/test_ops.py::TestAddition::test_add_of_consecutive_ints_{k}", f"add({k}, {k + 1}) == {2 * k + 1}",

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from swebox.envs.tasks.mutations import Mutation, mutations
 from swebox.envs.tasks.schema import Task
-from swebox.envs.tasks.synth import (
+from swebox.envs.tasks.synth.mutations import Mutation, mutations
+from swebox.envs.tasks.synth.pipeline import (
     Journal,
     SynthConfig,
     fix_diff,
@@ -18,8 +18,8 @@ from swebox.envs.tasks.synth import (
     stable_tests,
     synthesize,
 )
-from swebox.envs.tasks.synth_recipe import ProjectRecipe
-from swebox.envs.tasks.synth_runner import RunResult
+from swebox.envs.tasks.synth.recipe import ProjectRecipe
+from swebox.envs.tasks.synth.runner import RunResult
 
 HOST_SITE = Path(sys.prefix) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
 SYSTEM_PYTHON = Path("/usr/bin/python3.11")
@@ -275,7 +275,7 @@ def test_synthesised_ids_of_inherited_unittest_classes_are_gradable(tmp_path):
 
 def test_flaky_and_hanging_candidates_are_rejected(tmp_path, fixture_env):
     """A mutant that hangs is killed by the timeout and rejected, not kept."""
-    from swebox.envs.tasks.synth import ProjectSynth
+    from swebox.envs.tasks.synth.pipeline import ProjectSynth
 
     recipe = ProjectRecipe(
         name="calc", repo_path=str(fixture_env.layer / "testbed"), tests=("tests",), max_tasks=1, timeout_s=60
@@ -284,7 +284,7 @@ def test_flaky_and_hanging_candidates_are_rejected(tmp_path, fixture_env):
     synth = ProjectSynth(recipe, fixture_env, config, Journal(tmp_path / "out"))
     sb = fixture_env.sandbox()
     try:
-        from swebox.envs.tasks.synth_runner import SandboxRunner
+        from swebox.envs.tasks.synth.runner import SandboxRunner
 
         runner = SandboxRunner(sb)
         assert synth._prepare(runner)
@@ -295,7 +295,7 @@ def test_flaky_and_hanging_candidates_are_rejected(tmp_path, fixture_env):
             technique = "remove_loop"
 
             def candidate(self):
-                from swebox.envs.tasks.mutations import Candidate
+                from swebox.envs.tasks.synth.mutations import Candidate
 
                 return Candidate("remove_loop", "calc/core.py", "mean", 14, 16, hang)
 

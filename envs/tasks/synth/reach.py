@@ -12,7 +12,7 @@ import ast
 from collections.abc import Callable, Iterable
 from pathlib import PurePosixPath
 
-from swebox.envs.tasks.mutations import is_test_file
+from swebox.envs.tasks.synth.mutations import is_test_file
 
 
 def module_names(path: str) -> list[str]:

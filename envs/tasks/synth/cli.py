@@ -1,4 +1,4 @@
-"""``swebox tasks synth``: synthesise validated tasks from real projects (see envs/tasks/synth.py).
+"""``swebox tasks synth``: synthesise validated tasks from real projects (see envs/tasks/synth/pipeline.py).
 
     swebox tasks synth (--project toolz==1.2.0 | --repo /path/to/git | --recipe configs/corpus/default.yaml)
                        --out DIR [--max-tasks N] [--jobs N] [--seed N] [--tests PATH ...] [--max-candidates N]
@@ -54,7 +54,7 @@ def recipes_from_args(args: argparse.Namespace) -> list:
     """The projects the command line names."""
     import shlex
 
-    from swebox.envs.tasks.synth_recipe import load_recipe, project_from_repo, project_from_requirement
+    from swebox.envs.tasks.synth.recipe import load_recipe, project_from_repo, project_from_requirement
 
     if args.recipe:
         return load_recipe(args.recipe)
@@ -70,8 +70,8 @@ def recipes_from_args(args: argparse.Namespace) -> list:
 
 def run(args: argparse.Namespace) -> int:
     """Run synthesis; prints one summary line per project and a JSON summary; exit 1 if any project failed."""
-    from swebox.envs.tasks.synth import Journal, SynthConfig, synthesize
-    from swebox.envs.tasks.synth_env import CacheEnvironments
+    from swebox.envs.tasks.synth.env import CacheEnvironments
+    from swebox.envs.tasks.synth.pipeline import Journal, SynthConfig, synthesize
     from tqdm import tqdm
 
     recipes = recipes_from_args(args)

@@ -6,11 +6,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from swebox.envs.tasks.synth_recipe import ProjectRecipe, find_test_paths, load_recipe
+from swebox.envs.tasks.synth.recipe import ProjectRecipe, find_test_paths, load_recipe
 
 
 def test_recipe_loads_the_default_corpus():
-    projects = load_recipe(Path(__file__).resolve().parents[3] / "configs" / "corpus" / "default.yaml")
+    projects = load_recipe(Path(__file__).resolve().parents[4] / "configs" / "corpus" / "default.yaml")
     assert len(projects) >= 10
     assert all(p.version and p.tests for p in projects)
     pydash = next(p for p in projects if p.name == "pydash")

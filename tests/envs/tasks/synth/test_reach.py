@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from swebox.envs.tasks.synth_reach import Reach, closure, import_graph, imported_names, module_names
+from swebox.envs.tasks.synth.reach import Reach, closure, import_graph, imported_names, module_names
 
 
 def test_module_names_plain_and_src_layout():

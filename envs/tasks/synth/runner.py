@@ -13,8 +13,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from swebox.envs.tasks.junit import PASSING, parse_junit
-from swebox.envs.tasks.mutations import is_test_file
-from swebox.envs.tasks.statement import junit_details
+from swebox.envs.tasks.synth.mutations import is_test_file
+from swebox.envs.tasks.synth.statement import junit_details
 from swebox.envs.tasks.testids import file_of_test, junit_key, node_id_from_junit
 
 RUN_DIR = "/swebox/run"

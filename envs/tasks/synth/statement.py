@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from swebox.envs.tasks.mutations import is_test_file
+from swebox.envs.tasks.synth.mutations import is_test_file
 from swebox.envs.tasks.testids import Key
 
 MAX_LISTED = 10

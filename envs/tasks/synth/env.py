@@ -13,7 +13,7 @@ from swebox.envs.cache import LayerCache, LayerCacheConfig, LayerStore
 from swebox.envs.cache.builder import build_env
 from swebox.envs.cache.task_layer import build_task_layer
 from swebox.envs.sandbox import Sandbox, SandboxPolicy
-from swebox.envs.tasks.synth_recipe import ProjectRecipe
+from swebox.envs.tasks.synth.recipe import ProjectRecipe
 
 LAYERS_DIR = "layers"
 """Sub-folder of the synthesis output that holds the LayerStore (env and task layers)."""

@@ -7,7 +7,7 @@ import sys
 import textwrap
 
 import pytest
-from swebox.envs.tasks.statement import (
+from swebox.envs.tasks.synth.statement import (
     Failure,
     frames_in_tests,
     hidden_lines,

@@ -26,12 +26,12 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Protocol
 
-from swebox.envs.tasks.mutations import Candidate, Mutation, is_mutable_path, mutations
 from swebox.envs.tasks.schema import Task
-from swebox.envs.tasks.statement import Failure, problem_statement
-from swebox.envs.tasks.synth_reach import Reach
-from swebox.envs.tasks.synth_recipe import ProjectRecipe, find_test_paths
-from swebox.envs.tasks.synth_runner import RunResult, SandboxRunner
+from swebox.envs.tasks.synth.mutations import Candidate, Mutation, is_mutable_path, mutations
+from swebox.envs.tasks.synth.reach import Reach
+from swebox.envs.tasks.synth.recipe import ProjectRecipe, find_test_paths
+from swebox.envs.tasks.synth.runner import RunResult, SandboxRunner
+from swebox.envs.tasks.synth.statement import Failure, problem_statement
 from swebox.envs.tasks.testids import file_of_test
 
 TASKS_FILE = "tasks.jsonl"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from swebox.envs.tasks.mutations import (
+from swebox.envs.tasks.synth.mutations import (
     TECHNIQUES,
     is_generated,
     is_test_file,

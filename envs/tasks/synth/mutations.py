@@ -2,7 +2,7 @@
 
 ``mutate_source(source)`` lists every candidate bug of one module: each is the module's full new source plus
 the technique, the qualified name of the function or class it lives in and the line span it touches. Which
-nodes are eligible is decided in ``mutations_sites.py``; this module applies the sites, renders the code,
+nodes are eligible is decided in ``sites.py``; this module applies the sites, renders the code,
 drops candidates that do not compile or change nothing, and deduplicates identical outputs.
 
 Candidates are deterministic for a given seed (only ``shuffle_statements`` draws random numbers) and are
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
-from swebox.envs.tasks.mutations_sites import Site, SiteCollector
+from swebox.envs.tasks.synth.sites import Site, SiteCollector
 
 TECHNIQUES = (
     "change_binary_operator",
