@@ -54,8 +54,8 @@ def run(args: argparse.Namespace) -> int:
     from swebox.envs.swe_env import EpisodeConfig, first_messages
     from swebox.trainers.cli import gold_replies
     from swebox.trainers.config import load_config
+    from swebox.trainers.models import build_builtin_tokenizer
     from swebox.trainers.rollout import RolloutWorker, episode_config, prompt_ids, swe_episode_factory
-    from swebox.trainers.tiny import build_builtin_tokenizer
 
     tasks, source = bench_tasks(args)
     tokenizer = build_builtin_tokenizer()

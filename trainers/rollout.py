@@ -337,7 +337,7 @@ class RolloutWorker:
                  model: Any | None = None, tokenizer: Any | None = None,
                  backend: GenerationBackend | None = None) -> None:
         """``backend`` given (a generation server's client): no policy of its own is built or loaded."""
-        from swebox.trainers.tiny import build_model, build_tokenizer
+        from swebox.trainers.models import build_model, build_tokenizer
 
         self.cfg = cfg
         self.tokenizer = tokenizer if tokenizer is not None else build_tokenizer(cfg.model)

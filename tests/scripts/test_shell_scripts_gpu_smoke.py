@@ -25,7 +25,7 @@ def model_dir(tmp_path) -> Path:
     """A small local causal LM folder: the tiny random policy and the builtin tokenizer, as save_pretrained."""
     import torch
     from swebox.trainers.config import ModelConfig
-    from swebox.trainers.tiny import build_model, build_tokenizer
+    from swebox.trainers.models import build_model, build_tokenizer
 
     torch.manual_seed(0)
     cfg = ModelConfig(init="random", tokenizer="builtin", num_kv_heads=2)

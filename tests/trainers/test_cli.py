@@ -98,7 +98,7 @@ def test_eval_hf_policy_plays_real_episodes(shapes_env, tmp_path, capsys):
     from swebox.envs.cache import EnvSpec
     from swebox.envs.tasks import save_jsonl
     from swebox.trainers.config import ModelConfig
-    from swebox.trainers.tiny import build_builtin_tokenizer, build_model
+    from swebox.trainers.models import build_builtin_tokenizer, build_model
 
     layer, tasks, _ = shapes_env
     env = EnvSpec(source="/fixture/shapes", commit="0123456789abcdef")

@@ -201,8 +201,8 @@ class ReplyBackend:
 def test_real_swe_episodes_multi_turn_alignment_and_rewards(shapes_env, tmp_path):
     """swe_episode_factory: groups forked from one start, three turns, real observations, real grading."""
     from swebox.trainers.config import load_config
+    from swebox.trainers.models import build_builtin_tokenizer
     from swebox.trainers.rollout import RolloutWorker, observation_delta_ids, swe_episode_factory
-    from swebox.trainers.tiny import build_builtin_tokenizer
 
     layer, tasks, _ = shapes_env
     layers = [layer.path, _candidate_layer(tmp_path, layer, tasks, shapes_env[2])]

@@ -6,6 +6,7 @@ import pytest
 from swebox.envs.swe_env import StepResult
 from swebox.trainers.config import TrainConfig, load_config
 from swebox.trainers.generation import Generated
+from swebox.trainers.models import build_builtin_tokenizer
 from swebox.trainers.rollout import (
     LocalWorkerPool,
     Trajectory,
@@ -13,7 +14,6 @@ from swebox.trainers.rollout import (
     play_episode,
     prompt_ids,
 )
-from swebox.trainers.tiny import build_builtin_tokenizer
 
 from tests.calc import calc_task
 

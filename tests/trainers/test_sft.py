@@ -13,6 +13,7 @@ from swebox.envs.agent.actions import ActionConfig, parse_action
 from swebox.envs.tasks import Task
 from swebox.trainers.config import load_config
 from swebox.trainers.learner import Learner, make_batch
+from swebox.trainers.models import build_builtin_tokenizer, build_model
 from swebox.trainers.rollout import observation_delta_ids
 from swebox.trainers.sft_data import (
     ScriptedBackend,
@@ -22,7 +23,6 @@ from swebox.trainers.sft_data import (
     record_trajectories,
     trajectory_from_messages,
 )
-from swebox.trainers.tiny import build_builtin_tokenizer, build_model
 
 from tests.trainers.shapes import BUGGY, ORDER
 
@@ -177,7 +177,7 @@ def test_sft_on_gold_episodes_and_on_eval_records(shapes_env, tmp_path):
     assert (result.policy / "config.json").exists() and (result.policy / "tokenizer.json").exists()
     # the fine-tuned folder is a policy GRPO and eval start from: model.init=pretrained model.path=...
     start = load_config(None, ["model.init=pretrained", f"model.path={result.policy}"])
-    from swebox.trainers.tiny import build_tokenizer
+    from swebox.trainers.models import build_tokenizer
 
     again = build_tokenizer(start.model)
     assert again.encode("git apply") == build_builtin_tokenizer().encode("git apply")

@@ -14,8 +14,8 @@ import torch
 from swebox.envs.swe_env import StepResult
 from swebox.trainers.config import load_config
 from swebox.trainers.learner import Learner, make_batch, token_logprobs
+from swebox.trainers.models import build_builtin_tokenizer, build_model
 from swebox.trainers.rollout import Trajectory
-from swebox.trainers.tiny import build_builtin_tokenizer, build_model
 from swebox.trainers.tracking import STEP_METRICS, read_metrics
 from swebox.trainers.trainer import TaskSampler, Trainer, union_seconds
 

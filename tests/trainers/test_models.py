@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 from swebox.trainers.config import ModelConfig
-from swebox.trainers.tiny import build_builtin_tokenizer, build_model, build_tokenizer, num_parameters
+from swebox.trainers.models import build_builtin_tokenizer, build_model, build_tokenizer, num_parameters
 
 
 def test_builtin_tokenizer_round_trips_any_text_and_has_chatml():
@@ -22,7 +22,7 @@ def test_builtin_tokenizer_round_trips_any_text_and_has_chatml():
 
 
 def test_builtin_tokenizer_is_the_same_in_every_process():
-    code = ("from swebox.trainers.tiny import build_builtin_tokenizer as b; import hashlib; "
+    code = ("from swebox.trainers.models import build_builtin_tokenizer as b; import hashlib; "
             "print(hashlib.sha256(b().backend_tokenizer.to_str().encode()).hexdigest())")
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
             for _ in range(2)}
