@@ -3,8 +3,13 @@ ORDER (the fix of task i at position ORDER[i][0]); its env layer is tests/traine
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import subprocess
 from pathlib import Path
+
+from swebox.envs.cache import EnvSpec
+from swebox.envs.tasks import save_jsonl
 
 K = 4
 BUGGY = {  # function -> (buggy body, [candidate bodies]); candidate CORRECT[i] of task i is the fix
@@ -57,3 +62,17 @@ def candidate_diffs(tmp: Path) -> dict[str, list[str]]:
         _git(repo, "checkout", "-q", "--", ".")
         out[name] = diffs
     return out
+
+
+SHAPES_ENV = EnvSpec(source="/fixture/shapes", commit="0123456789abcdef")
+"""A stand-in env spec: its key names the shapes layer's folder in a layer-dirs folder."""
+
+
+def shapes_files(shapes_env, folder: Path, count: int) -> Path:
+    """The first ``count`` shapes tasks (env SHAPES_ENV) written to folder/tasks.jsonl, next to folder/layers: a
+    layer-dirs folder holding the env layer under its key (what ``swebox eval --layers`` takes)."""
+    layer, tasks, _ = shapes_env
+    (folder / "layers").mkdir()
+    os.symlink(layer.path, folder / "layers" / SHAPES_ENV.key())
+    save_jsonl([dataclasses.replace(t, env=SHAPES_ENV) for t in tasks[:count]], folder / "tasks.jsonl")
+    return folder / "layers"

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
 import pytest
 from swebox.trainers.cli import add_arguments, gold_replies, summary
+
+from tests.trainers.shapes import shapes_files
 
 
 def parser() -> argparse.ArgumentParser:
@@ -67,17 +68,8 @@ def test_summary_reports_rate_and_breakdown():
 
 @pytest.mark.e2e
 def test_eval_gold_resolves_and_empty_does_not(shapes_env, tmp_path, capsys):
-    from swebox.envs.cache import EnvSpec
-    from swebox.envs.tasks import save_jsonl
-
-    layer, tasks, _ = shapes_env
-    env = EnvSpec(source="/fixture/shapes", commit="0123456789abcdef")
-    dirs = tmp_path / "layers"
-    dirs.mkdir()
-    os.symlink(layer.path, dirs / env.key())
-    import dataclasses
-
-    save_jsonl([dataclasses.replace(t, env=env) for t in tasks[:2]], tmp_path / "tasks.jsonl")
+    _, tasks, _ = shapes_env
+    dirs = shapes_files(shapes_env, tmp_path, 2)
     for policy, expected in (("gold", "resolved 2/2"), ("empty", "resolved 0/2")):
         out = tmp_path / f"{policy}.jsonl"
         args = parser().parse_args(["eval", "--tasks", str(tmp_path / "tasks.jsonl"), "--policy", policy,
@@ -92,20 +84,11 @@ def test_eval_gold_resolves_and_empty_does_not(shapes_env, tmp_path, capsys):
 
 @pytest.mark.e2e
 def test_eval_hf_policy_plays_real_episodes(shapes_env, tmp_path, capsys):
-    import dataclasses
-
     import torch
-    from swebox.envs.cache import EnvSpec
-    from swebox.envs.tasks import save_jsonl
     from swebox.trainers.config import ModelConfig
     from swebox.trainers.models import build_builtin_tokenizer, build_model
 
-    layer, tasks, _ = shapes_env
-    env = EnvSpec(source="/fixture/shapes", commit="0123456789abcdef")
-    dirs = tmp_path / "layers"
-    dirs.mkdir()
-    os.symlink(layer.path, dirs / env.key())
-    save_jsonl([dataclasses.replace(tasks[0], env=env)], tmp_path / "tasks.jsonl")
+    dirs = shapes_files(shapes_env, tmp_path, 1)
     tok = build_builtin_tokenizer()
     torch.manual_seed(0)
     build_model(ModelConfig(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=2), tok).save_pretrained(

@@ -24,7 +24,7 @@ from swebox.trainers.sft_data import (
     trajectory_from_messages,
 )
 
-from tests.trainers.shapes import BUGGY, ORDER
+from tests.trainers.shapes import BUGGY, ORDER, shapes_files
 
 TINY = ["model.hidden_size=32", "model.num_layers=1", "model.num_heads=2", "model.num_kv_heads=2",
         "model.intermediate_size=64"]
@@ -189,19 +189,10 @@ def test_sft_on_gold_episodes_and_on_eval_records(shapes_env, tmp_path):
 @pytest.mark.timeout(600)
 def test_swebox_sft_on_eval_records_keeps_the_resolved(shapes_env, tmp_path, capsys):
     """`swebox eval --out` records (gold: resolved, empty: not) -> `swebox sft --data`: rejection sampling."""
-    import os
-
-    from swebox.envs.cache import EnvSpec
-    from swebox.envs.tasks import save_jsonl
     from swebox.scripts.cli import main
     from swebox.trainers.tracking import read_metrics
 
-    layer, tasks, _ = shapes_env
-    env = EnvSpec(source="/fixture/shapes", commit="0123456789abcdef")
-    dirs = tmp_path / "layers"
-    dirs.mkdir()
-    os.symlink(layer.path, dirs / env.key())
-    save_jsonl([dataclasses.replace(t, env=env) for t in tasks[:2]], tmp_path / "tasks.jsonl")
+    dirs = shapes_files(shapes_env, tmp_path, 2)
     for policy in ("gold", "empty"):
         assert main(["eval", "--tasks", str(tmp_path / "tasks.jsonl"), "--policy", policy, "--layers", str(dirs),
                      "--out", str(tmp_path / f"{policy}.jsonl")]) == 0
