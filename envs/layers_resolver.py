@@ -189,7 +189,8 @@ def _resolve(task: Task, source: LayerSource) -> tuple[str, list[tuple[str, str]
                 raise _missing(task, kind, key, source.dirs, source)
         return "", keys
     image = image_of(task)
-    keys = [] if image else _layer_keys(task)  # a task with neither image nor env: its own error comes first
+    if not image:
+        _layer_keys(task)  # a task with neither image nor env: its own error comes before the store's
     _check_store(source.store_root)
     store = LayerStore(source.store_root)
     if image and (get_image(store, image) is not None or task.env is None):
