@@ -10,9 +10,9 @@ from typing import Any
 
 import gymnasium as gym
 from gymnasium import spaces
+from swebox.envs.agent.observations import truncate_middle
 from swebox.envs.episode_state import StartState
 from swebox.envs.layers_resolver import LayerSource, TaskLayers, acquire_layers
-from swebox.envs.observations import truncate_middle
 from swebox.envs.swe_env import EpisodeConfig, SWEEpisode
 from swebox.envs.tasks.schema import Task
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from swebox.envs.cache import LayerCache, LayerCacheConfig, LayerHandle, LayerStore
 from swebox.envs.cache.images import acquire_image, get_image, image_sandbox
+from swebox.envs.sandbox.strict import strict_from_dict
 from swebox.envs.tasks.schema import Task
 
 DEFAULT_STORE = "runs/layers"
@@ -47,7 +48,6 @@ def task_images(tasks) -> dict[str, str]:
     return {task.instance_id: image_of(task) for task in tasks if image_of(task)}
 
 
-
 def store_beside(tasks_file: str | os.PathLike) -> str:
     """The layer store next to a task file (``swebox tasks synth --out DIR`` writes DIR/tasks.jsonl and
     DIR/layers), or '' when there is none."""
@@ -55,6 +55,7 @@ def store_beside(tasks_file: str | os.PathLike) -> str:
         return ""
     beside = Path(tasks_file).absolute().parent / "layers"
     return str(beside) if (beside / "manifests").is_dir() else ""
+
 
 @dataclass
 class LayerSource:
@@ -91,14 +92,7 @@ class LayerSource:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | LayerSource | None) -> LayerSource:
-        if isinstance(data, LayerSource):
-            return data
-        data = dict(data or {})
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"LayerSource: unknown keys {unknown}; expected a subset of {sorted(known)}.")
-        return cls(**data)
+        return strict_from_dict(cls, data or {})
 
 
 @dataclass
@@ -184,84 +178,60 @@ def _check_store(root: Path) -> None:
                             "or $SWEBOX_LAYER_STORE).")
 
 
+def _resolve(task: Task, source: LayerSource) -> tuple[str, list[tuple[str, str]]]:
+    """What the task runs on: its container image ('' for none) and the (kind, key) layers to hold above it,
+    each one checked present, or LayersMissing saying how to make it. A task whose row names an image runs in
+    it when the store has the image (or the task has no env); layer dirs (``source.dirs``) hold no images."""
+    if source.dirs:
+        keys = _layer_keys(task)
+        for kind, key in keys:
+            if not (Path(source.dirs) / key).is_dir():
+                raise _missing(task, kind, key, source.dirs, source)
+        return "", keys
+    image = image_of(task)
+    if not image:
+        _layer_keys(task)  # a task with neither image nor env: its own error comes before the store's
+    _check_store(source.store_root)
+    store = LayerStore(source.store_root)
+    if image and (get_image(store, image) is not None or task.env is None):
+        if get_image(store, image) is None:
+            raise LayersMissing(f"task {task.instance_id}: its image {image} is not in the layer store "
+                                f"{source.store_root}; pull it with:\n    swebox cache pull {image} --store "
+                                f"{source.store_root}\n(or `{build_command(source)} --env-source image`)")
+        keys = [("task", task.task_layer_key)] if task.task_layer_key else []
+    else:
+        image, keys = "", _layer_keys(task)
+    for kind, key in keys:
+        if store.get(key) is None:
+            raise _missing(task, kind, key, str(source.store_root), source)
+    return image, keys
+
+
 def missing_layers(task: Task, source: LayerSource | None = None) -> LayersMissing | None:
     """Why the task's layers cannot be acquired on this node (its store lacks one), or None when they can;
     nothing is materialised: what a trainer checks for every task before its first step."""
     source = source or LayerSource()
     try:
-        if not source.dirs and image_of(task):  # served by its container image, as acquire_layers does
-            _check_store(source.store_root)
-            store = LayerStore(source.store_root)
-            if get_image(store, image_of(task)) is not None or task.env is None:
-                if get_image(store, image_of(task)) is None:
-                    return LayersMissing(f"task {task.instance_id}: its image {image_of(task)} is not in the layer "
-                                         f"store {source.store_root}; pull it with `swebox cache pull "
-                                         f"{image_of(task)} --store {source.store_root}`")
-                if task.task_layer_key and store.get(task.task_layer_key) is None:
-                    return _missing(task, "task", task.task_layer_key, str(source.store_root), source)
-                return None
-        keys = _layer_keys(task)
-        if source.dirs:
-            for kind, key in keys:
-                if not (Path(source.dirs) / key).is_dir():
-                    return _missing(task, kind, key, source.dirs, source)
-            return None
-        root = source.store_root
-        _check_store(root)
-        store = LayerStore(root)
-        for kind, key in keys:
-            if store.get(key) is None:
-                return _missing(task, kind, key, str(root), source)
+        _resolve(task, source)
     except LayersMissing as exc:
         return exc
     return None
-def _acquire_image(task: Task, image: str, cache: LayerCache, source: LayerSource) -> TaskLayers:
-    """A task whose row names a container image: the image's layers (and the task's own layer on top)."""
-    if get_image(cache.store, image) is None:
-        raise LayersMissing(f"task {task.instance_id}: its image {image} is not in the layer store "
-                            f"{source.store_root}; pull it with:\n    swebox cache pull {image} --store "
-                            f"{source.store_root}\n(or `{build_command(source)} --env-source image`)")
-    held = acquire_image(cache, image)
-    layers = TaskLayers(task.instance_id, [Path(p) for p in held.paths], list(held.handles),
-                        image_sandbox(held.record))
-    try:
-        if task.task_layer_key:
-            if cache.store.get(task.task_layer_key) is None:
-                raise _missing(task, "task", task.task_layer_key, str(source.store_root), source)
-            handle = cache.acquire(task.task_layer_key)
-            layers.handles.append(handle)
-            layers.paths.append(handle.path)
-    except BaseException:
-        layers.release()
-        raise
-    return layers
 
 
 def acquire_layers(task: Task, source: LayerSource | None = None) -> TaskLayers:
-    """The task's layer folders on this node, held until :meth:`TaskLayers.release`. A task whose row names a
-    container image (``metadata.image``) runs in it when the store has the image (or the task has no env)."""
+    """The task's layer folders on this node, held until :meth:`TaskLayers.release` (an image's layers first
+    when the task runs in the image its row names: ``_resolve``)."""
     source = source or LayerSource()
-    if not source.dirs and image_of(task):
-        root = source.store_root
-        _check_store(root)
-        cache = shared_cache(root, source.cache_root, source.cache_quota_gb)
-        if get_image(cache.store, image_of(task)) is not None or task.env is None:
-            return _acquire_image(task, image_of(task), cache, source)
-    keys = _layer_keys(task)
+    image, keys = _resolve(task, source)  # every layer is there before any is materialised
     if source.dirs:
-        root = Path(source.dirs)
-        paths = [root / key for _, key in keys]
-        for (kind, key), path in zip(keys, paths, strict=True):
-            if not path.is_dir():
-                raise _missing(task, kind, key, str(root), source)
-        return TaskLayers(task.instance_id, paths)
-    root = source.store_root
-    _check_store(root)
-    cache = shared_cache(root, source.cache_root, source.cache_quota_gb)
-    for kind, key in keys:
-        if cache.store.get(key) is None:
-            raise _missing(task, kind, key, str(root), source)
-    layers = TaskLayers(task.instance_id, [])
+        return TaskLayers(task.instance_id, [Path(source.dirs) / key for _, key in keys])
+    cache = shared_cache(source.store_root, source.cache_root, source.cache_quota_gb)
+    if image:
+        held = acquire_image(cache, image)
+        layers = TaskLayers(task.instance_id, [Path(p) for p in held.paths], list(held.handles),
+                            image_sandbox(held.record))
+    else:
+        layers = TaskLayers(task.instance_id, [])
     try:
         for _, key in keys:
             handle = cache.acquire(key)

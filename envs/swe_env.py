@@ -2,7 +2,7 @@
 
 ``SWEEpisode.reset()`` restores the task's start state (a sandbox started over its layers, or the overlay of
 the previous episode dropped: milliseconds) and returns the first messages (system prompt and task prompt).
-``step(reply)`` runs the reply's action through :class:`swebox.envs.actions_tools.ToolRunner`. The episode
+``step(reply)`` runs the reply's action through :class:`swebox.envs.agent.tools.ToolRunner`. The episode
 ends when the agent submits (``terminated``), after ``max_turns`` turns or past ``time_limit_s`` of wall
 clock (``truncated``). Then, once, the agent's diff (:mod:`swebox.envs.episode_state`) is graded in a fresh
 sandbox by :func:`swebox.envs.tasks.grading.grade`, and that grade is the reward.
@@ -21,13 +21,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from swebox.envs.actions import STYLES, ActionConfig
-from swebox.envs.actions_prompts import system_prompt, task_prompt
-from swebox.envs.actions_tools import ToolRunner
+from swebox.envs.agent.actions import STYLES, ActionConfig
+from swebox.envs.agent.observations import ObservationConfig, truncate_middle
+from swebox.envs.agent.prompts import system_prompt, task_prompt
+from swebox.envs.agent.tools import ToolRunner
 from swebox.envs.episode_state import DiffUnavailable, EpisodeError, StartState, agent_diff, prepare_start
 from swebox.envs.grade_cache import GradeCache, grade_key
-from swebox.envs.observations import ObservationConfig, truncate_middle
 from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy
+from swebox.envs.sandbox.strict import strict_from_dict
 from swebox.envs.tasks.grade_slots import grade_slot
 from swebox.envs.tasks.grading import REWARD_MODES, GradeReport, grade
 from swebox.envs.tasks.schema import Task
@@ -36,7 +37,6 @@ METRIC_NAMES = ("env/reset_s", "env/exec_s", "env/grade_s", "env/turns", "env/fo
                 "env/resolved", "env/f2p_frac", "env/errors", "env/grade_cache_hits", "env/sandbox_deaths",
                 "env/grade_wait_s")
 """Per-episode metrics, as defined in docs/metrics.md."""
-END_REASONS = ("submitted", "max_turns", "time_limit", "sandbox_died")
 
 
 @dataclass
@@ -48,7 +48,7 @@ class EpisodeConfig:
     time_limit_s: float = 1800.0
     """Wall-clock seconds from reset; a command never runs past it, and the episode is truncated after it."""
     style: str = "bash_block"
-    """Action convention: "bash_block", "xml_function" or "json_tool_call" (swebox.envs.actions)."""
+    """Action convention: "bash_block", "xml_function" or "json_tool_call" (swebox.envs.agent.actions)."""
     command_timeout_s: float = 60.0
     """Wall-clock limit of one command; the observation says it timed out and the episode goes on."""
     max_reply_chars: int = 100_000
@@ -117,14 +117,7 @@ class EpisodeConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any] | EpisodeConfig | None) -> EpisodeConfig:
         """From a dict; unknown keys are an error listing the valid ones."""
-        if isinstance(data, EpisodeConfig):
-            return data
-        data = dict(data or {})
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"EpisodeConfig: unknown keys {unknown}; valid keys are {sorted(known)}.")
-        return cls(**data)
+        return strict_from_dict(cls, data or {})
 
 
 @dataclass

@@ -17,17 +17,14 @@ import statistics
 import time
 from typing import Any
 
-from swebox.envs.layers_resolver import LayerSource, close_shared_caches
-from swebox.envs.tasks import load
+from swebox.envs.layers_resolver import close_shared_caches
+from swebox.scripts.bench_tasks import add_task_arguments, bench_tasks
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tasks", required=True, help="tasks file whose layers are in the store")
-    parser.add_argument("--store", default="", help="layer store (default $SWEBOX_LAYER_STORE or runs/layers)")
-    parser.add_argument("--limit", type=int, default=2, help="tasks per step (default 2)")
+    add_task_arguments(parser, limit=2, limit_help="tasks per step", reps=3, reps_help="repetitions per mode")
     parser.add_argument("--group-size", type=int, default=4, help="rollouts per task (default 4)")
     parser.add_argument("--parallel", type=int, default=2, help="episodes in flight (default 2)")
-    parser.add_argument("--reps", type=int, default=3, help="repetitions per mode (default 3)")
     parser.set_defaults(func=run)
 
 
@@ -57,17 +54,16 @@ def run(args: argparse.Namespace) -> int:
     from swebox.envs.swe_env import EpisodeConfig, first_messages
     from swebox.trainers.cli import gold_replies
     from swebox.trainers.config import load_config
+    from swebox.trainers.models import build_builtin_tokenizer
     from swebox.trainers.rollout import RolloutWorker, episode_config, prompt_ids, swe_episode_factory
-    from swebox.trainers.tiny import build_builtin_tokenizer
 
-    tasks = list(load(args.tasks))[: args.limit]
+    tasks, source = bench_tasks(args)
     tokenizer = build_builtin_tokenizer()
     base = ["generation.max_context_tokens=65536", "model.max_position_embeddings=65536",
             "generation.max_new_tokens=16384", "env.max_turns=4",
             f"rollout.max_parallel_episodes={args.parallel}"]
     config = EpisodeConfig.from_dict(episode_config(load_config(None, base)))
     prompts = {tokenizer.decode(prompt_ids(tokenizer, first_messages(t, config))): gold_replies(t) for t in tasks}
-    source = LayerSource(store=args.store)
     times: dict[tuple[str, int], list[float]] = {}
     counts: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
     try:

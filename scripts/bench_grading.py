@@ -19,17 +19,15 @@ import shlex
 import statistics
 import time
 
-from swebox.envs.layers_resolver import LayerSource, acquire_layers, close_shared_caches
+from swebox.envs.layers_resolver import acquire_layers, close_shared_caches
 from swebox.envs.sandbox import Sandbox
-from swebox.envs.tasks import load
 from swebox.envs.tasks.grading import grade
+from swebox.scripts.bench_tasks import add_task_arguments, bench_tasks
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tasks", required=True, help="tasks file whose layers are in the store")
-    parser.add_argument("--store", default="", help="layer store (default $SWEBOX_LAYER_STORE or runs/layers)")
-    parser.add_argument("--limit", type=int, default=10, help="tasks to measure (default 10)")
-    parser.add_argument("--reps", type=int, default=5, help="repetitions per task and mode (default 5)")
+    add_task_arguments(parser, limit=10, limit_help="tasks to measure", reps=5,
+                       reps_help="repetitions per task and mode")
     parser.add_argument("--no-cache-too", action="store_true",
                         help="also time grades without the rewritten-test cache, side by side")
     parser.set_defaults(func=run)
@@ -55,8 +53,7 @@ def _graded(task, layers, cache_on: bool) -> tuple[float, float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    tasks = list(load(args.tasks))[: args.limit]
-    source = LayerSource(store=args.store)
+    tasks, source = bench_tasks(args)
     modes = ["cached", "uncached"] if args.no_cache_too else ["cached"]
     rows = []
     load_before = os.getloadavg()

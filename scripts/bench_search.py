@@ -23,19 +23,17 @@ import time
 
 from swebox.envs.episode_state import prepare_start
 from swebox.envs.groups import prepare_group
-from swebox.envs.layers_resolver import LayerSource, acquire_layers, close_shared_caches
+from swebox.envs.layers_resolver import acquire_layers, close_shared_caches
 from swebox.envs.sandbox import Sandbox
 from swebox.envs.swe_env import EpisodeConfig, SWEEpisode
-from swebox.envs.tasks import load
+from swebox.scripts.bench_tasks import add_task_arguments, bench_tasks
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tasks", required=True, help="tasks file whose layers are in the store")
-    parser.add_argument("--store", default="", help="layer store (default $SWEBOX_LAYER_STORE or runs/layers)")
-    parser.add_argument("--limit", type=int, default=3, help="tasks to measure (default 3)")
+    add_task_arguments(parser, limit=3, limit_help="tasks to measure", reps=5,
+                       reps_help="repetitions per task and mode")
     parser.add_argument("--turns", type=int, default=4, help="turns played before the fork (default 4)")
     parser.add_argument("--starts", type=int, default=8, help="N of the N-starts comparison (default 8)")
-    parser.add_argument("--reps", type=int, default=5, help="repetitions per task and mode (default 5)")
     parser.set_defaults(func=run)
 
 
@@ -108,10 +106,7 @@ def measure_task(task, layers: list, args: argparse.Namespace) -> dict[str, floa
 
 
 def run(args: argparse.Namespace) -> int:
-    tasks = list(load(args.tasks))[: args.limit]
-    if not tasks:
-        raise SystemExit(f"--tasks {args.tasks}: expected at least one task; found none")
-    source = LayerSource(store=args.store)
+    tasks, source = bench_tasks(args)
     rows = []
     try:
         for task in tasks:

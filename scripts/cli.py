@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     cache_cli.add_arguments(sub)
 
     from swebox.envs.tasks import cli as tasks_cli
-    from swebox.envs.tasks import synth_cli
+    from swebox.envs.tasks.synth import cli as synth_cli
 
     tasks = sub.add_parser("tasks", help="task files: synthesise and validate")
     tasks_sub = tasks.add_subparsers(dest="tasks", required=True)

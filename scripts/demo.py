@@ -1,6 +1,6 @@
 """``swebox demo``: the whole pipeline on a 2-core CPU machine in a few minutes, from nothing but PyPI.
 
-1. corpus   synthesise real tasks from two PyPI projects (their sdists and test suites; envs/tasks/synth.py),
+1. corpus   synthesise real tasks from two PyPI projects (their sdists and test suites; envs/tasks/synth/pipeline.py),
             storing each project's env layer and each task's layer in ``OUT/corpus/layers``;
 2. ray      start a local Ray whose node carries swebox's resources (``trainers/ray_pool.py``);
 3. cache    materialise every layer on every swebox node under the node's I/O budget (``envs/cache/ray_budget.py``);
@@ -59,7 +59,7 @@ class Stages:
 
 def select_projects(recipe_path: str | Path, names: Sequence[str]) -> list[Any]:
     """The corpus recipe's projects with these names (their test recipes included), in the order given."""
-    from swebox.envs.tasks.synth_recipe import load_recipe
+    from swebox.envs.tasks.synth.recipe import load_recipe
 
     recipes = {r.name: r for r in load_recipe(recipe_path)}
     missing = [n for n in names if n not in recipes]
@@ -73,8 +73,8 @@ def build_corpus(recipes: Sequence[Any], out: Path, max_tasks: int, jobs: int,
                  echo=print) -> tuple[Path, dict[str, str]]:
     """Synthesise up to ``max_tasks`` validated tasks per project into ``out``; returns tasks.jsonl and the
     projects whose synthesis failed, with why."""
-    from swebox.envs.tasks.synth import TASKS_FILE, SynthConfig, synthesize
-    from swebox.envs.tasks.synth_env import CacheEnvironments
+    from swebox.envs.tasks.synth.env import CacheEnvironments
+    from swebox.envs.tasks.synth.pipeline import TASKS_FILE, SynthConfig, synthesize
 
     environments = CacheEnvironments(out)
     try:

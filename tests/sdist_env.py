@@ -3,7 +3,7 @@
 The sdist is downloaded once into ~/.cache/swebox/sdists and unpacked inside a sandbox into /testbed (one git
 commit, after the test's edits — the bug — are written), with /venv made from this interpreter and the
 project importable through a .pth file, its dependencies installed from wheels (the machine's local wheel
-folder, else downloaded once into ~/.cache/swebox/test-wheels).
+folder, else downloaded once into ~/.cache/swebox/test-wheels): tests/fixture_env.py's build_layer.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from swebox.envs.sandbox import Layer, Sandbox, SandboxPolicy
+from swebox.envs.sandbox import Layer, Sandbox
 
-from tests.fixture_env import CACHED_WHEELS, LOCAL_WHEELS
+from tests.fixture_env import build_layer, wheels
 
 SDISTS = Path(os.path.expanduser("~/.cache/swebox/sdists"))
 
@@ -33,32 +33,11 @@ def sdist(name: str, version: str) -> Path:
     return found()[0]
 
 
-def wheels(requirements: list[str]) -> Path:
-    """A folder holding wheels for ``requirements`` (name==version each)."""
-    def have(folder: Path) -> bool:
-        return all(any(folder.glob(f"{r.split('==')[0]}-{r.split('==')[1]}-*.whl")) for r in requirements)
-
-    if have(LOCAL_WHEELS):
-        return LOCAL_WHEELS
-    if not have(CACHED_WHEELS):
-        CACHED_WHEELS.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "--no-deps", "-d",
-                        str(CACHED_WHEELS), *requirements], check=True, timeout=600)
-        os.chmod(CACHED_WHEELS, 0o755)
-    return CACHED_WHEELS
-
-
 def build_sdist_layer(archive: Path, requirements: list[str], edits: dict[str, tuple[str, str]],
                       new_files: dict[str, str] | None = None, reverse: tuple[str, ...] = ()) -> Layer:
     """/testbed = the unpacked sdist with ``edits`` (path -> (old text, new text)), ``new_files`` and the diffs
     ``reverse`` taken back (a released fix undone: the state before it), committed."""
-    folder = wheels(requirements)
-    py = f"python{sys.version_info[0]}.{sys.version_info[1]}"
-    python = Path(sys.base_prefix) / "bin" / py
-    empty = Path(os.environ.get("TMPDIR", "/tmp")) / f"swebox-empty-layer-{os.getpid()}"
-    empty.mkdir(exist_ok=True)
-    binds = (str(folder), str(archive.parent), sys.base_prefix)
-    with Sandbox([empty], SandboxPolicy(ro_binds=binds)) as sb:
+    def prepare(sb: Sandbox) -> None:
         unpack = sb.exec(f"mkdir -p /testbed && tar xzf {archive} -C /testbed --strip-components=1 --no-same-owner",
                          timeout=300)
         assert unpack.exit_code == 0, unpack.output
@@ -72,19 +51,5 @@ def build_sdist_layer(archive: Path, requirements: list[str], edits: dict[str, t
             sb.write_file(f"/tmp/reverse-{n}.diff", diff)
             undo = sb.exec(f"cd /testbed && git apply -R /tmp/reverse-{n}.diff && rm /tmp/reverse-{n}.diff", timeout=60)
             assert undo.exit_code == 0, undo.output
-        site = f"/venv/lib/{py}/site-packages"
-        build = sb.exec(
-            "set -e; cd /testbed && git init -q -b main && git add -A && "
-            "git -c user.name=t -c user.email=t@t commit -qm base && "
-            f"{python} -m venv /venv && PIP_CONFIG_FILE=/dev/null /venv/bin/pip install -q "
-            f"--no-compile --no-index --find-links {folder} {' '.join(requirements)} && "
-            f"echo /testbed > {site}/testbed.pth && "
-            "find /venv -name __pycache__ -prune -exec rm -rf {} +",
-            timeout=600,
-        )
-        assert build.exit_code == 0, build.output
-        layer = sb.snapshot()
-    empty.rmdir()
-    # the layer's maker records the interpreter its venv needs, as the env builder does in its manifest
-    layer.interpreters = (sys.base_prefix,)
-    return layer.persist()
+
+    return build_layer(prepare, requirements, wheels(requirements, deps=False), "testbed", (str(archive.parent),))

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from swebox.envs.cache.packing import fsync_path
 
 PREFIX = "step_"
 TEMP_PREFIX = ".tmp-"
@@ -108,14 +109,6 @@ def _save_synced(obj: Any, path: Path) -> None:
         os.fsync(f.fileno())
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def save_checkpoint(
     root: str | Path,
     step: int,
@@ -149,7 +142,7 @@ def save_checkpoint(
     files = {p.name: p.stat().st_size for p in sorted(tmp.iterdir())}
     manifest = {"format_version": FORMAT_VERSION, "step": step, "saved_at": time.time(), "files": files}
     _save_synced(json.dumps(manifest, indent=1).encode(), tmp / MANIFEST)
-    _fsync_dir(tmp)
+    fsync_path(tmp)
     final = _publish(tmp, root / name)
     if keep_last is not None:
         prune_checkpoints(root, keep_last)
@@ -190,7 +183,7 @@ def _publish(tmp: Path, final: Path) -> Path:
         shutil.rmtree(aside)
     else:
         os.rename(tmp, final)
-    _fsync_dir(final.parent)
+    fsync_path(final.parent)
     return final
 
 

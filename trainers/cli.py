@@ -217,7 +217,7 @@ def run_eval(args: argparse.Namespace) -> int:
         cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, init="pretrained", path=args.policy[3:],
                                                                  tokenizer=""))
         from swebox.trainers.generation import make_backend
-        from swebox.trainers.tiny import build_model, build_tokenizer
+        from swebox.trainers.models import build_model, build_tokenizer
 
         tokenizer = build_tokenizer(cfg.model)
         backend = make_backend(cfg.generation, build_model(cfg.model, tokenizer).eval(), tokenizer)

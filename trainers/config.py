@@ -280,7 +280,7 @@ class EnvConfig:
     max_turns: int = 8
     """Model turns per episode before it is ended."""
     action_format: Literal["bash_block", "xml_function", "json_tool_call"] = "bash_block"
-    """How model text becomes actions (the styles of swebox.envs.actions)."""
+    """How model text becomes actions (the styles of swebox.envs.agent.actions)."""
     command_timeout_s: float = 30.0
     """Limit of one shell command in the sandbox."""
     grade_timeout_s: float = 300.0
@@ -322,8 +322,6 @@ class RayConfig:
     """CPUs reserved by one rollout actor."""
     node_resource: str = "swebox_node"
     """Custom resource each swebox node advertises (scripts/ray_head.sh, ray_worker.sh); actors need it."""
-    learner_num_gpus: float = 0.0
-    """GPUs of the learner (0 on CPU)."""
 
     def __post_init__(self) -> None:
         _check(self.actors_per_node >= 1, "ray.actors_per_node", ">= 1", self.actors_per_node, "use 1")
@@ -456,6 +454,13 @@ class TrainConfig:
 # ------------------------------------------------------------------------------------------------ loading
 
 
+REMOVED_KEYS = {
+    "ray.learner_num_gpus": "the learner runs in the trainer's own process, on its GPU when torch sees one "
+                            "(trainers/trainer.py), so no setting chose its GPUs; delete the line",
+}
+"""Keys older configs may still hold -> why they are gone and what to do instead."""
+
+
 def check_keys(data: Any, cls: type, prefix: str = "") -> None:
     """Reject keys of ``data`` (a nested dict) that are not fields of dataclass ``cls``, recursively."""
     if not isinstance(data, dict):
@@ -465,6 +470,8 @@ def check_keys(data: Any, cls: type, prefix: str = "") -> None:
     hints = typing.get_type_hints(cls)
     for key, value in data.items():
         where = f"{prefix}{key}"
+        if where in REMOVED_KEYS:
+            raise ConfigError(f"config key {where!r} was removed: {REMOVED_KEYS[where]}")
         if key not in names:
             raise ConfigError(
                 f"unknown config key {where!r}; valid keys{' of ' + prefix[:-1] if prefix else ''}: "

@@ -150,7 +150,7 @@ def start_servers(cfg: TrainConfig, nodes: Sequence[str], concurrency: int,
 
 def default_backend_factory(cfg: TrainConfig) -> GenerationBackend:
     """The backend a server owns, built as a RolloutWorker builds its own (on the GPU when it was given one)."""
-    from swebox.trainers.tiny import build_model, build_tokenizer
+    from swebox.trainers.models import build_model, build_tokenizer
 
     tokenizer = build_tokenizer(cfg.model)
     model = None

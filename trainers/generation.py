@@ -379,7 +379,7 @@ def make_backend(
             raise ValueError(
                 "generation.backend=transformers: expected a model and a tokenizer; found "
                 f"model={type(model).__name__}, tokenizer={type(tokenizer).__name__}; build them with "
-                "swebox.trainers.tiny.build_model / build_tokenizer"
+                "swebox.trainers.models.build_model / build_tokenizer"
             )
         return TransformersBackend(model, tokenizer, cfg)
     if cfg.backend == "vllm":

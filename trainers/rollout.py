@@ -23,11 +23,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from swebox.envs.sandbox.strict import checked_fields
 from swebox.trainers.config import TrainConfig
 from swebox.trainers.generation import GenerationBackend, make_backend
 from swebox.trainers.trajectories import turn_record
 
-# the reply that submits in each action style (swebox.envs.actions): used to end an overflowing episode
+# the reply that submits in each action style (swebox.envs.agent.actions): used to end an overflowing episode
 SUBMIT_REPLIES = {
     "bash_block": "```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```",
     "xml_function": "<function=submit></function>",
@@ -96,13 +97,7 @@ class Trajectory:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Trajectory:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"Trajectory.from_dict: unknown keys {unknown}; expected a subset of {sorted(known)}")
-        data = dict(data)
-        data["intervals"] = [tuple(x) for x in data.get("intervals", [])]
-        return cls(**data)
+        return cls(**{**checked_fields(cls, data), "intervals": [tuple(x) for x in data.get("intervals", [])]})
 
 
 class Episode(Protocol):
@@ -342,7 +337,7 @@ class RolloutWorker:
                  model: Any | None = None, tokenizer: Any | None = None,
                  backend: GenerationBackend | None = None) -> None:
         """``backend`` given (a generation server's client): no policy of its own is built or loaded."""
-        from swebox.trainers.tiny import build_model, build_tokenizer
+        from swebox.trainers.models import build_model, build_tokenizer
 
         self.cfg = cfg
         self.tokenizer = tokenizer if tokenizer is not None else build_tokenizer(cfg.model)

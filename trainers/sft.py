@@ -2,7 +2,7 @@
 
 The data (trainers/sft_data.py) are trajectories in the token layout of RL rollouts: expert episodes played from
 the tasks' gold patches (``sft.data=gold``) or the resolved episodes of a records file (rejection sampling). The
-policy, tokenizer and chat template are the GRPO trainer's (trainers/tiny.py); the loss is the token-mean
+policy, tokenizer and chat template are the GRPO trainer's (trainers/models.py); the loss is the token-mean
 negative log-likelihood of the model's tokens only, on the same masks as RL (trainers/learner.py
 ``Learner.sft_update``); metrics go to ``metrics.jsonl`` and wandb (trainers/tracking.py), checkpoints are
 written like the trainer's (trainers/checkpoint.py), and the result is a transformers folder ``<run_dir>/policy``
@@ -26,6 +26,7 @@ import torch
 from swebox.trainers import checkpoint as ckpt
 from swebox.trainers.config import TrainConfig, save_config, to_dict
 from swebox.trainers.learner import Learner, make_batch
+from swebox.trainers.models import build_model, build_tokenizer
 from swebox.trainers.rollout import EpisodeFactory, Trajectory, swe_episode_factory
 from swebox.trainers.sft_data import (
     DataReport,
@@ -33,7 +34,6 @@ from swebox.trainers.sft_data import (
     read_records,
     record_trajectories,
 )
-from swebox.trainers.tiny import build_model, build_tokenizer
 from swebox.trainers.tracking import Tracker
 from swebox.trainers.trainer import _seed_everything, load_tasks
 

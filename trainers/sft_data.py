@@ -47,7 +47,7 @@ _OLD_FILE = re.compile(r"^--- a/(\S+)", re.MULTILINE)
 
 
 def command_reply(command: str, style: str) -> str:
-    """The reply that runs ``command`` with the bash tool, in action style ``style`` (swebox.envs.actions)."""
+    """The reply that runs ``command`` with the bash tool, in action style ``style`` (swebox.envs.agent.actions)."""
     if style == "bash_block":
         return f"```bash\n{command}\n```"
     if style == "xml_function":

@@ -36,8 +36,8 @@ from swebox.trainers import checkpoint as ckpt
 from swebox.trainers import grpo, trajectories
 from swebox.trainers.config import ConfigError, TrainConfig, save_config, to_dict
 from swebox.trainers.learner import Learner, make_batch
+from swebox.trainers.models import build_model, build_tokenizer
 from swebox.trainers.rollout import LocalWorkerPool, Trajectory, WorkerPool
-from swebox.trainers.tiny import build_model, build_tokenizer
 from swebox.trainers.tracking import Tracker
 
 

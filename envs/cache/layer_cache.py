@@ -170,9 +170,6 @@ class LayerCache:
                 states.append(json.loads(path.read_text()))
         return states
 
-    def used_bytes(self) -> int:
-        return sum(s["bytes"] for s in self.materialised())
-
     def evict(self, key: str) -> bool:
         """Remove every build of ``key`` from this node that no process uses; True when none is left."""
         nodes = [_node_of(s) for s in self.materialised() if s["key"] == key] or [key]

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from swebox.envs.sandbox.strict import strict_from_dict
+
 _PYPI = re.compile(r"^pypi:(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z0-9][A-Za-z0-9.+!_-]*)$")
 _PYTHON = re.compile(r"^3\.\d+(\.\d+)?$")
 _COMMIT = re.compile(r"^[0-9a-f]{7,64}$")
@@ -97,16 +99,7 @@ class EnvSpec:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EnvSpec:
         """Inverse of :meth:`to_dict`; unknown or missing keys are errors that name the key."""
-        if not isinstance(d, dict):
-            raise ValueError(f"EnvSpec.from_dict: expected a dict; found {type(d).__name__}: {d!r}.")
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise ValueError(f"EnvSpec.from_dict: unknown keys {unknown}; expected a subset of "
-                             f"{sorted(names)}.")
-        if "source" not in d:
-            raise ValueError(f"EnvSpec.from_dict: missing key 'source' in {d!r}.")
-        return cls(**d)
+        return strict_from_dict(cls, d, what="EnvSpec.from_dict")
 
     def canonical_json(self) -> str:
         """Sorted keys, no whitespace: the bytes the key is a hash of."""

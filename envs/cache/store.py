@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from swebox.envs.sandbox.layers import read_record
+from swebox.envs.sandbox.strict import strict_from_dict
 
 from .packing import FORMATS, MAPPED_ROOT_UID, PackResult, check_format, fsync_path, pack, sha256_file
 
@@ -106,7 +107,11 @@ class Manifest:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Manifest:
-        return cls(**d)
+        return strict_from_dict(cls, d, what="layer manifest", fix=STALE_RECORD)
+
+
+STALE_RECORD = ("it was written by another swebox version; make it again (`swebox cache build`, or `swebox cache "
+                "pull` for an image)")
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

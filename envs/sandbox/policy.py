@@ -11,6 +11,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from .strict import strict_from_dict
+
 BACKENDS = ("auto", "overlay", "fuse-overlayfs", "extract")
 NETWORKS = ("none", "user")
 
@@ -205,11 +207,7 @@ class SandboxPolicy:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SandboxPolicy:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise SandboxError(f"SandboxPolicy: unknown keys {unknown}; valid keys are {sorted(known)}")
-        return cls(**data)
+        return strict_from_dict(cls, data, error=SandboxError)
 
     def resolved_work_root(self) -> str:
         return self.work_root or os.environ.get("SWEBOX_WORK_ROOT") or f"/tmp/swebox-{os.getuid()}"

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from swebox.envs.cache.spec import EnvSpec
+from swebox.envs.sandbox.strict import strict_from_dict
 from swebox.envs.tasks.testids import file_of_test
 
 SWEBENCH_FIELDS = (
@@ -238,19 +239,10 @@ class Task:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Task:
-        """Inverse of :meth:`to_dict`; unknown keys are errors that name them."""
-        if not isinstance(data, dict):
-            raise TaskError(f"Task: expected a JSON object; found {type(data).__name__}. One task per line.")
-        names = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(data) - set(names))
-        if unknown:
-            raise TaskError(
-                f"Task: unknown keys {unknown}; expected a subset of {names}. Put extra "
-                f"information under 'metadata', or load the file with swebox.envs.tasks.load."
-            )
-        if "instance_id" not in data:
-            raise TaskError("Task: missing key 'instance_id'. Every task needs a unique id.")
-        return cls(**data)
+        """Inverse of :meth:`to_dict`; unknown or missing keys are errors that name them."""
+        return strict_from_dict(cls, data, what="Task", error=TaskError,
+                         fix="One task (a JSON object) per line: put extra information under 'metadata', or load "
+                             "a dataset's file with swebox.envs.tasks.load (it maps foreign rows).")
 
     def to_json(self) -> str:
         """One line of JSON."""

@@ -11,7 +11,7 @@ from swebox.envs import group
 from swebox.envs.grade_cache import GradeCache, cacheable, grade_key, normalise_diff
 from swebox.envs.tasks.grading import GradeReport
 
-from tests.envs.swe_fixtures import GOLD, SUBMIT, apply_patch, calc_layer, calc_task  # noqa: F401
+from tests.calc import GOLD, SUBMIT, apply_patch, calc_task
 
 WRONG = GOLD.replace("+    return a + b", "+    return a * b")
 """Touches the same file and line as the gold fix, but add(2, 3) == 6."""
@@ -79,7 +79,7 @@ def _finish(episode, diff: str):
     return episode.step(SUBMIT)
 
 
-def test_identical_diffs_reuse_the_verdict_and_a_wrong_diff_is_graded(calc_layer):  # noqa: F811
+def test_identical_diffs_reuse_the_verdict_and_a_wrong_diff_is_graded(calc_layer):
     cache = GradeCache()
     task = calc_task()
     with group(task, 4, layers=[calc_layer], config={"max_turns": 4}, grade_cache=cache) as g:
@@ -103,7 +103,7 @@ def test_identical_diffs_reuse_the_verdict_and_a_wrong_diff_is_graded(calc_layer
     assert cache.misses == 3 and len(cache) == 3
 
 
-def test_without_a_cache_every_episode_is_graded(calc_layer):  # noqa: F811
+def test_without_a_cache_every_episode_is_graded(calc_layer):
     with group(calc_task(), 2, layers=[calc_layer], config={"max_turns": 4}) as g:
         results = [_finish(ep, GOLD) for ep in g]
         assert [ep.grade_cache for ep in g] == [None, None]

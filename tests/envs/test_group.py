@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from swebox.envs import group
 
-from tests.envs.swe_fixtures import GOLD, SUBMIT, apply_patch, bash, calc_layer, calc_task  # noqa: F401
+from tests.calc import GOLD, SUBMIT, apply_patch, bash, calc_task
 
 
-def test_group_episodes_share_the_prepared_start_and_are_independent(calc_layer):  # noqa: F811
+def test_group_episodes_share_the_prepared_start_and_are_independent(calc_layer):
     task = calc_task(setup_commands=["echo once >> /testbed/SETUP_RUNS"])
     with group(task, 3, layers=[calc_layer], config={"max_turns": 4}) as g:
         assert len(g) == 3 and g.start.prepared and len(g.start.base_tree) == 40
@@ -27,7 +27,7 @@ def test_group_episodes_share_the_prepared_start_and_are_independent(calc_layer)
     assert not snapshot.exists()
 
 
-def test_group_rejects_bad_sizes_and_reports_setup_failures(calc_layer):  # noqa: F811
+def test_group_rejects_bad_sizes_and_reports_setup_failures(calc_layer):
     with pytest.raises(ValueError, match="expected a whole number of episodes >= 1"):
         group(calc_task(), 0, layers=[calc_layer])
     with pytest.raises(RuntimeError, match="setup command 'exit 3' failed"):

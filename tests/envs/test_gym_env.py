@@ -8,11 +8,11 @@ import swebox.envs  # noqa: F401  (registers swebox/SWE-v0)
 from gymnasium.utils.env_checker import check_env
 from swebox.envs.gym_env import CHARSET, SWEGymEnv, to_charset
 
-from tests.envs.swe_fixtures import GOLD, SUBMIT, apply_patch, bash, calc_layer, calc_task  # noqa: F401
+from tests.calc import GOLD, SUBMIT, apply_patch, bash, calc_task
 
 
 @pytest.fixture
-def make_env(calc_layer):  # noqa: F811
+def make_env(calc_layer):
     made = []
 
     def make(tasks=None, via_gym=False, **kwargs):

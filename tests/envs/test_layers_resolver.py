@@ -10,7 +10,7 @@ from swebox.envs.episode_state import StartState
 from swebox.envs.layers_resolver import LayersMissing, LayerSource, acquire_layers, build_command, missing_layers
 from swebox.envs.swe_env import SWEEpisode
 
-from tests.envs.swe_fixtures import CALC_ENV, GOLD, SUBMIT, apply_patch, calc_layer, calc_task  # noqa: F401
+from tests.calc import CALC_ENV, GOLD, SUBMIT, apply_patch, calc_task
 
 
 def test_missing_env_names_the_key_and_the_build_command(tmp_path):
@@ -33,7 +33,7 @@ def test_the_build_command_parses_as_swebox_cache_build(tmp_path):
     assert (args.cache_command, args.store, args.tasks) == ("build", str(tmp_path / "store"), "/data/tasks.jsonl")
 
 
-def test_missing_layers_is_none_when_the_store_has_them(tmp_path, calc_layer):  # noqa: F811
+def test_missing_layers_is_none_when_the_store_has_them(tmp_path, calc_layer):
     store = LayerStore(tmp_path / "store", fmt="tar.gz")
     with store.lock(CALC_ENV.key()):
         store.publish(CALC_ENV.key(), calc_layer, kind="env")
@@ -42,7 +42,7 @@ def test_missing_layers_is_none_when_the_store_has_them(tmp_path, calc_layer):  
                                                          LayerSource(store=str(store.root))))
 
 
-def test_missing_task_layer_and_missing_env_spec_and_missing_store(tmp_path, calc_layer):  # noqa: F811
+def test_missing_task_layer_and_missing_env_spec_and_missing_store(tmp_path, calc_layer):
     root = tmp_path / "dirs"
     root.mkdir()
     (root / CALC_ENV.key()).symlink_to(calc_layer)
@@ -56,7 +56,7 @@ def test_missing_task_layer_and_missing_env_spec_and_missing_store(tmp_path, cal
         LayerSource.from_dict({"stor": "x"})
 
 
-def test_store_layers_through_the_node_cache_run_an_episode(tmp_path, calc_layer, monkeypatch):  # noqa: F811
+def test_store_layers_through_the_node_cache_run_an_episode(tmp_path, calc_layer, monkeypatch):
     monkeypatch.setenv("SWEBOX_LAYER_CACHE", str(tmp_path / "node"))
     store = LayerStore(tmp_path / "store", fmt="tar.gz")
     with store.lock(CALC_ENV.key()):

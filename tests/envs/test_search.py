@@ -20,7 +20,7 @@ from swebox.envs.search import (
 from swebox.envs.search.nodes import path_turns
 from swebox.envs.search.select import majority_scores, normal_diff, pick
 
-from tests.envs.swe_fixtures import GOLD, SUBMIT, apply_patch, bash, calc_layer, calc_task  # noqa: F401
+from tests.calc import GOLD, SUBMIT, apply_patch, bash, calc_task
 
 WRONG_MUL = bash("cd /testbed && sed -i '2s/a - b/a * b/' calc/ops.py")  # add(2, 3) == 6: still wrong
 WRONG_NOOP = bash("cd /testbed && echo '# looked at it' >> calc/ops.py")
@@ -85,7 +85,7 @@ def _sandbox_folders() -> set[str]:
 
 
 @pytest.mark.e2e
-def test_best_of_n_with_an_agent_visible_rule_beats_one_sample_and_the_oracle_bounds_it(calc_layer):  # noqa: F811
+def test_best_of_n_with_an_agent_visible_rule_beats_one_sample_and_the_oracle_bounds_it(calc_layer):
     config = {"max_turns": 3}
     fixes = [WRONG_MUL, apply_patch(GOLD), WRONG_MUL, WRONG_NOOP]  # 1 of 4 attempts resolves
     results = {rule: sample(calc_task(), 4, Cycling(fixes), layers=[calc_layer], config=config, rule=rule)
@@ -105,7 +105,7 @@ def test_best_of_n_with_an_agent_visible_rule_beats_one_sample_and_the_oracle_bo
 
 
 @pytest.mark.e2e
-def test_a_fork_mid_episode_sees_the_parents_files_and_not_its_siblings(calc_layer):  # noqa: F811
+def test_a_fork_mid_episode_sees_the_parents_files_and_not_its_siblings(calc_layer):
     from swebox.envs.groups import group
 
     with group(calc_task(), 1, layers=[calc_layer], config={"max_turns": 6}) as g:
@@ -129,7 +129,7 @@ def test_a_fork_mid_episode_sees_the_parents_files_and_not_its_siblings(calc_lay
 
 
 @pytest.mark.e2e
-def test_beam_search_finds_the_branch_that_solves_it(calc_layer):  # noqa: F811
+def test_beam_search_finds_the_branch_that_solves_it(calc_layer):
     # depth 1, width 3: the first turn is forked into 3 lines; each tries the next fix in the cycle
     before = _sandbox_folders()
     result = beam(calc_task(), Cycling([WRONG_NOOP, apply_patch(GOLD), WRONG_MUL]), width=3, depth=1,
@@ -155,7 +155,7 @@ LOOK = bash("cd /testbed && grep -n 'return a' calc/ops.py")
 
 
 @pytest.mark.e2e
-def test_beam_records_its_tree_and_the_chosen_path(calc_layer):  # noqa: F811
+def test_beam_records_its_tree_and_the_chosen_path(calc_layer):
     from swebox.trainers.eval_search import record
 
     # width 2, depth 2: line 0 forks line 1 at turn 0; they try the wrong and the gold fix; the visible tests
@@ -195,7 +195,7 @@ def test_beam_records_its_tree_and_the_chosen_path(calc_layer):  # noqa: F811
 
 
 @pytest.mark.e2e
-def test_budgets_stop_the_search_and_leave_nothing_behind(calc_layer):  # noqa: F811
+def test_budgets_stop_the_search_and_leave_nothing_behind(calc_layer):
     before = _sandbox_folders()
 
     def stalling(messages):  # never submits: only budgets end its lines
@@ -215,7 +215,7 @@ def test_budgets_stop_the_search_and_leave_nothing_behind(calc_layer):  # noqa: 
 
 
 @pytest.mark.e2e
-def test_one_hundred_searches_leak_nothing(calc_layer):  # noqa: F811
+def test_one_hundred_searches_leak_nothing(calc_layer):
     before, fds = _sandbox_folders(), len(os.listdir("/proc/self/fd"))
     config = {"max_turns": 1, "grade_on_truncation": False}  # sandboxes and forks, not grading, are tested
     for i in range(100):
@@ -229,13 +229,13 @@ def test_one_hundred_searches_leak_nothing(calc_layer):  # noqa: F811
 
 
 @pytest.mark.e2e
-def test_swebox_eval_reports_pass_at_k_best_of_n_and_beam(calc_layer, tmp_path, capsys):  # noqa: F811
+def test_swebox_eval_reports_pass_at_k_best_of_n_and_beam(calc_layer, tmp_path, capsys):
     import json
 
     from swebox.envs.tasks import save_jsonl
     from swebox.scripts.cli import main
 
-    from tests.envs.swe_fixtures import layer_dirs
+    from tests.calc import layer_dirs
 
     tasks = tmp_path / "tasks.jsonl"
     save_jsonl([calc_task(), calc_task(instance_id="calc-add-2")], tasks)

@@ -13,7 +13,7 @@ from swebox.envs.skyrl_env import SWESkyRLEnv
 from swebox.envs.skyrl_prepare import prepare
 from swebox.envs.swe_env import METRIC_NAMES
 
-from tests.envs.swe_fixtures import CALC_ENV, GOLD, SUBMIT, apply_patch, bash, calc_layer, calc_task, layer_dirs  # noqa: F401
+from tests.calc import CALC_ENV, GOLD, SUBMIT, apply_patch, bash, calc_task, layer_dirs
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -40,7 +40,7 @@ def test_register_is_idempotent_and_checks_settings():
         register_skyrl("swebox-typo", max_turn=3)
 
 
-def test_gold_patch_scores_one_and_empty_submission_zero(tmp_path, calc_layer):  # noqa: F811
+def test_gold_patch_scores_one_and_empty_submission_zero(tmp_path, calc_layer):
     (prompt, extras), = rows_for(tmp_path, calc_layer)
     env = skyrl_gym.make("swebox", env_config={}, extras=dict(extras))
     chat, info = env.init(prompt)
@@ -63,7 +63,7 @@ def test_gold_patch_scores_one_and_empty_submission_zero(tmp_path, calc_layer): 
     assert aggregate_for_environment("swebox", [metrics])["env/resolved"] == 1.0
 
 
-def test_own_turn_limit_ends_the_episode_with_a_float_reward(tmp_path, calc_layer):  # noqa: F811
+def test_own_turn_limit_ends_the_episode_with_a_float_reward(tmp_path, calc_layer):
     (prompt, extras), = rows_for(tmp_path, calc_layer, max_turns=2)
     env = skyrl_gym.make("swebox", env_config={}, extras=extras)
     env.init(prompt)
@@ -72,7 +72,7 @@ def test_own_turn_limit_ends_the_episode_with_a_float_reward(tmp_path, calc_laye
     assert out["done"] is True and out["reward"] == 0.0 and out["metadata"]["reason"] == "max_turns"
 
 
-def test_task_fields_as_columns_and_settings_as_kwargs(tmp_path, calc_layer):  # noqa: F811
+def test_task_fields_as_columns_and_settings_as_kwargs(tmp_path, calc_layer):
     dirs = layer_dirs(tmp_path, calc_layer)
     row = {k: v for k, v in calc_task().to_dict().items()}
     env = SWESkyRLEnv(env_config=None, extras={**row, "max_turns": 1}, max_turns=3, layers={"dirs": str(dirs)})
@@ -112,7 +112,7 @@ def test_missing_env_in_the_cache_names_the_build_command(tmp_path):
     assert env.step("x")["reward"] == 0.0
 
 
-def test_episodes_run_in_a_thread_pool_like_skyrl(tmp_path, calc_layer):  # noqa: F811
+def test_episodes_run_in_a_thread_pool_like_skyrl(tmp_path, calc_layer):
     (prompt, extras), = rows_for(tmp_path, calc_layer)
 
     def play(gold: bool) -> float:

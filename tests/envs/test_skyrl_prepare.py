@@ -10,7 +10,7 @@ import pytest
 from swebox.envs.skyrl_prepare import add_arguments, prepare
 from swebox.envs.tasks import Task, save_jsonl
 
-from tests.envs.swe_fixtures import calc_layer, calc_task  # noqa: F401
+from tests.calc import calc_task
 
 
 def test_rows_hold_the_task_prompt_and_settings(tmp_path):
@@ -58,12 +58,12 @@ def test_cli(tmp_path, capsys):
     assert bad.func(bad) == 2 and "max_turns" in capsys.readouterr().err
 
 
-def test_prepare_records_the_store_and_refuses_rows_without_layers(tmp_path, capsys, calc_layer):  # noqa: F811
+def test_prepare_records_the_store_and_refuses_rows_without_layers(tmp_path, capsys, calc_layer):
     """As the README shows it (`--tasks DIR/tasks.jsonl` after synthesis, no --store): the rows name the store
     beside the tasks, and a task whose layers are nowhere is refused instead of failing later in init."""
     from swebox.envs.cache import LayerStore
 
-    from tests.envs.swe_fixtures import CALC_ENV
+    from tests.calc import CALC_ENV
 
     store = LayerStore(tmp_path / "synth" / "layers", fmt="tar.gz")
     save_jsonl([calc_task()], tmp_path / "synth" / "tasks.jsonl")

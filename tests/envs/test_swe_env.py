@@ -12,11 +12,11 @@ import pytest
 from swebox.envs.episode_state import StartState
 from swebox.envs.swe_env import METRIC_NAMES, EpisodeConfig, SWEEpisode
 
-from tests.envs.swe_fixtures import GOLD, SUBMIT, apply_patch, bash, calc_layer, calc_task  # noqa: F401
+from tests.calc import GOLD, SUBMIT, apply_patch, bash, calc_task
 
 
 @pytest.fixture
-def episode(calc_layer):  # noqa: F811
+def episode(calc_layer):
     made = []
 
     def make(**config) -> SWEEpisode:

@@ -22,7 +22,7 @@ from swebox.envs.layers_resolver import close_shared_caches
 from swebox.envs.skyrl_prepare import prepare
 from swebox.envs.tasks import load
 
-from tests.envs.swe_fixtures import SUBMIT, apply_patch
+from tests.calc import SUBMIT, apply_patch
 
 pytestmark = pytest.mark.e2e
 
@@ -32,7 +32,7 @@ def synth_dir(tmp_path_factory) -> Path:
     given = os.environ.get("SWEBOX_E2E_SYNTH_DIR")
     if given:
         return Path(given)
-    from swebox.envs.tasks import synth_cli
+    from swebox.envs.tasks.synth import cli as synth_cli
 
     out = tmp_path_factory.mktemp("synth") / "out"
     parser = argparse.ArgumentParser()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.envs.swe_fixtures import CALC_ENV, calc_layer, calc_task  # noqa: F401
+from tests.calc import CALC_ENV, calc_task
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "gpu_smoke.sh"
@@ -25,7 +25,7 @@ def model_dir(tmp_path) -> Path:
     """A small local causal LM folder: the tiny random policy and the builtin tokenizer, as save_pretrained."""
     import torch
     from swebox.trainers.config import ModelConfig
-    from swebox.trainers.tiny import build_model, build_tokenizer
+    from swebox.trainers.models import build_model, build_tokenizer
 
     torch.manual_seed(0)
     cfg = ModelConfig(init="random", tokenizer="builtin", num_kv_heads=2)
@@ -70,7 +70,7 @@ def test_vllm_needs_a_gpu_and_vllm(model_dir, tmp_path):
 
 @pytest.mark.e2e
 @pytest.mark.timeout(600)
-def test_two_grpo_steps_on_cpu(model_dir, calc_layer, tmp_path):  # noqa: F811
+def test_two_grpo_steps_on_cpu(model_dir, calc_layer, tmp_path):
     from swebox.envs.cache import LayerCache, LayerCacheConfig, LayerStore
 
     store = LayerStore(tmp_path / "corpus" / "layers")

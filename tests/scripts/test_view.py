@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.envs.swe_fixtures import calc_layer, layer_dirs  # noqa: F401
+from tests.calc import layer_dirs
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 pytestmark = [pytest.mark.e2e,
@@ -26,7 +26,7 @@ DOCS_IMG = Path(__file__).parents[2] / "docs" / "img"
 
 
 @pytest.fixture(scope="module")
-def tiny_run(calc_layer, tmp_path_factory):  # noqa: F811
+def tiny_run(calc_layer, tmp_path_factory):
     from tests.trainers.tiny_run import make_trainer
 
     root = tmp_path_factory.mktemp("view")
@@ -147,7 +147,7 @@ def test_run_step_rollout_turn_and_task_pages_of_a_real_run(tiny_run, browser, t
         assert browser.find_elements(By.CSS_SELECTOR, "link[href^='http'], script[src]") == []  # nothing external
 
 
-def test_an_eval_output(calc_layer, tmp_path, browser, capsys):  # noqa: F811
+def test_an_eval_output(calc_layer, tmp_path, browser, capsys):
     from selenium.webdriver.common.by import By
     from swebox.envs.tasks import Task, save_jsonl
     from swebox.scripts.cli import build_parser
@@ -206,7 +206,7 @@ def test_damaged_growing_and_empty_runs(tiny_run, tmp_path, browser):
             f.read()
 
 
-def test_a_beam_search_tree(calc_layer, tmp_path, browser, capsys, monkeypatch):  # noqa: F811
+def test_a_beam_search_tree(calc_layer, tmp_path, browser, capsys, monkeypatch):
     """A real `swebox eval --search beam --out` (a scripted policy: fix, look, submit) shown on the rollout page:
     every line with its parent and fork turn, its actions and observations, the rule's values, kept/pruned,
     the verdicts, the chosen path, and the oracle rule named as the oracle."""
@@ -216,7 +216,7 @@ def test_a_beam_search_tree(calc_layer, tmp_path, browser, capsys, monkeypatch):
     from swebox.envs.tasks import save_jsonl
     from swebox.scripts.cli import main
 
-    from tests.envs.swe_fixtures import GOLD, apply_patch, calc_task
+    from tests.calc import GOLD, apply_patch, calc_task
     from tests.envs.test_search import WRONG_MUL, FixLookSubmit
 
     save_jsonl([calc_task()], tmp_path / "tasks.jsonl")

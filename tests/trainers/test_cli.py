@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
 import pytest
 from swebox.trainers.cli import add_arguments, gold_replies, summary
 
-from tests.trainers.test_learning import shapes_env  # noqa: F401 - the module-scoped env-layer fixture
+from tests.trainers.shapes import shapes_files
 
 
 def parser() -> argparse.ArgumentParser:
@@ -68,18 +67,9 @@ def test_summary_reports_rate_and_breakdown():
 
 
 @pytest.mark.e2e
-def test_eval_gold_resolves_and_empty_does_not(shapes_env, tmp_path, capsys):  # noqa: F811
-    from swebox.envs.cache import EnvSpec
-    from swebox.envs.tasks import save_jsonl
-
-    layer, tasks, _ = shapes_env
-    env = EnvSpec(source="/fixture/shapes", commit="0123456789abcdef")
-    dirs = tmp_path / "layers"
-    dirs.mkdir()
-    os.symlink(layer.path, dirs / env.key())
-    import dataclasses
-
-    save_jsonl([dataclasses.replace(t, env=env) for t in tasks[:2]], tmp_path / "tasks.jsonl")
+def test_eval_gold_resolves_and_empty_does_not(shapes_env, tmp_path, capsys):
+    _, tasks, _ = shapes_env
+    dirs = shapes_files(shapes_env, tmp_path, 2)
     for policy, expected in (("gold", "resolved 2/2"), ("empty", "resolved 0/2")):
         out = tmp_path / f"{policy}.jsonl"
         args = parser().parse_args(["eval", "--tasks", str(tmp_path / "tasks.jsonl"), "--policy", policy,
@@ -93,21 +83,12 @@ def test_eval_gold_resolves_and_empty_does_not(shapes_env, tmp_path, capsys):  #
 
 
 @pytest.mark.e2e
-def test_eval_hf_policy_plays_real_episodes(shapes_env, tmp_path, capsys):  # noqa: F811
-    import dataclasses
-
+def test_eval_hf_policy_plays_real_episodes(shapes_env, tmp_path, capsys):
     import torch
-    from swebox.envs.cache import EnvSpec
-    from swebox.envs.tasks import save_jsonl
     from swebox.trainers.config import ModelConfig
-    from swebox.trainers.tiny import build_builtin_tokenizer, build_model
+    from swebox.trainers.models import build_builtin_tokenizer, build_model
 
-    layer, tasks, _ = shapes_env
-    env = EnvSpec(source="/fixture/shapes", commit="0123456789abcdef")
-    dirs = tmp_path / "layers"
-    dirs.mkdir()
-    os.symlink(layer.path, dirs / env.key())
-    save_jsonl([dataclasses.replace(tasks[0], env=env)], tmp_path / "tasks.jsonl")
+    dirs = shapes_files(shapes_env, tmp_path, 1)
     tok = build_builtin_tokenizer()
     torch.manual_seed(0)
     build_model(ModelConfig(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=2), tok).save_pretrained(
@@ -145,7 +126,7 @@ def test_the_terminal_table_keeps_its_columns_with_long_ids():
 
 
 @pytest.mark.e2e
-def test_eval_episodes_end_at_the_episode_time_limit(tmp_path):
+def test_eval_episodes_end_at_the_episode_time_limit(tmp_path, calc_layer):
     """`swebox eval` plays with episode_config(cfg): rollout.episode_timeout_s bounds a whole episode (each
     command is cut to what is left of it), not only each command."""
     import time
@@ -155,11 +136,11 @@ def test_eval_episodes_end_at_the_episode_time_limit(tmp_path):
     from swebox.trainers.config import load_config
     from swebox.trainers.rollout import episode_config
 
-    from tests.envs.swe_fixtures import _build, bash, calc_task
+    from tests.calc import bash, calc_task
 
     cfg = load_config(None, ["rollout.episode_timeout_s=4", "env.max_turns=50", "env.command_timeout_s=30"])
     started = time.monotonic()
-    with group(calc_task(), 1, layers=[_build()], config=episode_config(cfg)) as g:
+    with group(calc_task(), 1, layers=[calc_layer], config=episode_config(cfg)) as g:
         out = play_text_episode(g[0], lambda messages: bash("sleep 3"), cfg.env.max_turns)
     assert out["reason"] == "time_limit" and out["num_turns"] <= 3
     assert time.monotonic() - started < 60  # 50 turns of `sleep 3` would take 150 s

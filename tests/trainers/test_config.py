@@ -63,6 +63,16 @@ def test_unknown_top_level_key_in_a_file(tmp_path):
     assert "'learning_rate'" in str(info.value) and "optim" in str(info.value)
 
 
+def test_a_removed_key_says_why_and_what_to_do(tmp_path):
+    path = tmp_path / "old.yaml"
+    path.write_text("ray:\n  address: auto\n  learner_num_gpus: 8\n")
+    with pytest.raises(cfg.ConfigError, match=r"'ray.learner_num_gpus' was removed: the learner runs in the "
+                                              r"trainer's own process.*delete the line"):
+        cfg.load_config(path)
+    with pytest.raises(cfg.ConfigError, match="was removed"):
+        cfg.load_config(None, ["ray.learner_num_gpus=1"])
+
+
 def test_section_given_a_scalar_is_rejected(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("algorithm: 3\n")

@@ -17,8 +17,8 @@ ray = pytest.importorskip("ray")
 import torch  # noqa: E402
 from swebox.trainers import gen_server  # noqa: E402
 from swebox.trainers.config import ConfigError, GenerationConfig, TrainConfig, load_config  # noqa: E402
+from swebox.trainers.models import build_builtin_tokenizer  # noqa: E402
 from swebox.trainers.ray_pool import RayPoolError, RayWorkerPool, actor_gpus  # noqa: E402
-from swebox.trainers.tiny import build_builtin_tokenizer  # noqa: E402
 
 from tests.trainers.ray_cluster import swebox_cluster  # noqa: E402
 from tests.trainers.test_rollout import ScriptedEpisode  # noqa: E402

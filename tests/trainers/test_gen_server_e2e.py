@@ -22,7 +22,7 @@ from swebox.trainers.config import load_config  # noqa: E402
 from swebox.trainers.ray_pool import RayWorkerPool  # noqa: E402
 from swebox.trainers.tracking import read_metrics  # noqa: E402
 
-from tests.envs.swe_fixtures import calc_layer, calc_task  # noqa: E402, F401
+from tests.calc import calc_task  # noqa: E402
 from tests.trainers.ray_cluster import swebox_cluster  # noqa: E402
 
 CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "demo.yaml")
@@ -39,7 +39,7 @@ def served_calc_worker(cfg, backend, layers: list[str]):
 
 @pytest.mark.e2e
 @pytest.mark.timeout(600)
-def test_training_step_generates_through_one_server_for_both_nodes(calc_layer, tmp_path):  # noqa: F811
+def test_training_step_generates_through_one_server_for_both_nodes(calc_layer, tmp_path):
     from swebox.trainers.trainer import Trainer
 
     cfg = load_config(CONFIG, [

@@ -10,7 +10,7 @@ import pytest
 import torch
 from swebox.trainers.config import GenerationConfig, ModelConfig
 from swebox.trainers.generation import Generated, OpenAIBackend, RequestBatcher, make_backend
-from swebox.trainers.tiny import build_builtin_tokenizer, build_model
+from swebox.trainers.models import build_builtin_tokenizer, build_model
 
 
 @pytest.fixture(scope="module")

@@ -25,98 +25,15 @@ reference, Dr. GRPO, a wider model or groups of 16 at 1e-2 each failed more.
 
 from __future__ import annotations
 
-import subprocess
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from swebox.envs.swe_env import StepResult
 
-K = 4
-BUGGY = {  # function -> (buggy body, [candidate bodies]); candidate CORRECT[i] of task i is the fix
-    "area_square": ("s + s", ["s * s", "s ** 3", "2 * s", "s * s + 1"]),
-    "area_rect": ("w + h", ["w * h", "w * w", "h * h", "w * h - 1"]),
-    "perimeter_square": ("3 * s", ["4 * s", "s * 4 + 1", "2 * s", "s + 4"]),
-    "perimeter_rect": ("2 * w + h", ["2 * (w + h)", "2 * w * h", "w + h", "2 * (w - h)"]),
-}
-ORDER = [[2, 0, 3, 1], [0, 1, 2, 3], [3, 2, 1, 0], [1, 3, 0, 2]]  # candidate positions: the fix is at ORDER[i][0]
-ARGS = {"area_square": "s", "area_rect": "w, h", "perimeter_square": "s", "perimeter_rect": "w, h"}
-CHECKS = {"area_square": "area_square(3) == 9 and area_square(1) == 1",
-          "area_rect": "area_rect(2, 5) == 10 and area_rect(3, 3) == 9",
-          "perimeter_square": "perimeter_square(3) == 12",
-          "perimeter_rect": "perimeter_rect(2, 5) == 14 and perimeter_rect(1, 1) == 4"}
-
-
-def _ops(bodies: dict[str, str]) -> str:
-    fns = [f"def {name}({ARGS[name]}):\n    return {body}\n" for name, body in bodies.items()]
-    return "\n\n".join([*fns, "def double(x):\n    return 2 * x\n"])
-
-
-TESTS = "\n\n".join(
-    ["from shapes.ops import *  # noqa: F403\n"]
-    + [f"def test_{name}():\n    assert {check}\n" for name, check in CHECKS.items()]
-    + ["def test_double():\n    assert double(4) == 8\n"]
-)
-
-
-def _git(repo: Path, *args: str) -> str:
-    cmd = ["git", "-c", "user.email=t@t", "-c", "user.name=t", "-c", "commit.gpgsign=false", *args]
-    return subprocess.run(cmd, cwd=repo, check=True, capture_output=True, text=True).stdout
-
-
-def candidate_diffs(tmp: Path) -> dict[str, list[str]]:
-    """For each buggy function, the K candidate diffs in their shown order (made with git on the host)."""
-    repo = tmp / "diffs"
-    (repo / "shapes").mkdir(parents=True)
-    _git(repo, "init", "-q", "-b", "main")
-    buggy = {name: b for name, (b, _) in BUGGY.items()}
-    (repo / "shapes" / "ops.py").write_text(_ops(buggy))
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "base")
-    out = {}
-    for i, (name, (_, bodies)) in enumerate(BUGGY.items()):
-        diffs = []
-        for position in range(K):
-            body = bodies[ORDER[i].index(position)]
-            (repo / "shapes" / "ops.py").write_text(_ops({**buggy, name: body}))
-            diffs.append(_git(repo, "diff"))
-        _git(repo, "checkout", "-q", "--", ".")
-        out[name] = diffs
-    return out
-
-
-@pytest.fixture(scope="module")
-def shapes_env(tmp_path_factory):
-    """(env layer, tasks, candidates): the env layer is built in a real sandbox, like the cache builder does."""
-    from swebox.envs.tasks import Task
-
-    from tests.fixture_env import build_env_layer, discard_env_layer
-
-    tmp = tmp_path_factory.mktemp("shapes")
-    candidates = candidate_diffs(tmp)
-    files = {"shapes/__init__.py": "", "shapes/ops.py": _ops({name: b for name, (b, _) in BUGGY.items()}),
-             "tests/test_ops.py": TESTS}
-    layer = build_env_layer(files, "shapes")
-    tasks = [
-        Task(instance_id=f"shapes-{name}", repo="local/shapes", patch=candidates[name][ORDER[i][0]],
-             problem_statement=f"{name} returns the wrong value.",
-             FAIL_TO_PASS=[f"tests/test_ops.py::test_{name}"], PASS_TO_PASS=["tests/test_ops.py::test_double"])
-        for i, name in enumerate(BUGGY)
-    ]
-    yield layer, tasks, candidates
-    discard_env_layer(layer)
-
+from tests.trainers.shapes import BUGGY, ORDER, K
 
 # ------------------------------------------------------------------------------------ the choice episode
-
-
-@dataclass
-class Step:
-    observation: str
-    reward: float
-    terminated: bool
-    truncated: bool
-    info: dict = field(default_factory=dict)
 
 
 class GradeCache:
@@ -168,11 +85,11 @@ class ChoiceEpisode:
         name = self.task.instance_id.removeprefix("shapes-")
         return [{"role": "user", "content": f"Candidates:\n{shown}\nWhich one fixes {name}?"}]
 
-    def step(self, reply: str) -> Step:
+    def step(self, reply: str) -> StepResult:
         if not reply:
-            return Step("", 0.0, True, False, {"metrics": {"env/resolved": 0.0}})
+            return StepResult("", 0.0, True, False, {"metrics": {"env/resolved": 0.0}})
         reward, metrics = self.grades.reward(self.task, ord(reply[0]) % K)
-        return Step("", reward, True, False, {"metrics": {**metrics, "env/resolved": reward}})
+        return StepResult("", reward, True, False, {"metrics": {**metrics, "env/resolved": reward}})
 
 
 def _candidate_layer(tmp: Path, base, tasks, candidates) -> Path:
@@ -284,8 +201,8 @@ class ReplyBackend:
 def test_real_swe_episodes_multi_turn_alignment_and_rewards(shapes_env, tmp_path):
     """swe_episode_factory: groups forked from one start, three turns, real observations, real grading."""
     from swebox.trainers.config import load_config
+    from swebox.trainers.models import build_builtin_tokenizer
     from swebox.trainers.rollout import RolloutWorker, observation_delta_ids, swe_episode_factory
-    from swebox.trainers.tiny import build_builtin_tokenizer
 
     layer, tasks, _ = shapes_env
     layers = [layer.path, _candidate_layer(tmp_path, layer, tasks, shapes_env[2])]

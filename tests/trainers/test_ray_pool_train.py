@@ -20,7 +20,7 @@ from swebox.trainers.config import load_config  # noqa: E402
 from swebox.trainers.ray_pool import RayWorkerPool  # noqa: E402
 from swebox.trainers.tracking import read_metrics  # noqa: E402
 
-from tests.envs.swe_fixtures import calc_layer, calc_task  # noqa: E402, F401
+from tests.calc import calc_task  # noqa: E402
 from tests.trainers.ray_cluster import swebox_cluster  # noqa: E402
 
 CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "demo.yaml")
@@ -35,7 +35,7 @@ def calc_worker(cfg, layers: list[str]):
 
 @pytest.mark.e2e
 @pytest.mark.timeout(600)
-def test_training_step_runs_episodes_on_both_nodes(calc_layer, tmp_path):  # noqa: F811
+def test_training_step_runs_episodes_on_both_nodes(calc_layer, tmp_path):
     from swebox.trainers.trainer import Trainer
 
     cfg = load_config(CONFIG, [

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import pytest
+from swebox.envs.swe_env import StepResult
 from swebox.trainers.config import TrainConfig, load_config
 from swebox.trainers.generation import Generated
+from swebox.trainers.models import build_builtin_tokenizer
 from swebox.trainers.rollout import (
     LocalWorkerPool,
     Trajectory,
@@ -14,20 +14,11 @@ from swebox.trainers.rollout import (
     play_episode,
     prompt_ids,
 )
-from swebox.trainers.tiny import build_builtin_tokenizer
 
-from tests.envs.swe_fixtures import calc_layer, calc_task  # noqa: F401
+from tests.calc import calc_task
 
 TOK = build_builtin_tokenizer()
 
-
-@dataclass
-class Step:
-    observation: str
-    reward: float
-    terminated: bool
-    truncated: bool
-    info: dict = field(default_factory=dict)
 
 
 class ScriptedEpisode:
@@ -39,14 +30,15 @@ class ScriptedEpisode:
     def reset(self):
         return [{"role": "system", "content": "sys"}, {"role": "user", "content": "fix it"}]
 
-    def step(self, reply: str) -> Step:
+    def step(self, reply: str) -> StepResult:
         self.replies.append(reply)
         if self.fail_at == len(self.replies):
             raise OSError("sandbox died")
         if len(self.replies) == self.turns:
             reward = 1.0 if reply == "ok" else 0.0
-            return Step("", reward, True, False, {"metrics": {"env/turns": len(self.replies), "env/grade_s": 0.0}})
-        return Step(f"obs {len(self.replies)}", 0.0, False, False, {})
+            metrics = {"env/turns": len(self.replies), "env/grade_s": 0.0}
+            return StepResult("", reward, True, False, {"metrics": metrics})
+        return StepResult(f"obs {len(self.replies)}", 0.0, False, False, {})
 
 
 class ScriptedBackend:
@@ -149,7 +141,7 @@ def test_worker_runs_groups_in_task_order_and_turns_a_broken_group_into_failed_t
 
 
 
-def test_swe_episode_factory_shares_one_grade_cache_per_worker_and_the_switch_turns_it_off(calc_layer):  # noqa: F811
+def test_swe_episode_factory_shares_one_grade_cache_per_worker_and_the_switch_turns_it_off(calc_layer):
     from swebox.envs.grade_cache import GradeCache
     from swebox.trainers.rollout import swe_episode_factory
 

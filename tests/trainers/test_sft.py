@@ -9,10 +9,11 @@ import json
 
 import pytest
 import torch
-from swebox.envs.actions import ActionConfig, parse_action
+from swebox.envs.agent.actions import ActionConfig, parse_action
 from swebox.envs.tasks import Task
 from swebox.trainers.config import load_config
 from swebox.trainers.learner import Learner, make_batch
+from swebox.trainers.models import build_builtin_tokenizer, build_model
 from swebox.trainers.rollout import observation_delta_ids
 from swebox.trainers.sft_data import (
     ScriptedBackend,
@@ -22,9 +23,8 @@ from swebox.trainers.sft_data import (
     record_trajectories,
     trajectory_from_messages,
 )
-from swebox.trainers.tiny import build_builtin_tokenizer, build_model
 
-from tests.trainers.test_learning import BUGGY, ORDER, shapes_env  # noqa: F401
+from tests.trainers.shapes import BUGGY, ORDER, shapes_files
 
 TINY = ["model.hidden_size=32", "model.num_layers=1", "model.num_heads=2", "model.num_kv_heads=2",
         "model.intermediate_size=64"]
@@ -150,7 +150,7 @@ def test_sft_loss_is_the_nll_of_the_model_tokens(tok):
 
 @pytest.mark.e2e
 @pytest.mark.timeout(600)
-def test_sft_on_gold_episodes_and_on_eval_records(shapes_env, tmp_path):  # noqa: F811
+def test_sft_on_gold_episodes_and_on_eval_records(shapes_env, tmp_path):
     """Expert episodes in real sandboxes: the gold patch resolves and is kept, a wrong patch is not; then SFT
     learns them (loss falls), writes metrics, a checkpoint and a policy folder; eval records train too."""
     from swebox.trainers.rollout import swe_episode_factory
@@ -177,7 +177,7 @@ def test_sft_on_gold_episodes_and_on_eval_records(shapes_env, tmp_path):  # noqa
     assert (result.policy / "config.json").exists() and (result.policy / "tokenizer.json").exists()
     # the fine-tuned folder is a policy GRPO and eval start from: model.init=pretrained model.path=...
     start = load_config(None, ["model.init=pretrained", f"model.path={result.policy}"])
-    from swebox.trainers.tiny import build_tokenizer
+    from swebox.trainers.models import build_tokenizer
 
     again = build_tokenizer(start.model)
     assert again.encode("git apply") == build_builtin_tokenizer().encode("git apply")
@@ -187,21 +187,12 @@ def test_sft_on_gold_episodes_and_on_eval_records(shapes_env, tmp_path):  # noqa
 
 @pytest.mark.e2e
 @pytest.mark.timeout(600)
-def test_swebox_sft_on_eval_records_keeps_the_resolved(shapes_env, tmp_path, capsys):  # noqa: F811
+def test_swebox_sft_on_eval_records_keeps_the_resolved(shapes_env, tmp_path, capsys):
     """`swebox eval --out` records (gold: resolved, empty: not) -> `swebox sft --data`: rejection sampling."""
-    import os
-
-    from swebox.envs.cache import EnvSpec
-    from swebox.envs.tasks import save_jsonl
     from swebox.scripts.cli import main
     from swebox.trainers.tracking import read_metrics
 
-    layer, tasks, _ = shapes_env
-    env = EnvSpec(source="/fixture/shapes", commit="0123456789abcdef")
-    dirs = tmp_path / "layers"
-    dirs.mkdir()
-    os.symlink(layer.path, dirs / env.key())
-    save_jsonl([dataclasses.replace(t, env=env) for t in tasks[:2]], tmp_path / "tasks.jsonl")
+    dirs = shapes_files(shapes_env, tmp_path, 2)
     for policy in ("gold", "empty"):
         assert main(["eval", "--tasks", str(tmp_path / "tasks.jsonl"), "--policy", policy, "--layers", str(dirs),
                      "--out", str(tmp_path / f"{policy}.jsonl")]) == 0

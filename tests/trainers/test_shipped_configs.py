@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from swebox.envs.tasks.statement import Failure, problem_statement
+from swebox.envs.tasks.synth.statement import Failure, problem_statement
 from swebox.trainers.config import load_config
 from swebox.trainers.rollout import swe_episode_factory
 from swebox.trainers.trainer import Trainer
 
-from tests.envs.swe_fixtures import calc_layer, calc_task  # noqa: F401
+from tests.calc import calc_task
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 CPU_CONFIGS = sorted(p.name for p in CONFIGS.glob("*.yaml")
@@ -25,7 +25,7 @@ def failure(test: str, call: str, message: str) -> Failure:
     return Failure(test, message, details)
 
 
-# the calc task's statement as `swebox tasks synth` writes statements (envs/tasks/statement.py): the listed tests,
+# the calc task's statement as `swebox tasks synth` writes statements (envs/tasks/synth/statement.py): the listed tests,
 # three of them detailed; as long as the demo corpus's longest (toolz: 1,662 characters, 1,649 prompt tokens)
 STATEMENT = problem_statement("calc-0.1", [
     failure(f"tests/test_ops.py::TestAddition::test_add_of_consecutive_ints_{k}", f"add({k}, {k + 1}) == {2 * k + 1}",
@@ -45,7 +45,7 @@ def test_the_cpu_configs_are_found():
 @pytest.mark.e2e
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("name", CPU_CONFIGS)
-def test_a_step_of_each_cpu_config_trains_on_real_tokens(name, calc_layer, tmp_path):  # noqa: F811
+def test_a_step_of_each_cpu_config_trains_on_real_tokens(name, calc_layer, tmp_path):
     # only the batch is made smaller (one group of 4), every setting that decides masking is the config's own
     cfg = load_config(CONFIGS / name, [
         "total_steps=1", "rollout.tasks_per_step=1", "rollout.group_size=4", "optim.micro_batch_size=4",

@@ -7,8 +7,6 @@ import time
 
 from swebox.trainers import tracking
 
-from tests.trainers.test_tracking import wandb_env  # noqa: F401
-
 
 def _records(step: int) -> list[dict]:
     long_diff = "diff --git a/x b/x\n" + "+" * 5000
@@ -17,7 +15,7 @@ def _records(step: int) -> list[dict]:
             {"task_id": "u", "reward": 0.0, "resolved": False, "num_turns": 0, "diff": "", "turns": []}]
 
 
-def test_rollouts_table_in_an_offline_run(tmp_path, wandb_env):  # noqa: F811
+def test_rollouts_table_in_an_offline_run(tmp_path, wandb_env):
     import wandb
 
     tracker = tracking.Tracker(tmp_path / "run", mode="offline", echo=lambda *_: None)

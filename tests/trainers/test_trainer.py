@@ -7,15 +7,15 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 import torch
+from swebox.envs.swe_env import StepResult
 from swebox.trainers.config import load_config
 from swebox.trainers.learner import Learner, make_batch, token_logprobs
+from swebox.trainers.models import build_builtin_tokenizer, build_model
 from swebox.trainers.rollout import Trajectory
-from swebox.trainers.tiny import build_builtin_tokenizer, build_model
 from swebox.trainers.tracking import STEP_METRICS, read_metrics
 from swebox.trainers.trainer import TaskSampler, Trainer, union_seconds
 
@@ -24,14 +24,6 @@ SMALL = ["model.hidden_size=32", "model.num_layers=1", "model.num_heads=2", "mod
          "rollout.group_size=4", "optim.lr=1e-2", "optim.micro_batch_size=3", "logging.wandb=disabled",
          "logging.progress=false", "rollout.max_parallel_episodes=2"]
 
-
-@dataclass
-class Step:
-    observation: str
-    reward: float
-    terminated: bool
-    truncated: bool
-    info: dict = field(default_factory=dict)
 
 
 class OneTurn:
@@ -43,9 +35,9 @@ class OneTurn:
     def reset(self):
         return f"task {self.task_id}"
 
-    def step(self, reply: str) -> Step:
+    def step(self, reply: str) -> StepResult:
         r = float(bool(reply) and ord(reply[0]) % 2 == 0)
-        return Step("", r, True, False, {"metrics": {"env/resolved": r, "env/turns": 1.0}})
+        return StepResult("", r, True, False, {"metrics": {"env/resolved": r, "env/turns": 1.0}})
 
 
 def one_turn_factory(task, n):

@@ -12,11 +12,11 @@ from swebox.trainers.config import load_config
 from swebox.trainers.tracking import read_metrics
 from swebox.trainers.trainer import Trainer, TrainingError
 
-from tests.envs.swe_fixtures import CALC_ENV, calc_layer, calc_task  # noqa: F401
+from tests.calc import CALC_ENV, calc_task
 from tests.trainers.test_trainer import SMALL, OneTurn, make_trainer
 
 
-def test_a_task_whose_env_layer_is_missing_stops_the_run_before_step_1(tmp_path, calc_layer):  # noqa: F811
+def test_a_task_whose_env_layer_is_missing_stops_the_run_before_step_1(tmp_path, calc_layer):
     from swebox.scripts.cli import build_parser
 
     store = LayerStore(tmp_path / "store", fmt="tar.gz")

@@ -10,13 +10,12 @@ import time
 import pytest
 from swebox.trainers import trajectories as tj
 
-from tests.envs.swe_fixtures import calc_layer, layer_dirs  # noqa: F401
-from tests.trainers.test_tracking import wandb_env  # noqa: F401
+from tests.calc import layer_dirs
 from tests.trainers.tiny_run import calc_tasks, make_trainer
 
 
 @pytest.mark.e2e
-def test_a_real_run_writes_every_rollout_with_turns_grades_and_advantages(calc_layer, tmp_path, wandb_env):  # noqa: F811
+def test_a_real_run_writes_every_rollout_with_turns_grades_and_advantages(calc_layer, tmp_path, wandb_env):
     import wandb
 
     trainer = make_trainer(tmp_path / "run", calc_layer, "total_steps=3", "logging.trajectories_keep_last=2",
@@ -99,8 +98,8 @@ def test_reading_a_corrupt_line_and_a_truncated_file_keeps_the_rest_and_names_th
 
 
 @pytest.mark.e2e
-def test_eval_out_records_hold_the_trajectory_fields_and_a_markdown_table(calc_layer, tmp_path, capsys,  # noqa: F811
-                                                                         wandb_env):  # noqa: F811
+def test_eval_out_records_hold_the_trajectory_fields_and_a_markdown_table(calc_layer, tmp_path, capsys,
+                                                                         wandb_env):
     from swebox.envs.tasks import Task, save_jsonl
     from swebox.scripts.cli import build_parser
 

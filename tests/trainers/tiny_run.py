@@ -15,8 +15,7 @@ from swebox.trainers.generation import Generated
 from swebox.trainers.rollout import LocalWorkerPool, swe_episode_factory
 from swebox.trainers.trainer import Trainer
 
-from tests.envs.swe_fixtures import GOLD, SUBMIT, apply_patch, bash, calc_task
-from tests.envs.tasks.conftest import GOLD_DIV
+from tests.calc import GOLD, GOLD_DIV, SUBMIT, apply_patch, bash, calc_task
 
 WRONG_ADD = GOLD.replace("+    return a + b", "+    return a * b")
 SCRIPTS = {
@@ -70,7 +69,7 @@ class ScriptedBackend:
 def make_trainer(run_dir: Path, layer: Path, *overrides: str) -> Trainer:
     """A trainer over the calc tasks with a scripted backend; call ``.step()`` or ``.train()``."""
     from swebox.envs.tasks import Task, save_jsonl
-    from swebox.trainers.tiny import build_model, build_tokenizer
+    from swebox.trainers.models import build_model, build_tokenizer
 
     tasks_file = Path(run_dir).parent / "calc-tasks.jsonl"
     save_jsonl([Task.from_dict(t) for t in calc_tasks()], tasks_file)

@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from swebox.envs.sandbox.strict import strict_from_dict
+
 from ..budget import IOBudget
-from ..store import LayerStore, _write_atomic
+from ..store import STALE_RECORD, LayerStore, _write_atomic
 from .convert import convert_layer
 from .sources import ImageSource
 
@@ -60,7 +62,7 @@ class ImageRecord:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ImageRecord:
-        return cls(**d)
+        return strict_from_dict(cls, d, what="image record", fix=STALE_RECORD)
 
 
 def record_path(store: LayerStore, ref: str) -> Path:

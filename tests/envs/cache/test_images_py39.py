@@ -24,7 +24,7 @@ from swebox.envs.swe_env import EpisodeConfig
 from swebox.envs.tasks.grading import grade
 from swebox.envs.tasks.schema import Task
 
-from tests.envs.swe_fixtures import SUBMIT, bash
+from tests.calc import SUBMIT, bash
 
 from .py39_image import GOLD, VENV_PYTHON, py39_layout
 from .registry_fixture import push, registry

@@ -52,7 +52,7 @@ def test_file_helpers_refuse_fifos_without_blocking(sandbox: Sandbox):
 
 
 def test_the_editor_view_of_a_fifo_fails_at_once(sandbox: Sandbox):
-    from swebox.envs.editor import Editor, EditorError
+    from swebox.envs.agent.editor import Editor, EditorError
 
     sandbox.exec("mkfifo /testbed/pipe")
     finished, value, thread = _in_thread(lambda: Editor(sandbox).view("/testbed/pipe"), timeout=10.0)

@@ -284,7 +284,7 @@ LOG_FORGERS = {
 
 @pytest.mark.parametrize("name", sorted(LOG_FORGERS))
 def test_code_under_test_cannot_forge_the_log(calc_layer, calc_task, name):
-    from tests.envs.tasks.conftest import calc_log_task
+    from tests.calc import calc_log_task
 
     forger, where, reason = LOG_FORGERS[name]
     report = grade(calc_log_task(calc_task), new_file_over_empty("calc/__init__.py", forger), layers=[calc_layer])

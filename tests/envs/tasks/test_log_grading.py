@@ -14,7 +14,7 @@ import pytest
 from swebox.envs.tasks import Task, TaskError, log_canaries, log_grading, log_parsers, swebench_harness
 from swebox.envs.tasks.grading import GradeReport, grade
 
-from tests.envs.tasks.conftest import CALC_TEST_PATCH, calc_log_task
+from tests.calc import CALC_TEST_PATCH, calc_log_task
 from tests.sdist_env import build_sdist_layer, sdist
 
 # the real SWE-bench Verified test split (500 rows); $SWEBOX_VERIFIED_PARQUET points elsewhere

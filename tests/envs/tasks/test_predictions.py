@@ -57,7 +57,7 @@ def test_eval_predictions_grades_each_patch_with_its_grader_and_writes_the_harne
     bad = dataclasses.replace(junit, instance_id="calc-add-bad")
     root = tmp_path / "layers"
     root.mkdir()
-    (root / env.key()).symlink_to(calc_layer.path, target_is_directory=True)
+    (root / env.key()).symlink_to(calc_layer, target_is_directory=True)
     save_jsonl([junit, log, skipped, bad], tmp_path / "tasks.jsonl")
     wrong = gold["div"]  # fixes div, not add: applies, test_add still fails
     preds = [pred("calc-add", gold["add"]), pred("calc-add-log", wrong), pred("calc-add-empty", ""),
@@ -105,7 +105,7 @@ def test_validate_report_shows_each_test_next_to_what_the_dataset_says(tmp_path,
                                expected_status={"tests/test_ops.py::test_div": "FAILED"})
     root = tmp_path / "layers"
     root.mkdir()
-    (root / env.key()).symlink_to(calc_layer.path, target_is_directory=True)
+    (root / env.key()).symlink_to(calc_layer, target_is_directory=True)
     wrong_expectation = dataclasses.replace(task, instance_id="calc-add-exp",
                                             expected_status={"tests/test_ops.py::test_div": "PASSED"})
     save_jsonl([task], tmp_path / "t.jsonl")

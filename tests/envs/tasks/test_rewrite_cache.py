@@ -16,7 +16,7 @@ from _pytest.assertion.rewrite import rewrite_asserts
 from swebox.envs.tasks.grading import grade
 from swebox.envs.tasks.rewrite_tests import entry_name
 
-from tests.envs.tasks.conftest import CALC_TESTS
+from tests.calc import CALC_TESTS
 
 TEST_FILE = "/testbed/tests/test_ops.py"
 PRISTINE = entry_name(TEST_FILE, CALC_TESTS.encode())

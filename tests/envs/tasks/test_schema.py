@@ -89,7 +89,7 @@ def test_from_dict_rejects_unknown_keys_and_non_objects():
     data = make().to_dict() | {"surprise": 1}
     with pytest.raises(TaskError, match=r"unknown keys \['surprise'\]"):
         Task.from_dict(data)
-    with pytest.raises(TaskError, match="expected a JSON object"):
+    with pytest.raises(TaskError, match=r"expected a dict \(a JSON object\) of its fields .*; found list.*per line"):
         Task.from_dict([1])
     with pytest.raises(TaskError, match="invalid JSON"):
         Task.from_json("{nope")

@@ -22,7 +22,7 @@ def run_cli(argv: list[str]) -> int:
 def layer_root(tmp_path, calc_layer, env: EnvSpec):
     root = tmp_path / "layers"
     root.mkdir()
-    (root / env.key()).symlink_to(calc_layer.path, target_is_directory=True)
+    (root / env.key()).symlink_to(calc_layer, target_is_directory=True)
     return root
 
 
@@ -85,7 +85,7 @@ def test_validate_reads_layers_from_a_layer_store(tmp_path, calc_layer, calc_tas
     task = dataclasses.replace(calc_task, env=env)
     store = LayerStore(tmp_path / "store", fmt="tar.gz")
     with store.lock(env.key()):
-        store.publish(env.key(), calc_layer.path)
+        store.publish(env.key(), calc_layer)
     monkeypatch.setenv("SWEBOX_LAYER_CACHE", str(tmp_path / "node-cache"))
     save_jsonl([task], tmp_path / "t.jsonl")
     assert run_cli(["validate", str(tmp_path / "t.jsonl"), "--layers", str(store.root)]) == 0
@@ -99,7 +99,7 @@ def test_validate_reads_layers_from_a_layer_store(tmp_path, calc_layer, calc_tas
         # a task layer that cannot be materialised (its stored file truncated): the env layer, acquired
         # first, is let go all the same
         with store.lock("task-broken"):
-            store.publish("task-broken", calc_layer.path)
+            store.publish("task-broken", calc_layer)
         blob = store.blob_path(store.get("task-broken"))
         blob.write_bytes(blob.read_bytes()[:100])
         broken = dataclasses.replace(task, instance_id="calc-broken", task_layer_key="task-broken")

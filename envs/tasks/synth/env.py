@@ -1,0 +1,70 @@
+"""The environment synthesis works in: an env layer built (once) by the cache, and task layers stored there.
+
+``CacheEnvironment(recipe, store, cache)`` builds or reuses the project's env layer in a LayerStore, holds it
+materialised in a node-local LayerCache while synthesis runs, starts sandboxes over it, and stores each
+validated bug as a task layer (a new root commit with the buggy file, the clean objects removed).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from swebox.envs.cache import LayerCache, LayerCacheConfig, LayerStore
+from swebox.envs.cache.builder import build_env
+from swebox.envs.cache.task_layer import build_task_layer
+from swebox.envs.sandbox import Sandbox, SandboxPolicy
+from swebox.envs.tasks.synth.recipe import ProjectRecipe
+
+LAYERS_DIR = "layers"
+"""Sub-folder of the synthesis output that holds the LayerStore (env and task layers)."""
+SANDBOX_MEMORY_MB = 2048
+"""Memory limit of a sandbox running a mutant: a runaway allocation is a rejected candidate, not an OOM."""
+
+
+class CacheEnvironment:
+    """One project's built environment; close() releases the materialised layer."""
+
+    def __init__(self, recipe: ProjectRecipe, store: LayerStore, cache: LayerCache) -> None:
+        self.recipe = recipe
+        self.store = store
+        self.cache = cache
+        self.spec = recipe.env_spec()
+        self.env_key = self.spec.key()
+        build_env(store, self.spec)
+        self.handle = cache.acquire(self.env_key)
+        self.policy = SandboxPolicy(
+            network="none", memory_mb=SANDBOX_MEMORY_MB, command_timeout_s=recipe.timeout_s + 60
+        )
+
+    def sandbox(self) -> Sandbox:
+        """A started sandbox over the env layer."""
+        return Sandbox([self.handle.path], self.policy).start()
+
+    def task_layer(self, changes: dict[str, bytes], message: str) -> tuple[str, str]:
+        """Store the task layer of ``changes``; returns (layer key, the buggy snapshot's commit id)."""
+        manifest = build_task_layer(self.store, self.env_key, changes, message, cache=self.cache)
+        return manifest.key, str(manifest.meta.get("commit", ""))
+
+    def close(self) -> None:
+        self.handle.release()
+
+
+class CacheEnvironments:
+    """Makes a CacheEnvironment per project over one store under ``out/layers``; closes them at the end."""
+
+    def __init__(self, out: str | Path, fmt: str = "squashfs") -> None:
+        self.store = LayerStore(Path(out) / LAYERS_DIR, fmt=fmt)
+        self.cache = LayerCache(self.store, LayerCacheConfig())
+        self._open: list[CacheEnvironment] = []
+
+    def __call__(self, recipe: ProjectRecipe) -> CacheEnvironment:
+        for env in self._open:  # one project at a time: release the previous one's layer
+            env.close()
+        self._open = [CacheEnvironment(recipe, self.store, self.cache)]
+        return self._open[0]
+
+    def close(self) -> None:
+        for env in self._open:
+            env.close()
+        self._open = []
+        self.cache.close()
