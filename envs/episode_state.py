@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import secrets
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy
 from swebox.envs.tasks.diffs import parse_diff
@@ -42,7 +42,8 @@ class DiffUnavailable(RuntimeError):
 
 @dataclass
 class StartState:
-    """Where an episode starts: the layers of its sandbox, and what is already prepared in them."""
+    """Where an episode starts: the layers of its sandbox, and what is already prepared in them. Made by
+    :func:`swebox.envs.task_episodes.open_task`, which also holds the layers for as long as episodes use them."""
 
     layers: list
     """Layers of the episode's sandbox, lowest first: the task's, plus a prepared snapshot for a group."""
@@ -52,8 +53,6 @@ class StartState:
     """True when ``layers`` already hold the setup commands and the hidden-test removal (group snapshots)."""
     base_tree: str = ""
     """Git tree of the prepared start state; '' until the first preparation computes it."""
-    holds: list = field(default_factory=list)
-    """Objects with a ``release()`` kept alive as long as the episodes use the layers (cache handles)."""
 
 
 def hidden_test_paths(task: Task) -> list[str]:

@@ -11,9 +11,9 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 from swebox.envs.agent.observations import truncate_middle
-from swebox.envs.episode_state import StartState
-from swebox.envs.layers_resolver import LayerSource, TaskLayers, acquire_layers
+from swebox.envs.layers_resolver import LayerSource
 from swebox.envs.swe_env import EpisodeConfig, SWEEpisode
+from swebox.envs.task_episodes import TaskEpisodes, open_task
 from swebox.envs.tasks.schema import Task
 
 ENV_ID = "swebox/SWE-v0"
@@ -108,14 +108,13 @@ class SWEGymEnv(gym.Env[str, str]):
         self.config = EpisodeConfig.from_dict({**base, **config_fields})
         self.tasks = _load_tasks(tasks)
         self._by_id = {t.instance_id: t for t in self.tasks}
-        self._resolve = layers if callable(layers) else None
-        self._source = None if callable(layers) else LayerSource.from_dict(layers)
+        self._layers = layers if callable(layers) else LayerSource.from_dict(layers)
         self.render_mode = render_mode
         self.observation_space = spaces.Text(min_length=0, max_length=self.config.max_prompt_chars,
                                              charset=CHARSET)
         self.action_space = spaces.Text(min_length=0, max_length=self.config.max_reply_chars, charset=CHARSET)
         self._episode: SWEEpisode | None = None
-        self._held: TaskLayers | None = None
+        self._opened: TaskEpisodes | None = None
         self._last = ""
 
     def _pick(self, options: dict[str, Any] | None) -> Task:
@@ -132,13 +131,8 @@ class SWEGymEnv(gym.Env[str, str]):
         if self._episode is not None and self._episode.task is task:
             return self._episode
         self._close_episode()
-        if self._resolve is not None:
-            paths = list(self._resolve(task))
-        else:
-            self._held = acquire_layers(task, self._source)
-            paths = list(self._held.paths)
-        config = self._held.configure(self.config) if self._held is not None else self.config
-        self._episode = SWEEpisode(task, StartState(layers=paths, grade_layers=paths), config)
+        self._opened = open_task(task, self._layers, self.config)
+        self._episode = self._opened.episode()
         return self._episode
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict]:
@@ -166,12 +160,9 @@ class SWEGymEnv(gym.Env[str, str]):
         return self._last if self.render_mode == "ansi" else None
 
     def _close_episode(self) -> None:
-        if self._episode is not None:
-            self._episode.close()
-            self._episode = None
-        if self._held is not None:
-            self._held.release()
-            self._held = None
+        opened, self._opened, self._episode = self._opened, None, None
+        if opened is not None:  # its episode's sandbox, then the task's layers
+            opened.close()
 
     def close(self) -> None:
         self._close_episode()

@@ -22,9 +22,9 @@ import threading
 from typing import Any
 
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
-from swebox.envs.episode_state import StartState
-from swebox.envs.layers_resolver import LayerSource, TaskLayers, acquire_layers
+from swebox.envs.layers_resolver import LayerSource
 from swebox.envs.swe_env import METRIC_NAMES, EpisodeConfig, SWEEpisode
+from swebox.envs.task_episodes import TaskEpisodes, open_task
 from swebox.envs.tasks.schema import Task
 
 ENV_ID = "swebox"
@@ -94,7 +94,7 @@ class SWESkyRLEnv(BaseTextEnv):
         self.error = ""
         self.done = False
         self._episode: SWEEpisode | None = None
-        self._layers: TaskLayers | None = None
+        self._opened: TaskEpisodes | None = None
         try:  # cheap parsing only: a bad row must not raise out of skyrl_gym.make into the trainer
             self.config, self.source = split_settings(settings_from(env_config, self.extras, settings))
             self.task = task_from_extras(self.extras)
@@ -108,9 +108,8 @@ class SWESkyRLEnv(BaseTextEnv):
         messages: list[dict[str, str]] = []
         if not self.error:
             try:
-                self._layers = acquire_layers(self.task, self.source)
-                start = StartState(layers=list(self._layers.paths), grade_layers=list(self._layers.paths))
-                self._episode = SWEEpisode(self.task, start, self._layers.configure(self.config))
+                self._opened = open_task(self.task, self.source, self.config)
+                self._episode = self._opened.episode()
                 messages = self._episode.reset()
                 self.metrics = dict(self._episode.metrics)
             except Exception as exc:
@@ -157,16 +156,12 @@ class SWESkyRLEnv(BaseTextEnv):
 
     def close(self) -> None:
         """Stop the sandbox and release the layers; never raises, safe to call twice."""
-        episode, self._episode = self._episode, None
-        layers, self._layers = self._layers, None
+        opened, self._opened, self._episode = self._opened, None, None
         try:
-            if episode is not None:
-                episode.close()
+            if opened is not None:  # the sandbox, then the layers (released even when the sandbox's close fails)
+                opened.close()
         except Exception as exc:  # closing must not fail the trainer either
             self.error = self.error or f"close failed: {exc}"
-        finally:
-            if layers is not None:
-                layers.release()
 
     def get_metrics(self) -> dict[str, Any]:
         """The episode's env/* metrics (docs/metrics.md), as floats."""

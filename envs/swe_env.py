@@ -11,7 +11,8 @@ A sandbox that dies under the agent's own action (its memory, its processes) end
 ``env/sandbox_deaths`` = 1, as any failed attempt: not an environment error (``env/errors``), which a trainer
 masks out of the loss, so that a policy cannot escape a low reward by crashing its sandbox.
 
-The Gymnasium and SkyRL wrappers (gym_env.py, skyrl_env.py) and GRPO groups (groups.py) are built on this.
+The Gymnasium and SkyRL wrappers (gym_env.py, skyrl_env.py), GRPO groups (groups.py) and search open their
+episodes with :func:`swebox.envs.task_episodes.open_task`, which holds the task's layers for them.
 """
 
 from __future__ import annotations
@@ -189,7 +190,7 @@ class SWEEpisode:
             self._base_tree = prepare_start(self._sandbox, self.task, self.config.setup_timeout_s)
         if not self._base_tree:
             raise EpisodeError("StartState.prepared is True but base_tree is empty: prepare it with "
-                               "swebox.envs.groups.prepare_group")
+                               "swebox.envs.task_episodes.open_task(..., prepare=True)")
         self._runner = ToolRunner(self._sandbox, self.config.actions(), self.config.observations())
         self.metrics["env/reset_s"] = time.monotonic() - t0
         self._started = time.monotonic()

@@ -51,18 +51,18 @@ class GoldBackend:
 
 
 def run(args: argparse.Namespace) -> int:
-    from swebox.envs.swe_env import EpisodeConfig, first_messages
+    from swebox.envs.swe_env import first_messages
     from swebox.trainers.cli import gold_replies
     from swebox.trainers.config import load_config
     from swebox.trainers.models import build_builtin_tokenizer
-    from swebox.trainers.rollout import RolloutWorker, episode_config, prompt_ids, swe_episode_factory
+    from swebox.trainers.rollout import RolloutWorker, prompt_ids, swe_episode_factory
 
     tasks, source = bench_tasks(args)
     tokenizer = build_builtin_tokenizer()
     base = ["generation.max_context_tokens=65536", "model.max_position_embeddings=65536",
             "generation.max_new_tokens=16384", "env.max_turns=4",
             f"rollout.max_parallel_episodes={args.parallel}"]
-    config = EpisodeConfig.from_dict(episode_config(load_config(None, base)))
+    config = load_config(None, base).env.episode()
     prompts = {tokenizer.decode(prompt_ids(tokenizer, first_messages(t, config))): gold_replies(t) for t in tasks}
     times: dict[tuple[str, int], list[float]] = {}
     counts: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
                                        backend=GoldBackend(tokenizer, prompts))
                 for step in (1, 2):
                     t0 = time.perf_counter()
-                    trajs = worker.run([t.to_dict() for t in tasks], args.group_size)
+                    trajs = worker.run(list(tasks), args.group_size)
                     times.setdefault((mode, step), []).append(time.perf_counter() - t0)
                     if any(t["failed"] for t in trajs):
                         raise SystemExit(f"a rollout failed: {next(t['error'] for t in trajs if t['failed'])}")

@@ -93,9 +93,10 @@ def build_corpus(recipes: Sequence[Any], out: Path, max_tasks: int, jobs: int,
     return tasks, {r.label: r.error for r in reports if r.error}
 
 
-def project_counts(labels: Sequence[str], tasks: Sequence[dict[str, Any]], failed: dict[str, str]) -> list[dict]:
-    """Per project: how many of the corpus's tasks are its own (ids start with its label) and why it failed."""
-    return [{"label": label, "tasks": sum(str(t["instance_id"]).startswith(f"{label}.") for t in tasks),
+def project_counts(labels: Sequence[str], tasks: Sequence[Any], failed: dict[str, str]) -> list[dict]:
+    """Per project: how many of the corpus's tasks (Task objects) are its own (ids start with its label) and why
+    it failed."""
+    return [{"label": label, "tasks": sum(t.instance_id.startswith(f"{label}.") for t in tasks),
              "error": failed.get(label, "")} for label in labels]
 
 
@@ -107,13 +108,10 @@ def demo_config(config_path: str | Path, out: Path, tasks_file: Path, overrides:
     return load_config(config_path, [*forced, *overrides])
 
 
-def layer_keys(tasks: Sequence[dict[str, Any]]) -> list[str]:
-    """Env and task layer keys of the tasks, each once, env layers first."""
-    from swebox.envs.tasks import Task
-
-    parsed = [Task.from_dict(t) for t in tasks]
-    envs = dict.fromkeys(t.env_key for t in parsed if t.env_key)
-    own = dict.fromkeys(t.task_layer_key for t in parsed if t.task_layer_key)
+def layer_keys(tasks: Sequence[Any]) -> list[str]:
+    """Env and task layer keys of the tasks (Task objects), each once, env layers first."""
+    envs = dict.fromkeys(t.env_key for t in tasks if t.env_key)
+    own = dict.fromkeys(t.task_layer_key for t in tasks if t.task_layer_key)
     return [*envs, *own]
 
 
@@ -132,7 +130,7 @@ def cache_layers(store_root: Path, keys: Sequence[str], cache_root: str, nodes: 
             "bytes": sum(store.require(k).size for k in keys), "seconds": time.monotonic() - started}
 
 
-def evaluate(pool: Any, tasks: Sequence[dict[str, Any]]) -> dict[str, float]:
+def evaluate(pool: Any, tasks: Sequence[Any]) -> dict[str, float]:
     """One episode per task with the pool's current weights: resolved rate and per-episode time (means)."""
     from swebox.trainers.trainer import rollout_metrics
 

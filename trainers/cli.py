@@ -198,7 +198,7 @@ def run_eval(args: argparse.Namespace) -> int:
     from swebox.envs.layers_resolver import LayerSource
     from swebox.envs.tasks import load
     from swebox.trainers.config import ConfigError, load_config
-    from swebox.trainers.rollout import episode_config, play_episode
+    from swebox.trainers.rollout import play_episode
     from swebox.trainers.trajectories import dumps, episode_fields
     from tqdm import tqdm
 
@@ -212,7 +212,7 @@ def run_eval(args: argparse.Namespace) -> int:
     plain = bool(args.layers) and not (Path(args.layers) / "manifests").is_dir()
     source = LayerSource(store="" if plain else args.layers, dirs=args.layers if plain else "",
                          cache_root=cfg.env.cache_dir, tasks_file=args.tasks)
-    econf = episode_config(cfg)
+    econf = cfg.env.episode()
     if args.policy.startswith("hf:"):
         cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, init="pretrained", path=args.policy[3:],
                                                                  tokenizer=""))

@@ -17,6 +17,8 @@ from typing import Any, Literal
 import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
+from swebox.envs.sandbox import SandboxError
+from swebox.envs.swe_env import EpisodeConfig
 
 # The algorithm's choices, named here so that loading a config never imports torch; grpo.py uses them too.
 LossAggMode = Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
@@ -248,8 +250,6 @@ class RolloutConfig:
     give it overflow_reward."""
     overflow_reward: float = 0.0
     """Reward of an overflowing episode when on_context_overflow='penalize'."""
-    episode_timeout_s: float = 900.0
-    """Wall-clock limit of one episode (generation + environment); past it the episode is errored."""
     shuffle: bool = True
     """Visit the tasks in a seeded random order (each epoch reshuffled)."""
     max_error_frac: float = 0.5
@@ -263,49 +263,52 @@ class RolloutConfig:
                self.group_size, "use 4 to 16")
         _check(self.max_parallel_episodes >= 1, "rollout.max_parallel_episodes", ">= 1",
                self.max_parallel_episodes, "use the number of CPU cores")
-        _check(self.episode_timeout_s > 0, "rollout.episode_timeout_s", "> 0", self.episode_timeout_s,
-               "use 900")
         _check(0 <= self.max_error_frac <= 1, "rollout.max_error_frac", "a fraction in [0, 1]",
                self.max_error_frac, "use 0.5 (1.0 never stops the run)")
 
 
 @dataclass
-class EnvConfig:
+class EnvConfig(EpisodeConfig):
+    """The environment: an :class:`~swebox.envs.swe_env.EpisodeConfig` (every field of it is a key of this section,
+    with its name, default and docstring there: ``max_turns``, ``style``, ``time_limit_s``, ``max_obs_chars``,
+    ``reward_mode``, ``sandbox``...; docs/envs.md lists them) plus the trainer's own keys below."""
+
     tasks: str = ""
     """Task set: a tasks.jsonl file (one task per line, the SWE-bench-style schema)."""
     layer_store: str = ""
     """Layer store folder the tasks' layers come from; empty: $SWEBOX_LAYER_STORE, else runs/layers."""
     cache_dir: str = ""
     """Node-local layer cache folder; empty: the cache's default."""
-    max_turns: int = 8
-    """Model turns per episode before it is ended."""
-    action_format: Literal["bash_block", "xml_function", "json_tool_call"] = "bash_block"
-    """How model text becomes actions (the styles of swebox.envs.agent.actions)."""
-    command_timeout_s: float = 30.0
-    """Limit of one shell command in the sandbox."""
-    grade_timeout_s: float = 300.0
-    """Limit of grading (running the task's tests) after the episode."""
-    max_observation_chars: int = 4000
-    """Longer command output is truncated before it becomes the next observation."""
-    reward: Literal["resolved", "f2p_frac"] = "resolved"
-    """1 when all FAIL_TO_PASS and PASS_TO_PASS tests pass, or the fraction of FAIL_TO_PASS that pass."""
-    memory_mb: int = 2048
-    """Memory limit of one sandbox."""
     grade_cache: bool = True
     """Reuse the verdict of a final diff already graded for the same task in this run (same files, same
     content; per rollout worker) instead of running the tests again (swebox.envs.grade_cache)."""
     grade_cache_size: int = 4096
     """Most verdicts one rollout worker keeps (least recently used go first)."""
-    grade_slots: int = 0
-    """Gradings at once per node, across all its rollout actors (they queue for a slot: timing/grade_wait_s);
-    0: one per CPU of the node."""
 
     def __post_init__(self) -> None:
-        _check_literals(self, "env")
+        try:
+            super().__post_init__()
+        except ConfigError:
+            raise
+        except ValueError as exc:  # the episode's own checks, said with this section's key
+            raise ConfigError(str(exc).replace("EpisodeConfig.", "env.", 1)) from None
+        except SandboxError as exc:  # a bad key or value in env.sandbox
+            raise ConfigError(f"env.sandbox: {exc}") from None
         _check(self.grade_cache_size >= 1, "env.grade_cache_size", ">= 1", self.grade_cache_size, "use 4096")
-        _check(self.max_turns >= 1, "env.max_turns", ">= 1", self.max_turns, "use 8")
-        _check(self.command_timeout_s > 0, "env.command_timeout_s", "> 0", self.command_timeout_s, "use 30")
-        _check(self.grade_slots >= 0, "env.grade_slots", ">= 0", self.grade_slots, "use 0 (one per CPU)")
+
+    def episode(self) -> EpisodeConfig:
+        """This section's EpisodeConfig fields: what every episode of the run gets."""
+        return EpisodeConfig(**{f.name: getattr(self, f.name) for f in dataclasses.fields(EpisodeConfig)})
+
+
+RENAMED = {
+    "env.action_format": "env.style",
+    "env.max_observation_chars": "env.max_obs_chars",
+    "env.reward": "env.reward_mode (resolved -> binary, f2p_frac -> fraction)",
+    "env.memory_mb": "env.sandbox.memory_mb (in YAML: `sandbox: {memory_mb: 2048}`)",
+    "rollout.episode_timeout_s": "env.time_limit_s",
+}
+"""Keys of older trainer configs -> the key that holds the setting now (the episode's names, EpisodeConfig's)."""
 
 
 @dataclass
@@ -417,7 +420,7 @@ class TrainConfig:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     """How episodes are collected."""
     env: EnvConfig = field(default_factory=EnvConfig)
-    """The environment."""
+    """The environment: the tasks, their layers and how each episode runs (an EpisodeConfig)."""
     ray: RayConfig = field(default_factory=RayConfig)
     """The Ray cluster."""
     logging: LoggingConfig = field(default_factory=LoggingConfig)
@@ -472,6 +475,9 @@ def check_keys(data: Any, cls: type, prefix: str = "") -> None:
         where = f"{prefix}{key}"
         if where in REMOVED_KEYS:
             raise ConfigError(f"config key {where!r} was removed: {REMOVED_KEYS[where]}")
+        if where in RENAMED:
+            raise ConfigError(f"config key {where!r} was renamed: use {RENAMED[where]} (the env section takes the "
+                              "names of swebox.envs.swe_env.EpisodeConfig; see docs/training.md)")
         if key not in names:
             raise ConfigError(
                 f"unknown config key {where!r}; valid keys{' of ' + prefix[:-1] if prefix else ''}: "

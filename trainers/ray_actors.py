@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from swebox.envs.tasks.schema import Task
 from swebox.trainers import gen_server
 from swebox.trainers.config import TrainConfig
 
@@ -75,11 +76,12 @@ class RolloutActor:
     def set_weights(self, state_dict: Mapping[str, Any], version: int) -> None:
         self.worker.set_weights(state_dict, version)
 
-    def preflight(self, tasks: list[dict]) -> list[str]:
+    def preflight(self, tasks: list[Task]) -> list[str]:
         check = getattr(self.worker, "preflight", None)
         return [f"on node {self.node_id[:8]}: {why}" for why in check(tasks)] if check is not None else []
 
-    def run(self, tasks: list[dict], group_size: int) -> dict[str, Any]:
+    def run(self, tasks: list[Task], group_size: int) -> dict[str, Any]:
+        """The worker's trajectories of ``tasks`` (Task objects and Trajectory objects both cross Ray pickled)."""
         started = time.monotonic()
         trajectories = self.worker.run(tasks, group_size)
         versions = self.client.take_versions() if self.client is not None else []

@@ -30,6 +30,7 @@ from typing import Any
 
 from swebox.envs.cache.budget import DEFAULT_BUDGET_MB
 from swebox.envs.cache.ray_budget import node_resources
+from swebox.envs.tasks.schema import Task
 from swebox.trainers import gen_server
 from swebox.trainers.config import TrainConfig
 from swebox.trainers.ray_actors import (  # noqa: F401 - config_for_node and default_worker_factory: public here too
@@ -58,16 +59,9 @@ class RayPoolError(RuntimeError):
 # ------------------------------------------------------------------------------------------------ routing
 
 
-def env_key_of(task: Mapping[str, Any]) -> str:
-    """The env key a task's episodes need (tasks sharing it share the env layer); its id when it has no env."""
-    from swebox.envs.cache import EnvSpec
-
-    env = task.get("env")
-    if isinstance(env, EnvSpec):
-        return env.key()
-    if isinstance(env, Mapping):
-        return EnvSpec.from_dict(dict(env)).key()
-    return f"task:{task.get('instance_id', '')}"
+def env_key_of(task: Task) -> str:
+    """What a task's group is routed by: its env key (tasks sharing it share the env layer); its id without one."""
+    return task.env_key or f"task:{task.instance_id}"
 
 
 def route_groups(
@@ -257,7 +251,7 @@ class RayWorkerPool:
         Versions never mix within a step because the trainer calls this only between steps, when no rollout is
         in flight: ``Trainer.step`` returns from ``run_groups`` (every episode of the step, refills included)
         before its update and this sync. A server also loads weights only between engine calls, and
-        ``run_group_dicts`` checks that every generation of a call came from the version synced last.
+        ``run_groups`` checks that every generation of a call came from the version synced last.
         """
         import ray
 
@@ -279,7 +273,7 @@ class RayWorkerPool:
             out.update(gen_server.merge_server_stats(list(stats.values())))
         return out
 
-    def preflight(self, tasks: list[dict]) -> list[str]:
+    def preflight(self, tasks: list[Task]) -> list[str]:
         """Every task checked on every node that runs rollouts (one actor per node: they share its store view)."""
         first = {}
         for slot, node in enumerate(self.actor_nodes):
@@ -295,21 +289,15 @@ class RayWorkerPool:
                 "(scripts/ray_worker.sh) and resume the run (--resume)"
             )
 
-    def run_groups(self, tasks: list[dict], group_size: int) -> list[Any]:
-        """``group_size`` trajectories per task, task after task in the given order, from actors across nodes.
+    def run_groups(self, tasks: list[Task], group_size: int) -> list[Any]:
+        """``group_size`` trajectories per task, task after task in the given order, from actors across nodes: what
+        the workers answer, as they answer it (a RolloutWorker's Trajectory objects, which Ray pickles).
 
         An actor that dies (killed, or its node lost) is replaced (see trainers/ray_actors.py) and its tasks are
         rerun; the call fails only when no actor is left or a task's group killed MAX_GROUP_ATTEMPTS actors.
         """
-        from swebox.trainers.rollout import Trajectory
-
-        dicts = self.run_group_dicts(tasks, group_size)
-        return [Trajectory.from_dict(d) for d in dicts]
-
-    def run_group_dicts(self, tasks: list[dict], group_size: int) -> list[dict]:
-        """:meth:`run_groups` without turning the dicts into Trajectory objects."""
         keys = [env_key_of(t) for t in tasks]
-        results: list[list[dict] | None] = [None] * len(tasks)
+        results: list[list[Any] | None] = [None] * len(tasks)
         placement: list[str] = [""] * len(tasks)
         attempts = [0] * len(tasks)
         todo = list(range(len(tasks)))
@@ -319,7 +307,7 @@ class RayWorkerPool:
                 attempts[i] += 1
                 if attempts[i] > MAX_GROUP_ATTEMPTS:
                     raise RayPoolError(
-                        f"expected task {tasks[i].get('instance_id', '')!r} to run on a rollout actor; found that "
+                        f"expected task {tasks[i].instance_id!r} to run on a rollout actor; found that "
                         f"its group killed {MAX_GROUP_ATTEMPTS} actors in a row; the worker itself crashes on this "
                         "task (see the actors' logs in /tmp/ray/session_latest/logs): remove the task or fix the crash"
                     )
@@ -384,10 +372,15 @@ def actor_options(cfg: TrainConfig, node_id: str | None) -> dict[str, Any]:
     return options
 
 
-def check_group(group: list[dict], task: Mapping[str, Any], group_size: int) -> None:
+def task_id_of(trajectory: Any) -> Any:
+    """The task a worker's trajectory belongs to: its ``task_id`` (a key, for custom workers answering mappings)."""
+    return trajectory.get("task_id") if isinstance(trajectory, Mapping) else getattr(trajectory, "task_id", None)
+
+
+def check_group(group: list[Any], task: Task, group_size: int) -> None:
     """A worker answered ``group_size`` trajectories of the task asked for; anything else is a worker bug."""
-    wanted = task.get("instance_id", "")
-    found = [d.get("task_id") for d in group]
+    wanted = task.instance_id
+    found = [task_id_of(t) for t in group]
     if len(group) != group_size or any(t != wanted for t in found):
         raise RayPoolError(
             f"expected {group_size} trajectories of task {wanted!r} from a rollout worker; found task ids {found}; "

@@ -14,7 +14,6 @@ one such worker (``swebox.trainers.ray_pool.RayWorkerPool`` spreads workers over
 from __future__ import annotations
 
 import copy
-import dataclasses
 import time
 import traceback
 import uuid
@@ -23,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from swebox.envs.sandbox.strict import checked_fields
+from swebox.envs.tasks.schema import Task
 from swebox.trainers.config import TrainConfig
 from swebox.trainers.generation import GenerationBackend, make_backend
 from swebox.trainers.trajectories import turn_record
@@ -38,7 +37,7 @@ SUBMIT_REPLIES = {
 
 @dataclass
 class Trajectory:
-    """One episode as the learner sees it. Crosses process boundaries as a plain dict (to_dict/from_dict)."""
+    """One episode as the learner sees it. Crosses Ray as itself (pickled); trajectories.py writes it to files."""
 
     task_id: str
     """The task's instance_id."""
@@ -91,13 +90,6 @@ class Trajectory:
     @property
     def num_model_tokens(self) -> int:
         return sum(self.loss_mask)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Trajectory:
-        return cls(**{**checked_fields(cls, data), "intervals": [tuple(x) for x in data.get("intervals", [])]})
 
 
 class Episode(Protocol):
@@ -213,8 +205,8 @@ def play_episode(episode: Episode, backend: GenerationBackend, tokenizer: Any, c
             traj.reward = float(result.reward)
             if result.terminated or result.truncated:
                 break
-            if time.monotonic() - started > cfg.rollout.episode_timeout_s:
-                raise TimeoutError(f"the episode ran past rollout.episode_timeout_s={cfg.rollout.episode_timeout_s:g}")
+            if time.monotonic() - started > cfg.env.time_limit_s:  # an episode without a clock of its own
+                raise TimeoutError(f"the episode ran past env.time_limit_s={cfg.env.time_limit_s:g}")
             delta = observation_delta_ids(tokenizer, result.observation, out.finish_reason == "stop")
             if len(traj.prompt_ids) + len(traj.response_ids) + len(delta) >= max_context:
                 traj.truncated = True  # no room for the observation and a reply to it
@@ -271,25 +263,9 @@ def _split_grade_time(clock: _Clock, grade_s: float) -> None:
 # ----------------------------------------------------------------------------------------- the workers
 
 
-EpisodeFactory = Callable[[dict[str, Any], int], Sequence[Episode]]
-"""``factory(task_dict, n) -> n episodes`` of that task, all starting from one prepared state; when the result
+EpisodeFactory = Callable[[Task, int], Sequence[Episode]]
+"""``factory(task, n) -> n episodes`` of that task, all starting from one prepared state; when the result
 has a ``close()`` (an EpisodeGroup) the worker calls it after the episodes, else it closes each episode."""
-
-
-def episode_config(cfg: TrainConfig) -> dict[str, Any]:
-    """The env section of the training config as swebox.envs.swe_env.EpisodeConfig fields."""
-    env = cfg.env
-    return {
-        "max_turns": env.max_turns,
-        "time_limit_s": cfg.rollout.episode_timeout_s,
-        "style": env.action_format,
-        "command_timeout_s": env.command_timeout_s,
-        "max_obs_chars": env.max_observation_chars,
-        "grade_timeout_s": env.grade_timeout_s,
-        "grade_slots": env.grade_slots,
-        "reward_mode": {"resolved": "binary", "f2p_frac": "fraction"}[env.reward],
-        "sandbox": {"memory_mb": env.memory_mb},
-    }
 
 
 def swe_episode_factory(cfg: TrainConfig, source: Any | None = None, layers: list | None = None) -> EpisodeFactory:
@@ -303,21 +279,20 @@ def swe_episode_factory(cfg: TrainConfig, source: Any | None = None, layers: lis
     from swebox.envs.grade_cache import GradeCache
     from swebox.envs.groups import group
     from swebox.envs.layers_resolver import LayerSource, missing_layers
-    from swebox.envs.tasks import Task
 
     source = source if source is not None else LayerSource(store=cfg.env.layer_store, cache_root=cfg.env.cache_dir,
                                                            tasks_file=cfg.env.tasks)
-    config = episode_config(cfg)
+    config = cfg.env.episode()
     # one per worker (per process, per Ray actor): the verdicts of a run's diffs, shared by its episodes
     verdicts = GradeCache(cfg.env.grade_cache_size) if cfg.env.grade_cache else None
 
-    def factory(task: dict[str, Any], n: int) -> Sequence[Episode]:
+    def factory(task: Task, n: int) -> Sequence[Episode]:
         if layers is not None:
-            return group(Task.from_dict(task), n, layers=list(layers), config=config, grade_cache=verdicts)
-        return group(Task.from_dict(task), n, source=source, config=config, grade_cache=verdicts)
+            return group(task, n, layers=list(layers), config=config, grade_cache=verdicts)
+        return group(task, n, source=source, config=config, grade_cache=verdicts)
 
     if layers is None:
-        factory.preflight = lambda task: missing_layers(Task.from_dict(task), source)  # type: ignore[attr-defined]
+        factory.preflight = lambda task: missing_layers(task, source)  # type: ignore[attr-defined]
     return factory
 
 
@@ -358,7 +333,7 @@ class RolloutWorker:
         self.backend.update_weights(state_dict)
         self.version = version
 
-    def preflight(self, tasks: list[dict[str, Any]]) -> list[str]:
+    def preflight(self, tasks: list[Task]) -> list[str]:
         """Why each task that cannot start here cannot (its layers missing from this node's store), one line per
         task; empty when all can, or when the episode factory has no such check (a custom factory)."""
         check = getattr(self.episode_factory, "preflight", None)
@@ -366,13 +341,13 @@ class RolloutWorker:
             return []
         return [str(why) for why in (check(task) for task in tasks) if why is not None]
 
-    def run(self, tasks: list[dict[str, Any]], group_size: int) -> list[dict[str, Any]]:
-        """``group_size`` trajectories per task, in task order, as dicts; failures become failed trajectories."""
-        jobs: list[tuple[dict[str, Any], str, Any]] = []
+    def run(self, tasks: list[Task], group_size: int) -> list[Trajectory]:
+        """``group_size`` trajectories per task, in task order; failures become failed trajectories."""
+        jobs: list[tuple[Task, str, Any]] = []
         made: list[Any] = []
         results: list[Trajectory | None] = []
         for task in tasks:
-            task_id = str(task.get("instance_id", ""))
+            task_id = task.instance_id
             group_id = f"{task_id}#{uuid.uuid4().hex[:8]}"
             try:
                 group = self.episode_factory(task, group_size)
@@ -393,7 +368,7 @@ class RolloutWorker:
         try:
             with ThreadPoolExecutor(max_workers=self.cfg.rollout.max_parallel_episodes) as pool:
                 futures = [pool.submit(play_episode, ep, self.backend, self.tokenizer, self.cfg,
-                                       str(task.get("instance_id", "")), gid) for task, gid, ep in jobs]
+                                       task.instance_id, gid) for task, gid, ep in jobs]
                 for slot, future in zip(slots, futures, strict=True):
                     results[slot] = future.result()
         finally:
@@ -403,7 +378,7 @@ class RolloutWorker:
                 else:
                     for episode in group:
                         _close(episode)
-        return [t.to_dict() for t in results if t is not None]
+        return [t for t in results if t is not None]
 
     def close(self) -> None:
         """Nothing to release beyond the episodes, which ``run`` closes."""
@@ -414,13 +389,13 @@ class WorkerPool(Protocol):
 
     def set_weights(self, state_dict: Any, version: int) -> None: ...
 
-    def run_groups(self, tasks: list[dict[str, Any]], group_size: int) -> list[Trajectory]: ...
+    def run_groups(self, tasks: list[Task], group_size: int) -> list[Trajectory]: ...
 
     def step_metrics(self) -> dict[str, float]:
         """Metrics of the pool itself for the step that just ran (e.g. generation servers' batching)."""
         ...
 
-    def preflight(self, tasks: list[dict[str, Any]]) -> list[str]:
+    def preflight(self, tasks: list[Task]) -> list[str]:
         """Why tasks cannot start on the pool's workers (one line each, naming the node); [] when all can."""
         ...
 
@@ -437,11 +412,11 @@ class LocalWorkerPool:
     def set_weights(self, state_dict: Any, version: int) -> None:
         self.worker.set_weights(state_dict, version)
 
-    def preflight(self, tasks: list[dict[str, Any]]) -> list[str]:
+    def preflight(self, tasks: list[Task]) -> list[str]:
         return self.worker.preflight(tasks)
 
-    def run_groups(self, tasks: list[dict[str, Any]], group_size: int) -> list[Trajectory]:
-        return [Trajectory.from_dict(d) for d in self.worker.run(tasks, group_size)]
+    def run_groups(self, tasks: list[Task], group_size: int) -> list[Trajectory]:
+        return self.worker.run(tasks, group_size)
 
     def step_metrics(self) -> dict[str, float]:
         return {}

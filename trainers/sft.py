@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from swebox.envs.tasks.schema import Task
 from swebox.trainers import checkpoint as ckpt
 from swebox.trainers.config import TrainConfig, save_config, to_dict
 from swebox.trainers.learner import Learner, make_batch
@@ -35,7 +36,7 @@ from swebox.trainers.sft_data import (
     record_trajectories,
 )
 from swebox.trainers.tracking import Tracker
-from swebox.trainers.trainer import _seed_everything, load_tasks
+from swebox.trainers.trainer import _seed_everything, as_tasks, load_tasks
 
 
 @dataclass
@@ -48,16 +49,16 @@ class SFTResult:
     """The fine-tuned policy as a transformers folder (weights, config, tokenizer)."""
 
 
-def build_data(cfg: TrainConfig, tokenizer: Any, tasks: list[dict[str, Any]] | None = None,
+def build_data(cfg: TrainConfig, tokenizer: Any, tasks: list[Task | dict] | None = None,
                episode_factory: EpisodeFactory | None = None) -> tuple[list[Trajectory], DataReport]:
     """The trajectories of ``sft.data``: expert episodes of ``tasks`` (default env.tasks), or a records file."""
     if cfg.sft.data == "gold":
-        tasks = tasks if tasks is not None else load_tasks(cfg.env.tasks)
+        tasks = as_tasks(tasks) if tasks is not None else load_tasks(cfg.env.tasks)
         return expert_trajectories(tasks, cfg, episode_factory or swe_episode_factory(cfg), tokenizer)
     return record_trajectories(read_records(cfg.sft.data), tokenizer, cfg, source=cfg.sft.data)
 
 
-def run_sft(cfg: TrainConfig, *, tasks: list[dict[str, Any]] | None = None,
+def run_sft(cfg: TrainConfig, *, tasks: list[Task | dict] | None = None,
             episode_factory: EpisodeFactory | None = None, trajectories: list[Trajectory] | None = None,
             echo=print) -> SFTResult:
     """Fine-tune ``cfg.model`` on ``trajectories`` (default: :func:`build_data`); see the module docstring."""

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from swebox.envs.tasks.schema import Task
 from swebox.trainers.config import TrainConfig
 from swebox.trainers.generation import Generated
 from swebox.trainers.rollout import (
@@ -55,7 +56,7 @@ def command_reply(command: str, style: str) -> str:
     if style == "json_tool_call":
         return "<tool_call>\n" + json.dumps({"name": "bash", "arguments": {"command": command}}) + "\n</tool_call>"
     raise ValueError(f"action style: expected one of {sorted(SUBMIT_REPLIES)}; found {style!r}; "
-                     "set env.action_format to one of them")
+                     "set env.style to one of them")
 
 
 def apply_command(patch: str) -> str:
@@ -124,17 +125,15 @@ class DataReport:
         return f"{self.kept} kept" + (f"; left out: {left}" if left else "")
 
 
-def expert_trajectories(tasks: list[dict[str, Any]], cfg: TrainConfig, factory: EpisodeFactory,
+def expert_trajectories(tasks: list[Task], cfg: TrainConfig, factory: EpisodeFactory,
                         tokenizer: Any) -> tuple[list[Trajectory], DataReport]:
     """One expert episode per task (real sandbox, real grading); the resolved ones, in task order."""
-    from swebox.envs.tasks import Task
-
-    def one(task: dict[str, Any]) -> Trajectory:
-        replies = expert_replies(Task.from_dict(task), cfg.env.action_format)
+    def one(task: Task) -> Trajectory:
+        replies = expert_replies(task, cfg.env.style)
         episodes = factory(task, 1)
         try:
             return play_episode(list(episodes)[0], ScriptedBackend(tokenizer, replies), tokenizer, cfg,
-                                str(task.get("instance_id", "")), f"expert:{task.get('instance_id', '')}")
+                                task.instance_id, f"expert:{task.instance_id}")
         finally:  # a group's close() closes its episodes and releases their layers
             for closable in [episodes] if hasattr(episodes, "close") else list(episodes):
                 closable.close()

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from swebox.envs.tasks.schema import Task
 from swebox.trainers import checkpoint as ckpt
 from swebox.trainers import grpo, trajectories
 from swebox.trainers.config import ConfigError, TrainConfig, save_config, to_dict
@@ -131,13 +132,18 @@ def _seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def load_tasks(path: str) -> list[dict[str, Any]]:
-    """The task file ``env.tasks`` as task dicts (what crosses to the rollout workers)."""
+def load_tasks(path: str) -> list[Task]:
+    """The task file ``env.tasks`` (the Task objects go to the rollout workers as they are)."""
     from swebox.envs.tasks import load
 
     if not path:
         raise ConfigError("env.tasks: expected a tasks.jsonl file; found ''; set env.tasks=PATH")
-    return [task.to_dict() for task in load(path)]
+    return list(load(path))
+
+
+def as_tasks(tasks: list[Task | dict[str, Any]]) -> list[Task]:
+    """Tasks given to the trainer, as Task objects (a dict is a task row: Task.to_dict's keys)."""
+    return [t if isinstance(t, Task) else Task.from_dict(dict(t)) for t in tasks]
 
 
 class Trainer:
@@ -147,12 +153,12 @@ class Trainer:
     ``ray.address`` is set) and otherwise one in-process worker (``episode_factory`` goes to it).
     """
 
-    def __init__(self, cfg: TrainConfig, pool: WorkerPool | None = None, *, tasks: list[dict[str, Any]] | None = None,
+    def __init__(self, cfg: TrainConfig, pool: WorkerPool | None = None, *, tasks: list[Task | dict] | None = None,
                  episode_factory: Any | None = None, use_ray: bool | None = None, echo=print) -> None:
         self.cfg = cfg
         self.echo = echo
         # the inputs first: a wrong tasks path must not leave a run folder behind
-        self.tasks = tasks if tasks is not None else load_tasks(cfg.env.tasks)
+        self.tasks = as_tasks(tasks) if tasks is not None else load_tasks(cfg.env.tasks)
         self.run_dir = Path(cfg.logging.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.ckpt_dir = Path(cfg.checkpoint.dir or self.run_dir / "checkpoints")

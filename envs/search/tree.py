@@ -23,13 +23,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from swebox.envs.episode_state import StartState
-from swebox.envs.groups import prepare_group
-from swebox.envs.layers_resolver import LayerSource, acquire_layers
-from swebox.envs.sandbox import Sandbox
+from swebox.envs.layers_resolver import LayerSource
 from swebox.envs.search.nodes import Node, chosen_path, path_turns, turn_entry
 from swebox.envs.search.passk import pass_at_k
 from swebox.envs.search.select import Candidate, SelectRule, majority_scores, parse_rule, pick
 from swebox.envs.swe_env import EpisodeConfig, SWEEpisode
+from swebox.envs.task_episodes import open_task
 from swebox.envs.tasks.schema import Task
 
 Reply = Callable[[list[dict[str, str]]], str]
@@ -163,17 +162,11 @@ class TaskSearch:
         self._t0 = time.monotonic()
         self._live: list[_Line] = []
         self._scores: list[float] = []
-        self._held = None if layers is not None else acquire_layers(task, LayerSource.from_dict(source))
-        try:
-            self._policy = self.config.policy()
-            self.start: StartState = prepare_group(task, list(layers if layers is not None else self._held.paths),
-                                                   self._policy, self.config.setup_timeout_s)
-            # the prepared snapshot goes when its last sandbox closes: the search holds it between lines
-            self._snapshot = self.start.layers[-1]
-            self._snapshot.acquire()
-        except BaseException:
-            self.close()
-            raise
+        # the task opened once: its layers and its prepared start (whose snapshot it holds between lines)
+        self._opened = open_task(task, list(layers) if layers is not None else source, self.config, prepare=True)
+        self.config = self._opened.config  # with the sandbox fields of the task's image, when it has one
+        self._policy = self._opened.policy
+        self.start: StartState = self._opened.start
 
     # -- budget -------------------------------------------------------------------------------------------
     def hit(self, budget: str) -> None:
@@ -195,8 +188,7 @@ class TaskSearch:
     # -- lines ----------------------------------------------------------------------------------------------
     def new_line(self) -> _Line:
         """A line from the prepared start state (a fresh overlay over its snapshot)."""
-        sandbox = Sandbox(list(self.start.layers), self._policy).start()
-        episode = SWEEpisode(self.task, self.start, self.config, sandbox=sandbox)
+        episode = self._opened.episode(started=True)
         self.result.sandboxes += 1
         messages = list(episode.reset())
         self.result.prompt = self.result.prompt or [dict(m) for m in messages]
@@ -328,12 +320,7 @@ class TaskSearch:
         for line in list(self._live):
             line.episode.close()
         self._live.clear()
-        snapshot, self._snapshot = getattr(self, "_snapshot", None), None
-        if snapshot is not None:
-            snapshot.release()
-        if self._held is not None:
-            self._held.release()
-            self._held = None
+        self._opened.close()
 
     def __enter__(self) -> TaskSearch:
         return self

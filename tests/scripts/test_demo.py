@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from swebox.envs.cache import EnvSpec
+from swebox.envs.tasks import Task
 from swebox.scripts import demo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,7 +61,7 @@ def test_summary_markdown_shows_stages_step_and_eval():
 
 
 def test_project_counts_by_task_id():
-    tasks = [{"instance_id": "toolz-1.2.0.op_swap.1"}, {"instance_id": "toolz-1.2.0.invert_if.2"}]
+    tasks = [Task(instance_id=i, FAIL_TO_PASS=("t::a",)) for i in ("toolz-1.2.0.op_swap.1", "toolz-1.2.0.invert_if.2")]
     assert demo.project_counts(["toolz-1.2.0", "voluptuous-0.16.0"], tasks, {"voluptuous-0.16.0": "boom"}) == [
         {"label": "toolz-1.2.0", "tasks": 2, "error": ""}, {"label": "voluptuous-0.16.0", "tasks": 0, "error": "boom"}]
 
@@ -85,9 +86,9 @@ def test_layer_keys_env_layers_first_each_once():
     spec = EnvSpec(source="pypi:toolz==1.2.0", python="3.11", test_deps=("pytest",))
     base = {"repo": "toolz", "patch": "", "problem_statement": "p", "FAIL_TO_PASS": ["t::a"],
             "PASS_TO_PASS": ["t::b"], "env": spec.to_dict()}
-    tasks = [{**base, "instance_id": "a", "task_layer_key": "task-1"},
-             {**base, "instance_id": "b", "task_layer_key": "task-2"},
-             {**base, "instance_id": "c", "task_layer_key": "task-1"}]
+    tasks = [Task.from_dict({**base, "instance_id": "a", "task_layer_key": "task-1"}),
+             Task.from_dict({**base, "instance_id": "b", "task_layer_key": "task-2"}),
+             Task.from_dict({**base, "instance_id": "c", "task_layer_key": "task-1"})]
     assert demo.layer_keys(tasks) == [spec.key(), "task-1", "task-2"]
 
 

@@ -271,7 +271,7 @@ cfg = TrainConfig()
 cfg = dataclasses.replace(cfg, ray=dataclasses.replace(cfg.ray, address=sys.argv[1], actor_num_cpus=0.5))
 pool = RayWorkerPool(cfg, worker_factory=ScriptedWorker)
 try:
-    pool.run_group_dicts([task(0, "alpha"), task(1, "beta")], group_size=2)
+    pool.run_groups([task(0, "alpha"), task(1, "beta")], group_size=2)
     print(json.dumps({"nodes": len(pool.nodes), "placed_on": len(set(pool.last_placement))}))
 finally:
     pool.close()

@@ -149,12 +149,12 @@ def test_run_step_rollout_turn_and_task_pages_of_a_real_run(tiny_run, browser, t
 
 def test_an_eval_output(calc_layer, tmp_path, browser, capsys):
     from selenium.webdriver.common.by import By
-    from swebox.envs.tasks import Task, save_jsonl
+    from swebox.envs.tasks import save_jsonl
     from swebox.scripts.cli import build_parser
 
     from tests.trainers.tiny_run import calc_tasks
 
-    save_jsonl([Task.from_dict(t) for t in calc_tasks()], tmp_path / "tasks.jsonl")
+    save_jsonl(calc_tasks(), tmp_path / "tasks.jsonl")
     out = tmp_path / "gold.jsonl"
     args = build_parser().parse_args(["eval", "--tasks", str(tmp_path / "tasks.jsonl"), "--policy", "gold",
                                       "--layers", str(layer_dirs(tmp_path, calc_layer)), "--out", str(out)])

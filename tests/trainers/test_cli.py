@@ -127,20 +127,19 @@ def test_the_terminal_table_keeps_its_columns_with_long_ids():
 
 @pytest.mark.e2e
 def test_eval_episodes_end_at_the_episode_time_limit(tmp_path, calc_layer):
-    """`swebox eval` plays with episode_config(cfg): rollout.episode_timeout_s bounds a whole episode (each
+    """`swebox eval` plays with cfg.env.episode(): env.time_limit_s bounds a whole episode (each
     command is cut to what is left of it), not only each command."""
     import time
 
     from swebox.envs.groups import group
     from swebox.trainers.cli import play_text_episode
     from swebox.trainers.config import load_config
-    from swebox.trainers.rollout import episode_config
 
     from tests.calc import bash, calc_task
 
-    cfg = load_config(None, ["rollout.episode_timeout_s=4", "env.max_turns=50", "env.command_timeout_s=30"])
+    cfg = load_config(None, ["env.time_limit_s=4", "env.max_turns=50", "env.command_timeout_s=30"])
     started = time.monotonic()
-    with group(calc_task(), 1, layers=[calc_layer], config=episode_config(cfg)) as g:
+    with group(calc_task(), 1, layers=[calc_layer], config=cfg.env.episode()) as g:
         out = play_text_episode(g[0], lambda messages: bash("sleep 3"), cfg.env.max_turns)
     assert out["reason"] == "time_limit" and out["num_turns"] <= 3
     assert time.monotonic() - started < 60  # 50 turns of `sleep 3` would take 150 s

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import re
 from pathlib import Path
 
 import pytest
@@ -139,12 +140,10 @@ def test_saved_config_loads_back_equal(tmp_path):
     assert cfg.load_config(tmp_path / "config.yaml") == original
 
 
-def test_every_field_has_a_docstring():
-    members = inspect.getmembers(cfg, dataclasses.is_dataclass)
-    sections = [cls for _, cls in members if cls.__module__ == cfg.__name__]
-    tree = ast.parse(inspect.getsource(cfg))
+def _documented_fields(module) -> dict[str, set[str]]:
+    """Class name -> the fields followed by a docstring in ``module``'s source."""
     documented: dict[str, set[str]] = {}
-    for node in tree.body:
+    for node in ast.parse(inspect.getsource(module)).body:
         if isinstance(node, ast.ClassDef):
             body = node.body
             documented[node.name] = {
@@ -155,7 +154,56 @@ def test_every_field_has_a_docstring():
                 and isinstance(nxt.value, ast.Constant)
                 and isinstance(nxt.value.value, str)
             }
+    return documented
+
+
+def test_every_field_has_a_docstring():
+    members = inspect.getmembers(cfg, dataclasses.is_dataclass)
+    sections = [cls for _, cls in members if cls.__module__ == cfg.__name__]
     assert len(sections) >= 10
     for cls in sections:
-        missing = {f.name for f in dataclasses.fields(cls)} - documented[cls.__name__]
-        assert not missing, f"{cls.__name__} fields without a docstring: {missing}"
+        for f in dataclasses.fields(cls):  # documented where it is declared (env's in EpisodeConfig)
+            owner = next(base for base in cls.__mro__ if f.name in base.__dict__.get("__annotations__", {}))
+            assert f.name in _documented_fields(inspect.getmodule(owner))[owner.__name__], \
+                f"{cls.__name__}.{f.name} has no docstring (declared in {owner.__name__})"
+
+
+def test_the_env_section_is_an_episode_config():
+    from swebox.envs.swe_env import EpisodeConfig
+
+    c = cfg.load_config(None, ["env.style=xml_function", "env.max_obs_chars=500", "env.sandbox.memory_mb=1024"])
+    assert isinstance(c.env, EpisodeConfig)
+    episode = c.env.episode()
+    assert type(episode) is EpisodeConfig and (episode.style, episode.max_obs_chars) == ("xml_function", 500)
+    assert episode.sandbox == {"memory_mb": 1024} and episode.policy().memory_mb == 1024
+    # one set of defaults: the episode's own
+    assert cfg.EnvConfig().episode() == EpisodeConfig()
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("env.action_format=xml_function", "env.style"),
+    ("env.max_observation_chars=100", "env.max_obs_chars"),
+    ("env.reward=f2p_frac", "env.reward_mode (resolved -> binary, f2p_frac -> fraction)"),
+    ("env.memory_mb=1024", "env.sandbox.memory_mb"),
+    ("rollout.episode_timeout_s=60", "env.time_limit_s"),
+])
+def test_an_old_key_names_its_new_name(old, new, tmp_path):
+    key = old.partition("=")[0]
+    with pytest.raises(cfg.ConfigError, match=rf"config key '{key}' was renamed: use {re.escape(new)}"):
+        cfg.load_config(None, [old])
+    section, _, name = key.partition(".")
+    path = tmp_path / "old.yaml"
+    path.write_text(f"{section}:\n  {name}: {old.partition('=')[2]}\n")
+    with pytest.raises(cfg.ConfigError, match=f"'{key}' was renamed"):
+        cfg.load_config(path)
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("env.style=bash", "env.style: expected one of bash_block"),
+    ("env.max_turns=0", "env.max_turns: expected a whole number >= 1"),
+    ("env.reward_mode=resolved", "env.reward_mode: expected one of"),
+    ("env.sandbox.memry_mb=3", r"env.sandbox: SandboxPolicy: unknown keys \['memry_mb'\]"),
+])
+def test_episode_checks_name_the_env_key(override, message):
+    with pytest.raises(cfg.ConfigError, match=message):
+        cfg.load_config(None, [override])

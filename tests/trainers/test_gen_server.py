@@ -21,7 +21,7 @@ from swebox.trainers.models import build_builtin_tokenizer  # noqa: E402
 from swebox.trainers.ray_pool import RayPoolError, RayWorkerPool, actor_gpus  # noqa: E402
 
 from tests.trainers.ray_cluster import swebox_cluster  # noqa: E402
-from tests.trainers.test_rollout import ScriptedEpisode  # noqa: E402
+from tests.trainers.test_rollout import ScriptedEpisode, stub_task  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
 TOK = build_builtin_tokenizer()
@@ -194,9 +194,9 @@ def test_served_rollout_worker_plays_episodes_through_the_server(served):
     worker = gen_server.ServedRolloutWorker(two_turns, client, episode_factory=lambda task, n: [
         ScriptedEpisode(turns=2) for _ in range(n)])
     assert worker.model is None  # no policy copy on a rollout node
-    out = worker.run([{"instance_id": "t0"}], group_size=3)
-    assert [d["task_id"] for d in out] == ["t0"] * 3
-    assert all(d["num_turns"] == 2 and not d["failed"] for d in out), [d["error"] for d in out]
+    out = worker.run([stub_task("t0")], group_size=3)
+    assert [t.task_id for t in out] == ["t0"] * 3
+    assert all(t.num_turns == 2 and not t.failed for t in out), [t.error for t in out]
     assert client.calls == 6 and client.take_versions() == [0]
     with pytest.raises(RuntimeError, match="sync the servers instead"):
         worker.set_weights({}, 1)
@@ -234,10 +234,10 @@ class VersionProbeWorker:
     def run(self, tasks: list[dict], group_size: int) -> list[dict]:
         for task in tasks:
             self.backend.generate([TOK.encode("x", add_special_tokens=False)], 2)
-            if "swap" in task:
-                self.backend.update_weights(task["swap"])
+            if "swap" in task.metadata:  # the state dict as lists (a task's metadata is JSON)
+                self.backend.update_weights({k: torch.tensor(v) for k, v in task.metadata["swap"].items()})
                 self.backend.generate([TOK.encode("y", add_special_tokens=False)], 2)
-        return [{"task_id": t["instance_id"]} for t in tasks for _ in range(group_size)]
+        return [{"task_id": t.instance_id} for t in tasks for _ in range(group_size)]
 
 
 def test_served_pool_syncs_the_servers_and_refuses_mixed_versions(served):
@@ -249,13 +249,14 @@ def test_served_pool_syncs_the_servers_and_refuses_mixed_versions(served):
         weights = direct.model.state_dict()
         pool.set_weights(weights, 5)  # to the server (the probe workers have no set_weights at all)
         assert ray.get(server.weights_version.remote()) == 5
-        assert pool.run_group_dicts([{"instance_id": "a"}, {"instance_id": "b"}], 1) == [
+        assert pool.run_groups([stub_task("a"), stub_task("b")], 1) == [
             {"task_id": "a"}, {"task_id": "b"}]
         metrics = pool.step_metrics()
         assert (metrics["gen/server_requests"], metrics["gen/server_batch_max"]) == (2.0, 1.0)
         assert pool.step_metrics()["gen/server_requests"] == 0.0  # counted per step
         with pytest.raises(RayPoolError, match=r"from policy version 5; found versions \[5, 6\]"):
-            pool.run_group_dicts([{"instance_id": "c", "swap": weights}], 1)
+            swap = {k: v.tolist() for k, v in weights.items()}
+            pool.run_groups([stub_task("c", metadata={"swap": swap})], 1)
     finally:
         pool.close()
     assert pool.servers == [] and pool.actors == []

@@ -52,7 +52,7 @@ def test_training_step_generates_through_one_server_for_both_nodes(calc_layer, t
         # are, so the advantages and gradients are 0): the synced weights then differ from the first ones
         "optim.weight_decay=0.5",
     ])
-    tasks = [calc_task(instance_id=f"calc-add-{i}").to_dict() for i in range(2)]
+    tasks = [calc_task(instance_id=f"calc-add-{i}") for i in range(2)]
     with swebox_cluster(), contextlib.ExitStack() as cleanup:
         pool = RayWorkerPool(cfg, worker_factory=functools.partial(served_calc_worker, layers=[str(calc_layer)]))
         cleanup.callback(pool.close)

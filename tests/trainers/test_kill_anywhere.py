@@ -21,13 +21,14 @@ STEPS = 5
 RUN = """
 import sys
 sys.path.insert(0, {root!r})
+from tests.trainers.test_rollout import stub_task
 from tests.trainers.test_trainer import one_turn_factory, SMALL
 from swebox.trainers.config import load_config
 from swebox.trainers.trainer import Trainer
 cfg = load_config(None, [*SMALL, "logging.run_dir={run}", "total_steps={steps}", "checkpoint.every_steps=2",
                          "checkpoint.keep_last=5", "rollout.max_parallel_episodes=1", "logging.wandb=offline",
                          *sys.argv[1:]])
-Trainer(cfg, tasks=[{{"instance_id": f"t{{i}}"}} for i in range(3)], episode_factory=one_turn_factory,
+Trainer(cfg, tasks=[stub_task(f"t{{i}}") for i in range(3)], episode_factory=one_turn_factory,
         echo=lambda *_: None).train()
 """
 

@@ -127,7 +127,7 @@ def test_grpo_learns_to_pick_the_fix(shapes_env, grades, seed, tmp_path):
     by_id = {t.instance_id: (t, candidates[name]) for t, name in zip(tasks, BUGGY, strict=True)}
 
     def factory(task: dict, n: int):
-        t, cands = by_id[task["instance_id"]]
+        t, cands = by_id[task.instance_id]
         return [ChoiceEpisode(t, cands, grades) for _ in range(n)]
 
     cfg = load_config("configs/grpo_tiny_cpu.yaml", [
@@ -137,7 +137,7 @@ def test_grpo_learns_to_pick_the_fix(shapes_env, grades, seed, tmp_path):
         "optim.micro_batch_size=16",
         "checkpoint.every_steps=0", "rollout.max_parallel_episodes=1",
     ])
-    trainer = Trainer(cfg, tasks=[t.to_dict() for t in tasks], episode_factory=factory, echo=lambda *_: None)
+    trainer = Trainer(cfg, tasks=list(tasks), episode_factory=factory, echo=lambda *_: None)
     records = []
     while trainer.step_count < cfg.total_steps:
         records.append(trainer.step())
@@ -221,9 +221,7 @@ def test_real_swe_episodes_multi_turn_alignment_and_rewards(shapes_env, tmp_path
     tok = build_builtin_tokenizer()
     worker = RolloutWorker(cfg, swe_episode_factory(cfg, layers=layers), tokenizer=tok)
     worker.backend = backend = ReplyBackend(tok, replies)
-    from swebox.trainers.rollout import Trajectory
-
-    trajs = [Trajectory.from_dict(d) for d in worker.run([t.to_dict() for t in tasks[:2]], 2)]
+    trajs = worker.run(list(tasks[:2]), 2)
     assert [t.reward for t in trajs] == [1.0, 1.0, 0.0, 0.0], [t.error for t in trajs]
     assert not any(t.failed for t in trajs) and all(t.num_turns == 3 for t in trajs)
     assert len({t.group_id for t in trajs}) == 2

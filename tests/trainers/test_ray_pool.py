@@ -16,6 +16,9 @@ from swebox.trainers.ray_pool import (
     per_actor_parallelism,
     route_groups,
 )
+from swebox.trainers.rollout import Trajectory
+
+from tests.trainers.test_rollout import stub_task
 
 N1, N2 = "node-1", "node-2"
 
@@ -89,20 +92,20 @@ def test_config_for_node_fills_the_node_id_and_splits_episodes():
     assert cfg.env.cache_dir == "/tmp/swebox-cache/{node_id}"  # the trainer's config is untouched
 
 
-def test_env_key_of_task_dicts():
+def test_groups_are_routed_by_the_tasks_env_key():
     spec = EnvSpec(source="pypi:toolz==1.2.0", python="3.11", test_deps=("pytest",))
-    assert env_key_of({"instance_id": "t1", "env": spec.to_dict()}) == spec.key()
-    assert env_key_of({"instance_id": "t1", "env": spec}) == spec.key()
-    assert env_key_of({"instance_id": "t1", "env": None}) == "task:t1"
+    assert env_key_of(stub_task("t1", env=spec)) == spec.key() == stub_task("t1", env=spec).env_key
+    assert env_key_of(stub_task("t1")) == "task:t1"  # no env: a group of its own
 
 
 def test_check_group_names_the_task_and_what_came_back():
-    good = [{"task_id": "t1"}, {"task_id": "t1"}]
-    check_group(good, {"instance_id": "t1"}, 2)
+    good = [Trajectory("t1", "t1#0", []), Trajectory("t1", "t1#1", [])]
+    check_group(good, stub_task("t1"), 2)
+    check_group([{"task_id": "t1"}] * 2, stub_task("t1"), 2)  # a custom worker's plain answers
     with pytest.raises(RayPoolError, match=r"expected 2 trajectories of task 't1'.*\['t1'\]"):
-        check_group(good[:1], {"instance_id": "t1"}, 2)
+        check_group(good[:1], stub_task("t1"), 2)
     with pytest.raises(RayPoolError, match="'t2'"):
-        check_group([{"task_id": "t1"}, {"task_id": "t2"}], {"instance_id": "t1"}, 2)
+        check_group([good[0], Trajectory("t2", "t2#0", [])], stub_task("t1"), 2)
 
 
 def test_cpu_state_dict_detaches_tensors():

@@ -21,6 +21,7 @@ from swebox.trainers.config import TrainConfig  # noqa: E402
 from swebox.trainers.ray_pool import RayPoolError, RayWorkerPool  # noqa: E402
 
 from tests.trainers.ray_cluster import swebox_cluster  # noqa: E402
+from tests.trainers.test_rollout import stub_task  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -40,16 +41,16 @@ class ScriptedWorker:
         self.weight_sum = float(sum(state_dict["w"]))
         self.loads += 1
 
-    def run(self, tasks: list[dict], group_size: int) -> list[dict]:
+    def run(self, tasks: list, group_size: int) -> list[dict]:
         out = []
         for task in tasks:
-            marker = task.get("die_once")
+            marker = task.metadata.get("die_once")
             if marker and not Path(marker).exists():
                 Path(marker).write_text("died")
                 os._exit(1)  # the node's actor is gone mid-step, as when a node leaves the cluster
             for g in range(group_size):
                 out.append({
-                    "task_id": task["instance_id"], "group_id": f"{task['instance_id']}#{g}", "node": self.node,
+                    "task_id": task.instance_id, "group_id": f"{task.instance_id}#{g}", "node": self.node,
                     "version": self.version, "weight_sum": self.weight_sum, "loads": self.loads,
                     "cache_dir": self.cfg.env.cache_dir, "parallel": self.cfg.rollout.max_parallel_episodes,
                     "store": os.environ.get("SWEBOX_LAYER_STORE", ""),
@@ -57,9 +58,10 @@ class ScriptedWorker:
         return out
 
 
-def task(i: int, project: str, **extra) -> dict:
+def task(i: int, project: str, **extra):
+    """A task of env ``project`` (tasks of one project share its env key); ``extra`` goes to its metadata."""
     spec = EnvSpec(source=f"pypi:{project}==1.0", python="3.11", test_deps=("pytest",))
-    return {"instance_id": f"{project}.t{i}", "env": spec.to_dict(), **extra}
+    return stub_task(f"{project}.t{i}", env=spec, metadata=extra)
 
 
 @pytest.fixture(scope="module")
@@ -91,11 +93,11 @@ def test_actors_on_both_nodes_groups_in_task_order(pool):
     assert len(pool.nodes) == 2
     assert ray.is_initialized() and not pool.owns_ray  # joined the test's cluster, will not shut it down
     tasks = [task(0, "alpha"), task(1, "beta"), task(2, "alpha"), task(3, "beta")]
-    out = pool.run_group_dicts(tasks, group_size=3)
-    assert [d["task_id"] for d in out] == [t["instance_id"] for t in tasks for _ in range(3)]
+    out = pool.run_groups(tasks, group_size=3)
+    assert [d["task_id"] for d in out] == [t.instance_id for t in tasks for _ in range(3)]
     assert set(pool.last_placement) == set(pool.nodes)  # episodes ran on both nodes
     for i, t in enumerate(tasks):  # what the pool says and where the worker says it ran agree
-        assert {d["node"] for d in out if d["task_id"] == t["instance_id"]} == {pool.last_placement[i]}
+        assert {d["node"] for d in out if d["task_id"] == t.instance_id} == {pool.last_placement[i]}
     # the same env stays on one node; each actor runs half of the 4 episodes in flight; cache per node
     assert pool.last_placement[0] == pool.last_placement[2] != pool.last_placement[1] == pool.last_placement[3]
     assert {d["parallel"] for d in out} == {2}
@@ -103,9 +105,9 @@ def test_actors_on_both_nodes_groups_in_task_order(pool):
     assert {d["store"] for d in out} == {"/shared/layers"}
 
     # next step, another order: every env goes back to the node that holds it
-    before = {t["env"]["source"]: n for t, n in zip(tasks, pool.last_placement, strict=True)}
+    before = {t.env.source: n for t, n in zip(tasks, pool.last_placement, strict=True)}
     again = [task(5, "beta"), task(6, "alpha")]
-    pool.run_group_dicts(again, group_size=2)
+    pool.run_groups(again, group_size=2)
     assert pool.last_placement == [before["pypi:beta==1.0"], before["pypi:alpha==1.0"]]
 
 
@@ -115,17 +117,17 @@ def test_weights_put_once_per_version_and_loaded_everywhere(pool):
     first = pool.weights_ref
     pool.set_weights({"w": torch.tensor([5.0, 5.0])}, version=1)  # same version: nothing moves
     assert pool.weights_ref is first
-    out = pool.run_group_dicts([task(0, "alpha"), task(1, "beta")], group_size=2)
+    out = pool.run_groups([task(0, "alpha"), task(1, "beta")], group_size=2)
     assert {(d["version"], d["weight_sum"], d["loads"]) for d in out} == {(1, 3.0, 1)}
     pool.set_weights({"w": torch.tensor([5.0, 5.0])}, version=2)
     assert pool.weights_ref is not first
-    out = pool.run_group_dicts([task(0, "alpha"), task(1, "beta")], group_size=2)
+    out = pool.run_groups([task(0, "alpha"), task(1, "beta")], group_size=2)
     assert {(d["version"], d["weight_sum"], d["loads"]) for d in out} == {(2, 10.0, 2)}
 
 
 def test_dead_actor_is_replaced_and_its_groups_rerun(pool, tmp_path):
     tasks = [task(0, "alpha"), task(1, "beta", die_once=str(tmp_path / "died"))]
-    out = pool.run_group_dicts(tasks, group_size=2)
+    out = pool.run_groups(tasks, group_size=2)
     assert (tmp_path / "died").exists()
     assert [d["task_id"] for d in out] == ["alpha.t0"] * 2 + ["beta.t1"] * 2
     # the dead actor was replaced on its node (still alive), where beta's group reran: the cache there holds it
@@ -142,7 +144,7 @@ def test_group_of_the_wrong_size_is_a_clear_error(cluster):
     pool = RayWorkerPool(config(), worker_factory=ShortWorker)
     try:
         with pytest.raises(RayPoolError, match="expected 2 trajectories of task"):
-            pool.run_group_dicts([task(0, "alpha")], group_size=2)
+            pool.run_groups([task(0, "alpha")], group_size=2)
     finally:
         pool.close()
 

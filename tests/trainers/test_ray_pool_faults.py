@@ -61,7 +61,7 @@ def test_the_only_actor_killed_in_a_rollout_is_replaced_and_the_step_finishes(cl
     try:
         assert len(pool.actors) == 1
         pool.set_weights(weights(1.0), version=1)
-        out = pool.run_group_dicts([task(0, "alpha"), task(1, "beta", die_once=str(tmp_path / "died"))], 2)
+        out = pool.run_groups([task(0, "alpha"), task(1, "beta", die_once=str(tmp_path / "died"))], 2)
         assert (tmp_path / "died").exists()
         assert [d["task_id"] for d in out] == ["alpha.t0"] * 2 + ["beta.t1"] * 2
         assert {(d["version"], d["weight_sum"]) for d in out} == {(1, 2.0)}  # the replacement got the weights
@@ -77,12 +77,12 @@ def test_idle_actor_killed_between_steps_is_replaced_at_the_weight_sync(cluster)
     try:
         assert len(pool.actors) == 2
         pool.set_weights(weights(1.0), version=1)
-        out = pool.run_group_dicts([task(0, "alpha"), task(1, "beta")], 2)
+        out = pool.run_groups([task(0, "alpha"), task(1, "beta")], 2)
         victim = out[-1]["pid"]
         os.kill(victim, signal.SIGKILL)  # kill -9 of an idle actor
         time.sleep(1)
         pool.set_weights(weights(3.0), version=2)  # raised ActorDiedError before
-        out = pool.run_group_dicts([task(2, "alpha"), task(3, "beta")], 2)
+        out = pool.run_groups([task(2, "alpha"), task(3, "beta")], 2)
         assert victim not in {d["pid"] for d in out}
         assert {(d["version"], d["weight_sum"]) for d in out} == {(2, 6.0)}
         assert pool.step_metrics() == {"pool/live_actors": 2.0, "pool/actor_restarts": 1.0}
@@ -96,7 +96,7 @@ def test_actor_killed_during_the_weight_sync_is_replaced_with_the_new_weights(cl
     try:
         pool.set_weights(weights(2.0, die_once=str(tmp_path / "died")), version=1)
         assert (tmp_path / "died").exists()
-        out = pool.run_group_dicts([task(0, "alpha"), task(1, "beta")], 2)
+        out = pool.run_groups([task(0, "alpha"), task(1, "beta")], 2)
         assert {(d["version"], d["weight_sum"], d["loads"]) for d in out} == {(1, 4.0, 1)}
         assert pool.step_metrics()["pool/live_actors"] == 2.0
     finally:
@@ -108,7 +108,7 @@ def test_busy_actor_killed_the_pool_keeps_its_size(cluster, tmp_path):
     pool = make_pool(lines)
     try:
         tasks = [task(0, "alpha"), task(1, "beta", die_once=str(tmp_path / "died"))]
-        out = pool.run_group_dicts(tasks, 2)
+        out = pool.run_groups(tasks, 2)
         assert [d["task_id"] for d in out] == ["alpha.t0"] * 2 + ["beta.t1"] * 2
         assert len(pool.actors) == 2 and sorted(pool.actor_nodes) == pool.nodes and len(pool.nodes) == 2
         assert pool.step_metrics() == {"pool/live_actors": 2.0, "pool/actor_restarts": 1.0}
@@ -119,7 +119,7 @@ def test_busy_actor_killed_the_pool_keeps_its_size(cluster, tmp_path):
 
 def test_close_tolerates_a_dead_actor(cluster):
     pool = make_pool([])
-    out = pool.run_group_dicts([task(0, "alpha"), task(1, "beta")], 2)
+    out = pool.run_groups([task(0, "alpha"), task(1, "beta")], 2)
     os.kill(out[0]["pid"], signal.SIGKILL)
     started = time.monotonic()
     pool.close()
@@ -129,7 +129,7 @@ def test_close_tolerates_a_dead_actor(cluster):
 def test_a_group_that_kills_every_actor_fails_the_call_naming_the_task(cluster, tmp_path, monkeypatch):
     class Crasher(KillableWorker):
         def run(self, tasks, group_size):
-            if any(t["instance_id"] == "beta.t1" for t in tasks):
+            if any(t.instance_id == "beta.t1" for t in tasks):
                 os._exit(1)
             return super().run(tasks, group_size)
 
@@ -137,7 +137,7 @@ def test_a_group_that_kills_every_actor_fails_the_call_naming_the_task(cluster, 
     pool = RayWorkerPool(cfg, worker_factory=Crasher, echo=lambda _: None)
     try:
         with pytest.raises(RayPoolError, match=r"task 'beta.t1'.*killed 3 actors"):
-            pool.run_group_dicts([task(0, "alpha"), task(1, "beta")], 2)
+            pool.run_groups([task(0, "alpha"), task(1, "beta")], 2)
         assert len(pool.actors) == 2  # every one it killed was replaced
     finally:
         pool.close()
@@ -154,8 +154,8 @@ def test_a_node_that_leaves_the_cluster_has_its_actor_replaced_elsewhere(cluster
         pool.set_weights(weights(1.0), version=1)
         cluster.remove_node(node)
         tasks = [task(i, name) for i, name in enumerate(["alpha", "beta", "gamma"] * 2)]
-        out = pool.run_group_dicts(tasks, 2)
-        assert [d["task_id"] for d in out] == [t["instance_id"] for t in tasks for _ in range(2)]
+        out = pool.run_groups(tasks, 2)
+        assert [d["task_id"] for d in out] == [t.instance_id for t in tasks for _ in range(2)]
         assert gone not in {d["node"] for d in out} and {(d["version"], d["weight_sum"]) for d in out} == {(1, 2.0)}
         # the head had room for one more actor: the pool is back to three
         assert len(pool.actors) == 3 and gone not in pool.actor_nodes
@@ -169,7 +169,7 @@ class StoreViewWorker(KillableWorker):
     """Its node "sees" a task's layers only when the task says so (as a store mounted on some nodes only)."""
 
     def preflight(self, tasks):
-        return [f"task {t['instance_id']}: layers missing" for t in tasks if self.node not in t["present_on"]]
+        return [f"task {t.instance_id}: layers missing" for t in tasks if self.node not in t.metadata["present_on"]]
 
 
 def test_preflight_checks_every_task_on_every_node(cluster):

@@ -15,6 +15,7 @@ from swebox.trainers.config import TrainConfig  # noqa: E402
 from swebox.trainers.ray_pool import RayPoolError, RayWorkerPool, actor_gpus, actor_options  # noqa: E402
 
 from tests.trainers.ray_cluster import swebox_cluster  # noqa: E402
+from tests.trainers.test_rollout import stub_task  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -28,7 +29,7 @@ class GpuReportingWorker:
         pass
 
     def run(self, tasks: list[dict], group_size: int) -> list[dict]:
-        return [{"task_id": t["instance_id"], "gpus": self.gpu_ids, "node": self.node}
+        return [{"task_id": t.instance_id, "gpus": self.gpu_ids, "node": self.node}
                 for t in tasks for _ in range(group_size)]
 
 
@@ -60,7 +61,7 @@ def test_vllm_actors_only_on_the_gpu_node_with_their_gpus(cluster):
     pool = RayWorkerPool(vllm_config(actors_per_node=2), worker_factory=GpuReportingWorker)
     try:
         assert pool.actor_nodes == [gpu_node, gpu_node]
-        out = pool.run_group_dicts([{"instance_id": "a", "env": None}, {"instance_id": "b", "env": None}], 1)
+        out = pool.run_groups([stub_task("a"), stub_task("b")], 1)
         assert sorted(g for d in out for g in d["gpus"]) == ["0", "1"]  # one GPU each, not the same one
     finally:
         pool.close()

@@ -43,7 +43,7 @@ def test_training_step_runs_episodes_on_both_nodes(calc_layer, tmp_path):
         "generation.max_new_tokens=16", "env.max_turns=1", "ray.num_cpus=null", f"logging.run_dir={tmp_path}",
         "logging.wandb=disabled", "logging.progress=false", "checkpoint.every_steps=0",
     ])
-    tasks = [calc_task(instance_id=f"calc-add-{i}").to_dict() for i in range(2)]
+    tasks = [calc_task(instance_id=f"calc-add-{i}") for i in range(2)]
     with swebox_cluster(), contextlib.ExitStack() as cleanup:
         pool = RayWorkerPool(cfg, worker_factory=functools.partial(calc_worker, layers=[str(calc_layer)]))
         cleanup.callback(pool.close)

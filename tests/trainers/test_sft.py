@@ -160,7 +160,7 @@ def test_sft_on_gold_episodes_and_on_eval_records(shapes_env, tmp_path):
     layer, tasks, candidates = shapes_env
     name = next(iter(BUGGY))
     wrong = dataclasses.replace(tasks[0], instance_id="shapes-wrong", patch=candidates[name][(ORDER[0][0] + 1) % 4])
-    chosen = [tasks[0].to_dict(), tasks[1].to_dict(), wrong.to_dict()]
+    chosen = [tasks[0], tasks[1], wrong]
     cfg = load_config("configs/grpo_tiny_cpu.yaml", [
         *TINY, f"logging.run_dir={tmp_path / 'sft'}", "logging.wandb=disabled", "generation.max_new_tokens=512",
         "generation.max_context_tokens=2048", "env.max_turns=5", "sft.epochs=5", "sft.batch_size=2",

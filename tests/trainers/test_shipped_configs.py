@@ -53,7 +53,7 @@ def test_a_step_of_each_cpu_config_trains_on_real_tokens(name, calc_layer, tmp_p
         "checkpoint.every_steps=0", f"checkpoint.dir={tmp_path / 'ckpt'}",
     ])
     factory = swe_episode_factory(cfg, layers=[str(calc_layer)])
-    trainer = Trainer(cfg, tasks=[calc_task(problem_statement=STATEMENT).to_dict()], episode_factory=factory,
+    trainer = Trainer(cfg, tasks=[calc_task(problem_statement=STATEMENT)], episode_factory=factory,
                       echo=lambda *_: None)
     [record] = trainer.train()
     trajs = trainer.last.trajectories

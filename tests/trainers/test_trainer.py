@@ -19,6 +19,8 @@ from swebox.trainers.rollout import Trajectory
 from swebox.trainers.tracking import STEP_METRICS, read_metrics
 from swebox.trainers.trainer import TaskSampler, Trainer, union_seconds
 
+from tests.trainers.test_rollout import stub_task
+
 SMALL = ["model.hidden_size=32", "model.num_layers=1", "model.num_heads=2", "model.num_kv_heads=2",
          "generation.max_new_tokens=2", "generation.max_context_tokens=128", "rollout.tasks_per_step=2",
          "rollout.group_size=4", "optim.lr=1e-2", "optim.micro_batch_size=3", "logging.wandb=disabled",
@@ -41,12 +43,12 @@ class OneTurn:
 
 
 def one_turn_factory(task, n):
-    return [OneTurn(task["instance_id"]) for _ in range(n)]
+    return [OneTurn(task.instance_id) for _ in range(n)]
 
 
 def make_trainer(tmp_path: Path, *overrides: str) -> Trainer:
     cfg = load_config(None, [*SMALL, f"logging.run_dir={tmp_path / 'run'}", *overrides])
-    tasks = [{"instance_id": f"t{i}"} for i in range(3)]
+    tasks = [stub_task(f"t{i}") for i in range(3)]
     return Trainer(cfg, tasks=tasks, episode_factory=one_turn_factory, echo=lambda *_: None)
 
 
@@ -97,7 +99,7 @@ def test_masked_tokens_and_failed_trajectories_get_zero_gradient():
 
 def test_learner_logprobs_equal_the_sampling_logprobs_of_the_rollout(tmp_path):
     trainer = make_trainer(tmp_path, "total_steps=1")
-    trajs = trainer.pool.run_groups([{"instance_id": "t0"}], 4)
+    trajs = trainer.pool.run_groups([stub_task("t0")], 4)
     batch = make_batch(trajs, torch.zeros(4), torch.ones(4, dtype=torch.bool), trainer.tokenizer.pad_token_id)
     sampled = batch.old_logprobs.clone()
     with torch.no_grad():
@@ -124,12 +126,13 @@ def test_union_seconds_counts_overlaps_once():
 RUN_SCRIPT = """
 import sys, time
 sys.path.insert(0, {root!r})
+from tests.trainers.test_rollout import stub_task
 from tests.trainers.test_trainer import one_turn_factory, SMALL
 from swebox.trainers.config import load_config
 from swebox.trainers.trainer import Trainer
 cfg = load_config(None, [*SMALL, "logging.run_dir={run}", "total_steps=6", "checkpoint.every_steps=2",
                          "checkpoint.keep_last=5", "rollout.max_parallel_episodes=1", *sys.argv[1:]])
-trainer = Trainer(cfg, tasks=[{{"instance_id": f"t{{i}}"}} for i in range(3)], episode_factory=one_turn_factory)
+trainer = Trainer(cfg, tasks=[stub_task(f"t{{i}}") for i in range(3)], episode_factory=one_turn_factory)
 while trainer.step_count < cfg.total_steps:
     trainer.step()
     print("STEP", trainer.step_count, flush=True)

@@ -13,6 +13,7 @@ from swebox.trainers.tracking import read_metrics
 from swebox.trainers.trainer import Trainer, TrainingError
 
 from tests.calc import CALC_ENV, calc_task
+from tests.trainers.test_rollout import stub_task
 from tests.trainers.test_trainer import SMALL, OneTurn, make_trainer
 
 
@@ -23,7 +24,7 @@ def test_a_task_whose_env_layer_is_missing_stops_the_run_before_step_1(tmp_path,
     with store.lock(CALC_ENV.key()):
         store.publish(CALC_ENV.key(), calc_layer, kind="env")
     other = calc_task(instance_id="other-1", env={**CALC_ENV.to_dict(), "commit": "fedcba9876543210"})
-    tasks = [calc_task().to_dict(), other.to_dict()]
+    tasks = [calc_task(), other]
     cfg = load_config(None, [*SMALL, f"logging.run_dir={tmp_path / 'run'}", f"env.layer_store={store.root}",
                              "env.tasks=/data/tasks.jsonl", f"env.cache_dir={tmp_path / 'node'}"])
     with pytest.raises(TrainingError) as err:
@@ -45,14 +46,14 @@ class Broken:
 
 
 def half_broken(task, n):
-    return [Broken() if task["instance_id"] == "t1" else OneTurn(task["instance_id"]) for _ in range(n)]
+    return [Broken() if task.instance_id == "t1" else OneTurn(task.instance_id) for _ in range(n)]
 
 
 def test_each_tasks_first_error_is_logged_once_with_its_id(tmp_path):
     lines: list[str] = []
     cfg = load_config(None, [*SMALL, f"logging.run_dir={tmp_path / 'run'}", "rollout.tasks_per_step=3",
                              "rollout.shuffle=false", "total_steps=2"])
-    trainer = Trainer(cfg, tasks=[{"instance_id": f"t{i}"} for i in range(3)], episode_factory=half_broken,
+    trainer = Trainer(cfg, tasks=[stub_task(f"t{i}") for i in range(3)], episode_factory=half_broken,
                       echo=lines.append)
     trainer.train()
     errors = [line for line in lines if line.startswith("episode error")]

@@ -100,10 +100,10 @@ def test_reading_a_corrupt_line_and_a_truncated_file_keeps_the_rest_and_names_th
 @pytest.mark.e2e
 def test_eval_out_records_hold_the_trajectory_fields_and_a_markdown_table(calc_layer, tmp_path, capsys,
                                                                          wandb_env):
-    from swebox.envs.tasks import Task, save_jsonl
+    from swebox.envs.tasks import save_jsonl
     from swebox.scripts.cli import build_parser
 
-    tasks = [Task.from_dict(t) for t in calc_tasks()]
+    tasks = calc_tasks()
     save_jsonl(tasks, tmp_path / "tasks.jsonl")
     dirs = layer_dirs(tmp_path, calc_layer)
     out = tmp_path / "eval" / "gold.jsonl"  # its folder does not exist yet: eval makes it

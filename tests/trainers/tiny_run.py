@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from swebox.envs.tasks import Task
 from swebox.trainers.config import load_config
 from swebox.trainers.generation import Generated
 from swebox.trainers.rollout import LocalWorkerPool, swe_episode_factory
@@ -32,10 +33,10 @@ SMALL = ["model.hidden_size=32", "model.num_layers=1", "model.num_heads=2", "mod
          "checkpoint.every_steps=0"]
 
 
-def calc_tasks() -> list[dict]:
+def calc_tasks() -> list[Task]:
     div = calc_task(instance_id="calc-div", patch=GOLD_DIV, problem_statement="div(7, 2) returns 3, not 3.5.",
                     FAIL_TO_PASS=["tests/test_ops.py::test_div"])
-    return [calc_task().to_dict(), div.to_dict()]
+    return [calc_task(), div]
 
 
 class ScriptedBackend:
@@ -68,11 +69,11 @@ class ScriptedBackend:
 
 def make_trainer(run_dir: Path, layer: Path, *overrides: str) -> Trainer:
     """A trainer over the calc tasks with a scripted backend; call ``.step()`` or ``.train()``."""
-    from swebox.envs.tasks import Task, save_jsonl
+    from swebox.envs.tasks import save_jsonl
     from swebox.trainers.models import build_model, build_tokenizer
 
     tasks_file = Path(run_dir).parent / "calc-tasks.jsonl"
-    save_jsonl([Task.from_dict(t) for t in calc_tasks()], tasks_file)
+    save_jsonl(calc_tasks(), tasks_file)
     cfg = load_config(None, [*SMALL, f"logging.run_dir={run_dir}", f"env.tasks={tasks_file}",
                              "rollout.tasks_per_step=2", *overrides])
 
