@@ -39,24 +39,53 @@ def test_time_summary_means_and_shares():
     assert demo.time_summary([{"step": 1}]) == {}
 
 
-def test_summary_markdown_shows_stages_step_and_eval():
-    summary = {
+def summary_of(first: float, last: float) -> dict:
+    return {
         "projects": [{"label": "toolz-1.2.0", "tasks": 6, "error": ""},
                      {"label": "voluptuous-0.16.0", "tasks": 0, "error": "SandboxError: reset: umount ..."}],
-        "tasks": 6, "steps": 3, "nodes": 1,
+        "tasks": 6, "train_tasks": 3, "held_out_tasks": 3, "steps": 8, "nodes": 1,
+        "sft": {"steps": 90, "kept": 3, "data": "3 kept", "sequence_prob": 0.21},
+        "learning": {"first": first, "last": last, "steps": 8.0, "window": 2.0},
         "stages": {"corpus": 50.0, "train": 25.0},
         "step": {"timing/step_s": 8.0, "timing/grade_s": 2.0, "share/env": 0.3125, "share/generate": 0.25,
                  "share/update": 0.25, "env/reset_s": 0.02, "env/exec_s": 0.1, "env/grade_s": 1.5},
-        "eval": {"reward/resolved_rate": 0.5, "episodes": 6.0},
+        "eval": {"train": {"reward/resolved_rate": 1.0, "episodes": 3.0},
+                 "held_out": {"reward/resolved_rate": 0.0, "episodes": 3.0}},
     }
-    text = demo.summary_markdown(summary)
+
+
+def test_summary_markdown_shows_what_it_learnt_stages_step_and_eval():
+    text = demo.summary_markdown(summary_of(0.25, 0.8))
     # the project that gave nothing is named with why (it used to read "6 from toolz-1.2.0, voluptuous-0.16.0")
-    assert "Tasks: 6 from toolz-1.2.0 (6); 3 GRPO steps" in text
+    assert "Tasks: 6 from toolz-1.2.0 (6) (3 for training, 3 held out); a warm start of 90 SFT steps" in text
+    assert "then 8 GRPO steps on 1 Ray node(s)" in text
     assert "**voluptuous-0.16.0: 0 tasks** (SandboxError: reset: umount ...)." in text
+    assert "`reward/mean` rises, 0.25 over the first 2 steps -> 0.80 over the last 2" in text
+    assert "mean probability of 0.21" in text
+    assert "resolved 100% of the training tasks and 0% of the held-out tasks" in text
+    assert "does not generalise" in text
     assert "| corpus | 50.0 |" in text and "| **total** | **75.0** |" in text
     assert "| `timing/grade_s` | 2.00 | 25% |" in text
     assert "Environment share of a step (resets + commands + grading): **31%**" in text
-    assert "- `reward/resolved_rate`: 0.500" in text
+    assert "### held-out tasks (never trained on)" in text and "- `reward/resolved_rate`: 0.000" in text
+    # a flat curve is said to be flat, never "rises"
+    flat = demo.summary_markdown(summary_of(0.3, 0.4))
+    assert "does NOT rise clearly in this run, 0.30 over the first 2 steps -> 0.40" in flat and " rises," not in flat
+
+
+def test_split_tasks_holds_out_the_last_task_of_each_repository():
+    tasks = [{"instance_id": i, "repo": r} for i, r in (("a1", "a"), ("b1", "b"), ("a2", "a"), ("c1", "c"),
+                                                         ("b2", "b"), ("a3", "a"))]
+    train, held = demo.split_tasks(tasks)
+    assert [t["instance_id"] for t in train] == ["a1", "b1", "a2", "c1"]  # c has one task: it trains
+    assert [t["instance_id"] for t in held] == ["b2", "a3"]
+
+
+def test_learning_windows_of_the_reward_curve():
+    records = [{"reward/mean": r} for r in (0.1, 0.3, 0.5, 0.6, 0.9, 0.7)] + [{"step": 7}]
+    assert demo.learning(records) == {"first": 0.2, "last": 0.8, "steps": 6.0, "window": 2.0}
+    assert demo.learning([{"reward/mean": 0.5}]) == {"first": 0.5, "last": 0.5, "steps": 1.0, "window": 1.0}
+    assert demo.learning([]) == {}
 
 
 def test_project_counts_by_task_id():
@@ -121,8 +150,9 @@ def test_demo_smallest_budget(tmp_path, capsys, monkeypatch):
     [record] = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert record["step"] == 1 and record["timing/grade_s"] > 0
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["tasks"] == 2 and summary["nodes"] == 1 and summary["eval"]["episodes"] == 2.0
-    assert set(summary["stages"]) == {"corpus", "ray", "cache", "train", "eval", "plots"}
+    assert summary["tasks"] == 2 and summary["nodes"] == 1
+    assert summary["eval"]["train"]["episodes"] + summary["eval"]["held_out"]["episodes"] == 2.0
+    assert set(summary["stages"]) == {"corpus", "ray", "cache", "sft", "train", "eval", "plots"}
     assert 0 < summary["step"]["share/env"] <= 1.5
     assert all(Path(p).stat().st_size > 1000 for p in summary["files"]["plots"])
     assert list((out / "wandb").glob("offline-run-*")), "expected the offline wandb run"
