@@ -1,5 +1,5 @@
-"""swebox demo: the pure parts (time summary, report, project choice, config) and a smoke run with the smallest
-budget (e2e: synthesises real tasks from PyPI, starts Ray, trains one step, evaluates, plots)."""
+"""swebox demo: the pure parts (time summary, report, project choice, config) and a shortened demo (e2e: synthesises
+real tasks from PyPI, starts Ray, warm-starts with SFT, trains GRPO until the reward rises, evaluates, plots)."""
 
 from __future__ import annotations
 
@@ -71,6 +71,8 @@ def test_summary_markdown_shows_what_it_learnt_stages_step_and_eval():
     # a flat curve is said to be flat, never "rises"
     flat = demo.summary_markdown(summary_of(0.3, 0.4))
     assert "does NOT rise clearly in this run, 0.30 over the first 2 steps -> 0.40" in flat and " rises," not in flat
+    assert "This run does not show learning by GRPO" in flat and "the loop learns" not in flat
+    assert "The demo shows that the loop learns" in text
 
 
 def test_split_tasks_holds_out_the_last_task_of_each_repository():
@@ -129,14 +131,18 @@ def test_arguments_and_bad_budget(capsys):
 
 
 @pytest.mark.e2e
-@pytest.mark.timeout(900)
-def test_demo_smallest_budget(tmp_path, capsys, monkeypatch):
+@pytest.mark.timeout(1200)
+def test_demo_warm_start_then_grpo(tmp_path, capsys, monkeypatch):
+    """The demo's own path, shortened to one project: real tasks from PyPI, Ray, the SFT warm start on the
+    expert episode of the training task (played and graded in a sandbox), GRPO with every reward from real
+    grading, eval on the training and the held-out task, plots. (That GRPO's reward rises is NOT asserted: with
+    the settings tried so far it stays flat; see docs/training.md.)"""
     monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     monkeypatch.setenv("SWEBOX_LAYER_CACHE", str(tmp_path / "node-cache"))
     out = tmp_path / "demo"
-    args = parse("--out", str(out), "--projects", "toolz", "--max-tasks", "2", "total_steps=1",
-                 "rollout.tasks_per_step=1", "rollout.group_size=2", "generation.max_new_tokens=16",
-                 "env.max_turns=1", f"env.cache_dir={tmp_path / 'node-cache'}", "logging.progress=false")
+    args = parse("--out", str(out), "--projects", "toolz", "--max-tasks", "2", "total_steps=3",
+                 "rollout.tasks_per_step=1", "rollout.group_size=4", f"env.cache_dir={tmp_path / 'node-cache'}",
+                 "logging.progress=false")
     try:
         assert demo.run(args) == 0
     finally:  # the node cache keeps layers mounted for later runs; this test's cache must go with tmp_path
@@ -145,14 +151,25 @@ def test_demo_smallest_budget(tmp_path, capsys, monkeypatch):
         LayerCache(LayerStore(out / "corpus" / "layers"), LayerCacheConfig(root=str(tmp_path / "node-cache"))).close()
         assert str(tmp_path) not in Path("/proc/mounts").read_text()
     printed = capsys.readouterr().out
-    for name in ("metrics.jsonl", "summary.md", "reward.png", "timing.png", "wandb"):
+    for name in ("metrics.jsonl", "summary.md", "reward.png", "timing.png", "wandb", "sft"):
         assert name in printed
-    [record] = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert record["step"] == 1 and record["timing/grade_s"] > 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["tasks"] == 2 and summary["nodes"] == 1
-    assert summary["eval"]["train"]["episodes"] + summary["eval"]["held_out"]["episodes"] == 2.0
+    assert summary["train_tasks"] == 1 and summary["held_out_tasks"] == 1
     assert set(summary["stages"]) == {"corpus", "ray", "cache", "sft", "train", "eval", "plots"}
+    # the warm start: one expert episode kept (resolved by the grader), stopped while only partly right
+    sft = [json.loads(line) for line in (out / "sft" / "metrics.jsonl").read_text().splitlines()]
+    assert summary["sft"]["kept"] == 1 and summary["sft"]["steps"] == len(sft) < 200
+    assert sft[-1]["sft/sequence_prob"] >= 0.2 > max(r["sft/sequence_prob"] for r in sft[:-1])
+    assert (out / "sft" / "policy" / "config.json").exists()
+    # GRPO from it: every step graded for real (grading time, the grade cache counted)
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    rewards = [r["reward/mean"] for r in records]
+    assert len(rewards) == 3 and records[0]["timing/grade_s"] > 0 and "env/grade_cache_hits" in records[0]
+    assert rewards[0] < 0.9, f"the warm start left nothing to learn: {rewards}"
+    assert summary["learning"] == {"first": rewards[0], "last": rewards[-1], "steps": 3.0, "window": 1.0}
+    assert summary["eval"]["train"]["episodes"] == 1.0 and summary["eval"]["held_out"]["episodes"] == 1.0
+    assert "does not generalise" in (out / "summary.md").read_text()
     assert 0 < summary["step"]["share/env"] <= 1.5
     assert all(Path(p).stat().st_size > 1000 for p in summary["files"]["plots"])
     assert list((out / "wandb").glob("offline-run-*")), "expected the offline wandb run"
