@@ -11,8 +11,9 @@
             task of each project, never trained on): resolved rates and where the time went;
 7. report   ``OUT/metrics.jsonl``, the offline wandb run, PNG curves (``trainers/plot.py``), ``OUT/summary.md``.
 
-What it shows: the loop learns (reward/mean of GRPO rises on the training tasks, every reward a real grading in
-a sandbox); a tiny model memorises its training tasks' fixes and does not generalise to the held-out ones.
+What it is meant to show: GRPO raising reward/mean on the training tasks from a partly right warm start, every
+reward a real grading in a sandbox; and that a tiny model does not generalise to the held-out tasks. summary.md
+says from the run's own numbers whether the reward rose (so far it stays flat: docs/training.md).
 
 A rerun reuses the corpus (synthesis resumes from ``tasks.jsonl``) and trains afresh. The settings are
 ``configs/demo.yaml`` (keys 1:1 with trainers/config.py) plus ``KEY=VALUE`` overrides on the command line.
