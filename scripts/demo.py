@@ -254,6 +254,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
 def shows(summary: dict[str, Any]) -> list[str]:
     """The plain statement of what the run shows, from its own numbers (a curve that did not rise is said so)."""
     rise, ev, warm = summary.get("learning") or {}, summary["eval"], summary.get("sft") or {}
+    rose = bool(rise) and rise["last"] >= rise["first"] + 0.2
     out = []
     if warm:
         out.append(f"- Warm start: {warm['steps']} SFT steps on {warm['kept']} expert episodes (each task's gold "
@@ -262,12 +263,11 @@ def shows(summary: dict[str, Any]) -> list[str]:
                    "group holds both resolved and unresolved episodes.")
     if rise:
         w = int(rise["window"])
-        verdict = "rises" if rise["last"] >= rise["first"] + 0.2 else "does NOT rise clearly in this run"
+        verdict = "rises" if rose else "does NOT rise clearly in this run"
         out.append(f"- GRPO on the training tasks: `reward/mean` {verdict}, {rise['first']:.2f} over the first {w} "
                    f"steps -> {rise['last']:.2f} over the last {w} (`plots/reward.png`). Every reward is the verdict "
                    "of the task's tests run in a sandbox on the episode's diff (a diff already graded in this run "
                    "reuses its verdict: `env/grade_cache_hits`).")
-    rose = bool(rise) and rise["last"] >= rise["first"] + 0.2
     out.append(f"- After training: resolved {ev['train'].get('reward/resolved_rate', 0):.0%} of the training tasks "
                f"and {ev['held_out'].get('reward/resolved_rate', 0):.0%} of the held-out tasks (never trained on; "
                "one episode per task). A tiny model can at best memorise the fixes it was trained on; it does "
