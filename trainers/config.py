@@ -395,12 +395,19 @@ class SFTConfig:
     """Trajectories per optimizer step (accumulated in micro-batches of optim.micro_batch_size)."""
     lr: float = 0.0
     """Learning rate of fine-tuning; 0: optim.lr."""
+    stop_at_sequence_prob: float = 0.0
+    """Stop after the first epoch whose mean ``sft/sequence_prob`` (the chance that sampling at temperature 1
+    reproduces a training trajectory's model tokens exactly) reaches this; 0: run all ``epochs``. A warm start
+    for RL stops early on purpose: a policy that is *partly* right gives GRPO groups with both outcomes
+    (configs/demo.yaml)."""
 
     def __post_init__(self) -> None:
         _check(bool(self.data), "sft.data", "'gold' or a records file", self.data, "use sft.data=gold")
         _check(self.epochs >= 1, "sft.epochs", ">= 1", self.epochs, "use 3")
         _check(self.batch_size >= 1, "sft.batch_size", ">= 1", self.batch_size, "use 4")
         _check(self.lr >= 0, "sft.lr", ">= 0", self.lr, "use 0 (optim.lr)")
+        _check(0 <= self.stop_at_sequence_prob <= 1, "sft.stop_at_sequence_prob", "in [0, 1]",
+               self.stop_at_sequence_prob, "use 0 (run every epoch)")
 
 
 @dataclass

@@ -199,13 +199,16 @@ class Learner:
         ``L = -sum_{i,t} m * log p(target) / sum_{i,t} m`` over the same mask as RL (the model's tokens of
         valid trajectories), micro-batched like :meth:`update` with the whole batch's token count as the
         denominator; the raw distribution is trained (no sampling temperature). Returns ``sft/loss``,
-        ``sft/token_accuracy`` (argmax = target on the mask), ``sft/tokens``, ``policy/grad_norm``, ``policy/lr``.
+        ``sft/token_accuracy`` (argmax = target on the mask), ``sft/sequence_prob`` (the mean over the batch's
+        trajectories of exp(sum of log p on the mask), before this step: the chance that sampling at
+        temperature 1 reproduces a trajectory's model tokens exactly), ``sft/tokens``, ``policy/grad_norm``,
+        ``policy/lr``.
         """
         o = self.cfg.optim
         n = len(batch.advantages)
         tokens = float(batch.mask.sum())
         self.optimizer.zero_grad(set_to_none=True)
-        loss_sum, correct = 0.0, 0.0
+        loss_sum, correct, sequence_prob = 0.0, 0.0, 0.0
         for start in range(0, n, o.micro_batch_size):
             mb = _rows(batch, torch.arange(start, min(n, start + o.micro_batch_size)), self.device)
             logits = self.model(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits[:, :-1]
@@ -214,13 +217,15 @@ class Learner:
             loss.backward()
             loss_sum += float(loss.detach())
             correct += float(grpo.masked_sum((logits.argmax(-1) == mb.targets).float(), mb.mask))
+            sequence_prob += float(grpo.masked_sum(logp.detach(), mb.mask, dim=1).exp().sum())
         clip = o.grad_clip if o.grad_clip > 0 else float("inf")
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip))
         lr = float(self.optimizer.param_groups[0]["lr"])
         self.optimizer.step()
         self.scheduler.step()
-        return {"sft/loss": loss_sum, "sft/token_accuracy": correct / max(tokens, 1.0), "sft/tokens": tokens,
-                "policy/grad_norm": grad_norm, "policy/lr": lr}
+        return {"sft/loss": loss_sum, "sft/token_accuracy": correct / max(tokens, 1.0),
+                "sft/sequence_prob": sequence_prob / max(n, 1), "sft/tokens": tokens, "policy/grad_norm": grad_norm,
+                "policy/lr": lr}
 
     def state_dict(self) -> dict[str, Any]:
         """The policy's weights on the CPU (what rollout workers load)."""

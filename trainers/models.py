@@ -152,7 +152,7 @@ def build_tokenizer(cfg: ModelConfig) -> Any:
             "folder; set model.tokenizer=builtin or point it at a folder with tokenizer.json (nothing is "
             "downloaded)"
         )
-    tokenizer = AutoTokenizer.from_pretrained(name, local_files_only=True)
+    tokenizer = _tokenizer_class(Path(name), AutoTokenizer).from_pretrained(name, local_files_only=True)
     if tokenizer.chat_template is None:
         raise ValueError(
             f"model.tokenizer: expected a tokenizer with a chat template; found none in {name}; "
@@ -162,6 +162,25 @@ def build_tokenizer(cfg: ModelConfig) -> Any:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
     return tokenizer
+
+
+def _tokenizer_class(folder: Path, auto: Any) -> Any:
+    """The class a tokenizer folder was saved from when it is the plain fast tokenizer (the builtin one, saved
+    with a policy by ``swebox sft`` or a checkpoint), else AutoTokenizer.
+
+    AutoTokenizer picks the class from config.json's model type (Qwen2Tokenizer for a qwen2 policy), and that
+    class brings its own pre-tokenizer (digits one by one) instead of the folder's tokenizer.json: the same
+    text then encodes to other ids than the ones the policy was trained on.
+    """
+    import json
+
+    from transformers import PreTrainedTokenizerFast
+
+    try:
+        saved = json.loads((folder / "tokenizer_config.json").read_text()).get("tokenizer_class")
+    except (OSError, ValueError):
+        return auto
+    return PreTrainedTokenizerFast if saved in ("TokenizersBackend", "PreTrainedTokenizerFast") else auto
 
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

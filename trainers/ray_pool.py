@@ -134,7 +134,9 @@ def init_ray(cfg: TrainConfig, io_budget_mb: int = DEFAULT_BUDGET_MB) -> bool:
         ray.init(address=cfg.ray.address, namespace=cfg.ray.namespace, log_to_driver=False)
     else:
         resources = {cfg.ray.node_resource: 1.0, **node_resources(io_budget_mb)}
-        ray.init(num_cpus=cfg.ray.num_cpus, resources=resources, namespace=cfg.ray.namespace,
+        # address="local": a new local Ray even when `ray start` left a cluster on this machine (ray.init()
+        # would join that one, and refuse num_cpus and resources)
+        ray.init(address="local", num_cpus=cfg.ray.num_cpus, resources=resources, namespace=cfg.ray.namespace,
                  include_dashboard=False, log_to_driver=False)
     return True
 

@@ -10,6 +10,9 @@ that GRPO starts from with ``model.init=pretrained model.path=<run_dir>/policy``
 
 One optimizer step takes ``sft.batch_size`` trajectories; ``sft.epochs`` passes over them, each in a seeded
 random order. The learning rate is ``sft.lr`` (else ``optim.lr``) with ``optim.schedule`` over all the steps.
+With ``sft.stop_at_sequence_prob`` it stops after the first epoch in which the policy would, on average, sample
+the training trajectories' tokens exactly with at least that probability (a warm start for RL, that leaves it
+something to learn).
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ class SFTResult:
     """What the data source gave (kept, and left out by reason)."""
     policy: Path
     """The fine-tuned policy as a transformers folder (weights, config, tokenizer)."""
+    task_ids: list[str] = dataclasses.field(default_factory=list)
+    """The tasks of the trajectories it was trained on, each once, in order."""
 
 
 def build_data(cfg: TrainConfig, tokenizer: Any, tasks: list[Task | dict] | None = None,
@@ -93,6 +98,7 @@ def run_sft(cfg: TrainConfig, *, tasks: list[Task | dict] | None = None,
         for epoch in range(s.epochs):
             order = list(range(len(trajectories)))
             random.Random(cfg.seed * 1_000_003 + epoch).shuffle(order)
+            epoch_prob = 0.0
             for i in range(per_epoch):
                 started = time.monotonic()
                 chosen = [trajectories[j] for j in order[i * s.batch_size : (i + 1) * s.batch_size]]
@@ -102,14 +108,20 @@ def run_sft(cfg: TrainConfig, *, tasks: list[Task | dict] | None = None,
                 metrics.update({"sft/epoch": float(epoch + 1), "sft/examples": float(len(trajectories)),
                                 "timing/step_s": time.monotonic() - started})
                 records.append(tracker.log(step, metrics))
+                epoch_prob += metrics["sft/sequence_prob"] * len(chosen) / len(trajectories)
+                done = step == steps or (i + 1 == per_epoch and 0 < s.stop_at_sequence_prob <= epoch_prob)
                 every = cfg.checkpoint.every_steps
-                if (every and step % every == 0) or step == steps:
+                if (every and step % every == 0) or done:
                     ckpt.save_checkpoint(ckpt_dir, step, learner.model, learner.optimizer, learner.scheduler,
                                          data_position={"epoch": epoch, "index": i + 1},
                                          keep_last=cfg.checkpoint.keep_last)
+            if done and step < steps:
+                echo(f"sft: stopped after epoch {epoch + 1} of {s.epochs}: mean sft/sequence_prob {epoch_prob:.3f} "
+                     f">= sft.stop_at_sequence_prob {s.stop_at_sequence_prob}")
+                break
         policy = run_dir / "policy"
         learner.model.save_pretrained(policy)
         tokenizer.save_pretrained(policy)
     finally:
         tracker.finish()
-    return SFTResult(records, report, policy)
+    return SFTResult(records, report, policy, list(dict.fromkeys(t.task_id for t in trajectories)))

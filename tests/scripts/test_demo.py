@@ -1,5 +1,5 @@
-"""swebox demo: the pure parts (time summary, report, project choice, config) and a smoke run with the smallest
-budget (e2e: synthesises real tasks from PyPI, starts Ray, trains one step, evaluates, plots)."""
+"""swebox demo: the pure parts (time summary, report, project choice, config) and a shortened demo (e2e: synthesises
+real tasks from PyPI, starts Ray, warm-starts with SFT, trains GRPO until the reward rises, evaluates, plots)."""
 
 from __future__ import annotations
 
@@ -40,24 +40,57 @@ def test_time_summary_means_and_shares():
     assert demo.time_summary([{"step": 1}]) == {}
 
 
-def test_summary_markdown_shows_stages_step_and_eval():
-    summary = {
+def summary_of(first: float, last: float) -> dict:
+    return {
         "projects": [{"label": "toolz-1.2.0", "tasks": 6, "error": ""},
                      {"label": "voluptuous-0.16.0", "tasks": 0, "error": "SandboxError: reset: umount ..."}],
-        "tasks": 6, "steps": 3, "nodes": 1,
+        "tasks": 6, "train_tasks": 3, "held_out_tasks": 3, "steps": 8, "nodes": 1,
+        "sft": {"steps": 90, "kept": 3, "data": "3 kept", "sequence_prob": 0.21},
+        "learning": {"first": first, "last": last, "steps": 8.0, "window": 2.0},
         "stages": {"corpus": 50.0, "train": 25.0},
         "step": {"timing/step_s": 8.0, "timing/grade_s": 2.0, "share/env": 0.3125, "share/generate": 0.25,
                  "share/update": 0.25, "env/reset_s": 0.02, "env/exec_s": 0.1, "env/grade_s": 1.5},
-        "eval": {"reward/resolved_rate": 0.5, "episodes": 6.0},
+        "eval": {"train": {"reward/resolved_rate": 1.0, "episodes": 3.0},
+                 "held_out": {"reward/resolved_rate": 0.0, "episodes": 3.0}},
     }
-    text = demo.summary_markdown(summary)
+
+
+def test_summary_markdown_shows_what_it_learnt_stages_step_and_eval():
+    text = demo.summary_markdown(summary_of(0.25, 0.8))
     # the project that gave nothing is named with why (it used to read "6 from toolz-1.2.0, voluptuous-0.16.0")
-    assert "Tasks: 6 from toolz-1.2.0 (6); 3 GRPO steps" in text
+    assert "Tasks: 6 from toolz-1.2.0 (6) (3 for training, 3 held out); a warm start of 90 SFT steps" in text
+    assert "then 8 GRPO steps on 1 Ray node(s)" in text
     assert "**voluptuous-0.16.0: 0 tasks** (SandboxError: reset: umount ...)." in text
+    assert "`reward/mean` rises, 0.25 over the first 2 steps -> 0.80 over the last 2" in text
+    assert "mean probability of 0.21" in text
+    assert "resolved 100% of the training tasks and 0% of the held-out tasks" in text
+    assert "does not generalise" in text
     assert "| corpus | 50.0 |" in text and "| **total** | **75.0** |" in text
     assert "| `timing/grade_s` | 2.00 | 25% |" in text
     assert "Environment share of a step (resets + commands + grading): **31%**" in text
-    assert "- `reward/resolved_rate`: 0.500" in text
+    assert "### held-out tasks (never trained on)" in text and "- `reward/resolved_rate`: 0.000" in text
+    # a flat curve is said to be flat, never "rises"
+    flat = demo.summary_markdown(summary_of(0.3, 0.4))
+    assert "does NOT rise clearly in this run, 0.30 over the first 2 steps -> 0.40" in flat and " rises," not in flat
+    assert "This run does not show learning by GRPO" in flat and "the loop learns" not in flat
+    assert "The demo shows that the loop learns" in text
+
+
+def test_split_tasks_holds_out_the_last_task_of_each_repository():
+    from swebox.envs.tasks import Task
+
+    tasks = [Task(instance_id=i, repo=r, FAIL_TO_PASS=("t.py::t",))
+             for i, r in (("a1", "a"), ("b1", "b"), ("a2", "a"), ("c1", "c"), ("b2", "b"), ("a3", "a"))]
+    train, held = demo.split_tasks(tasks)
+    assert [t.instance_id for t in train] == ["a1", "b1", "a2", "c1"]  # c has one task: it trains
+    assert [t.instance_id for t in held] == ["b2", "a3"]
+
+
+def test_learning_windows_of_the_reward_curve():
+    records = [{"reward/mean": r} for r in (0.1, 0.3, 0.5, 0.6, 0.9, 0.7)] + [{"step": 7}]
+    assert demo.learning(records) == {"first": 0.2, "last": 0.8, "steps": 6.0, "window": 2.0}
+    assert demo.learning([{"reward/mean": 0.5}]) == {"first": 0.5, "last": 0.5, "steps": 1.0, "window": 1.0}
+    assert demo.learning([]) == {}
 
 
 def test_project_counts_by_task_id():
@@ -101,14 +134,18 @@ def test_arguments_and_bad_budget(capsys):
 
 
 @pytest.mark.e2e
-@pytest.mark.timeout(900)
-def test_demo_smallest_budget(tmp_path, capsys, monkeypatch):
+@pytest.mark.timeout(1200)
+def test_demo_warm_start_then_grpo(tmp_path, capsys, monkeypatch):
+    """The demo's own path, shortened to one project: real tasks from PyPI, Ray, the SFT warm start on the
+    expert episode of the training task (played and graded in a sandbox), GRPO with every reward from real
+    grading, eval on the training and the held-out task, plots. (That GRPO's reward rises is NOT asserted: with
+    the settings tried so far it stays flat; see docs/training.md.)"""
     monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     monkeypatch.setenv("SWEBOX_LAYER_CACHE", str(tmp_path / "node-cache"))
     out = tmp_path / "demo"
-    args = parse("--out", str(out), "--projects", "toolz", "--max-tasks", "2", "total_steps=1",
-                 "rollout.tasks_per_step=1", "rollout.group_size=2", "generation.max_new_tokens=16",
-                 "env.max_turns=1", f"env.cache_dir={tmp_path / 'node-cache'}", "logging.progress=false")
+    args = parse("--out", str(out), "--projects", "toolz", "--max-tasks", "2", "total_steps=3",
+                 "rollout.tasks_per_step=1", "rollout.group_size=4", f"env.cache_dir={tmp_path / 'node-cache'}",
+                 "logging.progress=false")
     try:
         assert demo.run(args) == 0
     finally:  # the node cache keeps layers mounted for later runs; this test's cache must go with tmp_path
@@ -117,13 +154,25 @@ def test_demo_smallest_budget(tmp_path, capsys, monkeypatch):
         LayerCache(LayerStore(out / "corpus" / "layers"), LayerCacheConfig(root=str(tmp_path / "node-cache"))).close()
         assert str(tmp_path) not in Path("/proc/mounts").read_text()
     printed = capsys.readouterr().out
-    for name in ("metrics.jsonl", "summary.md", "reward.png", "timing.png", "wandb"):
+    for name in ("metrics.jsonl", "summary.md", "reward.png", "timing.png", "wandb", "sft"):
         assert name in printed
-    [record] = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert record["step"] == 1 and record["timing/grade_s"] > 0
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["tasks"] == 2 and summary["nodes"] == 1 and summary["eval"]["episodes"] == 2.0
-    assert set(summary["stages"]) == {"corpus", "ray", "cache", "train", "eval", "plots"}
+    assert summary["tasks"] == 2 and summary["nodes"] == 1
+    assert summary["train_tasks"] == 1 and summary["held_out_tasks"] == 1
+    assert set(summary["stages"]) == {"corpus", "ray", "cache", "sft", "train", "eval", "plots"}
+    # the warm start: one expert episode kept (resolved by the grader), stopped while only partly right
+    sft = [json.loads(line) for line in (out / "sft" / "metrics.jsonl").read_text().splitlines()]
+    assert summary["sft"]["kept"] == 1 and summary["sft"]["steps"] == len(sft) < 200
+    assert sft[-1]["sft/sequence_prob"] >= 0.2 > max(r["sft/sequence_prob"] for r in sft[:-1])
+    assert (out / "sft" / "policy" / "config.json").exists()
+    # GRPO from it: every step graded for real (grading time, the grade cache counted)
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    rewards = [r["reward/mean"] for r in records]
+    assert len(rewards) == 3 and records[0]["timing/grade_s"] > 0 and "env/grade_cache_hits" in records[0]
+    assert rewards[0] < 0.9, f"the warm start left nothing to learn: {rewards}"
+    assert summary["learning"] == {"first": rewards[0], "last": rewards[-1], "steps": 3.0, "window": 1.0}
+    assert summary["eval"]["train"]["episodes"] == 1.0 and summary["eval"]["held_out"]["episodes"] == 1.0
+    assert "does not generalise" in (out / "summary.md").read_text()
     assert 0 < summary["step"]["share/env"] <= 1.5
     assert all(Path(p).stat().st_size > 1000 for p in summary["files"]["plots"])
     assert list((out / "wandb").glob("offline-run-*")), "expected the offline wandb run"

@@ -46,3 +46,19 @@ def test_pretrained_without_a_folder_is_a_clear_error(tmp_path):
     cfg = ModelConfig(init="pretrained", path=str(tmp_path / "missing"), tokenizer=str(tmp_path / "missing"))
     with pytest.raises(FileNotFoundError, match="model.tokenizer: expected 'builtin' or a local tokenizer folder"):
         build_tokenizer(cfg)
+
+
+def test_a_saved_policy_loads_the_builtin_tokenizer_it_was_trained_with(tmp_path):
+    # AutoTokenizer would take Qwen2Tokenizer from config.json's model type, whose pre-tokenizer splits digits
+    # one by one: "191 tests" became other ids than the SFT policy had learnt, and GRPO sampled noise from it
+    cfg = ModelConfig(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64)
+    tok = build_tokenizer(cfg)
+    build_model(cfg, tok).save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    loaded = build_tokenizer(ModelConfig(init="pretrained", path=str(tmp_path)))
+    chat = [{"role": "user", "content": "The other 191 tests I ran still pass: sed -n '91,97p' core.py"}]
+    assert loaded.apply_chat_template(chat, add_generation_prompt=True) == tok.apply_chat_template(
+        chat, add_generation_prompt=True)
+    assert loaded.encode("x = 12345\n", add_special_tokens=False) == tok.encode("x = 12345\n", add_special_tokens=False)
+    assert (loaded.eos_token_id, loaded.pad_token_id, loaded.padding_side) == (tok.eos_token_id, tok.pad_token_id,
+                                                                               "left")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
+import math
 
 import pytest
 import torch
@@ -144,8 +145,28 @@ def test_sft_loss_is_the_nll_of_the_model_tokens(tok):
     metrics = learner.sft_update(batch)  # micro-batches of one row accumulate to the batch's token mean
     assert metrics["sft/loss"] == pytest.approx(sum(nll) / len(nll), rel=1e-5)
     assert metrics["sft/tokens"] == 8.0 and 0.0 <= metrics["sft/token_accuracy"] <= 1.0
+    # the chance of sampling each trajectory's model tokens exactly (before the step), averaged over the batch
+    exact = (math.exp(-sum(nll[:5])) + math.exp(-sum(nll[5:]))) / 2
+    assert metrics["sft/sequence_prob"] == pytest.approx(exact, rel=1e-4)
     assert metrics["policy/lr"] == 1e-3 and metrics["policy/grad_norm"] > 0
     assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_sft_stops_at_the_sequence_prob_it_was_asked_for(tok, tmp_path):
+    from swebox.trainers.sft import run_sft
+
+    trajs = [trajectory_from_messages(tok, CHAT[:3], "a"), trajectory_from_messages(tok, CHAT[:3], "b")]
+    base = [*TINY, "logging.wandb=disabled", "logging.progress=false", "sft.lr=1e-2", "sft.epochs=300",
+            "sft.batch_size=1"]
+    cfg = load_config(None, [*base, f"logging.run_dir={tmp_path / 'stop'}", "sft.stop_at_sequence_prob=0.5"])
+    result = run_sft(cfg, trajectories=trajs, echo=lambda *_: None)
+    probs = [r["sft/sequence_prob"] for r in result.records]
+    epochs = [probs[i : i + 2] for i in range(0, len(probs), 2)]  # two steps of one trajectory per epoch
+    assert len(probs) < 600 and len(probs) % 2 == 0  # stopped at the end of an epoch, long before the last
+    assert sum(epochs[-1]) / 2 >= 0.5 and all(sum(e) / 2 < 0.5 for e in epochs[:-1])
+    assert result.task_ids == ["a", "b"] and (result.policy / "config.json").exists()
+    with pytest.raises(ValueError, match=r"sft.stop_at_sequence_prob: expected in \[0, 1\]; found 2"):
+        load_config(None, ["sft.stop_at_sequence_prob=2"])
 
 
 @pytest.mark.e2e
