@@ -1,4 +1,4 @@
-"""Idle sandboxes: what N live, idle swebox sandboxes cost the host (`swebox bench sandbox --idle N`).
+"""Idle sandboxes: what N live, idle swebox sandboxes cost the host (`swebox bench sandbox --idle 256`).
 
 Starts N overlay sandboxes over the bench environment, runs `true` in each (so every shell is up), then for
 `--idle-seconds` does nothing and measures what their processes (nsinit, the session's pid 1, the shell, and

@@ -56,8 +56,14 @@ def history(sync_dir: Path) -> dict[int, dict[str, float]]:
 
 
 def newest_offline_run(run_dir: Path) -> Path:
-    """The offline run folder under ``run_dir/wandb`` written last (a resumed run's). Folders without a
-    ``run-*.wandb`` file are left out: an init that wandb refused (the killed process's service still held the
-    run id, and the tracker took a fresh one) leaves one behind."""
-    folders = [p for p in (run_dir / "wandb").glob("offline-run-*") if any(p.glob("run-*.wandb"))]
-    return max(folders, key=lambda p: max(f.stat().st_mtime for f in p.glob("run-*.wandb")))
+    """The offline folder under ``run_dir/wandb`` of the run that wrote last: the run id the tracker recorded
+    (``wandb_run_id``: a resume keeps it, or records the fresh id it had to take), its newest folder by the
+    start time in the folder's name (``offline-run-YYYYMMDD_HHMMSS-ID``). Not by file times: the service of a
+    SIGKILLed trainer may still flush the killed run's file after the resumed run has finished. Folders
+    without a ``run-*.wandb`` file are left out: an init that wandb refused leaves one behind."""
+    from swebox.trainers.tracking import WANDB_ID_FILE
+
+    run_id = (run_dir / WANDB_ID_FILE).read_text().strip()
+    folders = [p for p in (run_dir / "wandb").glob(f"offline-run-*-{run_id}") if any(p.glob("run-*.wandb"))]
+    assert folders, f"no offline wandb folder of run {run_id} in {run_dir / 'wandb'}"
+    return max(folders, key=lambda p: p.name)
