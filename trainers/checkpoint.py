@@ -267,3 +267,33 @@ def load_checkpoint(
         restore_rng_state(load("rng.pt"))
     raw = json.loads((path / "trainer_state.json").read_text())
     return TrainingState(step=raw["step"], data_position=raw["data_position"], extra=raw["extra"])
+
+
+def load_optimizer_moments(path: str | Path, optimizer: torch.optim.Optimizer) -> None:
+    """Start ``optimizer`` from the moments (Adam's running averages) saved in checkpoint ``path``.
+
+    Only the per-parameter state is taken; the learning rate, betas and the other hyperparameters stay this
+    run's. The parameters must be the ones the checkpoint's optimizer had, in the same order and shapes (the same
+    architecture), else a CheckpointError says which differs.
+    """
+    path = Path(path)
+    if not is_complete(path) or not (path / "optimizer.pt").exists():
+        raise CheckpointError(f"optim.moments_from: expected a complete checkpoint folder with optimizer.pt; "
+                              f"found {path} incomplete, missing or without it; pass a step_N folder of a run's "
+                              "checkpoints (e.g. a warm start's OUT/sft/checkpoints/step_N)")
+    saved = torch.load(path / "optimizer.pt", map_location="cpu", weights_only=True)
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    saved_ids = [i for group in saved["param_groups"] for i in group["params"]]
+    if len(saved_ids) != len(params):
+        raise CheckpointError(f"optim.moments_from={path}: expected moments for {len(params)} parameters; found "
+                              f"{len(saved_ids)}; use a checkpoint of the same model architecture")
+    for param, key in zip(params, saved_ids, strict=True):
+        state = saved["state"].get(key)
+        if state is None:
+            continue
+        if state["exp_avg"].shape != param.shape:
+            raise CheckpointError(f"optim.moments_from={path}: expected a moment of shape {tuple(param.shape)}; "
+                                  f"found {tuple(state['exp_avg'].shape)}; use a checkpoint of the same model "
+                                  "architecture")
+        optimizer.state[param] = {k: v.to(param.device) if torch.is_tensor(v) and v.dim() else v.clone()
+                                  for k, v in state.items()}

@@ -192,9 +192,14 @@ class AlgorithmConfig:
     """Reward subtracted at or beyond max_context_tokens (DAPO's penalty factor)."""
     mask_errored: bool = True
     """Mask trajectories whose environment failed (sandbox error, crash) out of the loss."""
+    negative_advantage_scale: float = 1.0
+    """Multiplies negative advantages (trainers/grpo.py scale_negative_advantages): 1 is plain GRPO; below 1
+    failed episodes push their text down less than resolved ones pull theirs up (configs/demo.yaml: 0)."""
 
     def __post_init__(self) -> None:
         _check_literals(self, "algorithm")
+        _check(0 <= self.negative_advantage_scale <= 1, "algorithm.negative_advantage_scale", "in [0, 1]",
+               self.negative_advantage_scale, "use 1 (plain GRPO)")
         _check(0 <= self.clip_low < 1, "algorithm.clip_low", "a value in [0, 1)", self.clip_low, "use 0.2")
         _check(self.clip_high >= 0, "algorithm.clip_high", ">= 0", self.clip_high, "use 0.2 or 0.28 (DAPO)")
         _check(self.dual_clip_c is None or self.dual_clip_c > 1, "algorithm.dual_clip_c", "null or > 1",
@@ -226,6 +231,11 @@ class OptimConfig:
     """Trajectories per forward/backward; gradients accumulate over a mini-batch."""
     epochs: int = 1
     """Passes over each rollout batch (PPO epochs); > 1 makes the ratio and clipping matter."""
+    moments_from: str = ""
+    """A checkpoint folder (``.../checkpoints/step_N``) whose AdamW moments this run starts from, e.g. its SFT
+    warm start's; empty: fresh moments. A fresh Adam's first update moves every weight by about ``lr`` (its
+    moments are one gradient), which undoes a memorised warm start; the warm start's moments scale each weight's
+    step by what its gradients have been (configs/demo.yaml, docs/training.md)."""
 
     def __post_init__(self) -> None:
         _check_literals(self, "optim")
@@ -400,6 +410,9 @@ class SFTConfig:
     reproduces a training trajectory's model tokens exactly) reaches this; 0: run all ``epochs``. A warm start
     for RL stops early on purpose: a policy that is *partly* right gives GRPO groups with both outcomes
     (configs/demo.yaml)."""
+    minimal_patch: bool = False
+    """``sft.data=gold``: the expert applies the gold patch without context lines (``git apply --unidiff-zero``),
+    so its apply turn is about half as many tokens; a tiny policy learns that faster (configs/demo.yaml)."""
 
     def __post_init__(self) -> None:
         _check(bool(self.data), "sft.data", "'gold' or a records file", self.data, "use sft.data=gold")

@@ -114,6 +114,17 @@ def group_advantages(
     return adv
 
 
+def scale_negative_advantages(advantages: torch.Tensor, scale: float) -> torch.Tensor:
+    """``A_i * scale`` where ``A_i < 0``, ``A_i`` elsewhere: how hard worse-than-the-group episodes push down.
+
+    ``scale = 1`` is the symmetric objective; ``scale = 0`` learns only from better-than-the-group episodes (an
+    advantage-weighted rejection-sampling fine-tune). A policy that has memorised a few expert episodes fails by
+    derailing mid-turn, and its failed text is made of the expert's own tokens; pushing that text down also pushes
+    down the expert's (docs/training.md measures it), which a small ``scale`` keeps from undoing what it learns.
+    """
+    return torch.where(advantages < 0, advantages * scale, advantages)
+
+
 # ------------------------------------------------------------------------------------------- aggregation
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 from swebox.trainers import grpo
+from swebox.trainers.checkpoint import load_optimizer_moments
 from swebox.trainers.config import TrainConfig
 from swebox.trainers.rollout import Trajectory
 
@@ -105,6 +106,8 @@ class Learner:
         o = cfg.optim
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=o.lr, betas=tuple(o.betas),
                                            weight_decay=o.weight_decay)
+        if o.moments_from:
+            load_optimizer_moments(o.moments_from, self.optimizer)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: lr_factor(s, o.warmup_steps, cfg.total_steps, o.schedule))
         self.ref_model = None

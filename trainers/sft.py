@@ -52,6 +52,8 @@ class SFTResult:
     """The fine-tuned policy as a transformers folder (weights, config, tokenizer)."""
     task_ids: list[str] = dataclasses.field(default_factory=list)
     """The tasks of the trajectories it was trained on, each once, in order."""
+    checkpoint: Path | None = None
+    """Its last checkpoint (model and optimizer moments: ``optim.moments_from`` of an RL run after it)."""
 
 
 def build_data(cfg: TrainConfig, tokenizer: Any, tasks: list[Task | dict] | None = None,
@@ -124,4 +126,5 @@ def run_sft(cfg: TrainConfig, *, tasks: list[Task | dict] | None = None,
         tokenizer.save_pretrained(policy)
     finally:
         tracker.finish()
-    return SFTResult(records, report, policy, list(dict.fromkeys(t.task_id for t in trajectories)))
+    return SFTResult(records, report, policy, list(dict.fromkeys(t.task_id for t in trajectories)),
+                     ckpt.latest_checkpoint(ckpt_dir))

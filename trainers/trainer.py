@@ -309,6 +309,7 @@ class Trainer:
         t0 = time.monotonic()
         rewards, gids, valid = self._signals(trajs)
         advantages = grpo.group_advantages(rewards, gids, valid, cfg.algorithm.norm_adv_by_std, cfg.algorithm.adv_eps)
+        advantages = grpo.scale_negative_advantages(advantages, cfg.algorithm.negative_advantage_scale)
         batch = make_batch(trajs, advantages, valid, int(self.tokenizer.pad_token_id))
         self.learner.recompute_old_logprobs(batch)
         policy = self.learner.update(batch)

@@ -157,3 +157,36 @@ def test_rng_round_trip():
 def test_empty_or_missing_root_has_no_checkpoint(tmp_path):
     assert ckpt.latest_checkpoint(tmp_path / "nowhere") is None
     assert ckpt.latest_checkpoint(tmp_path) is None
+
+
+def test_moments_from_a_checkpoint_start_a_new_run_with_its_own_hyperparameters(tmp_path):
+    """optim.moments_from: the new optimizer takes the saved Adam moments (so its first step is the step the old
+    run would have taken with the new lr), keeps its own lr, and refuses another architecture's moments."""
+    model, opt, sched = make_training()
+    train_steps(model, opt, sched, 3)
+    path = ckpt.save_checkpoint(tmp_path, 3, model, opt, sched)
+
+    fresh = make_training(seed=1)[0]
+    fresh.load_state_dict(model.state_dict())
+    carried = torch.optim.AdamW(fresh.parameters(), lr=5e-3)
+    ckpt.load_optimizer_moments(path, carried)
+    assert carried.param_groups[0]["lr"] == 5e-3
+    for p, q in zip(fresh.parameters(), model.parameters(), strict=True):
+        assert torch.equal(carried.state[p]["exp_avg"], opt.state[q]["exp_avg"])
+        assert torch.equal(carried.state[p]["exp_avg_sq"], opt.state[q]["exp_avg_sq"])
+    # the same gradient then moves the weights exactly like the old optimizer at the new lr
+    for group in opt.param_groups:
+        group["lr"] = 5e-3
+    x = torch.randn(8, 4)
+    for m, o in ((fresh, carried), (model, opt)):
+        o.zero_grad()
+        m(x).pow(2).mean().backward()
+        o.step()
+    for a, b in zip(fresh.parameters(), model.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+    other = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+    with pytest.raises(ckpt.CheckpointError, match="same model architecture"):
+        ckpt.load_optimizer_moments(path, torch.optim.AdamW(other.parameters()))
+    with pytest.raises(ckpt.CheckpointError, match="optimizer.pt"):
+        ckpt.load_optimizer_moments(tmp_path / "step_00000009", torch.optim.AdamW(fresh.parameters()))

@@ -207,3 +207,9 @@ def test_an_old_key_names_its_new_name(old, new, tmp_path):
 def test_episode_checks_name_the_env_key(override, message):
     with pytest.raises(cfg.ConfigError, match=message):
         cfg.load_config(None, [override])
+
+
+def test_negative_advantage_scale_is_a_fraction():
+    assert cfg.load_config(None, ["algorithm.negative_advantage_scale=0"]).algorithm.negative_advantage_scale == 0
+    with pytest.raises(cfg.ConfigError, match=r"algorithm.negative_advantage_scale: expected in \[0, 1\]"):
+        cfg.load_config(None, ["algorithm.negative_advantage_scale=-1"])

@@ -48,6 +48,13 @@ def test_invalid_trajectories_neither_move_the_baseline_nor_get_advantage():
     close(adv, [0.5 / math.sqrt(0.5), -0.5 / math.sqrt(0.5), 0.0])
 
 
+def test_negative_advantages_scale_and_positive_ones_stay():
+    adv = t(1.5, -0.5, -0.5, -0.5, 0.0)
+    close(grpo.scale_negative_advantages(adv, 0.1), [1.5, -0.05, -0.05, -0.05, 0.0])
+    close(grpo.scale_negative_advantages(adv, 0.0), [1.5, 0.0, 0.0, 0.0, 0.0])  # only the resolved one pulls
+    close(grpo.scale_negative_advantages(adv, 1.0), adv)  # plain GRPO
+
+
 def test_singleton_group_has_zero_advantage():
     close(grpo.group_advantages(t(3.0), t(0, dtype=torch.long)), [0.0])
 

@@ -7,6 +7,8 @@ import dataclasses
 import gzip
 import json
 import math
+import re
+import subprocess
 
 import pytest
 import torch
@@ -23,6 +25,7 @@ from swebox.trainers.sft_data import (
     read_records,
     record_trajectories,
     trajectory_from_messages,
+    zero_context,
 )
 
 from tests.trainers.shapes import BUGGY, ORDER, shapes_files
@@ -107,6 +110,10 @@ def test_expert_replies_inspect_apply_test_submit_in_every_action_style():
     inspect, apply, test, submit = expert_replies(task)
     assert inspect == "```bash\ncd /testbed && sed -n '3,6p' pkg/ops.py\n```"  # the first hunk's old lines
     assert "git apply /tmp/gold.diff" in apply and PATCH in apply
+    short = expert_replies(task, minimal_patch=True)[1]
+    assert "git apply --unidiff-zero /tmp/gold.diff" in short and zero_context(PATCH) in short
+    assert zero_context(PATCH) == "--- a/pkg/ops.py\n+++ b/pkg/ops.py\n@@ -4 +4 @@\n-    return x - 1\n" \
+                                  "+    return x + 1\n"
     assert test == "```bash\ncd /testbed && /venv/bin/python -m pytest -q 'tests/test_ops.py::test_f[a b]'\n```"
     assert "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT" in submit
     assert len(expert_replies(dataclasses.replace(task, hidden_tests=True))) == 3  # no tests to run in the sandbox
@@ -115,6 +122,54 @@ def test_expert_replies_inspect_apply_test_submit_in_every_action_style():
         assert action.tool == "bash" and action.arguments["command"] == "cd /testbed && echo 'a \"b\"'", (style, action)
     with pytest.raises(ValueError, match="action style: expected one of"):
         command_reply("ls", "yaml")
+
+
+def _git(repo, *args: str, stdin: str | None = None) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], input=stdin, capture_output=True, text=True,
+                          check=True).stdout
+
+
+@pytest.mark.parametrize("change", ["replace", "insert_and_delete", "at_the_ends", "two_files"])
+def test_a_minimal_patch_applies_with_git_to_the_same_tree_as_the_gold_patch(tmp_path, change):
+    """zero_context() against real git: ``git apply --unidiff-zero`` of the shortened patch gives the tree the
+    full patch gives (runs of changes split into hunks of their own; pure inserts and deletes numbered from the
+    line before, as ``diff -U0`` numbers them), and the patch really is shorter."""
+    lines = [f"line {i}" for i in range(1, 41)]
+    edits = {
+        "replace": {"a.py": lambda ls: ls[:9] + ["changed 10"] + ls[10:]},
+        "insert_and_delete": {"a.py": lambda ls: ls[:5] + ["new a", "new b"] + ls[5:20] + ls[23:30] + ["x"] + ls[31:]},
+        "at_the_ends": {"a.py": lambda ls: ["first"] + ls[1:-1]},
+        "two_files": {"a.py": lambda ls: ls[:2] + ls[3:], "pkg/b.py": lambda ls: ls + ["appended"]},
+    }[change]
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    for name in ("a.py", "pkg/b.py"):
+        (repo / name).write_text("\n".join(lines) + "\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
+    for name, edit in edits.items():
+        (repo / name).write_text("\n".join(edit(lines)) + "\n")
+    gold = _git(repo, "diff")
+    u0 = re.sub(r"^(diff --git |index ).*\n", "", _git(repo, "diff", "-U0"), flags=re.MULTILINE)
+    assert zero_context(gold) == re.sub(r"^(@@ [^@]* @@).*$", r"\1", u0, flags=re.MULTILINE)  # git's own -U0
+    want = _git(repo, "stash", "create")
+    want_tree = _git(repo, "rev-parse", want.strip() + "^{tree}").strip()
+    _git(repo, "checkout", "-q", "--", ".")
+    short = zero_context(gold)
+    assert short is not None and len(short) < len(gold)
+    assert not [line for line in short.splitlines() if line.startswith(" ")], short  # no context lines left
+    _git(repo, "apply", "--unidiff-zero", "-", stdin=short)
+    _git(repo, "add", "-A")
+    assert _git(repo, "write-tree").strip() == want_tree, short
+
+
+def test_a_patch_that_needs_its_full_form_is_not_shortened():
+    created = "diff --git a/n.py b/n.py\nnew file mode 100644\n--- /dev/null\n+++ b/n.py\n@@ -0,0 +1 @@\n+x\n"
+    no_newline = PATCH.rstrip("\n") + "\n\\ No newline at end of file\n"
+    assert zero_context(created) is None and zero_context(no_newline) is None
+    task = Task(instance_id="t", patch=created, FAIL_TO_PASS=["tests/test_n.py::test_x"])
+    assert "git apply /tmp/gold.diff" in expert_replies(task, minimal_patch=True)[1]  # applied whole
 
 
 def test_scripted_backend_plays_its_turns_and_is_cut_like_a_model(tok):
