@@ -153,12 +153,14 @@ def sft_config(cfg: Any, out: Path) -> Any:
     return dataclasses.replace(cfg, logging=dataclasses.replace(cfg.logging, run_dir=str(out / "sft")))
 
 
-def from_policy(cfg: Any, policy: Path) -> Any:
-    """The demo's GRPO config, starting from the fine-tuned policy folder (weights and tokenizer)."""
+def from_policy(cfg: Any, policy: Path, checkpoint: Path | None = None) -> Any:
+    """The demo's GRPO config, starting from the fine-tuned policy folder (weights and tokenizer) and, given its
+    checkpoint, the warm start's optimizer moments (``optim.moments_from``)."""
     import dataclasses
 
+    optim = dataclasses.replace(cfg.optim, moments_from=str(checkpoint)) if checkpoint else cfg.optim
     return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, init="pretrained", path=str(policy),
-                                                              tokenizer=""))
+                                                              tokenizer=""), optim=optim)
 
 
 def learning(records: Sequence[dict[str, Any]], k: int = 2) -> dict[str, float]:
@@ -315,7 +317,7 @@ def run_demo(args: argparse.Namespace, echo=print) -> dict[str, Any]:
         trained = set(warm.task_ids)
         held_out += [t for t in train_tasks if t.instance_id not in trained]
         train_tasks = [t for t in train_tasks if t.instance_id in trained]
-        cfg = from_policy(cfg, warm.policy)
+        cfg = from_policy(cfg, warm.policy, warm.checkpoint)
         with stages.stage("train", f"{cfg.total_steps} GRPO steps x {cfg.rollout.tasks_per_step} tasks x "
                                    f"{cfg.rollout.group_size} rollouts"):
             pool = RayWorkerPool(cfg)

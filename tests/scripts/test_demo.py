@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from swebox.envs.cache import EnvSpec
 from swebox.envs.tasks import Task
 from swebox.scripts import demo
@@ -165,6 +166,10 @@ def test_demo_warm_start_then_grpo(tmp_path, capsys, monkeypatch):
     assert summary["sft"]["kept"] == 1 and summary["sft"]["steps"] == len(sft) < 200
     assert sft[-1]["sft/sequence_prob"] >= 0.2 > max(r["sft/sequence_prob"] for r in sft[:-1])
     assert (out / "sft" / "policy" / "config.json").exists()
+    # GRPO from its weights and its optimizer moments (the last SFT checkpoint)
+    grpo_cfg = yaml.safe_load((out / "config.yaml").read_text())
+    assert grpo_cfg["model"]["path"] == str(out / "sft" / "policy")
+    assert grpo_cfg["optim"]["moments_from"] == str(out / "sft" / "checkpoints" / f"step_{len(sft):08d}")
     # GRPO from it: every step graded for real (grading time, the grade cache counted)
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     rewards = [r["reward/mean"] for r in records]
