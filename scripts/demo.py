@@ -13,7 +13,7 @@
 
 What it is meant to show: GRPO raising reward/mean on the training tasks from a partly right warm start, every
 reward a real grading in a sandbox; and that a tiny model does not generalise to the held-out tasks. summary.md
-says from the run's own numbers whether the reward rose (so far it stays flat: docs/training.md).
+says from the run's own numbers whether the reward rose (it does with configs/demo.yaml: docs/training.md).
 
 A rerun reuses the corpus (synthesis resumes from ``tasks.jsonl``) and trains afresh. The settings are
 ``configs/demo.yaml`` (keys 1:1 with trainers/config.py) plus ``KEY=VALUE`` overrides on the command line.
