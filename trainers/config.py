@@ -311,16 +311,6 @@ class EnvConfig(EpisodeConfig):
         return EpisodeConfig(**{f.name: getattr(self, f.name) for f in dataclasses.fields(EpisodeConfig)})
 
 
-RENAMED = {
-    "env.action_format": "env.style",
-    "env.max_observation_chars": "env.max_obs_chars",
-    "env.reward": "env.reward_mode (resolved -> binary, f2p_frac -> fraction)",
-    "env.memory_mb": "env.sandbox.memory_mb (in YAML: `sandbox: {memory_mb: 2048}`)",
-    "rollout.episode_timeout_s": "env.time_limit_s",
-}
-"""Keys of older trainer configs -> the key that holds the setting now (the episode's names, EpisodeConfig's)."""
-
-
 @dataclass
 class RayConfig:
     address: str = ""
@@ -477,11 +467,21 @@ class TrainConfig:
 # ------------------------------------------------------------------------------------------------ loading
 
 
-REMOVED_KEYS = {
-    "ray.learner_num_gpus": "the learner runs in the trainer's own process, on its GPU when torch sees one "
-                            "(trainers/trainer.py), so no setting chose its GPUs; delete the line",
+def _renamed(new: str) -> str:
+    return (f"was renamed: use {new} (the env section takes the names of swebox.envs.swe_env.EpisodeConfig; see "
+            "docs/training.md)")
+
+
+OLD_KEYS = {
+    "env.action_format": _renamed("env.style"),
+    "env.max_observation_chars": _renamed("env.max_obs_chars"),
+    "env.reward": _renamed("env.reward_mode (resolved -> binary, f2p_frac -> fraction)"),
+    "env.memory_mb": _renamed("env.sandbox.memory_mb (in YAML: `sandbox: {memory_mb: 2048}`)"),
+    "rollout.episode_timeout_s": _renamed("env.time_limit_s"),
+    "ray.learner_num_gpus": "was removed: the learner runs in the trainer's own process, on its GPU when torch "
+                            "sees one (trainers/trainer.py), so no setting chose its GPUs; delete the line",
 }
-"""Keys older configs may still hold -> why they are gone and what to do instead."""
+"""Keys older configs may still hold -> what became of them (renamed to, or removed because) and what to do."""
 
 
 def check_keys(data: Any, cls: type, prefix: str = "") -> None:
@@ -493,11 +493,8 @@ def check_keys(data: Any, cls: type, prefix: str = "") -> None:
     hints = typing.get_type_hints(cls)
     for key, value in data.items():
         where = f"{prefix}{key}"
-        if where in REMOVED_KEYS:
-            raise ConfigError(f"config key {where!r} was removed: {REMOVED_KEYS[where]}")
-        if where in RENAMED:
-            raise ConfigError(f"config key {where!r} was renamed: use {RENAMED[where]} (the env section takes the "
-                              "names of swebox.envs.swe_env.EpisodeConfig; see docs/training.md)")
+        if where in OLD_KEYS:
+            raise ConfigError(f"config key {where!r} {OLD_KEYS[where]}")
         if key not in names:
             raise ConfigError(
                 f"unknown config key {where!r}; valid keys{' of ' + prefix[:-1] if prefix else ''}: "
