@@ -73,8 +73,10 @@ def _settled(probe, expected: int, seconds: float = 5.0) -> int:
 
 @pytest.mark.e2e
 def test_a_thousand_cycles_leak_nothing(base_layer: Path, work_root: str):
-    # host uids of their own, so that sandboxes of other policies on this machine do not disturb the count
-    policy = SandboxPolicy(work_root=work_root, host_uid=300001, uid_slots=16)
+    # host uids of their own, above the whole range of the default policy (host_uid 100000 and 1,024 slots of
+    # 65,536 ids: up to ~67.3M), so that sandboxes of other policies on this machine do not disturb the count
+    policy = SandboxPolicy(work_root=work_root, host_uid=70_000_000, uid_slots=16)
+    assert policy.host_uid >= SandboxPolicy(work_root=work_root).uid_range_end
     with Sandbox([base_layer], policy) as warm:  # first use creates lazily-made folders; not a leak
         warm.exec("true")
     folders = (work_root, str(base_layer))
