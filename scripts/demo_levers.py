@@ -105,8 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         adv = grpo.group_advantages(reward, gids, valid, cfg.algorithm.norm_adv_by_std, cfg.algorithm.adv_eps)
         adv = grpo.scale_negative_advantages(adv, cfg.algorithm.negative_advantage_scale)
         batch = make_batch(trajs, adv, valid, pad)
-        learner.recompute_old_logprobs(batch)
-        metrics = learner.update(batch)
+        metrics = learner.recompute_old_logprobs(batch)
+        metrics.update(learner.update(batch))
         print(json.dumps({"step": step, "reward": round(float(reward.mean()), 3),
                           "expert_prob": [round(p, 3) for p in probs],
                           "entropy": round(metrics["policy/entropy"], 3)}), flush=True)

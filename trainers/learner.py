@@ -5,7 +5,10 @@ at position ``t`` predict token ``t + 1``, so every per-token tensor here lives 
 ``[B, L - 1]``: ``mask[i, t] = 1`` when token ``t + 1`` of row ``i`` is a model token that trains the policy.
 The batch is split into ``optim.mini_batches`` optimizer steps, each accumulated over micro-batches of
 ``optim.micro_batch_size`` rows with the loss denominator of the whole mini-batch, so that the accumulated
-gradient equals the gradient of the mini-batch's loss (trainers/grpo.py ``aggregate_loss``).
+gradient equals the gradient of the mini-batch's loss (trainers/grpo.py ``aggregate_loss``). Rows whose loss
+is exactly zero (advantage 0, with no entropy bonus and no KL to a reference) are not run through the update:
+their gradient is zero, and in a converging run (a group all resolved or all failed, or failures scaled to 0
+by ``algorithm.negative_advantage_scale``) they are most of the batch.
 """
 
 from __future__ import annotations
@@ -125,21 +128,34 @@ class Learner:
         return float((mask.sum(dim=1) > 0).sum())
 
     @torch.no_grad()
-    def recompute_old_logprobs(self, batch: Batch) -> None:
-        """Replace the sampling logprobs by the learner's own for the same weights (before any update).
+    def recompute_old_logprobs(self, batch: Batch) -> dict[str, float]:
+        """Replace the sampling logprobs by the learner's own for the same weights (before any update); returns
+        ``policy/entropy`` of the whole batch under these weights.
 
         The backend's numerics (batched, left-padded decoding; vLLM kernels) differ slightly from the
         learner's; the ratio must start at exactly 1 for the clipping to mean what it says.
         """
         self.model.eval()
         size = self.cfg.optim.micro_batch_size
+        entropy_sum = tokens = 0.0
         for start in range(0, len(batch.advantages), size):
             index = torch.arange(start, min(start + size, len(batch.advantages)))
             mb = _rows(batch, index, self.device)
-            logp, _ = token_logprobs(self.model, mb, self.cfg.generation.temperature)
+            logp, entropy = token_logprobs(self.model, mb, self.cfg.generation.temperature, with_entropy=True)
             w = mb.targets.shape[1]
             batch.old_logprobs[index, :w] = torch.where(mb.mask.bool(), logp, torch.zeros_like(logp)).cpu()
+            entropy_sum += float((entropy * mb.mask).sum())
+            tokens += float(mb.mask.sum())
         self.model.train()
+        return {"policy/entropy": entropy_sum / tokens if tokens else 0.0}
+
+    def _trained_rows(self, batch: Batch, rows: torch.Tensor) -> torch.Tensor:
+        """The rows of ``rows`` whose loss can be non-zero: all of them, unless only the advantage weighs."""
+        a = self.cfg.algorithm
+        if a.entropy_coef != 0 or self.ref_model is not None:
+            return rows
+        keep = (batch.advantages[rows] != 0) & (batch.mask[rows].sum(dim=1) > 0)
+        return rows[keep]
 
     def update(self, batch: Batch, generator: torch.Generator | None = None) -> dict[str, float]:
         """Epochs x mini-batches of clipped policy-gradient steps; returns the step's policy/* metrics."""
@@ -158,17 +174,20 @@ class Learner:
             order = torch.randperm(n, generator=generator) if cfg.optim.mini_batches > 1 else torch.arange(n)
             for m in range(cfg.optim.mini_batches):
                 mini = order[m * per_mini : (m + 1) * per_mini]
-                denominator = self._denominator(batch.mask[mini])
+                denominator = self._denominator(batch.mask[mini])  # of every row: the loss is the same
+                trained = self._trained_rows(batch, mini)
                 self.optimizer.zero_grad(set_to_none=True)
-                for start in range(0, len(mini), cfg.optim.micro_batch_size):
-                    mb = _rows(batch, mini[start : start + cfg.optim.micro_batch_size], self.device)
+                for start in range(0, len(trained), cfg.optim.micro_batch_size):
+                    mb = _rows(batch, trained[start : start + cfg.optim.micro_batch_size], self.device)
                     tokens = float(mb.mask.sum())
-                    logp, entropy = token_logprobs(self.model, mb, cfg.generation.temperature, with_entropy=True)
+                    logp, entropy = token_logprobs(self.model, mb, cfg.generation.temperature,
+                                                   with_entropy=a.entropy_coef != 0)
                     loss, stats = grpo.policy_loss(
                         logp, mb.old_logprobs, mb.advantages, mb.mask, a.clip_low, a.clip_high, a.dual_clip_c,
                         a.loss_agg_mode, denominator)
-                    ent = grpo.aggregate_loss(entropy, mb.mask, a.loss_agg_mode, denominator)
-                    loss = loss - a.entropy_coef * ent
+                    if entropy is not None:
+                        loss = loss - a.entropy_coef * grpo.aggregate_loss(entropy, mb.mask, a.loss_agg_mode,
+                                                                           denominator)
                     if self.ref_model is not None:
                         with torch.no_grad():
                             ref_logp, _ = token_logprobs(self.ref_model, mb, cfg.generation.temperature)
@@ -179,9 +198,11 @@ class Learner:
                     add("policy/loss", float(loss.detach()), 1.0)  # micro losses sum to the mini-batch loss
                     add("policy/kl", float(stats["approx_kl"]), tokens)
                     add("policy/clip_frac", float(stats["clip_frac"]), tokens)
-                    add("policy/entropy", float(grpo.masked_mean(entropy.detach(), mb.mask)), tokens)
                     if a.dual_clip_c is not None:
                         add("policy/clip_frac_dual", float(stats["clip_frac_dual"]), tokens)
+                if not len(trained):  # a zero gradient, not none: AdamW skips parameters without one
+                    for param in self.model.parameters():
+                        param.grad = torch.zeros_like(param)
                 clip = cfg.optim.grad_clip if cfg.optim.grad_clip > 0 else float("inf")
                 grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
                 add("policy/grad_norm", float(grad_norm), 1.0)

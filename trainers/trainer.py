@@ -311,8 +311,8 @@ class Trainer:
         advantages = grpo.group_advantages(rewards, gids, valid, cfg.algorithm.norm_adv_by_std, cfg.algorithm.adv_eps)
         advantages = grpo.scale_negative_advantages(advantages, cfg.algorithm.negative_advantage_scale)
         batch = make_batch(trajs, advantages, valid, int(self.tokenizer.pad_token_id))
-        self.learner.recompute_old_logprobs(batch)
-        policy = self.learner.update(batch)
+        policy = self.learner.recompute_old_logprobs(batch)
+        policy.update(self.learner.update(batch))
         update_s = time.monotonic() - t0
         self._boundary("update")
 

@@ -188,3 +188,43 @@ def test_the_lr_schedule_counts_training_steps_not_mini_batches():
     batch = make_batch(trajs, torch.tensor([1.0, -1.0, 1.0, -1.0]), torch.ones(4, dtype=torch.bool), 0)
     lrs = [learner.update(batch)["policy/lr"] for _ in range(3)]
     assert lrs == pytest.approx([1e-2, 0.75e-2, 0.5e-2])
+
+
+@pytest.mark.parametrize("advantages", [[1.0, 0.0, -0.5, 0.0, 0.0, 2.0], [0.0] * 6])
+def test_rows_with_zero_advantage_are_skipped_and_the_step_is_the_same(advantages):
+    """The update does not run rows whose loss is exactly 0. The gradient the optimizer sees equals that of a
+    learner that runs every row (up to the order of float sums); when no row is left it is a zero gradient, not
+    none, so that AdamW moves the weights exactly as the reference does."""
+    cfg = load_config(None, [*SMALL, "optim.micro_batch_size=2", "optim.weight_decay=0.1"])
+    tok = build_builtin_tokenizer()
+    trajs = [Trajectory("t", "g", [5, 6, 7], [8 + i, 9, 10 + i], [1, 0, 1], [0.0] * 3) for i in range(6)]
+    batch = make_batch(trajs, torch.tensor(advantages), torch.ones(6, dtype=torch.bool), tok.pad_token_id)
+    learners, grads, ran = [], [], []
+    for skip in (True, False):
+        torch.manual_seed(0)
+        learner = Learner(cfg, build_model(cfg.model, tok))
+        if not skip:
+            learner._trained_rows = lambda batch, rows: rows  # the reference: every row runs
+        seen, forward = [], learner.model.forward
+        learner.model.forward = lambda *a, seen=seen, forward=forward, **k: (seen.append(len(k["input_ids"])),
+                                                                           forward(*a, **k))[1]
+        steps = []
+        learner.optimizer.register_step_pre_hook(lambda *_, steps=steps, model=learner.model: steps.append(
+            {n: p.grad.clone() for n, p in model.named_parameters()}))
+        for _ in range(2):
+            learner.recompute_old_logprobs(batch)
+            learner.update(batch)
+        learners.append(learner)
+        grads.append(steps)
+        ran.append(sum(seen))
+    # the first step starts from the same weights (the second from weights Adam moved by a rounding apart)
+    skipped, reference = grads[0][0], grads[1][0]
+    assert all(torch.allclose(skipped[k], reference[k], rtol=0, atol=1e-5 * float(reference[k].abs().max()))
+               for k in reference)
+    nonzero = sum(a != 0 for a in advantages)
+    assert ran == [2 * (6 + nonzero), 2 * (6 + 6)]  # recompute runs every row, the update only the non-zero ones
+    if not nonzero:  # no rounding to differ by: the same weights, moved by weight decay alone
+        skipping, reference = (dict(learner.model.named_parameters()) for learner in learners)
+        assert all(torch.equal(skipping[k], reference[k]) for k in reference)
+        start = dict(Learner(cfg, build_model(cfg.model, tok)).model.named_parameters())
+        assert any(not torch.equal(start[k], skipping[k]) for k in start)
