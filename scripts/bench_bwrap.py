@@ -7,12 +7,15 @@ Debian's bubblewrap 0.8 has no `--overlay`: the layer is bound read-only, so its
 repository (a weaker peer than swebox's copy-on-write root, and a cheaper one); the variant that ran is printed.
 
 Rows: start -> first `true` done (swebox: `Sandbox.start()` + `exec("true")`; bwrap: one `bwrap ... true`);
-reset -> first `true` done (swebox: `reset()` + `exec("true")`; bwrap has no reset: a new process per "reset",
-the same as its start); `exec("true")` in a live shell (bwrap: a bash inside bwrap reading commands on stdin).
+reset -> first `true` done (swebox: `reset()` + `exec("true")`, with the next session prepared
+(``SandboxPolicy.warm_reset``, the default) and, on a second sandbox, without; bwrap has no reset: a new process per
+"reset", the same as its start); `exec("true")` in a live shell (bwrap: a bash inside bwrap reading commands on
+stdin). Between two resets of one sandbox the rest of the rep runs (tens of ms), as an agent's turns would.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -119,29 +122,34 @@ def compare(layer: Path, reps: int) -> dict[str, dict[str, list[float]]] | None:
         return None
     policy = SandboxPolicy(backend="overlay")
     once = bwrap_argv(layer, policy, ["true"])
-    rows = ("start -> first `true`", "reset -> first `true`", 'exec("true")', "close()")
+    rows = ("start -> first `true`", "reset -> first `true`", "reset, warm_reset off", 'exec("true")', "close()")
     samples: dict[str, dict[str, list[float]]] = {row: {"swebox": [], "bwrap": []} for row in rows}
-    with Sandbox([Layer(layer)], policy) as sb:
+    cold_policy = dataclasses.replace(policy, warm_reset=False)
+    with Sandbox([Layer(layer)], policy) as sb, Sandbox([Layer(layer)], cold_policy) as cold:
         shell_argv = bwrap_argv(layer, policy, ["bash", "--norc", "--noprofile"])
         shell = BwrapShell(shell_argv)
         try:
             if shell.exec("/venv/bin/python -c 'print(1)'") != b"1\n":
                 raise SystemExit("the venv does not run inside bwrap: its tree differs from the sandbox's")
             _check(sb.exec("true"))
+            sb.reset()  # the first reset prepares the next session; the rows measure the ones after it
+            _check(cold.exec("true"))
             for rep in range(reps):  # which system goes first flips rep by rep: noise and caches hit both alike
                 systems = ("swebox", "bwrap") if rep % 2 == 0 else ("bwrap", "swebox")
                 for system in systems:
                     if system == "swebox":
                         started, closed = _swebox_start(layer, policy)
                         samples[rows[0]]["swebox"].append(started)
-                        samples[rows[3]]["swebox"].append(closed)
+                        samples[rows[4]]["swebox"].append(closed)
                         samples[rows[1]]["swebox"].append(_timed(lambda: (sb.reset(), _check(sb.exec("true")))))
-                        samples[rows[2]]["swebox"].append(_timed(lambda: _check(sb.exec("true"))))
+                        samples[rows[2]]["swebox"].append(_timed(lambda: (cold.reset(), _check(cold.exec("true")))))
+                        samples[rows[3]]["swebox"].append(_timed(lambda: _check(sb.exec("true"))))
                     else:
                         samples[rows[0]]["bwrap"].append(_timed(lambda: _run_true(once)))
                         samples[rows[1]]["bwrap"].append(_timed(lambda: _run_true(once)))
-                        samples[rows[2]]["bwrap"].append(_timed(lambda: shell.exec("true")))
-                        samples[rows[3]]["bwrap"].append(_bwrap_close(shell_argv))
+                        samples[rows[2]]["bwrap"].append(_timed(lambda: _run_true(once)))
+                        samples[rows[3]]["bwrap"].append(_timed(lambda: shell.exec("true")))
+                        samples[rows[4]]["bwrap"].append(_bwrap_close(shell_argv))
         finally:
             shell.close()
     print(f"bubblewrap: {version}, variant: {VARIANT}")

@@ -7,7 +7,10 @@ under a writable tmpfs with overlayfs, and serves requests on FD:
 - session: fork a shell session: a new PID, mount and IPC namespace whose pid 1 (supervisor.py) sees the
   overlay as `/` after pivot_root, with read-only system binds, fresh /proc, private /tmp, /dev/shm, /dev;
 - reset: kill the session (its PID namespace dies with its pid 1), drop the writable layer, mount a fresh
-  one and start a new session. The cost does not depend on the size of the layers.
+  one and start a new session. The cost does not depend on the size of the layers. With ``warm_reset``
+  (overlay backend), the session after the next is prepared SPARE_DELAY_S after a reset has answered: a fresh
+  writable layer in the other of two slots and a started shell, waiting. A later reset then kills the old
+  session, hands the prepared one over, and tears the old slot down after answering.
 
 When the host goes away (EOF), nsinit kills everything and exits; its namespaces and mounts vanish with it.
 Standard library only: this file runs as a plain script next to syscalls.py, protocol.py and supervisor.py.
@@ -34,6 +37,9 @@ import syscalls as S
 RO_FLAGS = {1: S.MS_RDONLY, 2: S.MS_NOSUID, 4: S.MS_NODEV, 8: S.MS_NOEXEC, 1024: S.MS_NOATIME,
             2048: S.MS_NODIRATIME, 4096: S.MS_RELATIME}
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+# The next session is prepared this long after a reset: right after one, the agent's first command runs, and
+# preparing (~10 ms of CPU) beside it would slow both on a small machine
+SPARE_DELAY_S = 0.02
 
 
 def bind_readonly(src: str, dst: str) -> None:
@@ -87,8 +93,10 @@ class Init:
         self.ctl = ctl
         self.cfg = cfg
         self.st = cfg["staging"]
-        self.root = os.path.join(self.st, "root")
+        self.slot = 0  # the writable layer and root of the live session: rw<slot>, root<slot>
         self.session_pid = 0
+        self.spare: dict | None = None  # a prepared session (warm_reset): its slot, pids, upper, host end
+        self.spare_due: float | None = None  # when to prepare the next one (time.monotonic())
         self.fuse = None  # the fuse-overlayfs daemon (subprocess.Popen), fuse backend only
         self.layer_ns = (0, -1)  # pid of the helper whose user namespace id-maps layers, our end of its pipe
         self.wake = -1  # readable on SIGCHLD, once serving (supervisor.child_events)
@@ -156,7 +164,7 @@ class Init:
 
     def build_static(self) -> None:
         S.mount("tmpfs", self.st, "tmpfs", S.MS_NOSUID | S.MS_NODEV, "size=64m,mode=0755")
-        for name in ("skel", "rw", "root", "dev"):
+        for name in ("skel", "rw0", "root0", "rw1", "root1", "dev"):
             os.mkdir(os.path.join(self.st, name))
         fds = iter(self.lower_fds)
 
@@ -206,38 +214,42 @@ class Init:
             os.symlink(target, os.path.join(dev, name))
 
     # -- the writable layer ------------------------------------------------------------------------------
-    def mount_root(self) -> None:
+    def slot_root(self, slot: int) -> str:
+        return os.path.join(self.st, f"root{slot}")
+
+    def mount_root(self, slot: int) -> None:
         backend = self.cfg["backend"]
-        rw = os.path.join(self.st, "rw")
         if backend == "extract":
-            self.extract_root()
+            self.extract_root(self.slot_root(slot))
             return
-        S.mount("tmpfs", rw, "tmpfs", S.MS_NOSUID | S.MS_NODEV, f"size={self.cfg['upper_size_mb']}m,mode=0755")
-        os.mkdir(os.path.join(rw, "upper"))
-        os.mkdir(os.path.join(rw, "work"))
+        rw = f"rw{slot}"
+        S.mount("tmpfs", os.path.join(self.st, rw), "tmpfs", S.MS_NOSUID | S.MS_NODEV,
+                f"size={self.cfg['upper_size_mb']}m,mode=0755")
+        os.mkdir(os.path.join(self.st, rw, "upper"))
+        os.mkdir(os.path.join(self.st, rw, "work"))
         # relative paths (from the staging folder) keep host paths out of the sandbox's /proc/self/mountinfo
         lowerdir = ":".join(reversed(["skel", "E", *(os.path.basename(p) for p in self.lowers)]))
-        options = f"lowerdir={lowerdir},upperdir=rw/upper,workdir=rw/work"
+        options = f"lowerdir={lowerdir},upperdir={rw}/upper,workdir={rw}/work"
         os.chdir(self.st)
         if backend == "overlay":
-            S.mount("overlay", "root", "overlay", 0, options + ",userxattr")
+            S.mount("overlay", f"root{slot}", "overlay", 0, options + ",userxattr")
         else:
-            self.mount_fuse(options)
+            self.mount_fuse(options, f"root{slot}")
 
-    def mount_fuse(self, options: str) -> None:
+    def mount_fuse(self, options: str, target: str) -> None:
         import subprocess
 
-        self.fuse = subprocess.Popen(["fuse-overlayfs", "-f", "-o", options + ",squash_to_root", "root"],
+        self.fuse = subprocess.Popen(["fuse-overlayfs", "-f", "-o", options + ",squash_to_root", target],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         for _ in range(5000):  # mounted once the daemon serves it
-            if os.path.ismount(self.root):
+            if os.path.ismount(os.path.join(self.st, target)):
                 return
             if self.fuse.poll() is not None:
                 raise RuntimeError(f"fuse-overlayfs failed: {self.fuse.stderr.read().decode()[-2000:]}")
             time.sleep(0.001)
         raise RuntimeError("fuse-overlayfs did not mount within 5 s")
 
-    def extract_root(self) -> None:
+    def extract_root(self, target: str) -> None:
         """The paper-style restore: a complete private copy of every layer, made anew for each rollout.
 
         The copy goes to a fresh tmpfs of its own (sized by the host: the layers plus `upper_size_mb`), mounted
@@ -247,7 +259,6 @@ class Init:
         """
         import shutil
 
-        target = self.root
         S.mount("tmpfs", target, "tmpfs", S.MS_NOSUID | S.MS_NODEV, f"size={self.cfg['upper_size_mb']}m,mode=0755")
         run_tool(["cp", "-a", os.path.join(self.st, "skel") + "/.", target])
         run_tool(["cp", "-r", "--preserve=mode,timestamps,links", "--no-dereference", self.etc + "/.", target])
@@ -267,17 +278,18 @@ class Init:
                     elif os.path.lexists(path):
                         os.unlink(path)
 
-    def unmount_root(self) -> None:
-        S.umount(self.root)
+    def unmount_root(self, slot: int) -> None:
+        S.umount(self.slot_root(slot))
         if self.fuse is not None:
             self.fuse.kill()
             self.fuse.wait()
             self.fuse = None
         if self.cfg["backend"] != "extract":
-            S.umount(os.path.join(self.st, "rw"))
+            S.umount(os.path.join(self.st, f"rw{slot}"))
 
     # -- sessions ----------------------------------------------------------------------------------------
-    def start_session(self) -> None:
+    def prepare_session(self, slot: int) -> dict:
+        """Fork a session on slot's root; its shell starts and waits. Returns what hand_over() sends the host."""
         host_end, session_end = socket.socketpair()
         pid_r, pid_w = os.pipe()
         pid = self.fork_retrying()
@@ -295,7 +307,7 @@ class Init:
                 child = self.fork_retrying()
                 if child == 0:
                     os.close(pid_w)
-                    self.session_main(session_end)
+                    self.session_main(session_end, self.slot_root(slot))
                 os.write(pid_w, str(child).encode())
                 os.close(pid_w)
                 session_end.close()
@@ -306,11 +318,63 @@ class Init:
         os.close(pid_w)
         with os.fdopen(pid_r, "rb") as f:
             supervisor_pid = int(f.read() or 0)  # its host pid: the host reaches its files via /proc/PID/root
-        self.session_pid = pid
         # the host copies the writable part from here for a snapshot (extract: the whole private copy)
-        upper = self.root if self.cfg["backend"] == "extract" else os.path.join(self.st, "rw", "upper")
-        protocol.send(self.ctl, {"op": "session", "pid": supervisor_pid, "upper": upper}, [host_end.fileno()])
-        host_end.close()
+        upper = os.path.join(self.st, f"rw{slot}", "upper")
+        if self.cfg["backend"] == "extract":
+            upper = self.slot_root(slot)
+        return {"slot": slot, "session_pid": pid, "pid": supervisor_pid, "upper": upper, "host_end": host_end}
+
+    def hand_over(self, session: dict) -> None:
+        """Make `session` the live one and send the host its socket."""
+        self.slot, self.session_pid = session["slot"], session["session_pid"]
+        protocol.send(self.ctl, {"op": "session", "pid": session["pid"], "upper": session["upper"]},
+                      [session["host_end"].fileno()])
+        session["host_end"].close()
+
+    def reset(self) -> None:
+        spare, self.spare = self.spare, None
+        if spare is not None and not self.alive(spare["session_pid"]):
+            self.discard(spare)  # its supervisor died waiting (the OOM killer): start afresh below
+            spare = None
+        if spare is None:
+            # extract: the old copy's memory is freed once no session's mount namespace holds it
+            self.stop_session(wait=self.cfg["backend"] == "extract")
+            self.unmount_root(self.slot)
+            self.mount_root(self.slot)
+            self.hand_over(self.prepare_session(self.slot))
+        else:
+            old = self.slot
+            self.stop_session(wait=False)
+            self.hand_over(spare)
+            self.unmount_root(old)  # after answering: off the host's critical path
+        if self.cfg["warm_reset"]:
+            self.spare_due = time.monotonic() + SPARE_DELAY_S
+
+    def prepare_spare(self) -> None:
+        """The session after the next, on the other slot; a failure here is only a slower next reset."""
+        other = 1 - self.slot
+        try:
+            self.mount_root(other)
+        except Exception:
+            return
+        try:
+            self.spare = self.prepare_session(other)
+        except Exception:
+            self.unmount_root(other)
+
+    def discard(self, session: dict) -> None:
+        session["host_end"].close()
+        try:
+            os.kill(session["session_pid"], signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.unmount_root(session["slot"])
+
+    def alive(self, pid: int) -> bool:
+        try:
+            return os.waitpid(pid, os.WNOHANG)[0] == 0
+        except ChildProcessError:  # reaped already
+            return False
 
     def fork_retrying(self) -> int:
         """fork(), waiting while the process limit is still full of a killed session's dying processes."""
@@ -322,7 +386,7 @@ class Init:
                 time.sleep(0.01)
         return os.fork()
 
-    def session_main(self, sock: socket.socket) -> None:
+    def session_main(self, sock: socket.socket, root: str) -> None:
         """pid 1 of the new PID namespace: finish the root, drop privileges, supervise the shell."""
         try:
             S.set_parent_death_signal(signal.SIGKILL)
@@ -330,7 +394,6 @@ class Init:
             # that made them, and must not outlive a reset
             S.unshare(S.CLONE_NEWNS | S.CLONE_NEWIPC)
             S.mount(None, "/", None, S.MS_REC | S.MS_PRIVATE)
-            root = self.root
             # /proc must be mounted while the host's /proc is still visible (the kernel refuses a fresh proc
             # mount in a user namespace that would reveal more than an existing one)
             S.mount("proc", root + "/proc", "proc", S.MS_NOSUID | S.MS_NODEV | S.MS_NOEXEC)
@@ -397,8 +460,12 @@ class Init:
         poller.register(self.wake, select.POLLIN)
         while True:
             # idle, this blocks: it wakes for a request or a SIGCHLD (the pid 1 of a killed session, or any
-            # process reparented to us, the subreaper, died)
-            ready = {fd for fd, _ in poller.poll()}
+            # process reparented to us, the subreaper, died), or when the next session is due to be prepared
+            wait_ms = None if self.spare_due is None else max(0, int((self.spare_due - time.monotonic()) * 1000))
+            ready = {fd for fd, _ in poller.poll(wait_ms)}
+            if self.spare_due is not None and time.monotonic() >= self.spare_due:
+                self.spare_due = None
+                self.prepare_spare()
             if self.wake in ready:
                 supervisor.drain(self.wake)
                 self.reap(block=False)
@@ -411,13 +478,9 @@ class Init:
             op = request.get("op")
             try:
                 if op == "session":
-                    self.start_session()
+                    self.hand_over(self.prepare_session(self.slot))
                 elif op == "reset":
-                    # extract: the old copy's memory is freed once no session's mount namespace holds it
-                    self.stop_session(wait=self.cfg["backend"] == "extract")
-                    self.unmount_root()
-                    self.mount_root()
-                    self.start_session()
+                    self.reset()
                 elif op == "close":
                     return
                 else:
@@ -439,7 +502,7 @@ def main() -> None:
     try:
         init.enter_namespaces()
         init.build_static()
-        init.mount_root()
+        init.mount_root(init.slot)
     except Exception as exc:
         protocol.send(ctl, {"error": f"{type(exc).__name__}: {exc}"})
         sys.exit(1)
@@ -447,6 +510,8 @@ def main() -> None:
     try:
         init.serve()
     finally:
+        if init.spare is not None:
+            init.discard(init.spare)
         init.stop_session(wait=True)
 
 

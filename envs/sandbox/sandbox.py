@@ -196,6 +196,8 @@ class Sandbox:
             "upper_size_mb": self._upper_size_mb, "tmp_size_mb": p.tmp_size_mb, "env": p.env, "workdir": p.workdir,
             "rlimits": self._limits.rlimits(), "max_output_bytes": p.max_output_bytes,
             "seccomp": {"enabled": p.seccomp, "allow_ptrace": p.seccomp_allow_ptrace},
+            # extract would hold two private copies, fuse two daemons: only overlay keeps a spare session
+            "warm_reset": p.warm_reset and self.backend == "overlay",
         }
 
     def _budgets_note(self) -> str:
