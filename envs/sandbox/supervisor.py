@@ -218,7 +218,7 @@ class Shell:
 
 def _find_marker(window: bytes, marker: bytes) -> tuple[int, int, int] | None:
     """Where the line "<marker><status>\\n" starts and ends in `window`, and the status; None until it is whole.
-    A plain search: compiling a regular expression for each command's random token cost more than the rest."""
+    A plain search, not a regular expression compiled anew for each command's random token."""
     start = window.find(marker)
     if start < 0:
         return None
