@@ -23,7 +23,6 @@ import os
 import select
 import signal
 import socket
-import stat
 import struct
 import sys
 import time
@@ -54,38 +53,6 @@ def loopback_up() -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         iff_up, iff_loopback, iff_running = 0x1, 0x8, 0x40
         fcntl.ioctl(s.fileno(), 0x8914, struct.pack("16sH14x", b"lo", iff_up | iff_loopback | iff_running))
-
-
-def overlay_markers(layer: str) -> tuple[list[str], list[str]]:
-    """Relative paths of the whiteouts (0:0 character devices) and opaque folders in a layer folder."""
-    whiteouts, opaque = [], []
-    for folder, dirs, files in os.walk(layer):
-        rel = os.path.relpath(folder, layer)
-        for name in dirs:
-            try:
-                marks = {os.getxattr(os.path.join(folder, name), attr, follow_symlinks=False)
-                         for attr in ("user.overlay.opaque", "trusted.overlay.opaque")
-                         if attr in os.listxattr(os.path.join(folder, name), follow_symlinks=False)}
-            except OSError:
-                marks = set()
-            if b"y" in marks:
-                opaque.append(os.path.normpath(os.path.join(rel, name)))
-        for name in files:
-            st = os.lstat(os.path.join(folder, name))
-            if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
-                whiteouts.append(os.path.normpath(os.path.join(rel, name)))
-    return whiteouts, opaque
-
-
-def run_tool(argv: list[str], pass_fds: list[int] | None = None) -> None:
-    """Run cp or tar; a failure says what the tool said (nsinit's own stderr goes nowhere)."""
-    import subprocess  # imported by main() for the backends that need it
-
-    result = subprocess.run(argv, check=False, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, pass_fds=pass_fds or ())
-    if result.returncode != 0:
-        said = result.stderr.decode(errors="replace").strip()[-2000:]
-        raise RuntimeError(f"{' '.join(argv[:2])} ... exited with {result.returncode}: {said}")
 
 
 class Init:
@@ -250,33 +217,12 @@ class Init:
         raise RuntimeError("fuse-overlayfs did not mount within 5 s")
 
     def extract_root(self, target: str) -> None:
-        """The paper-style restore: a complete private copy of every layer, made anew for each rollout.
-
-        The copy goes to a fresh tmpfs of its own (sized by the host: the layers plus `upper_size_mb`), mounted
-        as the root: a reset unmounts it, which frees the old copy at once. On disk, deleting the last copy
-        and copying the next slowed down with every reset (plain `rm -rf` + `cp -r` of a 188 MB tree on this
-        host's disk: 0.7 s, then 4 s, 7 s, ... 12 s; docs/benchmarks.md).
-        """
-        import shutil
+        """The paper-style restore (extract.py) into a fresh tmpfs of its own, sized by the host (the layers plus
+        `upper_size_mb`) and mounted as the root: a reset unmounts it, which frees the old copy at once."""
+        import extract
 
         S.mount("tmpfs", target, "tmpfs", S.MS_NOSUID | S.MS_NODEV, f"size={self.cfg['upper_size_mb']}m,mode=0755")
-        run_tool(["cp", "-a", os.path.join(self.st, "skel") + "/.", target])
-        run_tool(["cp", "-r", "--preserve=mode,timestamps,links", "--no-dereference", self.etc + "/.", target])
-        for layer, lower in zip(self.cfg["layers"], self.lowers, strict=True):
-            if layer["archive_fd"] >= 0:  # opened for us by the host; /dev/fd/N reopens it from the start
-                fd = layer["archive_fd"]
-                run_tool(["tar", "-xzf", f"/dev/fd/{fd}", "-C", target, "--no-same-owner"], pass_fds=[fd])
-            else:
-                whiteouts, opaque = overlay_markers(lower)
-                for rel in opaque:  # an opaque folder hides everything below it in lower layers
-                    shutil.rmtree(os.path.join(target, rel), ignore_errors=True)
-                run_tool(["cp", "-r", "--preserve=mode,timestamps,links", "--no-dereference", lower + "/.", target])
-                for rel in whiteouts:
-                    path = os.path.join(target, rel)
-                    if os.path.isdir(path) and not os.path.islink(path):
-                        shutil.rmtree(path)
-                    elif os.path.lexists(path):
-                        os.unlink(path)
+        extract.copy_layers([os.path.join(self.st, "skel"), self.etc], self.cfg["layers"], self.lowers, target)
 
     def unmount_root(self, slot: int) -> None:
         S.umount(self.slot_root(slot))
@@ -301,6 +247,8 @@ class Init:
                         os.close(fd)
                 host_end.close()
                 self.ctl.close()
+                if self.spare is not None:  # the prepared session's socket is the host's, not this session's
+                    self.spare["host_end"].close()
                 os.close(pid_r)
                 S.set_parent_death_signal(signal.SIGKILL)
                 S.unshare(S.CLONE_NEWPID)
@@ -496,8 +444,7 @@ def main() -> None:
         # Only the extract and fuse backends run tools (cp, tar, fuse-overlayfs); the overlay one starts
         # faster without these imports. Imported now: once nsinit runs as the sandbox's uid, a root-only
         # interpreter prefix (/root/.pyenv) is out of reach, so nothing may be imported later.
-        import shutil  # noqa: F401
-        import subprocess  # noqa: F401
+        import extract  # noqa: F401 (and with it shutil, subprocess)
     init = Init(ctl, cfg)
     try:
         init.enter_namespaces()
@@ -511,7 +458,10 @@ def main() -> None:
         init.serve()
     finally:
         if init.spare is not None:
-            init.discard(init.spare)
+            try:
+                init.discard(init.spare)
+            except OSError:
+                pass  # its processes die with us all the same (parent-death signal)
         init.stop_session(wait=True)
     os._exit(0)  # nothing to flush or finalise: the host waits for this exit, interpreter teardown would add to it
 
