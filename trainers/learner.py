@@ -212,6 +212,8 @@ class Learner:
         # stepping it per mini-batch would end a cosine or linear schedule (lr 0) after total_steps / mini_batches
         self.scheduler.step()
         metrics = {k: sums[k] / weights[k] if weights[k] else 0.0 for k in weights}
+        for name in ("policy/kl", "policy/clip_frac"):  # no row trained: nothing moved, nothing clipped
+            metrics.setdefault(name, 0.0)
         # policy/loss is the mean over optimizer steps of each mini-batch's (summed micro-batch) loss
         metrics["policy/loss"] = sums.get("policy/loss", 0.0) / max(1, cfg.optim.epochs * cfg.optim.mini_batches)
         metrics["policy/lr"] = last_lr

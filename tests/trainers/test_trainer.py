@@ -212,8 +212,8 @@ def test_rows_with_zero_advantage_are_skipped_and_the_step_is_the_same(advantage
         learner.optimizer.register_step_pre_hook(lambda *_, steps=steps, model=learner.model: steps.append(
             {n: p.grad.clone() for n, p in model.named_parameters()}))
         for _ in range(2):
-            learner.recompute_old_logprobs(batch)
-            learner.update(batch)
+            metrics = {**learner.recompute_old_logprobs(batch), **learner.update(batch)}
+            assert {"policy/entropy", "policy/kl", "policy/clip_frac", "policy/grad_norm"} <= set(metrics)
         learners.append(learner)
         grads.append(steps)
         ran.append(sum(seen))
