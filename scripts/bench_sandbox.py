@@ -9,7 +9,8 @@ both backends, with their ratio; and overlay reset on the 10x environment. Usage
 exec of commands with the filter on and off (overlay backend), alternating rep by rep. `--compare-cpu-share`
 measures a sandbox's `exec(python -c pass)` while another sandbox runs a CPU hog (16 spinning processes, each in
 a session of its own), with a CPU cgroup per sandbox (cpu_weight=100) and without (cpu_weight=0).
-`--idle N` measures N live, idle sandboxes (`scripts/bench_idle.py`).
+`--idle N` measures N live, idle sandboxes (`scripts/bench_idle.py`). `--cycles SECONDS` counts start -> exec ->
+close cycles per second, one thread per CPU.
 Every full run ends with bubblewrap side by side with swebox (`scripts/bench_bwrap.py`; skipped with a note where
 `bwrap` is absent); `--compare-bwrap` runs only that comparison.
 """
@@ -59,6 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--idle", type=int, default=0, metavar="N",
                         help="only measure N live, idle sandboxes: CPU of all, processes and PSS per sandbox")
     parser.add_argument("--idle-seconds", type=float, default=20.0, help="how long --idle watches (default 20)")
+    parser.add_argument("--cycles", type=float, default=0.0, metavar="SECONDS",
+                        help="only count start -> exec(true) -> close cycles per second for SECONDS, in as many "
+                             "threads as CPUs")
     parser.set_defaults(func=run)
 
 
@@ -247,6 +251,8 @@ def run(args: argparse.Namespace) -> int:
         return extract_resets(env, args.extract_resets)
     if args.idle:
         return bench_idle.idle(env, args.idle, args.idle_seconds)
+    if args.cycles:
+        return cycles(env, args.cycles)
     big = scaled_copy(env, work, args.scale)
     env_archive = archive(env)
     files, total = size_of(env)
@@ -281,6 +287,33 @@ def run(args: argparse.Namespace) -> int:
           f"{files} files; large {big_total / 1e6:.0f} MB / {big_files} files; python {sys.version.split()[0]}; "
           f"{os.cpu_count()} CPUs\n")
     return compare_bwrap(env, args.reps)
+
+
+def cycles(env: Path, seconds: float) -> int:
+    """start -> exec("true") -> close, over and over in one thread per CPU for `seconds`: cycles per second."""
+    import threading
+
+    done: list[int] = []
+    deadline = time.monotonic() + seconds
+
+    def loop() -> None:
+        count = 0
+        while time.monotonic() < deadline:
+            with Sandbox([Layer(env)], SandboxPolicy(backend="overlay")) as sb:
+                _check(sb.exec("true"))
+            count += 1
+        done.append(count)
+
+    threads = [threading.Thread(target=loop) for _ in range(os.cpu_count() or 1)]
+    start = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.monotonic() - start
+    print(f"start -> exec(true) -> close: {sum(done) / elapsed:.1f} cycles/s over {elapsed:.1f} s in {len(threads)} "
+          f"threads ({sum(done)} cycles); load average {os.getloadavg()[0]:.1f}")
+    return 0
 
 
 def extract_resets(env: Path, resets: int) -> int:
