@@ -40,8 +40,7 @@ from swebox.trainers.rollout import (
 )
 
 HEREDOC = "SWEBOX_GOLD_PATCH_EOF"
-_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@", re.MULTILINE)
-_HUNK_COUNTS = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@", re.MULTILINE)  # old and new start, count
 _OLD_FILE = re.compile(r"^--- a/(\S+)", re.MULTILINE)
 
 
@@ -95,7 +94,7 @@ def zero_context(patch: str) -> str | None:
             if not (old_left or new_left) and run:
                 flush()
             continue
-        hunk = _HUNK_COUNTS.match(line)
+        hunk = _HUNK.match(line)
         if hunk:
             src, old_left = int(hunk.group(1)), int(hunk.group(2) or 1)
             tgt, new_left = int(hunk.group(3)), int(hunk.group(4) or 1)
