@@ -291,28 +291,25 @@ def run(args: argparse.Namespace) -> int:
 
 def cycles(env: Path, seconds: float) -> int:
     """start -> exec("true") -> close, over and over in one thread per CPU for `seconds`: cycles per second."""
-    import threading
+    from concurrent.futures import ThreadPoolExecutor
 
-    done: list[int] = []
     deadline = time.monotonic() + seconds
 
-    def loop() -> None:
+    def loop(_: int) -> int:
         count = 0
         while time.monotonic() < deadline:
             with Sandbox([Layer(env)], SandboxPolicy(backend="overlay")) as sb:
                 _check(sb.exec("true"))
             count += 1
-        done.append(count)
+        return count
 
-    threads = [threading.Thread(target=loop) for _ in range(os.cpu_count() or 1)]
+    threads = os.cpu_count() or 1
     start = time.monotonic()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    with ThreadPoolExecutor(threads) as pool:  # a failure in any thread is raised here
+        total = sum(pool.map(loop, range(threads)))
     elapsed = time.monotonic() - start
-    print(f"start -> exec(true) -> close: {sum(done) / elapsed:.1f} cycles/s over {elapsed:.1f} s in {len(threads)} "
-          f"threads ({sum(done)} cycles); load average {os.getloadavg()[0]:.1f}")
+    print(f"start -> exec(true) -> close: {total / elapsed:.1f} cycles/s over {elapsed:.1f} s in {threads} threads "
+          f"({total} cycles); load average {os.getloadavg()[0]:.1f}")
     return 0
 
 
