@@ -2,8 +2,9 @@
 
 Starts N overlay sandboxes over the bench environment, runs `true` in each (so every shell is up), then for
 `--idle-seconds` does nothing and measures what their processes (nsinit, the session's pid 1, the shell, and
-everything below them) used: CPU time of all of them together as a share of one core, processes per sandbox, and
-PSS per sandbox (`/proc/PID/smaps_rollup`, shared pages split between their users), with the load average.
+everything below them, plus once the zygote they were all forked from) used: CPU time of all of them together
+as a share of one core, processes per sandbox, and PSS per sandbox (`/proc/PID/smaps_rollup`, shared pages
+split between their users), with the load average.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 import time
 from pathlib import Path
 
-from swebox.envs.sandbox import Layer, Sandbox, SandboxPolicy
+from swebox.envs.sandbox import Layer, Sandbox, SandboxPolicy, spawner
 
 
 def _tree(pid: int) -> list[int]:
@@ -62,7 +63,8 @@ def idle(env: Path, count: int, seconds: float) -> int:
             if sb.exec("true").exit_code != 0:
                 raise SystemExit("`true` failed in a sandbox")
         time.sleep(2.0)  # let the starts' own work settle
-        pids = [p for sb in sandboxes for p in _tree(sb._proc.pid)]
+        # the zygote every nsinit was forked from is shared by all of them: its memory and CPU count once
+        pids = [spawner.zygote_pid(), *(p for sb in sandboxes for p in _tree(sb._proc.pid))]
         load_before = os.getloadavg()
         cpu0, t0 = _cpu_seconds(pids), time.monotonic()
         time.sleep(seconds)

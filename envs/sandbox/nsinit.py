@@ -1,8 +1,8 @@
 """nsinit: the long-lived process that owns one sandbox's namespaces and its filesystem.
 
-Started by the host (`python -I -S nsinit.py FD`), it creates the user namespace (the host writes the id
-maps, or nsinit maps itself when rootless), then mount, network, IPC and UTS namespaces, stacks the layers
-under a writable tmpfs with overlayfs, and serves requests on FD:
+Forked by the zygote (zygote.py) for each sandbox and handed its control socket, it creates the user
+namespace (the host writes the id maps, or nsinit maps itself when rootless), then mount, network, IPC and UTS
+namespaces, stacks the layers under a writable tmpfs with overlayfs, and serves requests on the socket:
 
 - session: fork a shell session: a new PID, mount and IPC namespace whose pid 1 (supervisor.py) sees the
   overlay as `/` after pivot_root, with read-only system binds, fresh /proc, private /tmp, /dev/shm, /dev;
@@ -13,7 +13,8 @@ under a writable tmpfs with overlayfs, and serves requests on FD:
   session, hands the prepared one over, and tears the old slot down after answering.
 
 When the host goes away (EOF), nsinit kills everything and exits; its namespaces and mounts vanish with it.
-Standard library only: this file runs as a plain script next to syscalls.py, protocol.py and supervisor.py.
+Standard library only: the zygote imports it as a plain module next to syscalls.py, protocol.py, supervisor.py
+and extract.py.
 """
 
 from __future__ import annotations
@@ -24,11 +25,9 @@ import select
 import signal
 import socket
 import struct
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
+import extract
 import protocol
 import supervisor
 import syscalls as S
@@ -219,8 +218,6 @@ class Init:
     def extract_root(self, target: str) -> None:
         """The paper-style restore (extract.py) into a fresh tmpfs of its own, sized by the host (the layers plus
         `upper_size_mb`) and mounted as the root: a reset unmounts it, which frees the old copy at once."""
-        import extract
-
         S.mount("tmpfs", target, "tmpfs", S.MS_NOSUID | S.MS_NODEV, f"size={self.cfg['upper_size_mb']}m,mode=0755")
         extract.copy_layers([os.path.join(self.st, "skel"), self.etc], self.cfg["layers"], self.lowers, target)
 
@@ -235,11 +232,15 @@ class Init:
 
     # -- sessions ----------------------------------------------------------------------------------------
     def prepare_session(self, slot: int) -> dict:
-        """Fork a session on slot's root; its shell starts and waits. Returns what hand_over() sends the host."""
+        """Fork a session on slot's root; its shell starts and waits. Returns what hand_over() sends the host.
+
+        A process can put only its children in a new PID namespace, and only once, so a short-lived child
+        does: it unshares, forks the session's pid 1 and exits. We, the subreaper, inherit pid 1 and wait for
+        that exit, so from here on pid 1 is our own child, to kill and reap."""
         host_end, session_end = socket.socketpair()
         pid_r, pid_w = os.pipe()
-        pid = self.fork_retrying()
-        if pid == 0:
+        starter = self.fork_retrying()
+        if starter == 0:
             try:
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # nsinit's SIGCHLD wakeup is not the session's
                 for fd in (signal.set_wakeup_fd(-1), self.wake):
@@ -257,25 +258,24 @@ class Init:
                     os.close(pid_w)
                     self.session_main(session_end, self.slot_root(slot))
                 os.write(pid_w, str(child).encode())
-                os.close(pid_w)
-                session_end.close()
-                os.waitpid(child, 0)
             finally:
                 os._exit(0)
         session_end.close()
         os.close(pid_w)
         with os.fdopen(pid_r, "rb") as f:
-            supervisor_pid = int(f.read() or 0)  # its host pid: the host reaches its files via /proc/PID/root
+            pid = int(f.read() or 0)  # pid 1's host pid: the host reaches its files via /proc/PID/root
+        os.waitpid(starter, 0)
+        host_end.sendall(b"\0")  # pid 1 is ours now: it may ask for a signal at our death (session_main)
         # the host copies the writable part from here for a snapshot (extract: the whole private copy)
         upper = os.path.join(self.st, f"rw{slot}", "upper")
         if self.cfg["backend"] == "extract":
             upper = self.slot_root(slot)
-        return {"slot": slot, "session_pid": pid, "pid": supervisor_pid, "upper": upper, "host_end": host_end}
+        return {"slot": slot, "session_pid": pid, "upper": upper, "host_end": host_end}
 
     def hand_over(self, session: dict) -> None:
         """Make `session` the live one and send the host its socket."""
         self.slot, self.session_pid = session["slot"], session["session_pid"]
-        protocol.send(self.ctl, {"op": "session", "pid": session["pid"], "upper": session["upper"]},
+        protocol.send(self.ctl, {"op": "session", "pid": session["session_pid"], "upper": session["upper"]},
                       [session["host_end"].fileno()])
         session["host_end"].close()
 
@@ -337,6 +337,10 @@ class Init:
     def session_main(self, sock: socket.socket, root: str) -> None:
         """pid 1 of the new PID namespace: finish the root, drop privileges, supervise the shell."""
         try:
+            # the parent-death signal is sent at reparenting too, so it is asked for only once nsinit has reaped
+            # the process that forked us; EOF instead means nsinit died first
+            if sock.recv(1) != b"\0":
+                os._exit(1)
             S.set_parent_death_signal(signal.SIGKILL)
             # a new IPC namespace per session: SysV segments and POSIX message queues outlive the processes
             # that made them, and must not outlive a reset
@@ -437,14 +441,11 @@ class Init:
                 protocol.send(self.ctl, {"error": f"{op} failed: {type(exc).__name__}: {exc}"})
 
 
-def main() -> None:
-    ctl = socket.socket(fileno=int(sys.argv[1]))
+def run(ctl_fd: int) -> None:
+    """Serve one sandbox on the control socket `ctl_fd`, then exit; never returns (called in a fresh fork of
+    the zygote, zygote.py)."""
+    ctl = socket.socket(fileno=ctl_fd)
     cfg, _ = protocol.recv(ctl)
-    if cfg["backend"] != "overlay":
-        # Only the extract and fuse backends run tools (cp, tar, fuse-overlayfs); the overlay one starts
-        # faster without these imports. Imported now: once nsinit runs as the sandbox's uid, a root-only
-        # interpreter prefix (/root/.pyenv) is out of reach, so nothing may be imported later.
-        import extract  # noqa: F401 (and with it shutil, subprocess)
     init = Init(ctl, cfg)
     try:
         init.enter_namespaces()
@@ -452,7 +453,7 @@ def main() -> None:
         init.mount_root(init.slot)
     except Exception as exc:
         protocol.send(ctl, {"error": f"{type(exc).__name__}: {exc}"})
-        sys.exit(1)
+        os._exit(1)
     protocol.send(ctl, {"op": "ready"})
     try:
         init.serve()
@@ -464,7 +465,3 @@ def main() -> None:
                 pass  # its processes die with us all the same (parent-death signal)
         init.stop_session(wait=True)
     os._exit(0)  # nothing to flush or finalise: the host waits for this exit, interpreter teardown would add to it
-
-
-if __name__ == "__main__":
-    main()

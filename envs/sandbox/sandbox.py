@@ -11,24 +11,20 @@ import dataclasses
 import fcntl
 import itertools
 import os
-import select
 import socket
-import subprocess
-import sys
 import threading
 import time
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import hostfs, idmap, protocol, rootfs, snapcopy, uidslots
+from . import hostfs, idmap, protocol, rootfs, snapcopy, spawner, uidslots
 from .layers import Layer
 from .limits import Limits, sweep_stale_cgroups
 from .policy import SandboxError, SandboxPolicy
 from .probe import choose_backend
 from .usernet import UserNet
 
-NSINIT = str(Path(__file__).with_name("nsinit.py"))
 CGROUP_PREFIX = "swebox-"
 STARTUP_TIMEOUT_S = 60.0
 MAX_READ_BYTES = 256 * 1024 * 1024
@@ -67,7 +63,7 @@ class Sandbox:
         self.backend = ""
         self._lock = threading.RLock()
         self._state = "new"
-        self._proc: subprocess.Popen | None = None
+        self._proc: spawner.Child | None = None
         self._ctl: socket.socket | None = None
         self._session: socket.socket | None = None
         self._upper = ""
@@ -147,19 +143,17 @@ class Sandbox:
         host_end, init_end = socket.socketpair()
         self._ctl = host_end
         # archives are opened here: the sandbox's unprivileged uid may not be able to reach their folder
-        self._archive_fds = [os.open(layer.archive, os.O_RDONLY) if layer.archive and self.backend == "extract"
-                             else -1 for layer in self.layers]
+        archive_fds = [os.open(layer.archive, os.O_RDONLY) if layer.archive and self.backend == "extract"
+                       else -1 for layer in self.layers]
         try:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", NSINIT, str(init_end.fileno())],
-                pass_fds=[init_end.fileno(), *(fd for fd in self._archive_fds if fd >= 0)],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                close_fds=True, start_new_session=True, env={})
+            self._proc, numbers = spawner.spawn([init_end.fileno(), *(fd for fd in archive_fds if fd >= 0)])
         finally:
             init_end.close()
-            for fd in self._archive_fds:
+            for fd in archive_fds:
                 if fd >= 0:
                     os.close(fd)
+        numbers = iter(numbers[1:])  # the archive fds as nsinit holds them
+        self._archive_fds = [next(numbers) if fd >= 0 else -1 for fd in archive_fds]
         self._finalizer = weakref.finalize(self, _emergency_cleanup, self._proc, self._limits, self._dir,
                                            self._dir_lock)
         self._limits.add_process(self._proc.pid)
@@ -386,10 +380,12 @@ class Sandbox:
         return self._proc.pid if self._proc else 0
 
 
-def _emergency_cleanup(proc: subprocess.Popen | None, limits: Limits | None, folder: str, lock_fd: int) -> None:
-    if proc is not None and proc.poll() is None and not _exited_within(proc, 2.0):
-        proc.kill()
-        proc.wait()
+def _emergency_cleanup(proc: spawner.Child | None, limits: Limits | None, folder: str, lock_fd: int) -> None:
+    if proc is not None:
+        if not proc.exited(2.0):
+            proc.kill()
+            proc.exited(None)
+        proc.release()
     if limits is not None:
         limits.release()
     if folder:
@@ -398,27 +394,6 @@ def _emergency_cleanup(proc: subprocess.Popen | None, limits: Limits | None, fol
         shutil.rmtree(folder, ignore_errors=True)
     if lock_fd >= 0:  # released last: until the folder is gone, no sweeper may take it for stale
         os.close(lock_fd)
-
-
-def _exited_within(proc: subprocess.Popen, seconds: float) -> bool:
-    """Whether `proc` exits (and is reaped) within `seconds`, noticed the moment it does through a pidfd:
-    Popen.wait(timeout) polls with sleeps that double up to 50 ms, which made close() wait ~2x as long as nsinit
-    took to exit."""
-    try:
-        fd = os.pidfd_open(proc.pid)
-    except OSError:  # a kernel before 5.3
-        try:
-            proc.wait(timeout=seconds)
-            return True
-        except subprocess.TimeoutExpired:
-            return False
-    try:
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        poller.poll(int(seconds * 1000))
-    finally:
-        os.close(fd)
-    return proc.poll() is not None
 
 
 # A sandbox's working folder is alive exactly while its owner holds an flock on it. Liveness is never judged

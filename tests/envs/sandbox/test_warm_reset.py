@@ -36,9 +36,10 @@ def parent(pid: int) -> int:
 
 
 def sessions(sb: Sandbox, expect_prepared: int) -> tuple[int, set[int]]:
-    """The live session's process (nsinit's child above the shell's supervisor) and nsinit's other children,
-    once the killed session's processes (orphans of nsinit, the subreaper, for a moment) are gone."""
-    live = parent(sb._session_pid)
+    """The live session's process (its pid 1, the shell's supervisor, nsinit's child) and nsinit's other
+    children, once the killed session's processes (orphans of nsinit, the subreaper, for a moment) are gone."""
+    live = sb._session_pid
+    assert parent(live) == sb.pid
     deadline = time.monotonic() + 10
     while len(others := children(sb.pid) - {live}) != expect_prepared and time.monotonic() < deadline:
         time.sleep(0.01)

@@ -1,0 +1,101 @@
+"""zygote: one process per host process, started once, that forks every sandbox's nsinit.
+
+Starting each nsinit as a new interpreter spent ~40 ms of a sandbox's ~50 ms start in Python's start-up and
+the imports of nsinit, supervisor and protocol. A fork of a process that already holds them takes ~1 ms, and
+the forked nsinit (and the supervisors it forks in turn) share the interpreter's pages with every other
+sandbox instead of each holding a copy, which was most of an idle sandbox's memory.
+
+Started by the host (`python -I -S zygote.py FD`, spawner.py) with an empty environment and nothing open but
+FD, a socket only the host holds. Each request carries a new sandbox's control socket (and its archive fds);
+the child detaches (closes FD and everything else, a session of its own, stdio on /dev/null) and becomes
+that sandbox's nsinit. The reply carries the child's pid and a pidfd for it: the host cannot wait for a
+process that is not its child, and a bare pid could name another process once the zygote has reaped it.
+
+The zygote serves one request at a time, so a child holds only its own request's fds. It exits when the
+host's end closes; live sandboxes do not depend on it (each nsinit has its own socket to the host).
+Standard library only: it runs as a plain script next to nsinit.py.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import select
+import signal
+import socket
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import nsinit
+import protocol
+import supervisor
+
+
+def become_nsinit(zygote: socket.socket, wake: int, fds: list[int]) -> None:
+    """In the fresh child: keep nothing of the zygote's but the code, then serve the sandbox (never returns)."""
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    os.close(wake)
+    zygote.close()  # the power to start sandboxes stays with the host
+    os.setsid()
+    null = os.open("/dev/null", os.O_RDWR)
+    for std in (0, 1, 2):
+        os.dup2(null, std)
+    keep = sorted({0, 1, 2, *fds})
+    for low, high in zip(keep, [*keep[1:], 65536], strict=True):
+        os.closerange(low + 1, high)
+    nsinit.run(fds[0])
+
+
+def spawn(zygote: socket.socket, wake: int, fds: list[int]) -> None:
+    """Fork the nsinit of a sandbox whose control socket is fds[0]; answer its pid, fd numbers and a pidfd."""
+    if not fds:
+        protocol.send(zygote, {"error": "spawn: expected the sandbox's control socket, found no fd"})
+        return
+    try:
+        pid = os.fork()
+    except OSError as exc:  # e.g. the host is out of processes: this sandbox fails, the zygote serves on
+        protocol.send(zygote, {"error": f"spawn: fork failed: {exc}"})
+        return
+    if pid == 0:
+        try:
+            become_nsinit(zygote, wake, fds)
+        finally:
+            os._exit(1)  # nsinit exits on its own; whatever got here must never return into the zygote's loop
+    # opened before this loop can reap the child, so it names the child even if it already exited
+    pidfd = os.pidfd_open(pid)
+    try:
+        protocol.send(zygote, {"pid": pid, "fds": fds}, [pidfd])
+    finally:
+        os.close(pidfd)
+
+
+def main() -> None:
+    zygote = socket.socket(fileno=int(sys.argv[1]))
+    wake = supervisor.child_events()
+    gc.freeze()  # the objects loaded so far are never collected: a collection in a child would dirty their pages
+    poller = select.poll()
+    poller.register(zygote, select.POLLIN)
+    poller.register(wake, select.POLLIN)
+    while True:
+        ready = {fd for fd, _ in poller.poll()}
+        if wake in ready:  # a child (an nsinit) exited
+            supervisor.drain(wake)
+            supervisor.reap_zombies()
+        if zygote.fileno() not in ready:
+            continue
+        try:
+            _request, fds = protocol.recv(zygote)
+        except (protocol.ProtocolError, OSError):
+            break  # the host is gone
+        try:
+            spawn(zygote, wake, fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

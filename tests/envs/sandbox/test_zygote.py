@@ -1,0 +1,100 @@
+"""The zygote (zygote.py, spawner.py): every nsinit is a fork of one pre-started process per host process. Its
+children must hold nothing of it, a dead zygote must be replaced without hurting live sandboxes, and a process
+forked from the host must not share its parent's."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+from swebox.envs.sandbox import Sandbox, SandboxPolicy, spawner
+
+
+def _sockets(pid: int) -> set[str]:
+    found = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:"):
+            found.add(target)
+    return found
+
+
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("PPid:"))
+
+
+def test_nsinit_is_forked_by_the_zygote_and_holds_none_of_its_fds(base_layer: Path, work_root: str):
+    with Sandbox([base_layer], SandboxPolicy(work_root=work_root)) as sb:
+        zygote = spawner.zygote_pid()
+        assert zygote and _parent(sb.pid) == zygote
+        # the zygote holds one socket (its end of the host's); nsinit holds only its own control socket
+        zygote_sockets = _sockets(zygote)
+        assert len(zygote_sockets) == 1
+        assert not _sockets(sb.pid) & zygote_sockets
+        fds = {int(fd) for fd in os.listdir(f"/proc/{sb.pid}/fd")}
+        std = {os.readlink(f"/proc/{sb.pid}/fd/{fd}") for fd in (0, 1, 2)}
+        assert std == {"/dev/null"}, std
+        with open(f"/proc/{sb.pid}/stat") as f:
+            session_id = int(f.read().rsplit(")", 1)[1].split()[3])
+        assert session_id == sb.pid  # a session of its own, like the process it used to be started as
+        assert sb.exec("echo ok").output == "ok\n"
+        assert len(fds) < 16, fds
+
+
+def test_a_dead_zygote_is_replaced_and_live_sandboxes_do_not_notice(base_layer: Path, work_root: str):
+    policy = SandboxPolicy(work_root=work_root)
+    with Sandbox([base_layer], policy) as first:
+        old = spawner.zygote_pid()
+        os.kill(old, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while os.path.exists(f"/proc/{old}") and _state(old) != "Z" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert first.exec("echo still").output == "still\n"
+        first.reset()
+        assert first.exec("echo reset").output == "reset\n"
+        with Sandbox([base_layer], policy) as second:
+            assert spawner.zygote_pid() not in (0, old)
+            assert second.exec("echo new").output == "new\n"
+    assert not os.path.exists(f"/proc/{old}")  # and the dead one was reaped, not left a zombie
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return ""
+
+
+def test_a_forked_host_process_starts_a_zygote_of_its_own(base_layer: Path, work_root: str):
+    policy = SandboxPolicy(work_root=work_root)
+    with Sandbox([base_layer], policy):
+        parents = spawner.zygote_pid()
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                os.close(read_end)
+                with Sandbox([base_layer], policy) as sb:
+                    ok = sb.exec("echo child").output == "child\n"
+                    mine = spawner.zygote_pid()
+                    os.write(write_end, f"{int(ok)} {mine} {_parent(sb.pid)}".encode())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write_end)
+        with os.fdopen(read_end) as f:
+            ok, theirs, nsinit_parent = f.read().split()
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert ok == "1" and int(theirs) not in (0, parents) and int(nsinit_parent) == int(theirs)
+        assert spawner.zygote_pid() == parents
+        with Sandbox([base_layer], policy) as again:  # the parent's zygote still serves the parent
+            assert _parent(again.pid) == parents
