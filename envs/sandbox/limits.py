@@ -117,10 +117,6 @@ class Limits:
             key = {"memory": "memory", "pids": "processes", "cpu": "cpu_share"}[controller]
             self.enforced_by[key] = f"cgroup v1 {controller} ({path})"
 
-    def add_process(self, pid: int) -> None:
-        for path in self.cgroup_dirs:
-            _write(path, "cgroup.procs", pid)
-
     def rlimits(self) -> dict[str, int]:
         p = self.policy
         limits = {

@@ -441,20 +441,30 @@ class Init:
                 protocol.send(self.ctl, {"error": f"{op} failed: {type(exc).__name__}: {exc}"})
 
 
-def run(ctl_fd: int) -> None:
-    """Serve one sandbox on the control socket `ctl_fd`, then exit; never returns (called in a fresh fork of
-    the zygote, zygote.py)."""
-    ctl = socket.socket(fileno=ctl_fd)
-    cfg, _ = protocol.recv(ctl)
+def join_cgroups(dirs: list[str]) -> None:
+    """Move this process into the sandbox's cgroups ("0": the writer), before it makes any other process."""
+    for path in dirs:
+        with open(os.path.join(path, "cgroup.procs"), "w") as f:
+            f.write("0")
+
+
+def run(fds: list[int], cfg: dict) -> None:
+    """Serve one sandbox, then exit; never returns. Called in a fresh fork of the zygote (zygote.py) with the
+    host's request: `cfg`, and `fds`: the control socket, then the archives that cfg's layers point at."""
+    ctl = socket.socket(fileno=fds[0])
+    for layer in cfg["layers"]:
+        layer["archive_fd"] = fds[layer["archive"]] if layer["archive"] >= 0 else -1
     init = Init(ctl, cfg)
     try:
+        join_cgroups(cfg["cgroups"])
         init.enter_namespaces()
         init.build_static()
         init.mount_root(init.slot)
+        session = init.prepare_session(init.slot)
     except Exception as exc:
         protocol.send(ctl, {"error": f"{type(exc).__name__}: {exc}"})
         os._exit(1)
-    protocol.send(ctl, {"op": "ready"})
+    init.hand_over(session)  # the first session needs no request: the host waits for it
     try:
         init.serve()
     finally:

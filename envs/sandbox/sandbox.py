@@ -146,21 +146,21 @@ class Sandbox:
         archive_fds = [os.open(layer.archive, os.O_RDONLY) if layer.archive and self.backend == "extract"
                        else -1 for layer in self.layers]
         try:
-            self._proc, numbers = spawner.spawn([init_end.fileno(), *(fd for fd in archive_fds if fd >= 0)])
+            # nsinit moves itself into the cgroups before it makes any process, and starts at once
+            self._proc = spawner.spawn(self._init_config(archive_fds),
+                                       [init_end.fileno(), *(fd for fd in archive_fds if fd >= 0)])
         finally:
             init_end.close()
             for fd in archive_fds:
                 if fd >= 0:
                     os.close(fd)
-        numbers = iter(numbers[1:])  # the archive fds as nsinit holds them
-        self._archive_fds = [next(numbers) if fd >= 0 else -1 for fd in archive_fds]
         self._finalizer = weakref.finalize(self, _emergency_cleanup, self._proc, self._limits, self._dir,
                                            self._dir_lock)
-        self._limits.add_process(self._proc.pid)
-        protocol.send(host_end, self._init_config())
         host_end.settimeout(STARTUP_TIMEOUT_S)
-        reply = self._recv(host_end, "starting the sandbox")
-        if reply.get("op") == "userns_ready":
+        if not self._rootless:  # nsinit's user namespace exists: we write its maps (rootless, it maps itself)
+            reply = self._recv(host_end, "the sandbox did not start")
+            if reply.get("op") != "userns_ready":
+                raise SandboxError(f"the sandbox did not start: expected its user namespace, found {reply}")
             mapped = idmap.map_ids(self._proc.pid, reply.get("layer_ns_pid", 0), self._trees, self.policy,
                                    self._slot.block)
             self.host_uid, self._shared_ids = mapped.host_uid, mapped.shared_why
@@ -170,23 +170,24 @@ class Sandbox:
             finally:
                 for fd in fds:
                     os.close(fd)
-            reply = self._recv(host_end, "starting the sandbox")
-        if reply.get("op") != "ready":
-            raise SandboxError(f"the sandbox did not start: {reply.get('error', reply)}; see docs/sandbox.md "
-                               "for the host features each backend needs, or try SandboxPolicy(backend='extract')")
+        # nsinit mounts the root and starts the first session without being asked
+        self._take_session("the sandbox did not start", "; see docs/sandbox.md for the host features each backend "
+                           "needs, or try SandboxPolicy(backend='extract')")
         self._limits.enforced_by["kernel_budgets"] = self._budgets_note()
-        if self.policy.network == "user":  # nsinit's network namespace exists now
+        if self.policy.network == "user":  # attached to nsinit's network namespace before the first command
             self._net = UserNet(self._proc.pid, self.policy)
-        self._new_session({"op": "session"})
 
-    def _init_config(self) -> dict:
+    def _init_config(self, archive_fds: list[int]) -> dict:
+        """nsinit's configuration; a layer's "archive" is its archive fd's position among those sent (-1: none)."""
         p = self.policy
+        positions = itertools.count(1)  # after the control socket
         return {
+            "cgroups": self._limits.cgroup_dirs,
             "staging": os.path.join(self._dir, "mnt"), "backend": self.backend,
             "map_self": self._rootless, "outer_uid": os.getuid(), "outer_gid": os.getgid(), "owner": self.owner_uid,
             "layer_idmap": any(tree.owner == "layer" for tree in self._trees),
-            "layers": [{"path": str(layer.path), "archive_fd": fd}
-                       for layer, fd in zip(self.layers, self._archive_fds, strict=True)],
+            "layers": [{"path": str(layer.path), "archive": next(positions) if fd >= 0 else -1}
+                       for layer, fd in zip(self.layers, archive_fds, strict=True)],
             "binds": self._bind_list, "etc_layer": self._etc_layer, "network": p.network, "hostname": p.hostname,
             "upper_size_mb": self._upper_size_mb, "tmp_size_mb": p.tmp_size_mb, "env": p.env, "workdir": p.workdir,
             "rlimits": self._limits.rlimits(), "max_output_bytes": p.max_output_bytes,
@@ -221,21 +222,25 @@ class Sandbox:
 
     def _new_session(self, request: dict) -> None:
         protocol.send(self._ctl, request)
+        self._take_session(request["op"])
+
+    def _take_session(self, doing: str, hint: str = "") -> None:
+        """Receive a new shell session from nsinit and wait until it is ready; errors say `doing` and `hint`."""
         try:
             reply, fds = protocol.recv(self._ctl)
         except (protocol.ProtocolError, OSError) as exc:
-            raise SandboxError(f"{request['op']}: the sandbox process went away ({exc})") from None
+            raise SandboxError(f"{doing}: the sandbox process went away ({exc})") from None
         if "error" in reply or not fds:
             for fd in fds:
                 os.close(fd)
-            raise SandboxError(f"{request['op']}: {reply.get('error', 'no session was started')}")
+            raise SandboxError(f"{doing}: {reply.get('error', 'no session was started')}{hint}")
         if self._session is not None:
             self._session.close()
         self._session = socket.socket(fileno=fds[0])
         self._session.settimeout(STARTUP_TIMEOUT_S)
         # the supervisor says when it has pivoted into the sandbox's root: until then its /proc/PID/root
         # is still the host's, and host-side file helpers must not use it
-        ready = self._recv(self._session, f"{request['op']}: starting the shell session")
+        ready = self._recv(self._session, f"{doing}: starting the shell session")
         # what the supervisor actually installed (or why nothing), not what the policy asked for
         self._limits.enforced_by["syscalls"] = ready.get("seccomp", "unknown")
         self._upper = reply["upper"]

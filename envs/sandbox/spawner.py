@@ -69,14 +69,14 @@ class _Zygote:
             theirs.close()
         self.sock = ours
 
-    def spawn(self, fds: list[int]) -> tuple[Child, list[int]]:
-        protocol.send(self.sock, {"op": "spawn"}, fds)
+    def spawn(self, init: dict, fds: list[int]) -> Child:
+        protocol.send(self.sock, {"op": "spawn", "init": init}, fds)
         reply, pidfds = protocol.recv(self.sock)
         if "error" in reply or len(pidfds) != 1:
             for fd in pidfds:
                 os.close(fd)
             raise SandboxError(f"could not start the sandbox's init process: {reply.get('error', reply)}")
-        return Child(reply["pid"], pidfds[0]), reply["fds"]
+        return Child(reply["pid"], pidfds[0])
 
     def close(self) -> None:
         self.sock.close()  # it exits at EOF
@@ -91,16 +91,16 @@ _lock = threading.Lock()
 _zygote: _Zygote | None = None
 
 
-def spawn(fds: list[int]) -> tuple[Child, list[int]]:
-    """Fork a new nsinit holding `fds` (its control socket first, then archive fds); returns it and the numbers
-    those fds have in it."""
+def spawn(init: dict, fds: list[int]) -> Child:
+    """Fork a new nsinit that serves the sandbox configured by `init` (nsinit.run) on fds[0], its control socket;
+    the other fds are the archives `init`'s layers point at by position."""
     global _zygote
     with _lock:
         for _attempt in (1, 2):
             if _zygote is None:
                 _zygote = _Zygote()
             try:
-                return _zygote.spawn(fds)
+                return _zygote.spawn(init, fds)
             except (protocol.ProtocolError, OSError) as exc:
                 dead, _zygote, failure = _zygote, None, exc
                 dead.close()

@@ -6,10 +6,11 @@ the forked nsinit (and the supervisors it forks in turn) share the interpreter's
 sandbox instead of each holding a copy, which was most of an idle sandbox's memory.
 
 Started by the host (`python -I -S zygote.py FD`, spawner.py) with an empty environment and nothing open but
-FD, a socket only the host holds. Each request carries a new sandbox's control socket (and its archive fds);
-the child detaches (closes FD and everything else, a session of its own, stdio on /dev/null) and becomes
-that sandbox's nsinit. The reply carries the child's pid and a pidfd for it: the host cannot wait for a
-process that is not its child, and a bare pid could name another process once the zygote has reaped it.
+FD, a socket only the host holds. Each request carries a new sandbox's configuration, its control socket and
+its archive fds; the child detaches (closes FD and everything else, a session of its own, stdio on /dev/null)
+and becomes that sandbox's nsinit, which first moves itself into the sandbox's cgroups. The reply carries the
+child's pid and a pidfd for it: the host cannot wait for a process that is not its child, and a bare pid could
+name another process once the zygote has reaped it.
 
 The zygote serves one request at a time, so a child holds only its own request's fds. It exits when the
 host's end closes; live sandboxes do not depend on it (each nsinit has its own socket to the host).
@@ -32,7 +33,7 @@ import protocol
 import supervisor
 
 
-def become_nsinit(zygote: socket.socket, wake: int, fds: list[int]) -> None:
+def become_nsinit(zygote: socket.socket, wake: int, fds: list[int], cfg: dict) -> None:
     """In the fresh child: keep nothing of the zygote's but the code, then serve the sandbox (never returns)."""
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -45,13 +46,14 @@ def become_nsinit(zygote: socket.socket, wake: int, fds: list[int]) -> None:
     keep = sorted({0, 1, 2, *fds})
     for low, high in zip(keep, [*keep[1:], 65536], strict=True):
         os.closerange(low + 1, high)
-    nsinit.run(fds[0])
+    nsinit.run(fds, cfg)
 
 
-def spawn(zygote: socket.socket, wake: int, fds: list[int]) -> None:
-    """Fork the nsinit of a sandbox whose control socket is fds[0]; answer its pid, fd numbers and a pidfd."""
-    if not fds:
-        protocol.send(zygote, {"error": "spawn: expected the sandbox's control socket, found no fd"})
+def spawn(zygote: socket.socket, wake: int, request: dict, fds: list[int]) -> None:
+    """Fork the nsinit of a sandbox whose control socket is fds[0] and whose configuration is request["init"];
+    answer its pid and a pidfd."""
+    if not fds or not isinstance(request.get("init"), dict):
+        protocol.send(zygote, {"error": "spawn: expected a sandbox's configuration and its control socket"})
         return
     try:
         pid = os.fork()
@@ -60,13 +62,13 @@ def spawn(zygote: socket.socket, wake: int, fds: list[int]) -> None:
         return
     if pid == 0:
         try:
-            become_nsinit(zygote, wake, fds)
+            become_nsinit(zygote, wake, fds, request["init"])
         finally:
             os._exit(1)  # nsinit exits on its own; whatever got here must never return into the zygote's loop
     # opened before this loop can reap the child, so it names the child even if it already exited
     pidfd = os.pidfd_open(pid)
     try:
-        protocol.send(zygote, {"pid": pid, "fds": fds}, [pidfd])
+        protocol.send(zygote, {"pid": pid}, [pidfd])
     finally:
         os.close(pidfd)
 
@@ -86,11 +88,11 @@ def main() -> None:
         if zygote.fileno() not in ready:
             continue
         try:
-            _request, fds = protocol.recv(zygote)
+            request, fds = protocol.recv(zygote)
         except (protocol.ProtocolError, OSError):
             break  # the host is gone
         try:
-            spawn(zygote, wake, fds)
+            spawn(zygote, wake, request, fds)
         finally:
             for fd in fds:
                 os.close(fd)
