@@ -3,8 +3,9 @@
 Knows nothing of RL or tasks; imports nothing else of swebox. See docs/sandbox.md for the threat model.
 """
 
+from .closer import wait_for_closes
 from .layers import Layer
 from .policy import SandboxError, SandboxPolicy
 from .sandbox import ExecResult, Sandbox
 
-__all__ = ["ExecResult", "Layer", "Sandbox", "SandboxError", "SandboxPolicy"]
+__all__ = ["ExecResult", "Layer", "Sandbox", "SandboxError", "SandboxPolicy", "wait_for_closes"]

@@ -18,7 +18,7 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import hostfs, idmap, protocol, rootfs, snapcopy, spawner, uidslots
+from . import closer, hostfs, idmap, protocol, rootfs, snapcopy, spawner, uidslots
 from .layers import Layer
 from .limits import Limits, sweep_stale_cgroups
 from .policy import SandboxError, SandboxPolicy
@@ -254,15 +254,24 @@ class Sandbox:
             self._require_running("reset")
             self._new_session({"op": "reset"})
 
-    def close(self) -> None:
-        """Stop everything and remove every trace; safe to call twice."""
+    def close(self, wait: bool = True) -> None:
+        """Stop everything and remove every trace; safe to call twice.
+
+        wait=False returns once the sandbox's processes have been told to stop; the rest (waiting for them, the
+        cgroups, the working folder, the id slot, the layer references) finishes on a background thread
+        (closer.py): `swebox.envs.sandbox.wait_for_closes()` waits for it, as does the interpreter's exit."""
         with self._lock:
             if self._state == "closed":
                 return
             self._state = "closed"
-            self._teardown()
+            if wait:
+                self._teardown()
+            else:
+                self._hang_up()
+                closer.submit(self._teardown)
 
-    def _teardown(self) -> None:
+    def _hang_up(self) -> None:
+        """Close both sockets: nsinit and the session take that as the order to stop."""
         if self._session is not None:
             self._session.close()
             self._session = None
@@ -273,6 +282,9 @@ class Sandbox:
                 pass
             self._ctl.close()
             self._ctl = None
+
+    def _teardown(self) -> None:
+        self._hang_up()
         if self._net is not None:
             self._net.close()
             self._net = None
