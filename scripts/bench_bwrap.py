@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from swebox.envs.sandbox import Layer, Sandbox, SandboxPolicy, rootfs
+from swebox.envs.sandbox import Layer, Sandbox, SandboxPolicy, rootfs, wait_for_closes
 
 # After a warm reset, nsinit prepares the next session 20 ms later (~10 ms of CPU): each row waits this long after
 # a reset so that no row is timed while that background work runs (an agent's next reset comes seconds later)
@@ -85,8 +85,8 @@ def _run_true(argv: list[str]) -> None:
         raise SystemExit(f"bwrap failed ({result.returncode}): {result.stderr.decode()[-2000:]}")
 
 
-def _swebox_start(layer: Path, policy: SandboxPolicy) -> tuple[float, float]:
-    """Seconds of start -> first `true` done, and of the close() after it."""
+def _swebox_start(layer: Path, policy: SandboxPolicy, wait: bool = True) -> tuple[float, float]:
+    """Seconds of start -> first `true` done, and of the close(wait=wait) after it."""
     sb = Sandbox([Layer(layer)], policy)
     try:
         start = time.perf_counter()
@@ -95,7 +95,7 @@ def _swebox_start(layer: Path, policy: SandboxPolicy) -> tuple[float, float]:
         started = time.perf_counter() - start
     finally:
         start = time.perf_counter()
-        sb.close()
+        sb.close(wait=wait)
     return started, time.perf_counter() - start
 
 
@@ -125,7 +125,8 @@ def compare(layer: Path, reps: int) -> dict[str, dict[str, list[float]]] | None:
         return None
     policy = SandboxPolicy(backend="overlay")
     once = bwrap_argv(layer, policy, ["true"])
-    rows = ("start -> first `true`", "reset -> first `true`", "reset, warm_reset off", 'exec("true")', "close()")
+    rows = ("start -> first `true`", "reset -> first `true`", "reset, warm_reset off", 'exec("true")', "close()",
+            "close(wait=False)")
     samples: dict[str, dict[str, list[float]]] = {row: {"swebox": [], "bwrap": []} for row in rows}
     cold_policy = dataclasses.replace(policy, warm_reset=False)
     with Sandbox([Layer(layer)], policy) as sb, Sandbox([Layer(layer)], cold_policy) as cold:
@@ -144,6 +145,8 @@ def compare(layer: Path, reps: int) -> dict[str, dict[str, list[float]]] | None:
                         started, closed = _swebox_start(layer, policy)
                         samples[rows[0]]["swebox"].append(started)
                         samples[rows[4]]["swebox"].append(closed)
+                        samples[rows[5]]["swebox"].append(_swebox_start(layer, policy, wait=False)[1])
+                        wait_for_closes()  # its cleanup runs now, not during the next row
                         samples[rows[1]]["swebox"].append(_timed(lambda: (sb.reset(), _check(sb.exec("true")))))
                         time.sleep(SETTLE_S)
                         samples[rows[2]]["swebox"].append(_timed(lambda: (cold.reset(), _check(cold.exec("true")))))
@@ -155,6 +158,7 @@ def compare(layer: Path, reps: int) -> dict[str, dict[str, list[float]]] | None:
                         samples[rows[2]]["bwrap"].append(_timed(lambda: _run_true(once)))
                         samples[rows[3]]["bwrap"].append(_timed(lambda: shell.exec("true")))
                         samples[rows[4]]["bwrap"].append(_bwrap_close(shell_argv))
+                        samples[rows[5]]["bwrap"].append(_bwrap_close(shell_argv))  # it has one kind of close
         finally:
             shell.close()
     print(f"bubblewrap: {version}, variant: {VARIANT}")

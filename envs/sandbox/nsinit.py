@@ -441,13 +441,6 @@ class Init:
                 protocol.send(self.ctl, {"error": f"{op} failed: {type(exc).__name__}: {exc}"})
 
 
-def join_cgroups(dirs: list[str]) -> None:
-    """Move this process into the sandbox's cgroups ("0": the writer), before it makes any other process."""
-    for path in dirs:
-        with open(os.path.join(path, "cgroup.procs"), "w") as f:
-            f.write("0")
-
-
 def run(fds: list[int], cfg: dict) -> None:
     """Serve one sandbox, then exit; never returns. Called in a fresh fork of the zygote (zygote.py) with the
     host's request: `cfg`, and `fds`: the control socket, then the archives that cfg's layers point at."""
@@ -456,7 +449,6 @@ def run(fds: list[int], cfg: dict) -> None:
         layer["archive_fd"] = fds[layer["archive"]] if layer["archive"] >= 0 else -1
     init = Init(ctl, cfg)
     try:
-        join_cgroups(cfg["cgroups"])
         init.enter_namespaces()
         init.build_static()
         init.mount_root(init.slot)

@@ -146,9 +146,10 @@ class Sandbox:
         archive_fds = [os.open(layer.archive, os.O_RDONLY) if layer.archive and self.backend == "extract"
                        else -1 for layer in self.layers]
         try:
-            # nsinit moves itself into the cgroups before it makes any process, and starts at once
+            # nsinit is in its cgroups before it makes any process, and starts at once
             self._proc = spawner.spawn(self._init_config(archive_fds),
-                                       [init_end.fileno(), *(fd for fd in archive_fds if fd >= 0)])
+                                       [init_end.fileno(), *(fd for fd in archive_fds if fd >= 0)],
+                                       self._limits.cgroup_dirs)
         finally:
             init_end.close()
             for fd in archive_fds:
@@ -182,7 +183,6 @@ class Sandbox:
         p = self.policy
         positions = itertools.count(1)  # after the control socket
         return {
-            "cgroups": self._limits.cgroup_dirs,
             "staging": os.path.join(self._dir, "mnt"), "backend": self.backend,
             "map_self": self._rootless, "outer_uid": os.getuid(), "outer_gid": os.getgid(), "owner": self.owner_uid,
             "layer_idmap": any(tree.owner == "layer" for tree in self._trees),

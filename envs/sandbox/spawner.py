@@ -69,8 +69,8 @@ class _Zygote:
             theirs.close()
         self.sock = ours
 
-    def spawn(self, init: dict, fds: list[int]) -> Child:
-        protocol.send(self.sock, {"op": "spawn", "init": init}, fds)
+    def spawn(self, init: dict, fds: list[int], cgroups: list[str]) -> Child:
+        protocol.send(self.sock, {"op": "spawn", "init": init, "cgroups": cgroups}, fds)
         reply, pidfds = protocol.recv(self.sock)
         if "error" in reply or len(pidfds) != 1:
             for fd in pidfds:
@@ -91,16 +91,16 @@ _lock = threading.Lock()
 _zygote: _Zygote | None = None
 
 
-def spawn(init: dict, fds: list[int]) -> Child:
-    """Fork a new nsinit that serves the sandbox configured by `init` (nsinit.run) on fds[0], its control socket;
-    the other fds are the archives `init`'s layers point at by position."""
+def spawn(init: dict, fds: list[int], cgroups: list[str]) -> Child:
+    """Fork a new nsinit in `cgroups` that serves the sandbox configured by `init` (nsinit.run) on fds[0], its
+    control socket; the other fds are the archives `init`'s layers point at by position."""
     global _zygote
     with _lock:
         for _attempt in (1, 2):
             if _zygote is None:
                 _zygote = _Zygote()
             try:
-                return _zygote.spawn(init, fds)
+                return _zygote.spawn(init, fds, cgroups)
             except (protocol.ProtocolError, OSError) as exc:
                 dead, _zygote, failure = _zygote, None, exc
                 dead.close()

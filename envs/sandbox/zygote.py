@@ -8,7 +8,7 @@ sandbox instead of each holding a copy, which was most of an idle sandbox's memo
 Started by the host (`python -I -S zygote.py FD`, spawner.py) with an empty environment and nothing open but
 FD, a socket only the host holds. Each request carries a new sandbox's configuration, its control socket and
 its archive fds; the child detaches (closes FD and everything else, a session of its own, stdio on /dev/null)
-and becomes that sandbox's nsinit, which first moves itself into the sandbox's cgroups. The reply carries the
+and becomes that sandbox's nsinit once the zygote has moved it into the sandbox's cgroups. The reply carries the
 child's pid and a pidfd for it: the host cannot wait for a process that is not its child, and a bare pid could
 name another process once the zygote has reaped it.
 
@@ -33,8 +33,9 @@ import protocol
 import supervisor
 
 
-def become_nsinit(zygote: socket.socket, wake: int, fds: list[int], cfg: dict) -> None:
-    """In the fresh child: keep nothing of the zygote's but the code, then serve the sandbox (never returns)."""
+def become_nsinit(zygote: socket.socket, wake: int, fds: list[int], go: int, cfg: dict) -> None:
+    """In the fresh child: keep nothing of the zygote's but the code, wait until the zygote has put us in the
+    sandbox's cgroups (a byte on `go`; EOF: it could not), then serve the sandbox (never returns)."""
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     os.close(wake)
@@ -43,33 +44,56 @@ def become_nsinit(zygote: socket.socket, wake: int, fds: list[int], cfg: dict) -
     null = os.open("/dev/null", os.O_RDWR)
     for std in (0, 1, 2):
         os.dup2(null, std)
-    keep = sorted({0, 1, 2, *fds})
+    keep = sorted({0, 1, 2, go, *fds})
     for low, high in zip(keep, [*keep[1:], 65536], strict=True):
         os.closerange(low + 1, high)
+    if os.read(go, 1) != b"1":
+        os._exit(1)
+    os.close(go)
     nsinit.run(fds, cfg)
+
+
+def join_cgroups(pid: int, dirs: list[str]) -> None:
+    """Move `pid` into the sandbox's cgroups. Done by us, the parent: the same write made by the child itself
+    ("0") took 2-6 ms on a cgroup v1 host instead of ~0.5 ms for all three controllers."""
+    for path in dirs:
+        with open(os.path.join(path, "cgroup.procs"), "w") as f:
+            f.write(str(pid))
 
 
 def spawn(zygote: socket.socket, wake: int, request: dict, fds: list[int]) -> None:
     """Fork the nsinit of a sandbox whose control socket is fds[0] and whose configuration is request["init"];
-    answer its pid and a pidfd."""
+    put it in request["cgroups"] before it may make any process; answer its pid and a pidfd."""
     if not fds or not isinstance(request.get("init"), dict):
         protocol.send(zygote, {"error": "spawn: expected a sandbox's configuration and its control socket"})
         return
+    go_r, go_w = os.pipe()
     try:
         pid = os.fork()
     except OSError as exc:  # e.g. the host is out of processes: this sandbox fails, the zygote serves on
+        os.close(go_r)
+        os.close(go_w)
         protocol.send(zygote, {"error": f"spawn: fork failed: {exc}"})
         return
     if pid == 0:
         try:
-            become_nsinit(zygote, wake, fds, request["init"])
+            os.close(go_w)
+            become_nsinit(zygote, wake, fds, go_r, request["init"])
         finally:
             os._exit(1)  # nsinit exits on its own; whatever got here must never return into the zygote's loop
+    os.close(go_r)
     # opened before this loop can reap the child, so it names the child even if it already exited
     pidfd = os.pidfd_open(pid)
     try:
+        try:
+            join_cgroups(pid, request.get("cgroups", []))
+        except OSError as exc:  # the child sees EOF on `go` and exits
+            protocol.send(zygote, {"error": f"spawn: could not move nsinit into its cgroups: {exc}"})
+            return
+        os.write(go_w, b"1")
         protocol.send(zygote, {"pid": pid}, [pidfd])
     finally:
+        os.close(go_w)
         os.close(pidfd)
 
 

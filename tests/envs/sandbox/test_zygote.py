@@ -45,6 +45,13 @@ def test_nsinit_is_forked_by_the_zygote_and_holds_none_of_its_fds(base_layer: Pa
         assert session_id == sb.pid  # a session of its own, like the process it used to be started as
         assert sb.exec("echo ok").output == "ok\n"
         assert len(fds) < 16, fds
+        # the zygote moved it into the sandbox's cgroups, and with it everything it made
+        with open(f"/proc/{sb.pid}/cgroup") as f:
+            memberships = f.read()
+        for path in sb._limits.cgroup_dirs:
+            assert path.rsplit("/", 1)[1] in memberships, (path, memberships)
+        with open(f"/proc/{sb._session_pid}/cgroup") as f:
+            assert f.read() == memberships
 
 
 def test_a_dead_zygote_is_replaced_and_live_sandboxes_do_not_notice(base_layer: Path, work_root: str):
