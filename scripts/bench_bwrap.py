@@ -25,8 +25,8 @@ from pathlib import Path
 
 from swebox.envs.sandbox import Layer, Sandbox, SandboxPolicy, rootfs, wait_for_closes
 
-# After a warm reset, nsinit prepares the next session 20 ms later (~10 ms of CPU): each row waits this long after
-# a reset so that no row is timed while that background work runs (an agent's next reset comes seconds later)
+# After a warm reset, nsinit prepares the next session 20 ms later (~10 ms of CPU): the rows wait this long after
+# one so that no row is timed while that background work runs (an agent's next reset comes seconds later)
 SETTLE_S = 0.05
 VARIANT = "read-only binds + tmpfs /tmp (no copy-on-write: bubblewrap < 0.10 has no --overlay)"
 MARKER = b"__swebox_bench_done__"
@@ -150,7 +150,6 @@ def compare(layer: Path, reps: int) -> dict[str, dict[str, list[float]]] | None:
                         samples[rows[1]]["swebox"].append(_timed(lambda: (sb.reset(), _check(sb.exec("true")))))
                         time.sleep(SETTLE_S)
                         samples[rows[2]]["swebox"].append(_timed(lambda: (cold.reset(), _check(cold.exec("true")))))
-                        time.sleep(SETTLE_S)
                         samples[rows[3]]["swebox"].append(_timed(lambda: _check(sb.exec("true"))))
                     else:
                         samples[rows[0]]["bwrap"].append(_timed(lambda: _run_true(once)))
