@@ -102,6 +102,10 @@ class GenerationConfig:
     batch_size: int = 8
     """Sequences generated together in one call of the transformers backend, and the most prompts a generation
     server (placement 'server') merges into one engine call (raise it, e.g. to 256, for vLLM servers)."""
+    batch_wait_s: float = 0.05
+    """Longest a request waits for other episodes' requests to share its engine call (it runs as soon as every
+    episode in flight, or batch_size prompts, are pending): a group's episodes ask for their next turn
+    milliseconds apart, once their commands have run; 0 runs whatever is pending."""
     vllm_gpu_memory_utilization: float = 0.5
     """Fraction of each GPU's memory vLLM may take (the learner shares the GPU when colocated)."""
     vllm_tensor_parallel_size: int = 1
@@ -142,6 +146,7 @@ class GenerationConfig:
                f"in (0, max_context_tokens={self.max_context_tokens})", self.max_new_tokens,
                "lower it or raise generation.max_context_tokens")
         _check(self.batch_size > 0, "generation.batch_size", "> 0", self.batch_size, "use 8")
+        _check(self.batch_wait_s >= 0, "generation.batch_wait_s", ">= 0 seconds", self.batch_wait_s, "use 0.05")
         _check(0 < self.vllm_gpu_memory_utilization <= 1, "generation.vllm_gpu_memory_utilization",
                "a fraction in (0, 1]", self.vllm_gpu_memory_utilization, "use 0.5 when colocated")
         _check(self.num_servers >= 1, "generation.num_servers", ">= 1", self.num_servers, "use 1")

@@ -191,7 +191,7 @@ class GenerationServer:
         self.node_id = ray.get_runtime_context().get_node_id()
         self.backend = (backend_factory or default_backend_factory)(cfg)
         self.version = INITIAL_VERSION
-        self._batcher = RequestBatcher(self._run_batch, cfg.generation.batch_size)
+        self._batcher = RequestBatcher(self._run_batch, cfg.generation.batch_size, cfg.generation.batch_wait_s)
         # one engine call or one weight load at a time: a batch never sees two versions (vLLM's engine is not
         # thread-safe either; the transformers backend has a lock of its own, which this one nests outside)
         self._engine = threading.Lock()

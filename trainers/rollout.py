@@ -365,12 +365,20 @@ class RolloutWorker:
                 jobs.append((task, group_id, episode))
                 results.append(None)
         slots = [i for i, r in enumerate(results) if r is None]
+        parallel = self.cfg.rollout.max_parallel_episodes
         try:
-            with ThreadPoolExecutor(max_workers=self.cfg.rollout.max_parallel_episodes) as pool:
-                futures = [pool.submit(play_episode, ep, self.backend, self.tokenizer, self.cfg,
-                                       task.instance_id, gid) for task, gid, ep in jobs]
-                for slot, future in zip(slots, futures, strict=True):
-                    results[slot] = future.result()
+            with ThreadPoolExecutor(max_workers=parallel) as pool:
+                # in waves of whole groups: a group's episodes then ask for each turn together and share one
+                # batch of the generation backend (episodes of a later group, started one by one as earlier ones
+                # ended, went to the engine in fragments)
+                wave = parallel // group_size * group_size or parallel
+                for first in range(0, len(jobs), wave):
+                    batch = jobs[first : first + wave]
+                    if hasattr(self.backend, "join"):  # its batches wait for these episodes' turns
+                        self.backend.join(len(batch))
+                    futures = [pool.submit(self._play, ep, task.instance_id, gid) for task, gid, ep in batch]
+                    for slot, future in zip(slots[first : first + wave], futures, strict=True):
+                        results[slot] = future.result()
         finally:
             for group in made:  # a group's close() closes its episodes and releases their layers
                 if hasattr(group, "close"):
@@ -379,6 +387,13 @@ class RolloutWorker:
                     for episode in group:
                         _close(episode)
         return [t for t in results if t is not None]
+
+    def _play(self, episode: Episode, task_id: str, group_id: str) -> Trajectory:
+        try:
+            return play_episode(episode, self.backend, self.tokenizer, self.cfg, task_id, group_id)
+        finally:
+            if hasattr(self.backend, "leave"):
+                self.backend.leave()
 
     def close(self) -> None:
         """Nothing to release beyond the episodes, which ``run`` closes."""

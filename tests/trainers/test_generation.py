@@ -82,6 +82,81 @@ def test_batcher_runs_concurrent_callers_together_and_cuts_each_to_its_limit():
     assert results[2][0].token_ids == [2, 2, 2]
 
 
+def _recording_batcher(max_batch: int, wait_s: float):
+    """A RequestBatcher whose engine records each call's prompt count."""
+    calls: list[int] = []
+
+    def run(prompts, max_new):
+        calls.append(len(prompts))
+        return [Generated([p[0]], [0.0], "length") for p in prompts]
+
+    return RequestBatcher(run, max_batch=max_batch, wait_s=wait_s), calls
+
+
+def _submit_after(batcher, delays_s):
+    """One thread per delay, each submitting one prompt after it; returns the threads, started."""
+    import time
+
+    def call(i, delay):
+        time.sleep(delay)
+        batcher.submit([[i]], 1)
+
+    threads = [threading.Thread(target=call, args=(i, d)) for i, d in enumerate(delays_s)]
+    for t in threads:
+        t.start()
+    return threads
+
+
+def test_batcher_waits_for_the_callers_it_expects_and_no_longer():
+    import time
+
+    batcher, calls = _recording_batcher(max_batch=8, wait_s=5.0)
+    batcher.join(4)
+    started = time.monotonic()
+    for t in _submit_after(batcher, [0.0, 0.02, 0.04, 0.06]):  # a group's episodes, milliseconds apart
+        t.join()
+    assert calls == [4]  # one engine call, not fragments
+    assert time.monotonic() - started < 2.0  # it ran when the fourth arrived, not at the end of the window
+
+
+def test_batcher_runs_a_full_batch_at_once_and_waits_at_most_its_window():
+    import time
+
+    batcher, calls = _recording_batcher(max_batch=2, wait_s=5.0)
+    started = time.monotonic()  # nobody joined: a full batch is reason enough
+    for t in _submit_after(batcher, [0.0, 0.02]):
+        t.join()
+    assert calls == [2] and time.monotonic() - started < 2.0
+
+    batcher, calls = _recording_batcher(max_batch=8, wait_s=0.3)
+    batcher.join(2)  # the second caller never asks (a long command, say): the first runs after the window
+    started = time.monotonic()
+    for t in _submit_after(batcher, [0.0]):
+        t.join()
+    assert calls == [1] and 0.3 <= time.monotonic() - started < 2.0
+
+
+def test_batcher_stops_waiting_for_a_caller_that_leaves():
+    import time
+
+    batcher, calls = _recording_batcher(max_batch=8, wait_s=5.0)
+    batcher.join(2)
+    started = time.monotonic()
+    threads = _submit_after(batcher, [0.0])
+    time.sleep(0.1)
+    batcher.leave()  # the other episode ended: nobody else is coming
+    for t in threads:
+        t.join()
+    assert calls == [1] and time.monotonic() - started < 2.0
+
+
+def test_batcher_without_a_window_runs_whatever_is_pending():
+    batcher, calls = _recording_batcher(max_batch=8, wait_s=0.0)
+    batcher.join(3)
+    assert batcher.submit([[1]], 1)[0].token_ids == [1]
+    assert calls == [1]
+
+
 def test_make_backend_refuses_a_transformers_backend_without_a_model():
     with pytest.raises(ValueError, match="expected a model and a tokenizer"):
         make_backend(GenerationConfig())

@@ -146,6 +146,28 @@ def test_worker_runs_groups_in_task_order_and_turns_a_broken_group_into_failed_t
 
 
 
+def test_worker_plays_whole_groups_together_so_each_turn_is_one_generation_batch():
+    # 3 groups of 4 with 8 episodes in flight: groups a+b, then c; every turn of a wave is one engine call
+    cfg = cfg_with("model.hidden_size=32", "model.num_layers=1", "model.num_heads=2", "model.num_kv_heads=2",
+                   "generation.max_new_tokens=4", "generation.batch_size=8", "generation.batch_wait_s=5",
+                   "rollout.max_parallel_episodes=8")
+    pool = LocalWorkerPool(cfg, lambda task, n: [ScriptedEpisode(2) for _ in range(n)])
+    backend = pool.worker.backend
+    sizes = []
+    engine = backend._generate_batch
+
+    def recording(prompts, max_new):
+        sizes.append(len(prompts))
+        return engine(prompts, max_new)
+
+    backend._batcher._run = recording
+    trajs = pool.run_groups([stub_task("a"), stub_task("b"), stub_task("c")], 4)
+    assert [t.task_id for t in trajs] == ["a"] * 4 + ["b"] * 4 + ["c"] * 4
+    assert all(t.num_turns == 2 and not t.failed for t in trajs)
+    assert sizes == [8, 8, 4, 4]
+    assert backend._batcher._expected == 0  # every episode that joined left
+
+
 def test_swe_episode_factory_shares_one_grade_cache_per_worker_and_the_switch_turns_it_off(calc_layer):
     from swebox.envs.grade_cache import GradeCache
     from swebox.trainers.rollout import swe_episode_factory
