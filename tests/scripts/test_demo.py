@@ -164,7 +164,8 @@ def test_demo_warm_start_then_grpo(tmp_path, capsys, monkeypatch):
     # the warm start: one expert episode kept (resolved by the grader), stopped while only partly right
     sft = [json.loads(line) for line in (out / "sft" / "metrics.jsonl").read_text().splitlines()]
     assert summary["sft"]["kept"] == 1 and summary["sft"]["steps"] == len(sft) < 200
-    assert sft[-1]["sft/sequence_prob"] >= 0.2 > max(r["sft/sequence_prob"] for r in sft[:-1])
+    stop = yaml.safe_load(demo.DEFAULT_CONFIG.read_text())["sft"]["stop_at_sequence_prob"]
+    assert sft[-1]["sft/sequence_prob"] >= stop > max(r["sft/sequence_prob"] for r in sft[:-1])
     assert (out / "sft" / "policy" / "config.json").exists()
     # GRPO from its weights and its optimizer moments (the last SFT checkpoint)
     grpo_cfg = yaml.safe_load((out / "config.yaml").read_text())

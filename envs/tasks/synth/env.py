@@ -7,6 +7,9 @@ validated bug as a task layer (a new root commit with the buggy file, the clean 
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from swebox.envs.cache import LayerCache, LayerCacheConfig, LayerStore
@@ -56,6 +59,15 @@ class CacheEnvironments:
         self.store = LayerStore(Path(out) / LAYERS_DIR, fmt=fmt)
         self.cache = LayerCache(self.store, LayerCacheConfig())
         self._open: list[CacheEnvironment] = []
+
+    def prepare(self, recipes: Sequence[ProjectRecipe], jobs: int) -> None:
+        """Build the env layers of ``recipes`` that the store lacks, up to ``jobs`` at once, before synthesis
+        takes the projects one by one: a build mostly waits on PyPI and on pip's one core. A failure is left
+        for the project's own turn, which builds again (a recorded failure fails fast) and reports it."""
+        with ThreadPoolExecutor(max(1, jobs), thread_name_prefix="synth-env") as pool:
+            for build in [pool.submit(build_env, self.store, r.env_spec()) for r in recipes]:
+                with contextlib.suppress(Exception):
+                    build.result()
 
     def __call__(self, recipe: ProjectRecipe) -> CacheEnvironment:
         for env in self._open:  # one project at a time: release the previous one's layer

@@ -420,10 +420,17 @@ def synthesize(
     environment: Callable[[ProjectRecipe], Environment],
     progress: Callable[[str, int], None] | None = None,
 ) -> list[ProjectReport]:
-    """Synthesise tasks for every project in turn; a project that fails to build is reported and skipped."""
+    """Synthesise tasks for every project in turn; a project that fails to build is reported and skipped.
+
+    An ``environment`` factory with a ``prepare(recipes, jobs)`` method (CacheEnvironments) first builds every
+    project's environment, ``config.jobs`` at once."""
     import time
 
     journal = Journal(Path(config.out))
+    recipes = list(recipes)
+    prepare = getattr(environment, "prepare", None)
+    if prepare is not None and len(recipes) > 1:
+        prepare(recipes, config.jobs)
     reports = []
     for recipe in recipes:
         started = time.monotonic()
