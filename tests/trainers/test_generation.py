@@ -60,8 +60,9 @@ def test_batcher_runs_concurrent_callers_together_and_cuts_each_to_its_limit():
     batcher = RequestBatcher(run, max_batch=8)
     gate = threading.Event()
     results = {}
-    # hold the engine so that the other callers queue up behind the first
-    batcher._engine_lock.acquire()
+    # a batch is running: the callers queue up behind it
+    with batcher._state:
+        batcher._running = True
 
     def call(i):
         gate.wait()
@@ -74,7 +75,9 @@ def test_batcher_runs_concurrent_callers_together_and_cuts_each_to_its_limit():
     import time
 
     time.sleep(0.2)
-    batcher._engine_lock.release()
+    with batcher._state:
+        batcher._running = False
+        batcher._state.notify_all()
     for t in threads:
         t.join()
     assert calls == [(4, 4)]  # one engine call for all four, at the longest limit
