@@ -35,13 +35,28 @@ def parent(pid: int) -> int:
         return next(int(line.split()[1]) for line in f if line.startswith("PPid:"))
 
 
+def pid_namespace(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return ""
+
+
+def session_children(pid: int) -> set[int]:
+    """nsinit's children that are a session's pid 1: in a PID namespace of their own. Not the short-lived
+    starter of a session being prepared (it unshares the namespace, forks pid 1 and exits: it stays in
+    nsinit's), which a test would otherwise take for the prepared session and find gone a moment later."""
+    own = pid_namespace(pid)
+    return {c for c in children(pid) if pid_namespace(c) not in ("", own)}
+
+
 def sessions(sb: Sandbox, expect_prepared: int) -> tuple[int, set[int]]:
-    """The live session's process (its pid 1, the shell's supervisor, nsinit's child) and nsinit's other
-    children, once the killed session's processes (orphans of nsinit, the subreaper, for a moment) are gone."""
+    """The live session's process (its pid 1, the shell's supervisor, nsinit's child) and the other sessions'
+    pid 1s, once the killed session's processes (orphans of nsinit, the subreaper, for a moment) are gone."""
     live = sb._session_pid
     assert parent(live) == sb.pid
     deadline = time.monotonic() + 10
-    while len(others := children(sb.pid) - {live}) != expect_prepared and time.monotonic() < deadline:
+    while len(others := session_children(sb.pid) - {live}) != expect_prepared and time.monotonic() < deadline:
         time.sleep(0.01)
     assert live in children(sb.pid)
     return live, others
