@@ -5,10 +5,11 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 SYSTEM_TOOLS := mksquashfs squashfuse fuse-overlayfs git bash tar2sqfs skopeo umoci docker-registry mmdebstrap \
-	slirp4netns chromium chromedriver bwrap
+	slirp4netns chromium chromedriver bwrap cc
 # chromium + chromium-driver: the headless browser of the viewer's tests (tests/scripts/test_view.py)
+# gcc + libc6-dev: the sandbox builds its C shell supervisor once per host (envs/sandbox/native.py)
 APT_PACKAGES := squashfs-tools squashfuse fuse-overlayfs fuse3 git squashfs-tools-ng skopeo umoci docker-registry \
-	mmdebstrap slirp4netns chromium chromium-driver bubblewrap
+	mmdebstrap slirp4netns chromium chromium-driver bubblewrap gcc libc6-dev
 # pytest arguments; e.g. `make test PYTEST_ARGS='-m "not e2e"'` skips the heavy end-to-end tests.
 PYTEST_ARGS ?=
 

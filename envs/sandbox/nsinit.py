@@ -4,7 +4,7 @@ Forked by the zygote (zygote.py) for each sandbox and handed its control socket,
 namespace (the host writes the id maps, or nsinit maps itself when rootless), then mount, network, IPC and UTS
 namespaces, stacks the layers under a writable tmpfs with overlayfs, and serves requests on the socket:
 
-- session: fork a shell session: a new PID, mount and IPC namespace whose pid 1 (supervisor.py) sees the
+- session: start a shell session (csrc/session.c): a new PID, mount and IPC namespace whose pid 1 sees the
   overlay as `/` after pivot_root, with read-only system binds, fresh /proc, private /tmp, /dev/shm, /dev;
 - reset: kill the session (its PID namespace dies with its pid 1), drop the writable layer, mount a fresh
   one and start a new session. The cost does not depend on the size of the layers. With ``warm_reset``
@@ -13,23 +13,25 @@ namespaces, stacks the layers under a writable tmpfs with overlayfs, and serves 
   session, hands the prepared one over, and tears the old slot down after answering.
 
 When the host goes away (EOF), nsinit kills everything and exits; its namespaces and mounts vanish with it.
-Standard library only: the zygote imports it as a plain module next to syscalls.py, protocol.py, supervisor.py
-and extract.py.
+Standard library only: the zygote imports it as a plain module next to syscalls.py, protocol.py, children.py,
+seccomp.py and extract.py.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import resource
 import select
 import signal
 import socket
 import struct
 import time
 
+import children
 import extract
 import protocol
-import supervisor
+import seccomp
 import syscalls as S
 
 RO_FLAGS = {1: S.MS_RDONLY, 2: S.MS_NOSUID, 4: S.MS_NODEV, 8: S.MS_NOEXEC, 1024: S.MS_NOATIME,
@@ -65,7 +67,7 @@ class Init:
         self.spare_due: float | None = None  # when to prepare the next one (time.monotonic())
         self.fuse = None  # the fuse-overlayfs daemon (subprocess.Popen), fuse backend only
         self.layer_ns = (0, -1)  # pid of the helper whose user namespace id-maps layers, our end of its pipe
-        self.wake = -1  # readable on SIGCHLD, once serving (supervisor.child_events)
+        self.wake = -1  # readable on SIGCHLD, once serving (children.child_events)
 
     # -- namespaces and the static part of the filesystem ------------------------------------------------
     def enter_namespaces(self) -> None:
@@ -151,6 +153,7 @@ class Init:
             os.close(fd)
         self.build_skeleton(os.path.join(self.st, "skel"))
         self.build_dev(os.path.join(self.st, "dev"))
+        self.session_args = self.session_arguments()
 
     def build_skeleton(self, skel: str) -> None:
         """The lowest layer: mount points for binds (the minimal /etc is the host's etc layer, just above)."""
@@ -232,45 +235,51 @@ class Init:
 
     # -- sessions ----------------------------------------------------------------------------------------
     def prepare_session(self, slot: int) -> dict:
-        """Fork a session on slot's root; its shell starts and waits. Returns what hand_over() sends the host.
+        """Start a session on slot's root (csrc/session.c); its shell starts and waits. Returns what hand_over()
+        sends the host.
 
-        A process can put only its children in a new PID namespace, and only once, so a short-lived child
-        does: it unshares, forks the session's pid 1 and exits. We, the subreaper, inherit pid 1 and wait for
-        that exit, so from here on pid 1 is our own child, to kill and reap."""
+        The session program begins as a short-lived starter: it unshares the PID namespace, forks the session's
+        pid 1 and exits. We, the subreaper, inherit pid 1 and wait for that exit, so from here on pid 1 is our
+        own child, to kill and reap; only then may pid 1 ask for a signal at our death (session.c says why)."""
         host_end, session_end = socket.socketpair()
         pid_r, pid_w = os.pipe()
-        starter = self.fork_retrying()
-        if starter == 0:
-            try:
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # nsinit's SIGCHLD wakeup is not the session's
-                for fd in (signal.set_wakeup_fd(-1), self.wake):
-                    if fd >= 0:
-                        os.close(fd)
-                host_end.close()
-                self.ctl.close()
-                if self.spare is not None:  # the prepared session's socket is the host's, not this session's
-                    self.spare["host_end"].close()
-                os.close(pid_r)
-                S.set_parent_death_signal(signal.SIGKILL)
-                S.unshare(S.CLONE_NEWPID)
-                child = self.fork_retrying()
-                if child == 0:
-                    os.close(pid_w)
-                    self.session_main(session_end, self.slot_root(slot))
-                os.write(pid_w, str(child).encode())
-            finally:
-                os._exit(0)
-        session_end.close()
-        os.close(pid_w)
+        try:
+            # handed over at their own numbers: no dup2 shuffle that could overwrite one with the other
+            for fd in (session_end.fileno(), pid_w):
+                os.set_inheritable(fd, True)
+            argv = [*self.session_args, "--root", self.slot_root(slot), "--socket", str(session_end.fileno()),
+                    "--pid-pipe", str(pid_w)]
+            starter = self.spawn_retrying(argv)
+        except BaseException:
+            host_end.close()
+            os.close(pid_r)
+            raise
+        finally:
+            session_end.close()
+            os.close(pid_w)
         with os.fdopen(pid_r, "rb") as f:
             pid = int(f.read() or 0)  # pid 1's host pid: the host reaches its files via /proc/PID/root
         os.waitpid(starter, 0)
-        host_end.sendall(b"\0")  # pid 1 is ours now: it may ask for a signal at our death (session_main)
+        host_end.sendall(b"\0")  # pid 1 is ours now: it may ask for a signal at our death
         # the host copies the writable part from here for a snapshot (extract: the whole private copy)
         upper = os.path.join(self.st, f"rw{slot}", "upper")
         if self.cfg["backend"] == "extract":
             upper = self.slot_root(slot)
         return {"slot": slot, "session_pid": pid, "upper": upper, "host_end": host_end}
+
+    def session_arguments(self) -> list[str]:
+        """The session program's options that are the same for every session of this sandbox."""
+        cfg = self.cfg
+        program, note = seccomp.filter_for(cfg["seccomp"]["enabled"], cfg["seccomp"]["allow_ptrace"])
+        args = ["swebox-session", "--dev", os.path.join(self.st, "dev"), "--tmp-size-mb", str(cfg["tmp_size_mb"]),
+                "--max-output", str(int(cfg["max_output_bytes"])), "--dumpable", str(int(cfg["map_self"])),
+                "--workdir", str(cfg.get("workdir", "/")), "--seccomp-note", note, "--seccomp-filter", program.hex()]
+        for i, bind in enumerate(cfg["binds"]):
+            if bind["kind"] == "dir":
+                args += ["--bind-from", self.bind_sources[i], "--bind-to", bind["dst"]]
+        for name, value in cfg["rlimits"].items():
+            args += ["--rlimit", f"{getattr(resource, name)}={value}"]
+        return args
 
     def hand_over(self, session: dict) -> None:
         """Make `session` the live one and send the host its socket."""
@@ -324,65 +333,16 @@ class Init:
         except ChildProcessError:  # reaped already
             return False
 
-    def fork_retrying(self) -> int:
-        """fork(), waiting while the process limit is still full of a killed session's dying processes."""
+    def spawn_retrying(self, argv: list[str]) -> int:
+        """Start the session program, waiting while the process limit is still full of a killed session's dying
+        processes. posix_spawn: no copy of this interpreter's page tables, as a fork would make."""
         for _ in range(1000):
             try:
-                return os.fork()
+                return os.posix_spawn(self.cfg["session_program"], argv, self.cfg["env"])
             except BlockingIOError:
                 self.reap(block=False)
                 time.sleep(0.01)
-        return os.fork()
-
-    def session_main(self, sock: socket.socket, root: str) -> None:
-        """pid 1 of the new PID namespace: finish the root, drop privileges, supervise the shell."""
-        try:
-            # the parent-death signal is sent at reparenting too, so it is asked for only once nsinit has reaped
-            # the process that forked us; EOF instead means nsinit died first
-            if sock.recv(1) != b"\0":
-                os._exit(1)
-            S.set_parent_death_signal(signal.SIGKILL)
-            # a new IPC namespace per session: SysV segments and POSIX message queues outlive the processes
-            # that made them, and must not outlive a reset
-            S.unshare(S.CLONE_NEWNS | S.CLONE_NEWIPC)
-            S.mount(None, "/", None, S.MS_REC | S.MS_PRIVATE)
-            # /proc must be mounted while the host's /proc is still visible (the kernel refuses a fresh proc
-            # mount in a user namespace that would reveal more than an existing one)
-            S.mount("proc", root + "/proc", "proc", S.MS_NOSUID | S.MS_NODEV | S.MS_NOEXEC)
-            S.mount(os.path.join(self.st, "dev"), root + "/dev", None, S.MS_BIND | S.MS_REC)
-            tmp_opts = f"size={self.cfg['tmp_size_mb']}m,mode=1777"
-            S.mount("tmpfs", root + "/tmp", "tmpfs", S.MS_NOSUID | S.MS_NODEV, tmp_opts)
-            S.mount("tmpfs", root + "/dev/shm", "tmpfs", S.MS_NOSUID | S.MS_NODEV | S.MS_NOEXEC, tmp_opts)
-            S.mount("devpts", root + "/dev/pts", "devpts", S.MS_NOSUID | S.MS_NOEXEC,
-                    "newinstance,ptmxmode=0666,mode=620")
-            # binds last, so that one below /tmp (a venv in a checkout under /tmp) sits on the private tmpfs
-            for i, bind in enumerate(self.cfg["binds"]):
-                if bind["kind"] == "dir":
-                    os.makedirs(root + bind["dst"], exist_ok=True)
-                    bind_readonly(self.bind_sources[i], root + bind["dst"])
-            os.chdir(root)
-            S.pivot_root(".", ".")
-            S.umount(".", S.MNT_DETACH)
-            os.chdir("/")
-            try:  # no nested user namespaces: they would hand the agent fresh capabilities to play with
-                with open("/proc/sys/user/max_user_namespaces", "w") as f:
-                    f.write("0")
-            except OSError:
-                pass
-            S.drop_all_capabilities()
-            S.set_no_new_privs()
-            if not self.cfg["map_self"]:
-                # the agent (same uid, no capabilities) must not ptrace its supervisor. Rootless, the host
-                # itself needs a dumpable supervisor to reach /proc/PID/root; the agent then gains nothing
-                # by tracing it that it does not already have (same uid, no capabilities).
-                S.prctl(S.PR_SET_DUMPABLE, 0)
-            supervisor.serve(sock, self.cfg)
-        except BaseException as exc:
-            try:
-                protocol.send(sock, {"error": f"session setup failed: {type(exc).__name__}: {exc}"})
-            except OSError:
-                pass
-        os._exit(1)
+        return os.posix_spawn(self.cfg["session_program"], argv, self.cfg["env"])
 
     def stop_session(self, wait: bool) -> None:
         if self.session_pid:
@@ -404,7 +364,7 @@ class Init:
 
     # -- the request loop --------------------------------------------------------------------------------
     def serve(self) -> None:
-        self.wake = supervisor.child_events()
+        self.wake = children.child_events()
         # poll, not select: the control socket keeps the number it had in the host process, which may be past
         # select's limit of 1024 when the host holds hundreds of sandboxes
         poller = select.poll()
@@ -419,7 +379,7 @@ class Init:
                 self.spare_due = None
                 self.prepare_spare()
             if self.wake in ready:
-                supervisor.drain(self.wake)
+                children.drain(self.wake)
                 self.reap(block=False)
             if self.ctl.fileno() not in ready:
                 continue

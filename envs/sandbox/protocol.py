@@ -40,12 +40,7 @@ def recv(sock: socket.socket) -> tuple[dict, list[int]]:
     (length,) = _HEADER.unpack(data)
     if length > MAX_MESSAGE:
         raise ProtocolError(f"message of {length} bytes exceeds the {MAX_MESSAGE} byte limit")
-    payload = bytearray()
-    while len(payload) < length:
-        chunk = sock.recv(min(length - len(payload), 1 << 20))
-        if not chunk:
-            raise ProtocolError("the peer closed the connection mid-message")
-        payload += chunk
+    payload = recv_exact(sock, length)
     try:
         message = json.loads(payload)
     except ValueError as exc:
@@ -53,6 +48,17 @@ def recv(sock: socket.socket) -> tuple[dict, list[int]]:
     if not isinstance(message, dict):
         raise ProtocolError(f"expected a JSON object, found {type(message).__name__}")
     return message, fds
+
+
+def recv_exact(sock: socket.socket, size: int) -> bytes:
+    """The `size` raw bytes that follow a message (an exec reply's output). Raises ProtocolError on EOF."""
+    data = bytearray()
+    while len(data) < size:
+        chunk = sock.recv(min(size - len(data), 1 << 20))
+        if not chunk:
+            raise ProtocolError("the peer closed the connection mid-message")
+        data += chunk
+    return bytes(data)
 
 
 def _fds_of(ancdata: list) -> list[int]:

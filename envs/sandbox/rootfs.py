@@ -63,15 +63,16 @@ def etc_cache_root() -> str:
     return os.environ.get("SWEBOX_ETC_CACHE") or f"/var/tmp/swebox-etc-{os.geteuid()}"
 
 
-def _own_folder(path: str) -> None:
+def own_folder(path: str, what: str, variable: str) -> None:
     """Create `path` or check that it is ours alone: a folder someone else made in /var/tmp could hold a planted
-    /etc (an ld.so.conf pointing at their libraries)."""
+    /etc (an ld.so.conf pointing at their libraries) or supervisor binary. `what` and the environment `variable`
+    that moves it name it in the error."""
     os.makedirs(path, mode=0o711, exist_ok=True)
     st = os.lstat(path)
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
-        raise SandboxError(f"etc layer folder {path!r}: expected a folder owned by uid {os.geteuid()} that only it "
+        raise SandboxError(f"{what} {path!r}: expected a folder owned by uid {os.geteuid()} that only it "
                            f"can write, found mode {stat.filemode(st.st_mode)} owned by uid {st.st_uid}; remove it "
-                           "or set SWEBOX_ETC_CACHE to a folder of your own")
+                           f"or set {variable} to a folder of your own")
 
 
 def etc_layer(policy: SandboxPolicy, root: str | None = None) -> str:
@@ -89,7 +90,7 @@ def etc_layer(policy: SandboxPolicy, root: str | None = None) -> str:
         if isinstance(content, dict):
             _fingerprint(content["copy"], digest)
     root = root or etc_cache_root()
-    _own_folder(root)
+    own_folder(root, "etc layer folder", "SWEBOX_ETC_CACHE")
     folder = os.path.join(root, digest.hexdigest()[:32])
     if os.path.isdir(folder):
         return folder

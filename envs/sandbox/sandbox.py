@@ -18,7 +18,7 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import closer, hostfs, idmap, protocol, rootfs, snapcopy, spawner, uidslots
+from . import closer, hostfs, idmap, native, protocol, rootfs, snapcopy, spawner, uidslots
 from .layers import Layer
 from .limits import Limits, sweep_stale_cgroups
 from .policy import SandboxError, SandboxPolicy
@@ -192,6 +192,7 @@ class Sandbox:
             "upper_size_mb": self._upper_size_mb, "tmp_size_mb": p.tmp_size_mb, "env": p.env, "workdir": p.workdir,
             "rlimits": self._limits.rlimits(), "max_output_bytes": p.max_output_bytes,
             "seccomp": {"enabled": p.seccomp, "allow_ptrace": p.seccomp_allow_ptrace},
+            "session_program": native.session_binary(),
             # extract would hold two private copies, fuse two daemons: only overlay keeps a spare session
             "warm_reset": p.warm_reset and self.backend == "overlay",
         }
@@ -319,6 +320,7 @@ class Sandbox:
                 protocol.send(self._session, {"op": "exec", "command": command, "timeout": timeout})
                 self._session.settimeout(timeout + 30.0)
                 reply, _ = protocol.recv(self._session)
+                output = protocol.recv_exact(self._session, int(reply.get("output_bytes", 0)))
             except (protocol.ProtocolError, OSError) as exc:
                 # the supervisor itself died (e.g. chosen by the OOM killer): new shell, same files
                 self._new_session({"op": "session"})
@@ -326,8 +328,8 @@ class Sandbox:
                                   "on the same files]\n", None, False, False, time.monotonic() - started)
             if "error" in reply:
                 raise SandboxError(f"exec: {reply['error']}")
-            return ExecResult(reply["output"], reply["exit_code"], reply["timed_out"], reply["truncated"],
-                              reply["duration_s"])
+            return ExecResult(output.decode("utf-8", "replace"), reply["exit_code"], reply["timed_out"],
+                              reply["truncated"], reply["duration_s"])
 
     # -- files --------------------------------------------------------------------------------------------
     def _root_view(self) -> str:

@@ -1,4 +1,4 @@
-"""A seccomp-bpf syscall filter: the program built from a deny list (pure), and its installation.
+"""A seccomp-bpf syscall filter: the program built from a deny list (pure); csrc/session.c installs it.
 
 The sandbox's agent already has no capabilities, so most dangerous syscalls fail anyway; the filter narrows
 the kernel surface an unprivileged process can still reach (keyrings, bpf, perf, io_uring, userfaultfd, the
@@ -18,12 +18,11 @@ The program, in order:
 6. everything else is allowed. The kernel caches "always allowed" per syscall number (>= 5.11), so most
    syscalls never run the program at all.
 
-Runs inside the sandbox as a plain module next to supervisor.py: standard library only, no relative imports.
+Imported by nsinit (in the zygote) as a plain module: standard library only, no relative imports.
 """
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import struct
@@ -177,44 +176,14 @@ def describe(program_denied: Iterable[str], arch: str, allow_tracing: bool) -> s
             "clone with namespace flags denied, personality limited, other ABIs killed")
 
 
-# -- installation -----------------------------------------------------------------------------------------
-PR_GET_NO_NEW_PRIVS = 39
-PR_SET_SECCOMP = 22
-SECCOMP_MODE_FILTER = 2
-
-
-class _SockFprog(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-
-def install(program: list[Instruction]) -> None:
-    """Attach `program` to this process; every child and every execve inherits it, and nothing removes it.
-
-    Needs no_new_privs (set by the sandbox before this), which is what lets an unprivileged process do it.
-    """
-    # the interpreter's own C library (its global symbols): find_library would spawn a process on every reset
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    if libc.prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1:
-        raise OSError(errno.EPERM, "seccomp: expected no_new_privs to be set before installing the filter, "
-                                   "found it unset; call prctl(PR_SET_NO_NEW_PRIVS, 1) first")
-    code = encode(program)
-    buf = ctypes.create_string_buffer(code, len(code))
-    fprog = _SockFprog(len(program), ctypes.addressof(buf))
-    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"seccomp: installing the filter failed: {errno.errorcode.get(err, err)}; the kernel "
-                           "needs CONFIG_SECCOMP_FILTER; or run without it: SandboxPolicy(seccomp=False)")
-
-
-def apply(enabled: bool, allow_tracing: bool) -> str:
-    """Install the sandbox's filter as the policy says, and say what is in force (for limits_in_force())."""
+def filter_for(enabled: bool, allow_tracing: bool) -> tuple[bytes, str]:
+    """The sandbox's filter as the policy asks for it, encoded (b"" for none), and what is in force (for
+    limits_in_force()). The session program installs it (csrc/session.c) once it has no_new_privs."""
     if not enabled:
-        return "none: SandboxPolicy.seccomp is False"
+        return b"", "none: SandboxPolicy.seccomp is False"
     arch = machine()
     reason = unsupported_reason(arch)
     if reason:
-        return f"none: {reason}"
+        return b"", f"none: {reason}"
     denied = deny_list(allow_tracing)
-    install(build_program(denied, arch))
-    return describe(denied, arch, allow_tracing)
+    return encode(build_program(denied, arch)), describe(denied, arch, allow_tracing)

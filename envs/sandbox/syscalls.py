@@ -72,10 +72,10 @@ RESOLVE_IN_ROOT = 0x10
 _ARCH = os.uname().machine
 if _ARCH == "x86_64":
     _NR = {"pivot_root": 155, "open_tree": 428, "move_mount": 429, "mount_setattr": 442, "openat2": 437,
-           "capset": 126, "rt_sigaction": 13}
+           "capset": 126}
 elif _ARCH in ("aarch64", "arm64"):
     _NR = {"pivot_root": 41, "open_tree": 428, "move_mount": 429, "mount_setattr": 442, "openat2": 437,
-           "capset": 91, "rt_sigaction": 134}
+           "capset": 91}
 else:  # pragma: no cover - other architectures are not supported yet
     _NR = {}
 
@@ -95,13 +95,6 @@ def _syscall(name: str, *args) -> int:
     if name not in _NR:
         raise OSError(38, f"{name}: syscall not supported on {_ARCH}")
     return _check(_libc.syscall(_NR[name], *args), name)
-
-
-def default_signal(sig: int) -> None:
-    """SIG_DFL for ``sig`` by the raw syscall: the C library (and so Python) refuses its own reserved real-time
-    signals (32, 33), yet an ignored disposition of theirs is inherited across exec like any other."""
-    action = ctypes.create_string_buffer(32)  # handler SIG_DFL, no flags, no restorer, an empty mask
-    _syscall("rt_sigaction", ctypes.c_int(sig), action, None, ctypes.c_size_t(8))
 
 
 def unshare(flags: int) -> None:

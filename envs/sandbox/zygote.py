@@ -1,9 +1,9 @@
 """zygote: one process per host process, started once, that forks every sandbox's nsinit.
 
 Starting each nsinit as a new interpreter spent ~40 ms of a sandbox's ~50 ms start in Python's start-up and
-the imports of nsinit, supervisor and protocol. A fork of a process that already holds them takes ~1 ms, and
-the forked nsinit (and the supervisors it forks in turn) share the interpreter's pages with every other
-sandbox instead of each holding a copy, which was most of an idle sandbox's memory.
+the imports of nsinit and protocol. A fork of a process that already holds them takes ~1 ms, and the forked
+nsinit shares the interpreter's pages with every other sandbox instead of holding a copy. (The sessions
+nsinit starts are a C program, csrc/session.c: no interpreter at all.)
 
 Started by the host (`python -I -S zygote.py FD`, spawner.py) with an empty environment and nothing open but
 FD, a socket only the host holds. Each request carries a new sandbox's configuration, its control socket and
@@ -28,9 +28,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import children
 import nsinit
 import protocol
-import supervisor
 
 
 def become_nsinit(zygote: socket.socket, wake: int, fds: list[int], go: int, cfg: dict) -> None:
@@ -99,7 +99,7 @@ def spawn(zygote: socket.socket, wake: int, request: dict, fds: list[int]) -> No
 
 def main() -> None:
     zygote = socket.socket(fileno=int(sys.argv[1]))
-    wake = supervisor.child_events()
+    wake = children.child_events()
     gc.freeze()  # the objects loaded so far are never collected: a collection in a child would dirty their pages
     poller = select.poll()
     poller.register(zygote, select.POLLIN)
@@ -107,8 +107,8 @@ def main() -> None:
     while True:
         ready = {fd for fd, _ in poller.poll()}
         if wake in ready:  # a child (an nsinit) exited
-            supervisor.drain(wake)
-            supervisor.reap_zombies()
+            children.drain(wake)
+            children.reap_zombies()
         if zygote.fileno() not in ready:
             continue
         try:

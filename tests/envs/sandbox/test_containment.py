@@ -162,7 +162,8 @@ def test_privileged_operations_fail(sandbox: Sandbox, attack: str, host_sentinel
 
 
 def test_mountinfo_does_not_reveal_host_paths(sandbox: Sandbox, base_layer: Path):
-    mounts = sandbox.exec("cat /proc/self/mountinfo /proc/mounts").output
+    # and neither does the command line of pid 1, which nsinit started with the paths of its mounts
+    mounts = sandbox.exec("cat /proc/self/mountinfo /proc/mounts /proc/1/cmdline").output
     assert str(base_layer) not in mounts
     assert sandbox.policy.resolved_work_root() not in mounts
     assert "/tmp/pytest" not in mounts

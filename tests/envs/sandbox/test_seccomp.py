@@ -125,7 +125,7 @@ def test_bad_input_is_refused_clearly():
     with pytest.raises(ValueError, match="syscall tables exist for"):
         seccomp.build_program(["keyctl"], "riscv64")
     assert seccomp.unsupported_reason("x86_64") == ""
-    assert seccomp.apply(enabled=False, allow_tracing=False) == "none: SandboxPolicy.seccomp is False"
+    assert seccomp.filter_for(enabled=False, allow_tracing=False) == (b"", "none: SandboxPolicy.seccomp is False")
 
 
 def test_policy_fields_round_trip():
@@ -213,13 +213,24 @@ def test_ptrace_can_be_allowed(base_layer: Path, work_root: str):
             "ptrace_attach": "ESRCH", "process_vm_readv": "ok", "keyctl": "EPERM"}  # 0 iovecs: nothing to do
 
 
+ALLOW_ALL = """
+import ctypes, seccomp
+class Program(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+code = ctypes.create_string_buffer(seccomp.encode([(seccomp.BPF_RET_K, 0, 0, seccomp.RET_ALLOW)]))
+prctl = ctypes.CDLL(None).prctl
+prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+assert prctl(22, 2, ctypes.byref(Program(1, ctypes.addressof(code))), 0, 0) == 0  # PR_SET_SECCOMP, FILTER
+"""
+
+
 @on_x86_64
 def test_the_filter_survives_execve_reset_and_a_permissive_filter_on_top(sandbox: Sandbox):
     sandbox.write_file("/testbed/seccomp.py", Path(seccomp.__file__).read_bytes())
     sandbox.write_file("/testbed/probe.py", PROBE)
     # a fresh filter that allows everything stacks on top; the kernel applies the strictest answer
-    code = ("import sys; sys.path.insert(0, '/testbed'); import seccomp, subprocess; "
-            "seccomp.install([(seccomp.BPF_RET_K, 0, 0, seccomp.RET_ALLOW)]); "
+    sandbox.write_file("/testbed/allow_all.py", ALLOW_ALL)
+    code = ("import sys; sys.path.insert(0, '/testbed'); import allow_all, subprocess; "
             "subprocess.run(['grep', 'Seccomp_filters:', '/proc/self/status']); "
             "sys.argv[1:] = ['keyctl', 'getpid']; exec(open('/testbed/probe.py').read())")
     r = sandbox.exec(f'python3 -c "{code}"', timeout=30)

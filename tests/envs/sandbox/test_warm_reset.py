@@ -72,7 +72,7 @@ def assert_pristine(sb: Sandbox) -> None:
     r = sb.exec("pwd; ls /testbed; cat /testbed/pkg/__init__.py; ls /tmp; echo LEFT=$LEFT; ps -eo comm --no-headers")
     lines = r.output.split("\n")
     # the session: its pid 1 (the supervisor), the shell and ps; nothing of the earlier session or the prepared one
-    assert lines == ["/", "README", "gone.txt", "pkg", "VALUE = 1", "LEFT=", "python", "bash", "ps", ""], r.output
+    assert lines == ["/", "README", "gone.txt", "pkg", "VALUE = 1", "LEFT=", "supervisor", "bash", "ps", ""], r.output
 
 
 @pytest.mark.parametrize("warm", [True, False])
@@ -114,7 +114,7 @@ def test_a_prepared_session_is_unreachable_from_the_live_one_and_dies_with_the_s
         spare_tree = {spare, *children(spare)}
         # its own PID namespace and root: the live shell sees only itself, and no second writable layer
         r = sb.exec("ps -eo comm --no-headers; grep -c ' - overlay ' /proc/self/mountinfo")
-        assert r.output.split() == ["python", "bash", "ps", "1"], r.output
+        assert r.output.split() == ["supervisor", "bash", "ps", "1"], r.output
     finally:
         sb.close()
     assert not [pid for pid in spare_tree if os.path.exists(f"/proc/{pid}")]

@@ -1,0 +1,208 @@
+/* The host's messages (protocol.py's framing: a 4-byte big-endian length, then UTF-8 JSON) for a session.
+ *
+ * The host sends flat JSON objects (json.dumps: ASCII, non-ASCII as \\u escapes); this reads their strings,
+ * numbers, booleans and null, and hangs up on anything else, as on garbage. Replies are written here too: the
+ * exec reply's output travels as raw bytes after the JSON, and the host decodes them. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "session.h"
+
+#define MAX_MESSAGE (256u * 1024 * 1024)
+
+static void hang_up(void) { _exit(0); } /* the host went away or spoke garbage: the session ends with us */
+
+void buf_add(buf_t *b, const void *data, size_t len) {
+    if (b->len + len + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + len + 1) cap *= 2;
+        char *grown = realloc(b->data, cap);
+        if (!grown) hang_up();
+        b->data = grown;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, data, len);
+    b->len += len;
+    b->data[b->len] = 0;
+}
+
+void buf_str(buf_t *b, const char *s) { buf_add(b, s, strlen(s)); }
+
+/* `s` as a JSON string; bytes outside printable ASCII as \u00XX (notes and paths only: the output is raw) */
+void buf_json_string(buf_t *b, const char *s) {
+    buf_str(b, "\"");
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        char esc[8];
+        if (*p == '"' || *p == '\\') { esc[0] = '\\'; esc[1] = (char)*p; buf_add(b, esc, 2); }
+        else if (*p < 0x20 || *p >= 0x7f) { snprintf(esc, sizeof esc, "\\u%04x", *p); buf_str(b, esc); }
+        else buf_add(b, p, 1);
+    }
+    buf_str(b, "\"");
+}
+
+static void send_all(int sock, const void *data, size_t len) {
+    const char *p = data;
+    while (len) {
+        ssize_t n = send(sock, p, len, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) hang_up();
+        p += n;
+        len -= (size_t)n;
+    }
+}
+
+void send_message(int sock, const buf_t *json, const void *extra, size_t extra_len) {
+    uint32_t len = htonl((uint32_t)json->len);
+    send_all(sock, &len, 4);
+    send_all(sock, json->data, json->len);
+    if (extra_len) send_all(sock, extra, extra_len);
+}
+
+void send_error(int sock, const char *text) {
+    buf_t json = {0};
+    buf_str(&json, "{\"error\":");
+    buf_json_string(&json, text);
+    buf_str(&json, "}");
+    send_message(sock, &json, NULL, 0);
+    free(json.data);
+}
+
+static int read_exact(int fd, void *buf, size_t len) {
+    char *p = buf;
+    while (len) {
+        ssize_t n = read(fd, p, len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* -- the request: a flat JSON object of strings, numbers, booleans and null ---------------------------- */
+typedef struct { const char *p, *end; } json_t;
+
+static void skip_ws(json_t *j) { while (j->p < j->end && strchr(" \t\r\n", *j->p) && *j->p) j->p++; }
+
+static int hex4(json_t *j, unsigned *out) {
+    if (j->end - j->p < 4) return -1;
+    *out = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = *j->p++;
+        *out <<= 4;
+        if (c >= '0' && c <= '9') *out |= (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f') *out |= (unsigned)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F') *out |= (unsigned)(c - 'A' + 10);
+        else return -1;
+    }
+    return 0;
+}
+
+static void utf8(buf_t *b, unsigned cp) {
+    unsigned char u[4];
+    size_t n;
+    if (cp < 0x80) { u[0] = (unsigned char)cp; n = 1; }
+    else if (cp < 0x800) { u[0] = 0xc0 | (cp >> 6); u[1] = 0x80 | (cp & 0x3f); n = 2; }
+    else if (cp < 0x10000) { u[0] = 0xe0 | (cp >> 12); u[1] = 0x80 | ((cp >> 6) & 0x3f); u[2] = 0x80 | (cp & 0x3f); n = 3; }
+    else { u[0] = 0xf0 | (cp >> 18); u[1] = 0x80 | ((cp >> 12) & 0x3f); u[2] = 0x80 | ((cp >> 6) & 0x3f);
+           u[3] = 0x80 | (cp & 0x3f); n = 4; }
+    buf_add(b, u, n);
+}
+
+/* A JSON string into `out` as the host's text encodes to UTF-8 with surrogateescape: a lone \udc80-\udcff is
+ * the raw byte it stands for. NULs are dropped (the command travels NUL-terminated). -1: not a valid string;
+ * -2: a lone surrogate that no byte stands for. */
+static int json_string(json_t *j, buf_t *out) {
+    if (j->p >= j->end || *j->p != '"') return -1;
+    j->p++;
+    int bad = 0;
+    while (j->p < j->end && *j->p != '"') {
+        unsigned char c = (unsigned char)*j->p++;
+        if (c != '\\') { if (c) buf_add(out, &c, 1); continue; }
+        if (j->p >= j->end) return -1;
+        char e = *j->p++;
+        const char *simple = strchr("\"\\/bfnrt", e);
+        if (simple && e) { buf_add(out, &"\"\\/\b\f\n\r\t"[simple - "\"\\/bfnrt"], 1); continue; }
+        if (e != 'u') return -1;
+        unsigned cp;
+        if (hex4(j, &cp)) return -1;
+        if (cp >= 0xd800 && cp < 0xdc00 && j->end - j->p >= 6 && j->p[0] == '\\' && j->p[1] == 'u') {
+            json_t look = {j->p + 2, j->end};
+            unsigned low;
+            if (!hex4(&look, &low) && low >= 0xdc00 && low < 0xe000) {
+                j->p = look.p;
+                utf8(out, 0x10000 + ((cp - 0xd800) << 10) + (low - 0xdc00));
+                continue;
+            }
+        }
+        if (cp >= 0xdc80 && cp <= 0xdcff) { unsigned char raw = (unsigned char)(cp - 0xdc00); buf_add(out, &raw, 1); }
+        else if (cp >= 0xd800 && cp < 0xe000) bad = 1;
+        else if (cp) utf8(out, cp);
+    }
+    if (j->p >= j->end) return -1;
+    j->p++;
+    return bad ? -2 : 0;
+}
+
+static int parse_request(json_t *j, request_t *r) {
+    r->timeout = 60;
+    skip_ws(j);
+    if (j->p >= j->end || *j->p++ != '{') return -1;
+    skip_ws(j);
+    if (j->p < j->end && *j->p == '}') return 0;
+    for (;;) {
+        buf_t key = {0};
+        skip_ws(j);
+        if (json_string(j, &key)) { free(key.data); return -1; }
+        skip_ws(j);
+        if (j->p >= j->end || *j->p++ != ':') { free(key.data); return -1; }
+        skip_ws(j);
+        const char *k = key.data ? key.data : "";
+        if (j->p < j->end && *j->p == '"') {
+            buf_t value = {0};
+            int rc = json_string(j, &value);
+            if (rc == -1) { free(key.data); free(value.data); return -1; }
+            if (!strcmp(k, "op")) { free(r->op.data); r->op = value; r->has_op = 1; }
+            else if (!strcmp(k, "command")) { free(r->command.data); r->command = value; r->command_error = rc == -2; }
+            else free(value.data);
+        } else {
+            const char *start = j->p;
+            while (j->p < j->end && !strchr(",} \t\r\n", *j->p)) j->p++;
+            if (j->p == start) { free(key.data); return -1; }
+            if (!strcmp(k, "timeout")) r->timeout = strtod(start, NULL);
+        }
+        free(key.data);
+        skip_ws(j);
+        if (j->p >= j->end) return -1;
+        char c = *j->p++;
+        if (c == '}') return 0;
+        if (c != ',') return -1;
+    }
+}
+
+/* The next request; hangs up (exits) on EOF or anything that is not a flat JSON object */
+int recv_request(int sock, request_t *r) {
+    uint32_t len;
+    if (read_exact(sock, &len, 4)) hang_up();
+    len = ntohl(len);
+    if (len > MAX_MESSAGE) hang_up();
+    char *payload = malloc(len + 1);
+    if (!payload || read_exact(sock, payload, len)) hang_up();
+    json_t j = {payload, payload + len};
+    memset(r, 0, sizeof *r);
+    if (parse_request(&j, r)) hang_up();
+    free(payload);
+    return 0;
+}
+
+void free_request(request_t *r) {
+    free(r->op.data);
+    free(r->command.data);
+}

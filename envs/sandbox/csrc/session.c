@@ -1,0 +1,239 @@
+/* A sandbox's shell session: started by nsinit (nsinit.py) for each session, in nsinit's namespaces.
+ *
+ * A process can put only its children in a new PID namespace, so this program starts as the starter: it
+ * unshares the PID namespace, forks the session's pid 1, writes pid 1's host pid to nsinit and exits. nsinit,
+ * the subreaper, reaps it and inherits pid 1, then sends pid 1 a NUL byte on the session's socket. pid 1 asks
+ * for SIGKILL at its parent's death only after that byte, because the kernel sends that signal at reparenting
+ * too; EOF instead means nsinit died first.
+ *
+ * pid 1 then finishes the session's root (fresh /proc, /dev, private /tmp and /dev/shm, read-only binds of the
+ * host's system folders), pivots into it, forbids nested user namespaces, drops every capability, sets
+ * no_new_privs, installs the seccomp filter nsinit built (seccomp.py), which everything it starts inherits and
+ * nothing inside can take off, and serves the host as the shell supervisor (supervisor.c). All of it in C, so
+ * that a session costs no Python interpreter: not its start, nor its pages while it idles.
+ *
+ * A step that fails is reported on the session's socket as {"error": "session setup failed: ..."}.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "session.h"
+
+#define SECURE_BITS_LOCKDOWN 0xef /* noroot, no_setuid_fixup, keep_caps off, no_cap_ambient_raise: locked */
+
+static options_t o;
+
+static void fail(const char *step) __attribute__((noreturn));
+static void fail(const char *step) {
+    char text[4096 + 256];
+    snprintf(text, sizeof text, "session setup failed: %s: %s", step, strerror(errno));
+    send_error(o.sock, text);
+    _exit(1);
+}
+
+static void mount_or_fail(const char *source, const char *target, const char *type, unsigned long flags,
+                          const char *data) {
+    if (mount(source, target, type, flags, data)) {
+        char step[4096 + 64];
+        snprintf(step, sizeof step, "mount %s on %s", source ? source : type, target);
+        fail(step);
+    }
+}
+
+static const char *under_root(const char *path) {
+    static char buf[2][4096 + 1];
+    static int turn;
+    char *out = buf[turn ^= 1];
+    snprintf(out, sizeof buf[0], "%s%s", o.root, path);
+    return out;
+}
+
+static void mkdir_p(const char *path) {
+    char copy[4096 + 1];
+    snprintf(copy, sizeof copy, "%s", path);
+    for (char *p = copy + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        mkdir(copy, 0755);
+        *p = '/';
+    }
+    mkdir(copy, 0755);
+}
+
+/* Bind `src` on `dst` read-only, keeping the flags the kernel locks on binds made in a user namespace */
+static void bind_readonly(const char *src, const char *dst) {
+    static const struct { unsigned long st, ms; } locked[] = {
+        {ST_NOSUID, MS_NOSUID}, {ST_NODEV, MS_NODEV}, {ST_NOEXEC, MS_NOEXEC}, {ST_NOATIME, MS_NOATIME},
+        {ST_NODIRATIME, MS_NODIRATIME}, {ST_RELATIME, MS_RELATIME}};
+    struct statvfs st;
+    mount_or_fail(src, dst, NULL, MS_BIND | MS_REC, NULL);
+    if (statvfs(dst, &st)) fail("statvfs of a bind");
+    unsigned long flags = MS_BIND | MS_REMOUNT | MS_RDONLY;
+    for (size_t i = 0; i < sizeof locked / sizeof *locked; i++) if (st.f_flag & locked[i].st) flags |= locked[i].ms;
+    mount_or_fail(NULL, dst, NULL, flags, NULL);
+}
+
+static void finish_root(void) {
+    if (unshare(CLONE_NEWNS | CLONE_NEWIPC)) fail("unshare(CLONE_NEWNS | CLONE_NEWIPC)");
+    mount_or_fail(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);
+    /* /proc must be mounted while the host's /proc is still visible (the kernel refuses a fresh proc mount in
+     * a user namespace that would reveal more than an existing one) */
+    mount_or_fail("proc", under_root("/proc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+    mount_or_fail(o.dev, under_root("/dev"), NULL, MS_BIND | MS_REC, NULL);
+    char tmp[64];
+    snprintf(tmp, sizeof tmp, "size=%lum,mode=1777", o.tmp_size_mb);
+    mount_or_fail("tmpfs", under_root("/tmp"), "tmpfs", MS_NOSUID | MS_NODEV, tmp);
+    mount_or_fail("tmpfs", under_root("/dev/shm"), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, tmp);
+    mount_or_fail("devpts", under_root("/dev/pts"), "devpts", MS_NOSUID | MS_NOEXEC,
+                  "newinstance,ptmxmode=0666,mode=620");
+    /* binds last, so that one below /tmp (a venv in a checkout under /tmp) sits on the private tmpfs */
+    for (int i = 0; i < o.nbinds; i++) {
+        mkdir_p(under_root(o.bind_to[i]));
+        bind_readonly(o.bind_from[i], under_root(o.bind_to[i]));
+    }
+    if (chdir(o.root) || syscall(SYS_pivot_root, ".", ".") || umount2(".", MNT_DETACH) || chdir("/"))
+        fail("pivot_root into the session's root");
+    /* no nested user namespaces: they would hand the agent fresh capabilities to play with */
+    int fd = open("/proc/sys/user/max_user_namespaces", O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (write(fd, "0", 1) < 0) {} /* best effort: the seccomp filter denies namespace flags as well */
+        close(fd);
+    }
+}
+
+/* Empty the bounding, ambient, effective, permitted and inheritable sets and lock root's special powers: with
+ * an empty bounding set, a later execve as uid 0 gains no capabilities, and the locked securebits stop uid 0
+ * from regaining them by any other rule. */
+static void drop_privileges(void) {
+    prctl(PR_SET_SECUREBITS, SECURE_BITS_LOCKDOWN); /* without CAP_SETPCAP the bounding set still holds */
+    int last = 40;
+    FILE *f = fopen("/proc/sys/kernel/cap_last_cap", "re");
+    if (f) {
+        if (fscanf(f, "%d", &last) != 1) last = 40;
+        fclose(f);
+    }
+    for (int cap = 0; cap <= last; cap++) prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)) fail("clearing the ambient capabilities");
+    struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct data[2] = {{0, 0, 0}, {0, 0, 0}};
+    if (syscall(SYS_capset, &header, data)) fail("capset");
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) fail("no_new_privs");
+    /* the agent (same uid, no capabilities) must not ptrace its supervisor. Rootless, the host itself needs a
+     * dumpable pid 1 to reach /proc/PID/root; the agent then gains nothing by tracing it that it does not
+     * already have (same uid, no capabilities). */
+    if (!o.dumpable && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)) fail("PR_SET_DUMPABLE");
+}
+
+static void install_filter(void) {
+    size_t len = strlen(o.seccomp_hex);
+    if (!len) return;
+    if (len % 16) { errno = EINVAL; fail("the seccomp filter (expected 8-byte instructions in hex)"); }
+    size_t count = len / 16;
+    unsigned char *code = malloc(len / 2);
+    if (!code) fail("the seccomp filter");
+    for (size_t i = 0; i < len / 2; i++) {
+        unsigned byte;
+        if (sscanf(o.seccomp_hex + 2 * i, "%2x", &byte) != 1) { errno = EINVAL; fail("the seccomp filter's hex"); }
+        code[i] = (unsigned char)byte;
+    }
+    struct sock_fprog program = {(unsigned short)count, (struct sock_filter *)code};
+    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program, 0, 0))
+        fail("seccomp: installing the filter (the kernel needs CONFIG_SECCOMP_FILTER; or run without it: "
+             "SandboxPolicy(seccomp=False))");
+    free(code);
+}
+
+static void pid1(void) __attribute__((noreturn));
+static void pid1(void) {
+    char byte = 1;
+    if (read(o.sock, &byte, 1) != 1 || byte) _exit(1);
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)) fail("PR_SET_PDEATHSIG");
+    finish_root();
+    drop_privileges();
+    install_filter();
+    serve(&o);
+}
+
+static void parse(int argc, char **argv) {
+    static const struct option options[] = {
+        {"socket", 1, 0, 's'}, {"pid-pipe", 1, 0, 'p'}, {"root", 1, 0, 'r'}, {"dev", 1, 0, 'd'},
+        {"tmp-size-mb", 1, 0, 't'}, {"bind-from", 1, 0, 'f'}, {"bind-to", 1, 0, 'b'}, {"max-output", 1, 0, 'm'},
+        {"dumpable", 1, 0, 'u'}, {"workdir", 1, 0, 'w'}, {"rlimit", 1, 0, 'l'}, {"seccomp-note", 1, 0, 'n'},
+        {"seccomp-filter", 1, 0, 'x'}, {0, 0, 0, 0}};
+    o = (options_t){.sock = -1, .pid_pipe = -1, .workdir = "/", .seccomp_note = "", .seccomp_hex = ""};
+    o.bind_from = calloc((size_t)argc, sizeof *o.bind_from);
+    o.bind_to = calloc((size_t)argc, sizeof *o.bind_to);
+    o.limits = calloc((size_t)argc, sizeof *o.limits);
+    int nfrom = 0, c;
+    while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {
+        switch (c) {
+        case 's': o.sock = atoi(optarg); break;
+        case 'p': o.pid_pipe = atoi(optarg); break;
+        case 'r': o.root = optarg; break;
+        case 'd': o.dev = optarg; break;
+        case 't': o.tmp_size_mb = strtoul(optarg, NULL, 10); break;
+        case 'f': o.bind_from[nfrom++] = optarg; break;
+        case 'b': o.bind_to[o.nbinds++] = optarg; break;
+        case 'm': o.max_output = strtoull(optarg, NULL, 10); break;
+        case 'u': o.dumpable = atoi(optarg); break;
+        case 'w': o.workdir = optarg; break;
+        case 'l': o.limits[o.nlimits++] = optarg; break;
+        case 'n': o.seccomp_note = optarg; break;
+        case 'x': o.seccomp_hex = optarg; break;
+        default: exit(2);
+        }
+    }
+    if (o.sock < 0 || o.pid_pipe < 0 || !o.root || !o.dev || nfrom != o.nbinds || optind != argc) {
+        fprintf(stderr, "usage: %s --socket FD --pid-pipe FD --root DIR --dev DIR [--tmp-size-mb N] [--bind-from "
+                "DIR --bind-to PATH]... [--max-output N] [--dumpable 0|1] [--workdir PATH] [--rlimit RES=N]... "
+                "[--seccomp-note TEXT] [--seccomp-filter HEX]\n(nsinit.py runs it; it is not a command for people)\n",
+                argv[0]);
+        exit(2);
+    }
+}
+
+/* Parse a copy of the arguments and blank the originals: /proc/1/cmdline is readable inside the sandbox, and
+ * it would show the host's paths and the filter */
+static void parse_hidden(int argc, char **argv) {
+    char **copy = calloc((size_t)argc + 1, sizeof *copy);
+    for (int i = 0; i < argc; i++) copy[i] = strdup(argv[i]);
+    parse(argc, copy);
+    char *end = argv[argc - 1] + strlen(argv[argc - 1]);
+    memset(argv[0], 0, (size_t)(end - argv[0]));
+    snprintf(argv[0], (size_t)(end - argv[0]) + 1, "supervisor");
+}
+
+int main(int argc, char **argv) {
+    parse_hidden(argc, argv);
+    /* nsinit's descriptors: only ours were handed over on purpose (an fd received over a socket is not
+     * close-on-exec) */
+    int keep = o.sock > o.pid_pipe ? o.sock : o.pid_pipe;
+    for (int fd = 3; fd < keep; fd++) if (fd != o.sock && fd != o.pid_pipe) close(fd);
+    if (syscall(SYS_close_range, keep + 1, ~0u, 0)) for (int fd = keep + 1; fd < 65536; fd++) close(fd);
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)) fail("PR_SET_PDEATHSIG");
+    if (unshare(CLONE_NEWPID)) fail("unshare(CLONE_NEWPID)");
+    pid_t child = fork();
+    if (child < 0) fail("fork of the session's pid 1");
+    if (child == 0) {
+        close(o.pid_pipe);
+        pid1();
+    }
+    dprintf(o.pid_pipe, "%d", child);
+    return 0;
+}

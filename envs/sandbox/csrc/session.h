@@ -1,0 +1,51 @@
+/* A sandbox session in C: what session.c (its setup), supervisor.c (its shell and the exec protocol) and
+ * message.c (the host's messages) share. See session.c for the whole picture. */
+#ifndef SWEBOX_SESSION_H
+#define SWEBOX_SESSION_H
+
+#include <stddef.h>
+
+/* The session's configuration: nsinit's command line (session.c parses it) */
+typedef struct {
+    int sock;                 /* the session's socket: the host's end is the other */
+    int pid_pipe;             /* where the starter writes pid 1's host pid */
+    const char *root;         /* the slot's root, in nsinit's mount namespace */
+    const char *dev;          /* the /dev nsinit prepared */
+    unsigned long tmp_size_mb;
+    const char **bind_from, **bind_to;
+    int nbinds;
+    size_t max_output;        /* bytes of a command's output kept: the first and last half */
+    int dumpable;             /* rootless: the host reaches /proc/PID/root only of a dumpable pid 1 */
+    const char *workdir;
+    char **limits;            /* "RESOURCE=LIMIT", for the shell */
+    int nlimits;
+    const char *seccomp_note; /* what the filter does, for limits_in_force() */
+    const char *seccomp_hex;  /* the filter, struct sock_filter[] in hex; empty: none */
+} options_t;
+
+/* A growable byte string, always NUL-terminated */
+typedef struct {
+    char *data;
+    size_t len, cap;
+} buf_t;
+
+void buf_add(buf_t *b, const void *data, size_t len);
+void buf_str(buf_t *b, const char *s);
+void buf_json_string(buf_t *b, const char *s);
+
+/* A request from the host: a flat JSON object; its command as UTF-8 bytes (surrogateescape) */
+typedef struct {
+    buf_t op, command;
+    int has_op, command_error;
+    double timeout;
+} request_t;
+
+void send_message(int sock, const buf_t *json, const void *extra, size_t extra_len);
+void send_error(int sock, const char *text);
+int recv_request(int sock, request_t *r);
+void free_request(request_t *r);
+
+/* pid 1's life once its root is final: start the shell, say ready, serve until the host goes away */
+void serve(const options_t *o) __attribute__((noreturn));
+
+#endif

@@ -1,0 +1,116 @@
+"""The C shell supervisor (supervisor.c): what the host's text becomes in the shell and back, the output cap, the
+requests it refuses, and how it is built and cached (native.py)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy, native, protocol
+
+
+def test_the_command_reaches_the_shell_byte_for_byte(sandbox: Sandbox):
+    # JSON escapes of every kind: BMP and astral characters, control characters, quotes and backslashes, a lone
+    # surrogate standing for a raw byte (surrogateescape), and a NUL (dropped: the command travels NUL-ended)
+    text = "é 𝄞 \t \" \\ \x01 \udcff\0end"
+    r = sandbox.exec(f"printf '%s' '{text}' | od -An -tx1 | tr -s ' \\n' ' '")
+    expected = text.replace("\0", "").encode("utf-8", "surrogateescape")
+    assert r.exit_code == 0 and r.output.split() == [f"{b:02x}" for b in expected], r.output
+
+
+def test_a_lone_surrogate_no_byte_stands_for_is_the_commands_error(sandbox: Sandbox):
+    r = sandbox.exec("echo \ud800")
+    assert r.exit_code is None and "could not be run" in r.output
+    assert sandbox.exec("echo fine").output == "fine\n"
+
+
+def test_invalid_utf8_output_is_decoded_like_python_does(sandbox: Sandbox):
+    raw = b"ok \xff \xe2\x82 \xf0\x9f\x98\x80 \xed\xa0\x80 end"
+    octal = "".join(f"\\{b:03o}" for b in raw)
+    assert sandbox.exec(f"printf '{octal}'").output == raw.decode("utf-8", "replace")
+
+
+def test_the_cap_keeps_exactly_the_first_and_last_halves(base_layer: Path, work_root: str):
+    with Sandbox([base_layer], SandboxPolicy(work_root=work_root, max_output_bytes=1000)) as sb:
+        full = "".join(f"{i}\n" for i in range(1, 2001))
+        r = sb.exec("seq 1 2000")
+        cut = len(full) - 1000
+        assert r.truncated and r.output == full[:500] + f"\n[... {cut} bytes of output cut ...]\n" + full[-500:]
+        exact = sb.exec("head -c 1000 /dev/zero | tr '\\0' x")  # at the cap: whole
+        assert not exact.truncated and exact.output == "x" * 1000
+        over = sb.exec("head -c 1001 /dev/zero | tr '\\0' x")
+        assert over.truncated and over.output == "x" * 500 + "\n[... 1 bytes of output cut ...]\n" + "x" * 500
+
+
+def test_output_without_a_final_newline_and_a_marker_split_across_reads(sandbox: Sandbox):
+    assert sandbox.exec("printf abc").output == "abc"
+    # 70,000 bytes: the shell's writes end mid-pipe-buffer, so the marker line arrives split from the output
+    r = sandbox.exec("head -c 70000 /dev/zero | tr '\\0' y; printf tail")
+    assert r.exit_code == 0 and r.output == "y" * 70000 + "tail"
+
+
+def test_requests_other_than_exec_are_refused_and_the_session_goes_on(sandbox: Sandbox):
+    sandbox.exec("true")
+    protocol.send(sandbox._session, {"op": "nope", "nested": {"x": [1, 2]}, "n": 1.5})
+    with pytest.raises(protocol.ProtocolError):  # not a flat object: the supervisor hangs up, like on garbage
+        protocol.recv(sandbox._session)
+    r = sandbox.exec("echo again")  # a new session on the same files
+    assert "session died" in r.output and sandbox.exec("echo again").output == "again\n"
+    protocol.send(sandbox._session, {"op": "nope", "flag": True, "none": None})
+    assert protocol.recv(sandbox._session)[0] == {"error": "unknown request 'nope'"}
+    assert sandbox.exec("echo still").output == "still\n"
+
+
+def test_an_idle_session_holds_no_python(sandbox: Sandbox):
+    pid = sandbox._session_pid  # the session's pid 1 (sandbox.pid is nsinit)
+    with open(f"/proc/{pid}/maps") as f:
+        maps = f.read()
+    assert "libpython" not in maps and "python3" not in maps
+    with open(f"/proc/{pid}/comm") as f:
+        assert f.read().strip() == "supervisor"
+
+
+# -- building and caching ------------------------------------------------------------------------------------
+@pytest.fixture
+def bin_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "bin"
+    monkeypatch.setenv("SWEBOX_BIN_CACHE", str(folder))
+    native.session_binary.cache_clear()
+    yield folder
+    native.session_binary.cache_clear()
+
+
+def test_the_binary_is_built_once_and_named_by_its_source(bin_cache: Path):
+    path = native.session_binary()
+    assert os.path.dirname(path) == str(bin_cache) and os.access(path, os.X_OK)
+    assert stat.S_IMODE(os.stat(bin_cache).st_mode) == 0o711
+    built = os.stat(path).st_mtime_ns
+    native.session_binary.cache_clear()
+    assert native.session_binary() == path and os.stat(path).st_mtime_ns == built
+    assert os.listdir(bin_cache) == [os.path.basename(path)]
+
+
+def test_a_folder_others_can_write_is_refused(bin_cache: Path):
+    bin_cache.mkdir(mode=0o777)
+    os.chmod(bin_cache, 0o777)
+    with pytest.raises(SandboxError, match="only it can write.*SWEBOX_BIN_CACHE"):
+        native.session_binary()
+
+
+def test_no_compiler_is_a_clear_error(bin_cache: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.setenv("PATH", str(bin_cache))
+    with pytest.raises(SandboxError, match="C compiler.*apt-get install gcc"):
+        native.session_binary()
+
+
+def test_a_failed_build_says_why_and_leaves_nothing(bin_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    broken = tmp_path / "broken-cc"
+    broken.write_text("#!/bin/sh\necho 'this compiler is broken' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    monkeypatch.setenv("CC", str(broken))
+    with pytest.raises(SandboxError, match="(?s)failed:.*this compiler is broken"):
+        native.session_binary()
+    assert os.listdir(bin_cache) == []
