@@ -57,9 +57,10 @@ def loopback_up() -> None:
 
 
 class Init:
-    def __init__(self, ctl: socket.socket, cfg: dict) -> None:
+    def __init__(self, ctl: socket.socket, cfg: dict, cgroups_fd: int = -1) -> None:
         self.ctl = ctl
         self.cfg = cfg
+        self.cgroups_fd = cgroups_fd  # the zygote's word that we are in the sandbox's cgroups (zygote.spawn)
         self.st = cfg["staging"]
         self.slot = 0  # the writable layer and root of the live session: rw<slot>, root<slot>
         self.session_pid = 0
@@ -108,9 +109,20 @@ class Init:
         loopback_up()
         S.prctl(S.PR_SET_CHILD_SUBREAPER, 1)
 
+    def wait_for_cgroups(self) -> None:
+        """Before our first process: every process of the sandbox must be in its cgroups (limits.py)."""
+        if self.cgroups_fd < 0:
+            return
+        word = os.read(self.cgroups_fd, 1024)
+        os.close(self.cgroups_fd)
+        self.cgroups_fd = -1
+        if word != b"1":
+            raise RuntimeError(f"could not move nsinit into its cgroups: {word[1:].decode() or 'the zygote died'}")
+
     def fork_layer_namespace(self) -> None:
         """A child in a user namespace of its own, for the host to map the layer ids onto our id block with and
         id-map the layers owned by them (uidslots.py). It lives until we close our end of its pipe (or die)."""
+        self.wait_for_cgroups()
         hold_r, hold_w = os.pipe()
         ready_r, ready_w = os.pipe()
         pid = os.fork()
@@ -187,6 +199,7 @@ class Init:
         return os.path.join(self.st, f"root{slot}")
 
     def mount_root(self, slot: int) -> None:
+        self.wait_for_cgroups()  # processes start from here on: fuse-overlayfs, extract's cp and tar, sessions
         backend = self.cfg["backend"]
         if backend == "extract":
             self.extract_root(self.slot_root(slot))
@@ -401,13 +414,14 @@ class Init:
                 protocol.send(self.ctl, {"error": f"{op} failed: {type(exc).__name__}: {exc}"})
 
 
-def run(fds: list[int], cfg: dict) -> None:
+def run(fds: list[int], cfg: dict, cgroups_fd: int) -> None:
     """Serve one sandbox, then exit; never returns. Called in a fresh fork of the zygote (zygote.py) with the
-    host's request: `cfg`, and `fds`: the control socket, then the archives that cfg's layers point at."""
+    host's request: `cfg`, and `fds`: the control socket, then the archives that cfg's layers point at;
+    `cgroups_fd` says when we are in the sandbox's cgroups."""
     ctl = socket.socket(fileno=fds[0])
     for layer in cfg["layers"]:
         layer["archive_fd"] = fds[layer["archive"]] if layer["archive"] >= 0 else -1
-    init = Init(ctl, cfg)
+    init = Init(ctl, cfg, cgroups_fd)
     try:
         init.enter_namespaces()
         init.build_static()

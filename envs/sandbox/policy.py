@@ -141,7 +141,7 @@ class SandboxPolicy:
     warm_reset: bool = True
     """After a sandbox's first reset(), keep the next session prepared (a fresh writable layer and a started
     shell, overlay backend only), so that every later reset is a swap (~1 ms instead of ~10). Costs one idle
-    session (3 processes of max_processes: its parent, supervisor and shell; ~3 MB PSS) in each sandbox that
+    session (2 processes of max_processes: its pid 1 and shell; ~0.5 MB PSS) in each sandbox that
     was reset once; nothing in the others. Back-to-back resets (under 20 ms apart) find none ready: ~10 ms each."""
 
     use_cgroups: bool = True

@@ -2,8 +2,8 @@
 
 Doing mounts and namespace changes with syscalls from one process, instead of spawning `mount`/`unshare`
 binaries, is what keeps a reset in the millisecond range: every fork+exec of a helper binary costs ~2-3 ms.
-This module is imported both by the host-side package and, as a plain module, by the in-namespace init
-process, so it uses no relative imports and nothing outside the standard library.
+This module is imported both by the host-side package and, as a plain module, by nsinit (the session's own
+setup is C: csrc/session.c), so it uses no relative imports and nothing outside the standard library.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
-CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 
 MS_RDONLY = 1
@@ -39,19 +38,9 @@ MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
 MS_RELATIME = 1 << 21
-MS_STRICTATIME = 1 << 24
 MNT_DETACH = 2
 
-PR_SET_PDEATHSIG = 1
-PR_SET_DUMPABLE = 4
-PR_SET_SECUREBITS = 28
-PR_CAPBSET_DROP = 24
-PR_SET_NO_NEW_PRIVS = 38
-PR_CAP_AMBIENT = 47
-PR_CAP_AMBIENT_CLEAR_ALL = 4
 PR_SET_CHILD_SUBREAPER = 36
-# SECBIT_NOROOT | _LOCKED, SECBIT_NO_SETUID_FIXUP | _LOCKED, SECBIT_KEEP_CAPS_LOCKED, NO_CAP_AMBIENT_RAISE | _LOCKED
-SECURE_BITS_LOCKDOWN = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80
 
 OPEN_TREE_CLONE = 1
 OPEN_TREE_CLOEXEC = os.O_CLOEXEC
@@ -70,12 +59,8 @@ RESOLVE_BENEATH = 0x08
 RESOLVE_IN_ROOT = 0x10
 
 _ARCH = os.uname().machine
-if _ARCH == "x86_64":
-    _NR = {"pivot_root": 155, "open_tree": 428, "move_mount": 429, "mount_setattr": 442, "openat2": 437,
-           "capset": 126}
-elif _ARCH in ("aarch64", "arm64"):
-    _NR = {"pivot_root": 41, "open_tree": 428, "move_mount": 429, "mount_setattr": 442, "openat2": 437,
-           "capset": 91}
+if _ARCH in ("x86_64", "aarch64", "arm64"):  # the new syscalls have one number on every architecture
+    _NR = {"open_tree": 428, "move_mount": 429, "mount_setattr": 442, "openat2": 437}
 else:  # pragma: no cover - other architectures are not supported yet
     _NR = {}
 
@@ -109,10 +94,6 @@ def mount(source: str | None, target: str, fstype: str | None = None, flags: int
 
 def umount(target: str, flags: int = MNT_DETACH) -> None:
     _check(_libc.umount2(_b(target), flags), f"umount {target}")
-
-
-def pivot_root(new_root: str, put_old: str) -> None:
-    _syscall("pivot_root", ctypes.c_char_p(_b(new_root)), ctypes.c_char_p(_b(put_old)))
 
 
 def open_tree(path: str, flags: int) -> int:
@@ -158,41 +139,3 @@ def filesystem_identity(uid: int, gid: int):
 
 def prctl(option: int, arg2: int = 0, arg3: int = 0, arg4: int = 0, arg5: int = 0) -> int:
     return _check(_libc.prctl(option, arg2, arg3, arg4, arg5), f"prctl({option})")
-
-
-def last_cap() -> int:
-    try:
-        with open("/proc/sys/kernel/cap_last_cap") as f:
-            return int(f.read())
-    except OSError:
-        return 40
-
-
-def drop_all_capabilities() -> None:
-    """Empty the bounding, ambient, effective, permitted and inheritable sets; lock root's special powers.
-
-    With an empty bounding set, a later execve as uid 0 gains no capabilities; the locked securebits stop
-    uid 0 from regaining them by any other rule. Must run while CAP_SETPCAP is still held.
-    """
-    try:
-        prctl(PR_SET_SECUREBITS, SECURE_BITS_LOCKDOWN)
-    except OSError:
-        pass  # without CAP_SETPCAP (already dropped) the bounding-set drop below still protects execve
-    for cap in range(last_cap() + 1):
-        try:
-            prctl(PR_CAPBSET_DROP, cap)
-        except OSError:
-            pass
-    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
-    # capset(header{version=3, pid=0}, data[2]{effective, permitted, inheritable} = 0)
-    header = ctypes.create_string_buffer(struct.pack("Ii", 0x20080522, 0), 8)
-    data = ctypes.create_string_buffer(bytes(24), 24)
-    _syscall("capset", header, data)
-
-
-def set_no_new_privs() -> None:
-    prctl(PR_SET_NO_NEW_PRIVS, 1)
-
-
-def set_parent_death_signal(sig: int) -> None:
-    prctl(PR_SET_PDEATHSIG, sig)

@@ -8,7 +8,9 @@ import os
 import signal
 from pathlib import Path
 
-from swebox.envs.sandbox import Sandbox, SandboxPolicy, spawner
+import pytest
+from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy, spawner
+from swebox.envs.sandbox import sandbox as sandbox_module
 
 
 def _sockets(pid: int) -> set[str]:
@@ -96,3 +98,20 @@ def test_a_forked_host_process_starts_a_zygote_of_its_own(base_layer: Path, work
         assert spawner.zygote_pid() == parents
         with Sandbox([base_layer], policy) as again:  # the parent's zygote still serves the parent
             assert _parent(again.pid) == parents
+
+
+def test_a_cgroup_nsinit_cannot_join_fails_the_start_before_it_made_any_process(base_layer: Path, work_root: str,
+                                                                                monkeypatch):
+    """nsinit works on its namespaces while the zygote moves it into the cgroups (an RCU grace period after an
+    idle moment); if the move fails, it says so before its first process and the start fails cleanly."""
+    created = sandbox_module.Limits.create
+
+    def with_a_missing_cgroup(*args, **kwargs):
+        limits = created(*args, **kwargs)
+        limits.cgroup_dirs = [*limits.cgroup_dirs, os.path.join(work_root, "no-such-cgroup")]
+        return limits
+
+    monkeypatch.setattr(sandbox_module.Limits, "create", staticmethod(with_a_missing_cgroup))
+    with pytest.raises(SandboxError, match="could not move nsinit into its cgroups: .*no-such-cgroup"):
+        Sandbox([base_layer], SandboxPolicy(work_root=work_root)).start()
+    assert os.listdir(work_root) == []  # its folder is gone, and with it the mounts (nsinit exited)
