@@ -58,11 +58,15 @@ static void send_all(int sock, const void *data, size_t len) {
     }
 }
 
+/* One write for the whole reply: the host wakes once, not once per piece */
 void send_message(int sock, const buf_t *json, const void *extra, size_t extra_len) {
     uint32_t len = htonl((uint32_t)json->len);
-    send_all(sock, &len, 4);
-    send_all(sock, json->data, json->len);
-    if (extra_len) send_all(sock, extra, extra_len);
+    buf_t whole = {0};
+    buf_add(&whole, &len, 4);
+    buf_add(&whole, json->data, json->len);
+    if (extra_len) buf_add(&whole, extra, extra_len);
+    send_all(sock, whole.data, whole.len);
+    free(whole.data);
 }
 
 void send_error(int sock, const char *text) {

@@ -182,27 +182,40 @@ static void capture_add(capture_t *c, const char *data, size_t len) {
     c->total += len;
 }
 
-/* The stream's byte at offset i (i must be in the head or in the tail) */
-static char capture_at(const capture_t *c, size_t i) {
-    if (i < c->head.len) return c->head.data[i];
-    return c->tail.data[i - (c->total - c->tail.len)];
+/* Stream bytes [from, to) into `out`: those in the head, then the rest, which the tail holds */
+static void copy_stream(const capture_t *c, size_t from, size_t to, buf_t *out) {
+    if (from < c->head.len) {
+        size_t end = to < c->head.len ? to : c->head.len;
+        buf_add(out, c->head.data + from, end - from);
+        from = end;
+    }
+    if (from < to) buf_add(out, c->tail.data + (from - (c->total - c->tail.len)), to - from);
 }
 
-/* The output: the stream without [cut_from, cut_to) (the marker line), its middle replaced by a note when it is
- * longer than 2 * half */
+/* Output bytes [from, to): the output is the stream less [cut_from, cut_to) (the marker line) */
+static void copy_output(const capture_t *c, size_t cut_from, size_t cut_to, size_t from, size_t to, buf_t *out) {
+    if (from < cut_from) {
+        size_t end = to < cut_from ? to : cut_from;
+        copy_stream(c, from, end, out);
+        from = end;
+    }
+    if (from < to) copy_stream(c, from + (cut_to - cut_from), to + (cut_to - cut_from), out);
+}
+
+/* The output, its middle replaced by a note when it is longer than 2 * half. The tail always holds what this
+ * reads: the whole stream when the output fits, else the last half and all that followed the marker. */
 static void capture_text(const capture_t *c, size_t cut_from, size_t cut_to, buf_t *out, int *truncated) {
     size_t len = c->total - (cut_to - cut_from);
     *truncated = len > 2 * half;
-    for (size_t i = 0; i < len; i++) {
-        if (*truncated && i == half) {
-            char note[96];
-            snprintf(note, sizeof note, "\n[... %zu bytes of output cut ...]\n", len - 2 * half);
-            buf_str(out, note);
-            i = len - half;
-        }
-        char ch = capture_at(c, i < cut_from ? i : i + (cut_to - cut_from));
-        buf_add(out, &ch, 1);
+    if (!*truncated) {
+        copy_output(c, cut_from, cut_to, 0, len, out);
+        return;
     }
+    char note[96];
+    snprintf(note, sizeof note, "\n[... %zu bytes of output cut ...]\n", len - 2 * half);
+    copy_output(c, cut_from, cut_to, 0, half, out);
+    buf_str(out, note);
+    copy_output(c, cut_from, cut_to, len - half, len, out);
 }
 
 /* Where the line "\n<token> <status>\n" is in the tail, from `*from` on (an offset into the stream) */
