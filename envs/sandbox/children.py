@@ -9,8 +9,7 @@ import signal
 
 
 def child_events() -> int:
-    """A file descriptor that becomes readable when a SIGCHLD arrives (signal.set_wakeup_fd), so idle loops
-    block on their inputs and this instead of waking up on a timer to reap."""
+    """A file descriptor that becomes readable when a SIGCHLD arrives (signal.set_wakeup_fd)."""
     read_end, write_end = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # a Python handler: the wakeup fd is written

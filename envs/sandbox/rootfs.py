@@ -65,7 +65,7 @@ def etc_cache_root() -> str:
 
 def own_folder(path: str, what: str, variable: str) -> None:
     """Create `path` or check that it is ours alone: a folder someone else made in /var/tmp could hold a planted
-    /etc (an ld.so.conf pointing at their libraries) or supervisor binary. `what` and the environment `variable`
+    /etc (an ld.so.conf pointing at their libraries) or session binary. `what` and the environment `variable`
     that moves it name it in the error."""
     os.makedirs(path, mode=0o711, exist_ok=True)
     st = os.lstat(path)

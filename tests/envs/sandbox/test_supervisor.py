@@ -92,6 +92,15 @@ def test_the_binary_is_built_once_and_named_by_its_source(bin_cache: Path):
     assert os.listdir(bin_cache) == [os.path.basename(path)]
 
 
+def test_the_sources_build_without_a_warning(tmp_path: Path):
+    import subprocess
+
+    sources = sorted(str(p) for p in native.SOURCES.glob("*.c"))
+    r = subprocess.run([native.compiler(), *native.FLAGS, "-Werror", "-o", str(tmp_path / "session"), *sources],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
 def test_a_folder_others_can_write_is_refused(bin_cache: Path):
     bin_cache.mkdir(mode=0o777)
     os.chmod(bin_cache, 0o777)
