@@ -273,6 +273,14 @@ class Init:
         with os.fdopen(pid_r, "rb") as f:
             pid = int(f.read() or 0)  # pid 1's host pid: the host reaches its files via /proc/PID/root
         os.waitpid(starter, 0)
+        if not pid:  # the starter failed before pid 1 existed, and said why on the session's socket
+            with host_end:
+                host_end.settimeout(1)
+                try:
+                    reply, _ = protocol.recv(host_end)
+                except (protocol.ProtocolError, OSError):
+                    reply = {}
+            raise RuntimeError(reply.get("error", "the session program exited without starting a session"))
         host_end.sendall(b"\0")  # pid 1 is ours now: it may ask for a signal at our death
         # the host copies the writable part from here for a snapshot (extract: the whole private copy)
         upper = os.path.join(self.st, f"rw{slot}", "upper")

@@ -219,6 +219,14 @@ static void parse_hidden(int argc, char **argv) {
     snprintf(argv[0], (size_t)(end - argv[0]) + 1, "supervisor");
 }
 
+int fork_retrying(void) {
+    for (int attempt = 0;; attempt++) {
+        pid_t pid = fork();
+        if (pid >= 0 || errno != EAGAIN || attempt == 1000) return pid;
+        usleep(10000);
+    }
+}
+
 int main(int argc, char **argv) {
     parse_hidden(argc, argv);
     /* nsinit's descriptors: only ours were handed over on purpose (an fd received over a socket is not
@@ -228,7 +236,7 @@ int main(int argc, char **argv) {
     if (syscall(SYS_close_range, keep + 1, ~0u, 0)) for (int fd = keep + 1; fd < 65536; fd++) close(fd);
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)) fail("PR_SET_PDEATHSIG");
     if (unshare(CLONE_NEWPID)) fail("unshare(CLONE_NEWPID)");
-    pid_t child = fork();
+    pid_t child = fork_retrying();
     if (child < 0) fail("fork of the session's pid 1");
     if (child == 0) {
         close(o.pid_pipe);

@@ -45,6 +45,10 @@ void send_error(int sock, const char *text);
 int recv_request(int sock, request_t *r);
 void free_request(request_t *r);
 
+/* fork(), retried for up to 10 s while it fails with EAGAIN: the process limit may still be full of the dying
+ * processes of a session just killed (a fork bomb's), which the kernel counts until they are reaped */
+int fork_retrying(void);
+
 /* pid 1's life once its root is final: start the shell, say ready, serve until the host goes away */
 void serve(const options_t *o) __attribute__((noreturn));
 

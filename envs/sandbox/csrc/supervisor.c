@@ -100,7 +100,7 @@ static void kill_all_but_me(pid_t keep, const pid_t *before, int nbefore) {
 static void shell_start(const char *cwd) {
     int in[2], out[2];
     if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC)) return; /* no shell: the next exec reports it */
-    pid_t pid = fork();
+    pid_t pid = fork_retrying();
     if (pid == 0) {
         setsid();
         dup2(in[0], 0);

@@ -123,3 +123,70 @@ def test_a_failed_build_says_why_and_leaves_nothing(bin_cache: Path, tmp_path: P
     with pytest.raises(SandboxError, match="(?s)failed:.*this compiler is broken"):
         native.session_binary()
     assert os.listdir(bin_cache) == []
+
+
+# -- the starter ---------------------------------------------------------------------------------------------
+def _as_user_with_nproc(uid: int, nproc: int):
+    """A preexec_fn: become `uid` with a process limit of `nproc`, then root of a user namespace of its own (the
+    limit is still counted for `uid` on the host), as nsinit is when the sandbox's process limit is full."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def become() -> None:
+        import resource
+
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+        libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: a changed uid made /proc/self/*_map root's
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+        if libc.unshare(0x10000000):  # CLONE_NEWUSER
+            raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWUSER)")
+        for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {uid} 1")):
+            with open(f"/proc/self/{name}", "w") as f:
+                f.write(text)
+
+    return become
+
+
+def test_the_starter_waits_while_the_process_limit_is_full(tmp_path: Path):
+    # a killed session's processes count against the sandbox's process limit until they are reaped: a reset right
+    # after a fork bomb finds the limit full for a moment, and must wait for it rather than fail
+    import socket
+    import subprocess
+    import threading
+    import time
+
+    uid = 4242  # an id no sandbox uses: sandboxes' host ids start at SandboxPolicy.host_uid
+    hog = subprocess.Popen(["sleep", "1"], user=uid, group=uid)  # with the starter: the limit of 2 is full
+    reaper = threading.Thread(target=hog.wait)  # reaped as it exits: a zombie would still count
+    reaper.start()
+    host_end, session_end = socket.socketpair()
+    pid_r, pid_w = os.pipe()
+    started = time.monotonic()
+    starter = subprocess.Popen(
+        [native.session_binary(), "--socket", str(session_end.fileno()), "--pid-pipe", str(pid_w),
+         "--root", str(tmp_path), "--dev", str(tmp_path)],
+        pass_fds=(session_end.fileno(), pid_w), preexec_fn=_as_user_with_nproc(uid, 2))
+    session_end.close()
+    os.close(pid_w)
+    try:
+        with os.fdopen(pid_r, "rb") as f:
+            pid = int(f.read() or 0)
+        waited = time.monotonic() - started
+        assert starter.wait(timeout=30) == 0 and pid > 0
+        assert hog.returncode == 0 and waited >= 0.5, waited  # it forked pid 1 only once the hog had exited
+    finally:
+        host_end.close()  # EOF: pid 1 exits before its setup
+        reaper.join()
+
+
+def test_a_session_program_that_starts_no_session_is_a_clear_error(base_layer: Path, work_root: str,
+                                                                   monkeypatch: pytest.MonkeyPatch):
+    quitter = Path(work_root) / "quitter"  # where the sandbox's own uid may reach it (tmp_path is root's alone)
+    quitter.write_text("#!/bin/sh\nexit 3\n")
+    quitter.chmod(0o755)
+    monkeypatch.setattr(native, "session_binary", lambda: str(quitter))
+    with pytest.raises(SandboxError, match="did not start: RuntimeError: the session program exited without starting"):
+        Sandbox([base_layer], SandboxPolicy(work_root=work_root)).start()
