@@ -3,15 +3,18 @@ way, kept as the baseline of every comparison). nsinit mounts the tmpfs the copy
 
 On disk, deleting the last copy and copying the next slowed down with every reset (plain `rm -rf` + `cp -r` of a
 188 MB tree on this host's disk: 0.7 s, then 4 s, 7 s, ... 12 s; docs/benchmarks.md), hence the tmpfs.
-Standard library only, no relative imports: it runs inside the namespace, imported by nsinit.
+Standard library only, no relative imports: nsinit's C half (csrc/init.c) runs it inside the namespace as
+`python -I -S extract.py SPEC TARGET`, SPEC being copy_layers' other arguments as JSON.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
 import subprocess
+import sys
 
 COPY = ["cp", "-r", "--preserve=mode,timestamps,links", "--no-dereference"]
 
@@ -69,3 +72,9 @@ def run_tool(argv: list[str], pass_fds: list[int] | None = None) -> None:
         raise RuntimeError(f"{' '.join(argv[:2])} ... exited with {result.returncode}: {said}")
 
 
+if __name__ == "__main__":
+    spec = json.loads(sys.argv[1])
+    try:
+        copy_layers(spec["bases"], spec["layers"], spec["lowers"], sys.argv[2])
+    except Exception as exc:  # what init.c reports: the reason, not a traceback
+        sys.exit(f"{type(exc).__name__}: {exc}")

@@ -1,18 +1,15 @@
-"""nsinit: the long-lived process that owns one sandbox's namespaces and its filesystem.
+"""nsinit: the long-lived process that owns one sandbox's namespaces and its filesystem; its first, Python half.
 
 Forked by the zygote (zygote.py) for each sandbox and handed its control socket, it creates the user
-namespace (the host writes the id maps, or nsinit maps itself when rootless), then mount, network, IPC and UTS
-namespaces, stacks the layers under a writable tmpfs with overlayfs, and serves requests on the socket:
+namespace (the host writes the id maps and sends the id-mapped lowers, or nsinit maps itself when rootless),
+then mount, network, IPC and UTS namespaces, and mounts the parts every session shares in a staging tmpfs: the
+layers, read-only, the /etc layer, the binds' sources, a skeleton of mount points, a /dev. Then it execs its C
+half (csrc/init.c) in the same process, which mounts each session's root (the layers under a writable tmpfs,
+with overlayfs), starts the sessions (csrc/session.c), serves the host's session, reset and close requests,
+and, when the host goes away (EOF), kills everything and exits; the namespaces and mounts vanish with it.
+Python until the exec because the id-map exchange with the host and the mount API are simplest here; C after
+it so that an idle sandbox holds no interpreter.
 
-- session: start a shell session (csrc/session.c): a new PID, mount and IPC namespace whose pid 1 sees the
-  overlay as `/` after pivot_root, with read-only system binds, fresh /proc, private /tmp, /dev/shm, /dev;
-- reset: kill the session (its PID namespace dies with its pid 1), drop the writable layer, mount a fresh
-  one and start a new session. The cost does not depend on the size of the layers. With ``warm_reset``
-  (overlay backend), the session after the next is prepared SPARE_DELAY_S after a reset has answered: a fresh
-  writable layer in the other of two slots and a started shell, waiting. A later reset then kills the old
-  session, hands the prepared one over, and tears the old slot down after answering.
-
-When the host goes away (EOF), nsinit kills everything and exits; its namespaces and mounts vanish with it.
 Standard library only: the zygote imports it as a plain module next to syscalls.py, protocol.py, children.py,
 seccomp.py and extract.py.
 """
@@ -20,15 +17,13 @@ seccomp.py and extract.py.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import resource
-import select
-import signal
 import socket
 import struct
-import time
+import sys
 
-import children
 import extract
 import protocol
 import seccomp
@@ -37,9 +32,6 @@ import syscalls as S
 RO_FLAGS = {1: S.MS_RDONLY, 2: S.MS_NOSUID, 4: S.MS_NODEV, 8: S.MS_NOEXEC, 1024: S.MS_NOATIME,
             2048: S.MS_NODIRATIME, 4096: S.MS_RELATIME}
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
-# The next session is prepared this long after a reset: right after one, the agent's first command runs, and
-# preparing (~10 ms of CPU) beside it would slow both on a small machine
-SPARE_DELAY_S = 0.02
 
 
 def bind_readonly(src: str, dst: str) -> None:
@@ -56,19 +48,23 @@ def loopback_up() -> None:
         fcntl.ioctl(s.fileno(), 0x8914, struct.pack("16sH14x", b"lo", iff_up | iff_loopback | iff_running))
 
 
+def helper_python() -> str:
+    """An interpreter we may run as the sandbox's uid: ours may sit in a folder only host root can enter (a pyenv
+    build under /root), the system's is where Debian puts it."""
+    for path in (sys.executable, getattr(sys, "_base_executable", ""), "/usr/bin/python3"):
+        if path and os.access(path, os.X_OK):
+            return path
+    raise RuntimeError(f"the extract backend copies the layers with a Python the sandbox's uid can run, and may run "
+                       f"neither {sys.executable} nor /usr/bin/python3: install python3 or use the overlay backend")
+
+
 class Init:
     def __init__(self, ctl: socket.socket, cfg: dict, cgroups_fd: int = -1) -> None:
         self.ctl = ctl
         self.cfg = cfg
         self.cgroups_fd = cgroups_fd  # the zygote's word that we are in the sandbox's cgroups (zygote.spawn)
         self.st = cfg["staging"]
-        self.slot = 0  # the writable layer and root of the live session: rw<slot>, root<slot>
-        self.session_pid = 0
-        self.spare: dict | None = None  # a prepared session (warm_reset): its slot, pids, upper, host end
-        self.spare_due: float | None = None  # when to prepare the next one (time.monotonic())
-        self.fuse = None  # the fuse-overlayfs daemon (subprocess.Popen), fuse backend only
         self.layer_ns = (0, -1)  # pid of the helper whose user namespace id-maps layers, our end of its pipe
-        self.wake = -1  # readable on SIGCHLD, once serving (children.child_events)
 
     # -- namespaces and the static part of the filesystem ------------------------------------------------
     def enter_namespaces(self) -> None:
@@ -194,105 +190,12 @@ class Init:
                              ("stderr", "/proc/self/fd/2"), ("ptmx", "pts/ptmx")):
             os.symlink(target, os.path.join(dev, name))
 
-    # -- the writable layer ------------------------------------------------------------------------------
-    def slot_root(self, slot: int) -> str:
-        return os.path.join(self.st, f"root{slot}")
-
-    def mount_root(self, slot: int) -> None:
-        self.wait_for_cgroups()  # processes start from here on: fuse-overlayfs, extract's cp and tar, sessions
-        backend = self.cfg["backend"]
-        if backend == "extract":
-            self.extract_root(self.slot_root(slot))
-            return
-        rw = f"rw{slot}"
-        S.mount("tmpfs", os.path.join(self.st, rw), "tmpfs", S.MS_NOSUID | S.MS_NODEV,
-                f"size={self.cfg['upper_size_mb']}m,mode=0755")
-        os.mkdir(os.path.join(self.st, rw, "upper"))
-        os.mkdir(os.path.join(self.st, rw, "work"))
-        # relative paths (from the staging folder) keep host paths out of the sandbox's /proc/self/mountinfo
-        lowerdir = ":".join(reversed(["skel", "E", *(os.path.basename(p) for p in self.lowers)]))
-        options = f"lowerdir={lowerdir},upperdir={rw}/upper,workdir={rw}/work"
-        os.chdir(self.st)
-        if backend == "overlay":
-            S.mount("overlay", f"root{slot}", "overlay", 0, options + ",userxattr")
-        else:
-            self.mount_fuse(options, f"root{slot}")
-
-    def mount_fuse(self, options: str, target: str) -> None:
-        import subprocess
-
-        self.fuse = subprocess.Popen(["fuse-overlayfs", "-f", "-o", options + ",squash_to_root", target],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        for _ in range(5000):  # mounted once the daemon serves it
-            if os.path.ismount(os.path.join(self.st, target)):
-                return
-            if self.fuse.poll() is not None:
-                raise RuntimeError(f"fuse-overlayfs failed: {self.fuse.stderr.read().decode()[-2000:]}")
-            time.sleep(0.001)
-        raise RuntimeError("fuse-overlayfs did not mount within 5 s")
-
-    def extract_root(self, target: str) -> None:
-        """The paper-style restore (extract.py) into a fresh tmpfs of its own, sized by the host (the layers plus
-        `upper_size_mb`) and mounted as the root: a reset unmounts it, which frees the old copy at once."""
-        S.mount("tmpfs", target, "tmpfs", S.MS_NOSUID | S.MS_NODEV, f"size={self.cfg['upper_size_mb']}m,mode=0755")
-        extract.copy_layers([os.path.join(self.st, "skel"), self.etc], self.cfg["layers"], self.lowers, target)
-
-    def unmount_root(self, slot: int) -> None:
-        S.umount(self.slot_root(slot))
-        if self.fuse is not None:
-            self.fuse.kill()
-            self.fuse.wait()
-            self.fuse = None
-        if self.cfg["backend"] != "extract":
-            S.umount(os.path.join(self.st, f"rw{slot}"))
-
-    # -- sessions ----------------------------------------------------------------------------------------
-    def prepare_session(self, slot: int) -> dict:
-        """Start a session on slot's root (csrc/session.c); its shell starts and waits. Returns what hand_over()
-        sends the host.
-
-        The session program begins as a short-lived starter: it unshares the PID namespace, forks the session's
-        pid 1 and exits. We, the subreaper, inherit pid 1 and wait for that exit, so from here on pid 1 is our
-        own child, to kill and reap; only then may pid 1 ask for a signal at our death (session.c says why)."""
-        host_end, session_end = socket.socketpair()
-        pid_r, pid_w = os.pipe()
-        try:
-            # handed over at their own numbers: no dup2 shuffle that could overwrite one with the other
-            for fd in (session_end.fileno(), pid_w):
-                os.set_inheritable(fd, True)
-            argv = [*self.session_args, "--root", self.slot_root(slot), "--socket", str(session_end.fileno()),
-                    "--pid-pipe", str(pid_w)]
-            starter = self.spawn_retrying(argv)
-        except BaseException:
-            host_end.close()
-            os.close(pid_r)
-            raise
-        finally:
-            session_end.close()
-            os.close(pid_w)
-        with os.fdopen(pid_r, "rb") as f:
-            pid = int(f.read() or 0)  # pid 1's host pid: the host reaches its files via /proc/PID/root
-        os.waitpid(starter, 0)
-        if not pid:  # the starter failed before pid 1 existed, and said why on the session's socket
-            with host_end:
-                host_end.settimeout(1)
-                try:
-                    reply, _ = protocol.recv(host_end)
-                except (protocol.ProtocolError, OSError):
-                    reply = {}
-            raise RuntimeError(reply.get("error", "the session program exited without starting a session"))
-        host_end.sendall(b"\0")  # pid 1 is ours now: it may ask for a signal at our death
-        # the host copies the writable part from here for a snapshot (extract: the whole private copy)
-        upper = os.path.join(self.st, f"rw{slot}", "upper")
-        if self.cfg["backend"] == "extract":
-            upper = self.slot_root(slot)
-        return {"slot": slot, "session_pid": pid, "upper": upper, "host_end": host_end}
-
+    # -- handing over to the C half ------------------------------------------------------------------------
     def session_arguments(self) -> list[str]:
         """The session program's options that are the same for every session of this sandbox."""
         cfg = self.cfg
         program, note = seccomp.filter_for(cfg["seccomp"]["enabled"], cfg["seccomp"]["allow_ptrace"])
-        args = ["swebox-session", "--dev", os.path.join(self.st, "dev"), "--tmp-size-mb", str(cfg["tmp_size_mb"]),
+        args = ["--dev", os.path.join(self.st, "dev"), "--tmp-size-mb", str(cfg["tmp_size_mb"]),
                 "--max-output", str(int(cfg["max_output_bytes"])), "--dumpable", str(int(cfg["map_self"])),
                 "--workdir", str(cfg.get("workdir", "/")), "--seccomp-note", note, "--seccomp-filter", program.hex()]
         for i, bind in enumerate(cfg["binds"]):
@@ -302,130 +205,37 @@ class Init:
             args += ["--rlimit", f"{getattr(resource, name)}={value}"]
         return args
 
-    def hand_over(self, session: dict) -> None:
-        """Make `session` the live one and send the host its socket."""
-        self.slot, self.session_pid = session["slot"], session["session_pid"]
-        protocol.send(self.ctl, {"op": "session", "pid": session["session_pid"], "upper": session["upper"]},
-                      [session["host_end"].fileno()])
-        session["host_end"].close()
+    def init_arguments(self) -> list[str]:
+        """csrc/init.c's command line: how to mount a slot's root and start a session on it."""
+        cfg, st = self.cfg, self.st
+        # relative paths (from the staging folder) keep host paths out of the sandbox's /proc/self/mountinfo
+        lowerdir = ":".join(reversed(["skel", "E", *(os.path.basename(p) for p in self.lowers)]))
+        args = [cfg["session_program"], "init", "--ctl", str(self.ctl.fileno()), "--staging", st,
+                "--backend", cfg["backend"], "--upper-size-mb", str(cfg["upper_size_mb"]), "--lowerdir", lowerdir,
+                "--warm-reset", str(int(cfg["warm_reset"])), "--dumpable", str(int(cfg["map_self"]))]
+        for name, value in cfg["env"].items():
+            args += ["--env", f"{name}={value}"]
+        if cfg["backend"] == "extract":  # the copy is extract.py's, run as a helper with the target appended
+            spec = {"bases": [os.path.join(st, "skel"), self.etc], "layers": cfg["layers"], "lowers": self.lowers}
+            for arg in (helper_python(), "-I", "-S", extract.__file__, json.dumps(spec)):
+                args += ["--extract", arg]
+        return [*args, "--", *self.session_args]
 
-    def reset(self) -> None:
-        spare, self.spare = self.spare, None
-        if spare is not None and not self.alive(spare["session_pid"]):
-            self.discard(spare)  # its supervisor died waiting (the OOM killer): start afresh below
-            spare = None
-        if spare is None:
-            # extract: the old copy's memory is freed once no session's mount namespace holds it
-            self.stop_session(wait=self.cfg["backend"] == "extract")
-            self.unmount_root(self.slot)
-            self.mount_root(self.slot)
-            self.hand_over(self.prepare_session(self.slot))
-        else:
-            old = self.slot
-            self.stop_session(wait=False)
-            self.hand_over(spare)
-            self.unmount_root(old)  # after answering: off the host's critical path
-        if self.cfg["warm_reset"]:
-            self.spare_due = time.monotonic() + SPARE_DELAY_S
-
-    def prepare_spare(self) -> None:
-        """The session after the next, on the other slot; a failure here is only a slower next reset."""
-        other = 1 - self.slot
-        try:
-            self.mount_root(other)
-        except Exception:
-            return
-        try:
-            self.spare = self.prepare_session(other)
-        except Exception:
-            self.unmount_root(other)
-
-    def discard(self, session: dict) -> None:
-        session["host_end"].close()
-        try:
-            os.kill(session["session_pid"], signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.unmount_root(session["slot"])
-
-    def alive(self, pid: int) -> bool:
-        try:
-            return os.waitpid(pid, os.WNOHANG)[0] == 0
-        except ChildProcessError:  # reaped already
-            return False
-
-    def spawn_retrying(self, argv: list[str]) -> int:
-        """Start the session program, waiting while the process limit is still full of a killed session's dying
-        processes. posix_spawn: no copy of this interpreter's page tables, as a fork would make."""
-        for _ in range(1000):
-            try:
-                return os.posix_spawn(self.cfg["session_program"], argv, self.cfg["env"])
-            except BlockingIOError:
-                self.reap(block=False)
-                time.sleep(0.01)
-        return os.posix_spawn(self.cfg["session_program"], argv, self.cfg["env"])
-
-    def stop_session(self, wait: bool) -> None:
-        if self.session_pid:
-            try:
-                os.kill(self.session_pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.session_pid = 0
-        self.reap(block=wait)
-
-    def reap(self, block: bool) -> None:
-        while True:
-            try:
-                pid, _ = os.waitpid(-1, 0 if block else os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
-
-    # -- the request loop --------------------------------------------------------------------------------
-    def serve(self) -> None:
-        self.wake = children.child_events()
-        # poll, not select: the control socket keeps the number it had in the host process, which may be past
-        # select's limit of 1024 when the host holds hundreds of sandboxes
-        poller = select.poll()
-        poller.register(self.ctl, select.POLLIN)
-        poller.register(self.wake, select.POLLIN)
-        while True:
-            # idle, this blocks: it wakes for a request or a SIGCHLD (the pid 1 of a killed session, or any
-            # process reparented to us, the subreaper, died), or when the next session is due to be prepared
-            wait_ms = None if self.spare_due is None else max(0, int((self.spare_due - time.monotonic()) * 1000))
-            ready = {fd for fd, _ in poller.poll(wait_ms)}
-            if self.spare_due is not None and time.monotonic() >= self.spare_due:
-                self.spare_due = None
-                self.prepare_spare()
-            if self.wake in ready:
-                children.drain(self.wake)
-                self.reap(block=False)
-            if self.ctl.fileno() not in ready:
-                continue
-            try:
-                request, _ = protocol.recv(self.ctl)
-            except (protocol.ProtocolError, OSError):
-                return
-            op = request.get("op")
-            try:
-                if op == "session":
-                    self.hand_over(self.prepare_session(self.slot))
-                elif op == "reset":
-                    self.reset()
-                elif op == "close":
-                    return
-                else:
-                    protocol.send(self.ctl, {"error": f"unknown request {op!r}"})
-            except Exception as exc:
-                protocol.send(self.ctl, {"error": f"{op} failed: {type(exc).__name__}: {exc}"})
+    def exec_init(self) -> None:
+        """Become csrc/init.c, which serves the sandbox from here on (never returns). The control socket and the
+        archives (extract's helper reads them) stay open across the exec; nothing else of ours is open."""
+        self.wait_for_cgroups()  # processes start from here on: sessions, fuse-overlayfs, extract's cp and tar
+        os.set_inheritable(self.ctl.fileno(), True)
+        for layer in self.cfg["layers"]:
+            if layer["archive_fd"] >= 0:
+                os.set_inheritable(layer["archive_fd"], True)
+        os.execv(self.cfg["session_program"], self.init_arguments())
 
 
 def run(fds: list[int], cfg: dict, cgroups_fd: int) -> None:
-    """Serve one sandbox, then exit; never returns. Called in a fresh fork of the zygote (zygote.py) with the
-    host's request: `cfg`, and `fds`: the control socket, then the archives that cfg's layers point at;
-    `cgroups_fd` says when we are in the sandbox's cgroups."""
+    """Prepare one sandbox, then become its C half (csrc/init.c); never returns. Called in a fresh fork of the
+    zygote (zygote.py) with the host's request: `cfg`, and `fds`: the control socket, then the archives that
+    cfg's layers point at; `cgroups_fd` says when we are in the sandbox's cgroups."""
     ctl = socket.socket(fileno=fds[0])
     for layer in cfg["layers"]:
         layer["archive_fd"] = fds[layer["archive"]] if layer["archive"] >= 0 else -1
@@ -433,19 +243,7 @@ def run(fds: list[int], cfg: dict, cgroups_fd: int) -> None:
     try:
         init.enter_namespaces()
         init.build_static()
-        init.mount_root(init.slot)
-        session = init.prepare_session(init.slot)
+        init.exec_init()
     except Exception as exc:
         protocol.send(ctl, {"error": f"{type(exc).__name__}: {exc}"})
-        os._exit(1)
-    init.hand_over(session)  # the first session needs no request: the host waits for it
-    try:
-        init.serve()
-    finally:
-        if init.spare is not None:
-            try:
-                init.discard(init.spare)
-            except OSError:
-                pass  # its processes die with us all the same (parent-death signal)
-        init.stop_session(wait=True)
-    os._exit(0)  # nothing to flush or finalise: the host waits for this exit, interpreter teardown would add to it
+    os._exit(1)

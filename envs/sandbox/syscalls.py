@@ -18,7 +18,6 @@ import struct
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
-_libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
 
 CLONE_NEWNS = 0x00020000
@@ -38,7 +37,6 @@ MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
 MS_RELATIME = 1 << 21
-MNT_DETACH = 2
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -90,10 +88,6 @@ def mount(source: str | None, target: str, fstype: str | None = None, flags: int
           data: str | None = None) -> None:
     ret = _libc.mount(_b(source), _b(target), _b(fstype), flags, _b(data))
     _check(ret, f"mount {source or fstype} on {target}")
-
-
-def umount(target: str, flags: int = MNT_DETACH) -> None:
-    _check(_libc.umount2(_b(target), flags), f"umount {target}")
 
 
 def open_tree(path: str, flags: int) -> int:

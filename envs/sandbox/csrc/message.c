@@ -47,35 +47,63 @@ void buf_json_string(buf_t *b, const char *s) {
     buf_str(b, "\"");
 }
 
-static void send_all(int sock, const void *data, size_t len) {
+static int send_all(int sock, const void *data, size_t len) {
     const char *p = data;
     while (len) {
         ssize_t n = send(sock, p, len, MSG_NOSIGNAL);
         if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) hang_up();
+        if (n <= 0) return -1;
         p += n;
         len -= (size_t)n;
     }
+    return 0;
+}
+
+static void frame(buf_t *whole, const buf_t *json) {
+    uint32_t len = htonl((uint32_t)json->len);
+    buf_add(whole, &len, 4);
+    buf_add(whole, json->data, json->len);
 }
 
 /* One write for the whole reply: the host wakes once, not once per piece */
-void send_message(int sock, const buf_t *json, const void *extra, size_t extra_len) {
-    uint32_t len = htonl((uint32_t)json->len);
+int send_message(int sock, const buf_t *json, const void *extra, size_t extra_len) {
     buf_t whole = {0};
-    buf_add(&whole, &len, 4);
-    buf_add(&whole, json->data, json->len);
+    frame(&whole, json);
     if (extra_len) buf_add(&whole, extra, extra_len);
-    send_all(sock, whole.data, whole.len);
+    int rc = send_all(sock, whole.data, whole.len);
     free(whole.data);
+    return rc;
 }
 
-void send_error(int sock, const char *text) {
+/* `fd` rides along with the message as SCM_RIGHTS (protocol.recv takes it from the first chunk) */
+int send_message_fd(int sock, const buf_t *json, int fd) {
+    buf_t whole = {0};
+    frame(&whole, json);
+    union { char space[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } control;
+    memset(&control, 0, sizeof control);
+    struct iovec iov = {whole.data, whole.len};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.space,
+                         .msg_controllen = sizeof control.space};
+    struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cmsg), &fd, sizeof fd);
+    ssize_t n;
+    while ((n = sendmsg(sock, &msg, MSG_NOSIGNAL)) < 0 && errno == EINTR) {}
+    int rc = n < 0 ? -1 : send_all(sock, whole.data + n, whole.len - (size_t)n);
+    free(whole.data);
+    return rc;
+}
+
+int send_error(int sock, const char *text) {
     buf_t json = {0};
     buf_str(&json, "{\"error\":");
     buf_json_string(&json, text);
     buf_str(&json, "}");
-    send_message(sock, &json, NULL, 0);
+    int rc = send_message(sock, &json, NULL, 0);
     free(json.data);
+    return rc;
 }
 
 static int read_exact(int fd, void *buf, size_t len) {
@@ -175,6 +203,7 @@ static int parse_request(json_t *j, request_t *r) {
             if (rc == -1) { free(key.data); free(value.data); return -1; }
             if (!strcmp(k, "op")) { free(r->op.data); r->op = value; r->has_op = 1; }
             else if (!strcmp(k, "command")) { free(r->command.data); r->command = value; r->command_error = rc == -2; }
+            else if (!strcmp(k, "error")) { free(r->error.data); r->error = value; r->has_error = 1; }
             else free(value.data);
         } else {
             const char *start = j->p;
@@ -191,22 +220,28 @@ static int parse_request(json_t *j, request_t *r) {
     }
 }
 
-/* The next request; hangs up (exits) on EOF or anything that is not a flat JSON object */
-int recv_request(int sock, request_t *r) {
-    uint32_t len;
-    if (read_exact(sock, &len, 4)) hang_up();
-    len = ntohl(len);
-    if (len > MAX_MESSAGE) hang_up();
-    char *payload = malloc(len + 1);
-    if (!payload || read_exact(sock, payload, len)) hang_up();
-    json_t j = {payload, payload + len};
+/* The next request; -1 on EOF or anything that is not a flat JSON object */
+int read_request(int sock, request_t *r) {
     memset(r, 0, sizeof *r);
-    if (parse_request(&j, r)) hang_up();
+    uint32_t len;
+    if (read_exact(sock, &len, 4)) return -1;
+    len = ntohl(len);
+    if (len > MAX_MESSAGE) return -1;
+    char *payload = malloc(len + 1);
+    if (!payload || read_exact(sock, payload, len)) { free(payload); return -1; }
+    json_t j = {payload, payload + len};
+    int rc = parse_request(&j, r);
     free(payload);
-    return 0;
+    if (rc) free_request(r);
+    return rc ? -1 : 0;
+}
+
+void recv_request(int sock, request_t *r) {
+    if (read_request(sock, r)) hang_up();
 }
 
 void free_request(request_t *r) {
     free(r->op.data);
     free(r->command.data);
+    free(r->error.data);
 }

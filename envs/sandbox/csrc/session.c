@@ -13,6 +13,9 @@
  * that a session costs no Python interpreter: not its start, nor its pages while it idles.
  *
  * A step that fails is reported on the session's socket as {"error": "session setup failed: ..."}.
+ *
+ * The same binary is nsinit's C half when its first argument is `init` (init.c): nsinit.py execs it so, and
+ * it starts the sessions as this program's starter.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -228,6 +231,7 @@ int fork_retrying(void) {
 }
 
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "init")) init_main(argc - 1, argv + 1, argv[0]);
     parse_hidden(argc, argv);
     /* nsinit's descriptors: only ours were handed over on purpose (an fd received over a socket is not
      * close-on-exec) */

@@ -33,21 +33,27 @@ void buf_add(buf_t *b, const void *data, size_t len);
 void buf_str(buf_t *b, const char *s);
 void buf_json_string(buf_t *b, const char *s);
 
-/* A request from the host: a flat JSON object; its command as UTF-8 bytes (surrogateescape) */
+/* A message: a flat JSON object; a request's command as UTF-8 bytes (surrogateescape); a reply's error */
 typedef struct {
-    buf_t op, command;
-    int has_op, command_error;
+    buf_t op, command, error;
+    int has_op, command_error, has_error;
     double timeout;
 } request_t;
 
-void send_message(int sock, const buf_t *json, const void *extra, size_t extra_len);
-void send_error(int sock, const char *text);
-int recv_request(int sock, request_t *r);
+/* Replies: -1 when the peer is gone (its next read sees EOF) */
+int send_message(int sock, const buf_t *json, const void *extra, size_t extra_len);
+int send_message_fd(int sock, const buf_t *json, int fd);
+int send_error(int sock, const char *text);
+int read_request(int sock, request_t *r); /* -1 on EOF or garbage */
+void recv_request(int sock, request_t *r); /* exits on EOF or garbage: the session ends with the host */
 void free_request(request_t *r);
 
 /* fork(), retried for up to 10 s while it fails with EAGAIN: the process limit may still be full of the dying
  * processes of a session just killed (a fork bomb's), which the kernel counts until they are reaped */
 int fork_retrying(void);
+
+/* nsinit's serving half (init.c): the sandbox's sessions, resets and end; `program` is this binary */
+int init_main(int argc, char **argv, const char *program) __attribute__((noreturn));
 
 /* pid 1's life once its root is final: start the shell, say ready, serve until the host goes away */
 void serve(const options_t *o) __attribute__((noreturn));

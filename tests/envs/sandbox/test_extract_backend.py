@@ -72,3 +72,16 @@ def test_fifteen_resets_of_thousands_of_files_restore_the_layer_and_leave_nothin
         finally:
             child.close()
     assert [name for name in os.listdir(work_root) if name != "snapshots" and not name.startswith(".")] == []
+
+
+def test_an_archive_that_does_not_unpack_fails_the_start_with_tars_words(base_layer: Path, work_root: str,
+                                                                        tmp_path: Path):
+    from swebox.envs.sandbox import Layer, SandboxError
+
+    broken = tmp_path / "broken.tar.gz"
+    broken.write_bytes(b"this is not gzip data\n" * 10)
+    layer = Layer(base_layer, archive=broken)
+    with pytest.raises(SandboxError, match=r"did not start: the copy of the layers failed: RuntimeError: tar -xzf "
+                                           r"\.\.\. exited with 2: .*gzip"):
+        Sandbox([layer], SandboxPolicy(work_root=work_root, backend="extract")).start()
+    assert [name for name in os.listdir(work_root) if not name.startswith(".")] == []

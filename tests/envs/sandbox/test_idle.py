@@ -1,11 +1,12 @@
-"""An idle sandbox sleeps: nsinit and the session's pid 1 block on their sockets and SIGCHLD, no timer wakes them."""
+"""An idle sandbox sleeps: nsinit and the session's pid 1 block on their sockets and SIGCHLD, no timer wakes them;
+and it is thin: none of its processes holds a Python interpreter."""
 
 from __future__ import annotations
 
 import os
 import time
 
-from swebox.envs.sandbox import Sandbox, SandboxPolicy
+from swebox.envs.sandbox import Sandbox, SandboxPolicy, protocol
 
 
 def wakeups(pid: int) -> int:
@@ -36,3 +37,17 @@ def test_an_idle_sandbox_is_never_woken(base_layer, work_root):
         assert sb.exec("echo ok").output == "ok\n"
         sb.reset()  # the session's pid 1 died: nsinit, woken by SIGCHLD, reaped it
         assert sb.exec("echo ok").output == "ok\n"
+
+
+def test_an_idle_nsinit_is_c_and_still_serves(base_layer, work_root):
+    with Sandbox([base_layer], SandboxPolicy(work_root=work_root)) as sb:
+        with open(f"/proc/{sb.pid}/maps") as f:  # nsinit, after the exec into its C half (csrc/init.c)
+            maps = f.read()
+        with open(f"/proc/{sb.pid}/comm") as f:
+            assert f.read().strip() == "nsinit"
+        assert "libpython" not in maps and "python3" not in maps
+        protocol.send(sb._ctl, {"op": "nope", "n": 1})  # answered, and the sandbox serves on
+        assert protocol.recv(sb._ctl)[0] == {"error": "unknown request 'nope'"}
+        sb.exec("echo x > /tmp/x")
+        sb.reset()
+        assert "No such file" in sb.exec("cat /tmp/x").output

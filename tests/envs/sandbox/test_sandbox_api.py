@@ -179,12 +179,14 @@ def test_other_backends_behave_the_same(base_layer: Path, task_layer: Path, work
 
     if backend == "fuse-overlayfs" and not fuse_overlayfs_available():
         pytest.skip("fuse-overlayfs needs the program and a mode-0666 /dev/fuse (see test_fuse_backend_*)")
+    root_type = "awk '$5 == \"/\" { for (i = 1; i < NF; i++) if ($i == \"-\") print $(i + 1) }' /proc/self/mountinfo"
+    expected_type = {"extract": "tmpfs\n", "fuse-overlayfs": "fuse.fuse-overlayfs\n"}[backend]
     with Sandbox([base_layer, task_layer], SandboxPolicy(work_root=work_root, backend=backend)) as sb:
-        assert sb.backend == backend
+        assert sb.backend == backend and sb.exec(root_type).output == expected_type
         assert sb.exec("cat /testbed/pkg/__init__.py; ls /testbed").output == "VALUE = 2\nNEW\nREADME\npkg\n"
         sb.exec("rm -r /testbed/pkg; echo x > /testbed/y")
         sb.reset()
-        assert sb.exec("ls /testbed").output == "NEW\nREADME\npkg\n"
+        assert sb.exec("ls /testbed").output == "NEW\nREADME\npkg\n" and sb.exec(root_type).output == expected_type
         sb.exec("echo forked > /testbed/f")
         child = sb.fork()
         try:
