@@ -174,18 +174,27 @@ def _rmdir(path: str) -> None:
             time.sleep(0.01)
 
 
+def pid_namespace() -> int:
+    """This process's PID namespace (the inode of /proc/self/ns/pid): a pid in a cgroup's name means something
+    only in the namespace that named it."""
+    return os.stat("/proc/self/ns/pid").st_ino
+
+
 def sweep_stale_cgroups(prefix: str) -> None:
-    """Remove empty cgroups named `prefix*` left by a crashed process (their owner pid is in the name)."""
+    """Remove empty cgroups named `prefix<our PID namespace>-<pid>-*` whose owner pid is dead, left by a crashed
+    process. Jobs in other PID namespaces (containers, CI runners) share the cgroup tree, but a pid of theirs
+    means nothing here: their cgroups are theirs to sweep (a fresh one is empty until its nsinit joins it)."""
+    ours = f"{prefix}{pid_namespace()}-"
     own = _own_cgroups()
     parents = [os.path.join(CGROUP_ROOT, c, own[c].lstrip("/")) for c in ("memory", "pids", "cpu") if c in own]
     if "" in own and os.path.exists(os.path.join(CGROUP_ROOT, "cgroup.controllers")):
         parents.append(os.path.join(CGROUP_ROOT, own[""].lstrip("/")))
     for parent in parents:
         try:
-            names = [n for n in os.listdir(parent) if n.startswith(prefix)]
+            names = [n for n in os.listdir(parent) if n.startswith(ours)]
         except OSError:
             continue
         for name in names:
-            owner = name[len(prefix):].split("-", 1)[0]
+            owner = name[len(ours):].split("-", 1)[0]
             if owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
                 _rmdir(os.path.join(parent, name))

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from . import closer, hostfs, idmap, native, protocol, rootfs, snapcopy, spawner, uidslots
 from .layers import Layer
-from .limits import Limits, sweep_stale_cgroups
+from .limits import Limits, pid_namespace, sweep_stale_cgroups
 from .policy import SandboxError, SandboxPolicy
 from .probe import choose_backend
 from .usernet import UserNet
@@ -131,7 +131,7 @@ class Sandbox:
             layers_mb = -(-sum(_tree_bytes(str(layer.path)) for layer in self.layers) // MB)
             self._upper_size_mb += layers_mb
         limits_policy = dataclasses.replace(self.policy, upper_size_mb=self._upper_size_mb)
-        self._limits = Limits.create(limits_policy, CGROUP_PREFIX + name)
+        self._limits = Limits.create(limits_policy, f"{CGROUP_PREFIX}{pid_namespace()}-{name}")
         self._bind_list = rootfs.binds(self.policy, self.layers)
         self._etc_layer = rootfs.etc_layer(self.policy)
         trees = [("etc", 0, self._etc_layer), *(("layers", i, str(layer.path)) for i, layer in enumerate(self.layers))]
