@@ -159,18 +159,19 @@ static int mount_fuse(const char *options, const char *target) {
     return failed("fuse-overlayfs did not mount within 5 s");
 }
 
-int mount_root(int s) {
-    char root[32], rw[32], path[64];
-    snprintf(root, sizeof root, "root%d", s);
-    if (!strcmp(cfg.backend, "extract")) return mount_tmpfs(root, cfg.upper_size_mb) || copy_layers(root) ? -1 : 0;
-    snprintf(rw, sizeof rw, "rw%d", s);
-    if (mount_tmpfs(rw, cfg.upper_size_mb)) return -1;
+/* A mount point that is not mounted (EINVAL) is already what we want */
+static int unmount(const char *path) {
+    if (umount2(path, MNT_DETACH) && errno != EINVAL) return failed("unmount %s", path);
+    return 0;
+}
+
+static int mount_layers(const char *root, const char *rw) {
     for (const char *name = "upper";; name = "work") {
+        char path[64];
         snprintf(path, sizeof path, "%s/%s", rw, name);
         if (mkdir(path, 0755)) return failed("mkdir %s", path);
         if (!strcmp(name, "work")) break;
     }
-    /* relative paths (from the staging folder, our cwd) keep host paths out of the sandbox's mountinfo */
     char options[8192];
     snprintf(options, sizeof options, "lowerdir=%s,upperdir=%s/upper,workdir=%s/work", cfg.lowerdir, rw, rw);
     if (!strcmp(cfg.backend, "fuse-overlayfs")) return mount_fuse(options, root);
@@ -179,10 +180,24 @@ int mount_root(int s) {
     return 0;
 }
 
+/* Slot s's root, or nothing of it: a failure unmounts what it had mounted, so the slot can be tried again */
+int mount_root(int s) {
+    char root[32], rw[32];
+    snprintf(root, sizeof root, "root%d", s);
+    snprintf(rw, sizeof rw, "rw%d", s);
+    const char *tmpfs = strcmp(cfg.backend, "extract") ? rw : root; /* extract: the copy is the root */
+    if (mount_tmpfs(tmpfs, cfg.upper_size_mb)) return -1;
+    if (tmpfs == root ? copy_layers(root) : mount_layers(root, rw)) {
+        umount2(tmpfs, MNT_DETACH);
+        return -1;
+    }
+    return 0;
+}
+
 int unmount_root(int s) {
     char path[32];
     snprintf(path, sizeof path, "root%d", s);
-    if (umount2(path, MNT_DETACH)) return failed("unmount %s", path);
+    if (unmount(path)) return -1;
     if (fuse_pid) {
         kill(fuse_pid, SIGKILL);
         waitpid(fuse_pid, NULL, 0);
@@ -190,9 +205,6 @@ int unmount_root(int s) {
         fuse_pid = 0;
         fuse_err = -1;
     }
-    if (strcmp(cfg.backend, "extract")) {
-        snprintf(path, sizeof path, "rw%d", s);
-        if (umount2(path, MNT_DETACH)) return failed("unmount %s", path);
-    }
-    return 0;
+    snprintf(path, sizeof path, "rw%d", s);
+    return strcmp(cfg.backend, "extract") ? unmount(path) : 0;
 }

@@ -85,3 +85,25 @@ def test_an_archive_that_does_not_unpack_fails_the_start_with_tars_words(base_la
                                            r"\.\.\. exited with 2: .*gzip"):
         Sandbox([layer], SandboxPolicy(work_root=work_root, backend="extract")).start()
     assert [name for name in os.listdir(work_root) if not name.startswith(".")] == []
+
+
+def test_a_reset_that_cannot_restore_fails_and_the_next_one_recovers(base_layer: Path, work_root: str,
+                                                                    tmp_path: Path):
+    import tarfile
+
+    from swebox.envs.sandbox import Layer, SandboxError
+
+    archive = tmp_path / "base.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(base_layer, arcname=".")
+    good = archive.read_bytes()
+    with Sandbox([Layer(base_layer, archive=archive)], SandboxPolicy(work_root=work_root, backend="extract")) as sb:
+        sb.exec("echo agent > /testbed/README")
+        with open(archive, "r+b") as f:  # the same file (nsinit reopens it through its fd), now not gzip
+            f.write(b"\0" * 64)
+        with pytest.raises(SandboxError, match="reset failed: the copy of the layers failed: RuntimeError: tar"):
+            sb.reset()
+        with open(archive, "r+b") as f:
+            f.write(good)
+        sb.reset()  # the failed restore left nothing mounted in the way
+        assert sb.exec("cat /testbed/README").output == "base\n"
