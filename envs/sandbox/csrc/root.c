@@ -87,12 +87,8 @@ static int mount_tmpfs(const char *target, unsigned long size_mb) {
     return 0;
 }
 
-/* extract: the copy of every layer into the slot's tmpfs, by extract.py; a failure says what it said */
-static int copy_layers(const char *target) {
-    char *argv[64] = {0};
-    int n = 0;
-    for (int i = 0; i < cfg.nextract && n < 62; i++) argv[n++] = cfg.extract[i];
-    argv[n++] = (char *)target;
+/* A helper with stdin and stdout on /dev/null; *said is the read end of its stderr (what a failure reports) */
+static int spawn_helper(pid_t *pid, char **argv, int *said) {
     int err[2];
     if (pipe2(err, O_CLOEXEC)) return failed("pipe");
     posix_spawn_file_actions_t actions;
@@ -100,14 +96,26 @@ static int copy_layers(const char *target) {
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
     posix_spawn_file_actions_adddup2(&actions, err[1], 2);
-    pid_t pid;
-    int rc = spawn(&pid, argv, environ, &actions);
+    int rc = spawn(pid, argv, environ, &actions);
     posix_spawn_file_actions_destroy(&actions);
     close(err[1]);
-    if (rc) { close(err[0]); return failed("starting the copy of the layers (%s)", argv[0]); }
+    if (rc) { close(err[0]); return failed("starting %s", argv[0]); }
+    *said = err[0];
+    return 0;
+}
+
+/* extract: the copy of every layer into the slot's tmpfs, by extract.py; a failure says what it said */
+static int copy_layers(const char *target) {
+    char *argv[64] = {0};
+    int n = 0;
+    for (int i = 0; i < cfg.nextract && n < 62; i++) argv[n++] = cfg.extract[i];
+    argv[n++] = (char *)target;
+    pid_t pid;
+    int err;
+    if (spawn_helper(&pid, argv, &err)) return -1;
     char said[2048];
-    read_tail(err[0], said, sizeof said);
-    close(err[0]);
+    read_tail(err, said, sizeof said);
+    close(err);
     int status;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
@@ -125,28 +133,19 @@ static int mount_fuse(const char *options, const char *target) {
     char all[8192];
     snprintf(all, sizeof all, "%s,squash_to_root", options);
     char *argv[] = {"fuse-overlayfs", "-f", "-o", all, (char *)target, NULL};
-    int err[2];
-    if (pipe2(err, O_CLOEXEC)) return failed("pipe");
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_adddup2(&actions, err[1], 2);
     pid_t pid;
-    int rc = spawn(&pid, argv, environ, &actions);
-    posix_spawn_file_actions_destroy(&actions);
-    close(err[1]);
-    if (rc) { close(err[0]); return failed("starting fuse-overlayfs"); }
+    int err;
+    if (spawn_helper(&pid, argv, &err)) return -1;
     for (int i = 0; i < 5000; i++) {
         if (is_mounted(target)) {
             fuse_pid = pid;
-            fuse_err = err[0];
+            fuse_err = err;
             return 0;
         }
         if (waitpid(pid, NULL, WNOHANG) == pid) {
             char said[2048];
-            read_tail(err[0], said, sizeof said);
-            close(err[0]);
+            read_tail(err, said, sizeof said);
+            close(err);
             errno = 0;
             return failed("fuse-overlayfs failed: %s", said);
         }
@@ -154,7 +153,7 @@ static int mount_fuse(const char *options, const char *target) {
     }
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
-    close(err[0]);
+    close(err);
     errno = 0;
     return failed("fuse-overlayfs did not mount within 5 s");
 }
