@@ -232,15 +232,28 @@ class Init:
         os.execv(self.cfg["session_program"], self.init_arguments())
 
 
-def run(fds: list[int], cfg: dict, cgroups_fd: int) -> None:
+def join_own_cgroups(dirs: list[str]) -> None:
+    """Move this process into the cgroup v1 folders `dirs` by writing "0" to their `tasks`: that moves only the
+    calling thread, which the kernel does without its global threadgroup lock, so it never waits for an RCU grace
+    period (0.5 ms for three controllers, against 6-16 ms through cgroup.procs after an idle moment). A fresh fork
+    has one thread, so the thread is the whole process. Before anything else: we are still host root, and nothing
+    of the sandbox runs yet."""
+    for path in dirs:
+        with open(os.path.join(path, "tasks"), "w") as f:
+            f.write("0")
+
+
+def run(fds: list[int], cfg: dict, cgroups_fd: int, own_cgroups: list[str]) -> None:
     """Prepare one sandbox, then become its C half (csrc/init.c); never returns. Called in a fresh fork of the
     zygote (zygote.py) with the host's request: `cfg`, and `fds`: the control socket, then the archives that
-    cfg's layers point at; `cgroups_fd` says when we are in the sandbox's cgroups."""
+    cfg's layers point at; we join the cgroup v1 folders `own_cgroups` ourselves, and `cgroups_fd` says when
+    the zygote has put us in the others."""
     ctl = socket.socket(fileno=fds[0])
     for layer in cfg["layers"]:
         layer["archive_fd"] = fds[layer["archive"]] if layer["archive"] >= 0 else -1
     init = Init(ctl, cfg, cgroups_fd)
     try:
+        join_own_cgroups(own_cgroups)
         init.enter_namespaces()
         init.build_static()
         init.exec_init()

@@ -33,9 +33,11 @@ import nsinit
 import protocol
 
 
-def become_nsinit(zygote: socket.socket, wake: int, fds: list[int], go: int, cfg: dict) -> None:
+def become_nsinit(zygote: socket.socket, wake: int, fds: list[int], go: int, cfg: dict,
+                  by_thread: list[str]) -> None:
     """In the fresh child: keep nothing of the zygote's but the code, then serve the sandbox (never returns).
-    nsinit waits for the zygote's word on `go` (in the sandbox's cgroups) before it makes any process."""
+    nsinit moves itself into the cgroup v1 folders `by_thread`, and waits for the zygote's word on `go` (in the
+    other cgroups) before it makes any process."""
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     os.close(wake)
@@ -47,14 +49,14 @@ def become_nsinit(zygote: socket.socket, wake: int, fds: list[int], go: int, cfg
     keep = sorted({0, 1, 2, go, *fds})
     for low, high in zip(keep, [*keep[1:], 65536], strict=True):
         os.closerange(low + 1, high)
-    nsinit.run(fds, cfg, go)
+    nsinit.run(fds, cfg, go, by_thread)
 
 
 def join_cgroups(pid: int, dirs: list[str]) -> None:
-    """Move `pid` into the sandbox's cgroups. Done by us, the parent: the same write made by the child itself
-    ("0") took 2-6 ms on a cgroup v1 host instead of ~0.5 ms for all three controllers. After an idle moment
-    the first write waits for an RCU grace period (~8 ms on cgroup v1), so the child is already at work on its
-    namespaces and mounts meanwhile, and only its first fork waits for this."""
+    """Move `pid` into the cgroup v2 `dirs`, for a child that cannot move itself cheaply. Moving a whole process
+    (cgroup.procs) takes the kernel's global threadgroup lock for writing, which after an idle moment waits for
+    an RCU grace period (6-16 ms here), so the child is already at work on its namespaces and mounts meanwhile,
+    and only its first fork waits for this."""
     for path in dirs:
         with open(os.path.join(path, "cgroup.procs"), "w") as f:
             f.write(str(pid))
@@ -67,6 +69,9 @@ def spawn(zygote: socket.socket, wake: int, request: dict, fds: list[int]) -> No
     if not fds or not isinstance(request.get("init"), dict):
         protocol.send(zygote, {"error": "spawn: expected a sandbox's configuration and its control socket"})
         return
+    cgroups = request.get("cgroups", [])
+    # cgroup v1: the child moves itself, its one thread, through `tasks` (nsinit.join_own_cgroups)
+    by_thread = [path for path in cgroups if os.path.exists(os.path.join(path, "tasks"))]
     go_r, go_w = os.pipe()
     try:
         pid = os.fork()
@@ -78,7 +83,7 @@ def spawn(zygote: socket.socket, wake: int, request: dict, fds: list[int]) -> No
     if pid == 0:
         try:
             os.close(go_w)
-            become_nsinit(zygote, wake, fds, go_r, request["init"])
+            become_nsinit(zygote, wake, fds, go_r, request["init"], by_thread)
         finally:
             os._exit(1)  # nsinit exits on its own; whatever got here must never return into the zygote's loop
     os.close(go_r)
@@ -87,7 +92,7 @@ def spawn(zygote: socket.socket, wake: int, request: dict, fds: list[int]) -> No
     try:
         protocol.send(zygote, {"pid": pid}, [pidfd])
         try:
-            join_cgroups(pid, request.get("cgroups", []))
+            join_cgroups(pid, [path for path in cgroups if path not in by_thread])
         except OSError as exc:
             os.write(go_w, f"!{exc}".encode()[:512])
         else:

@@ -46,7 +46,8 @@ def test_nsinit_is_forked_by_the_zygote_and_holds_none_of_its_fds(base_layer: Pa
         assert session_id == sb.pid  # a session of its own, like the process it used to be started as
         assert sb.exec("echo ok").output == "ok\n"
         assert len(fds) < 16, fds
-        # the zygote moved it into the sandbox's cgroups, and with it everything it made
+        # it is in the sandbox's cgroups (v1: it moved itself, by thread; v2: the zygote moved it), and so is
+        # everything it made
         with open(f"/proc/{sb.pid}/cgroup") as f:
             memberships = f.read()
         for path in sb._limits.cgroup_dirs:
