@@ -26,7 +26,7 @@ from .policy import SandboxPolicy
 @dataclass(frozen=True)
 class Tree:
     kind: str
-    """"etc", "layers" or "binds": which of nsinit's config entries the tree is for."""
+    """"etc", "layers" or "binds": what the tree is for (nsinit_args.trees)."""
     index: int
     """Its place in that list."""
     path: str
@@ -39,8 +39,6 @@ class Tree:
 class Mapped:
     fds: list[int]
     """Detached mounts, one per tree in order, for nsinit to move into place."""
-    sent: dict[str, list[int]]
-    """The indexes of the trees the fds are for, per kind (nsinit's "prepared")."""
     host_uid: int
     """The host uid the sandbox's root now is: its block's first, or policy.host_uid when shared."""
     shared_why: str
@@ -78,10 +76,7 @@ def map_ids(pid: int, layer_ns_pid: int, trees: list[Tree], policy: SandboxPolic
         for fd in prepared.values():
             os.close(fd)
         raise
-    sent: dict[str, list[int]] = {"etc": [], "layers": [], "binds": []}
-    for tree in trees:
-        sent[tree.kind].append(tree.index)
-    return Mapped([prepared[tree] for tree in trees], sent, host_uid, why)
+    return Mapped([prepared[tree] for tree in trees], host_uid, why)
 
 
 def _map_layer_trees(layer_ns_pid: int, trees: list[Tree], policy: SandboxPolicy, block: int,

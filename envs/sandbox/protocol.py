@@ -1,5 +1,6 @@
-"""Framing for the host <-> in-namespace messages: a 4-byte length, then UTF-8 JSON; file descriptors ride
-along with the first chunk as SCM_RIGHTS. Used by both sides, so standard library only, no relative imports.
+"""Framing for the host <-> in-namespace messages: a 4-byte length, then UTF-8 JSON, then raw bytes where the
+JSON says how many (a request's "payload_bytes", an exec reply's "output_bytes"); file descriptors ride along
+with the first chunk as SCM_RIGHTS. The host's side; csrc/message.c is the other.
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ class ProtocolError(Exception):
     """The peer closed the connection or sent something that is not a message."""
 
 
-def send(sock: socket.socket, message: dict, fds: list[int] | tuple[int, ...] = ()) -> None:
-    payload = json.dumps(message, separators=(",", ":")).encode()
-    data = _HEADER.pack(len(payload)) + payload
+def send(sock: socket.socket, message: dict, fds: list[int] | tuple[int, ...] = (), payload: bytes = b"") -> None:
+    """One message; `payload`: raw bytes after it, their count in the message's "payload_bytes"."""
+    if payload:
+        message = {**message, "payload_bytes": len(payload)}
+    text = json.dumps(message, separators=(",", ":")).encode()
+    data = _HEADER.pack(len(text)) + text + payload
     ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
     sent = sock.sendmsg([data], ancillary)
     if sent < len(data):

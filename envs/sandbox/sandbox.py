@@ -18,7 +18,7 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import closer, hostfs, idmap, native, protocol, rootfs, snapcopy, spawner, uidslots
+from . import closer, hostfs, idmap, native, nsinit_args, protocol, rootfs, snapcopy, spawner, uidslots
 from .layers import Layer
 from .limits import Limits, pid_namespace, sweep_stale_cgroups
 from .policy import SandboxError, SandboxPolicy
@@ -132,10 +132,9 @@ class Sandbox:
             self._upper_size_mb += layers_mb
         limits_policy = dataclasses.replace(self.policy, upper_size_mb=self._upper_size_mb)
         self._limits = Limits.create(limits_policy, f"{CGROUP_PREFIX}{pid_namespace()}-{name}")
-        self._bind_list = rootfs.binds(self.policy, self.layers)
-        self._etc_layer = rootfs.etc_layer(self.policy)
-        trees = [("etc", 0, self._etc_layer), *(("layers", i, str(layer.path)) for i, layer in enumerate(self.layers))]
-        trees += [("binds", i, b["src"]) for i, b in enumerate(self._bind_list) if b["kind"] == "dir"]
+        binds = rootfs.binds(self.policy, self.layers)
+        etc_layer = rootfs.etc_layer(self.policy)
+        trees = nsinit_args.trees(etc_layer, self.layers, binds)
         # rootless, nothing is id-mapped (nsinit maps itself), and the user may not even stat some binds' folders
         self._trees = [] if self._rootless else idmap.classify(trees, self.policy)
         for layer in self.layers:
@@ -145,11 +144,15 @@ class Sandbox:
         # archives are opened here: the sandbox's unprivileged uid may not be able to reach their folder
         archive_fds = [os.open(layer.archive, os.O_RDONLY) if layer.archive and self.backend == "extract"
                        else -1 for layer in self.layers]
+        argv = nsinit_args.build(
+            program=native.session_binary(), policy=self.policy, backend=self.backend,
+            staging=os.path.join(self._dir, "mnt"), layers=self.layers, archives=[fd >= 0 for fd in archive_fds],
+            binds=binds, etc_layer=etc_layer, tree_owners=self._trees, rootless=self._rootless,
+            owner_uid=self.owner_uid, upper_size_mb=self._upper_size_mb, cgroups=self._limits.cgroup_dirs,
+            rlimits=self._limits.rlimits())
         try:
             # nsinit is in its cgroups before it makes any process, and starts at once
-            self._proc = spawner.spawn(self._init_config(archive_fds),
-                                       [init_end.fileno(), *(fd for fd in archive_fds if fd >= 0)],
-                                       self._limits.cgroup_dirs)
+            self._proc = spawner.spawn(argv, [init_end.fileno(), *(fd for fd in archive_fds if fd >= 0)])
         finally:
             init_end.close()
             for fd in archive_fds:
@@ -165,9 +168,9 @@ class Sandbox:
             mapped = idmap.map_ids(self._proc.pid, reply.get("layer_ns_pid", 0), self._trees, self.policy,
                                    self._slot.block)
             self.host_uid, self._shared_ids = mapped.host_uid, mapped.shared_why
-            fds, prepared = mapped.fds, mapped.sent
-            try:
-                protocol.send(host_end, prepared, fds)
+            fds = mapped.fds
+            try:  # one lower per tree, in nsinit_args.trees' order
+                protocol.send(host_end, {"op": "lowers"}, fds)
             finally:
                 for fd in fds:
                     os.close(fd)
@@ -177,25 +180,6 @@ class Sandbox:
         self._limits.enforced_by["kernel_budgets"] = self._budgets_note()
         if self.policy.network == "user":  # attached to nsinit's network namespace before the first command
             self._net = UserNet(self._proc.pid, self.policy)
-
-    def _init_config(self, archive_fds: list[int]) -> dict:
-        """nsinit's configuration; a layer's "archive" is its archive fd's position among those sent (-1: none)."""
-        p = self.policy
-        positions = itertools.count(1)  # after the control socket
-        return {
-            "staging": os.path.join(self._dir, "mnt"), "backend": self.backend,
-            "map_self": self._rootless, "outer_uid": os.getuid(), "outer_gid": os.getgid(), "owner": self.owner_uid,
-            "layer_idmap": any(tree.owner == "layer" for tree in self._trees),
-            "layers": [{"path": str(layer.path), "archive": next(positions) if fd >= 0 else -1}
-                       for layer, fd in zip(self.layers, archive_fds, strict=True)],
-            "binds": self._bind_list, "etc_layer": self._etc_layer, "network": p.network, "hostname": p.hostname,
-            "upper_size_mb": self._upper_size_mb, "tmp_size_mb": p.tmp_size_mb, "env": p.env, "workdir": p.workdir,
-            "rlimits": self._limits.rlimits(), "max_output_bytes": p.max_output_bytes,
-            "seccomp": {"enabled": p.seccomp, "allow_ptrace": p.seccomp_allow_ptrace},
-            "session_program": native.session_binary(),
-            # extract would hold two private copies, fuse two daemons: only overlay keeps a spare session
-            "warm_reset": p.warm_reset and self.backend == "overlay",
-        }
 
     def _budgets_note(self) -> str:
         """limits_in_force()'s line for the per-user kernel budgets (uidslots.py)."""

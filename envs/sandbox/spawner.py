@@ -1,7 +1,8 @@
-"""The host's end of the zygote (zygote.py): it starts each sandbox's nsinit as a fork of one pre-started process.
+"""The host's end of the zygote (csrc/zygote.c): it starts each sandbox's nsinit as a fork of one pre-started
+process, the session program in its zygote mode.
 
 One zygote per host process, started on the first sandbox and shared by every thread (requests are serialised
-under a lock; a fork takes ~1 ms). A process forked from the host (multiprocessing) starts a zygote of its
+under a lock; a fork takes ~0.2 ms). A process forked from the host (multiprocessing) starts a zygote of its
 own: the one it inherited belongs to its parent. A zygote that died (e.g. chosen by the OOM killer) is replaced
 on the next start; the sandboxes it had forked do not depend on it.
 """
@@ -13,14 +14,10 @@ import select
 import signal
 import socket
 import subprocess
-import sys
 import threading
-from pathlib import Path
 
-from . import protocol
+from . import native, protocol
 from .policy import SandboxError
-
-ZYGOTE = str(Path(__file__).with_name("zygote.py"))
 
 
 class Child:
@@ -55,11 +52,12 @@ class Child:
 
 class _Zygote:
     def __init__(self) -> None:
+        program = native.session_binary()
         ours, theirs = socket.socketpair()
         try:
             # cwd /: a long-lived process must not hold the caller's folder (it would keep a mount busy)
             self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", ZYGOTE, str(theirs.fileno())], pass_fds=[theirs.fileno()],
+                [program, "zygote", str(theirs.fileno())], pass_fds=[theirs.fileno()],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 close_fds=True, start_new_session=True, env={}, cwd="/")
         except BaseException:
@@ -69,8 +67,8 @@ class _Zygote:
             theirs.close()
         self.sock = ours
 
-    def spawn(self, init: dict, fds: list[int], cgroups: list[str]) -> Child:
-        protocol.send(self.sock, {"op": "spawn", "init": init, "cgroups": cgroups}, fds)
+    def spawn(self, argv: list[str], fds: list[int]) -> Child:
+        protocol.send(self.sock, {"op": "spawn"}, fds, b"".join(os.fsencode(arg) + b"\0" for arg in argv))
         reply, pidfds = protocol.recv(self.sock)
         if "error" in reply or len(pidfds) != 1:
             for fd in pidfds:
@@ -91,21 +89,21 @@ _lock = threading.Lock()
 _zygote: _Zygote | None = None
 
 
-def spawn(init: dict, fds: list[int], cgroups: list[str]) -> Child:
-    """Fork a new nsinit in `cgroups` that serves the sandbox configured by `init` (nsinit.run) on fds[0], its
-    control socket; the other fds are the archives `init`'s layers point at by position."""
+def spawn(argv: list[str], fds: list[int]) -> Child:
+    """Fork a new nsinit with the command line `argv` (nsinit_args.build) that serves the sandbox on fds[0], its
+    control socket; the other fds are the archives, in the order argv expects them."""
     global _zygote
     with _lock:
         for _attempt in (1, 2):
             if _zygote is None:
                 _zygote = _Zygote()
             try:
-                return _zygote.spawn(init, fds, cgroups)
+                return _zygote.spawn(argv, fds)
             except (protocol.ProtocolError, OSError) as exc:
                 dead, _zygote, failure = _zygote, None, exc
                 dead.close()
-        raise SandboxError(f"the sandbox launcher (zygote.py run by {sys.executable}) failed twice: {failure}; "
-                           "check that this interpreter can run `python -I -S` scripts")
+        raise SandboxError(f"the sandbox launcher (`{native.session_binary()} zygote`) failed twice: {failure}; "
+                           "run `swebox bench sandbox --reps 3` to check the host")
 
 
 def _forget_after_fork() -> None:

@@ -1,6 +1,5 @@
-/* nsinit's serving half: a sandbox's sessions, resets and end. nsinit.py does what comes before (the namespaces,
- * the host's id maps, the static mounts) and then execs this, so that an idle sandbox holds no Python
- * interpreter's pages (~2 MB of a forked one's, docs/benchmarks.md), and a reset runs no Python either.
+/* nsinit's serving half: a sandbox's sessions, resets and end. nsinit.c does what comes before (the namespaces,
+ * the host's id maps, the static mounts) and then calls this.
  *
  * It serves the host's requests on the control socket (protocol.py's framing):
  * - session: start a session (session.c) on the live slot's root and send the host its socket;
@@ -17,14 +16,12 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -232,46 +229,10 @@ static void serve_requests(void) {
     }
 }
 
-static void parse(int argc, char **argv) {
-    static const struct option options[] = {
-        {"ctl", 1, 0, 'c'}, {"staging", 1, 0, 's'}, {"backend", 1, 0, 'b'}, {"upper-size-mb", 1, 0, 'u'},
-        {"lowerdir", 1, 0, 'l'}, {"warm-reset", 1, 0, 'w'}, {"dumpable", 1, 0, 'd'}, {"env", 1, 0, 'e'},
-        {"extract", 1, 0, 'x'}, {0, 0, 0, 0}};
-    cfg.ctl = -1;
-    cfg.env = calloc((size_t)argc + 1, sizeof *cfg.env);
-    cfg.extract = calloc((size_t)argc + 1, sizeof *cfg.extract);
-    int c, nenv = 0;
-    while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {
-        switch (c) {
-        case 'c': cfg.ctl = atoi(optarg); break;
-        case 's': cfg.staging = optarg; break;
-        case 'b': cfg.backend = optarg; break;
-        case 'u': cfg.upper_size_mb = strtoul(optarg, NULL, 10); break;
-        case 'l': cfg.lowerdir = optarg; break;
-        case 'w': cfg.warm_reset = atoi(optarg); break;
-        case 'd': prctl(PR_SET_DUMPABLE, atoi(optarg), 0, 0, 0); break;
-        case 'e': cfg.env[nenv++] = optarg; break;
-        case 'x': cfg.extract[cfg.nextract++] = optarg; break;
-        default: exit(2);
-        }
-    }
-    if (cfg.ctl < 0 || !cfg.staging || !cfg.backend || !cfg.lowerdir) {
-        fprintf(stderr, "usage: %s init --ctl FD --staging DIR --backend overlay|fuse-overlayfs|extract --upper-size-mb N "
-                "--lowerdir DIRS [--warm-reset 0|1] [--dumpable 0|1] [--env K=V]... [--extract ARG]... -- "
-                "SESSION-OPTION...\n(nsinit.py runs it; it is not a command for people)\n", argv[0]);
-        exit(2);
-    }
-    cfg.session_args = argv + optind;
-    cfg.nsession_args = argc - optind;
-}
-
-int init_main(int argc, char **argv, const char *program) {
-    parse(argc, argv);
-    cfg.program = program;
-    prctl(PR_SET_NAME, "nsinit");
+void serve_sandbox(void) {
     signal(SIGPIPE, SIG_IGN);  /* a host gone mid-reply is an error to handle, not our death */
     signal(SIGCHLD, SIG_DFL);  /* ignored, the kernel would reap the starters we wait for */
-    fcntl(cfg.ctl, F_SETFD, FD_CLOEXEC); /* inherited across nsinit.py's exec, and by nothing we start */
+    fcntl(cfg.ctl, F_SETFD, FD_CLOEXEC); /* inherited by nothing we start */
     session_t first;
     if (chdir(cfg.staging) ? failed("chdir %s", cfg.staging) : mount_root(slot) || prepare_session(slot, &first)) {
         send_error(cfg.ctl, failure);

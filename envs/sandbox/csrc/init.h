@@ -7,13 +7,13 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* nsinit.py's command line for us (init.c parses it) */
+/* how nsinit serves the sandbox: its command line (nsinit.c parses it) */
 typedef struct {
     int ctl;                       /* the control socket: the host's end is the other */
     const char *staging;           /* the staging tmpfs (our working folder): skel, E, L<i>, rw<slot>, root<slot> */
     const char *backend;           /* overlay, fuse-overlayfs or extract */
     const char *lowerdir;          /* overlay's lowerdir, relative to the staging folder, topmost first */
-    const char *program;           /* this binary: each session's starter */
+    const char *program;           /* the session program: each session's starter */
     unsigned long upper_size_mb;   /* a slot's writable tmpfs (extract: the layers' copy too) */
     int warm_reset;                /* prepare the session after the next (overlay only) */
     char **session_args, **env;    /* the session program's fixed options; its environment (the policy's) */
@@ -32,6 +32,7 @@ int spawn(pid_t *pid, char **argv, char **env, const posix_spawn_file_actions_t 
 void read_tail(int fd, char *text, size_t size);
 
 int mount_root(int slot);
+void serve_sandbox(void) __attribute__((noreturn)); /* with the namespaces and static mounts in place */
 int unmount_root(int slot);
 
 #endif

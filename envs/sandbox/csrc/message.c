@@ -183,7 +183,7 @@ static int json_string(json_t *j, buf_t *out) {
     return bad ? -2 : 0;
 }
 
-static int parse_request(json_t *j, request_t *r) {
+static int parse_request(json_t *j, request_t *r, size_t *payload) {
     r->timeout = 60;
     skip_ws(j);
     if (j->p >= j->end || *j->p++ != '{') return -1;
@@ -210,6 +210,7 @@ static int parse_request(json_t *j, request_t *r) {
             while (j->p < j->end && !strchr(",} \t\r\n", *j->p)) j->p++;
             if (j->p == start) { free(key.data); return -1; }
             if (!strcmp(k, "timeout")) r->timeout = strtod(start, NULL);
+            else if (!strcmp(k, "payload_bytes")) *payload = strtoul(start, NULL, 10);
         }
         free(key.data);
         skip_ws(j);
@@ -220,21 +221,64 @@ static int parse_request(json_t *j, request_t *r) {
     }
 }
 
-/* The next request; -1 on EOF or anything that is not a flat JSON object */
-int read_request(int sock, request_t *r) {
+/* The 4-byte header, and the descriptors that ride along with its first byte (protocol.send) */
+static int read_header(int sock, uint32_t *len, int *fds, int max, int *nfds) {
+    union { char space[CMSG_SPACE(64 * sizeof(int))]; struct cmsghdr align; } control;
+    char *p = (char *)len;
+    size_t want = 4;
+    *nfds = 0;
+    while (want) {
+        struct iovec iov = {p, want};
+        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.space,
+                             .msg_controllen = sizeof control.space};
+        ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+        if (n < 0 && errno == EINTR) continue;
+        for (struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL; c; c = CMSG_NXTHDR(&msg, c)) {
+            if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+            int count = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+            for (int i = 0; i < count; i++) {
+                int fd;
+                memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+                if (*nfds < max) fds[(*nfds)++] = fd;
+                else close(fd); /* more than the caller takes: not kept open by accident */
+            }
+        }
+        if (n <= 0) return -1;
+        p += n;
+        want -= (size_t)n;
+    }
+    *len = ntohl(*len);
+    return 0;
+}
+
+int read_request_fds(int sock, request_t *r, int *fds, int max, int *nfds) {
     memset(r, 0, sizeof *r);
     uint32_t len;
-    if (read_exact(sock, &len, 4)) return -1;
-    len = ntohl(len);
-    if (len > MAX_MESSAGE) return -1;
-    char *payload = malloc(len + 1);
-    if (!payload || read_exact(sock, payload, len)) { free(payload); return -1; }
-    json_t j = {payload, payload + len};
-    int rc = parse_request(&j, r);
-    free(payload);
-    if (rc) free_request(r);
-    return rc ? -1 : 0;
+    int none;
+    if (!nfds) nfds = &none;
+    if (read_header(sock, &len, fds, fds ? max : 0, nfds) || len > MAX_MESSAGE) goto fail;
+    char *text = malloc(len + 1);
+    if (!text || read_exact(sock, text, len)) { free(text); goto fail; }
+    json_t j = {text, text + len};
+    size_t payload = 0;
+    int rc = parse_request(&j, r, &payload);
+    free(text);
+    if (rc || payload > MAX_MESSAGE) { free_request(r); goto fail; }
+    if (payload) {
+        char *bytes = malloc(payload);
+        if (!bytes || read_exact(sock, bytes, payload)) { free(bytes); free_request(r); goto fail; }
+        buf_add(&r->payload, bytes, payload);
+        free(bytes);
+    }
+    return 0;
+fail:
+    for (int i = 0; i < *nfds; i++) close(fds[i]);
+    *nfds = 0;
+    return -1;
 }
+
+/* The next request; -1 on EOF or anything that is not a flat JSON object */
+int read_request(int sock, request_t *r) { return read_request_fds(sock, r, NULL, 0, NULL); }
 
 void recv_request(int sock, request_t *r) {
     if (read_request(sock, r)) hang_up();
@@ -244,4 +288,5 @@ void free_request(request_t *r) {
     free(r->op.data);
     free(r->command.data);
     free(r->error.data);
+    free(r->payload.data);
 }

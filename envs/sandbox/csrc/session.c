@@ -1,4 +1,4 @@
-/* A sandbox's shell session: started by nsinit (nsinit.py) for each session, in nsinit's namespaces.
+/* A sandbox's shell session: started by nsinit (nsinit.c, init.c) for each session, in nsinit's namespaces.
  *
  * A process can put only its children in a new PID namespace, so this program starts as the starter: it
  * unshares the PID namespace, forks the session's pid 1, writes pid 1's host pid to nsinit and exits. nsinit,
@@ -8,14 +8,14 @@
  *
  * pid 1 then finishes the session's root (fresh /proc, /dev, private /tmp and /dev/shm, read-only binds of the
  * host's system folders), pivots into it, forbids nested user namespaces, drops every capability, sets
- * no_new_privs, installs the seccomp filter nsinit built (seccomp.py), which everything it starts inherits and
+ * no_new_privs, installs the seccomp filter the host built (seccomp.py), which everything it starts inherits and
  * nothing inside can take off, and serves the host as the shell supervisor (supervisor.c). All of it in C, so
  * that a session costs no Python interpreter: not its start, nor its pages while it idles.
  *
  * A step that fails is reported on the session's socket as {"error": "session setup failed: ..."}.
  *
- * The same binary is nsinit's C half when its first argument is `init` (init.c): nsinit.py execs it so, and
- * it starts the sessions as this program's starter.
+ * The same binary is the host's zygote when its arguments are `zygote FD` (zygote.c): the nsinit it forks for
+ * each sandbox (nsinit.c, init.c) starts the sessions as this program's starter.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -32,7 +32,6 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -67,31 +66,6 @@ static const char *under_root(const char *path) {
     return out;
 }
 
-static void mkdir_p(const char *path) {
-    char copy[4096 + 1];
-    snprintf(copy, sizeof copy, "%s", path);
-    for (char *p = copy + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        mkdir(copy, 0755);
-        *p = '/';
-    }
-    mkdir(copy, 0755);
-}
-
-/* Bind `src` on `dst` read-only, keeping the flags the kernel locks on binds made in a user namespace */
-static void bind_readonly(const char *src, const char *dst) {
-    static const struct { unsigned long st, ms; } locked[] = {
-        {ST_NOSUID, MS_NOSUID}, {ST_NODEV, MS_NODEV}, {ST_NOEXEC, MS_NOEXEC}, {ST_NOATIME, MS_NOATIME},
-        {ST_NODIRATIME, MS_NODIRATIME}, {ST_RELATIME, MS_RELATIME}};
-    struct statvfs st;
-    mount_or_fail(src, dst, NULL, MS_BIND | MS_REC, NULL);
-    if (statvfs(dst, &st)) fail("statvfs of a bind");
-    unsigned long flags = MS_BIND | MS_REMOUNT | MS_RDONLY;
-    for (size_t i = 0; i < sizeof locked / sizeof *locked; i++) if (st.f_flag & locked[i].st) flags |= locked[i].ms;
-    mount_or_fail(NULL, dst, NULL, flags, NULL);
-}
-
 static void finish_root(void) {
     if (unshare(CLONE_NEWNS | CLONE_NEWIPC)) fail("unshare(CLONE_NEWNS | CLONE_NEWIPC)");
     mount_or_fail(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);
@@ -107,8 +81,13 @@ static void finish_root(void) {
                   "newinstance,ptmxmode=0666,mode=620");
     /* binds last, so that one below /tmp (a venv in a checkout under /tmp) sits on the private tmpfs */
     for (int i = 0; i < o.nbinds; i++) {
-        mkdir_p(under_root(o.bind_to[i]));
-        bind_readonly(o.bind_from[i], under_root(o.bind_to[i]));
+        const char *at = under_root(o.bind_to[i]);
+        mkdir_p(at);
+        if (bind_readonly(o.bind_from[i], at)) {
+            char step[4096 + 64];
+            snprintf(step, sizeof step, "binding %s read-only on %s", o.bind_from[i], o.bind_to[i]);
+            fail(step);
+        }
     }
     if (chdir(o.root) || syscall(SYS_pivot_root, ".", ".") || umount2(".", MNT_DETACH) || chdir("/"))
         fail("pivot_root into the session's root");
@@ -231,7 +210,7 @@ int fork_retrying(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc > 1 && !strcmp(argv[1], "init")) init_main(argc - 1, argv + 1, argv[0]);
+    if (argc == 3 && !strcmp(argv[1], "zygote")) zygote_main(atoi(argv[2]));
     parse_hidden(argc, argv);
     /* nsinit's descriptors: only ours were handed over on purpose (an fd received over a socket is not
      * close-on-exec) */

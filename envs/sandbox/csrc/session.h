@@ -38,6 +38,7 @@ typedef struct {
     buf_t op, command, error;
     int has_op, command_error, has_error;
     double timeout;
+    buf_t payload;            /* raw bytes after the JSON: their count is its "payload_bytes" */
 } request_t;
 
 /* Replies: -1 when the peer is gone (its next read sees EOF) */
@@ -45,6 +46,8 @@ int send_message(int sock, const buf_t *json, const void *extra, size_t extra_le
 int send_message_fd(int sock, const buf_t *json, int fd);
 int send_error(int sock, const char *text);
 int read_request(int sock, request_t *r); /* -1 on EOF or garbage */
+/* the same, with the file descriptors that came with it (at most `max`, in fds[0..*nfds)) */
+int read_request_fds(int sock, request_t *r, int *fds, int max, int *nfds);
 void recv_request(int sock, request_t *r); /* exits on EOF or garbage: the session ends with the host */
 void free_request(request_t *r);
 
@@ -52,8 +55,17 @@ void free_request(request_t *r);
  * processes of a session just killed (a fork bomb's), which the kernel counts until they are reaped */
 int fork_retrying(void);
 
-/* nsinit's serving half (init.c): the sandbox's sessions, resets and end; `program` is this binary */
-int init_main(int argc, char **argv, const char *program) __attribute__((noreturn));
+/* A sandbox's nsinit (nsinit.c), in a fresh fork of the zygote: its command line, and the pipe on which the
+ * zygote says it has moved us into the cgroups that we do not join ourselves (-1: none) */
+void nsinit_main(int argc, char **argv, int go) __attribute__((noreturn));
+
+/* The zygote (zygote.c): forks an nsinit for each of the host's requests on `sock` */
+void zygote_main(int sock) __attribute__((noreturn));
+
+/* Bind `src` on `dst` read-only, keeping the flags the kernel locks on binds made in a user namespace; -1 with
+ * errno set on failure */
+int bind_readonly(const char *src, const char *dst);
+int mkdir_p(const char *path); /* and its parents; 0 when it exists */
 
 /* pid 1's life once its root is final: start the shell, say ready, serve until the host goes away */
 void serve(const options_t *o) __attribute__((noreturn));

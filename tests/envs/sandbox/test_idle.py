@@ -41,7 +41,7 @@ def test_an_idle_sandbox_is_never_woken(base_layer, work_root):
 
 def test_an_idle_nsinit_is_c_and_still_serves(base_layer, work_root):
     with Sandbox([base_layer], SandboxPolicy(work_root=work_root)) as sb:
-        with open(f"/proc/{sb.pid}/maps") as f:  # nsinit, after the exec into its C half (csrc/init.c)
+        with open(f"/proc/{sb.pid}/maps") as f:  # nsinit: a fork of the C zygote (csrc/nsinit.c, init.c)
             maps = f.read()
         with open(f"/proc/{sb.pid}/comm") as f:
             assert f.read().strip() == "nsinit"

@@ -1,15 +1,16 @@
-"""The zygote (zygote.py, spawner.py): every nsinit is a fork of one pre-started process per host process. Its
-children must hold nothing of it, a dead zygote must be replaced without hurting live sandboxes, and a process
-forked from the host must not share its parent's."""
+"""The zygote (csrc/zygote.c, spawner.py): every nsinit is a fork of one pre-started process per host process.
+Its children must hold nothing of it, a dead zygote must be replaced without hurting live sandboxes, a bad
+request must not stop it, and a process forked from the host must not share its parent's."""
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 from pathlib import Path
 
 import pytest
-from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy, spawner
+from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy, protocol, spawner
 from swebox.envs.sandbox import sandbox as sandbox_module
 
 
@@ -116,3 +117,27 @@ def test_a_cgroup_nsinit_cannot_join_fails_the_start_before_it_made_any_process(
     with pytest.raises(SandboxError, match="could not move nsinit into its cgroups: .*no-such-cgroup"):
         Sandbox([base_layer], SandboxPolicy(work_root=work_root)).start()
     assert os.listdir(work_root) == []  # its folder is gone, and with it the mounts (nsinit exited)
+
+
+def test_bad_requests_are_answered_and_the_zygote_serves_on(base_layer: Path, work_root: str):
+    policy = SandboxPolicy(work_root=work_root)
+    with Sandbox([base_layer], policy):
+        zygote = spawner._zygote
+        old = spawner.zygote_pid()
+        with spawner._lock:  # a spawn without a command line or a control socket
+            protocol.send(zygote.sock, {"op": "spawn"})
+            reply, fds = protocol.recv(zygote.sock)
+        assert not fds and "expected a sandbox's command line and its control socket" in reply["error"]
+        host_end, init_end = socket.socketpair()
+        try:  # a command line nsinit cannot use: it exits before it does anything, and the host sees EOF
+            child = spawner.spawn(["--ctl", "3", "--no-such-option"], [init_end.fileno()])
+            init_end.close()
+            assert child.exited(10.0)
+            child.release()
+            host_end.settimeout(10.0)
+            assert host_end.recv(1) == b""
+        finally:
+            host_end.close()
+            init_end.close()
+        with Sandbox([base_layer], policy) as sb:  # the same zygote still starts sandboxes
+            assert spawner.zygote_pid() == old and sb.exec("echo ok").output == "ok\n"
