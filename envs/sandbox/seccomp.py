@@ -18,7 +18,7 @@ The program, in order:
 6. everything else is allowed. The kernel caches "always allowed" per syscall number (>= 5.11), so most
    syscalls never run the program at all.
 
-Imported by nsinit (in the zygote) as a plain module: standard library only, no relative imports.
+Built on the host (nsinit_args.py), once per setting; the session program installs it (csrc/session.c).
 """
 
 from __future__ import annotations
