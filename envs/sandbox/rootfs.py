@@ -8,6 +8,8 @@ import os
 import shutil
 import stat
 import tempfile
+import threading
+import time
 
 from .layers import Layer
 from .policy import SandboxError, SandboxPolicy
@@ -75,6 +77,14 @@ def own_folder(path: str, what: str, variable: str) -> None:
                            f"or set {variable} to a folder of your own")
 
 
+# A start would spend ~0.8 ms fingerprinting the host's /etc entries (the lstat of ~700 entries); the answer is
+# kept for this long, so a change to the host's /etc reaches the sandboxes started at most this much later
+ETC_RECHECK_S = 1.0
+_etc_checked: dict[tuple[str, str], tuple[float, str]] = {}  # (root, etc as JSON) -> (when checked, folder)
+_etc_lock = threading.Lock()
+_now = time.monotonic  # (tests move the clock)
+
+
 def etc_layer(policy: SandboxPolicy, root: str | None = None) -> str:
     """A folder holding the sandbox's minimal /etc (``<folder>/etc``), built once per host and reused.
 
@@ -83,13 +93,27 @@ def etc_layer(policy: SandboxPolicy, root: str | None = None) -> str:
     ``update-ca-certificates`` replace files). Built in a temporary sibling and renamed into place, so a
     reader sees a whole tree or none; owned by host root and mounted read-only as the lowest layer but one.
     ``root``: the folder of etc layers (default :func:`etc_cache_root`).
-    A file edited in place inside a copied folder (not replaced) is not noticed until that folder changes."""
+    A file edited in place inside a copied folder (not replaced) is not noticed until that folder changes, and a
+    process reuses its last answer for ETC_RECHECK_S seconds."""
     etc = minimal_etc(policy)
-    digest = hashlib.sha256(json.dumps(etc, sort_keys=True).encode())
+    root = root or etc_cache_root()
+    key = (root, json.dumps(etc, sort_keys=True))
+    with _etc_lock:
+        checked, folder = _etc_checked.get(key, (-ETC_RECHECK_S, ""))
+    if _now() - checked < ETC_RECHECK_S and os.path.isdir(folder):
+        return folder
+    folder = _built_etc_layer(etc, key[1], root)
+    with _etc_lock:
+        _etc_checked[key] = (_now(), folder)
+    return folder
+
+
+def _built_etc_layer(etc: dict, etc_json: str, root: str) -> str:
+    """The folder of `etc`'s layer under `root`, built now if it is not there."""
+    digest = hashlib.sha256(etc_json.encode())
     for content in etc.values():
         if isinstance(content, dict):
             _fingerprint(content["copy"], digest)
-    root = root or etc_cache_root()
     own_folder(root, "etc layer folder", "SWEBOX_ETC_CACHE")
     folder = os.path.join(root, digest.hexdigest()[:32])
     if os.path.isdir(folder):

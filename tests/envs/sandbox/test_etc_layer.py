@@ -54,3 +54,23 @@ def test_a_folder_someone_else_can_write_is_refused(tmp_path):
     os.chmod(root, 0o777)
     with pytest.raises(SandboxError, match="only it can write"):
         etc_layer(SandboxPolicy(), str(root))
+
+
+def test_the_host_etc_is_fingerprinted_again_after_the_recheck_interval(tmp_path, monkeypatch):
+    from swebox.envs.sandbox import rootfs
+
+    root = str(tmp_path / "etc-layers")
+    policy = SandboxPolicy(hostname="recheck")
+    first = etc_layer(policy, root)
+    walks = []
+    real = rootfs._fingerprint
+    monkeypatch.setattr(rootfs, "_fingerprint", lambda path, digest: (walks.append(path), real(path, digest)))
+    assert etc_layer(policy, root) == first and walks == []  # within the interval: the last answer
+    now = rootfs._now()
+    monkeypatch.setattr(rootfs, "_now", lambda: now + rootfs.ETC_RECHECK_S)
+    assert etc_layer(policy, root) == first and walks  # after it: the host's entries looked at again
+    walks.clear()
+    os.rename(first, first + "-gone")  # a folder removed meanwhile is never returned
+    monkeypatch.setattr(rootfs, "_now", lambda: now)
+    rebuilt = etc_layer(policy, root)
+    assert rebuilt == first and walks and os.path.isdir(rebuilt)
