@@ -8,7 +8,6 @@ Thread-safe per instance: SkyRL runs env calls in a thread pool.
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import itertools
 import os
 import socket
@@ -18,7 +17,7 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import closer, hostfs, idmap, native, nsinit_args, protocol, rootfs, snapcopy, spawner, uidslots
+from . import closer, hostfs, idmap, native, nsinit_args, protocol, rootfs, snapcopy, spawner, uidslots, workdirs
 from .layers import Layer
 from .limits import Limits, pid_namespace, sweep_stale_cgroups
 from .policy import SandboxError, SandboxPolicy
@@ -114,7 +113,7 @@ class Sandbox:
         if not self._rootless:
             rootfs.check_searchable(work_root)
         if work_root not in _swept:
-            _sweep_stale_dirs(work_root)
+            workdirs.sweep_stale(work_root)
             sweep_stale_cgroups(CGROUP_PREFIX)
             _swept.add(work_root)
         name = f"{os.getpid()}-{next(_counter)}-{os.urandom(3).hex()}"
@@ -124,11 +123,11 @@ class Sandbox:
             self._slot = uidslots.acquire(self.policy)
             self.owner_uid = self._slot.owner_uid
             self.host_uid = self._slot.block  # unless a layer owned by the layer ids cannot be id-mapped onto it
-        self._dir, self._dir_lock = _locked_folder(work_root, name)
+        self._dir, self._dir_lock = workdirs.locked_folder(work_root, name)
         os.mkdir(os.path.join(self._dir, "mnt"))
         self._upper_size_mb = self.policy.upper_size_mb
         if self.backend == "extract":  # its writable tmpfs holds a copy of every layer too (memory-charged)
-            layers_mb = -(-sum(_tree_bytes(str(layer.path)) for layer in self.layers) // MB)
+            layers_mb = -(-sum(workdirs.tree_bytes(str(layer.path)) for layer in self.layers) // MB)
             self._upper_size_mb += layers_mb
         limits_policy = dataclasses.replace(self.policy, upper_size_mb=self._upper_size_mb)
         self._limits = Limits.create(limits_policy, f"{CGROUP_PREFIX}{pid_namespace()}-{name}")
@@ -344,7 +343,7 @@ class Sandbox:
             target = os.path.join(snaps, f"{os.getpid()}-{next(_counter)}-{os.urandom(3).hex()}")
             cap = self.policy.upper_size_mb * MB  # what the writable layer (a tmpfs of that size) can hold
             if self.backend == "extract":  # no delta: the whole private copy is the state
-                cap += sum(_tree_bytes(str(layer.path)) for layer in self.layers)
+                cap += sum(workdirs.tree_bytes(str(layer.path)) for layer in self.layers)
             source = f"/proc/{self._proc.pid}/root{self._upper}"
             base, count = (os.getuid(), 1) if self._rootless else (self.host_uid, self.policy.uid_count)
             try:
@@ -397,67 +396,3 @@ def _emergency_cleanup(proc: spawner.Child | None, limits: Limits | None, folder
         shutil.rmtree(folder, ignore_errors=True)
     if lock_fd >= 0:  # released last: until the folder is gone, no sweeper may take it for stale
         os.close(lock_fd)
-
-
-# A sandbox's working folder is alive exactly while its owner holds an flock on it. Liveness is never judged
-# by looking up the owner's pid in /proc: a job in another PID namespace (a container, a CI runner,
-# `unshare --pid`) shares /tmp but not /proc, and would take every live folder of this job for stale.
-# A new folder is locked under a hidden name and renamed into place, so a sweeper never sees it unlocked.
-_NEW = ".new-"
-_NEW_GRACE_S = 60.0
-
-
-def _locked_folder(work_root: str, name: str) -> tuple[str, int]:
-    """Create work_root/name, locked for the caller's life (the returned fd holds the lock)."""
-    staging = os.path.join(work_root, _NEW + name)
-    os.mkdir(staging, 0o711)
-    fd = os.open(staging, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        folder = os.path.join(work_root, name)
-        os.rename(staging, folder)
-    except BaseException:
-        os.close(fd)
-        os.rmdir(staging)
-        raise
-    return folder, fd
-
-
-def _sweep_stale_dirs(work_root: str) -> None:
-    """Remove working folders of sandboxes whose owner died without closing them (nobody holds their lock)."""
-    import shutil
-
-    for name in os.listdir(work_root):
-        path = os.path.join(work_root, name)
-        if name.startswith(_NEW):
-            try:  # a folder being created is unlocked for an instant; one left by a crash is old
-                if time.time() - os.lstat(path).st_mtime < _NEW_GRACE_S:
-                    continue
-            except OSError:
-                continue
-        elif not name.split("-", 1)[0].isdigit():
-            continue  # not a sandbox's folder (e.g. snapshots/)
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:
-            continue  # gone meanwhile, or not a folder
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            continue  # a live sandbox, in this PID namespace or any other
-        else:
-            shutil.rmtree(path, ignore_errors=True)
-        finally:
-            os.close(fd)
-
-
-def _tree_bytes(folder: str) -> int:
-    """Bytes a layer folder holds on disk (the extract backend's private copy is at most the layers' sum)."""
-    total = 0
-    for parent, dirs, files in os.walk(folder):
-        for name in dirs + files:
-            try:
-                total += os.lstat(os.path.join(parent, name)).st_blocks * 512
-            except OSError:
-                pass
-    return total
