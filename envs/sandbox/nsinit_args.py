@@ -39,7 +39,7 @@ def build(*, program: str, policy: SandboxPolicy, backend: str, staging: str, la
     nsinit = ["--ctl", str(CTL_FD), "--staging", staging, "--program", program, "--hostname", policy.hostname,
               "--map-self", str(int(rootless)), "--outer-uid", str(os.getuid()), "--outer-gid", str(os.getgid()),
               "--owner", str(owner_uid), "--layer-idmap", str(int(any(t.owner == "layer" for t in tree_owners))),
-              "--etc", etc_layer, "--dumpable", str(int(rootless))]
+              "--etc", etc_layer, "--dumpable", str(int(rootless)), "--network", policy.network]
     for path in cgroups:
         nsinit += ["--cgroup", path]
     for layer in layers:

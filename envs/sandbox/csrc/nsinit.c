@@ -49,7 +49,7 @@ static struct {
     const char *hostname, *etc;
     const char **layers, **bind_dirs, **bind_at, **cgroups, **link_at, **link_to, **pythons;
     int nlayers, nbind_dirs, ncgroups, nlinks, npythons;
-    int map_self, layer_idmap, dumpable;
+    int map_self, layer_idmap, dumpable, user_network;
     uid_t outer_uid, owner;
     gid_t outer_gid;
 } o;
@@ -167,21 +167,43 @@ static int enter_user_namespace(int *lowers, int ntrees) {
     return n;
 }
 
-static void loopback_up(void) {
+static int loopback_up(void) {
     int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     struct ifreq ifr = {0};
     snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
     ifr.ifr_flags = IFF_UP | IFF_LOOPBACK | IFF_RUNNING;
-    if (s < 0 || ioctl(s, SIOCSIFFLAGS, &ifr)) fail("bringing up the loopback interface");
-    close(s);
+    int rc = s < 0 || ioctl(s, SIOCSIFFLAGS, &ifr) ? -1 : 0;
+    if (s >= 0) close(s);
+    return rc;
+}
+
+int spare_network(void) {
+    int here = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC), made = -1;
+    if (here < 0) return -1;
+    if (!unshare(CLONE_NEWNET)) {
+        if (!loopback_up()) made = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+        if (setns(here, CLONE_NEWNET)) _exit(1); /* not back in our own: the host starts a new zygote */
+    }
+    close(here);
+    return made;
+}
+
+/* The spare network namespace the zygote made for us (host root's, its loopback up), joined while we are still
+ * host root; with network="user" we make our own instead, which slirp4netns joins through our user namespace */
+static int join_spare_network(int net) {
+    if (net < 0) return 0;
+    int joined = !o.user_network && !setns(net, CLONE_NEWNET);
+    close(net);
+    return joined;
 }
 
 /* Mount, IPC, UTS and always a network namespace of our own (network="user": the host attaches slirp4netns) */
-static void enter_other_namespaces(void) {
-    if (unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET)) fail("unshare the other namespaces");
+static void enter_other_namespaces(int have_network) {
+    if (unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | (have_network ? 0 : CLONE_NEWNET)))
+        fail("unshare the other namespaces");
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) fail("making our mounts private");
     if (sethostname(o.hostname, strlen(o.hostname))) fail("sethostname");
-    loopback_up();
+    if (!have_network && loopback_up()) fail("bringing up the loopback interface");
     if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) fail("PR_SET_CHILD_SUBREAPER");
 }
 
@@ -287,7 +309,7 @@ static void parse(int argc, char **argv) {
         {"outer-uid", 1, 0, 'U'}, {"outer-gid", 1, 0, 'G'}, {"owner", 1, 0, 'o'}, {"layer-idmap", 1, 0, 'i'},
         {"hostname", 1, 0, 'h'}, {"cgroup", 1, 0, 'g'}, {"etc", 1, 0, 'E'}, {"layer", 1, 0, 'L'},
         {"bind-dir", 1, 0, 'B'}, {"bind-at", 1, 0, 'A'}, {"symlink-at", 1, 0, 'S'}, {"symlink-to", 1, 0, 'T'},
-        {0, 0, 0, 0}};
+        {"network", 1, 0, 'n'}, {0, 0, 0, 0}};
     size_t slots = (size_t)argc + 2;
     cfg.env = calloc(slots, sizeof *cfg.env);
     cfg.extract = calloc(slots, sizeof *cfg.extract);
@@ -330,6 +352,7 @@ static void parse(int argc, char **argv) {
         case 'A': o.bind_at[nbind_at++] = optarg; break;
         case 'S': o.link_at[o.nlinks++] = optarg; break;
         case 'T': o.link_to[nlink_to++] = optarg; break;
+        case 'n': o.user_network = !strcmp(optarg, "user"); break;
         default: exit(2);
         }
     }
@@ -342,16 +365,17 @@ static void parse(int argc, char **argv) {
     cfg.nsession_args = argc - optind;
 }
 
-void nsinit_main(int argc, char **argv, int go) {
+void nsinit_main(int argc, char **argv, int go, int net) {
     go_fd = go;
     parse(argc, argv);
     prctl(PR_SET_NAME, "nsinit");
     join_own_cgroups();
+    int have_network = join_spare_network(net);
     int lowers[MAX_TREES];
     int nlowers = enter_user_namespace(lowers, o.map_self ? 0 : 1 + o.nlayers + o.nbind_dirs);
     /* rootless, the host reaches /proc/PID/root only of a dumpable process; a change of ids has just reset it */
     if (prctl(PR_SET_DUMPABLE, o.dumpable, 0, 0, 0)) fail("PR_SET_DUMPABLE");
-    enter_other_namespaces();
+    enter_other_namespaces(have_network);
     build_static(lowers, nlowers);
     choose_extract_python();
     wait_for_cgroups(); /* processes start from here on: sessions, fuse-overlayfs, extract's cp and tar */

@@ -37,6 +37,8 @@
 #define MAX_FDS 64
 #define FIRST_FD 3 /* where the child finds the request's fds: the control socket, then the archives */
 
+static int spare_net = -1; /* the next nsinit's network namespace (spare_network), made after each fork */
+
 static int reply_error(int sock, const char *fmt, const char *detail) {
     char text[1024];
     snprintf(text, sizeof text, fmt, detail);
@@ -75,22 +77,27 @@ static int join_for_child(pid_t pid, int argc, char **argv, char *why, size_t si
     return 0;
 }
 
-/* In the fresh child: keep nothing of ours but the code, then become the sandbox's nsinit (never returns) */
-static void become_nsinit(int argc, char **argv, const int *fds, int nfds, int go) {
+/* In the fresh child: keep nothing of ours but the code, then become the sandbox's nsinit (never returns). Its
+ * fds: the request's from FIRST_FD on, then the go pipe, then the spare network namespace (if any) */
+static void become_nsinit(int argc, char **argv, const int *fds, int nfds, int go, int net) {
     setsid();
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
+    int keep[MAX_FDS + 2], nkeep = 0;
+    for (int i = 0; i < nfds; i++) keep[nkeep++] = fds[i];
+    keep[nkeep++] = go;
+    if (net >= 0) keep[nkeep++] = net;
     /* copies above the targets first, so that no dup2 below overwrites a descriptor still to be moved */
-    int above = FIRST_FD + nfds + 1, copies[MAX_FDS + 1], null = open("/dev/null", O_RDWR);
-    for (int i = 0; i <= nfds; i++) copies[i] = fcntl(i < nfds ? fds[i] : go, F_DUPFD_CLOEXEC, above);
+    int above = FIRST_FD + nkeep, copies[MAX_FDS + 2], null = open("/dev/null", O_RDWR);
+    for (int i = 0; i < nkeep; i++) copies[i] = fcntl(keep[i], F_DUPFD_CLOEXEC, above);
     for (int std = 0; std < 3; std++) dup2(null, std);
-    for (int i = 0; i <= nfds; i++) {
+    for (int i = 0; i < nkeep; i++) {
         if (copies[i] < 0 || dup2(copies[i], FIRST_FD + i) < 0) _exit(1); /* the host sees its socket close */
     }
     syscall(SYS_close_range, above, ~0u, 0);
-    fcntl(FIRST_FD + nfds, F_SETFD, FD_CLOEXEC); /* the go pipe is for us alone; the others are the host's */
-    nsinit_main(argc, argv, FIRST_FD + nfds);
+    for (int i = nfds; i < nkeep; i++) fcntl(FIRST_FD + i, F_SETFD, FD_CLOEXEC); /* ours alone: not the host's */
+    nsinit_main(argc, argv, FIRST_FD + nfds, net >= 0 ? FIRST_FD + nfds + 1 : -1);
 }
 
 static void spawn(int sock, request_t *r, const int *fds, int nfds) {
@@ -108,7 +115,7 @@ static void spawn(int sock, request_t *r, const int *fds, int nfds) {
     } else if (pid == 0) {
         close(sock);
         close(go[1]);
-        become_nsinit(argc, argv, fds, nfds, go[0]);
+        become_nsinit(argc, argv, fds, nfds, go[0], spare_net);
     } else {
         /* opened before this loop can reap the child, so it names the child even if it already exited */
         int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
@@ -131,6 +138,10 @@ static void spawn(int sock, request_t *r, const int *fds, int nfds) {
     close(go[0]);
     close(go[1]);
     free(argv);
+    if (pid > 0) { /* the next one's, while this child works on its namespaces */
+        if (spare_net >= 0) close(spare_net);
+        spare_net = spare_network();
+    }
 }
 
 void zygote_main(int sock) {
@@ -142,6 +153,7 @@ void zygote_main(int sock) {
     sigprocmask(SIG_BLOCK, &child_signal, NULL);
     int children = signalfd(-1, &child_signal, SFD_NONBLOCK | SFD_CLOEXEC);
     fcntl(sock, F_SETFD, FD_CLOEXEC);
+    spare_net = spare_network();
     for (;;) {
         /* idle, this blocks: it wakes for a request, or when a child (an nsinit) exited, to reap it */
         struct pollfd fds[2] = {{sock, POLLIN, 0}, {children, POLLIN, 0}};

@@ -175,7 +175,14 @@ def test_no_network_but_loopback(sandbox: Sandbox):
     server.listen(1)
     port = server.getsockname()[1]
     accepted: list = []
-    thread = threading.Thread(target=lambda: accepted.append(server.accept()), daemon=True)
+
+    def accept() -> None:
+        try:
+            accepted.append(server.accept())
+        except OSError:  # closed at the end of the test, as it should be: nothing connected
+            pass
+
+    thread = threading.Thread(target=accept, daemon=True)
     thread.start()
     try:
         code = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2)"
@@ -188,6 +195,29 @@ def test_no_network_but_loopback(sandbox: Sandbox):
         assert not accepted
     finally:
         server.close()
+
+
+def test_each_sandbox_has_a_network_namespace_of_its_own(base_layer: Path, work_root: str):
+    """Made ahead of time by the zygote (csrc/zygote.c) or by nsinit itself: never the host's, never shared, and
+    a host abstract unix socket (those live in a network namespace) is out of reach."""
+    abstract = f"swebox-netns-{os.getpid()}"
+    host = socket.socket(socket.AF_UNIX)
+    host.bind("\0" + abstract)
+    host.listen(1)
+    reach = (f"python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('\\0{abstract}')\" "
+             "2>/dev/null && echo reached || echo refused; readlink /proc/self/ns/net")
+    policy = SandboxPolicy(work_root=work_root)
+    try:
+        with Sandbox([base_layer], policy) as first, Sandbox([base_layer], policy) as second:
+            seen = [sb.exec(reach).output.split() for sb in (first, second)]
+            first.reset()
+            seen.append(first.exec(reach).output.split())
+    finally:
+        host.close()
+    assert [answer for answer, _ in seen] == ["refused"] * 3, seen
+    namespaces = [ns for _, ns in seen]
+    assert namespaces[0] != namespaces[1] and namespaces[2] == namespaces[0]  # a reset keeps the sandbox's own
+    assert os.readlink("/proc/self/ns/net") not in namespaces
 
 
 def test_background_processes_do_not_survive_reset_or_close(base_layer: Path, work_root: str):
