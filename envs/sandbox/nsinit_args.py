@@ -32,11 +32,11 @@ def trees(etc_layer: str, layers: list[Layer], binds: list[dict]) -> list[tuple[
             *(("binds", i, src) for i, src in enumerate(dirs))]
 
 
-def build(*, program: str, policy: SandboxPolicy, backend: str, staging: str, layers: list[Layer],
+def build(*, policy: SandboxPolicy, backend: str, staging: str, layers: list[Layer],
           archives: list[bool], binds: list[dict], etc_layer: str, tree_owners: list[Tree], rootless: bool,
           owner_uid: int, upper_size_mb: int, cgroups: list[str], rlimits: dict[str, int]) -> list[str]:
     """The command line; `archives[i]`: layer i's archive comes with the request (extract backend)."""
-    nsinit = ["--ctl", str(CTL_FD), "--staging", staging, "--program", program, "--hostname", policy.hostname,
+    nsinit = ["--ctl", str(CTL_FD), "--staging", staging, "--hostname", policy.hostname,
               "--map-self", str(int(rootless)), "--outer-uid", str(os.getuid()), "--outer-gid", str(os.getgid()),
               "--owner", str(owner_uid), "--layer-idmap", str(int(any(t.owner == "layer" for t in tree_owners))),
               "--etc", etc_layer, "--dumpable", str(int(rootless)), "--network", policy.network]

@@ -17,7 +17,7 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import closer, hostfs, idmap, native, nsinit_args, protocol, rootfs, snapcopy, spawner, uidslots, workdirs
+from . import closer, hostfs, idmap, nsinit_args, protocol, rootfs, snapcopy, spawner, uidslots, workdirs
 from .layers import Layer
 from .limits import Limits, pid_namespace, sweep_stale_cgroups
 from .policy import SandboxError, SandboxPolicy
@@ -144,7 +144,7 @@ class Sandbox:
         archive_fds = [os.open(layer.archive, os.O_RDONLY) if layer.archive and self.backend == "extract"
                        else -1 for layer in self.layers]
         argv = nsinit_args.build(
-            program=native.session_binary(), policy=self.policy, backend=self.backend,
+            policy=self.policy, backend=self.backend,
             staging=os.path.join(self._dir, "mnt"), layers=self.layers, archives=[fd >= 0 for fd in archive_fds],
             binds=binds, etc_layer=etc_layer, tree_owners=self._trees, rootless=self._rootless,
             owner_uid=self.owner_uid, upper_size_mb=self._upper_size_mb, cgroups=self._limits.cgroup_dirs,

@@ -70,31 +70,25 @@ static int starter_failed(int host_end) {
     return failed("the session program exited without starting a session");
 }
 
-/* A session on slot s's root (session.c): a starter that unshares the PID namespace, forks pid 1, tells us its
- * pid and exits. We, the subreaper, reap it and inherit pid 1, so pid 1 is our own child, to kill and reap;
- * only then may pid 1 ask for a signal at our death (session.c says why), which our NUL byte tells it. */
+/* A session on slot s's root (session.c): a starter, a fork of ours, that unshares the PID namespace, forks
+ * pid 1, tells us its pid and exits. We, the subreaper, reap it and inherit pid 1, so pid 1 is our own child, to
+ * kill and reap; only then may pid 1 ask for a signal at our death (session.c says why), which our NUL byte
+ * tells it. A fork of this small program, not an exec of it: ~0.6 ms less per session. */
 static int prepare_session(int s, session_t *out) {
     int sock[2], pid_pipe[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sock)) return failed("socketpair");
     if (pipe2(pid_pipe, O_CLOEXEC)) { close(sock[0]); close(sock[1]); return failed("pipe"); }
-    fcntl(sock[1], F_SETFD, 0); /* handed over at their own numbers */
-    fcntl(pid_pipe[1], F_SETFD, 0);
-    char root[PATH_MAX], sock_fd[16], pipe_fd[16];
+    char root[PATH_MAX];
     snprintf(root, sizeof root, "%s/root%d", cfg.staging, s);
-    snprintf(sock_fd, sizeof sock_fd, "%d", sock[1]);
-    snprintf(pipe_fd, sizeof pipe_fd, "%d", pid_pipe[1]);
-    char **argv = calloc((size_t)cfg.nsession_args + 8, sizeof *argv);
-    int n = 0;
-    argv[n++] = (char *)cfg.program;
-    for (int i = 0; i < cfg.nsession_args; i++) argv[n++] = cfg.session_args[i];
-    char *tail[] = {"--root", root, "--socket", sock_fd, "--pid-pipe", pipe_fd};
-    for (int i = 0; i < 6; i++) argv[n++] = tail[i];
-    pid_t starter;
-    int rc = spawn(&starter, argv, cfg.env, NULL);
-    free(argv);
+    pid_t starter = fork_retrying();
+    if (starter == 0) {
+        close(sock[0]);
+        close(pid_pipe[0]);
+        start_session(cfg.session_args, cfg.nsession_args, root, sock[1], pid_pipe[1], cfg.env);
+    }
     close(sock[1]);
     close(pid_pipe[1]);
-    if (rc) { close(sock[0]); close(pid_pipe[0]); return failed("starting the session program"); }
+    if (starter < 0) { close(sock[0]); close(pid_pipe[0]); return failed("fork of the session's starter"); }
     char text[32];
     read_tail(pid_pipe[0], text, sizeof text);
     close(pid_pipe[0]);

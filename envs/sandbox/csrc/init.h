@@ -13,10 +13,9 @@ typedef struct {
     const char *staging;           /* the staging tmpfs (our working folder): skel, E, L<i>, rw<slot>, root<slot> */
     const char *backend;           /* overlay, fuse-overlayfs or extract */
     const char *lowerdir;          /* overlay's lowerdir, relative to the staging folder, topmost first */
-    const char *program;           /* the session program: each session's starter */
     unsigned long upper_size_mb;   /* a slot's writable tmpfs (extract: the layers' copy too) */
     int warm_reset;                /* prepare the session after the next (overlay only) */
-    char **session_args, **env;    /* the session program's fixed options; its environment (the policy's) */
+    char **session_args, **env;    /* a session's fixed options (session.c); its environment (the policy's) */
     char **extract;                /* extract: the helper's command line, to which the target is appended */
     int nsession_args, nextract;
 } init_config_t;

@@ -303,7 +303,7 @@ static void choose_extract_python(void) {
 /* -- the command line ----------------------------------------------------------------------------------- */
 static void parse(int argc, char **argv) {
     static const struct option options[] = {
-        {"ctl", 1, 0, 'c'}, {"staging", 1, 0, 's'}, {"program", 1, 0, 'P'}, {"backend", 1, 0, 'b'},
+        {"ctl", 1, 0, 'c'}, {"staging", 1, 0, 's'}, {"backend", 1, 0, 'b'},
         {"upper-size-mb", 1, 0, 'u'}, {"lowerdir", 1, 0, 'l'}, {"warm-reset", 1, 0, 'w'}, {"dumpable", 1, 0, 'd'},
         {"env", 1, 0, 'e'}, {"extract-python", 1, 0, 'y'}, {"extract-arg", 1, 0, 'x'}, {"map-self", 1, 0, 'm'},
         {"outer-uid", 1, 0, 'U'}, {"outer-gid", 1, 0, 'G'}, {"owner", 1, 0, 'o'}, {"layer-idmap", 1, 0, 'i'},
@@ -329,7 +329,6 @@ static void parse(int argc, char **argv) {
         switch (c) {
         case 'c': cfg.ctl = atoi(optarg); break;
         case 's': cfg.staging = optarg; break;
-        case 'P': cfg.program = optarg; break;
         case 'b': cfg.backend = optarg; break;
         case 'u': cfg.upper_size_mb = strtoul(optarg, NULL, 10); break;
         case 'l': cfg.lowerdir = optarg; break;
@@ -356,7 +355,7 @@ static void parse(int argc, char **argv) {
         default: exit(2);
         }
     }
-    if (cfg.ctl < 0 || !cfg.staging || !cfg.program || !cfg.backend || !cfg.lowerdir || !o.etc ||
+    if (cfg.ctl < 0 || !cfg.staging || !cfg.backend || !cfg.lowerdir || !o.etc ||
         nbind_at != o.nbind_dirs || nlink_to != o.nlinks || o.nlayers + o.nbind_dirs + 1 > MAX_TREES) {
         fprintf(stderr, "nsinit: an incomplete command line (nsinit_args.py builds it; it is not for people)\n");
         exit(2);

@@ -141,8 +141,20 @@ static void install_filter(void) {
     free(code);
 }
 
+/* The process's command line as the kernel shows it (/proc/PID/cmdline): main's arguments, which pid 1 blanks,
+ * since /proc/1/cmdline is readable inside the sandbox and would show host paths (and, run as a program, the
+ * filter) */
+static char *command_line;
+static size_t command_line_len;
+
+static void hide_command_line(void) {
+    memset(command_line, 0, command_line_len);
+    snprintf(command_line, command_line_len + 1, "supervisor");
+}
+
 static void pid1(void) __attribute__((noreturn));
 static void pid1(void) {
+    hide_command_line();
     char byte = 1;
     if (read(o.sock, &byte, 1) != 1 || byte) _exit(1);
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)) fail("PR_SET_PDEATHSIG");
@@ -190,16 +202,6 @@ static void parse(int argc, char **argv) {
     }
 }
 
-/* Parse a copy of the arguments and blank the originals: /proc/1/cmdline is readable inside the sandbox, and
- * it would show the host's paths and the filter */
-static void parse_hidden(int argc, char **argv) {
-    char **copy = calloc((size_t)argc + 1, sizeof *copy);
-    for (int i = 0; i < argc; i++) copy[i] = strdup(argv[i]);
-    parse(argc, copy);
-    char *end = argv[argc - 1] + strlen(argv[argc - 1]);
-    memset(argv[0], 0, (size_t)(end - argv[0]));
-    snprintf(argv[0], (size_t)(end - argv[0]) + 1, "supervisor");
-}
 
 int fork_retrying(void) {
     for (int attempt = 0;; attempt++) {
@@ -209,11 +211,10 @@ int fork_retrying(void) {
     }
 }
 
-int main(int argc, char **argv) {
-    if (argc == 3 && !strcmp(argv[1], "zygote")) zygote_main(atoi(argv[2]));
-    parse_hidden(argc, argv);
-    /* nsinit's descriptors: only ours were handed over on purpose (an fd received over a socket is not
-     * close-on-exec) */
+/* The starter, with `o` parsed: unshare the PID namespace, fork pid 1, say its pid, exit (never returns) */
+static void start(void) __attribute__((noreturn));
+static void start(void) {
+    /* nsinit's descriptors: only ours are for the session (nsinit's control socket is not) */
     int keep = o.sock > o.pid_pipe ? o.sock : o.pid_pipe;
     for (int fd = 3; fd < keep; fd++) if (fd != o.sock && fd != o.pid_pipe) close(fd);
     if (syscall(SYS_close_range, keep + 1, ~0u, 0)) for (int fd = keep + 1; fd < 65536; fd++) close(fd);
@@ -226,5 +227,36 @@ int main(int argc, char **argv) {
         pid1();
     }
     dprintf(o.pid_pipe, "%d", child);
-    return 0;
+    _exit(0);
+}
+
+void start_session(char **args, int nargs, const char *root, int sock, int pid_pipe, char **env) {
+    char sock_fd[16], pipe_fd[16];
+    snprintf(sock_fd, sizeof sock_fd, "%d", sock);
+    snprintf(pipe_fd, sizeof pipe_fd, "%d", pid_pipe);
+    char **argv = calloc((size_t)nargs + 8, sizeof *argv);
+    int n = 0;
+    argv[n++] = "session";
+    for (int i = 0; i < nargs; i++) argv[n++] = args[i];
+    char *tail[] = {"--root", (char *)root, "--socket", sock_fd, "--pid-pipe", pipe_fd};
+    for (int i = 0; i < 6; i++) argv[n++] = tail[i];
+    optind = 0; /* a fresh parse (glibc): nsinit parsed its own command line before */
+    parse(n, argv);
+    environ = env; /* the policy's: bash and everything it starts inherit it */
+    sigset_t none; /* nsinit's SIGCHLD block and ignored SIGPIPE are not the session's */
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    start();
+}
+
+int main(int argc, char **argv) {
+    command_line = argv[0];
+    command_line_len = (size_t)(argv[argc - 1] + strlen(argv[argc - 1]) - argv[0]);
+    if (argc == 3 && !strcmp(argv[1], "zygote")) zygote_main(atoi(argv[2]));
+    /* run as a program, the starter parses a copy: pid 1 blanks the originals */
+    char **copy = calloc((size_t)argc + 1, sizeof *copy);
+    for (int i = 0; i < argc; i++) copy[i] = strdup(argv[i]);
+    parse(argc, copy);
+    start();
 }

@@ -64,6 +64,11 @@ void nsinit_main(int argc, char **argv, int go, int net) __attribute__((noreturn
  * zygote makes it ahead of time. -1 where we may not (rootless) */
 int spare_network(void);
 
+/* A session's starter (session.c), in a fresh fork of nsinit: the session program's fixed options `args`, the
+ * slot's root, the session's socket, the pipe for pid 1's host pid, the sessions' environment */
+void start_session(char **args, int nargs, const char *root, int sock, int pid_pipe, char **env)
+    __attribute__((noreturn));
+
 /* The zygote (zygote.c): forks an nsinit for each of the host's requests on `sock` */
 void zygote_main(int sock) __attribute__((noreturn));
 

@@ -182,14 +182,12 @@ def test_the_starter_waits_while_the_process_limit_is_full(tmp_path: Path):
         reaper.join()
 
 
-def test_a_session_program_that_starts_no_session_is_a_clear_error(base_layer: Path, work_root: str,
-                                                                   monkeypatch: pytest.MonkeyPatch):
-    # the binary is nsinit's C half too: this one serves as that (as itself, so that the sessions it starts are
-    # its own), and exits at once as a session's starter
-    real = native.session_binary()
-    quitter = Path(work_root) / "quitter"  # where the sandbox's own uid may reach it (tmp_path is root's alone)
-    quitter.write_text(f'#!/bin/bash\n[ "$1" = init ] && exec -a "$0" {real} "$@"\nexit 3\n')
-    quitter.chmod(0o755)
-    monkeypatch.setattr(native, "session_binary", lambda: str(quitter))
+def test_a_starter_that_starts_no_session_is_a_clear_error(base_layer: Path, work_root: str,
+                                                          monkeypatch: pytest.MonkeyPatch):
+    # a session command line the starter cannot use: it exits at once, before pid 1 exists, without a word
+    from swebox.envs.sandbox import nsinit_args
+
+    real = nsinit_args._session
+    monkeypatch.setattr(nsinit_args, "_session", lambda *args: [*real(*args), "--no-such-option"])
     with pytest.raises(SandboxError, match="did not start: the session program exited without starting a session"):
         Sandbox([base_layer], SandboxPolicy(work_root=work_root)).start()
