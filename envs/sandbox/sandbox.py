@@ -302,8 +302,7 @@ class Sandbox:
             try:
                 protocol.send(self._session, {"op": "exec", "command": command, "timeout": timeout})
                 self._session.settimeout(timeout + 30.0)
-                reply, _ = protocol.recv(self._session)
-                output = protocol.recv_exact(self._session, int(reply.get("output_bytes", 0)))
+                reply, output = protocol.recv_reply(self._session, "output_bytes")
             except (protocol.ProtocolError, OSError) as exc:
                 # the supervisor itself died (e.g. chosen by the OOM killer): new shell, same files
                 self._new_session({"op": "session"})

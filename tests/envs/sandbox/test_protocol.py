@@ -55,3 +55,37 @@ def test_eof_and_garbage_are_protocol_errors():
         a.sendall(struct.pack("!I", protocol.MAX_MESSAGE + 1))
         with pytest.raises(protocol.ProtocolError, match="exceeds"):
             protocol.recv(b)
+
+
+def _frame(message: bytes) -> bytes:
+    return struct.pack("!I", len(message)) + message
+
+
+def test_a_reply_and_its_bytes_arrive_whole_however_the_peer_splits_them():
+    import threading
+
+    output = bytes(range(256)) * 1000  # more than one read's worth
+    whole = _frame(b'{"exit_code":0,"output_bytes":%d}' % len(output)) + output
+    for pieces in ([whole], [whole[:2], whole[2:7], whole[7:]], [whole[:-1], whole[-1:]]):
+        a, b = socket.socketpair()
+        with a, b:
+            sender = threading.Thread(target=lambda: [a.sendall(p) for p in pieces])
+            sender.start()
+            message, data = protocol.recv_reply(b, "output_bytes")
+            sender.join()
+            assert message == {"exit_code": 0, "output_bytes": len(output)} and data == output
+
+
+@pytest.mark.parametrize("sent, error", [
+    (b"", "closed the connection"),
+    (_frame(b'{"output_bytes":1}') + b"xy", "1 bytes after the message"),
+    (_frame(b"[1]"), "expected a JSON object"),
+    (_frame(b'{"output_bytes":5}') + b"ab", "closed the connection mid-message"),
+])
+def test_a_reply_that_is_not_what_it_says_is_refused(sent: bytes, error: str):
+    a, b = socket.socketpair()
+    with b:
+        a.sendall(sent)
+        a.close()
+        with pytest.raises(protocol.ProtocolError, match=error):
+            protocol.recv_reply(b, "output_bytes")
