@@ -69,7 +69,7 @@ def test_a_reply_and_its_bytes_arrive_whole_however_the_peer_splits_them():
     for pieces in ([whole], [whole[:2], whole[2:7], whole[7:]], [whole[:-1], whole[-1:]]):
         a, b = socket.socketpair()
         with a, b:
-            sender = threading.Thread(target=lambda: [a.sendall(p) for p in pieces])
+            sender = threading.Thread(target=lambda sock, parts: [sock.sendall(p) for p in parts], args=(a, pieces))
             sender.start()
             message, data = protocol.recv_reply(b, "output_bytes")
             sender.join()
