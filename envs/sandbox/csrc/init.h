@@ -4,6 +4,7 @@
 #define SWEBOX_INIT_H
 
 #include <spawn.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -25,6 +26,7 @@ extern char failure[4096]; /* why the last step failed: the reply's text */
 
 /* Say why a step failed (with strerror(errno) when errno is set); returns -1 */
 int failed(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int vfailed(const char *fmt, va_list ap);
 
 void reap(int block); /* every child that has exited; with `block`, until none is left */
 int spawn(pid_t *pid, char **argv, char **env, const posix_spawn_file_actions_t *actions);

@@ -60,14 +60,11 @@ static int layer_ns_hold = -1;         /* it lives until we close this */
 
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void fail(const char *fmt, ...) {
-    int err = errno;
-    char text[sizeof failure];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(text, sizeof text, fmt, ap);
+    vfailed(fmt, ap);
     va_end(ap);
-    if (err && n >= 0 && (size_t)n < sizeof text) snprintf(text + n, sizeof text - (size_t)n, ": %s", strerror(err));
-    send_error(cfg.ctl, text);
+    send_error(cfg.ctl, failure);
     _exit(1);
 }
 

@@ -21,13 +21,18 @@ char failure[4096];
 static pid_t fuse_pid;    /* the live slot's fuse-overlayfs daemon (fuse backend) */
 static int fuse_err = -1; /* its stderr, kept open: a closed pipe would kill it at its next message */
 
-int failed(const char *fmt, ...) {
+int vfailed(const char *fmt, va_list ap) {
     int err = errno;
+    int n = vsnprintf(failure, sizeof failure, fmt, ap);
+    if (err && n >= 0 && (size_t)n < sizeof failure) snprintf(failure + n, sizeof failure - n, ": %s", strerror(err));
+    return -1;
+}
+
+int failed(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(failure, sizeof failure, fmt, ap);
+    vfailed(fmt, ap);
     va_end(ap);
-    if (err && n >= 0 && (size_t)n < sizeof failure) snprintf(failure + n, sizeof failure - n, ": %s", strerror(err));
     return -1;
 }
 
