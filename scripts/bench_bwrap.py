@@ -7,6 +7,8 @@ Debian's bubblewrap 0.8 has no `--overlay`: the layer is bound read-only, so its
 repository (a weaker peer than swebox's copy-on-write root, and a cheaper one); the variant that ran is printed.
 
 Rows: start -> first `true` done (swebox: `Sandbox.start()` + `exec("true")`; bwrap: one `bwrap ... true`);
+the same with a shell on both sides (bwrap: a new bwrap running bash, which runs `true` sent on its stdin; a
+swebox sandbox always starts its persistent bash, so its side is another sample of the first row);
 reset -> first `true` done (swebox: `reset()` + `exec("true")`, with the next session prepared
 (``SandboxPolicy.warm_reset``, the default) and, on a second sandbox, without; bwrap has no reset: a new process per
 "reset", the same as its start); `exec("true")` in a live shell (bwrap: a bash inside bwrap reading commands on
@@ -99,6 +101,16 @@ def _swebox_start(layer: Path, policy: SandboxPolicy, wait: bool = True) -> tupl
     return started, time.perf_counter() - start
 
 
+def _bwrap_shell_start(argv: list[str]) -> float:
+    """Seconds from starting a bwrap that runs bash to its first `true` done (then it is closed, untimed)."""
+    start = time.perf_counter()
+    shell = BwrapShell(argv)
+    shell.exec("true")
+    started = time.perf_counter() - start
+    shell.close()
+    return started
+
+
 def _bwrap_close(argv: list[str]) -> float:
     """Seconds to end a bwrap shell that ran a command (its stdin closed, waited for)."""
     shell = BwrapShell(argv)
@@ -126,7 +138,7 @@ def compare(layer: Path, reps: int) -> dict[str, dict[str, list[float]]] | None:
     policy = SandboxPolicy(backend="overlay")
     once = bwrap_argv(layer, policy, ["true"])
     rows = ("start -> first `true`", "reset -> first `true`", "reset, warm_reset off", 'exec("true")', "close()",
-            "close(wait=False)")
+            "close(wait=False)", "start, shell -> `true`")
     samples: dict[str, dict[str, list[float]]] = {row: {"swebox": [], "bwrap": []} for row in rows}
     cold_policy = dataclasses.replace(policy, warm_reset=False)
     with Sandbox([Layer(layer)], policy) as sb, Sandbox([Layer(layer)], cold_policy) as cold:
@@ -151,6 +163,7 @@ def compare(layer: Path, reps: int) -> dict[str, dict[str, list[float]]] | None:
                         time.sleep(SETTLE_S)
                         samples[rows[2]]["swebox"].append(_timed(lambda: (cold.reset(), _check(cold.exec("true")))))
                         samples[rows[3]]["swebox"].append(_timed(lambda: _check(sb.exec("true"))))
+                        samples[rows[6]]["swebox"].append(_swebox_start(layer, policy)[0])
                     else:
                         samples[rows[0]]["bwrap"].append(_timed(lambda: _run_true(once)))
                         samples[rows[1]]["bwrap"].append(_timed(lambda: _run_true(once)))
@@ -158,6 +171,7 @@ def compare(layer: Path, reps: int) -> dict[str, dict[str, list[float]]] | None:
                         samples[rows[3]]["bwrap"].append(_timed(lambda: shell.exec("true")))
                         samples[rows[4]]["bwrap"].append(_bwrap_close(shell_argv))
                         samples[rows[5]]["bwrap"].append(_bwrap_close(shell_argv))  # it has one kind of close
+                        samples[rows[6]]["bwrap"].append(_bwrap_shell_start(shell_argv))
         finally:
             shell.close()
     print(f"bubblewrap: {version}, variant: {VARIANT}")

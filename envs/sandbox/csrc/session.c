@@ -122,6 +122,10 @@ static void drop_privileges(void) {
     if (!o.dumpable && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)) fail("PR_SET_DUMPABLE");
 }
 
+static int hex_digit(char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
 static void install_filter(void) {
     size_t len = strlen(o.seccomp_hex);
     if (!len) return;
@@ -129,10 +133,10 @@ static void install_filter(void) {
     size_t count = len / 16;
     unsigned char *code = malloc(len / 2);
     if (!code) fail("the seccomp filter");
-    for (size_t i = 0; i < len / 2; i++) {
-        unsigned byte;
-        if (sscanf(o.seccomp_hex + 2 * i, "%2x", &byte) != 1) { errno = EINVAL; fail("the seccomp filter's hex"); }
-        code[i] = (unsigned char)byte;
+    for (size_t i = 0; i < len / 2; i++) { /* by hand: sscanf per byte took ~0.1 ms of every session start */
+        int high = hex_digit(o.seccomp_hex[2 * i]), low = hex_digit(o.seccomp_hex[2 * i + 1]);
+        if (high < 0 || low < 0) { errno = EINVAL; fail("the seccomp filter's hex"); }
+        code[i] = (unsigned char)(high << 4 | low);
     }
     struct sock_fprog program = {(unsigned short)count, (struct sock_filter *)code};
     if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program, 0, 0))
