@@ -56,17 +56,18 @@ static double now_s(void) {
 }
 
 /* -- processes ------------------------------------------------------------------------------------------ */
+/* The session's /proc, opened once and rewound for each listing: an open and a close less per command */
 static int list_pids(pid_t *pids, int max) {
-    DIR *d = opendir("/proc");
+    static DIR *d;
+    if (!d && !(d = opendir("/proc"))) return 0;
+    rewinddir(d);
     int n = 0;
-    if (!d) return 0;
     struct dirent *e;
     while ((e = readdir(d)) && n < max) {
         char *end;
         long pid = strtol(e->d_name, &end, 10);
         if (*e->d_name && !*end) pids[n++] = (pid_t)pid;
     }
-    closedir(d);
     return n;
 }
 

@@ -45,6 +45,17 @@ def test_timeout_kills_the_command_and_keeps_the_shell(sandbox: Sandbox):
     assert sandbox.exec("pwd; echo $KEEP; pgrep -c sleep").output == "/testbed\n1\n0\n"
 
 
+def test_a_timeout_spares_what_earlier_commands_left_running(sandbox: Sandbox):
+    # the supervisor lists the session's processes before each command; a timeout kills only those made after
+    sandbox.exec("sleep 300 >/dev/null 2>&1 &")  # a server an earlier command started
+    survivor = sandbox.exec("pgrep sleep").output.split()
+    assert len(survivor) == 1
+    for _ in range(2):  # the listing is made anew for each command
+        assert sandbox.exec("sleep 100 & sleep 200", timeout=1).timed_out
+        assert sandbox.exec("pgrep sleep").output.split() == survivor
+    sandbox.exec("pkill sleep")
+
+
 def test_a_stuck_builtin_loop_replaces_the_shell_on_the_same_files(sandbox: Sandbox):
     sandbox.exec("cd /testbed && echo kept > file")
     r = sandbox.exec("while true; do :; done", timeout=1)
