@@ -37,7 +37,10 @@
 #define MAX_FDS 64
 #define FIRST_FD 3 /* where the child finds the request's fds: the control socket, then the archives */
 
-static int spare_net = -1; /* the next nsinit's network namespace (spare_network), made after each fork */
+/* The next nsinit's network namespace (spare_network), made SPARE_DELAY_MS after a fork, once the child has had
+ * the CPU for its own start; a request that comes first is served without one (nsinit makes its own) */
+#define SPARE_DELAY_MS 3
+static int spare_net = -1, spare_due;
 
 static int reply_error(int sock, const char *fmt, const char *detail) {
     char text[1024];
@@ -138,10 +141,11 @@ static void spawn(int sock, request_t *r, const int *fds, int nfds) {
     close(go[0]);
     close(go[1]);
     free(argv);
-    if (pid > 0) { /* the next one's, while this child works on its namespaces */
-        if (spare_net >= 0) close(spare_net);
-        spare_net = spare_network();
+    if (pid > 0 && spare_net >= 0) { /* handed to the child */
+        close(spare_net);
+        spare_net = -1;
     }
+    spare_due = 1;
 }
 
 void zygote_main(int sock) {
@@ -155,6 +159,11 @@ void zygote_main(int sock) {
     fcntl(sock, F_SETFD, FD_CLOEXEC);
     spare_net = spare_network();
     for (;;) {
+        if (spare_due && spare_net < 0) { /* after a fork: wait a moment for a request before making it */
+            struct pollfd request = {sock, POLLIN, 0};
+            if (poll(&request, 1, SPARE_DELAY_MS) == 0) spare_net = spare_network();
+        }
+        spare_due = 0;
         /* idle, this blocks: it wakes for a request, or when a child (an nsinit) exited, to reap it */
         struct pollfd fds[2] = {{sock, POLLIN, 0}, {children, POLLIN, 0}};
         if (poll(fds, 2, -1) < 0) continue;
