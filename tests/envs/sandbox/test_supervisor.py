@@ -20,6 +20,18 @@ def test_the_command_reaches_the_shell_byte_for_byte(sandbox: Sandbox):
     assert r.exit_code == 0 and r.output.split() == [f"{b:02x}" for b in expected], r.output
 
 
+def test_a_long_command_arrives_whole_and_what_it_runs_holds_no_extra_descriptor(sandbox: Sandbox):
+    # the command travels in a memfd the shell reads in one go (supervisor.c); the programs it starts, in the
+    # foreground or in the background, must not see that descriptor
+    body = "".join(f"line {i}: é 𝄞 \\ $HOME '\" `x`\n" for i in range(3000))  # ~100 KB, read by bash at once
+    fds = "python3 -c 'import os; print(sorted(os.listdir(\"/proc/self/fd\")))'"
+    r = sandbox.exec(f"cat > /tmp/body <<'EOF'\n{body}EOF\n{fds}; sleep 30 & ls /proc/$!/fd; kill $!")
+    assert r.exit_code == 0 and r.output.split("\n")[:4] == ["['0', '1', '2', '3']", "0", "1", "2"], r.output
+    assert sandbox.read_file("/tmp/body").decode() == body
+    sandbox.exec("exec 3>/tmp/three")  # the descriptors a script uses stay the agent's across commands
+    assert sandbox.exec("echo kept >&3; cat /tmp/three").output == "kept\n"
+
+
 def test_a_lone_surrogate_no_byte_stands_for_is_the_commands_error(sandbox: Sandbox):
     r = sandbox.exec("echo \ud800")
     assert r.exit_code is None and "could not be run" in r.output
