@@ -12,7 +12,9 @@ swebox sandbox always starts its persistent bash, so its side is another sample 
 reset -> first `true` done (swebox: `reset()` + `exec("true")`, with the next session prepared
 (``SandboxPolicy.warm_reset``, the default) and, on a second sandbox, without; bwrap has no reset: a new process per
 "reset", the same as its start); `exec("true")` in a live shell (bwrap: a bash inside bwrap reading commands on
-stdin). Between two resets of one sandbox the rest of the rep runs (tens of ms), as an agent's turns would.
+stdin); the same with a 4 KB command (an agent's heredoc: a shell reads its stdin pipe one byte at a time, which
+swebox's command memfd avoids). Between two resets of one sandbox the rest of the rep runs (tens of ms), as an
+agent's turns would.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from swebox.envs.sandbox import Layer, Sandbox, SandboxPolicy, rootfs, wait_for_
 SETTLE_S = 0.05
 VARIANT = "read-only binds + tmpfs /tmp (no copy-on-write: bubblewrap < 0.10 has no --overlay)"
 MARKER = b"__swebox_bench_done__"
+LONG_COMMAND = ": '" + "x" * 4096 + "'"
 
 
 def bwrap_version() -> str | None:
@@ -138,7 +141,7 @@ def compare(layer: Path, reps: int) -> dict[str, dict[str, list[float]]] | None:
     policy = SandboxPolicy(backend="overlay")
     once = bwrap_argv(layer, policy, ["true"])
     rows = ("start -> first `true`", "reset -> first `true`", "reset, warm_reset off", 'exec("true")', "close()",
-            "close(wait=False)", "start, shell -> `true`")
+            "close(wait=False)", "start, shell -> `true`", "exec(4 KB command)")
     samples: dict[str, dict[str, list[float]]] = {row: {"swebox": [], "bwrap": []} for row in rows}
     cold_policy = dataclasses.replace(policy, warm_reset=False)
     with Sandbox([Layer(layer)], policy) as sb, Sandbox([Layer(layer)], cold_policy) as cold:
@@ -164,6 +167,7 @@ def compare(layer: Path, reps: int) -> dict[str, dict[str, list[float]]] | None:
                         samples[rows[2]]["swebox"].append(_timed(lambda: (cold.reset(), _check(cold.exec("true")))))
                         samples[rows[3]]["swebox"].append(_timed(lambda: _check(sb.exec("true"))))
                         samples[rows[6]]["swebox"].append(_swebox_start(layer, policy)[0])
+                        samples[rows[7]]["swebox"].append(_timed(lambda: _check(sb.exec(LONG_COMMAND))))
                     else:
                         samples[rows[0]]["bwrap"].append(_timed(lambda: _run_true(once)))
                         samples[rows[1]]["bwrap"].append(_timed(lambda: _run_true(once)))
@@ -172,6 +176,7 @@ def compare(layer: Path, reps: int) -> dict[str, dict[str, list[float]]] | None:
                         samples[rows[4]]["bwrap"].append(_bwrap_close(shell_argv))
                         samples[rows[5]]["bwrap"].append(_bwrap_close(shell_argv))  # it has one kind of close
                         samples[rows[6]]["bwrap"].append(_bwrap_shell_start(shell_argv))
+                        samples[rows[7]]["bwrap"].append(_timed(lambda: shell.exec(LONG_COMMAND)))
         finally:
             shell.close()
     print(f"bubblewrap: {version}, variant: {VARIANT}")
