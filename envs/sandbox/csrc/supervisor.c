@@ -251,15 +251,20 @@ static int find_marker(capture_t *c, const char *marker, size_t mlen, size_t *fr
     }
 }
 
-/* The command, NUL-terminated, at the start of the memfd, whose offset (shared with the shell) goes back to 0 */
-static int hand_over_command(const char *command, size_t len) {
-    if (ftruncate(shell.cmd, 0)) return -1; /* a big command's pages go back */
-    for (size_t off = 0; off < len + 1;) {
-        ssize_t n = off < len ? pwrite(shell.cmd, command + off, len - off, (off_t)off) : pwrite(shell.cmd, "", 1, (off_t)len);
+/* The command, NUL-terminated, at the start of the memfd, whose offset (shared with the shell) goes back to 0.
+ * Bytes of an earlier, longer command may follow the NUL: mapfile stops at it. The memfd shrinks only after a
+ * big command, so that a small one costs two syscalls here. */
+static int hand_over_command(buf_t *command) {
+    static size_t held; /* bytes the memfd holds */
+    buf_add(command, "", 1); /* the NUL (buf_add keeps one more in the buffer) */
+    if (held > (1u << 20) && ftruncate(shell.cmd, 0)) return -1;
+    for (size_t off = 0; off < command->len;) {
+        ssize_t n = pwrite(shell.cmd, command->data + off, command->len - off, (off_t)off);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) return -1;
         off += (size_t)n;
     }
+    held = command->len > held || held > (1u << 20) ? command->len : held;
     return lseek(shell.cmd, 0, SEEK_SET) < 0 ? -1 : 0;
 }
 
@@ -289,7 +294,7 @@ static void exec_command(request_t *r) {
     if (getrandom(raw, sizeof raw, 0) != sizeof raw) _exit(1);
     for (int i = 0; i < 12; i++) snprintf(token + 2 * i, 3, "%02x", raw[i]);
     int mlen = snprintf(marker, sizeof marker, "\n%s ", token);
-    if (hand_over_command(r->command.data ? r->command.data : "", r->command.len)) {
+    if (hand_over_command(&r->command)) {
         char msg[256];
         snprintf(msg, sizeof msg, "[swebox: the command could not be run: OSError: %s]\n", strerror(errno));
         capture_add(&c, msg, strlen(msg));

@@ -28,6 +28,7 @@ def test_a_long_command_arrives_whole_and_what_it_runs_holds_no_extra_descriptor
     r = sandbox.exec(f"cat > /tmp/body <<'EOF'\n{body}EOF\n{fds}; sleep 30 & ls /proc/$!/fd; kill $!")
     assert r.exit_code == 0 and r.output.split("\n")[:4] == ["['0', '1', '2', '3']", "0", "1", "2"], r.output
     assert sandbox.read_file("/tmp/body").decode() == body
+    assert sandbox.exec("echo " + "y" * 1_500_000 + " | wc -c").output == "1500001\n"  # the memfd shrinks after it
     sandbox.exec("exec 3>/tmp/three")  # the descriptors a script uses stay the agent's across commands
     assert sandbox.exec("echo kept >&3; cat /tmp/three").output == "kept\n"
 
