@@ -1,7 +1,8 @@
 """Sandbox: an isolated, writable view of a stack of read-only layers, with one persistent shell.
 
-The host side of the mechanism. It starts nsinit (the process that owns the namespaces and mounts, see
-nsinit.py), writes its id maps, hands it id-mapped lower layers, and talks to the shell session's supervisor.
+The host side of the mechanism. It has the zygote fork nsinit (the process that owns the namespaces and mounts,
+csrc/nsinit.c) with the command line nsinit_args.py builds, writes its id maps, hands it id-mapped lower layers,
+and talks to the shell session's supervisor.
 Thread-safe per instance: SkyRL runs env calls in a thread pool.
 """
 

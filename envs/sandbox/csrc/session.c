@@ -206,7 +206,6 @@ static void parse(int argc, char **argv) {
     }
 }
 
-
 int fork_retrying(void) {
     for (int attempt = 0;; attempt++) {
         pid_t pid = fork();
