@@ -191,6 +191,10 @@ class SandboxPolicy:
             if name.startswith("/") or not name or ".." in name.split("/"):
                 raise SandboxError(f"SandboxPolicy.etc_files: expected relative paths inside /etc, found {name!r}")
         self.env = {str(k): str(v) for k, v in self.env.items()}
+        for name, value in self.env.items():  # they reach the shell as C strings "NAME=VALUE"
+            if not name or "=" in name or "\0" in name + value:
+                raise SandboxError(f"SandboxPolicy.env: expected names without '=' and no NUL bytes, found "
+                                   f"{name!r}={value!r}; remove or rename that variable")
         if not str(self.workdir).startswith("/"):
             raise SandboxError(f"SandboxPolicy.workdir: expected an absolute path, found {self.workdir!r}")
 

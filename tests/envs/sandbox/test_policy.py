@@ -30,6 +30,8 @@ def test_round_trips_through_a_dict():
         ({"host_uid": 0}, "never be host root"),
         ({"uid_count": 1 << 22}, "the last sandbox's id block's end"),  # 1025 blocks of 4M ids pass 2**32
         ({"workdir": "testbed"}, "workdir: expected an absolute path"),
+        ({"env": {"A=B": "1"}}, "env: expected names without '='"),
+        ({"env": {"A": "x\0y"}}, "no NUL bytes"),
         ({"ro_binds": ("relative/path",)}, "absolute"),
         ({"etc_files": ("../shadow",)}, "inside /etc"),
         ({"command_timeout_s": -1}, "expected > 0"),
