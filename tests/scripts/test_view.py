@@ -96,6 +96,7 @@ def text(driver) -> str:
 
 def test_run_step_rollout_turn_and_task_pages_of_a_real_run(tiny_run, browser, tmp_path):
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
     from swebox.trainers.trajectories import read_jsonl, step_file
 
     records = read_jsonl(step_file(tiny_run, 1)).records
@@ -141,7 +142,9 @@ def test_run_step_rollout_turn_and_task_pages_of_a_real_run(tiny_run, browser, t
         assert "2 rollouts" in text(browser)
         box = browser.find_element(By.CSS_SELECTOR, "input[name=q]")
         box.send_keys("calc-div")
-        box.submit()
+        box.submit()  # a script's form.submit(): unlike a click, WebDriver does not wait for the next page
+        WebDriverWait(browser, 30).until(lambda b: "q=calc-div" in b.current_url
+                                         and b.execute_script("return document.readyState") == "complete")
         rows = browser.find_elements(By.CSS_SELECTOR, "table.rows tbody tr")
         assert len(rows) == 8 and all("calc-div" in r.text for r in rows)  # 4 per step
         assert browser.find_elements(By.CSS_SELECTOR, "link[href^='http'], script[src]") == []  # nothing external
