@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -194,13 +193,13 @@ def run_eval(args: argparse.Namespace) -> int:
         from swebox.envs.tasks import predictions
 
         return predictions.run_cli(args)
+    from swebox.envs.cache.durable import write_atomic
     from swebox.envs.groups import group
     from swebox.envs.layers_resolver import LayerSource
     from swebox.envs.tasks import load
     from swebox.trainers.config import ConfigError, load_config
     from swebox.trainers.rollout import play_episode
-    from swebox.trainers.trajectories import dumps, episode_fields
-    from tqdm import tqdm
+    from swebox.trainers.trajectories import episode_fields
 
     _check_policy(args.policy)
     if args.wandb != "disabled" and not args.out:
@@ -224,11 +223,22 @@ def run_eval(args: argparse.Namespace) -> int:
     else:
         replies_for = _text_policy(args, cfg)
     from swebox.trainers import eval_search
+    from swebox.trainers.eval_records import EvalOut, RecordsError, run_tasks
+
+    try:
+        out = EvalOut.open(args.out, args.policy + eval_search.label(args)) if args.out else None
+    except RecordsError as exc:
+        raise SystemExit(f"swebox eval: {exc}") from None
+    todo = out.todo(tasks) if out is not None else tasks
+    if out is not None and out.previous:
+        done = len(tasks) - len(todo)
+        print(f"resuming: {done} of {len(tasks)} tasks already recorded in {args.out}; playing the other "
+              f"{len(todo)} (delete {args.out} to start over)")
 
     if eval_search.wanted(args):
         if args.policy.startswith("hf:"):
             replies_for = _hf_text_policy(backend, tokenizer, cfg)
-        eval_search.run(args, tasks, replies_for, source, econf)
+        eval_search.run(args, tasks, replies_for, source, econf, out=out)
         return 0
 
     def one(task) -> dict[str, Any]:
@@ -238,32 +248,36 @@ def run_eval(args: argparse.Namespace) -> int:
                 if args.policy.startswith("hf:"):
                     traj = play_episode(g[0], backend, tokenizer, cfg, task.instance_id, task.instance_id)
                     m = traj.metrics
-                    out = {**episode_fields(traj), "model_s": m.get("timing/generate_s", 0.0),
+                    rec = {**episode_fields(traj), "model_s": m.get("timing/generate_s", 0.0),
                            "env_s": m.get("timing/env_s", 0.0), "prompt_ids": traj.prompt_ids,
                            "response_ids": traj.response_ids, "loss_mask": traj.loss_mask}
                 else:
-                    out = play_text_episode(g[0], replies_for(task), cfg.env.max_turns)
+                    rec = play_text_episode(g[0], replies_for(task), cfg.env.max_turns)
         except Exception as exc:  # one broken task must not end the evaluation
-            out = {"reward": 0.0, "resolved": False, "error": f"{type(exc).__name__}: {exc}", "model_s": 0.0,
+            rec = {"reward": 0.0, "resolved": False, "error": f"{type(exc).__name__}: {exc}", "model_s": 0.0,
                    "env_s": 0.0, "metrics": {"env/errors": 1.0}, "task_id": task.instance_id, "failed": True,
                    "truncated": False, "num_turns": 0, "reason": "error", "prompt": [], "turns": [], "diff": "",
                    "grade": None}
-        out.update(instance_id=task.instance_id, total_s=time.monotonic() - started)
-        return out
+        rec.update(instance_id=task.instance_id, total_s=time.monotonic() - started)
+        return rec
 
-    results = []
-    with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
-        for result in tqdm(pool.map(one, tasks), total=len(tasks), desc=f"eval {args.policy}", unit="task"):
-            results.append(result)
+    new = run_tasks(todo, one, parallel=args.parallel, out=out, total=len(tasks), desc=f"eval {args.policy}")
+    previous = out.previous if out is not None else {}
+    results = [new[t.instance_id] if t.instance_id in new else previous[t.instance_id] for t in tasks]
     table = task_table(results)
     print_task_table(results)
     print(summary(results, args.policy))
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text("".join(dumps(r) + "\n" for r in results))
+    if out is not None:
         report = report_path(args.out)
-        report.write_text(f"# swebox eval: {args.policy}\n\ntasks: `{args.tasks}`\n\n{table}\n\n"
-                          + summary(results, args.policy).replace("\n", "\n\n") + "\n")
+        try:
+            out.finish(new, [t.instance_id for t in tasks])
+            write_atomic(report, f"# swebox eval: {args.policy}\n\ntasks: `{args.tasks}`\n\n{table}\n\n"
+                         + summary(results, args.policy).replace("\n", "\n\n") + "\n")
+        except RecordsError as exc:
+            raise SystemExit(f"swebox eval: {exc}") from None
+        except OSError as exc:  # the table only: every record is in --out already
+            raise SystemExit(f"swebox eval: {report}: cannot write the table ({exc.strerror or exc}); the "
+                             f"records are whole in {args.out}") from None
         print(f"results: {args.out} (one JSON record per task; swebox view {args.out}); table: {report}")
         if args.wandb != "disabled":
             log_eval_to_wandb(args, results)

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 from swebox.envs.search import (
@@ -26,7 +24,7 @@ from swebox.envs.search import (
     report_ks,
     sample,
 )
-from swebox.trainers.trajectories import FORMAT_VERSION, dumps
+from swebox.trainers.trajectories import FORMAT_VERSION
 
 
 def add_arguments(ev: argparse.ArgumentParser) -> None:
@@ -64,9 +62,23 @@ def _check(args: argparse.Namespace) -> int:
     return n
 
 
+def label(args: argparse.Namespace) -> str:
+    """What ``--out`` records were made by beyond the policy ('' for one episode per task): a rerun resumes
+    only records of the same kind."""
+    if args.search:
+        return f" --search beam --width {args.width} --depth {args.depth} --select {args.select}"
+    if args.best_of:
+        return f" --best-of {args.best_of} --select {args.select}"
+    return f" --samples {args.samples}" if args.samples else ""
+
+
 def run(args: argparse.Namespace, tasks: list, reply_for: Callable[[Any], Callable], source: Any, econf: Any,
-        echo=print) -> list[SearchResult]:
-    """Search every task; print the report; write ``--out`` (one JSON object per task) when asked."""
+        echo=print, out: Any = None) -> list[SearchResult]:
+    """Search every task; print the report; append each task's record to ``out`` (an
+    :class:`~swebox.trainers.eval_records.EvalOut`) as it ends. Tasks ``out`` already holds are not searched
+    again; the report covers the tasks searched by this run."""
+    from swebox.trainers.eval_records import RecordsError, run_tasks
+
     n = _check(args)
     budget = SearchBudget(args.max_search_turns, args.max_sandboxes, args.search_wall_s)
     # pass@k needs no selection: the cheapest rule (a vote over diffs, no extra runs) fills the scores
@@ -83,12 +95,18 @@ def run(args: argparse.Namespace, tasks: list, reply_for: Callable[[Any], Callab
             failed.budgets_hit.append(f"error: {type(exc).__name__}: {exc}")
             return failed
 
-    with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
-        results = list(pool.map(one, tasks))
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text("".join(dumps(record(r)) + "\n" for r in results))
+    todo = out.todo(tasks) if out is not None else tasks
+    done = run_tasks(todo, one, parallel=args.parallel, out=out, total=len(tasks), desc="eval search",
+                     record=record)
+    results = [done[t.instance_id] for t in todo]
+    if out is not None:
+        try:
+            out.finish({r.task_id: record(r) for r in results}, [t.instance_id for t in tasks])
+        except RecordsError as exc:
+            raise SystemExit(f"swebox eval: {exc}") from None
     echo(report(results, args))
+    if out is not None and out.previous:
+        echo(f"{len(tasks) - len(todo)} tasks recorded in {out.path} by an earlier run are not in this report")
     return results
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from swebox.envs.cache.durable import write_atomic
 from swebox.envs.tasks.grading import GradeReport, grade
 from swebox.envs.tasks.log_grading import FAILING, PASSING
 from swebox.envs.tasks.schema import Task
@@ -146,12 +147,17 @@ def evaluate(
 
     predictions = list(predictions)
     results: list[Outcome | None] = [None] * len(predictions)
-    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="eval") as pool:
+    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="eval")
+    try:
         futures = {pool.submit(one, p): i for i, p in enumerate(predictions)}
         for future in as_completed(futures):
             results[futures[future]] = future.result()
             if on_result is not None:
                 on_result(results[futures[future]])
+    except BaseException:  # Ctrl-C: grade nothing more (a `with` block would grade every queued patch first)
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     return results
 
 
@@ -240,20 +246,44 @@ def run_cli(args: argparse.Namespace) -> int:
     layers = args.layers or os.environ.get("SWEBOX_LAYER_STORE", "runs/layers")
     resolver = StoreLayers(layers) if is_layer_store(layers) else layers_from_dirs(layers)
 
+    graded: list[Outcome] = []
+    model = preds[0].model_name_or_path.replace("/", "__") if preds else "none"
+    out = Path(args.out or f"{model}.{args.run_id}.json")
+
     def show(o: Outcome) -> None:
+        graded.append(o)
         why = o.error or ("; ".join(o.report.errors[:2]) if o.report else "")
         print(f"{o.prediction.instance_id:<40} {o.kind:<12} {why}", flush=True)
 
     try:
         outcomes = evaluate(preds, tasks, resolver, jobs=args.jobs, timeout=args.timeout, on_result=show)
+    except KeyboardInterrupt:
+        # what was graded is kept: a report of those instances, then the process ends at once (a grading run
+        # in flight cannot be interrupted; its sandbox dies with the process)
+        written = _write_report(out, run_report(list(graded), tasks))
+        print(f"interrupted: {len(graded)} of {len(preds)} graded; " + (
+            f"their report: {out}" if written is None else f"no report ({written})"), file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(130)
     finally:
         if isinstance(resolver, StoreLayers):
             resolver.close()
     report = run_report(outcomes, tasks)
-    model = preds[0].model_name_or_path.replace("/", "__") if preds else "none"
-    out = Path(args.out or f"{model}.{args.run_id}.json")
-    out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    error = _write_report(out, report)
+    if error is not None:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     print(f"submitted {report['submitted_instances']}, completed {report['completed_instances']}, resolved "
           f"{report['resolved_instances']}, unresolved {report['unresolved_instances']}, empty patch "
           f"{report['empty_patch_instances']}, error {report['error_instances']}; report: {out}")
     return 0
+
+
+def _write_report(out: Path, report: dict[str, Any]) -> str | None:
+    """Write the report atomically (a full disk leaves the previous file or none, never a cut one); the
+    reason it could not be written, or None."""
+    try:
+        write_atomic(out, json.dumps(report, indent=2) + "\n")
+    except OSError as exc:
+        return f"{out}: cannot write the report ({exc.strerror or exc}); free space or choose another --out"
+    return None
