@@ -297,3 +297,22 @@ def load_optimizer_moments(path: str | Path, optimizer: torch.optim.Optimizer) -
                                   "architecture")
         optimizer.state[param] = {k: v.to(param.device) if torch.is_tensor(v) and v.dim() else v.clone()
                                   for k, v in state.items()}
+
+
+def earlier_run(run_dir: str | Path, ckpt_dir: str | Path) -> str:
+    """What a run folder holds of an earlier run, as a phrase ('' when nothing would be lost by starting there):
+    its metrics.jsonl's last step and its newest complete checkpoint."""
+    held = []
+    metrics = Path(run_dir) / "metrics.jsonl"
+    lines = metrics.read_text(encoding="utf-8", errors="replace").splitlines() if metrics.is_file() else []
+    if any(line.strip() for line in lines):
+        try:
+            held.append(f"metrics.jsonl up to step {json.loads(lines[-1])['step']}")
+        except (ValueError, KeyError, TypeError):  # a cut or foreign last line: the file still holds a run
+            held.append("metrics.jsonl")
+    newest = latest_checkpoint(ckpt_dir) if Path(ckpt_dir).is_dir() else None
+    if newest is not None:
+        held.append(f"checkpoint {newest}")
+    if (Path(run_dir) / "policy").is_dir():
+        held.append("policy/")
+    return ", ".join(held)

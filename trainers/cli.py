@@ -70,6 +70,7 @@ def run_train(args: argparse.Namespace) -> int:
 
     overrides = [*args.overrides, *(["checkpoint.resume=true"] if args.resume else [])]
     cfg = load_config(args.config, overrides)
+    refuse_earlier_run(cfg)
     try:
         trainer = Trainer(cfg, use_ray=True if args.ray else None)
         records = trainer.train()
@@ -82,6 +83,22 @@ def run_train(args: argparse.Namespace) -> int:
     print(f"run folder: {cfg.logging.run_dir} (metrics.jsonl, checkpoints/, policy/); plots: swebox plot "
           f"{cfg.logging.run_dir}")
     return 0
+
+
+def refuse_earlier_run(cfg: Any) -> None:
+    """A plain ``swebox train`` into a folder that holds a run stops with one line instead of overwriting it:
+    metrics.jsonl would restart at step 1 and the checkpoints be replaced (``--resume`` continues it)."""
+    from swebox.trainers.checkpoint import earlier_run
+    from swebox.trainers.config import ConfigError
+
+    if cfg.checkpoint.resume:
+        return
+    run_dir = cfg.logging.run_dir
+    held = earlier_run(run_dir, cfg.checkpoint.dir or Path(run_dir) / "checkpoints")
+    if held:
+        raise ConfigError(f"logging.run_dir={run_dir}: expected a new or empty run folder; found an earlier run "
+                          f"({held}). Continue it with --resume, or start a new run with "
+                          "logging.run_dir=ANOTHER_FOLDER (or delete the folder)")
 
 
 def run_sft(args: argparse.Namespace) -> int:
