@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from swebox.envs.tasks.schema import Task
 from swebox.trainers import checkpoint as ckpt
-from swebox.trainers.config import TrainConfig, save_config, to_dict
+from swebox.trainers.config import ConfigError, TrainConfig, save_config, to_dict
 from swebox.trainers.learner import Learner, make_batch
 from swebox.trainers.models import build_model, build_tokenizer
 from swebox.trainers.rollout import EpisodeFactory, Trajectory, swe_episode_factory
@@ -78,9 +78,15 @@ def run_sft(cfg: TrainConfig, *, tasks: list[Task | dict] | None = None,
         report = DataReport(kept=len(trajectories))
     echo(f"sft data ({cfg.sft.data}): {report}")
     if not trajectories:
-        raise ValueError(f"sft.data={cfg.sft.data}: expected trajectories to train on; found none ({report}); "
-                         "check the tasks with `swebox eval --policy gold`, or use a records file with resolved "
-                         "episodes")
+        advice = report.advice() or ("give tasks (--tasks) or a records file with resolved episodes" if not
+                                     report.dropped else "")
+        raise ConfigError(f"sft.data={cfg.sft.data}: expected trajectories to train on; found none ({report}); "
+                          f"{advice}")
+    if report.longest_turn > cfg.generation.max_new_tokens:
+        # expert turns are not bounded by the sampling budget (sft_data.expert_generation), the policy's are
+        echo(f"sft data: the longest expert turn is {report.longest_turn} tokens, more than "
+             f"generation.max_new_tokens={cfg.generation.max_new_tokens}: a policy sampling such turns is cut at "
+             f"that budget; give GRPO from this policy generation.max_new_tokens>={report.longest_turn}")
     s = cfg.sft
     per_epoch = math.ceil(len(trajectories) / s.batch_size)
     steps = s.epochs * per_epoch

@@ -17,6 +17,7 @@ observation deltas between them (``loss_mask`` 0), as ``trainers/rollout.py`` bu
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import re
@@ -168,9 +169,12 @@ class DataReport:
 
     kept: int = 0
     dropped: dict[str, int] = field(default_factory=dict)
-    """reason -> count: 'not resolved', 'failed', 'longer than generation.max_context_tokens'."""
+    """reason -> count: 'not resolved', 'failed', 'longer than generation.max_context_tokens=N', 'turn cut at
+    generation.max_new_tokens=N' (a reply cut at its token budget, so the episode could not resolve)."""
     examples: dict[str, str] = field(default_factory=dict)
     """reason -> the first task id it happened to (to look at)."""
+    longest_turn: int = 0
+    """Tokens of the longest model turn among the kept trajectories that carry turns (expert episodes)."""
 
     def drop(self, reason: str, task_id: str) -> None:
         self.dropped[reason] = self.dropped.get(reason, 0) + 1
@@ -180,15 +184,40 @@ class DataReport:
         left = ", ".join(f"{n} {why} (e.g. {self.examples[why]})" for why, n in self.dropped.items())
         return f"{self.kept} kept" + (f"; left out: {left}" if left else "")
 
+    def advice(self) -> str:
+        """What to change so that the left-out examples train, by reason."""
+        fixes = []
+        if any(why.startswith(("longer than", "turn cut")) for why in self.dropped):
+            fixes.append("raise generation.max_context_tokens (and model.max_position_embeddings) or "
+                         "generation.max_new_tokens, whichever the reason names, or set sft.minimal_patch=true "
+                         "(a patch without context lines)")
+        if "not resolved" in self.dropped:
+            fixes.append("check the tasks with `swebox eval --policy gold` (a gold patch that does not resolve "
+                         "is a broken task), or use a records file with resolved episodes")
+        if "failed" in self.dropped:
+            fixes.append("fix the environment errors (`swebox eval --policy gold` shows each task's error)")
+        return "; ".join(fixes)
+
+
+def expert_generation(cfg: TrainConfig) -> TrainConfig:
+    """``cfg`` for playing expert episodes: a scripted expert is not sampled from the model, so its turns are
+    bounded by the context (``generation.max_context_tokens``) only, not by ``generation.max_new_tokens`` (the
+    tiny config's 64 tokens cut the patch turn, and every gold episode ended unresolved)."""
+    # (the most the config allows: a turn also takes only the room the context has left)
+    gen = dataclasses.replace(cfg.generation, max_new_tokens=cfg.generation.max_context_tokens - 1)
+    return dataclasses.replace(cfg, generation=gen)
+
 
 def expert_trajectories(tasks: list[Task], cfg: TrainConfig, factory: EpisodeFactory,
                         tokenizer: Any) -> tuple[list[Trajectory], DataReport]:
     """One expert episode per task (real sandbox, real grading); the resolved ones, in task order."""
+    played_cfg = expert_generation(cfg)
+
     def one(task: Task) -> Trajectory:
         replies = expert_replies(task, cfg.env.style, cfg.sft.minimal_patch)
         episodes = factory(task, 1)
         try:
-            return play_episode(list(episodes)[0], ScriptedBackend(tokenizer, replies), tokenizer, cfg,
+            return play_episode(list(episodes)[0], ScriptedBackend(tokenizer, replies), tokenizer, played_cfg,
                                 task.instance_id, f"expert:{task.instance_id}")
         finally:  # a group's close() closes its episodes and releases their layers
             for closable in [episodes] if hasattr(episodes, "close") else list(episodes):
@@ -196,21 +225,31 @@ def expert_trajectories(tasks: list[Task], cfg: TrainConfig, factory: EpisodeFac
 
     with ThreadPoolExecutor(max_workers=max(1, cfg.rollout.max_parallel_episodes)) as pool:
         played = list(pool.map(one, tasks))
-    return keep(played, cfg)
+    return keep(played, played_cfg)
 
 
 def keep(trajs: list[Trajectory], cfg: TrainConfig) -> tuple[list[Trajectory], DataReport]:
-    """Rejection sampling: resolved, not failed, and within ``generation.max_context_tokens``."""
+    """Rejection sampling: resolved, not failed, and within ``generation.max_context_tokens``; each left-out
+    trajectory is counted under the limit or the reason that kept it out."""
     report, kept = DataReport(), []
+    gen = cfg.generation
     for t in trajs:
+        cut = [turn for turn in t.turns if turn.get("finish_reason") == "length"]
         if t.failed:
             report.drop("failed", t.task_id)
-        elif t.truncated or len(t.prompt_ids) + len(t.response_ids) > cfg.generation.max_context_tokens:
-            report.drop("longer than generation.max_context_tokens", t.task_id)  # an overflow ends unresolved
+        elif t.truncated or len(t.prompt_ids) + len(t.response_ids) > gen.max_context_tokens:
+            # an overflow ends unresolved
+            report.drop(f"longer than generation.max_context_tokens={gen.max_context_tokens}", t.task_id)
         elif t.metrics.get("env/resolved", t.reward) < 1.0:
-            report.drop("not resolved", t.task_id)
+            if cut and int(cut[0].get("tokens") or 0) >= gen.max_new_tokens:
+                report.drop(f"turn cut at generation.max_new_tokens={gen.max_new_tokens}", t.task_id)
+            elif cut:  # the turn had less room than its budget: the context was full
+                report.drop(f"turn cut at generation.max_context_tokens={gen.max_context_tokens}", t.task_id)
+            else:
+                report.drop("not resolved", t.task_id)
         else:
             kept.append(t)
+            report.longest_turn = max([report.longest_turn, *(int(turn.get("tokens") or 0) for turn in t.turns)])
     report.kept = len(kept)
     return kept, report
 

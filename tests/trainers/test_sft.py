@@ -88,7 +88,7 @@ def test_rejection_sampling_keeps_resolved_records_and_says_what_it_left(tok, tm
     assert [t.task_id for t in kept] == ["a", "c"]
     assert kept[1].prompt_ids == [5, 6] and kept[1].loss_mask == [1, 0, 1]  # token records are used as they are
     assert report.kept == 2 and report.dropped == {"not resolved": 1, "failed": 1,
-                                                   "longer than generation.max_context_tokens": 1}
+                                                   "longer than generation.max_context_tokens=64": 1}
     assert str(report).startswith("2 kept; left out: 1 not resolved (e.g. b)")
     with pytest.raises(ValueError, match="expected a 'resolved' field"):
         record_trajectories([{"instance_id": "x", "messages": CHAT}], tok, cfg)
@@ -285,3 +285,53 @@ def test_swebox_sft_on_eval_records_keeps_the_resolved(shapes_env, tmp_path, cap
     assert "2 kept; left out: 2 not resolved" in printed and "sft: 2 steps on 2 trajectories" in printed, printed
     assert [r["step"] for r in read_metrics(tmp_path / "sft")] == [1, 2]
     assert (tmp_path / "sft" / "policy" / "config.json").exists()
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(600)
+def test_the_readmes_sft_command_on_the_tiny_config_keeps_the_patch_turn_whole(tmp_path, calc_layer, capsys):
+    """README's `swebox sft --config configs/grpo_tiny_cpu.yaml --data gold --tasks ... env.layer_store=...
+    logging.run_dir=...` as written: generation.max_new_tokens 64 used to cut the expert's patch turn (every
+    episode unresolved, "0 kept", a traceback). Expert turns are bounded by the context only, the long turn is
+    reported by the limit's name; a task whose gold patch is wrong is still left out, and a context too small
+    for the patch turn is named in one line."""
+    from swebox.envs.cache import LayerStore
+    from swebox.scripts.cli import main
+    from swebox.trainers.tracking import read_metrics
+
+    from tests.calc import CALC_ENV, GOLD, calc_task
+
+    store = LayerStore(tmp_path / "store", fmt="tar.gz")
+    with store.lock(CALC_ENV.key()):
+        store.publish(CALC_ENV.key(), calc_layer, kind="env")
+    wrong = calc_task(instance_id="calc-wrong", patch=GOLD.replace("+    return a + b", "+    return a * b"))
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(t.to_dict()) + "\n" for t in (calc_task(), wrong)))
+    command = ["sft", "--config", "configs/grpo_tiny_cpu.yaml", "--data", "gold", "--tasks", str(tasks),
+               f"env.layer_store={store.root}", f"env.cache_dir={tmp_path / 'node'}", "logging.wandb=disabled"]
+    assert main([*command, f"logging.run_dir={tmp_path / 'sft'}"]) == 0
+    out = capsys.readouterr().out
+    assert "sft data (gold): 1 kept; left out: 1 not resolved (e.g. calc-wrong)" in out, out
+    note = next(line for line in out.splitlines() if line.startswith("sft data: the longest expert turn"))
+    longest = int(note.split(" is ")[1].split()[0])
+    assert longest > 64 and "generation.max_new_tokens=64" in note and f">={longest}" in note
+    assert len(read_metrics(tmp_path / "sft")) >= 1 and (tmp_path / "sft" / "policy" / "config.json").exists()
+
+    # a context with room for the prompt, not for the expert's turns: nothing to train on, one line naming the
+    # limit and what to change
+    from swebox.envs.groups import group
+    from swebox.trainers.models import build_tokenizer
+    from swebox.trainers.rollout import prompt_ids
+
+    cfg = load_config("configs/grpo_tiny_cpu.yaml")
+    with group(calc_task(), 1, layers=[calc_layer], config=cfg.env.episode()) as g:
+        prompt = len(prompt_ids(build_tokenizer(cfg.model), g[0].reset()))
+    context = prompt + 20
+    assert main([*command, f"logging.run_dir={tmp_path / 'small'}", f"generation.max_context_tokens={context}",
+                 "generation.max_new_tokens=16"]) == 2
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
+    assert "sft.data=gold: expected trajectories to train on; found none (0 kept; left out: " in lines[0]
+    assert f"2 longer than generation.max_context_tokens={context}" in lines[0], lines[0]
+    assert "raise generation.max_context_tokens" in lines[0]
