@@ -71,10 +71,15 @@ def run_train(args: argparse.Namespace) -> int:
     overrides = [*args.overrides, *(["checkpoint.resume=true"] if args.resume else [])]
     cfg = load_config(args.config, overrides)
     refuse_earlier_run(cfg)
+    from swebox.trainers.ray_connect import ConnectError, is_loopback, use_loopback
+    from swebox.trainers.ray_pool import RayPoolError
+
+    if is_loopback(cfg.ray.address):
+        use_loopback()  # before anything imports Ray: a loopback head is reached on loopback only (ray_connect)
     try:
         trainer = Trainer(cfg, use_ray=True if args.ray else None)
         records = trainer.train()
-    except TrainingError as exc:  # what the run cannot go on without: the message says it, no traceback
+    except (TrainingError, ConnectError, RayPoolError) as exc:  # what the run cannot go on without: the message says it
         raise SystemExit(f"swebox train: {exc}") from exc
     if records:
         last = records[-1]

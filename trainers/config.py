@@ -330,8 +330,11 @@ class RayConfig:
     """CPUs reserved by one rollout actor."""
     node_resource: str = "swebox_node"
     """Custom resource each swebox node advertises (scripts/ray_head.sh, ray_worker.sh); actors need it."""
+    connect_timeout_s: float = 60.0
+    """Seconds to join the cluster at ``address`` before stopping with an error (Ray alone retries for ever)."""
 
     def __post_init__(self) -> None:
+        _check(self.connect_timeout_s > 0, "ray.connect_timeout_s", "> 0 seconds", self.connect_timeout_s, "use 60")
         _check(self.actors_per_node >= 1, "ray.actors_per_node", ">= 1", self.actors_per_node, "use 1")
         _check(self.actor_num_cpus > 0, "ray.actor_num_cpus", "> 0", self.actor_num_cpus, "use 1")
         _check(self.num_cpus is None or self.num_cpus >= 1, "ray.num_cpus", "null or >= 1", self.num_cpus,

@@ -40,6 +40,7 @@ from swebox.trainers.ray_actors import (  # noqa: F401 - config_for_node and def
     default_worker_factory,
     per_actor_parallelism,
 )
+from swebox.trainers.ray_connect import absolute_paths, connect, is_loopback, use_loopback
 
 FORWARDED_ENV = ("SWEBOX_LAYER_STORE", "SWEBOX_LAYER_CACHE")
 """Environment variables of the trainer's process that its rollout actors get too (where the layer store and the
@@ -130,8 +131,10 @@ def init_ray(cfg: TrainConfig, io_budget_mb: int = DEFAULT_BUDGET_MB) -> bool:
     if ray.is_initialized():
         return False
     if cfg.ray.address:
+        if is_loopback(cfg.ray.address):
+            use_loopback()  # before the token setup imports Ray's internals (ray_connect's module docstring)
         enable_token_auth_if_available()
-        ray.init(address=cfg.ray.address, namespace=cfg.ray.namespace, log_to_driver=False)
+        connect(cfg.ray.address, cfg.ray.connect_timeout_s, namespace=cfg.ray.namespace, log_to_driver=False)
     else:
         resources = {cfg.ray.node_resource: 1.0, **node_resources(io_budget_mb)}
         # address="local": a new local Ray even when `ray start` left a cluster on this machine (ray.init()
@@ -172,6 +175,8 @@ class RayWorkerPool:
                  echo: Callable[[str], Any] = print) -> None:
         import ray
 
+        # the actors run in their node's folder, not the trainer's: relative paths must not leave this process
+        cfg = absolute_paths(cfg)
         self.cfg = cfg
         self.version: int | None = None
         self.weights_ref: Any = None
