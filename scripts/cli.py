@@ -113,13 +113,37 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if not hasattr(args, "func"):
         raise SystemExit(f"swebox {args.command}: unavailable here (see `swebox --help`)")
+    debug = args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
     try:
         return int(args.func(args) or 0)
+    except KeyboardInterrupt:  # Ctrl-C where the command has no message of its own (train and eval have)
+        if debug:
+            raise
+        print(f"swebox {args.command}: interrupted", file=sys.stderr)
+        return 130
     except Exception as exc:
-        if args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0") or not isinstance(exc, user_error_types()):
+        if not debug and disk_full(exc):
+            print(f"swebox {args.command}: error: {disk_full(exc)} [swebox --debug shows the traceback]",
+                  file=sys.stderr)
+            return 1
+        if debug or not isinstance(exc, user_error_types()):
             raise
         print(f"swebox {args.command}: error: {one_line(exc)} [swebox --debug shows the traceback]", file=sys.stderr)
         return 2
+
+
+def disk_full(exc: BaseException) -> str:
+    """The one line for an error caused by a full disk or quota (found along the exception's causes), or ''."""
+    from swebox.envs.cache.durable import DISK_FULL
+
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, OSError) and exc.errno in DISK_FULL:
+            where = f" writing {exc.filename}" if exc.filename else ""
+            return (f"no space left on the disk{where} ({exc.strerror or os.strerror(exc.errno)}); free space, or "
+                    "point the command's output (--out, logging.run_dir, checkpoint.dir) at a larger disk, and rerun")
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return ""
 
 
 if __name__ == "__main__":

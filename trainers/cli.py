@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,7 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_train(args: argparse.Namespace) -> int:
+    from swebox.trainers.checkpoint import CheckpointError
     from swebox.trainers.config import load_config
     from swebox.trainers.trainer import Trainer, TrainingError
 
@@ -76,11 +78,15 @@ def run_train(args: argparse.Namespace) -> int:
 
     if is_loopback(cfg.ray.address):
         use_loopback()  # before anything imports Ray: a loopback head is reached on loopback only (ray_connect)
+    trainer = None
     try:
         trainer = Trainer(cfg, use_ray=True if args.ray else None)
         records = trainer.train()
-    except (TrainingError, ConnectError, RayPoolError) as exc:  # what the run cannot go on without: the message says it
+    except (TrainingError, ConnectError, RayPoolError, CheckpointError) as exc:  # the run cannot go on: say why
         raise SystemExit(f"swebox train: {exc}") from exc
+    except KeyboardInterrupt:  # Ctrl-C: train() has closed the pool; say where the run can go on from
+        print(f"swebox train: {interrupted_train(cfg, trainer)}", file=sys.stderr, flush=True)
+        raise SystemExit(130) from None
     if records:
         last = records[-1]
         print(f"step {last['step']}: reward/mean {last['reward/mean']:.3f}, "
@@ -88,6 +94,18 @@ def run_train(args: argparse.Namespace) -> int:
     print(f"run folder: {cfg.logging.run_dir} (metrics.jsonl, checkpoints/, policy/); plots: swebox plot "
           f"{cfg.logging.run_dir}")
     return 0
+
+
+def interrupted_train(cfg: Any, trainer: Any) -> str:
+    """The line Ctrl-C in ``swebox train`` ends with: the step reached and how to continue (exit status 130)."""
+    from swebox.trainers.checkpoint import latest_checkpoint
+
+    newest = latest_checkpoint(cfg.checkpoint.dir or Path(cfg.logging.run_dir) / "checkpoints")
+    where = f"at step {trainer.step_count} of {cfg.total_steps}" if trainer is not None else "before step 1"
+    if newest is None:
+        return f"interrupted {where}; no checkpoint yet: rerun the command to start again"
+    return (f"interrupted {where}; the newest checkpoint is {newest}: add --resume to the command to continue "
+            "from it")
 
 
 def refuse_earlier_run(cfg: Any) -> None:
@@ -219,6 +237,7 @@ def run_eval(args: argparse.Namespace) -> int:
     from swebox.envs.groups import group
     from swebox.envs.layers_resolver import LayerSource
     from swebox.envs.tasks import load
+    from swebox.envs.tasks.validate import layers_flag_error
     from swebox.trainers.config import ConfigError, load_config
     from swebox.trainers.rollout import play_episode
     from swebox.trainers.trajectories import episode_fields
@@ -230,6 +249,8 @@ def run_eval(args: argparse.Namespace) -> int:
     tasks = list(load(args.tasks))
     if not tasks:
         raise ConfigError(f"--tasks {args.tasks}: expected at least one task; found an empty task set")
+    if args.layers and layers_flag_error(args.layers):
+        raise ConfigError(layers_flag_error(args.layers))
     plain = bool(args.layers) and not (Path(args.layers) / "manifests").is_dir()
     source = LayerSource(store="" if plain else args.layers, dirs=args.layers if plain else "",
                          cache_root=cfg.env.cache_dir, tasks_file=args.tasks)

@@ -56,9 +56,10 @@ def _wait_for_port(address: str, deadline: float, timeout_s: float) -> None:
         except OSError as exc:
             last = exc
             time.sleep(0.5)
+    why = last.strerror if last is not None and last.strerror else last
     raise ConnectError(f"ray.address={address}: expected a Ray head listening there; found nothing within "
-                       f"ray.connect_timeout_s={timeout_s:g} ({last.strerror if last and last.strerror else last}); start one "
-                       "with scripts/ray_head.sh (it prints the address), or check the address")
+                       f"ray.connect_timeout_s={timeout_s:g} ({why}); start one with scripts/ray_head.sh (it "
+                       "prints the address), or check the address")
 
 
 def connect(address: str, timeout_s: float, **init_args: Any) -> None:

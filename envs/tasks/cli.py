@@ -36,6 +36,7 @@ def run_validate(args: argparse.Namespace) -> int:
         StoreLayers,
         header,
         is_layer_store,
+        layers_flag_error,
         layers_from_dirs,
         report_lines,
         row,
@@ -45,6 +46,9 @@ def run_validate(args: argparse.Namespace) -> int:
 
     if args.jobs < 1:
         print(f"error: --jobs: expected a number >= 1; found {args.jobs}.", file=sys.stderr)
+        return 2
+    if layers_flag_error(args.layers):
+        print(f"error: {layers_flag_error(args.layers)}", file=sys.stderr)
         return 2
     try:
         tasks = load(args.tasks, skip_invalid=args.skip_invalid)

@@ -229,7 +229,7 @@ def add_options(p: argparse.ArgumentParser) -> None:
 def run_cli(args: argparse.Namespace) -> int:
     """``swebox eval --predictions P --tasks T``: grade, print one line per instance, write the report."""
     from swebox.envs.tasks.loaders import LoadError, load
-    from swebox.envs.tasks.validate import StoreLayers, is_layer_store, layers_from_dirs
+    from swebox.envs.tasks.validate import StoreLayers, is_layer_store, layers_flag_error, layers_from_dirs
 
     if not args.predictions:
         print("error: --predictions: expected a predictions file (.json or .jsonl); found none.", file=sys.stderr)
@@ -244,6 +244,9 @@ def run_cli(args: argparse.Namespace) -> int:
         print(f"error: --jobs: expected a number >= 1; found {args.jobs}.", file=sys.stderr)
         return 2
     layers = args.layers or os.environ.get("SWEBOX_LAYER_STORE", "runs/layers")
+    if layers_flag_error(layers):
+        print(f"error: {layers_flag_error(layers)}", file=sys.stderr)
+        return 2
     resolver = StoreLayers(layers) if is_layer_store(layers) else layers_from_dirs(layers)
 
     graded: list[Outcome] = []

@@ -96,6 +96,15 @@ def is_layer_store(root: str | Path) -> bool:
     return (Path(root) / "manifests").is_dir()
 
 
+def layers_flag_error(value: str | Path) -> str:
+    """'' when ``--layers VALUE`` is a folder; else the one-line error that names the flag and how to fix it."""
+    if Path(value).is_dir():
+        return ""
+    return (f"--layers {value}: expected a layer store (a folder with manifests/, which `swebox cache build` and "
+            "`swebox tasks synth` write) or a folder of layer folders named by key; found no folder there "
+            f"(relative paths start at {Path.cwd()}); fix the path, or build the layers first")
+
+
 def validate_task(task: Task, resolve: LayerResolver, *, timeout: float = 900.0) -> Validation:
     """Grade the gold patch and the empty diff of one task."""
     try:
