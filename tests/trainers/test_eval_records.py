@@ -169,3 +169,36 @@ def test_ctrl_c_keeps_finished_records_and_a_rerun_resumes(shapes_env, tmp_path)
                           "--parallel", "2"], capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
     assert run.returncode == 0 and "resolved 0/4" in run.stdout, run.stderr
     assert [r["resolved"] for r in lines(empty)] == [False] * 4
+
+
+@pytest.mark.e2e
+def test_a_search_evaluation_resumes_too_and_refuses_another_search(calc_layer, tmp_path, capsys):
+    from swebox.envs.tasks import save_jsonl
+    from swebox.scripts.cli import main
+
+    from tests.calc import calc_task, layer_dirs
+
+    one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    save_jsonl([calc_task(instance_id="calc-add-2")], one)
+    save_jsonl([calc_task(), calc_task(instance_id="calc-add-2")], two)
+    layers = str(layer_dirs(tmp_path, calc_layer))
+    out = tmp_path / "s.jsonl"
+    search = ["--policy", "gold", "--samples", "2", "--layers", layers, "--out", str(out), "env.max_turns=3"]
+    assert main(["eval", "--tasks", str(one), *search]) == 0
+    first = lines(out)
+    assert [r["instance_id"] for r in first] == ["calc-add-2"] and first[0]["policy"] == "gold --samples 2"
+    capsys.readouterr()
+    assert main(["eval", "--tasks", str(two), *search]) == 0  # the second task only is searched
+    printed = capsys.readouterr().out
+    assert f"resuming: 1 of 2 tasks already recorded in {out}; playing the other 1" in printed
+    assert "pass@k over 1 tasks: pass@1 1.000, pass@2 1.000" in printed
+    assert f"1 tasks recorded in {out} by an earlier run are not in this report" in printed
+    final = lines(out)
+    assert [r["instance_id"] for r in final] == ["calc-add", "calc-add-2"]  # the task file's order
+    assert final[1]["total_s"] == first[0]["total_s"] and all(r["search"]["resolved_count"] == 2 for r in final)
+    # another search kind (or a plain evaluation) into the same file is refused, the file untouched
+    before = out.read_bytes()
+    with pytest.raises(SystemExit, match=r"holds records of --policy gold --samples 2; found --policy gold "
+                                         r"--best-of 2 --select visible_tests"):
+        main(["eval", "--tasks", str(two), *search[:2], "--best-of", "2", *search[4:]])
+    assert out.read_bytes() == before
