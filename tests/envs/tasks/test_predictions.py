@@ -121,3 +121,43 @@ def test_validate_report_shows_each_test_next_to_what_the_dataset_says(tmp_path,
     assert rows["tests/test_ops.py::test_add"][:5] == ["F2P", "fail->pass", "passed", "failed", "ok"]
     assert rows["tests/test_ops.py::test_sub"][:5] == ["P2P", "pass->pass", "passed", "passed", "ok"]
     assert rows["tests/test_ops.py::test_div"][:5] == ["EXP", "->FAILED", "failed", "failed", "ok"]
+
+
+@pytest.mark.e2e
+def test_ctrl_c_writes_the_report_of_what_was_graded(tmp_path, calc_layer, calc_task, gold):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = EnvSpec(source="/srv/calc", commit="abcdef1")
+    tasks = [dataclasses.replace(calc_task, env=env, instance_id=f"calc-add-{i}") for i in range(4)]
+    root = tmp_path / "layers"
+    root.mkdir()
+    (root / env.key()).symlink_to(calc_layer, target_is_directory=True)
+    save_jsonl(tasks, tmp_path / "tasks.jsonl")
+    (tmp_path / "preds.jsonl").write_text("".join(json.dumps(pred(t.instance_id, gold["add"])) + "\n"
+                                                  for t in tasks))
+    out = tmp_path / "report.json"
+    out.write_text("an older report\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "swebox.scripts.cli", "eval", "--predictions", str(tmp_path / "preds.jsonl"),
+         "--tasks", str(tmp_path / "tasks.jsonl"), "--layers", str(root), "--jobs", "1", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        first = proc.stdout.readline()  # one line per graded instance: wait for the first
+        assert first.startswith("calc-add-"), first
+        proc.send_signal(signal.SIGINT)
+        rest, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    graded = len([line for line in (first + rest).splitlines() if line.startswith("calc-add-")])
+    assert 1 <= graded < 4
+    said = [line for line in err.splitlines() if line.startswith("interrupted:")]
+    assert said == [f"interrupted: {graded} of 4 graded; their report: {out}"], err
+    report = json.loads(out.read_text())  # replaced whole, never cut
+    assert report["submitted_instances"] == graded and len(report["resolved_ids"]) == graded
+    assert len(report["incomplete_ids"]) == 4 - graded
