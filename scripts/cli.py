@@ -83,9 +83,11 @@ def user_error_types() -> tuple[type[BaseException], ...]:
     from swebox.envs.layers_resolver import LayersMissing
     from swebox.envs.tasks.loaders import LoadError
     from swebox.envs.tasks.schema import TaskError
+    from swebox.envs.tasks.synth.recipe import RecipeError
 
-    kinds: list[type[BaseException]] = [UserError, LoadError, TaskError, LayersMissing, InterpreterNotFound,
-                                        yaml.YAMLError, FileNotFoundError, NotADirectoryError, IsADirectoryError,
+    kinds: list[type[BaseException]] = [UserError, LoadError, TaskError, RecipeError, LayersMissing,
+                                        InterpreterNotFound, yaml.YAMLError, FileNotFoundError, NotADirectoryError,
+                                        IsADirectoryError,
                                         PermissionError]  # a store of another user's, a layer packed for one
     try:
         from swebox.scripts.demo import DemoError

@@ -186,3 +186,13 @@ def test_a_full_disk_is_one_line(tmp_path):
                           timeout=300, capture_output=True, text=True)
     assert done.returncode == 1
     assert_one_line(done.stderr, "swebox plot: error: no space left on the disk", "free space")
+
+
+def test_an_unpinned_project_is_one_line(tmp_path, capsys):
+    code, err = run(capsys, "tasks", "synth", "--project", "toolz", "--out", str(tmp_path / "out"))
+    assert code == 2
+    assert_one_line(err, "swebox tasks: error: --project: expected NAME==VERSION with an exact pin; found 'toolz'")
+    assert not (tmp_path / "out").exists()
+    code, err = run(capsys, "tasks", "synth", "--repo", str(tmp_path), "--out", str(tmp_path / "out"))
+    assert code == 2
+    assert_one_line(err, "--repo: expected a git repository", "has no .git")

@@ -24,6 +24,11 @@ _REQUIREMENT = re.compile(
 )
 
 
+
+class RecipeError(ValueError):
+    """A project, repository or recipe file that cannot be synthesised from; one line that says how to fix it
+    (``swebox tasks synth`` prints it without a traceback)."""
+
 @dataclass(frozen=True)
 class ProjectRecipe:
     """One project to synthesise tasks from, and how to run its tests."""
@@ -51,24 +56,24 @@ class ProjectRecipe:
 
     def __post_init__(self) -> None:
         if bool(self.version) == bool(self.repo_path):
-            raise ValueError(
+            raise RecipeError(
                 f"project {self.name!r}: expected exactly one of version (PyPI) or repo_path (local git); "
                 f"found version={self.version!r}, repo_path={self.repo_path!r}. Set one of them."
             )
         if self.repo_path and not Path(self.repo_path).is_absolute():
-            raise ValueError(f"project {self.name!r}: repo_path must be absolute; found {self.repo_path!r}.")
+            raise RecipeError(f"project {self.name!r}: repo_path must be absolute; found {self.repo_path!r}.")
         for name in ("tests", "test_deps", "pytest_args"):
             value = getattr(self, name)
             if isinstance(value, str) or not all(isinstance(v, str) for v in value):
-                raise ValueError(f"project {self.name!r}: {name} must be a list of strings; found {value!r}.")
+                raise RecipeError(f"project {self.name!r}: {name} must be a list of strings; found {value!r}.")
             object.__setattr__(self, name, tuple(value))
         if self.timeout_s <= 0 or self.max_tasks < 0:
-            raise ValueError(
+            raise RecipeError(
                 f"project {self.name!r}: expected timeout_s > 0 and max_tasks >= 0; found "
                 f"{self.timeout_s}, {self.max_tasks}."
             )
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in self.env.items()):
-            raise ValueError(f"project {self.name!r}: env must map strings to strings; found {self.env!r}.")
+            raise RecipeError(f"project {self.name!r}: env must map strings to strings; found {self.env!r}.")
 
     @property
     def label(self) -> str:
@@ -141,7 +146,7 @@ def project_from_requirement(requirement: str, **overrides: Any) -> ProjectRecip
     """``"toolz==1.2.0"`` -> a recipe with default test settings (``tests`` found in the repository)."""
     match = _REQUIREMENT.match(requirement.strip())
     if not match:
-        raise ValueError(f"--project: expected NAME==VERSION with an exact pin; found {requirement!r}.")
+        raise RecipeError(f"--project: expected NAME==VERSION with an exact pin; found {requirement!r}.")
     return ProjectRecipe(name=match["name"], version=match["version"], **overrides)
 
 
@@ -149,7 +154,7 @@ def project_from_repo(path: str | Path, **overrides: Any) -> ProjectRecipe:
     """A local git repository (its HEAD is the snapshot)."""
     repo = Path(path).resolve()
     if not (repo / ".git").exists():
-        raise ValueError(f"--repo: expected a git repository; {repo} has no .git. Run `git init` and commit.")
+        raise RecipeError(f"--repo: expected a git repository; {repo} has no .git. Run `git init` and commit.")
     return ProjectRecipe(name=repo.name, repo_path=str(repo), **overrides)
 
 
@@ -157,7 +162,7 @@ def load_recipe(path: str | Path) -> list[ProjectRecipe]:
     """The projects of a corpus recipe YAML (``defaults`` apply to every project)."""
     data = yaml.safe_load(Path(path).read_text())
     if not isinstance(data, dict) or not isinstance(data.get("projects"), list):
-        raise ValueError(
+        raise RecipeError(
             f"{path}: expected a mapping with a 'projects' list; see configs/corpus/default.yaml."
         )
     defaults = data.get("defaults") or {}
@@ -169,7 +174,7 @@ def load_recipe(path: str | Path) -> list[ProjectRecipe]:
         projects.append(ProjectRecipe(**merged))
     names = [p.label for p in projects]
     if len(set(names)) != len(names):
-        raise ValueError(
+        raise RecipeError(
             f"{path}: a project is listed twice: {sorted(n for n in names if names.count(n) > 1)}."
         )
     return projects
