@@ -220,6 +220,22 @@ def _hf_text_policy(backend: Any, tokenizer: Any, cfg: Any):
     return lambda task: reply
 
 
+def _check_hf_folder(path: str) -> None:
+    """``--policy hf:PATH`` names a transformers folder with its tokenizer, or one line says what is missing
+    (not the internal ``model.path``/``model.tokenizer`` the policy is loaded through)."""
+    from swebox.trainers.config import ConfigError
+
+    folder = Path(path)
+    missing = ("no folder there" if not folder.is_dir() else
+               "no config.json in it" if not (folder / "config.json").is_file() else
+               "no tokenizer in it (tokenizer.json or tokenizer_config.json)" if not any(
+                   (folder / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")) else "")
+    if missing:
+        raise ConfigError(f"--policy hf:{path}: expected a transformers model folder with its tokenizer (config.json, "
+                          f"weights, tokenizer.json: e.g. a run's policy/, which swebox train and swebox sft write); "
+                          f"found {missing} (relative paths start at {Path.cwd()})")
+
+
 def _check_policy(policy: str) -> None:
     if not policy:
         raise SystemExit("swebox eval: expected --policy (play episodes) or --predictions (score given patches)")
@@ -256,6 +272,7 @@ def run_eval(args: argparse.Namespace) -> int:
                          cache_root=cfg.env.cache_dir, tasks_file=args.tasks)
     econf = cfg.env.episode()
     if args.policy.startswith("hf:"):
+        _check_hf_folder(args.policy[3:])
         cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, init="pretrained", path=args.policy[3:],
                                                                  tokenizer=""))
         from swebox.trainers.generation import make_backend

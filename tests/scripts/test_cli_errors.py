@@ -196,3 +196,18 @@ def test_an_unpinned_project_is_one_line(tmp_path, capsys):
     code, err = run(capsys, "tasks", "synth", "--repo", str(tmp_path), "--out", str(tmp_path / "out"))
     assert code == 2
     assert_one_line(err, "--repo: expected a git repository", "has no .git")
+
+
+def test_a_policy_folder_that_is_not_a_model_is_one_line_naming_the_flag(tmp_path, capsys):
+    # it named the internal model.tokenizer, or ended in transformers' traceback about slow tokenizers
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"instance_id": "x", "FAIL_TO_PASS": ["tests/test_a.py::test_a"]}) + "\n")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "weights").mkdir()
+    (tmp_path / "weights" / "config.json").write_text("{}")
+    for folder, found in (("nowhere", "no folder there"), ("empty", "no config.json in it"),
+                          ("weights", "no tokenizer in it")):
+        code, err = run(capsys, "eval", "--tasks", str(tasks), "--policy", f"hf:{tmp_path / folder}")
+        assert code == 2
+        assert_one_line(err, f"--policy hf:{tmp_path / folder}: expected a transformers model folder", found)
+        assert "model.tokenizer" not in err and "model.path" not in err
