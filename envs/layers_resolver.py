@@ -174,8 +174,8 @@ def _missing(task: Task, kind: str, key: str, where: str, source: LayerSource) -
 def _check_store(root: Path) -> None:
     if not (root / "manifests").is_dir():
         raise LayersMissing(f"layer store {root}: expected a folder made by `swebox cache build` or `swebox "
-                            "tasks synth` (with manifests/); found none. Set the store path (LayerSource.store "
-                            "or $SWEBOX_LAYER_STORE).")
+                            "tasks synth` (with manifests/); found none. Give the store: --layers (swebox eval, "
+                            "tasks validate), env.layer_store=... (swebox train, sft) or $SWEBOX_LAYER_STORE.")
 
 
 def _resolve(task: Task, source: LayerSource) -> tuple[str, list[tuple[str, str]]]:
