@@ -95,12 +95,30 @@ def main(argv: list[str] | None = None) -> None:
     settings_from_environment()  # fail here, not in a Ray worker, on bad settings
     register()
     config_module, main_base, utils = skyrl_modules()
-    cfg = _config_class(config_module).from_cli_overrides(argv)
-    main_base.validate_cfg(cfg)
+    try:
+        cfg = _config_class(config_module).from_cli_overrides(argv)
+        main_base.validate_cfg(cfg)
+    except Exception as exc:  # SkyRL's own words about an override; the traceback would bury them
+        raise ValueError(f"SkyRL's config: {type(exc).__name__}: {exc}") from exc
     utils.initialize_ray(cfg)
     forwarded = {k: v for k, v in os.environ.items() if k.startswith("SWEBOX_")}
     ray.get(_entrypoint_task().remote(cfg, forwarded))
 
 
+def cli(argv: list[str] | None = None) -> int:
+    """``python -m swebox.trainers.skyrl_entry``: a mistake before training (bad $SWEBOX_SKYRL_SETTINGS, SkyRL not
+    installed, a wrong override) is one line and exit status 2; ``SWEBOX_DEBUG=1`` shows the traceback."""
+    try:
+        main(argv)
+    except (ValueError, ImportError) as exc:
+        if os.environ.get("SWEBOX_DEBUG", "") not in ("", "0"):
+            raise
+        text = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+        print(f"python -m swebox.trainers.skyrl_entry: error: {text} [SWEBOX_DEBUG=1 shows the traceback]",
+              file=sys.stderr)
+        return 2
+    return 0
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(cli())

@@ -29,3 +29,19 @@ def test_register_inside_the_entrypoint_is_idempotent():
 def test_without_skyrl_the_error_says_how_to_install_it():
     with pytest.raises(ImportError, match="SkyRL's trainer is not installed"):
         skyrl_entry.skyrl_modules()
+
+
+def test_a_misconfigured_entry_point_is_one_line():
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SWEBOX_SKYRL_SETTINGS": "{bad"}
+    env.pop("SWEBOX_DEBUG", None)
+    done = subprocess.run([sys.executable, "-m", "swebox.trainers.skyrl_entry"], env=env, capture_output=True,
+                          text=True, timeout=300)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert lines == ["python -m swebox.trainers.skyrl_entry: error: $SWEBOX_SKYRL_SETTINGS: expected a JSON object "
+                     "such as '{\"max_turns\": 30}'; found invalid JSON (Expecting property name enclosed in double "
+                     "quotes at column 2). [SWEBOX_DEBUG=1 shows the traceback]"]
