@@ -150,7 +150,8 @@ class ScriptedBackend:
     def __init__(self, tokenizer: Any, replies: list[str]) -> None:
         self.tokenizer, self.replies, self.turn = tokenizer, list(replies), 0
 
-    def generate(self, prompts: list[list[int]], max_new_tokens: int) -> list[Generated]:
+    def generate(self, prompts: list[list[int]], max_new_tokens: int,
+                 seeds: list[int] | None = None) -> list[Generated]:
         text = self.replies[min(self.turn, len(self.replies) - 1)]
         self.turn += 1
         ids = [*encode(self.tokenizer, text), int(self.tokenizer.eos_token_id)]

@@ -53,7 +53,7 @@ def test_update_weights_makes_the_backend_sample_from_the_new_weights(policy):
 def test_batcher_runs_concurrent_callers_together_and_cuts_each_to_its_limit():
     calls = []
 
-    def run(prompts, max_new):
+    def run(prompts, max_new, seeds=None):
         calls.append((len(prompts), max_new))
         return [Generated([p[0]] * max_new, [0.0] * max_new, "length") for p in prompts]
 
@@ -89,7 +89,7 @@ def _recording_batcher(max_batch: int, wait_s: float):
     """A RequestBatcher whose engine records each call's prompt count."""
     calls: list[int] = []
 
-    def run(prompts, max_new):
+    def run(prompts, max_new, seeds=None):
         calls.append(len(prompts))
         return [Generated([p[0]], [0.0], "length") for p in prompts]
 
