@@ -97,5 +97,4 @@ def test_a_seeded_sft_and_grpo_run_give_the_same_numbers_idle_and_beside_a_cpu_h
     assert len(idle_numbers) == 2
     # the policy sampled for real: tokens of its own, and the update moved it
     assert idle_numbers[0]["tokens/response_len_mean"] > 0 and idle_numbers[0]["policy/entropy"] > 0
-    print(json.dumps(idle_numbers), json.dumps(busy_numbers), sep="\n")
     assert idle_numbers == busy_numbers
