@@ -72,7 +72,7 @@ def _entries(path: Path) -> list[tuple[str, Any]]:
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".jsonl":
         out = []
-        for n, line in enumerate(text.splitlines(), 1):
+        for n, line in enumerate(text.split("\n"), 1):  # JSON lines end at \n (a string may hold \u2028)
             if line.strip():
                 try:
                     out.append((f"line {n}", json.loads(line)))
