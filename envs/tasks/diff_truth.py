@@ -147,6 +147,9 @@ def judge(sb, workdir: str, full_text: str, filtered: FilteredDiff, test_files: 
         return why
     if full_text == filtered.text:
         return refusal(full, test_files)
+    if [p.text for p in parse_diff(filtered.text)] != [p.text for p in filtered.kept]:
+        # the kept sections run into each other once joined (a section that does not end its last line)
+        return "the filtered diff's sections read differently once joined; produce the diff with `git diff --binary`"
     applied = read_with_git(sb, f"{workdir}/agent.diff")
     if applied.error:
         return refusal(applied, test_files)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from swebox.envs.tasks import diffs
-from swebox.envs.tasks.diff_truth import disagreement, read_with_git, refusal
-from swebox.envs.tasks.diffs import filter_diff, parse_diff
+from swebox.envs.tasks.diff_truth import disagreement, judge, read_with_git, refusal
+from swebox.envs.tasks.diffs import FilteredDiff, filter_diff, parse_diff
 
 
 @dataclass
@@ -28,6 +28,9 @@ class HostGit:
         proc = subprocess.run(command.replace("cd /testbed", f"cd {self.repo}"), shell=True, capture_output=True,
                               timeout=timeout)
         return _Result(proc.stdout.decode(errors="replace"), proc.returncode)
+
+    def write_file(self, path: str, data: bytes) -> None:
+        Path(path).write_bytes(data)
 
 
 BINARY = (
@@ -133,3 +136,15 @@ def test_modes_are_compared_section_by_section(repo, git):
     # a section the filter reads without a mode change and git with one is refused
     same = parse_diff(change.replace("100755", "100644"))
     assert "(summary)" in disagreement(change, _reading(repo, change), same)
+
+
+def test_kept_sections_that_run_into_each_other_once_joined_are_refused(repo, git, tmp_path):
+    _base(repo, git)
+    text = CUT.format(sep="\f")
+    first, second = parse_diff(text)
+    assert judge(HostGit(repo), str(tmp_path), text, filter_diff(text), []) == ""
+    # a section that does not end its last line (what the old splitter made at a form feed) glues the next
+    # section's `diff --git` line onto its own last line
+    first.text = first.text[: first.text.index("\f") + 1]
+    glued = FilteredDiff(first.text + second.text, [first, second])
+    assert judge(HostGit(repo), str(tmp_path), text, glued, []).startswith("the filtered diff's sections read")
