@@ -81,7 +81,7 @@ def zero_context(patch: str) -> str | None:
         out.extend([f"@@ -{_range(old_start, len(removed))} +{_range(new_start, len(added))} @@", *removed, *added])
         run.clear()
 
-    for line in patch.splitlines():
+    for line in patch.split("\n"):  # git's lines: str.splitlines also breaks on \f, \x85, ...
         if old_left or new_left:  # inside a hunk
             if line.startswith(("-", "+")):
                 run_at = run_at if run else (src, tgt)
