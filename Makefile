@@ -5,15 +5,16 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 SYSTEM_TOOLS := mksquashfs squashfuse fuse-overlayfs git bash tar2sqfs skopeo umoci docker-registry mmdebstrap \
-	slirp4netns chromium chromedriver bwrap cc
+	slirp4netns chromium chromedriver bwrap cc stress-ng
 # chromium + chromium-driver: the headless browser of the viewer's tests (tests/scripts/test_view.py)
 # gcc + libc6-dev: the sandbox builds its C shell supervisor once per host (envs/sandbox/native.py)
+# stress-ng: the CPU hog of `make test-under-load` and of the seeded-run tests (tests/trainers/test_determinism.py)
 APT_PACKAGES := squashfs-tools squashfuse fuse-overlayfs fuse3 git squashfs-tools-ng skopeo umoci docker-registry \
-	mmdebstrap slirp4netns chromium chromium-driver bubblewrap gcc libc6-dev
+	mmdebstrap slirp4netns chromium chromium-driver bubblewrap gcc libc6-dev stress-ng
 # pytest arguments; e.g. `make test PYTEST_ARGS='-m "not e2e"'` skips the heavy end-to-end tests.
 PYTEST_ARGS ?=
 
-.PHONY: setup system-deps venv lint test test-fast demo bench clean
+.PHONY: setup system-deps venv lint test test-fast test-under-load demo bench clean
 
 setup: system-deps venv
 
@@ -46,6 +47,12 @@ lint: venv
 
 test: setup lint
 	RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 $(PY) -m pytest $(PYTEST_ARGS)
+
+# The whole suite while a CPU hog keeps both cores half busy: a test that passes only on an idle machine fails here.
+test-under-load: setup lint
+	stress-ng --cpu 2 --cpu-load 50 --quiet & hog=$$!; \
+	RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 $(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	kill $$hog; wait $$hog 2>/dev/null; exit $$rc
 
 # The quick local loop: everything but the heavy end-to-end tests.
 test-fast: setup

@@ -9,9 +9,12 @@ cache off (``env.grade_cache=false``).
 
 The key is content-addressed: SHA-256 over the task (its full record: tests, test_patch, F2P/P2P ids), the
 grade layers (folders named by their content keys), the reward mode, the grade timeout and the sandbox
-policy, and the *normalised* diff: its per-file sections sorted by path, preamble dropped, so two diffs that
-change the same files to the same content share a key and any other difference (one byte of one file) does
-not. A verdict that could depend on timing (the test run timed out, the runner did not finish) is not kept.
+policy, the text the grader applies (the filtered diff, its sections in the order given: git applies them in
+that order, and two sections of one file in the other order are another tree, or do not apply) and the
+agent's diff exactly as given (git's reading of the whole diff, dropped sections and text between sections
+included, can refuse it). Nothing is normalised: the agent controls the order of its diff's sections (e.g.
+``diff.orderFile`` in its own ``.git/config``), so sorting them would serve one diff another's verdict.
+A verdict that could depend on timing (the test run timed out, the runner did not finish) is not kept.
 
 One :class:`GradeCache` is shared by the episodes of one process (a rollout worker, a Ray actor); it is
 thread-safe and single-flight: when several episodes finish with the same diff at once, one grades and the
@@ -29,15 +32,14 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from swebox.envs.tasks.diffs import parse_diff
-from swebox.envs.tasks.grading import GradeReport
+from swebox.envs.tasks.diffs import filter_diff
+from swebox.envs.tasks.grading import GradeReport, protected_files
 from swebox.envs.tasks.schema import Task
 
 
-def normalise_diff(diff: str) -> str:
-    """The diff's file sections sorted by the paths they touch (text outside sections dropped)."""
-    sections = parse_diff(diff or "")
-    return "".join(s.text for s in sorted(sections, key=lambda s: (s.paths, s.text)))
+def applied_text(task: Task, diff: str) -> str:
+    """The text :func:`swebox.envs.tasks.grading.grade` applies for ``diff``: its filtered sections, in order."""
+    return filter_diff(diff or "", protected_files(task)).text
 
 
 def grade_key(task: Task, diff: str, layers: list, *, reward_mode: str, timeout: float,
@@ -47,7 +49,9 @@ def grade_key(task: Task, diff: str, layers: list, *, reward_mode: str, timeout:
                           "timeout": float(timeout), "policy": policy or {}}, sort_keys=True, default=str)
     digest = hashlib.sha256()
     digest.update(hashlib.sha256(context.encode()).digest())
-    digest.update(normalise_diff(diff).encode("utf-8", errors="surrogateescape"))
+    for text in (applied_text(task, diff), diff or ""):  # each hashed first: no two pairs share one stream
+        # surrogatepass is lossless for any str (an agent's text may hold lone surrogates)
+        digest.update(hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).digest())
     return digest.hexdigest()
 
 

@@ -34,7 +34,7 @@ class GoldBackend:
     def __init__(self, tokenizer: Any, prompts: dict[str, list[str]]) -> None:
         self.tokenizer, self.prompts = tokenizer, prompts  # decoded first prompt -> replies
 
-    def generate(self, prompts: list[list[int]], max_new_tokens: int) -> list[Any]:
+    def generate(self, prompts: list[list[int]], max_new_tokens: int, seeds: list[int] | None = None) -> list[Any]:
         from swebox.trainers.generation import Generated
 
         out = []

@@ -102,10 +102,16 @@ class GenerationConfig:
     batch_size: int = 8
     """Sequences generated together in one call of the transformers backend, and the most prompts a generation
     server (placement 'server') merges into one engine call (raise it, e.g. to 256, for vLLM servers)."""
+    batching: Literal["lockstep", "window"] = "lockstep"
+    """How the transformers backend gathers episodes' turns into batches (trainers/generation.py
+    RequestBatcher). 'lockstep': a batch waits for every episode in flight and orders them by seed, so a seeded
+    CPU run gives the same numbers whatever the machine's load (docs/training.md, "What the seed pins").
+    'window': a batch leaves after batch_wait_s with whoever arrived (more throughput when episodes' commands
+    take very different times; the numbers then depend on timing)."""
     batch_wait_s: float = 0.05
-    """Longest a request waits for other episodes' requests to share its engine call (it runs as soon as every
-    episode in flight, or batch_size prompts, are pending): a group's episodes ask for their next turn
-    milliseconds apart, once their commands have run; 0 runs whatever is pending."""
+    """With batching 'window' (and in generation servers): longest a request waits for other episodes' requests
+    to share its engine call (it runs as soon as every episode in flight, or batch_size prompts, are pending);
+    0 runs whatever is pending."""
     vllm_gpu_memory_utilization: float = 0.5
     """Fraction of each GPU's memory vLLM may take (the learner shares the GPU when colocated)."""
     vllm_tensor_parallel_size: int = 1

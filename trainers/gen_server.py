@@ -207,13 +207,14 @@ class GenerationServer:
         """The version of the weights the next engine call uses."""
         return self.version
 
-    def generate(self, prompts: list[list[int]], max_new_tokens: int) -> tuple[int, list[Generated]]:
+    def generate(self, prompts: list[list[int]], max_new_tokens: int,
+                 seeds: list[int] | None = None) -> tuple[int, list[Generated]]:
         """(version of the weights that produced them, one continuation per prompt)."""
         arrived = time.monotonic()
         for p in prompts:  # the batcher hands these very objects to _run_batch, which finds them by id
             self._arrived[id(p)] = arrived
         try:
-            out = self._batcher.submit(prompts, max_new_tokens)
+            out = self._batcher.submit(prompts, max_new_tokens, seeds)
             # RequestBatcher never splits a request, so one engine call (one version) answered all its prompts
             version = self._version_of[id(prompts[0])] if prompts else self.version
         finally:
@@ -224,12 +225,13 @@ class GenerationServer:
             self._stats.requests += 1
         return version, out
 
-    def _run_batch(self, prompts: list[list[int]], max_new_tokens: int) -> list[Generated]:
+    def _run_batch(self, prompts: list[list[int]], max_new_tokens: int,
+                   seeds: list[int] | None) -> list[Generated]:
         with self._engine:
             start = time.monotonic()
             for p in prompts:
                 self._version_of[id(p)] = self.version
-            out = self.backend.generate(prompts, max_new_tokens)
+            out = self.backend.generate(prompts, max_new_tokens, seeds)
             busy = time.monotonic() - start
         with self._stats_lock:
             s = self._stats
@@ -299,10 +301,11 @@ class ServerClient:
         self._versions: set[int] = set()
         self._lock = threading.Lock()
 
-    def generate(self, prompts: list[list[int]], max_new_tokens: int) -> list[Generated]:
+    def generate(self, prompts: list[list[int]], max_new_tokens: int,
+                 seeds: list[int] | None = None) -> list[Generated]:
         import ray
 
-        version, out = ray.get(self.server.generate.remote(prompts, max_new_tokens))
+        version, out = ray.get(self.server.generate.remote(prompts, max_new_tokens, seeds))
         with self._lock:
             self.calls += 1
             self._versions.add(int(version))

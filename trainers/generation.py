@@ -6,7 +6,8 @@ The rollout code never re-tokenises model text, so the ids the learner trains on
 sampled. Backends, chosen by ``generation.backend``:
 
 - ``transformers``: ``model.generate`` on the learner's device (CPU or GPU), batched; concurrent callers
-  (episodes running in threads) are gathered into one batch (:class:`RequestBatcher`).
+  (episodes running in threads) are gathered into one batch (:class:`RequestBatcher`), and each sequence
+  samples from its own seeded stream (trainers/sampling.py).
 - ``vllm``: a vLLM engine (GPU, ``pip install swebox[vllm]``); new weights are loaded in place.
 - ``openai``: an OpenAI-compatible HTTP server, for evaluating a served model (it cannot take weights).
 """
@@ -17,10 +18,12 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import torch
 from swebox.trainers.config import GenerationConfig
+from swebox.trainers.sampling import SeededGumbel
+from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
 FinishReason = Literal["stop", "length"]
 
@@ -45,16 +48,32 @@ class Generated:
 
 
 class GenerationBackend(Protocol):
-    """What the rollout code needs from whoever samples the policy. A backend that batches callers may also
-    have ``join(n)`` and ``leave()`` (TransformersBackend): the rollout worker then says how many episodes are
-    in flight, so that a batch waits for their turns (:class:`RequestBatcher`)."""
+    """What the rollout code needs from whoever samples the policy."""
 
-    def generate(self, prompts: list[list[int]], max_new_tokens: int) -> list[Generated]:
-        """One continuation per prompt (token ids), at most ``max_new_tokens`` each, in prompt order."""
+    def generate(self, prompts: list[list[int]], max_new_tokens: int,
+                 seeds: list[int] | None = None) -> list[Generated]:
+        """One continuation per prompt (token ids), at most ``max_new_tokens`` each, in prompt order. ``seeds``:
+        one sampling seed per prompt (trainers/sampling.py ``sample_seed``); a backend that can samples each
+        prompt from its own stream, so that a prompt's continuation depends on its seed, not on its
+        batch-mates. None: the backend's own randomness."""
         ...
 
     def update_weights(self, state_dict_or_model: Any) -> None:
         """Sample from these weights from now on (a state dict or a module with one)."""
+        ...
+
+
+@runtime_checkable
+class BatchingBackend(GenerationBackend, Protocol):
+    """A backend that gathers concurrent callers into one batch (TransformersBackend): the rollout worker says
+    how many episodes are in flight, so that a batch waits for their turns (:class:`RequestBatcher`)."""
+
+    def join(self, callers: int) -> None:
+        """``callers`` episodes start; each calls :meth:`leave` when it ends."""
+        ...
+
+    def leave(self) -> None:
+        """One episode that joined has ended."""
         ...
 
 
@@ -71,6 +90,7 @@ def _state_dict(state_dict_or_model: Any) -> dict[str, torch.Tensor]:
 class _Request:
     prompts: list[list[int]]
     max_new_tokens: int
+    seeds: list[int] | None
     done: threading.Event = field(default_factory=threading.Event)
     arrived: float = field(default_factory=time.monotonic)
     result: list[Generated] | None = None
@@ -78,23 +98,29 @@ class _Request:
 
 
 class RequestBatcher:
-    """Runs concurrent ``generate`` calls together: whoever gets the engine takes everything pending.
+    """Runs concurrent ``generate`` calls together: whoever gets the engine takes what is pending.
 
-    No extra thread: a caller queues its request and then either finds it answered or runs one batch of all
-    pending requests itself (up to ``max_batch`` prompts). Before it runs, it waits for company: until every
-    caller it was told to expect (:meth:`join`, until that caller's :meth:`leave`) has a request pending, or
-    ``max_batch`` prompts are, but never longer than ``wait_s`` after the oldest pending request arrived
-    (dynamic batching with a queue delay, as in Triton's ``max_queue_delay``). Without that wait, the episodes
-    of a group, which ask for their next turn a few milliseconds apart once their commands have run, went to
-    the engine in fragments (batches of 1-7 of a group of 8), and one call for 8 prompts costs far less than 8
-    calls for 1 (2.9 ms a token against 8 x 0.8 ms for the demo's policy on a CPU). With N episodes waiting
-    for the model at once, that is about N / max_batch engine calls instead of N.
+    No extra thread: a caller queues its request and then either finds it answered or runs one batch of pending
+    requests itself. One call for 8 prompts costs far less than 8 calls for 1 (2.9 ms a token against 8 x 0.8 ms
+    for the demo's policy on a CPU), so a batch waits for company first, in one of two ways:
+
+    - ``lockstep`` (``generation.batching: lockstep``): a batch runs when every caller it was told to expect
+      (:meth:`join`, until that caller's :meth:`leave`) has a request pending, however long that takes, and holds
+      all of them, ordered by their seeds (arrival order for requests without). The episodes then ask in rounds,
+      each round's batches are a function of which episodes are still playing, never of the machine's timing,
+      and so are the padded shapes and the floating-point numbers of every token. The engine call is split
+      into chunks of ``max_batch`` prompts by the backend.
+    - ``window``: a batch runs when every expected caller or ``max_batch`` prompts are pending, but never later
+      than ``wait_s`` after the oldest pending request arrived (dynamic batching with a queue delay, as in
+      Triton's ``max_queue_delay``), and holds the oldest requests up to ``max_batch`` prompts. More throughput
+      when episodes' commands take very different times; which requests share a batch depends on timing.
     """
 
-    def __init__(self, run, max_batch: int, wait_s: float = 0.0) -> None:
-        self._run = run  # (prompts, max_new_tokens) -> list[Generated]
+    def __init__(self, run, max_batch: int, wait_s: float = 0.0, lockstep: bool = False) -> None:
+        self._run = run  # (prompts, max_new_tokens, seeds | None) -> list[Generated]
         self._max_batch = max_batch
         self._wait_s = wait_s
+        self._lockstep = lockstep
         self._expected = 0  # callers that will ask again (join - leave)
         self._pending: list[_Request] = []
         self._running = False  # a caller is gathering or running a batch
@@ -112,8 +138,12 @@ class RequestBatcher:
             self._expected = max(0, self._expected - 1)
             self._state.notify_all()
 
-    def submit(self, prompts: list[list[int]], max_new_tokens: int) -> list[Generated]:
-        request = _Request(prompts, max_new_tokens)
+    def submit(self, prompts: list[list[int]], max_new_tokens: int,
+               seeds: list[int] | None = None) -> list[Generated]:
+        if seeds is not None and len(seeds) != len(prompts):
+            raise ValueError(f"generate: expected one seed per prompt; found {len(seeds)} seeds for "
+                             f"{len(prompts)} prompts")
+        request = _Request(prompts, max_new_tokens, seeds)
         with self._state:
             self._pending.append(request)
             self._state.notify_all()
@@ -139,8 +169,13 @@ class RequestBatcher:
         return request.result
 
     def _wait_for_company(self) -> None:
-        """(Lock held.) Wait until the expected callers (or ``max_batch`` prompts) are pending, or the oldest
-        pending request has waited ``wait_s``."""
+        """(Lock held.) Lockstep: wait until every expected caller has a request pending. Window: until the
+        expected callers (or ``max_batch`` prompts) are pending, or the oldest pending request has waited
+        ``wait_s``."""
+        if self._lockstep:
+            while len(self._pending) < self._expected:
+                self._state.wait()
+            return
         while self._pending:
             enough = min(self._max_batch, self._expected) if self._expected else self._max_batch
             left = self._pending[0].arrived + self._wait_s - time.monotonic()
@@ -149,7 +184,12 @@ class RequestBatcher:
             self._state.wait(left)
 
     def _take(self) -> list[_Request]:
-        """(Lock held.) The oldest pending requests, up to ``max_batch`` prompts (at least one request)."""
+        """(Lock held.) Lockstep: every pending request, by seed. Window: the oldest pending requests, up to
+        ``max_batch`` prompts (at least one request)."""
+        if self._lockstep:
+            taken = sorted(self._pending, key=lambda r: r.seeds or [])  # stable: unseeded ones keep arrival order
+            self._pending.clear()
+            return taken
         taken, size = [], 0
         while self._pending and (not taken or size + len(self._pending[0].prompts) <= self._max_batch):
             size += len(self._pending[0].prompts)
@@ -160,11 +200,13 @@ class RequestBatcher:
         if not taken:
             return
         prompts = [p for r in taken for p in r.prompts]
+        seeded = all(r.seeds is not None for r in taken)
+        seeds = [s for r in taken for s in r.seeds or []] if seeded else None
         # one engine call for all; a request with a smaller limit is cut afterwards: the tokens up to its
         # limit are samples of the same distribution either way
         longest = max(r.max_new_tokens for r in taken)
         try:
-            outputs = self._run(prompts, longest)
+            outputs = self._run(prompts, longest, seeds)
         except BaseException as exc:
             for r in taken:
                 r.error = exc
@@ -175,6 +217,16 @@ class RequestBatcher:
             r.result = [_cut(g, r.max_new_tokens) for g in outputs[start : start + len(r.prompts)]]
             start += len(r.prompts)
             r.done.set()
+
+
+def _warpers(cfg: GenerationConfig) -> list[Any]:
+    """transformers' own temperature, top-k and top-p processors, in the order its sampling applies them."""
+    warpers: list[Any] = [TemperatureLogitsWarper(cfg.temperature)]
+    if cfg.top_k > 0:
+        warpers.append(TopKLogitsWarper(cfg.top_k))
+    if cfg.top_p < 1.0:
+        warpers.append(TopPLogitsWarper(cfg.top_p))
+    return warpers
 
 
 def _cut(generated: Generated, limit: int) -> Generated:
@@ -199,11 +251,13 @@ class TransformersBackend:
         self.cfg = cfg
         self.eos_token_id = int(tokenizer.eos_token_id)
         self.pad_token_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_token_id)
-        self._batcher = RequestBatcher(self._generate_batch, cfg.batch_size, cfg.batch_wait_s)
+        self._batcher = RequestBatcher(self._generate_batch, cfg.batch_size, cfg.batch_wait_s,
+                                       lockstep=cfg.batching == "lockstep")
         self._weights_lock = threading.Lock()
 
-    def generate(self, prompts: list[list[int]], max_new_tokens: int) -> list[Generated]:
-        return self._batcher.submit(prompts, max_new_tokens)
+    def generate(self, prompts: list[list[int]], max_new_tokens: int,
+                 seeds: list[int] | None = None) -> list[Generated]:
+        return self._batcher.submit(prompts, max_new_tokens, seeds)
 
     def join(self, callers: int) -> None:
         """``callers`` episodes start: a batch waits for their requests (:class:`RequestBatcher`)."""
@@ -221,13 +275,16 @@ class TransformersBackend:
             self.model.load_state_dict(state)
 
     @torch.no_grad()
-    def _generate_batch(self, prompts: list[list[int]], max_new_tokens: int) -> list[Generated]:
+    def _generate_batch(self, prompts: list[list[int]], max_new_tokens: int,
+                        seeds: list[int] | None = None) -> list[Generated]:
         out: list[Generated] = []
         for start in range(0, len(prompts), self.cfg.batch_size):
-            out += self._generate_chunk(prompts[start : start + self.cfg.batch_size], max_new_tokens)
+            chunk = slice(start, start + self.cfg.batch_size)
+            out += self._generate_chunk(prompts[chunk], max_new_tokens, seeds[chunk] if seeds is not None else None)
         return out
 
-    def _generate_chunk(self, prompts: list[list[int]], max_new_tokens: int) -> list[Generated]:
+    def _generate_chunk(self, prompts: list[list[int]], max_new_tokens: int,
+                        seeds: list[int] | None) -> list[Generated]:
         device = next(self.model.parameters()).device
         width = max(len(p) for p in prompts)
         ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
@@ -236,8 +293,13 @@ class TransformersBackend:
             ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
             mask[i, width - len(p) :] = 1
         sampling = self.cfg.temperature > 0
-        kwargs: dict[str, Any] = {"do_sample": sampling}
-        if sampling:
+        kwargs: dict[str, Any] = {"do_sample": sampling and seeds is None, "output_scores": True}
+        seeded = None
+        if sampling and seeds is not None:  # greedy decoding of Gumbel-perturbed scores: a seeded sample per row
+            seeded = SeededGumbel(seeds)
+            kwargs.update(output_scores=False, logits_processor=LogitsProcessorList(
+                [*_warpers(self.cfg), seeded]))
+        elif sampling:
             kwargs.update(temperature=self.cfg.temperature, top_p=self.cfg.top_p,
                           top_k=self.cfg.top_k if self.cfg.top_k > 0 else 0)
         was_training = self.model.training
@@ -250,14 +312,14 @@ class TransformersBackend:
                 eos_token_id=self.eos_token_id,
                 pad_token_id=self.pad_token_id,
                 return_dict_in_generate=True,
-                output_scores=True,
                 **kwargs,
             )
         self.model.train(was_training)
         new = result.sequences[:, width:].cpu()
-        # scores[t] are the logits after the sampling processors; log_softmax gives the sampling logprobs
-        scores = torch.stack(result.scores, dim=1).float().cpu()
-        logp = torch.log_softmax(scores, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
+        # the sampling distribution's logprobs: recorded by the seeded sampler, or log_softmax of the scores
+        # after the sampling processors
+        steps = seeded.logprobs if seeded is not None else [s.float().cpu() for s in result.scores]
+        logp = torch.log_softmax(torch.stack(steps, dim=1), dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
         return [self._trim(new[i].tolist(), logp[i].tolist()) for i in range(len(prompts))]
 
     def _trim(self, tokens: list[int], logprobs: list[float]) -> Generated:
@@ -298,19 +360,24 @@ class VLLMBackend:
             enable_prefix_caching=True,
         )
 
-    def generate(self, prompts: list[list[int]], max_new_tokens: int) -> list[Generated]:
+    def generate(self, prompts: list[list[int]], max_new_tokens: int,
+                 seeds: list[int] | None = None) -> list[Generated]:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
-        params = SamplingParams(
-            max_tokens=max_new_tokens,
-            temperature=self.cfg.temperature,
-            top_p=self.cfg.top_p,
-            top_k=self.cfg.top_k,
-            logprobs=0,  # the sampled token's own logprob (after temperature and truncation)
-            stop_token_ids=[int(self.tokenizer.eos_token_id)],
-        )
-        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
+        def params(seed: int | None) -> Any:
+            return SamplingParams(
+                max_tokens=max_new_tokens,
+                temperature=self.cfg.temperature,
+                top_p=self.cfg.top_p,
+                top_k=self.cfg.top_k,
+                logprobs=0,  # the sampled token's own logprob (after temperature and truncation)
+                stop_token_ids=[int(self.tokenizer.eos_token_id)],
+                seed=seed,  # vLLM's per-request generator: a sample no longer depends on its batch-mates' draws
+            )
+
+        per_prompt = [params(s) for s in seeds] if seeds is not None else params(None)
+        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], per_prompt, use_tqdm=False)
         results = []
         for output in outputs:
             completion = output.outputs[0]
@@ -396,13 +463,15 @@ class OpenAIBackend:
         choice = reply.choices[0]
         return choice.message.content or "", "length" if choice.finish_reason == "length" else "stop"
 
-    def generate(self, prompts: list[list[int]], max_new_tokens: int) -> list[Generated]:
+    def generate(self, prompts: list[list[int]], max_new_tokens: int,
+                 seeds: list[int] | None = None) -> list[Generated]:
         if self.tokenizer is None:
             raise ValueError("OpenAIBackend.generate: expected a tokenizer; found None; pass the served model's")
         results = []
-        for prompt in prompts:
+        for i, prompt in enumerate(prompts):
+            seed = {"seed": seeds[i]} if seeds is not None else {}  # OpenAI's best-effort reproducible sampling
             reply = self._call(self.client.completions.create, "completions", prompt=self.tokenizer.decode(prompt),
-                               logprobs=1, **self._sampling(max_new_tokens))
+                               logprobs=1, **seed, **self._sampling(max_new_tokens))
             choice = reply.choices[0]
             tokens = self.tokenizer.encode(choice.text or "", add_special_tokens=False)
             server_logprobs = (choice.logprobs.token_logprobs if choice.logprobs else None) or []

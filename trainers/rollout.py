@@ -24,7 +24,8 @@ from typing import Any, Protocol
 
 from swebox.envs.tasks.schema import Task
 from swebox.trainers.config import TrainConfig
-from swebox.trainers.generation import GenerationBackend, make_backend
+from swebox.trainers.generation import BatchingBackend, GenerationBackend, make_backend
+from swebox.trainers.sampling import sample_seed
 from swebox.trainers.trajectories import turn_record
 
 # the reply that submits in each action style (swebox.envs.agent.actions): used to end an overflowing episode
@@ -167,8 +168,12 @@ def _env_call(clock: _Clock, fn: Callable[[], Any]) -> Any:
 
 
 def play_episode(episode: Episode, backend: GenerationBackend, tokenizer: Any, cfg: TrainConfig,
-                 task_id: str = "", group_id: str = "") -> Trajectory:
+                 task_id: str = "", group_id: str = "", seed: int | None = None) -> Trajectory:
     """Play one episode with the policy behind ``backend``; never raises for an environment failure.
+
+    ``seed``: the episode's sampling seed; turn ``t`` samples with ``sample_seed(seed, t)``, so the episode's
+    tokens depend on it and on what the environment answered, not on other episodes (None: the backend's own
+    randomness).
 
     The context (prompt + response) never exceeds ``generation.max_context_tokens``: a turn may generate only
     what is left, and an episode that runs out of room ends ``truncated`` and is handled per
@@ -190,7 +195,9 @@ def play_episode(episode: Episode, backend: GenerationBackend, tokenizer: Any, c
                 traj.truncated = True
                 break
             t0 = time.time()
-            out = backend.generate([traj.prompt_ids + traj.response_ids], min(cfg.generation.max_new_tokens, room))[0]
+            seeds = [sample_seed(seed, traj.num_turns)] if seed is not None else None
+            out = backend.generate([traj.prompt_ids + traj.response_ids], min(cfg.generation.max_new_tokens, room),
+                                   seeds)[0]
             clock.span("generate", t0)
             traj.response_ids += out.token_ids
             traj.loss_mask += [1] * len(out.token_ids)
@@ -325,6 +332,7 @@ class RolloutWorker:
         self.backend = backend or make_backend(cfg.generation, self.model, self.tokenizer, model_path=cfg.model.path)
         self.episode_factory = episode_factory or swe_episode_factory(cfg)
         self.version = -1
+        self._played: dict[str, int] = {}  # task id -> groups of it played with the current weights
 
     def set_weights(self, state_dict: Any, version: int) -> None:
         """Sample from these weights from now on; a version already loaded is skipped."""
@@ -332,6 +340,7 @@ class RolloutWorker:
             return
         self.backend.update_weights(state_dict)
         self.version = version
+        self._played.clear()
 
     def preflight(self, tasks: list[Task]) -> list[str]:
         """Why each task that cannot start here cannot (its layers missing from this node's store), one line per
@@ -343,12 +352,16 @@ class RolloutWorker:
 
     def run(self, tasks: list[Task], group_size: int) -> list[Trajectory]:
         """``group_size`` trajectories per task, in task order; failures become failed trajectories."""
-        jobs: list[tuple[Task, str, Any]] = []
+        jobs: list[tuple[Task, str, Any, int]] = []
         made: list[Any] = []
         results: list[Trajectory | None] = []
         for task in tasks:
             task_id = task.instance_id
             group_id = f"{task_id}#{uuid.uuid4().hex[:8]}"
+            # the group's sampling seeds: the run's seed, the weights, the task and how often it was played with
+            # them (dynamic sampling may draw a task twice in a step), then the sample's index
+            occurrence = self._played.get(task_id, 0)
+            self._played[task_id] = occurrence + 1
             try:
                 group = self.episode_factory(task, group_size)
                 made.append(group)
@@ -361,8 +374,9 @@ class RolloutWorker:
                     results.append(Trajectory(task_id, group_id, [], failed=True, error=made_error,
                                               metrics={"env/errors": 1.0}))
                 continue
-            for episode in episodes:
-                jobs.append((task, group_id, episode))
+            for index, episode in enumerate(episodes):
+                jobs.append((task, group_id, episode,
+                             sample_seed(self.cfg.seed, self.version, task_id, occurrence, index)))
                 results.append(None)
         slots = [i for i, r in enumerate(results) if r is None]
         parallel = self.cfg.rollout.max_parallel_episodes
@@ -374,9 +388,10 @@ class RolloutWorker:
                 wave = parallel // group_size * group_size or parallel
                 for first in range(0, len(jobs), wave):
                     batch = jobs[first : first + wave]
-                    if hasattr(self.backend, "join"):  # its batches wait for these episodes' turns
+                    if isinstance(self.backend, BatchingBackend):  # its batches wait for these episodes' turns
                         self.backend.join(len(batch))
-                    futures = [pool.submit(self._play, ep, task.instance_id, gid) for task, gid, ep in batch]
+                    futures = [pool.submit(self._play, ep, task.instance_id, gid, seed)
+                               for task, gid, ep, seed in batch]
                     for slot, future in zip(slots[first : first + wave], futures, strict=True):
                         results[slot] = future.result()
         finally:
@@ -388,11 +403,11 @@ class RolloutWorker:
                         _close(episode)
         return [t for t in results if t is not None]
 
-    def _play(self, episode: Episode, task_id: str, group_id: str) -> Trajectory:
+    def _play(self, episode: Episode, task_id: str, group_id: str, seed: int) -> Trajectory:
         try:
-            return play_episode(episode, self.backend, self.tokenizer, self.cfg, task_id, group_id)
+            return play_episode(episode, self.backend, self.tokenizer, self.cfg, task_id, group_id, seed)
         finally:
-            if hasattr(self.backend, "leave"):
+            if isinstance(self.backend, BatchingBackend):
                 self.backend.leave()
 
     def close(self) -> None:

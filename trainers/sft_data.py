@@ -82,7 +82,7 @@ def zero_context(patch: str) -> str | None:
         out.extend([f"@@ -{_range(old_start, len(removed))} +{_range(new_start, len(added))} @@", *removed, *added])
         run.clear()
 
-    for line in patch.splitlines():
+    for line in patch.split("\n"):  # git's lines: str.splitlines also breaks on \f, \x85, ...
         if old_left or new_left:  # inside a hunk
             if line.startswith(("-", "+")):
                 run_at = run_at if run else (src, tgt)
@@ -151,7 +151,8 @@ class ScriptedBackend:
     def __init__(self, tokenizer: Any, replies: list[str]) -> None:
         self.tokenizer, self.replies, self.turn = tokenizer, list(replies), 0
 
-    def generate(self, prompts: list[list[int]], max_new_tokens: int) -> list[Generated]:
+    def generate(self, prompts: list[list[int]], max_new_tokens: int,
+                 seeds: list[int] | None = None) -> list[Generated]:
         text = self.replies[min(self.turn, len(self.replies) - 1)]
         self.turn += 1
         ids = [*encode(self.tokenizer, text), int(self.tokenizer.eos_token_id)]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from swebox.envs.cache.spec import EnvSpec
+from swebox.envs.tasks.diffs import diff_lines
 from swebox.envs.tasks.recipes import system_metadata, user_recipe
 from swebox.envs.tasks.rows import extra, id_list, loads
 from swebox.envs.tasks.schema import TaskError
@@ -54,7 +55,7 @@ def _render_r2e_diff(file_diff: dict[str, Any]) -> str:
 
 
 def _new_file_diff(path: str, code: str) -> str:
-    lines = code.splitlines(keepends=True)
+    lines = diff_lines(code)  # git's lines: str.splitlines would also break at a form feed
     body = "".join(
         "+" + (ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n") for ln in lines
     )

@@ -8,6 +8,10 @@ anything that looks like a test), every ``conftest.py``, test configuration (``p
 ``*.dist-info``: entry points auto-load pytest plugins), compiled bytecode, modules that would shadow the test
 runner, the virtualenv, ``.git``, symlinks and submodules, and paths holding control characters.
 A rename is judged by both its paths, so a test cannot be deleted by renaming it into the source tree.
+
+Lines are split the way git splits them: after ``\n`` and nowhere else (:func:`diff_lines`). ``str.splitlines``
+also breaks on ``\r``, ``\f``, ``\v``, ``\x1c``-``\x1e``, ``\x85``, ``\u2028`` and ``\u2029``; a ``+`` line holding
+one of them would end a hunk early here and not in git, and the grader would apply a tree the agent never had.
 """
 
 from __future__ import annotations
@@ -64,6 +68,13 @@ class FilePatch:
     """True for a rename (or copy) between two paths."""
     modes: tuple[str, ...] = ()
     """File modes named in the header (e.g. '100644', '120000' for a symlink)."""
+    added: int = 0
+    """'+' lines in the section's hunks (what ``git apply --numstat`` counts as added)."""
+    removed: int = 0
+    """'-' lines in the section's hunks (what ``git apply --numstat`` counts as deleted)."""
+    summary: tuple[str, ...] = ()
+    """What ``git apply --summary`` must say of this section, normalised: 'create MODE', 'delete MODE',
+    'change OLD NEW' (modes as octal numbers; a mode that is not one is kept as written, so it never matches)."""
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -112,6 +123,15 @@ def _git_line_paths(line: str) -> tuple[str, str]:
     return rest[2:pos], rest[pos + 3 :]
 
 
+def diff_lines(text: str) -> list[str]:
+    """``text``'s lines as git reads a patch: each ends after a ``\n`` (kept), the last one may lack it."""
+    lines = text.split("\n")
+    out = [line + "\n" for line in lines[:-1]]
+    if lines[-1]:
+        out.append(lines[-1])
+    return out
+
+
 def _hunk_end(lines: list[str], i: int) -> int:
     """Index after the hunk starting at ``lines[i]``; lenient about wrong line counts."""
     i += 1
@@ -134,16 +154,17 @@ def _binary_end(lines: list[str], i: int) -> int:
         if i >= len(lines) or not lines[i].startswith(("literal ", "delta ")):
             break
         i += 1
-        while i < len(lines) and lines[i].strip() and not lines[i].startswith("diff --git "):
+        # git's blank line is exactly "\n" (any other short line is a corrupt patch to it)
+        while i < len(lines) and lines[i] != "\n" and not lines[i].startswith("diff --git "):
             i += 1
-        if i < len(lines) and not lines[i].strip():
+        if i < len(lines) and lines[i] == "\n":
             i += 1
     return i
 
 
 def parse_diff(text: str) -> list[FilePatch]:
     """Split a unified diff (git's or plain ``---``/``+++``) into per-file sections."""
-    lines = text.splitlines(keepends=True)
+    lines = diff_lines(text)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
     patches: list[FilePatch] = []
@@ -178,10 +199,40 @@ def parse_diff(text: str) -> list[FilePatch]:
             patch.binary = True
             i += 1
         while i < len(lines) and lines[i].startswith("@@ "):
-            i = _hunk_end(lines, i)
+            end = _hunk_end(lines, i)
+            body = lines[i + 1 : end]
+            patch.added += sum(line.startswith("+") for line in body)
+            patch.removed += sum(line.startswith("-") for line in body)
+            i = end
         patch.text = "".join(lines[start:i])
+        patch.summary = _summary(lines[start:i])
         patches.append(patch)
     return patches
+
+
+def _octal(mode: str) -> str:
+    try:
+        return f"{int(mode, 8):06o}"
+    except ValueError:
+        return mode
+
+
+def _summary(lines: list[str]) -> tuple[str, ...]:
+    """What git's ``--summary`` says of a section with these lines (see FilePatch.summary); git's own rules:
+    a created or deleted file names its mode, any other section a mode change when the two modes differ."""
+    head: dict[str, str] = {}
+    for line in lines[1:]:
+        if not line.startswith(_HEADER_PREFIXES):
+            break
+        for prefix in ("new file mode ", "deleted file mode ", "old mode ", "new mode "):
+            if line.startswith(prefix):
+                head[prefix] = _octal(line[len(prefix) :].strip())
+    if "new file mode " in head:
+        return (f"create {head['new file mode ']}",)
+    if "deleted file mode " in head:
+        return (f"delete {head['deleted file mode ']}",)
+    old, new = head.get("old mode "), head.get("new mode ")
+    return (f"change {old} {new}",) if old and new and old != new else ()
 
 
 def _read_header(patch: FilePatch, line: str) -> None:
@@ -317,7 +368,7 @@ def _swap_binary(lines: list[str]) -> list[str]:
     body = lines[1:]
     blocks: list[list[str]] = [[]]
     for line in body:
-        if line.strip() == "":
+        if line == "\n":
             blocks.append([])
         else:
             blocks[-1].append(line)
@@ -331,7 +382,7 @@ def _swap_binary(lines: list[str]) -> list[str]:
 
 
 def _reverse_section(patch: FilePatch) -> str:
-    lines = patch.text.splitlines(keepends=True)
+    lines = diff_lines(patch.text)
     old, new = patch.old_path, patch.new_path
     out: list[str] = []
     i = 0

@@ -41,13 +41,14 @@ def slots_dir() -> Path:
 
 @contextlib.contextmanager
 def grade_slot(slots: int = 0) -> Iterator[float]:
-    """Hold one of ``slots`` node-wide grading slots (0: :func:`default_slots`); yields the seconds waited."""
+    """Hold one of ``slots`` node-wide grading slots (0: :func:`default_slots`); yields the seconds waited for
+    one: exactly 0.0 when a slot was free at the first look (so a report never counts the look itself)."""
     count = slots or default_slots()
     if count < 1:
         raise ValueError(f"grade slots: expected at least 1; found {count}; use 0 for one per CPU")
     folder = slots_dir()
     folder.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
+    started, polled = time.monotonic(), False
     while True:
         for i in range(count):
             f = open(folder / f"slot-{i}.lock", "a+")  # noqa: SIM115 - held until the grading ends
@@ -57,8 +58,9 @@ def grade_slot(slots: int = 0) -> Iterator[float]:
                 f.close()
                 continue
             try:
-                yield time.monotonic() - started
+                yield time.monotonic() - started if polled else 0.0
             finally:
                 f.close()  # drops the lock
             return
+        polled = True
         time.sleep(POLL_S)

@@ -112,7 +112,8 @@ class GradeReport:
     verdict: str = ""
     """ok (the grade monitor's signed verdict) | missing | forged | '' (the tests did not run)."""
     log_status: str = ""
-    """ok | unfinished (no end marker) | no-results (the parser found no test) (grader 'log')."""
+    """ok | unfinished (no end marker) | no-results (the parser found no test) | unparsable (the parser raised
+    on the log) (grader 'log')."""
     rewritten: dict[str, int] = field(default_factory=dict)
     """The rewritten-test cache in this grade (rewrite_cache): ``entries`` given to pytest, of which
     ``compiled`` were compiled now (the rest were cached); empty when the cache was off."""

@@ -22,7 +22,8 @@ restored test files and ``test_patch`` come first, as for the JUnit grader. Then
    does not apply is unresolved, as in the harness). swebox adds: a log without the end marker (timeout, a
    killed run) or in which the parser finds no test at all is unresolved with the reason, tampering (a
    forged or doubled marker, an unsigned log, a canary with the wrong status) is reward 0, and every
-   ``expected_status`` entry must match.
+   ``expected_status`` entry must match. A parser that raises on the log (the code under test can print a
+   line that crashes it) makes the log ``unparsable``: reward 0 with the reason, never a masked episode.
 
 A log is text the code under test can print to, as under the official harness. What swebox adds: the agent
 cannot change the tests, their configuration, the environment or the command that runs them; it cannot
@@ -47,7 +48,7 @@ from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy
 from swebox.envs.tasks import log_canaries
 from swebox.envs.tasks.grading import GradeReport, TestOutcome, expected_mismatches
 from swebox.envs.tasks.junit import MISSING
-from swebox.envs.tasks.log_parsers import lookup, normal_status, parse_log
+from swebox.envs.tasks.log_parsers import UnparsableLog, lookup, normal_status, parse_log
 from swebox.envs.tasks.schema import Task
 from swebox.envs.tasks.verdict import CLEAN_PATH
 
@@ -175,7 +176,13 @@ def run_tests(sb: Sandbox, task: Task, report: GradeReport, workdir: str, nonce:
         report.log_status = "unfinished"
         (report.tampered if tampering else report.errors).append(tampering or problem)
         return {}
-    status_map = parse_log(task.log_parser, body)
+    try:
+        status_map = parse_log(task.log_parser, body)
+        after = passes_after_failures(task, body, status_map) if status_map else []
+    except UnparsableLog as exc:  # the tested code printed what the parser cannot read: 0, never a mask
+        report.log_status = "unparsable"
+        report.errors.append(str(exc))
+        return {}
     if not status_map:
         report.log_status = "no-results"
         report.errors.append(
@@ -185,7 +192,7 @@ def run_tests(sb: Sandbox, task: Task, report: GradeReport, workdir: str, nonce:
         return {}
     report.log_status = "ok"
     report.tampered += log_canaries.problems(canaries, status_map)
-    report.tampered += passes_after_failures(task, body, status_map)
+    report.tampered += after
     return status_map
 
 

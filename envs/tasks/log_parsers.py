@@ -32,6 +32,12 @@ _REPO = re.compile(r"^[\w.-]+/[\w.-]+$")
 _PROBES = ("PASSED {id}", "{id} ... ok", "{id} ok")
 
 
+class UnparsableLog(ValueError):
+    """The log parser raised on the text it read. Test output is text the code under test prints to (a bare
+    ``FAIL:`` line crashes Django's parser, a bare ``PASSED`` line seaborn's), so this is the run's doing:
+    a verdict of 0 ("unparsable"), never an environment failure."""
+
+
 def normal_status(status: object) -> str | None:
     """swebox's name for a status written either way ('PASSED' or 'passed'); None when it is neither."""
     if not isinstance(status, str):
@@ -80,8 +86,16 @@ def get_parser(name: str) -> Callable[[str], dict[str, str]]:
 
 
 def parse_log(name: str, log: str) -> dict[str, str]:
-    """SWE-bench's status map of ``log`` read by parser ``name``."""
-    return dict(get_parser(name)(log))
+    """SWE-bench's status map of ``log`` read by parser ``name``.
+
+    Raises :class:`UnparsableLog` for anything the parser raises on ``log`` (a bad ``name`` stays the
+    caller's ValueError)."""
+    parse = get_parser(name)
+    try:
+        return dict(parse(log))
+    except Exception as exc:  # swebench's parsers index split lines freely; whatever they raise is the text's
+        raise UnparsableLog(f"the {name!r} log parser raised {type(exc).__name__} ({exc}) on the test output: "
+                            "a line the code under test printed broke it; the log is unreadable") from exc
 
 
 @functools.lru_cache(maxsize=65536)

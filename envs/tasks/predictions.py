@@ -10,13 +10,21 @@ lists for FAIL_TO_PASS and PASS_TO_PASS) and swebox's per-test statuses.
 
 An empty patch is not graded (``empty_patch_ids``); an instance that could not be graded (no such task, no
 layers, a patch that does not apply, a crash) is an error, as in the harness.
+
+The file is input, not trusted: ids, names and messages are printed ``ascii()``-escaped (no terminal control
+sequence or lone surrogate reaches the terminal), the report's file name is derived from
+``model_name_or_path`` safely (:func:`report_name`: no path separators or traversal, bounded length, a hash
+of the original when anything was changed, so two names never share a file), whatever goes wrong in one
+row becomes that row's error entry, and the report is written atomically (a temporary file renamed).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -30,6 +38,36 @@ from swebox.envs.tasks.log_grading import FAILING, PASSING
 from swebox.envs.tasks.schema import Task
 
 KEYS = ("instance_id", "model_name_or_path", "model_patch")
+MAX_NAME_PART = 100
+"""Longest model or run-id part of a report's file name (a file name is at most 255 bytes)."""
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")
+
+
+def shown(text: object) -> str:
+    """``text`` safe for a terminal: ascii()-escaped (control sequences, lone surrogates, bidi marks)."""
+    return ascii(str(text))[1:-1]
+
+
+def name_part(name: str) -> str:
+    """A file-name part from ``name``, SWE-bench's way ('/' as '__'), with nothing but [A-Za-z0-9._+-], no
+    leading dot, at most MAX_NAME_PART characters; a name that had to change ends in a hash of the original."""
+    wanted = name.replace("/", "__")
+    safe = _UNSAFE.sub("_", wanted).lstrip(".")
+    if safe == wanted and 0 < len(safe) <= MAX_NAME_PART:
+        return safe
+    digest = hashlib.sha256(name.encode("utf-8", errors="surrogatepass")).hexdigest()[:16]
+    return f"{safe[: MAX_NAME_PART - 17]}-{digest}" if safe else digest
+
+
+def report_name(model: str, run_id: str) -> str:
+    """The report's default file name, the harness's ``<model>.<run id>.json`` made safe (:func:`name_part`)."""
+    return f"{name_part(model)}.{name_part(run_id)}.json"
+
+
+def write_report(report: dict[str, Any], out: Path) -> None:
+    """Write ``report`` as JSON (non-ASCII escaped: lone surrogates too) atomically: a reader sees the old
+    file or the whole new one."""
+    write_atomic(out, json.dumps(report, indent=2) + "\n")  # fsynced too: whole after a crash as well
 
 
 class PredictionError(ValueError):
@@ -70,10 +108,13 @@ class Outcome:
 
 
 def _entries(path: Path) -> list[tuple[str, Any]]:
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise PredictionError(f"{path}: expected UTF-8 JSON; found undecodable bytes ({exc}).") from None
     if path.suffix == ".jsonl":
         out = []
-        for n, line in enumerate(text.splitlines(), 1):
+        for n, line in enumerate(text.split("\n"), 1):  # JSON lines end at \n (a string may hold \u2028)
             if line.strip():
                 try:
                     out.append((f"line {n}", json.loads(line)))
@@ -129,7 +170,7 @@ def evaluate(
     if jobs < 1:
         raise ValueError(f"evaluate(jobs=...): expected jobs >= 1; found {jobs}.")
 
-    def one(pred: Prediction) -> Outcome:
+    def graded(pred: Prediction) -> Outcome:
         if not (pred.model_patch or "").strip():
             return Outcome(pred)
         task = tasks.get(pred.instance_id)
@@ -137,13 +178,17 @@ def evaluate(
             return Outcome(pred, error=f"no task {pred.instance_id!r} in the dataset")
         try:
             report = grade(task, pred.model_patch or "", layers=resolve(task), timeout=timeout)
-        except Exception as exc:  # one broken instance must not end the evaluation
-            return Outcome(pred, error=f"{type(exc).__name__}: {exc}")
         finally:
             release = getattr(resolve, "release", None)
             if release is not None:
                 release(task)
         return Outcome(pred, report, "" if report.applied else "; ".join(report.errors) or "the patch does not apply")
+
+    def one(pred: Prediction) -> Outcome:
+        try:
+            return graded(pred)
+        except Exception as exc:  # one broken instance must not end the evaluation
+            return Outcome(pred, error=f"{type(exc).__name__}: {exc}")
 
     predictions = list(predictions)
     results: list[Outcome | None] = [None] * len(predictions)
@@ -153,7 +198,10 @@ def evaluate(
         for future in as_completed(futures):
             results[futures[future]] = future.result()
             if on_result is not None:
-                on_result(results[futures[future]])
+                try:
+                    on_result(results[futures[future]])
+                except Exception as exc:  # showing a row must not lose the others
+                    print(f"warning: showing a result failed: {type(exc).__name__}: {shown(exc)}", file=sys.stderr)
     except BaseException:  # Ctrl-C: grade nothing more (a `with` block would grade every queued patch first)
         pool.shutdown(wait=False, cancel_futures=True)
         raise
@@ -181,19 +229,10 @@ def run_report(outcomes: list[Outcome], tasks: dict[str, Task]) -> dict[str, Any
     for o in outcomes:
         iid = o.prediction.instance_id
         by_kind[o.kind].append(iid)
-        entry: dict[str, Any] = {
-            "patch_is_None": o.prediction.model_patch is None,
-            "patch_exists": o.kind != "empty_patch",
-            "patch_successfully_applied": bool(o.report and o.report.applied),
-            "resolved": o.kind == "resolved",
-        }
-        if o.report is not None and iid in tasks:
-            entry["tests_status"] = tests_status(tasks[iid], o.report)
-            entry["tests"] = {t: out.status for t, out in o.report.tests.items()}
-            entry["errors"] = o.report.errors
-        if o.error:
-            entry["error"] = o.error
-        instances[iid] = entry
+        try:
+            instances[iid] = _instance(o, tasks)
+        except Exception as exc:  # the row gets an error entry; the report is still written
+            instances[iid] = {"error": f"reporting this instance failed: {type(exc).__name__}: {exc}"}
     completed = by_kind["resolved"] + by_kind["unresolved"]
     submitted = [o.prediction.instance_id for o in outcomes]
     return {
@@ -214,6 +253,24 @@ def run_report(outcomes: list[Outcome], tasks: dict[str, Task]) -> dict[str, Any
         "schema_version": 2,
         "instances": instances,
     }
+
+
+def _instance(o: Outcome, tasks: dict[str, Task]) -> dict[str, Any]:
+    """The harness's per-instance report of one outcome, plus swebox's per-test statuses."""
+    iid = o.prediction.instance_id
+    entry: dict[str, Any] = {
+        "patch_is_None": o.prediction.model_patch is None,
+        "patch_exists": o.kind != "empty_patch",
+        "patch_successfully_applied": bool(o.report and o.report.applied),
+        "resolved": o.kind == "resolved",
+    }
+    if o.report is not None and iid in tasks:
+        entry["tests_status"] = tests_status(tasks[iid], o.report)
+        entry["tests"] = {t: out.status for t, out in o.report.tests.items()}
+        entry["errors"] = o.report.errors
+    if o.error:
+        entry["error"] = o.error
+    return entry
 
 
 def add_options(p: argparse.ArgumentParser) -> None:
@@ -238,7 +295,7 @@ def run_cli(args: argparse.Namespace) -> int:
         preds = load_predictions(args.predictions)
         tasks = {t.instance_id: t for t in load(args.tasks)}
     except (PredictionError, LoadError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {shown(exc)}", file=sys.stderr)
         return 2
     if args.jobs < 1:
         print(f"error: --jobs: expected a number >= 1; found {args.jobs}.", file=sys.stderr)
@@ -250,13 +307,12 @@ def run_cli(args: argparse.Namespace) -> int:
     resolver = StoreLayers(layers) if is_layer_store(layers) else layers_from_dirs(layers)
 
     graded: list[Outcome] = []
-    model = preds[0].model_name_or_path.replace("/", "__") if preds else "none"
-    out = Path(args.out or f"{model}.{args.run_id}.json")
+    out = Path(args.out or report_name(preds[0].model_name_or_path if preds else "none", args.run_id))
 
     def show(o: Outcome) -> None:
         graded.append(o)
         why = o.error or ("; ".join(o.report.errors[:2]) if o.report else "")
-        print(f"{o.prediction.instance_id:<40} {o.kind:<12} {why}", flush=True)
+        print(f"{shown(o.prediction.instance_id):<40} {o.kind:<12} {shown(why)}", flush=True)
 
     try:
         outcomes = evaluate(preds, tasks, resolver, jobs=args.jobs, timeout=args.timeout, on_result=show)
@@ -278,7 +334,7 @@ def run_cli(args: argparse.Namespace) -> int:
         return 1
     print(f"submitted {report['submitted_instances']}, completed {report['completed_instances']}, resolved "
           f"{report['resolved_instances']}, unresolved {report['unresolved_instances']}, empty patch "
-          f"{report['empty_patch_instances']}, error {report['error_instances']}; report: {out}")
+          f"{report['empty_patch_instances']}, error {report['error_instances']}; report: {shown(out)}")
     return 0
 
 
@@ -286,7 +342,7 @@ def _write_report(out: Path, report: dict[str, Any]) -> str | None:
     """Write the report atomically (a full disk leaves the previous file or none, never a cut one); the
     reason it could not be written, or None."""
     try:
-        write_atomic(out, json.dumps(report, indent=2) + "\n")
+        write_report(report, out)
     except OSError as exc:
         return f"{out}: cannot write the report ({exc.strerror or exc}); free space or choose another --out"
     return None

@@ -40,7 +40,8 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
 def diff_lines(diff: str) -> list[tuple[str, str]]:
     """(css class, line) of a unified diff."""
     out = []
-    for line in (diff or "").splitlines():
+    lines = (diff or "").split("\n")  # git's lines: str.splitlines also breaks on \f, \x85, ...
+    for line in lines[:-1] if lines[-1] == "" else lines:
         if line.startswith(("diff --git", "index ", "--- ", "+++ ", "new file", "deleted file")):
             kind = "meta"
         elif line.startswith("@@"):

@@ -8,25 +8,56 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from swebox.envs import group
-from swebox.envs.grade_cache import GradeCache, cacheable, grade_key, normalise_diff
-from swebox.envs.tasks.grading import GradeReport
+from swebox.envs.grade_cache import GradeCache, applied_text, cacheable, grade_key
+from swebox.envs.tasks.grading import GradeReport, grade
 
 from tests.calc import GOLD, SUBMIT, apply_patch, calc_task
 
 WRONG = GOLD.replace("+    return a + b", "+    return a * b")
 """Touches the same file and line as the gold fix, but add(2, 3) == 6."""
 README = "diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-calc\n+calc!\n"
+TEST_EDIT = ("diff --git a/tests/test_ops.py b/tests/test_ops.py\n--- a/tests/test_ops.py\n+++ b/tests/test_ops.py\n"
+             "@@ -1 +1 @@\n-import pytest\n+import pytest  # dropped by the filter\n")
+# Two sections of calc/ops.py: in this order add becomes a * b, then a + b (the fix); in the other order the
+# first section's context is not there yet and git refuses the diff. The old key sorted them: one verdict.
+TO_MUL = GOLD.replace("+    return a + b", "+    return a * b")
+MUL_TO_ADD = GOLD.replace("-    return a - b", "-    return a * b")
 
 
-def test_normalised_diffs_share_a_key_and_any_other_difference_does_not():
+def test_the_key_is_the_text_graded_in_its_order_and_any_other_difference_changes_it():
     task = calc_task()
     key = lambda diff, **kw: grade_key(task, diff, ["/layers/env"], **{"reward_mode": "binary", "timeout": 60, **kw})  # noqa: E731
-    assert normalise_diff("preamble\n" + GOLD + README) == normalise_diff(README + GOLD)
-    assert key(GOLD + README) == key(README + GOLD)
+    assert key(GOLD + README) == key(GOLD + README)
+    # issue 31 class 6: git applies sections in the order given and the agent controls that order
+    # (diff.orderFile); the old key sorted them, so two orders shared one verdict
+    assert key(GOLD + README) != key(README + GOLD)
+    assert applied_text(task, README + GOLD) == README + GOLD
+    # a dropped section or text between sections can change git's reading of the whole diff: never shared
+    assert key("preamble\n" + GOLD) != key(GOLD) != key(GOLD + TEST_EDIT)
     assert len({key(GOLD), key(WRONG), key(GOLD + README), key(""), key(GOLD, reward_mode="fraction"),
                 key(GOLD, timeout=61), grade_key(calc_task(instance_id="other"), GOLD, ["/layers/env"],
                                                  reward_mode="binary", timeout=60),
                 grade_key(task, GOLD, ["/layers/other"], reward_mode="binary", timeout=60)}) == 8
+
+
+def test_a_diff_in_another_section_order_is_graded_afresh(calc_layer):
+    task = calc_task()
+
+    def graded(cache: GradeCache, diff: str):
+        key = grade_key(task, diff, [calc_layer], reward_mode="binary", timeout=120)
+        return cache.get_or_grade(key, lambda: grade(task, diff, layers=[calc_layer], timeout=120))
+
+    first = GradeCache()
+    fixed, hit = graded(first, TO_MUL + MUL_TO_ADD)
+    assert fixed.resolved and fixed.reward == 1.0 and not hit, fixed.to_dict()
+    swapped, hit = graded(first, MUL_TO_ADD + TO_MUL)  # was served the cached 1.0
+    assert not hit and not swapped.applied and swapped.reward == 0.0, swapped.to_dict()
+    # and the reverse: the refused order graded first must not cost the working order its reward
+    second = GradeCache()
+    assert graded(second, MUL_TO_ADD + TO_MUL)[0].reward == 0.0
+    again, hit = graded(second, TO_MUL + MUL_TO_ADD)
+    assert not hit and again.resolved and again.reward == 1.0, again.to_dict()
+    assert first.misses == second.misses == 2 and first.hits == second.hits == 0
 
 
 def test_timing_dependent_verdicts_are_not_kept():

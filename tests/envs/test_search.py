@@ -8,6 +8,7 @@ import os
 from math import comb
 
 import pytest
+from swebox.envs.sandbox import SandboxPolicy, wait_for_closes
 from swebox.envs.search import (
     SearchBudget,
     beam,
@@ -79,9 +80,14 @@ class Cycling:
 
 
 def _sandbox_folders() -> set[str]:
-    root = f"/tmp/swebox-{os.getuid()}"
-    root = os.environ.get("SWEBOX_WORK_ROOT", root)
-    return {n for n in os.listdir(root) if n[0].isdigit()} if os.path.isdir(root) else set()
+    """This process's sandbox working folders, once every close handed to the background has finished.
+
+    Only folders named by this process (``PID-...``) count: the work root is shared with every other swebox job
+    of this user on the machine (a demo, another test run), whose sandboxes come and go as they please."""
+    assert wait_for_closes(timeout_s=120)
+    root = SandboxPolicy().resolved_work_root()
+    mine = f"{os.getpid()}-"
+    return {n for n in os.listdir(root) if n.startswith(mine)} if os.path.isdir(root) else set()
 
 
 @pytest.mark.e2e

@@ -216,3 +216,27 @@ def test_gradings_queue_for_a_node_slot_instead_of_running_all_at_once(episode, 
     waits = sorted(r.info["metrics"]["env/grade_wait_s"] for r in results)
     grades = [r.info["metrics"]["env/grade_s"] for r in results]
     assert waits[0] < 0.5 and waits[1] > 0.5 * min(grades)  # the second waited for the first's grading
+
+
+def test_a_log_parser_crash_scores_zero_and_only_a_host_fault_masks(calc_layer, tmp_path):
+    """Issue 31 class 8: output that crashes the log parser is the run's doing (reward 0, counted in the loss);
+    a grading sandbox that cannot start (its layer folder is gone) is the host's (an env error, masked)."""
+    from tests.calc import calc_log_task
+    from tests.envs.tasks.test_log_grading import CRASH_LINES, crash_diff
+
+    task = calc_log_task(calc_task(), parser="mwaskom/seaborn")
+    outcomes = []
+    for grade_layers, diff in (([calc_layer], crash_diff(GOLD, CRASH_LINES["mwaskom/seaborn"])),
+                               ([tmp_path / "gone"], GOLD)):
+        ep = SWEEpisode(task, StartState([calc_layer], grade_layers), EpisodeConfig(max_turns=4))
+        try:
+            ep.reset()
+            ep.step(apply_patch(diff))
+            outcomes.append(ep.step(SUBMIT))
+        finally:
+            ep.close()
+    crashed, host = outcomes
+    assert crashed.reward == 0.0 and "error" not in crashed.info, crashed.info  # was: "grading failed: IndexError"
+    assert crashed.info["metrics"]["env/errors"] == 0.0 and crashed.info["grade"]["log_status"] == "unparsable"
+    assert host.reward == 0.0 and host.info["error"].startswith("grading failed"), host.info
+    assert host.info["metrics"]["env/errors"] == 1.0 and host.info["grade"] is None

@@ -179,7 +179,7 @@ class ReplyBackend:
         self.tok, self.replies, self.seen = tokenizer, replies, {}
         self._lock = threading.Lock()
 
-    def generate(self, prompts, max_new_tokens):
+    def generate(self, prompts, max_new_tokens, seeds=None):
         from swebox.trainers.generation import Generated
 
         out = []

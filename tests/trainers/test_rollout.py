@@ -53,7 +53,7 @@ class ScriptedBackend:
     def __init__(self, texts: list[str], stop: bool = True) -> None:
         self.texts, self.stop, self.calls = list(texts), stop, []
 
-    def generate(self, prompts, max_new_tokens):
+    def generate(self, prompts, max_new_tokens, seeds=None):
         self.calls.append((list(prompts[0]), max_new_tokens))
         ids = TOK.encode(self.texts.pop(0), add_special_tokens=False)[: max_new_tokens - int(self.stop)]
         if self.stop:
@@ -156,9 +156,9 @@ def test_worker_plays_whole_groups_together_so_each_turn_is_one_generation_batch
     sizes = []
     engine = backend._generate_batch
 
-    def recording(prompts, max_new):
+    def recording(prompts, max_new, seeds=None):
         sizes.append(len(prompts))
-        return engine(prompts, max_new)
+        return engine(prompts, max_new, seeds)
 
     backend._batcher._run = recording
     trajs = pool.run_groups([stub_task("a"), stub_task("b"), stub_task("c")], 4)

@@ -45,7 +45,7 @@ class ScriptedBackend:
     def __init__(self, tokenizer) -> None:
         self.tok, self.lock, self.started = tokenizer, threading.Lock(), dict.fromkeys(SCRIPTS, 0)
 
-    def generate(self, prompts, max_new_tokens):
+    def generate(self, prompts, max_new_tokens, seeds=None):
         out = []
         for ids in prompts:
             text = self.tok.decode(ids)

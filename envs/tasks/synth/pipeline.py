@@ -26,6 +26,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Protocol
 
+from swebox.envs.tasks.diffs import diff_lines
 from swebox.envs.tasks.schema import Task
 from swebox.envs.tasks.synth.mutations import Candidate, Mutation, is_mutable_path, mutations
 from swebox.envs.tasks.synth.reach import Reach
@@ -106,9 +107,8 @@ class ProjectReport:
 
 def fix_diff(path: str, buggy: str, fixed: str) -> str:
     """A git-style unified diff turning ``buggy`` into ``fixed`` (applies with ``git apply``)."""
-    lines = difflib.unified_diff(
-        buggy.splitlines(keepends=True), fixed.splitlines(keepends=True), f"a/{path}", f"b/{path}", n=3
-    )
+    # git's lines (str.splitlines would also break at a form feed, which many old sources hold)
+    lines = difflib.unified_diff(diff_lines(buggy), diff_lines(fixed), f"a/{path}", f"b/{path}", n=3)
     out = [f"diff --git a/{path} b/{path}\n"]
     for line in lines:
         out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")

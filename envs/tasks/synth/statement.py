@@ -77,7 +77,7 @@ def frames_in_tests(traceback: str) -> list[str]:
 def hidden_lines(diff: str) -> list[str]:
     """The text of every changed line of a unified diff (both sides), stripped, long enough to be a clue."""
     out = []
-    for line in diff.splitlines():
+    for line in diff.split("\n"):  # git's lines: str.splitlines also breaks on \f, \x85, ...
         if line.startswith(("+++", "---")) or not line.startswith(("+", "-")):
             continue
         text = line[1:].strip()

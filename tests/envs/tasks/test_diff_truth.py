@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from swebox.envs.tasks.diff_truth import disagreement, read_with_git, refusal
-from swebox.envs.tasks.diffs import filter_diff
+from swebox.envs.tasks import diffs
+from swebox.envs.tasks.diff_truth import disagreement, judge, read_with_git, refusal
+from swebox.envs.tasks.diffs import FilteredDiff, filter_diff, parse_diff
 
 
 @dataclass
@@ -27,6 +28,9 @@ class HostGit:
         proc = subprocess.run(command.replace("cd /testbed", f"cd {self.repo}"), shell=True, capture_output=True,
                               timeout=timeout)
         return _Result(proc.stdout.decode(errors="replace"), proc.returncode)
+
+    def write_file(self, path: str, data: bytes) -> None:
+        Path(path).write_bytes(data)
 
 
 BINARY = (
@@ -77,3 +81,70 @@ def test_what_git_would_touch_is_judged_by_the_filter_rules(repo):
 
 def test_text_without_sections_is_not_refused(repo):
     assert disagreement("just prose\n", _reading(repo, "just prose\n")) == ""
+
+
+# -- issue 31, class 5: one parse of a diff, git's -------------------------------------------------------------
+SEPARATORS = ["\r", "\f", "\v", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
+"""What str.splitlines breaks a line on besides \\n; git breaks on \\n only."""
+CUT = (
+    "diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1,2 +1,5 @@\n a = 1\n b = 2\n+c = 3\n+# n{sep}x\n"
+    "+d = 4\ndiff --git a/r.md b/r.md\nindex 1111111..2222222 100644\n--- a/r.md\n+++ b/r.md\n"
+    "@@ -1 +1 @@\n-r\n+r!\n"
+)
+
+
+def _base(repo: Path, git) -> None:
+    (repo / "m.py").write_text("a = 1\nb = 2\n")
+    (repo / "r.md").write_text("r\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
+
+
+@pytest.mark.parametrize("sep", SEPARATORS, ids=[f"U+{ord(s):04X}" for s in SEPARATORS])
+def test_a_line_breaks_only_at_newline_as_in_git(repo, git, sep):
+    _base(repo, git)
+    text = CUT.format(sep=sep)
+    sections = parse_diff(text)
+    assert [(p.paths, p.added, p.removed) for p in sections] == [(("m.py",), 3, 0), (("r.md",), 1, 1)]
+    assert filter_diff(text).text == text  # nothing cut, nothing glued
+    reading = _reading(repo, text)
+    assert reading.counts == [("3", "0"), ("1", "1")] and disagreement(text, reading) == ""
+
+
+def test_the_cross_check_compares_line_counts_not_only_paths(repo, git, monkeypatch):
+    _base(repo, git)
+    # git ends the hunk at the bare CR line (its recount gives up; the header's counts stand), the filter not
+    text = "diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-a = 1\n+a = 0\n\r\n+a = 5\n"
+    reading = _reading(repo, text)
+    assert reading.paths == ["m.py"] and reading.counts == [("1", "1")]
+    assert disagreement(text, reading).startswith("git reads the diff's sections differently from the filter (counts)")
+    # a splitting bug like the old one (str.splitlines) is caught by the counts even where every path agrees
+    monkeypatch.setattr(diffs, "diff_lines", lambda t: t.splitlines(keepends=True))
+    cut = CUT.format(sep="\f")
+    assert sorted(p.new_path for p in parse_diff(cut)) == sorted(_reading(repo, cut).paths)
+    assert "(counts)" in disagreement(cut, _reading(repo, cut))
+
+
+def test_modes_are_compared_section_by_section(repo, git):
+    (repo / "g").write_text("x\n")
+    _base(repo, git)
+    change = "diff --git a/g b/g\nold mode 100644\nnew mode 100755\n"
+    reading = _reading(repo, change)
+    assert reading.summary == ["change 100644 100755"] and disagreement(change, reading) == ""
+    new = "diff --git a/h b/h\nnew file mode 100755\n--- /dev/null\n+++ b/h\n@@ -0,0 +1 @@\n+y\n"
+    assert _reading(repo, new).summary == ["create 100755"] and disagreement(new, _reading(repo, new)) == ""
+    # a section the filter reads without a mode change and git with one is refused
+    same = parse_diff(change.replace("100755", "100644"))
+    assert "(summary)" in disagreement(change, _reading(repo, change), same)
+
+
+def test_kept_sections_that_run_into_each_other_once_joined_are_refused(repo, git, tmp_path):
+    _base(repo, git)
+    text = CUT.format(sep="\f")
+    first, second = parse_diff(text)
+    assert judge(HostGit(repo), str(tmp_path), text, filter_diff(text), []) == ""
+    # a section that does not end its last line (what the old splitter made at a form feed) glues the next
+    # section's `diff --git` line onto its own last line
+    first.text = first.text[: first.text.index("\f") + 1]
+    glued = FilteredDiff(first.text + second.text, [first, second])
+    assert judge(HostGit(repo), str(tmp_path), text, glued, []).startswith("the filtered diff's sections read")

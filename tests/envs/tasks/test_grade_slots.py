@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 import pytest
 from swebox.envs.tasks.grade_slots import default_slots, grade_slot
@@ -34,9 +33,9 @@ def test_a_full_node_makes_the_next_grading_wait_for_another_process(slots):
     other = hold_elsewhere(1, 1.5)
     try:
         with grade_slot(1) as waited:
-            assert waited > 0.5  # the other process held the only slot
+            assert waited > 0  # the other process held the only slot
         with grade_slot(1) as waited:
-            assert waited < 0.5
+            assert waited == 0.0  # free at the first look
     finally:
         other.wait()
 
@@ -45,12 +44,11 @@ def test_a_free_slot_is_taken_at_once_and_a_killed_holder_frees_its_slot(slots):
     other = hold_elsewhere(2, 60)
     try:
         with grade_slot(2) as waited:
-            assert waited < 0.5  # the second of two slots
+            assert waited == 0.0  # the second of two slots, free at the first look
         other.kill()
         other.wait()
-        started = time.monotonic()
-        with grade_slot(1):
-            assert time.monotonic() - started < 0.5
+        with grade_slot(1) as waited:
+            assert waited == 0.0  # the dead holder's lock went with it
     finally:
         other.kill()
         other.wait()

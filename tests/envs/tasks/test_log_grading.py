@@ -468,3 +468,33 @@ def test_grading_env_is_fixed_or_the_images_own():
     command = log_grading.run_command("/g", image)
     assert command.startswith("cd /testbed && py=/venv/bin/python && { [ -x $py ] || py=python3; } && env -i ")
     assert "BASH_ENV=/.swebox/image-start.sh" in command and command.endswith("$py -I -S -B /g/log_monitor.py /g")
+
+
+# -- issue 31, class 8: a parser that raises on the log is a verdict of 0, never a masked episode -----------------
+# Lines that crash SWE-bench's parsers (IndexError); the code under test prints one at exit, after pytest's own
+# output, so it lands inside the graded log.
+CRASH_LINES = {"mwaskom/seaborn": "PASSED", "django/django": "FAIL:"}
+
+
+def crash_diff(gold_add: str, line: str) -> str:
+    from tests.envs.tasks.test_grading_tamper import new_file_over_empty
+
+    code = f"import atexit, os\natexit.register(os.write, 1, b'\\n{line}\\n')\n"
+    return gold_add + new_file_over_empty("calc/__init__.py", code)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("parser", sorted(CRASH_LINES))
+def test_a_log_line_that_crashes_the_parser_scores_zero_instead_of_raising(calc_layer, calc_task, gold, parser):
+    task = calc_log_task(calc_task, parser=parser)
+    with pytest.raises(IndexError):  # the parser's own behaviour, which grade() used to let through
+        log_parsers.get_parser(parser)(CRASH_LINES[parser] + "\n")
+    report = grade(task, crash_diff(gold["add"], CRASH_LINES[parser]), layers=[calc_layer])
+    assert report.applied and report.log_status == "unparsable", report.to_dict()
+    assert "raised IndexError" in report.errors[0] and not report.resolved and report.reward == 0.0
+
+
+@pytest.mark.e2e
+def test_the_same_fix_without_the_crashing_line_resolves_under_that_parser(calc_layer, calc_task, gold):
+    report = grade(calc_log_task(calc_task, parser="mwaskom/seaborn"), gold["add"], layers=[calc_layer])
+    assert report.log_status == "ok" and report.resolved and report.reward == 1.0, report.to_dict()

@@ -4,11 +4,24 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from swebox.envs.cache.spec import EnvSpec
 from swebox.envs.tasks import save_jsonl
-from swebox.envs.tasks.predictions import PredictionError, load_predictions
+from swebox.envs.tasks.grading import GradeReport
+from swebox.envs.tasks.predictions import (
+    MAX_NAME_PART,
+    Outcome,
+    Prediction,
+    PredictionError,
+    load_predictions,
+    name_part,
+    report_name,
+    run_report,
+)
 from swebox.scripts.cli import main
 
 
@@ -123,12 +136,64 @@ def test_validate_report_shows_each_test_next_to_what_the_dataset_says(tmp_path,
     assert rows["tests/test_ops.py::test_div"][:5] == ["EXP", "->FAILED", "failed", "failed", "ok"]
 
 
+# -- issue 31, class 9: the predictions file is input, not trusted ------------------------------------------------
+HOSTILE_ID = "calc\x1b]0;pwned\x07\x1b[2J\x1b[31mred"
+"""An instance id that retitles the terminal, clears it and turns it red when printed raw."""
+
+
+@pytest.mark.parametrize(
+    "model", ["org/agent-1", "bad\x00name", "m" * 300, "../../escape", "\ud800lone", ".."],
+    ids=["plain", "nul", "long", "traversal", "surrogate", "dots"],
+)
+def test_hostile_ids_and_names_are_escaped_and_the_report_is_always_written(tmp_path, calc_task, model):
+    save_jsonl([calc_task], tmp_path / "tasks.jsonl")
+    rows = [pred("calc-add", ""), pred(HOSTILE_ID, "x"), pred("\ud800lone", "x"), pred("bidi\u202eevil", "x")]
+    for row in rows:
+        row["model_name_or_path"] = model
+    (tmp_path / "preds.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))  # \u escapes: ASCII
+    (tmp_path / "layers").mkdir()
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    argv = ["eval", "--predictions", str(tmp_path / "preds.jsonl"), "--tasks", str(tmp_path / "tasks.jsonl"),
+            "--layers", str(tmp_path / "layers")]
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8"}  # a strict terminal encoding: a lone surrogate raised
+    run = subprocess.run([sys.executable, "-m", "swebox.scripts.cli", *argv], cwd=cwd, capture_output=True,
+                         env=env, timeout=300)
+    assert run.returncode == 0, run.stderr.decode(errors="replace")[-3000:]
+    printed = run.stdout + run.stderr
+    assert b"\x1b" not in printed and b"\x07" not in printed and "\u202e".encode() not in printed
+    assert b"calc\\x1b]0;pwned\\x07" in run.stdout and b"\\ud800lone" in run.stdout
+    written = sorted(p.name for p in tmp_path.rglob("*") if p.suffix == ".json")
+    assert written == [report_name(model, "swebox")] and len(written[0]) <= 2 * MAX_NAME_PART + 12
+    assert "/" not in written[0] and not written[0].startswith(".")
+    report = json.loads((cwd / written[0]).read_text(encoding="utf-8"))
+    assert report["empty_patch_ids"] == ["calc-add"] and report["submitted_instances"] == 4
+    assert sorted(report["error_ids"]) == sorted([HOSTILE_ID, "\ud800lone", "bidi\u202eevil"])
+    assert report["instances"]["\ud800lone"]["error"] == "no task '\\ud800lone' in the dataset"
+    if model == "org/agent-1":
+        assert written == ["org__agent-1.swebox.json"]  # the harness's name, unchanged for ordinary names
+
+
+def test_report_names_are_safe_bounded_and_distinct():
+    names = ["a\x00b", "a\x01b", "a/b", "a b", "x" * 300, "x" * 301, "..", ".", ""]
+    parts = [name_part(n) for n in names]
+    assert len(set(parts)) == len(parts)
+    assert all(p and len(p) <= MAX_NAME_PART and not p.startswith(".") and "/" not in p for p in parts)
+    assert name_part("org/agent-1") == "org__agent-1"
+
+
+def test_one_row_that_breaks_the_report_gets_an_error_entry(calc_task):
+    broken = Outcome(Prediction("a", "m", "diff"), report=GradeReport("a", applied=True))
+    broken.report.tests = None  # a report that cannot be read (as a crash inside one row would leave it)
+    good = Outcome(Prediction("b", "m", ""))
+    report = run_report([broken, good], {"a": dataclasses.replace(calc_task, instance_id="a")})
+    assert report["instances"]["a"]["error"].startswith("reporting this instance failed: ")
+    assert report["instances"]["b"]["patch_exists"] is False and report["empty_patch_ids"] == ["b"]
+
+
 @pytest.mark.e2e
 def test_ctrl_c_writes_the_report_of_what_was_graded(tmp_path, calc_layer, calc_task, gold):
-    import os
     import signal
-    import subprocess
-    import sys
 
     env = EnvSpec(source="/srv/calc", commit="abcdef1")
     tasks = [dataclasses.replace(calc_task, env=env, instance_id=f"calc-add-{i}") for i in range(4)]

@@ -84,6 +84,18 @@ def test_fix_diff_applies_with_git(tmp_path):
     assert (tmp_path / "pkg" / "m.py").read_text() == fixed
 
 
+@pytest.mark.parametrize("sep", ["\f", "\x1c", "\u2028"])
+def test_fix_diff_keeps_a_line_with_a_form_feed_whole(tmp_path, sep):
+    # str.splitlines broke such a line in two: the gold patch said the file lacked a final newline there
+    buggy = f"x = 1{sep}# page\ndef f(a):\n    return a - 1\n"
+    fixed = buggy.replace("a - 1", "a + 1")
+    (tmp_path / "m.py").write_text(buggy, newline="")
+    (tmp_path / "fix.diff").write_text(fix_diff("m.py", buggy, fixed), newline="")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "apply", "fix.diff"], cwd=tmp_path, check=True)
+    assert (tmp_path / "m.py").read_bytes().decode() == fixed
+
+
 def test_stable_tests_keeps_only_always_passing():
     runs = [
         RunResult({"t::a": "passed", "t::b": "passed", "t::c": "failed"}),
