@@ -13,10 +13,13 @@ sandbox start sweeps their folders) and a rerun plays them again.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import sys
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,12 +79,16 @@ class EvalOut:
         return len(self.previous) + self.written
 
     def append(self, record: dict[str, Any], total: int) -> None:
-        """Add one finished task's record, durably; ``total`` (the run's task count) goes in a disk-full error."""
-        try:
-            append_line(self.path, dumps({**record, "policy": self.policy}))
-        except OSError as exc:
-            raise RecordsError(self._write_error(exc, total)) from exc
-        self.written += 1
+        """Add one finished task's record, durably; ``total`` (the run's task count) goes in a disk-full error.
+
+        Ctrl-C during the append takes effect once the record is written and counted: a record whose line is
+        already in the file is never cut back (nor left uncounted) because fsync was still running."""
+        with _interrupt_deferred():
+            try:
+                append_line(self.path, dumps({**record, "policy": self.policy}))
+            except OSError as exc:
+                raise RecordsError(self._write_error(exc, total)) from exc
+            self.written += 1
 
     def finish(self, records: dict[str, dict[str, Any]], order: list[str]) -> None:
         """Rewrite the file atomically: the run's tasks in ``order`` (new ``records`` or previous ones), then
@@ -97,6 +104,23 @@ class EvalOut:
         what = "no space left" if exc.errno in DISK_FULL else "cannot write"
         return (f"--out {self.path}: {what} ({exc.strerror or exc}) with {self.count} of {total} records "
                 "written (all whole); free space and rerun the same command: it resumes")
+
+
+@contextlib.contextmanager
+def _interrupt_deferred() -> Iterator[None]:
+    """Hold SIGINT (Ctrl-C) until the block ends, then raise KeyboardInterrupt if one came; only the main thread
+    can change signal handlers, elsewhere the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if pending:
+        raise KeyboardInterrupt
 
 
 def _read(path: Path) -> list[Any]:

@@ -114,6 +114,24 @@ def test_append_line_cuts_back_a_write_interrupted_half_way(tmp_path, monkeypatc
     assert path.read_text() == "whole\n"
 
 
+def test_ctrl_c_during_an_append_takes_effect_once_the_record_is_counted(tmp_path, monkeypatch):
+    # Ctrl-C while the line is written but not yet fsynced: the record stays and counts (it used to be cut back
+    # by the interrupt, and "interrupted: N" then disagreed with a file the user had seen the line in)
+    out = EvalOut.open(tmp_path / "out.jsonl", "gold")
+    real_fsync = os.fsync
+
+    def fsync_then_ctrl_c(fd):
+        os.kill(os.getpid(), signal.SIGINT)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        out.append({"instance_id": "a"}, total=1)
+    monkeypatch.undo()
+    assert out.written == 1 and lines(tmp_path / "out.jsonl") == [{"instance_id": "a", "policy": "gold"}]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is given back
+
+
 def _wait_for(predicate, deadline_s: float, what: str) -> None:
     deadline = time.monotonic() + deadline_s
     while not predicate():
