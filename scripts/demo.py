@@ -314,7 +314,8 @@ def run_demo(args: argparse.Namespace, echo=print) -> dict[str, Any]:
             warm = run_sft(sft_config(cfg, out), tasks=train_tasks, echo=echo)
         # GRPO trains what the warm start trained on; a task whose expert episode was left out (longer than the
         # context, say) was never trained on, so it is evaluated with the held-out ones
-        trained = set(warm.task_ids)
+        # likewise a task whose expert turn is longer than generation.max_new_tokens: the policy cannot sample it
+        trained = set(warm.task_ids) - set(warm.long_turn_ids)
         held_out += [t for t in train_tasks if t.instance_id not in trained]
         train_tasks = [t for t in train_tasks if t.instance_id in trained]
         cfg = from_policy(cfg, warm.policy, warm.checkpoint)

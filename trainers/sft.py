@@ -54,6 +54,9 @@ class SFTResult:
     """The tasks of the trajectories it was trained on, each once, in order."""
     checkpoint: Path | None = None
     """Its last checkpoint (model and optimizer moments: ``optim.moments_from`` of an RL run after it)."""
+    long_turn_ids: list[str] = dataclasses.field(default_factory=list)
+    """Tasks of ``task_ids`` with an expert turn longer than ``generation.max_new_tokens``: a policy sampling
+    under that budget cannot reproduce them (expert turns are bound by the context only)."""
 
 
 def build_data(cfg: TrainConfig, tokenizer: Any, tasks: list[Task | dict] | None = None,
@@ -132,5 +135,7 @@ def run_sft(cfg: TrainConfig, *, tasks: list[Task | dict] | None = None,
         tokenizer.save_pretrained(policy)
     finally:
         tracker.finish()
+    budget = cfg.generation.max_new_tokens
+    long_turns = [t.task_id for t in trajectories if any(int(turn.get("tokens") or 0) > budget for turn in t.turns)]
     return SFTResult(records, report, policy, list(dict.fromkeys(t.task_id for t in trajectories)),
-                     ckpt.latest_checkpoint(ckpt_dir))
+                     ckpt.latest_checkpoint(ckpt_dir), list(dict.fromkeys(long_turns)))

@@ -224,6 +224,19 @@ def test_sft_stops_at_the_sequence_prob_it_was_asked_for(tok, tmp_path):
         load_config(None, ["sft.stop_at_sequence_prob=2"])
 
 
+def test_tasks_whose_expert_turn_passes_the_sampling_budget_are_named(tok, tmp_path):
+    # the demo keeps such tasks out of GRPO (scripts/demo.py): a policy sampling under
+    # generation.max_new_tokens cannot reproduce the turn it was fine-tuned on
+    from swebox.trainers.sft import run_sft
+
+    short, long = trajectory_from_messages(tok, CHAT[:3], "short"), trajectory_from_messages(tok, CHAT[:3], "long")
+    short.turns, long.turns = [{"tokens": 10}, {"tokens": 16}], [{"tokens": 10}, {"tokens": 17}]
+    cfg = load_config(None, [*TINY, "logging.wandb=disabled", "logging.progress=false", "sft.epochs=1",
+                             f"logging.run_dir={tmp_path / 'sft'}", "generation.max_new_tokens=16"])
+    result = run_sft(cfg, trajectories=[short, long], echo=lambda *_: None)
+    assert result.task_ids == ["short", "long"] and result.long_turn_ids == ["long"]
+
+
 @pytest.mark.e2e
 @pytest.mark.timeout(600)
 def test_sft_on_gold_episodes_and_on_eval_records(shapes_env, tmp_path):
