@@ -40,8 +40,10 @@ def use_loopback() -> None:
     """Make this process's Ray keep loopback addresses (as scripts/ray_head.sh's nodes do), also when Ray was
     imported before the variable was set (Ray reads it once, at import)."""
     os.environ[CLUSTER_ENV] = "0"
-    import ray._private.ray_constants as constants
-
+    try:
+        import ray._private.ray_constants as constants
+    except ImportError:  # no Ray here: the pool says so, with how to install it
+        return
     constants.ENABLE_RAY_CLUSTER = False
 
 
