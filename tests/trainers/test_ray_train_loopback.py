@@ -102,3 +102,21 @@ def test_swebox_train_on_a_loopback_head_with_relative_paths(short_tmp, task_fil
     finally:
         stop(head)
     assert not session_pids(head.pid)
+
+
+def test_paths_leave_the_driver_absolute(tmp_path, monkeypatch):
+    from swebox.trainers.config import load_config
+    from swebox.trainers.ray_connect import absolute_paths, is_loopback
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "policy").mkdir()
+    monkeypatch.setenv("SWEBOX_LAYER_STORE", "shared/layers")
+    monkeypatch.delenv("SWEBOX_LAYER_CACHE", raising=False)
+    cfg = load_config(None, ["env.tasks=t.jsonl", "env.layer_store=store", "env.cache_dir=cache-{node_id}",
+                             "model.init=pretrained", "model.path=policy", "model.tokenizer=builtin"])
+    out = absolute_paths(cfg)
+    assert (out.env.tasks, out.env.layer_store) == (str(tmp_path / "t.jsonl"), str(tmp_path / "store"))
+    assert out.env.cache_dir == str(tmp_path / "cache-{node_id}") and out.model.path == str(tmp_path / "policy")
+    assert out.model.tokenizer == "builtin" and os.environ["SWEBOX_LAYER_STORE"] == str(tmp_path / "shared/layers")
+    assert absolute_paths(load_config(None, [])).env.tasks == ""  # unset stays unset
+    assert is_loopback("127.0.0.1:6379") and is_loopback("localhost:1") and not is_loopback("10.0.0.1:6379")
