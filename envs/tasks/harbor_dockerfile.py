@@ -5,7 +5,8 @@ Supported lines: ``FROM`` (once, an image in the layer store: ``swebox cache pul
 ``USER root``; ``LABEL``, ``EXPOSE``, ``CMD``, ``ENTRYPOINT`` and ``HEALTHCHECK`` are recorded by Docker
 for a container runtime and ignored here, as swebox's image runtime ignores an image's Entrypoint/Cmd.
 Anything else (``ADD``, ``ARG``, ``USER`` of another user, ``COPY --from``, a second ``FROM``, ...) is
-refused at load time with one line naming the Dockerfile line.
+refused at load time with one line naming the Dockerfile line. ENV values are taken literally (Docker's
+``$VAR`` substitution in ENV/WORKDIR/COPY is not done; RUN lines see the variables through the shell).
 
 :func:`build_layer` runs the steps in a sandbox over the image (rootless where the store is: no daemon, no
 privilege), then makes the final WORKDIR swebox's ``/testbed`` (its files move there and the WORKDIR becomes
