@@ -24,9 +24,14 @@ import secrets
 import shlex
 from pathlib import Path, PurePosixPath
 
-from harbor.environments.base import BaseEnvironment, ExecResult
-from harbor.environments.capabilities import EnvironmentCapabilities
-from harbor.models.task.config import NetworkMode
+try:
+    from harbor.environments.base import BaseEnvironment, ExecResult
+    from harbor.environments.capabilities import EnvironmentCapabilities
+    from harbor.models.task.config import NetworkMode
+except ImportError as exc:  # harbor needs Python >= 3.12; swebox's own tests run on 3.11 too
+    raise ImportError(
+        f"swebox.envs.harbor_env: expected the harbor package (harbor 0.25, Python >= 3.12); found none "
+        f"({exc}). Install it beside swebox: pip install 'harbor==0.25.0' (Python >= 3.12).") from exc
 from swebox.envs.cache.images import acquire_image
 from swebox.envs.layers_resolver import shared_cache
 from swebox.envs.sandbox import Sandbox

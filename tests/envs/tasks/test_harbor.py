@@ -109,3 +109,14 @@ def test_bad_harbor_folders_fail_with_one_line_each(tmp_path):
     (bad / "tests" / "test.sh").unlink()
     tasks = load(tmp_path / "f", skip_invalid=True)
     assert [t.instance_id for t in tasks] == ["good"] and "tests/test.sh" in tasks.report()
+
+
+def test_the_provider_without_harbor_says_what_to_install():
+    import importlib.util
+
+    if importlib.util.find_spec("harbor") is not None:
+        pytest.skip("harbor is installed in this interpreter (tests/envs/test_harbor_py312.py covers the provider)")
+    with pytest.raises(ImportError) as err:
+        import swebox.envs.harbor_env  # noqa: F401
+    assert str(err.value).startswith("swebox.envs.harbor_env: expected the harbor package (harbor 0.25, Python >= "
+                                     "3.12); found none") and "pip install 'harbor==0.25.0'" in str(err.value)
