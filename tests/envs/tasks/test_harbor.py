@@ -120,3 +120,34 @@ def test_the_provider_without_harbor_says_what_to_install():
         import swebox.envs.harbor_env  # noqa: F401
     assert str(err.value).startswith("swebox.envs.harbor_env: expected the harbor package (harbor 0.25, Python >= "
                                      "3.12); found none") and "pip install 'harbor==0.25.0'" in str(err.value)
+
+
+def test_harbor_cli_commands_fail_in_one_line(tmp_path, capsys):
+    from swebox.scripts.cli import build_parser
+
+    from tests.calc import calc_task
+
+    def run(*argv):
+        args = build_parser().parse_args(list(argv))
+        return args.func(args)
+
+    write_task(tmp_path / "tasks", "swebox/not-pulled:1", name="one")
+    store = tmp_path / "store"
+    assert run("tasks", "harbor-import", str(tmp_path / "tasks"), "--store", str(store),
+               "--out", str(tmp_path / "t.jsonl")) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"error: FROM swebox/not-pulled:1: expected an image in the layer store {store}; found none. "
+                   f"Pull it with: swebox cache pull swebox/not-pulled:1 --store {store}"), err
+    rows = tmp_path / "rows.jsonl"
+    django = calc_task(instance_id="django-row", env=None, grader="log", log_parser="django/django",
+                       test_cmd="./tests/runtests.py", metadata={"image": "img"})
+    rows.write_text(calc_task(instance_id="img-row", env=None, metadata={"image": "img"}).to_json() + "\n"
+                    + django.to_json() + "\n")
+    assert run("tasks", "export", "--format", "harbor", "--tasks", str(rows), "--out", str(tmp_path / "out")) == 1
+    out, err = capsys.readouterr()
+    assert out.strip() == f"1 Harbor task folders written to {tmp_path / 'out'}"
+    assert err.strip() == ("skipped: task django-row: expected a pytest-graded row (junit, or a pytest-family "
+                           "SWE-bench log parser); found log parser 'django/django'. Only pytest -rA verdicts "
+                           "are exported to Harbor.")
+    assert sorted(p.name for p in (tmp_path / "out" / "img-row").rglob("*") if p.is_file()) == [
+        "Dockerfile", "fix.patch", "ids.json", "instruction.md", "score.py", "solve.sh", "task.toml", "test.sh"]
