@@ -25,7 +25,9 @@ The shared steps (any grader kind): :func:`apply_agent_diff`, :func:`restore_pro
 
 Steps 1-3 are shared by every grader kind. Tasks with ``grader='log'`` (the SWE-bench family) replace steps
 4-5 with the repository's test command read by SWE-bench's log parser (:mod:`swebox.envs.tasks.log_grading`).
-A non-empty ``Task.expected_status`` must match in both.
+A non-empty ``Task.expected_status`` must match in both. Tasks with ``grader='harbor'`` (Harbor task folders)
+replace them with the task's ``tests/test.sh`` and the reward file it writes
+(:mod:`swebox.envs.tasks.harbor_verify`).
 """
 
 from __future__ import annotations
@@ -312,7 +314,7 @@ def grade(
     """
     if reward_mode not in REWARD_MODES:
         raise ValueError(f"grade(reward_mode=...): expected one of {REWARD_MODES}; found {reward_mode!r}.")
-    if task.language != "python":
+    if task.language != "python" and task.grader != "harbor":
         raise ValueError(
             f"grade: expected a python task; found language {task.language!r}. Only pytest "
             f"suites can be graded."
@@ -327,9 +329,10 @@ def grade(
     workdir = f"/swebox-grade-{nonce}"
     results: dict[Key, TestResult] = {}
     status_map: dict[str, str] = {}
+    harbor_reward = 0.0
     policy = policy or SandboxPolicy(network="none")
     cache = None
-    if rewrite_cache_on and task.grader != "log":
+    if rewrite_cache_on and task.grader == "junit":
         cache = rewrite_cache.folder_for(list(layers), task.python)
         policy = dataclasses.replace(policy, ro_binds=(*policy.ro_binds, str(cache)))
     with Sandbox(list(layers), policy) as sb:
@@ -341,7 +344,13 @@ def grade(
                 restore_protected(sb, task, before, report)
                 apply_test_patch(sb, task, workdir, report)
                 report.durations["apply"] = time.monotonic() - started - report.durations["start"]
-                if task.grader == "log":
+                if task.grader == "harbor":  # the task's own tests/test.sh and reward file
+                    from swebox.envs.tasks import harbor_verify
+
+                    t0 = time.monotonic()
+                    harbor_reward = harbor_verify.run_verifier(sb, task, report, workdir, timeout)
+                    report.durations["tests"] = time.monotonic() - t0
+                elif task.grader == "log":
                     t0 = time.monotonic()
                     status_map = log_grading.run_tests(sb, task, report, workdir, nonce, timeout)
                     report.durations["tests"] = time.monotonic() - t0
@@ -350,7 +359,9 @@ def grade(
         except (SandboxError, OSError, ValueError, UnicodeError, KeyError, TypeError) as exc:
             report.errors.append(f"grading stopped by what the diff or its code did: {type(exc).__name__}: {exc}")
     if report.applied:
-        if task.grader == "log":
+        if task.grader == "harbor":
+            harbor_verify.score(report, harbor_reward)
+        elif task.grader == "log":
             log_grading.score(task, report, status_map)
         else:
             score(task, report, results)
