@@ -75,13 +75,13 @@ def disagreement(full_text: str, reading: GitReading) -> str:
     return ""
 
 
-def refusal(reading: GitReading, test_files: Iterable[str]) -> str:
+def refusal(reading: GitReading, test_files: Iterable[str], own: frozenset[str] = frozenset()) -> str:
     """Why the filtered diff, as git reads it, must not be applied ('' when it may)."""
     if reading.error:
         return f"git cannot read the filtered diff: {reading.error}"
     test_files = list(test_files)
     for path in dict.fromkeys([*reading.paths, *reading.old_paths]):
-        reason = protected_reason(path, test_files)
+        reason = protected_reason(path, test_files, own)
         if reason:
             return f"git would change a protected path: {reason}: {path!r}"
     for mode in reading.modes:
@@ -91,7 +91,8 @@ def refusal(reading: GitReading, test_files: Iterable[str]) -> str:
     return ""
 
 
-def judge(sb, workdir: str, full_text: str, filtered: FilteredDiff, test_files: Iterable[str]) -> str:
+def judge(sb, workdir: str, full_text: str, filtered: FilteredDiff, test_files: Iterable[str],
+          own: frozenset[str] = frozenset()) -> str:
     """The shared grading step: '' when ``filtered`` may be applied, else why the whole diff is refused.
 
     Writes ``workdir/full.diff`` (the agent's diff) and ``workdir/agent.diff`` (the filtered one, which the
@@ -106,7 +107,7 @@ def judge(sb, workdir: str, full_text: str, filtered: FilteredDiff, test_files: 
     if why or not filtered.text:
         return why
     same = full_text == filtered.text
-    return refusal(full if same else read_with_git(sb, f"{workdir}/agent.diff"), test_files)
+    return refusal(full if same else read_with_git(sb, f"{workdir}/agent.diff"), test_files, own)
 
 
 def encode_diff(text: str) -> bytes:
