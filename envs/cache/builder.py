@@ -27,6 +27,7 @@ from pathlib import Path
 from ..sandbox import Sandbox, SandboxPolicy
 from ..sandbox.policy import DEFAULT_ENV
 from .interpreters import Interpreter, find_interpreter
+from .pip_settings import PackageSettings, host_package_settings, write_files
 from .sources import fetch_source
 from .spec import EnvSpec
 from .store import BUILDER_VERSION, BuildFailure, LayerStore, Manifest
@@ -125,10 +126,21 @@ def _interpreter(spec: EnvSpec) -> Interpreter:
     return interp
 
 
-def build_policy(src_root: Path, interp: Interpreter, config: BuilderConfig) -> SandboxPolicy:
-    env = {**DEFAULT_ENV, **GIT_IDENTITY, "PIP_NO_CACHE_DIR": "1", "PIP_NO_COMPILE": "1",
-           "PIP_ROOT_USER_ACTION": "ignore", "PYTHONDONTWRITEBYTECODE": "1"}
-    return SandboxPolicy(network="user", ro_binds=(str(src_root), interp.prefix), memory_mb=config.memory_mb,
+BUILD_PIP_ENV = {"PIP_NO_CACHE_DIR": "off", "PIP_NO_COMPILE": "1", "PIP_ROOT_USER_ACTION": "ignore",
+                 "PYTHONDONTWRITEBYTECODE": "1"}
+"""pip's settings of every build. ``PIP_NO_CACHE_DIR=off`` disables the cache in every pip (any value does
+since pip 19); ``=1`` crashes pip 18 (Python 3.6's ensurepip: ``TypeError: expected str, bytes or
+os.PathLike object, not int`` in build_session), which stored the parsed value as the cache folder."""
+
+
+def build_policy(src_root: Path, interp: Interpreter, config: BuilderConfig,
+                 settings: PackageSettings | None = None) -> SandboxPolicy:
+    """The env build's sandbox: network, the sources and the interpreter bound, the host's package settings
+    (:mod:`.pip_settings`) in its environment (the builder's own pip settings win)."""
+    settings = settings or PackageSettings()
+    env = {**DEFAULT_ENV, **GIT_IDENTITY, **settings.env, **BUILD_PIP_ENV}
+    return SandboxPolicy(network="user", ro_binds=(str(src_root), interp.prefix, *settings.binds),
+                         memory_mb=config.memory_mb,
                          upper_size_mb=config.upper_size_mb, command_timeout_s=config.step_timeout_s, env=env)
 
 
@@ -150,7 +162,10 @@ def build_env(store: LayerStore, spec: EnvSpec, *, config: BuilderConfig | None 
             src, base = Path(tmp) / "src", Path(tmp) / "base"
             fetch_source(spec, src, log, mirror)
             base.mkdir()  # an empty lowest layer: everything the build writes lands in the snapshot
-            with Sandbox([base], build_policy(src, interp, config)) as sb:
+            settings = host_package_settings(interp.version)
+            log.append(f"# the host's package settings: {', '.join(settings.sources) or 'none'}")
+            with Sandbox([base], build_policy(src, interp, config, settings)) as sb:
+                write_files(sb, settings)
                 steps = _Steps(sb, key, log, config)
                 # not cp -a: the bound sources belong to unmapped host ids, which cannot be preserved
                 steps.run(f"cp -R --preserve=mode,links {shlex.quote(str(src))} /testbed && mkdir -p /swebox",
