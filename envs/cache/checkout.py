@@ -33,7 +33,7 @@ from ..sandbox.policy import DEFAULT_ENV
 from .builder import _CLEAN, BUILD_PIP_ENV, GIT_IDENTITY
 from .layer_cache import LayerCache, LayerCacheConfig
 from .pip_settings import PackageSettings, host_package_settings, write_files
-from .sources import git_repository, require_commit, source_kind
+from .sources import git_repository, require_commit, require_objects, source_kind
 from .spec import EnvSpec
 from .store import BuildFailure, LayerStore, Manifest
 from .task_layer import _commit_root, _old_objects, _remove_objects, _run
@@ -175,7 +175,12 @@ def build_checkout_layer(store: LayerStore, spec: CheckoutSpec, *, mirror: str =
             repo, from_mirror = git_repository(spec.env, Path(tmp) / "clone.git", log, mirror)
             old = require_commit(repo, spec.env.commit, from_mirror=from_mirror)
             new = require_commit(repo, spec.commit, from_mirror=from_mirror)
-            tar, written, deleted = changed_files(repo, old, target_tree(repo, new, spec.patch))
+            try:
+                tar, written, deleted = changed_files(repo, old, target_tree(repo, new, spec.patch))
+            except BuildFailure:
+                for commit in (old, new):  # a mirror missing objects is the host's fault, said as such
+                    require_objects(repo, commit, from_mirror=from_mirror)
+                raise
             tag = nearest_tag(repo, new)
         paths = written + deleted
         log.append(f"# {len(written)} files written, {len(deleted)} deleted; "
