@@ -46,22 +46,39 @@ _CLEAN = ("find /testbed /venv /swebox \\( -name __pycache__ -o -name .pytest_ca
 # installs included) and anything that resolves under /testbed are skipped, so no bytecode of the clean source
 # exists to leak a fix. checked-hash .pycs are validated against their source's hash on every import (never
 # mtimes, which layer copies need not keep): a changed source is recompiled in memory, never served stale.
+# Python 3.6 syntax, standard library only (no importlib.metadata before 3.8: the dist-info folders are read);
+# Python 3.6 has no checked-hash .pycs, so its venvs stay uncompiled.
 _COMPILE_THIRD_PARTY = """
-import importlib.metadata as md, json, os, py_compile, sysconfig
+import csv, json, os, py_compile, sys, sysconfig
+sites = []
+for key in ("purelib", "platlib"):
+    if sysconfig.get_paths()[key] not in sites and os.path.isdir(sysconfig.get_paths()[key]):
+        sites.append(sysconfig.get_paths()[key])
+mode = getattr(py_compile, "PycInvalidationMode", None)
+if mode is None:
+    print("no checked-hash bytecode before Python 3.7: third-party code left uncompiled")
+    sys.exit(0)
 own = set()
-for dist in md.distributions():
-    url = json.loads(dist.read_text("direct_url.json") or "{}").get("url", "")
-    if url.startswith("file:"):
-        own.update(os.path.realpath(dist.locate_file(f)) for f in dist.files or ())
+for site in sites:
+    for entry in os.listdir(site):
+        info = os.path.join(site, entry)
+        try:
+            with open(os.path.join(info, "direct_url.json")) as fh:
+                url = json.load(fh).get("url", "")
+            if not url.startswith("file:"):
+                continue
+            with open(os.path.join(info, "RECORD"), newline="") as fh:
+                own.update(os.path.realpath(os.path.join(site, row[0])) for row in csv.reader(fh) if row)
+        except (OSError, ValueError, AttributeError):
+            continue
 done = 0
-for site in dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib")):
+for site in sites:
     for folder, dirs, names in os.walk(site):
         for name in names:
             path = os.path.realpath(os.path.join(folder, name))
             if name.endswith(".py") and path not in own and not path.startswith("/testbed/"):
-                mode = py_compile.PycInvalidationMode.CHECKED_HASH
-                done += py_compile.compile(path, quiet=2, invalidation_mode=mode) is not None
-print(f"byte-compiled {done} third-party modules; skipped {len(own)} files of the project's own install")
+                done += py_compile.compile(path, quiet=2, invalidation_mode=mode.CHECKED_HASH) is not None
+print("byte-compiled %d third-party modules; skipped %d files of the project's own install" % (done, len(own)))
 """
 _ONE_COMMIT = ("cd /testbed && rm -rf .git && git init -q -b main && git config core.logAllRefUpdates false "
                "&& git config gc.auto 0 && git add -A && git commit -q --no-verify -m 'swebox env snapshot' "
@@ -139,8 +156,8 @@ def build_policy(src_root: Path, interp: Interpreter, config: BuilderConfig,
     (:mod:`.pip_settings`) in its environment (the builder's own pip settings win)."""
     settings = settings or PackageSettings()
     env = {**DEFAULT_ENV, **GIT_IDENTITY, **settings.env, **BUILD_PIP_ENV}
-    return SandboxPolicy(network="user", ro_binds=(str(src_root), interp.prefix, *settings.binds),
-                         memory_mb=config.memory_mb,
+    return SandboxPolicy(network="user", network_host_loopback=settings.loopback,
+                         ro_binds=(str(src_root), interp.prefix, *settings.binds), memory_mb=config.memory_mb,
                          upper_size_mb=config.upper_size_mb, command_timeout_s=config.step_timeout_s, env=env)
 
 

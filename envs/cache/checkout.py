@@ -192,6 +192,7 @@ def build_checkout_layer(store: LayerStore, spec: CheckoutSpec, *, mirror: str =
             settings = host_package_settings(spec.env.python) if spec.commands else PackageSettings()
             log.append(f"# the host's package settings: {', '.join(settings.sources) or 'none'}")
             policy = SandboxPolicy(network="host" if spec.commands else "none", ro_binds=settings.binds,
+                                   network_host_loopback=settings.loopback,
                                    env={**DEFAULT_ENV, **GIT_IDENTITY, **settings.env, **BUILD_PIP_ENV})
             with node.acquire(env_key) as env, Sandbox([env.path], policy) as sb:
                 write_files(sb, settings)

@@ -14,10 +14,15 @@ sandbox's environment:
   ``SSL_CERT_FILE``, ``SSL_CERT_DIR``, ``CURL_CA_BUNDLE``);
 - a file a setting names (a certificate, a constraints file) is copied into the sandbox's private /tmp
   (:data:`FILES_DIR`; never part of a layer) and the setting points there; a folder (``find-links``, a
-  ``file://`` index) is bound read-only at its own path;
+  ``file://`` index) is bound read-only at its own path (not under /tmp: every sandbox has its own /tmp);
+- an index, proxy or trusted host on the host's loopback (``127.0.0.1``, ``localhost``, ``::1``) is named by
+  the address at which a build sandbox reaches it (``10.0.2.2``, slirp4netns's alias of the host, which the
+  sandbox is then allowed: :attr:`PackageSettings.loopback`); a TLS certificate of such an index must name
+  that address too (hostname checking sees ``10.0.2.2``);
 - pips older than Python 3.10's (no truststore: they trust certifi's bundle only) get the certificate
   explicitly: ``PIP_CERT`` = the host's pip cert, else ``REQUESTS_CA_BUNDLE``/``SSL_CERT_FILE``, else the
-  system bundle OpenSSL uses.
+  system bundle OpenSSL uses. With a ``PIP_CERT``, ``REQUESTS_CA_BUNDLE`` and ``CURL_CA_BUNDLE`` are not
+  forwarded: pip's vendored requests would let them replace the cert on every request.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from ..sandbox import Sandbox
+from ..sandbox.usernet import HOST_LOOPBACK
 
 PIP_KEYS = ("index-url", "extra-index-url", "no-index", "find-links", "cert", "client-cert", "trusted-host",
             "constraint", "proxy", "timeout", "default-timeout", "retries", "pre", "only-binary",
@@ -39,12 +45,17 @@ UV_VARIABLES = ("UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_INDEX", "UV_DEFAULT_IN
                 "UV_NATIVE_TLS", "UV_CONSTRAINT", "UV_HTTP_TIMEOUT", "UV_INSECURE_HOST", "UV_KEYRING_PROVIDER")
 """uv's settings of the same kinds, forwarded as they are (paths in them are carried like pip's)."""
 TLS_VARIABLES = ("REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR", "CURL_CA_BUNDLE")
+OVERRIDE_PIP_CERT = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
+"""pip's vendored requests lets these replace ``--cert`` for every request: left out when pip has a cert."""
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy",
                    "all_proxy")
 FILE_KEYS = {"cert", "client-cert", "constraint"}
 """Settings whose value is a file path."""
 LIST_KEYS = {"extra-index-url", "find-links", "trusted-host", "constraint"}
 """Settings that hold several values (whitespace-separated, as pip reads them from variables and files)."""
+URL_KEYS = {"index-url", "extra-index-url", "find-links", "proxy"}
+"""Settings whose values may be URLs (rewritten when they point at the host's loopback)."""
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 FILES_DIR = "/tmp/swebox-host-pip"
 """Where copied files live inside the build sandbox (its private /tmp: never in the layer)."""
 
@@ -61,12 +72,14 @@ class PackageSettings:
     """Host folders the settings name (wheel folders, ``file://`` indexes), bound read-only at their path."""
     sources: list[str] = field(default_factory=list)
     """Where the settings came from (config files read, variables), for the build log."""
+    loopback: bool = False
+    """A setting names the host's loopback: the build sandbox must reach it (``network_host_loopback``)."""
 
 
-def config_files(environ: dict[str, str], home: Path) -> list[Path]:
+def config_files(environ: dict[str, str], home: Path, etc: Path = Path("/etc")) -> list[Path]:
     """pip's configuration files in the order pip reads them (later ones win)."""
-    xdg = [d for d in environ.get("XDG_CONFIG_DIRS", "/etc/xdg").split(os.pathsep) if d]
-    files = [Path(d) / "pip" / "pip.conf" for d in reversed(xdg)] + [Path("/etc/pip.conf")]
+    xdg = [d for d in environ.get("XDG_CONFIG_DIRS", str(etc / "xdg")).split(os.pathsep) if d]
+    files = [Path(d) / "pip" / "pip.conf" for d in reversed(xdg)] + [etc / "pip.conf"]
     config_home = Path(environ.get("XDG_CONFIG_HOME") or home / ".config")
     files += [home / ".pip" / "pip.conf", config_home / "pip" / "pip.conf"]
     if environ.get("PIP_CONFIG_FILE"):
@@ -132,22 +145,35 @@ class _Carrier:
                 self.binds.append(folder)
         return value
 
+    def url(self, value: str) -> str:
+        """``value`` with a loopback host replaced by the sandbox's name for the host (:data:`HOST_LOOPBACK`)."""
+        parsed = urlparse(value if "://" in value else f"//{value}")
+        if parsed.hostname not in LOOPBACK_NAMES:
+            return value
+        self.out.loopback = True
+        host = parsed.hostname if parsed.hostname != "::1" else "[::1]"
+        netloc = parsed.netloc.replace(host, HOST_LOOPBACK, 1)
+        return parsed._replace(netloc=netloc).geturl().removeprefix("//")
+
     def value(self, key: str, value: str) -> str:
         items = value.split() if key in LIST_KEYS else [value]
         if key in FILE_KEYS:
             items = [self.file(v) for v in items]
         elif key in ("find-links", "index-url", "extra-index-url"):
-            items = [self.location(v) for v in items]
+            items = [self.url(self.location(v)) for v in items]
+        elif key in ("proxy", "trusted-host"):
+            items = [self.url(v) for v in items]
         return " ".join(items)
 
 
-def host_package_settings(python: str, environ: dict[str, str] | None = None,
-                          home: Path | None = None) -> PackageSettings:
-    """The host's package settings for a build whose interpreter is Python ``python`` ('3.9', '3.11.7')."""
+def host_package_settings(python: str, environ: dict[str, str] | None = None, home: Path | None = None,
+                          etc: Path = Path("/etc")) -> PackageSettings:
+    """The host's package settings for a build whose interpreter is Python ``python`` ('3.9', '3.11.7');
+    ``environ``, ``home`` and ``etc`` default to the host's (tests name others)."""
     environ = dict(os.environ if environ is None else environ)
     home = home or Path.home()
     out = PackageSettings()
-    settings = _read_configs(config_files(environ, home), out.sources)
+    settings = _read_configs(config_files(environ, home, etc), out.sources)
     for key in PIP_KEYS:
         variable = "PIP_" + key.upper().replace("-", "_")
         if environ.get(variable):
@@ -158,6 +184,8 @@ def host_package_settings(python: str, environ: dict[str, str] | None = None,
         out.env["PIP_" + key.upper().replace("-", "_")] = carry.value(key, value)
     for name in TLS_VARIABLES:
         value = environ.get(name, "")
+        if name in OVERRIDE_PIP_CERT and "PIP_CERT" in out.env:
+            continue
         if value and name == "SSL_CERT_DIR":
             if os.path.isdir(value):
                 carry.location(value)
@@ -166,9 +194,13 @@ def host_package_settings(python: str, environ: dict[str, str] | None = None,
             out.env[name] = carry.file(value)
     for name in UV_VARIABLES:
         if environ.get(name):
-            key = "constraint" if name == "UV_CONSTRAINT" else "find-links" if name == "UV_FIND_LINKS" else ""
+            key = {"UV_CONSTRAINT": "constraint", "UV_FIND_LINKS": "find-links", "UV_INDEX_URL": "index-url",
+                   "UV_DEFAULT_INDEX": "index-url", "UV_EXTRA_INDEX_URL": "extra-index-url",
+                   "UV_INSECURE_HOST": "trusted-host"}.get(name, "")
             out.env[name] = carry.value(key, environ[name]) if key else environ[name]
-    out.env.update({name: environ[name] for name in PROXY_VARIABLES if environ.get(name)})
+    for name in PROXY_VARIABLES:
+        if environ.get(name):
+            out.env[name] = environ[name] if name.lower() == "no_proxy" else carry.url(environ[name])
     major_minor = tuple(int(x) for x in python.split(".")[:2])
     if major_minor < (3, 10) and "PIP_CERT" not in out.env:
         # no truststore before Python 3.10's pips: without --cert they trust certifi's bundle only
@@ -177,6 +209,9 @@ def host_package_settings(python: str, environ: dict[str, str] | None = None,
         if bundle:
             out.env["PIP_CERT"] = carry.file(bundle)
             out.sources.append(f"PIP_CERT={bundle} (Python {python}: pip without truststore)")
+    if "PIP_CERT" in out.env:
+        for name in OVERRIDE_PIP_CERT:
+            out.env.pop(name, None)
     out.binds = tuple(carry.binds)
     return out
 
