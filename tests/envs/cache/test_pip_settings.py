@@ -1,12 +1,12 @@
 """The host's package settings reach every build: a private index over TLS with its own certificate authority.
 
-The e2e test serves a PEP 503 index on the host's loopback over HTTPS (python's http.server + ssl, a CA and a
-server certificate made by `openssl`), holding one wheel that exists nowhere else. The host's settings name the
-index and the CA (Pythons 3.6 and 3.9: a pip configuration file; Python 3.11: PIP_* variables). An env build
-whose recipe installs that wheel succeeds with them, and fails when the builder does not forward them (the
-control): so it succeeds only because they were forwarded. Pythons 3.9 and 3.6 are the machine's pyenv builds, whose pips (23.0,
-18.1) have no truststore: they trust the CA only through the PIP_CERT the builder sets; pip 18 is also the one
-that crashed on the builder's old PIP_NO_CACHE_DIR=1 (``TypeError: ... not int``).
+The e2e test serves a PEP 503 index on the host's loopback over HTTPS (python's http.server + ssl, a CA and a server
+certificate made by `openssl`), holding one wheel that exists nowhere else. The host's settings name the index and
+the CA (Pythons 3.6 and 3.9: a pip configuration file; Python 3.11: PIP_* variables). An env build whose recipe
+installs that wheel succeeds with them, and fails when the builder does not forward them (the control): so it
+succeeds only because they were forwarded. Pythons 3.9 and 3.6 are the machine's pyenv builds, whose pips (23.0,
+18.1) have no truststore: they trust the CA only through the PIP_CERT the builder sets; pip 18 is also the one that
+crashed on the builder's old PIP_NO_CACHE_DIR=1 (``TypeError: ... not int``).
 """
 
 from __future__ import annotations
