@@ -150,6 +150,34 @@ since pip 19); ``=1`` crashes pip 18 (Python 3.6's ensurepip: ``TypeError: expec
 os.PathLike object, not int`` in build_session), which stored the parsed value as the cache folder."""
 
 
+def venv_command(interp: Interpreter, spec: EnvSpec) -> str:
+    """The command that makes /venv: a venv, or for recipes that run tox-current-env a prefix of its own.
+
+    tox-current-env (SWE-bench's sphinx recipes: ``tox --current-env -epy39``) runs the tests through a symlink
+    to ``sys.executable`` in ``.tox/py39/bin``. A venv is recognised by the ``pyvenv.cfg`` beside the path the
+    interpreter was started by (``site.venv``), so through that symlink a venv's interpreter runs without the
+    venv's packages: ``No module named pytest``, ~400 characters of output and no test result. SWE-bench's
+    conda envs are real prefixes, found by resolving the symlink. So is this /venv: the interpreter's binary
+    copied to /venv/bin, its standard library, ``lib-dynload``, headers and ``libpython`` linked from its prefix
+    (bound read-only like a venv's home), an empty ``site-packages`` of its own that pip installs into, and a
+    ``bin/activate`` that puts ``/venv/bin`` first on PATH.
+    """
+    python = shlex.quote(interp.path)
+    if not any("tox-current-env" in c for c in (*spec.install, *spec.test_deps, *spec.setup)):
+        return f"{python} -m venv /venv"
+    version = "python" + ".".join(interp.version.split(".")[:2])
+    prefix = shlex.quote(interp.prefix)
+    return (f"set -e; mkdir -p /venv/bin /venv/lib/{version}/site-packages; cp {python} /venv/bin/{version}; "
+            f"ln -s {version} /venv/bin/python3; ln -s {version} /venv/bin/python; "
+            f"for f in {prefix}/lib/{version}/*; do if [ \"${{f##*/}}\" != site-packages ]; then ln -s \"$f\" "
+            f"/venv/lib/{version}/; fi; done; for f in {prefix}/lib/libpython3*.so*; do if [ -e \"$f\" ]; then "
+            f"ln -s \"$f\" /venv/lib/; fi; done; if [ -d {prefix}/include ]; then ln -s {prefix}/include "
+            "/venv/include; fi; printf '%s\\n' '# a prefix, not a venv: activating puts its bin first on PATH' "
+            "'export PATH=\"/venv/bin:$PATH\"' 'unset PYTHONHOME' > /venv/bin/activate; "
+            "/venv/bin/python -Im ensurepip --upgrade --default-pip && /venv/bin/python -c 'import sys; "
+            "assert sys.prefix == \"/venv\", sys.prefix'")
+
+
 def build_policy(src_root: Path, interp: Interpreter, config: BuilderConfig,
                  settings: PackageSettings | None = None) -> SandboxPolicy:
     """The env build's sandbox: network, the sources and the interpreter bound, the host's package settings
@@ -187,7 +215,7 @@ def build_env(store: LayerStore, spec: EnvSpec, *, config: BuilderConfig | None 
                 # not cp -a: the bound sources belong to unmapped host ids, which cannot be preserved
                 steps.run(f"cp -R --preserve=mode,links {shlex.quote(str(src))} /testbed && mkdir -p /swebox",
                           "copying the source", spec_fault=False)
-                steps.run(f"{shlex.quote(interp.path)} -m venv /venv", "creating the venv", spec_fault=False)
+                steps.run(venv_command(interp, spec), "creating the venv", spec_fault=False)
                 activate = "cd /testbed && . /venv/bin/activate && "
                 for command in spec.install:
                     steps.run(activate + command, "install")
