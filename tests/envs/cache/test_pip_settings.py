@@ -57,6 +57,22 @@ def test_config_files_then_variables_in_pips_order(tmp_path, request):
     assert in_tmp.env["PIP_FIND_LINKS"] == str(tmp_path) and in_tmp.binds == ()  # a sandbox's /tmp is its own
 
 
+def test_constraints_and_file_indexes_are_carried(tmp_path, request):
+    local = Path(tempfile.mkdtemp(prefix="swebox-test-index-", dir="/var/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(local, ignore_errors=True))
+    (local / "simple").mkdir()
+    (local / "pins.txt").write_text("six<2\n")
+    conf = tmp_path / "pip.conf"
+    conf.write_text(f"[global]\nconstraint = {local / 'pins.txt'}\nextra-index-url = file://{local}/simple "
+                    "https://other.example/simple\n")
+    got = host_package_settings("3.11", {"PIP_CONFIG_FILE": str(conf), "XDG_CONFIG_DIRS": str(tmp_path / "x")},
+                                tmp_path, etc=tmp_path / "etc")
+    assert got.env["PIP_CONSTRAINT"] == f"{FILES_DIR}/0-pins.txt" and got.files[got.env["PIP_CONSTRAINT"]] == b"six<2\n"
+    # a PEP 503 folder's pages link to files beside it: its parent is bound
+    assert got.env["PIP_EXTRA_INDEX_URL"] == f"file://{local}/simple https://other.example/simple"
+    assert got.binds == (str(local),) and got.sources == [str(conf)]
+
+
 def test_old_pips_get_the_certificate_explicitly_and_devnull_reads_no_file(tmp_path):
     (tmp_path / "bundle.pem").write_text("B")
     env = {"PIP_CONFIG_FILE": "/dev/null", "REQUESTS_CA_BUNDLE": str(tmp_path / "bundle.pem")}
