@@ -38,8 +38,10 @@ from tests.pyenv_python import readable_python
 from tests.sdist_env import sdist
 
 VERIFIED = Path(os.environ.get("SWEBOX_VERIFIED_PARQUET", "/work/shared/data/swe-bench-verified.parquet"))
-ROWS = {"pytest-dev__pytest-5809": ("4.6.6", "4.6.5")}
-"""Row -> (the first release with its fix, whose sdist makes the mirror; the tag nearest its base commit)."""
+ROWS = {"pytest-dev__pytest-5809": ("4.6.6", "4.6.5", "testing/test_pastebin.py"),
+        "pytest-dev__pytest-7571": ("6.0.1", "6.0.0", "testing/logging/test_fixture.py")}
+"""Row -> (the first release with its fix, whose sdist makes the mirror; the tag nearest its base commit; the
+test file SWE-bench's directives name)."""
 
 
 def _git(repo: Path, *args: str, data: str | None = None) -> str:
@@ -114,7 +116,7 @@ def test_pytest_rows_grade_under_their_own_pytest(instance_id, tmp_path, monkeyp
     pq = pytest.importorskip("pyarrow.parquet")
     python39 = readable_python("3.9")
     row = next(r for r in pq.read_table(VERIFIED).to_pylist() if r["instance_id"] == instance_id)
-    version, tag = ROWS[instance_id]
+    version, tag, test_file = ROWS[instance_id]
     mirror, base, setup = _mirror_of_release(tmp_path, version, tag, row)
     rows = tmp_path / "rows.jsonl"
     rows.write_text(json.dumps(row | {"base_commit": base, "environment_setup_commit": setup}) + "\n")
@@ -129,7 +131,7 @@ def test_pytest_rows_grade_under_their_own_pytest(instance_id, tmp_path, monkeyp
 
     (task,) = load(rows)
     assert task.env.python == "3.9" and task.grader == "log" and task.log_parser == "pytest-dev/pytest"
-    assert task.test_cmd == "pytest -rA testing/test_pastebin.py"
+    assert task.test_cmd == f"pytest -rA {test_file}"
     layers = StoreLayers(store)
     try:
         paths = layers(task)
