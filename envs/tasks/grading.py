@@ -44,7 +44,7 @@ from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy
 from swebox.envs.tasks import rewrite_cache
 from swebox.envs.tasks import verdict as channel
 from swebox.envs.tasks.diff_truth import encode_diff, judge
-from swebox.envs.tasks.diffs import changed_paths, filter_diff, protected_reason
+from swebox.envs.tasks.diffs import changed_paths, filter_diff, own_modules, protected_reason
 from swebox.envs.tasks.junit import MISSING, TestResult
 from swebox.envs.tasks.schema import Task
 from swebox.envs.tasks.testids import Key, junit_key, match_ids
@@ -167,10 +167,10 @@ def untracked(sb: Sandbox) -> set[str]:
 
 def apply_agent_diff(sb: Sandbox, task: Task, agent_diff: str, workdir: str, report: GradeReport) -> bool:
     """Filter the agent's diff, have git confirm what it touches (diff_truth), apply it; False = reward 0."""
-    protected = protected_files(task)
-    filtered = filter_diff(agent_diff, protected)
+    protected, own = protected_files(task), own_modules(task.repo)
+    filtered = filter_diff(agent_diff, protected, own)
     report.dropped = filtered.dropped
-    refused = judge(sb, workdir, agent_diff, filtered, protected)
+    refused = judge(sb, workdir, agent_diff, filtered, protected, own)
     if refused:
         report.applied, report.apply_error = False, refused
         report.errors.append(f"the diff was refused: {refused}")
@@ -193,7 +193,7 @@ def restore_protected(sb: Sandbox, task: Task, before: set[str], report: GradeRe
     tracked = sb.exec("cd /testbed && git diff --name-only --no-renames -z HEAD", timeout=120).output
     changed = [p for p in tracked.split("\0") if p] + sorted(untracked(sb) - before)
     protected = protected_files(task)
-    bad = [p for p in dict.fromkeys(changed) if protected_reason(p, protected)]
+    bad = [p for p in dict.fromkeys(changed) if protected_reason(p, protected, own_modules(task.repo))]
     for path in bad:
         q = shlex.quote(path)
         sb.exec(f"cd /testbed && (git checkout -q HEAD -- {q} 2>/dev/null || rm -rf -- {q})", timeout=60)
