@@ -116,3 +116,26 @@ def test_the_final_capture_runs_alone(episode):
     assert ep.sandbox.run("cat /proc/[0-9]*/comm 2>/dev/null | grep -c -x -e bash -e sed").stdout == b"0\n"
     assert last.info["diff"] == ep.current_diff()
     assert last.reward == (1.0 if "+    return a + b" in last.info["diff"] else 0.0)
+
+
+FILTER = "sed \"2s/a - b/a + b/\""
+GIT_CONFIG_ATTACKS = {
+    # a clean filter makes `git add` record the filter's output instead of the file: the fix, the tree the bug
+    "the repository's configuration": (
+        f"cd /testbed && git config filter.fix.clean '{FILTER}' && echo 'calc/ops.py filter=fix' "
+        ">> .git/info/attributes && touch calc/ops.py"),
+    "the global configuration in $HOME, with its own attributes file": (
+        f"git config --file /root/.gitconfig filter.fix.clean '{FILTER}' && git config --file /root/.gitconfig "
+        "core.attributesFile /root/attrs && echo 'calc/ops.py filter=fix' > /root/attrs && touch /testbed/calc/ops.py"),
+}
+
+
+@pytest.mark.parametrize("name", list(GIT_CONFIG_ATTACKS))
+def test_git_configuration_of_the_agents_cannot_forge_the_recorded_diff(episode, name):
+    ep = episode()
+    ep.reset()
+    assert ep.step(bash(GIT_CONFIG_ATTACKS[name])).info["exit_code"] == 0
+    assert "return a - b" in ep.sandbox.read_file("/testbed/calc/ops.py").decode().splitlines()[1]
+    last = ep.step(SUBMIT)
+    assert last.info["diff"] == "" and last.reward == 0.0, (name, last.info["diff"][:300])
+    assert last.info["metrics"]["env/errors"] == 0.0
