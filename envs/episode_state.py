@@ -8,12 +8,12 @@ the agent's change and a commit made by the agent does not hide its work.
 The diff is taken with git inside the episode's sandbox, by host commands (``Sandbox.run``: a fresh process
 of the session, never the agent's shell, whose functions, aliases and traps are the agent's), with git's
 system and global configuration off and every filter driver the repository's configuration names emptied, so
-that no program of the agent runs while the host reads its tree. At the episode's end the capture quiesces the
-sandbox first: every process of the agent is killed, and nothing rewrites the tree while it is read. The diff
-comes back on the command's stdout, never through a file the agent could swap. When the agent broke git
-(deleted ``.git``, removed objects, made ``/testbed`` something else), the repository without ``.git`` is packed
-and compared in a fresh sandbox over the start layers instead, so the diff never depends on the agent leaving
-git intact.
+that no program of the agent runs while the host reads its tree. The agent's processes are held meanwhile: at
+the episode's end all are killed first (quiesce), mid-episode (``current_diff``) they are stopped for the
+capture's time (freeze), so nothing rewrites the tree, or git's memory, while it is read. The diff comes back on
+the command's stdout, never through a file the agent could swap. When the agent broke git (deleted ``.git``,
+removed objects, made ``/testbed`` something else), the repository without ``.git`` is packed and compared in a
+fresh sandbox over the start layers instead, so the diff never depends on the agent leaving git intact.
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ GIT = ("git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.quotePat
        "-c safe.directory='*' -c advice.addIgnoredFile=false -c core.attributesFile=/dev/null -c gc.auto=0")
 DIFF = "diff --cached --binary --full-index --no-color --no-ext-diff --no-textconv --no-renames"
 _TREE = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
-_FILTER_KEYS = ("clean", "smudge", "process")
 
 
 def git_command() -> str:
@@ -108,34 +107,23 @@ def prepare_start(sb: Sandbox, task: Task, timeout: float = 600.0) -> str:
     return tree
 
 
-def _no_filters(sb: Sandbox, git: str, quiesce: bool) -> str | None:
-    """``-c`` options that empty every filter driver the repository's configuration names (a clean filter is a
-    program of the agent's that git would run on each file, and whose output git would record instead of the
-    file); None when git cannot read the configuration."""
-    listing = sb.run(f"cd {REPO} && {git} config -z --name-only --get-regexp '^filter[.]' || test $? = 1",
-                     timeout=60, quiesce=quiesce)
-    if not listing.ok:
-        return None
-    drivers = {name.decode("utf-8", "surrogateescape").rsplit(".", 1)[0]
-               for name in listing.stdout.split(b"\0") if name.count(b".") >= 2}
-    options = [f"-c {shlex.quote(f'{driver}.{key}=')}" for driver in sorted(drivers) for key in _FILTER_KEYS]
-    options += [f"-c {shlex.quote(f'{driver}.required=false')}" for driver in sorted(drivers)]
-    return " ".join(options)
+# Every filter driver the repository's configuration names, emptied: a clean filter is a program of the agent's
+# that git would run on each file, recording its output instead of the file. Driver names are words (attribute
+# values hold no whitespace, so a name with a space names no driver), split with globbing off, never evaluated.
+_NO_FILTERS = ("set -f; set --; for name in $({git} config --name-only --get-regexp '^filter[.]'); do "
+               'driver=${{name%.*}}; set -- "$@" -c "$driver.clean=" -c "$driver.smudge=" -c "$driver.process=" '
+               '-c "$driver.required=false"; done; ')
 
 
 def git_diff(sb: Sandbox, base_tree: str, max_bytes: int, timeout: float = 300.0,
              quiesce: bool = False) -> str | None:
-    """The agent's changes against ``base_tree`` by git in the episode's sandbox; None when git cannot.
-    ``quiesce``: kill every process of the agent first (the episode's end)."""
-    if not (sb.run(f"test -d {REPO}/.git && test ! -L {REPO}", timeout=30, quiesce=quiesce).ok):
-        return None
+    """The agent's changes against ``base_tree`` by git in the episode's sandbox; None when git cannot. The
+    agent's processes are held while git reads the tree: killed first with ``quiesce`` (the episode's end),
+    else stopped for the command's time."""
     git = git_command()
-    filters = _no_filters(sb, git, quiesce=False)
-    if filters is None:
-        return None
-    git = f"{git} {filters}"
-    result = sb.run(f"cd {REPO} && {git} add -A . && {git} {DIFF} {base_tree}", timeout=timeout,
-                    max_stdout=max_bytes)
+    script = (f"test -d {REPO}/.git && test ! -L {REPO} && cd {REPO} || exit 97; {_NO_FILTERS.format(git=git)}"
+              f'{git} "$@" add -A . && {git} "$@" {DIFF} {base_tree}')
+    result = sb.run(script, timeout=timeout, max_stdout=max_bytes, quiesce=quiesce, freeze=not quiesce)
     if result.truncated:
         raise DiffUnavailable(f"the diff is larger than {max_bytes} bytes")
     if not result.ok:
@@ -150,7 +138,7 @@ def tree_diff(sb: Sandbox, start: StartState, task: Task, policy: SandboxPolicy,
     pack = (f"if test -d {REPO} && test ! -L {REPO}; then tar -C {REPO} --exclude=./.git -cf - .; "
             "else tar -cf - -T /dev/null; fi")
     limit = 4 * max_bytes + (64 << 20)
-    packed = sb.run(pack, timeout=timeout, max_stdout=limit, quiesce=quiesce)
+    packed = sb.run(pack, timeout=timeout, max_stdout=limit, quiesce=quiesce, freeze=not quiesce)
     if packed.truncated:
         raise DiffUnavailable(f"the repository is larger than {limit} bytes")
     if not packed.ok:
@@ -178,4 +166,4 @@ def agent_diff(sb: Sandbox, start: StartState, task: Task, base_tree: str, polic
     diff = git_diff(sb, base_tree, max_bytes, quiesce=quiesce)
     if diff is not None:
         return diff, "git"
-    return tree_diff(sb, start, task, policy, max_bytes), "tree"  # quiesced already, when asked
+    return tree_diff(sb, start, task, policy, max_bytes), "tree"  # quiesced already, when asked; else frozen

@@ -5,7 +5,8 @@ variables are the agent's to change: a host command evaluated there (the diff ca
 agent put in its way. `Sandbox.run` asks the session's pid 1 instead (csrc/hostrun.c): it forks a fresh
 process, which execs /bin/sh with a fixed environment (PATH=/usr/bin:/bin, HOME=/, LANG/LC_ALL=C.UTF-8) in `/`,
 its stdout and stderr sockets that no process of the agent can open. `quiesce=True` kills every other process
-of the session first (the agent's shell too: the next exec starts a new one, on the same files).
+of the session first (the agent's shell too: the next exec starts a new one, on the same files); `freeze=True`
+stops them (SIGSTOP) for the command's time and continues them before the reply.
 """
 
 from __future__ import annotations
@@ -38,9 +39,10 @@ class RunResult:
         return self.exit_code == 0 and not self.timed_out and not self.truncated
 
 
-def request(command: str, timeout: float, max_stdout: int, quiesce: bool) -> dict:
+def request(command: str, timeout: float, max_stdout: int, quiesce: bool, freeze: bool) -> dict:
     """The session request for one host command."""
-    return {"op": "run", "command": command, "timeout": timeout, "max_output": max_stdout, "quiesce": quiesce}
+    return {"op": "run", "command": command, "timeout": timeout, "max_output": max_stdout, "quiesce": quiesce,
+            "freeze": freeze}
 
 
 def result(reply: dict, output: bytes) -> RunResult:

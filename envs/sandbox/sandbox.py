@@ -305,16 +305,17 @@ class Sandbox:
                               reply["truncated"], reply["duration_s"])
 
     def run(self, command: str, timeout: float = 300.0, max_stdout: int = hostrun.DEFAULT_MAX_STDOUT,
-            quiesce: bool = False) -> hostrun.RunResult:
+            quiesce: bool = False, freeze: bool = False) -> hostrun.RunResult:
         """Run the host's own `command` with /bin/sh in a fresh process of the session, not in the agent's shell
         (hostrun.py): nothing the agent did to its shell or environment changes it. `quiesce` kills every other
-        process of the session first. Raises SandboxError when the session itself is gone."""
+        process of the session first, `freeze` stops them while it runs. Raises SandboxError when the session
+        itself is gone."""
         if timeout <= 0 or max_stdout <= 0:
             raise SandboxError(f"run(timeout={timeout}, max_stdout={max_stdout}): expected positive numbers")
         with self._lock:
             self._require_running("run")
             try:
-                protocol.send(self._session, hostrun.request(command, timeout, max_stdout, quiesce))
+                protocol.send(self._session, hostrun.request(command, timeout, max_stdout, quiesce, freeze))
                 self._session.settimeout(timeout + 30.0)
                 reply, output = protocol.recv_reply(self._session, "output_bytes")
             except (protocol.ProtocolError, OSError) as exc:

@@ -139,3 +139,14 @@ def test_git_configuration_of_the_agents_cannot_forge_the_recorded_diff(episode,
     last = ep.step(SUBMIT)
     assert last.info["diff"] == "" and last.reward == 0.0, (name, last.info["diff"][:300])
     assert last.info["metrics"]["env/errors"] == 0.0
+
+
+def test_a_capture_mid_episode_holds_the_agents_processes_and_lets_them_go_on(episode):
+    ep = episode()
+    ep.reset()
+    ep.step(bash("(while :; do sed -i '2s/a - b/a + b/' /testbed/calc/ops.py; "
+                 "sed -i '2s/a + b/a - b/' /testbed/calc/ops.py; done) >/dev/null 2>&1 & echo $! > /tmp/loop"))
+    fixed = ep.current_diff()  # stopped for the capture (freeze), not killed: the episode goes on
+    assert fixed == "" or "+    return a + b" in fixed
+    alive = ep.step(bash("kill -0 $(cat /tmp/loop) && echo running"))
+    assert alive.observation.endswith("running\n</output>") and not alive.done

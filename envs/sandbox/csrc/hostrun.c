@@ -9,7 +9,8 @@
  * agent can open through /proc/<pid>/fd (ENXIO), so nothing else writes into what the host reads. With
  * "quiesce", every other process of the session is killed first (the agent's shell included: the next exec
  * starts a new one), so nothing of the agent runs beside the command at all: not a process that rewrites the
- * tree while it is read, nor one that writes into the command's memory through /proc/<pid>/mem.
+ * tree while it is read, nor one that writes into the command's memory through /proc/<pid>/mem. "freeze"
+ * stops them (SIGSTOP) for the command's time instead, and continues those it stopped afterwards.
  *
  * The reply is the exec reply's shape: {"exit_code", "timed_out", "truncated", "duration_s", "stdout_bytes",
  * "output_bytes"}, then stdout (at most "max_output" bytes, whole: no middle is cut) and stderr's first bytes.
@@ -75,9 +76,18 @@ static void child(const options_t *o, const char *command, int out, int err) {
     _exit(127);
 }
 
+static pid_t stopped[MAX_PIDS]; /* what "freeze" stopped: continued before the reply */
+static int nstopped;
+
+static void thaw(void) {
+    for (int i = 0; i < nstopped; i++) kill(stopped[i], SIGCONT);
+    nstopped = 0;
+}
+
 static void reply_error(const options_t *o, const char *what) {
     char text[512];
     snprintf(text, sizeof text, "run: %s: %s", what, strerror(errno));
+    thaw();
     send_error(o->sock, text);
 }
 
@@ -89,6 +99,7 @@ void run_host_command(const options_t *o, const request_t *r) {
     }
     while (waitpid(-1, NULL, WNOHANG) > 0) {} /* zombies (an earlier command's leftovers) are not processes */
     if (r->quiesce) kill_all_but_me(0, NULL, 0);
+    else if (r->freeze) nstopped = freeze_others(stopped, MAX_PIDS);
     int out[2], err[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, out)) { reply_error(o, "socketpair"); return; }
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, err)) {
@@ -160,6 +171,7 @@ void run_host_command(const options_t *o, const request_t *r) {
              now_s() - started, kept.len, kept.len + errors.len);
     buf_str(&json, fields);
     buf_add(&kept, errors.data ? errors.data : "", errors.len);
+    thaw();
     send_message(o->sock, &json, kept.data, kept.len);
     free(json.data);
     free(kept.data);

@@ -212,6 +212,7 @@ static int parse_request(json_t *j, request_t *r, size_t *payload) {
             if (!strcmp(k, "timeout")) r->timeout = strtod(start, NULL);
             else if (!strcmp(k, "max_output")) r->max_output = strtod(start, NULL);
             else if (!strcmp(k, "quiesce")) r->quiesce = *start == 't';
+            else if (!strcmp(k, "freeze")) r->freeze = *start == 't';
             else if (!strcmp(k, "payload_bytes")) *payload = strtoul(start, NULL, 10);
         }
         free(key.data);

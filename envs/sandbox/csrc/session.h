@@ -42,6 +42,7 @@ typedef struct {
     double timeout;
     double max_output;        /* a host command's ("run") most stdout bytes kept; 0: the default */
     int quiesce;              /* "run": kill every other process of the session first */
+    int freeze;               /* "run": stop every other process of the session for the command's time */
     buf_t payload;            /* raw bytes after the JSON: their count is its "payload_bytes" */
 } request_t;
 
@@ -89,9 +90,15 @@ void serve(const options_t *o) __attribute__((noreturn));
  * errno set when no memfd could be made */
 int prepare_command_channel(void);
 
-/* SIGKILL every process of the session but pid 1 and `keep` (supervisor.c); with `before`, those that existed
- * before a command started survive */
+#define MAX_PIDS 65536 /* most processes a session lists at once */
+
+/* The session's processes (procs.c): its pids (at most `max`); reaping every exited child; SIGKILL to all but
+ * pid 1 and `keep` (with `before`, those that existed before a command started survive); SIGSTOP to all but
+ * pid 1 that were not stopped already, their pids in `stopped` (returns how many) */
+int list_pids(pid_t *pids, int max);
+void reap_zombies(void);
 void kill_all_but_me(pid_t keep, const pid_t *before, int nbefore);
+int freeze_others(pid_t *stopped, int max);
 
 /* A host command ({"op": "run"}): a fresh process forked by pid 1, not the agent's shell (hostrun.c) */
 void run_host_command(const options_t *o, const request_t *r);

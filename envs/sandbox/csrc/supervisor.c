@@ -16,7 +16,6 @@
  * (prepare_command_channel). The host's own commands never come here at all (hostrun.c).
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -39,7 +38,6 @@
 #include "session.h"
 
 #define READ_CHUNK 65536
-#define MAX_PIDS 65536
 #define CMD_FD 100 /* the shell's fd for the command memfd: above what scripts use (3-9), clear of bash's saves (10..) */
 
 extern char **environ;
@@ -66,48 +64,6 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-/* -- processes ------------------------------------------------------------------------------------------ */
-/* The session's /proc, opened once and rewound for each listing: an open and a close less per command */
-static int list_pids(pid_t *pids, int max) {
-    static DIR *d;
-    if (!d && !(d = opendir("/proc"))) return 0;
-    rewinddir(d);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < max) {
-        char *end;
-        long pid = strtol(e->d_name, &end, 10);
-        if (*e->d_name && !*end) pids[n++] = (pid_t)pid;
-    }
-    return n;
-}
-
-static void reap_zombies(void) { while (waitpid(-1, NULL, WNOHANG) > 0) {} }
-
-static int contains(const pid_t *pids, int n, pid_t pid) {
-    for (int i = 0; i < n; i++) if (pids[i] == pid) return 1;
-    return 0;
-}
-
-/* SIGKILL every process of this PID namespace but pid 1 and `keep`, until none is left; repeated passes catch
- * processes forked while we kill (fork bombs). With `before`, processes that existed before the command started
- * (an earlier command's `nohup ... &` servers) survive. */
-void kill_all_but_me(pid_t keep, const pid_t *before, int nbefore) {
-    static pid_t pids[MAX_PIDS];
-    for (int pass = 0; pass < 200; pass++) {
-        int n = list_pids(pids, MAX_PIDS), victims = 0;
-        for (int i = 0; i < n; i++) {
-            if (pids[i] == 1 || pids[i] == keep || (before && contains(before, nbefore, pids[i]))) continue;
-            victims++;
-            kill(pids[i], SIGKILL);
-        }
-        reap_zombies();
-        if (!victims) break;
-        usleep(1000);
-    }
-    reap_zombies();
 }
 
 /* -- the shell ------------------------------------------------------------------------------------------ */

@@ -74,3 +74,18 @@ def test_the_shells_command_channel_cannot_be_opened_through_proc(sandbox, fd):
         tried = sandbox.read_file("/tmp/tried")
     assert tried == b"refused\nrefused\nrefused\ndone\n"
     assert sandbox.exec("echo still fine").output == "still fine\n"
+
+
+def _state(sandbox, pid: str) -> str:
+    stat = sandbox.run(f"cat /proc/{pid}/stat").stdout.decode()
+    return stat.rsplit(")", 1)[1].split()[0] if stat else ""
+
+
+def test_freeze_stops_the_agents_processes_for_the_command_and_continues_them(sandbox):
+    pid = sandbox.exec("sleep 1000 >/dev/null 2>&1 & echo $!").output.strip()
+    assert sandbox.exec(f"kill -STOP {pid}").exit_code == 0  # one the agent stopped itself stays stopped
+    other = sandbox.exec("(while :; do :; done) >/dev/null 2>&1 & echo $!").output.strip()
+    seen = sandbox.run(f"cat /proc/{other}/stat /proc/{pid}/stat | sed 's/.*) //' | cut -c1", freeze=True)
+    assert seen.stdout == b"T\nT\n"  # both stopped while the command ran
+    assert _state(sandbox, other) in ("R", "S") and _state(sandbox, pid) == "T"  # only the first continues
+    assert sandbox.exec("echo the shell goes on").output == "the shell goes on\n"
