@@ -300,7 +300,8 @@ class SWEEpisode:
 
     def _alive(self) -> bool:
         try:
-            return self._sandbox is not None and self._sandbox.exec("true", timeout=30).exit_code == 0
+            # a fresh process, not the agent's shell: an agent that broke its shell did not kill its sandbox
+            return self._sandbox is not None and self._sandbox.run("true", timeout=30).exit_code == 0
         except Exception:
             return False
 
@@ -323,8 +324,9 @@ class SWEEpisode:
     def _grade(self, info: dict[str, Any]) -> float:
         t0 = time.monotonic()
         try:
+            # the episode is over: quiesced, nothing of the agent's runs beside the capture
             self.diff, info["diff_source"] = agent_diff(self._sandbox, self.start, self.task, self._base_tree,
-                                                        self.policy, self.config.max_diff_bytes)
+                                                        self.policy, self.config.max_diff_bytes, quiesce=True)
         except DiffUnavailable as exc:  # the agent's doing (a full disk, a giant file): no reward, no error
             info["diff_error"] = str(exc)
             return 0.0
