@@ -34,6 +34,7 @@ from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy
 from swebox.envs.sandbox.strict import strict_from_dict
 from swebox.envs.tasks.grade_slots import grade_slot
 from swebox.envs.tasks.grading import REWARD_MODES, GradeReport, grade
+from swebox.envs.tasks.provenance import provenance
 from swebox.envs.tasks.schema import Task
 
 METRIC_NAMES = ("env/reset_s", "env/exec_s", "env/grade_s", "env/turns", "env/format_errors", "env/timeouts",
@@ -142,7 +143,7 @@ class StepResult:
     """The turn or time limit ended the episode."""
     info: dict[str, Any]
     """Per step: task_id, turn, format_error, timed_out, action ({tool, arguments} or None), exit_code, exec_s,
-    audit_turn (the turn's audit findings). At the end also reason, metrics, grade, diff, audit."""
+    audit_turn (the turn's audit findings). At the end also reason, metrics, grade, diff, audit, provenance."""
 
     @property
     def done(self) -> bool:
@@ -330,6 +331,8 @@ class SWEEpisode:
         info["metrics"] = dict(self.metrics)
         info["grade"] = self.report.to_dict() if self.report is not None else None
         info["diff"] = self.diff
+        info["provenance"] = self.report.provenance if self.report is not None else provenance(
+            self.task, list(self.start.grade_layers), self.policy)  # not graded: what would have graded it
         return reward
 
     def _grade(self, info: dict[str, Any]) -> float:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from swebox.envs.tasks.adapters import to_task
+from swebox.envs.tasks.provenance import set_origin, source_digest
 from swebox.envs.tasks.schema import Task, TaskError
 
 _FIELD = re.compile(r"^Task\.(\w+):")
@@ -223,6 +224,7 @@ def load(source: str | Path, *, skip_invalid: bool = False, split: str = "test")
     tasks: list[Task] = []
     skipped: list[RowError] = []
     seen: dict[str, int] = {}
+    digest = source_digest(_split_suffix(source, split)[0])
     for index, row in _rows(source, split):
         try:
             if isinstance(row, Exception):
@@ -245,7 +247,7 @@ def load(source: str | Path, *, skip_invalid: bool = False, split: str = "test")
             skipped.append(err)
             continue
         seen[task.instance_id] = index
-        tasks.append(task)
+        tasks.append(set_origin(task, source, digest, index))  # provenance: the dataset's digest and row
     return TaskSet(tasks, skipped)
 
 

@@ -34,6 +34,7 @@ from typing import Any
 
 from swebox.envs.tasks.grading import GradeReport, grade
 from swebox.envs.tasks.log_grading import FAILING, PASSING
+from swebox.envs.tasks.provenance import datasets, swebox_version
 from swebox.envs.tasks.schema import Task
 
 KEYS = ("instance_id", "model_name_or_path", "model_patch")
@@ -251,6 +252,7 @@ def run_report(outcomes: list[Outcome], tasks: dict[str, Task]) -> dict[str, Any
         "unresolved_ids": sorted(by_kind["unresolved"]),
         "error_ids": sorted(by_kind["error"]),
         "schema_version": 2,
+        "provenance": {"swebox": swebox_version(), "datasets": datasets(tasks.values())},
         "instances": instances,
     }
 
@@ -270,6 +272,8 @@ def _instance(o: Outcome, tasks: dict[str, Task]) -> dict[str, Any]:
         entry["errors"] = o.report.errors
     if o.error:
         entry["error"] = o.error
+    if o.report is not None:
+        entry["provenance"] = o.report.provenance
     return entry
 
 

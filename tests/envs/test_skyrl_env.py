@@ -51,6 +51,7 @@ def test_gold_patch_scores_one_and_empty_submission_zero(tmp_path, calc_layer):
     out = env.step(SUBMIT)
     assert out["done"] is True and out["reward"] == 1.0 and isinstance(out["reward"], float)
     assert out["observations"] == [] and env._episode is None  # sandbox closed at the end
+    assert out["metadata"]["audit"]["flagged"] is False and out["metadata"]["provenance"]["task"]["id"] == "calc-add"
     metrics = env.get_metrics()
     assert set(metrics) == set(METRIC_NAMES) | set(audit_metric_names())  # the audit is on ("report") by default
     assert metrics["env/resolved"] == 1.0 and metrics["env/turns"] == 2.0 and metrics["audit/flagged"] == 0.0
