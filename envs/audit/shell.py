@@ -8,6 +8,7 @@ whitespace when its quotes do not balance (a here-document's body, say).
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 import shlex
 
@@ -37,6 +38,11 @@ def words(part: str) -> list[str]:
 
 def simple_commands(command: str) -> list[list[str]]:
     """Each simple command's words, from the first real command word on (``sudo``, ``env X=1``... dropped)."""
+    return [list(ws) for ws in _simple_commands(command)]
+
+
+@functools.lru_cache(maxsize=512)  # every rule reads the same turn's command: split it once
+def _simple_commands(command: str) -> tuple[tuple[str, ...], ...]:
     out = []
     for part in _SPLIT.split(command):
         ws = words(part)
@@ -44,8 +50,8 @@ def simple_commands(command: str) -> list[list[str]]:
             ws = ws[1:]
         if ws:
             ws[0] = ws[0].rpartition("/")[2]  # /bin/rm -> rm
-            out.append(ws)
-    return out
+            out.append(tuple(ws))
+    return tuple(out)
 
 
 def written_paths(command: str) -> list[str]:
