@@ -191,7 +191,7 @@ def _check_policy(policy: str) -> None:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    if args.predictions:  # score given patches (SWE-bench's harness); no policy runs
+    if args.predictions or args.verify:  # score given patches (SWE-bench's harness) or recorded diffs
         from swebox.envs.tasks import predictions
 
         return predictions.run_cli(args)

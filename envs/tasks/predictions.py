@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from swebox.envs.tasks import verify
 from swebox.envs.tasks.grading import GradeReport, grade
 from swebox.envs.tasks.log_grading import FAILING, PASSING
 from swebox.envs.tasks.provenance import datasets, swebox_version
@@ -285,6 +286,7 @@ def add_options(p: argparse.ArgumentParser) -> None:
                    "<model>.<run-id>.json (default swebox)")
     p.add_argument("--jobs", type=int, default=1, help="with --predictions: patches graded at once (default 1)")
     p.add_argument("--timeout", type=float, default=1800.0, help="with --predictions: seconds per test run")
+    verify.add_options(p)
 
 
 def run_cli(args: argparse.Namespace) -> int:
@@ -292,6 +294,8 @@ def run_cli(args: argparse.Namespace) -> int:
     from swebox.envs.tasks.loaders import LoadError, load
     from swebox.envs.tasks.validate import StoreLayers, is_layer_store, layers_from_dirs
 
+    if getattr(args, "verify", ""):  # swebox eval --verify RECORDS: re-grade recorded diffs (verify.py)
+        return verify.run_cli(args)
     if not args.predictions:
         print("error: --predictions: expected a predictions file (.json or .jsonl); found none.", file=sys.stderr)
         return 2

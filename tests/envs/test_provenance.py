@@ -25,9 +25,10 @@ from swebox.envs.tasks.provenance import (
     provenance,
     task_digest,
 )
+from swebox.envs.tasks.verify import compare
 from swebox.scripts.cli import main
 
-from tests.calc import GOLD, GOLD_DIV, SUBMIT, apply_patch, calc_log_task, calc_task
+from tests.calc import GOLD, GOLD_DIV, SUBMIT, apply_patch, calc_log_task, calc_task, layer_dirs
 
 
 def sha256_of(path) -> str:
@@ -145,3 +146,45 @@ def test_the_predictions_report_carries_provenance_per_instance(tmp_path, calc_l
     assert two["grader"] == {"kind": "log", "swebox": metadata.version("swebox"),
                              "swebench": metadata.version("swebench"), "log_parser": "pytest"}
     assert two["dataset"]["row"] == 1 and two["layers"][0]["key"] == env.key()
+
+
+@pytest.mark.e2e
+def test_eval_verify_regrades_recorded_diffs_and_names_what_changed(episode, calc_layer, tmp_path, capsys):
+    tasks = tmp_path / "tasks.jsonl"
+    save_jsonl([calc_task()], tasks)
+    dirs = layer_dirs(tmp_path, calc_layer)
+    ep = episode(list(load(tasks))[0], max_turns=3)
+    ep.reset()
+    ep.step(apply_patch(GOLD))
+    info = ep.step(SUBMIT).info
+    record = {"task_id": "calc-add", "diff": info["diff"], "grade": info["grade"], "provenance": info["provenance"]}
+    forged = {**record, "grade": {**info["grade"], "resolved": False, "reward": 0.0}}  # a verdict not reproduced
+    (tmp_path / "records.jsonl").write_text(json.dumps(record) + "\n")
+    argv = ["eval", "--verify", str(tmp_path / "records.jsonl"), "--tasks", str(tasks), "--layers", str(dirs)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "calc-add" in out and " same " in out and "verified 1: same 1, different 0" in out
+    line = next(x for x in out.splitlines() if x.startswith("calc-add"))
+    assert "differ" not in line and "no digest" not in line  # the same task, layer, grader and policy as recorded
+    (tmp_path / "records.jsonl").write_text(json.dumps(forged) + "\n")
+    assert main(argv) == 1
+    assert "DIFFERENT" in capsys.readouterr().out
+    changed = tmp_path / "changed.jsonl"  # the task was edited since: the verdict is the same, the task is not
+    save_jsonl([calc_task(problem_statement="edited")], changed)
+    (tmp_path / "records.jsonl").write_text(json.dumps(record) + "\n")
+    assert main([*argv[:4], str(changed), *argv[5:]]) == 0
+    assert "task content differs" in capsys.readouterr().out
+    (tmp_path / "bad.jsonl").write_text('{"diff": ""}\n')
+    assert main([*argv[:2], str(tmp_path / "bad.jsonl"), *argv[3:]]) == 2
+    assert "expected an object with task_id and diff" in capsys.readouterr().err
+
+
+def test_verify_compares_what_both_records_name():
+    now = provenance(calc_task(), [], SandboxPolicy())
+    now["layers"] = [{"path": "/a", "tree_sha256": "1" * 64}]
+    assert compare({**now, "layers": [{"path": "/b", "key": "env-x", "tree_sha256": "1" * 64}]}, now) == []
+    changed = compare({**now, "layers": [{"path": "/a", "tree_sha256": "2" * 64}],
+                       "grader": {**now["grader"], "swebox": "0.0.1"}}, now)
+    assert [c.split(" (")[0] for c in changed] == ["layer 0 differs in tree_sha256", "grader differs"]
+    assert compare({**now, "task": {"id": "calc-add", "sha256": "0"}}, now)[0].startswith("task content differs")
+    assert compare({**now, "layers": []}, now) == ["layers differ: 0 recorded, 1 now"]
