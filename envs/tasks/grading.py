@@ -46,6 +46,7 @@ from swebox.envs.tasks import verdict as channel
 from swebox.envs.tasks.diff_truth import encode_diff, judge
 from swebox.envs.tasks.diffs import changed_paths, filter_diff, own_modules, protected_reason
 from swebox.envs.tasks.junit import MISSING, TestResult
+from swebox.envs.tasks.provenance import provenance
 from swebox.envs.tasks.schema import Task
 from swebox.envs.tasks.testids import Key, junit_key, match_ids
 
@@ -123,6 +124,9 @@ class GradeReport:
     """Seconds per phase: start, apply, rewrite (the rewritten-test cache), tests, total."""
     output_tail: str = ""
     """The end of pytest's terminal output, for humans; never used for the verdict."""
+    provenance: dict[str, Any] = field(default_factory=dict)
+    """What produced this verdict: task and layer digests, grader and versions, dataset row, sandbox policy
+    digest (swebox.envs.tasks.provenance, docs/tasks.md "Provenance")."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form."""
@@ -325,6 +329,7 @@ def grade(
         log_parsers.get_parser(task.log_parser)  # a missing swebench fails here, before a sandbox starts
     started = time.monotonic()
     report = GradeReport(task.instance_id, reward_mode=reward_mode)
+    report.provenance = provenance(task, list(layers), policy or SandboxPolicy(network="none"))
     nonce = secrets.token_hex(12)
     workdir = f"/swebox-grade-{nonce}"
     results: dict[Key, TestResult] = {}

@@ -23,6 +23,7 @@ from typing import Any
 
 from swebox.envs.tasks import harbor
 from swebox.envs.tasks.adapters import to_task
+from swebox.envs.tasks.provenance import set_origin, source_digest
 from swebox.envs.tasks.schema import Task, TaskError
 
 _FIELD = re.compile(r"^Task\.(\w+):")
@@ -229,6 +230,7 @@ def load(source: str | Path, *, skip_invalid: bool = False, split: str = "test")
     seen: dict[str, int] = {}
     if isinstance(source, (str, Path)) and harbor.task_dirs(Path(source)):
         return _load_harbor(Path(source), skip_invalid)
+    digest = source_digest(_split_suffix(source, split)[0])
     for index, row in _rows(source, split):
         try:
             if isinstance(row, Exception):
@@ -251,7 +253,7 @@ def load(source: str | Path, *, skip_invalid: bool = False, split: str = "test")
             skipped.append(err)
             continue
         seen[task.instance_id] = index
-        tasks.append(task)
+        tasks.append(set_origin(task, source, digest, index))  # provenance: the dataset's digest and row
     return TaskSet(tasks, skipped)
 
 
@@ -261,7 +263,7 @@ def _load_harbor(folder: Path, skip_invalid: bool) -> TaskSet:
     skipped: list[RowError] = []
     for index, task_dir in enumerate(harbor.task_dirs(folder)):
         try:
-            tasks.append(harbor.load_task(task_dir))
+            tasks.append(set_origin(harbor.load_task(task_dir), task_dir, source_digest(task_dir), index))
         except TaskError as exc:
             err = RowError(index, "", str(exc), str(task_dir))
             if not skip_invalid:
