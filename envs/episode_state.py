@@ -5,9 +5,15 @@ hidden, the removal of the test files that ``test_patch`` adds (the grader bring
 (``git add -A && git write-tree``) is the base of the agent's diff, so the preparation never shows up as
 the agent's change and a commit made by the agent does not hide its work.
 
-The diff is taken with git inside the episode's sandbox. When the agent broke git (deleted ``.git``,
-removed objects, made ``/testbed`` something else), the repository without ``.git`` is packed and compared
-in a fresh sandbox over the start layers instead, so the diff never depends on the agent leaving git intact.
+The diff is taken with git inside the episode's sandbox, by host commands (``Sandbox.run``: a fresh process
+of the session, never the agent's shell, whose functions, aliases and traps are the agent's), with git's
+system and global configuration off and every filter driver the repository's configuration names emptied, so
+that no program of the agent runs while the host reads its tree. The agent's processes are held meanwhile: at
+the episode's end all are killed first (quiesce), mid-episode (``current_diff``) they are stopped for the
+capture's time (freeze), so nothing rewrites the tree, or git's memory, while it is read. The diff comes back on
+the command's stdout, never through a file the agent could swap. When the agent broke git (deleted ``.git``,
+removed objects, made ``/testbed`` something else), the repository without ``.git`` is packed and compared in a
+fresh sandbox over the start layers instead, so the diff never depends on the agent leaving git intact.
 """
 
 from __future__ import annotations
@@ -17,19 +23,25 @@ import secrets
 import shlex
 from dataclasses import dataclass
 
-from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy
+from swebox.envs.sandbox import Sandbox, SandboxPolicy
 from swebox.envs.tasks.diffs import parse_diff
 from swebox.envs.tasks.schema import Task
 from swebox.envs.tasks.testids import file_of_test
 
 REPO = "/testbed"
-# The agent's shell may have changed directory, PATH, GIT_* variables or shell options: every command below
-# runs in a clean environment of its own.
-CLEAN = "/usr/bin/env -i PATH=/usr/bin:/bin HOME=/root LANG=C.UTF-8 LC_ALL=C.UTF-8 /bin/sh -c "
+# Host commands run with a fixed environment (hostrun.py); git must not read a configuration the agent wrote
+# outside the repository either ($HOME's, /etc's): each capture names a HOME that does not exist.
+GIT_ENV = "GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_ATTR_NOSYSTEM=1"
 GIT = ("git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.quotePath=false "
-       "-c safe.directory='*' -c advice.addIgnoredFile=false")
+       "-c safe.directory='*' -c advice.addIgnoredFile=false -c core.attributesFile=/dev/null -c gc.auto=0")
 DIFF = "diff --cached --binary --full-index --no-color --no-ext-diff --no-textconv --no-renames"
 _TREE = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
+
+
+def git_command() -> str:
+    """git with the agent's configuration outside the repository out of reach (a fresh nonexistent HOME)."""
+    nohome = f"/swebox-nohome-{secrets.token_hex(8)}"
+    return f"HOME={nohome} XDG_CONFIG_HOME={nohome} {GIT_ENV} {GIT}"
 
 
 class EpisodeError(RuntimeError):
@@ -67,11 +79,12 @@ def hidden_test_paths(task: Task) -> list[str]:
 
 
 def _run(sb: Sandbox, script: str, timeout: float, what: str) -> str:
-    result = sb.exec(CLEAN + shlex.quote(script), timeout=timeout)
-    if result.timed_out or result.exit_code != 0:
+    result = sb.run(script, timeout=timeout)
+    if not result.ok:
         status = "timed out" if result.timed_out else f"exit {result.exit_code}"
-        raise EpisodeError(f"{what} failed ({status}): {result.output[-1500:]}")
-    return result.output
+        said = result.stdout.decode("utf-8", "replace") + result.stderr
+        raise EpisodeError(f"{what} failed ({status}): {said[-1500:]}")
+    return result.stdout.decode("utf-8", "replace")
 
 
 def prepare_start(sb: Sandbox, task: Task, timeout: float = 600.0) -> str:
@@ -84,7 +97,8 @@ def prepare_start(sb: Sandbox, task: Task, timeout: float = 600.0) -> str:
     hidden = hidden_test_paths(task)
     if hidden:
         _run(sb, f"cd {REPO} && rm -f -- " + " ".join(shlex.quote(p) for p in hidden), 60, "removing hidden tests")
-    out = _run(sb, f"cd {REPO} && {GIT} add -A . && {GIT} write-tree", timeout,
+    git = git_command()
+    out = _run(sb, f"cd {REPO} && {git} add -A . && {git} write-tree", timeout,
                f"task {task.instance_id}: recording the start state with git (the env layer must hold "
                f"{REPO} as a git repository)")
     tree = out.strip().splitlines()[-1] if out.strip() else ""
@@ -93,53 +107,63 @@ def prepare_start(sb: Sandbox, task: Task, timeout: float = 600.0) -> str:
     return tree
 
 
-def _read(sb: Sandbox, path: str, max_bytes: int, what: str) -> bytes:
-    try:
-        return sb.read_file(path, max_bytes=max_bytes)
-    except SandboxError as exc:
-        if "larger than" in str(exc):
-            raise DiffUnavailable(f"{what} is larger than {max_bytes} bytes") from None
-        raise
+# Every filter driver the repository's configuration names, emptied: a clean filter is a program of the agent's
+# that git would run on each file, recording its output instead of the file. Driver names are words (attribute
+# values hold no whitespace, so a name with a space names no driver), split with globbing off, never evaluated.
+_NO_FILTERS = ("set -f; set --; for name in $({git} config --name-only --get-regexp '^filter[.]'); do "
+               'driver=${{name%.*}}; set -- "$@" -c "$driver.clean=" -c "$driver.smudge=" -c "$driver.process=" '
+               '-c "$driver.required=false"; done; ')
 
 
-def git_diff(sb: Sandbox, base_tree: str, max_bytes: int, timeout: float = 300.0) -> str | None:
-    """The agent's changes against ``base_tree`` by git in the episode's sandbox; None when git cannot."""
-    out = f"/swebox-diff-{secrets.token_hex(8)}"
-    script = (f"test -d {REPO}/.git && test ! -L {REPO} && cd {REPO} && {GIT} add -A . && "
-              f"{GIT} {DIFF} {base_tree} > {out}")
-    result = sb.exec(CLEAN + shlex.quote(script), timeout=timeout)
-    if result.timed_out or result.exit_code != 0:
+def git_diff(sb: Sandbox, base_tree: str, max_bytes: int, timeout: float = 300.0,
+             quiesce: bool = False) -> str | None:
+    """The agent's changes against ``base_tree`` by git in the episode's sandbox; None when git cannot. The
+    agent's processes are held while git reads the tree: killed first with ``quiesce`` (the episode's end),
+    else stopped for the command's time."""
+    git = git_command()
+    script = (f"test -d {REPO}/.git && test ! -L {REPO} && cd {REPO} || exit 97; {_NO_FILTERS.format(git=git)}"
+              f'{git} "$@" add -A . && {git} "$@" {DIFF} {base_tree}')
+    result = sb.run(script, timeout=timeout, max_stdout=max_bytes, quiesce=quiesce, freeze=not quiesce)
+    if result.truncated:
+        raise DiffUnavailable(f"the diff is larger than {max_bytes} bytes")
+    if not result.ok:
         return None
-    try:
-        return _read(sb, out, max_bytes, "the diff").decode("utf-8", errors="surrogateescape")
-    except OSError:
-        return None
+    return result.stdout.decode("utf-8", errors="surrogateescape")
 
 
 def tree_diff(sb: Sandbox, start: StartState, task: Task, policy: SandboxPolicy, max_bytes: int,
-              timeout: float = 300.0) -> str:
+              timeout: float = 300.0, quiesce: bool = False) -> str:
     """The agent's changes without trusting its git: its /testbed (minus .git) replayed in a fresh sandbox."""
     work = f"/swebox-tree-{secrets.token_hex(8)}"
-    pack = (f"mkdir -p {work} && if test -d {REPO} && test ! -L {REPO}; then "
-            f"tar -C {REPO} --exclude=./.git -cf {work}/repo.tar .; else tar -cf {work}/repo.tar -T /dev/null; fi")
-    result = sb.exec(CLEAN + shlex.quote(pack), timeout=timeout)
-    if result.timed_out or result.exit_code != 0:
-        raise DiffUnavailable(f"packing the repository failed: {result.output[-500:]}")
-    data = _read(sb, f"{work}/repo.tar", 4 * max_bytes + (64 << 20), "the repository")
+    pack = (f"if test -d {REPO} && test ! -L {REPO}; then tar -C {REPO} --exclude=./.git -cf - .; "
+            "else tar -cf - -T /dev/null; fi")
+    limit = 4 * max_bytes + (64 << 20)
+    packed = sb.run(pack, timeout=timeout, max_stdout=limit, quiesce=quiesce, freeze=not quiesce)
+    if packed.truncated:
+        raise DiffUnavailable(f"the repository is larger than {limit} bytes")
+    if not packed.ok:
+        raise DiffUnavailable(f"packing the repository failed: {packed.stderr[-500:]}")
     with Sandbox(list(start.layers), policy) as fresh:
         base = start.base_tree if start.prepared else prepare_start(fresh, task, timeout)
         _run(fresh, f"mkdir -p {work}", 30, "making a work folder")
-        fresh.write_file(f"{work}/repo.tar", data)
-        _run(fresh, f"cd {REPO} && find . -mindepth 1 -maxdepth 1 ! -name .git -exec rm -rf {{}} + && "
-                    f"tar -xf {work}/repo.tar --no-same-owner && {GIT} add -A . && "
-                    f"{GIT} {DIFF} {base} > {work}/agent.diff", timeout, "replaying the agent's repository")
-        return _read(fresh, f"{work}/agent.diff", max_bytes, "the diff").decode("utf-8", errors="surrogateescape")
+        fresh.write_file(f"{work}/repo.tar", packed.stdout)
+        git = git_command()
+        replay = fresh.run(f"cd {REPO} && find . -mindepth 1 -maxdepth 1 ! -name .git -exec rm -rf {{}} + && "
+                           f"tar -xf {work}/repo.tar --no-same-owner && {git} add -A . && {git} {DIFF} {base}",
+                           timeout=timeout, max_stdout=max_bytes)
+        if replay.truncated:
+            raise DiffUnavailable(f"the diff is larger than {max_bytes} bytes")
+        if not replay.ok:  # the host's sandbox and layers worked at reset: what fails here is the agent's tree
+            status = "timed out" if replay.timed_out else f"exit {replay.exit_code}"
+            raise DiffUnavailable(f"replaying the agent's repository failed ({status}): {replay.stderr[-500:]}")
+        return replay.stdout.decode("utf-8", errors="surrogateescape")
 
 
 def agent_diff(sb: Sandbox, start: StartState, task: Task, base_tree: str, policy: SandboxPolicy,
-               max_bytes: int) -> tuple[str, str]:
-    """(diff, how): by git in the episode's sandbox, else by replaying the tree ('git' or 'tree')."""
-    diff = git_diff(sb, base_tree, max_bytes)
+               max_bytes: int, quiesce: bool = False) -> tuple[str, str]:
+    """(diff, how): by git in the episode's sandbox, else by replaying the tree ('git' or 'tree').
+    ``quiesce``: kill every process of the agent first (the episode's end: nothing may run beside the capture)."""
+    diff = git_diff(sb, base_tree, max_bytes, quiesce=quiesce)
     if diff is not None:
         return diff, "git"
-    return tree_diff(sb, start, task, policy, max_bytes), "tree"
+    return tree_diff(sb, start, task, policy, max_bytes), "tree"  # quiesced already, when asked; else frozen

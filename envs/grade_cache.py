@@ -32,14 +32,14 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from swebox.envs.tasks.diffs import filter_diff
+from swebox.envs.tasks.diffs import filter_diff, own_modules
 from swebox.envs.tasks.grading import GradeReport, protected_files
 from swebox.envs.tasks.schema import Task
 
 
 def applied_text(task: Task, diff: str) -> str:
     """The text :func:`swebox.envs.tasks.grading.grade` applies for ``diff``: its filtered sections, in order."""
-    return filter_diff(diff or "", protected_files(task)).text
+    return filter_diff(diff or "", protected_files(task), own_modules(task.repo)).text
 
 
 def grade_key(task: Task, diff: str, layers: list, *, reward_mode: str, timeout: float,

@@ -89,7 +89,8 @@ class SWEGymEnv(gym.Env[str, str]):
     Task to its layer folders; ``config`` an EpisodeConfig or dict, and any EpisodeConfig field as a keyword
     (``max_turns``, ``style``, ``command_timeout_s``...). ``render_mode="ansi"`` renders the last observation.
     ``info`` holds ``task_id`` and ``turn``; reset adds ``reset_s``; the last step adds ``reason``,
-    ``metrics`` (env/* timings and counts), ``grade`` (the GradeReport as a dict) and ``diff``.
+    ``metrics`` (env/* timings and counts, audit/*), ``grade`` (the GradeReport as a dict), ``diff``, ``audit``
+    (the exploit audit's findings, swebox.envs.audit) and ``provenance`` (what produced the verdict).
 
     ## Version History
     * v0: initial version.

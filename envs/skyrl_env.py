@@ -131,7 +131,8 @@ class SWESkyRLEnv(BaseTextEnv):
         except Exception as exc:
             self._fail(f"step failed: {type(exc).__name__}: {exc}")
             return self._errored()
-        metadata = {k: v for k, v in result.info.items() if k in ("task_id", "turn", "reason", "error")}
+        metadata = {k: v for k, v in result.info.items()
+                    if k in ("task_id", "turn", "reason", "error", "audit_turn", "audit", "provenance")}
         if not result.done:
             return BaseTextEnvStepOutput(observations=[{"role": "user", "content": result.observation}],
                                          reward=0.0, done=False, metadata=metadata)
@@ -164,14 +165,15 @@ class SWESkyRLEnv(BaseTextEnv):
             self.error = self.error or f"close failed: {exc}"
 
     def get_metrics(self) -> dict[str, Any]:
-        """The episode's env/* metrics (docs/metrics.md), as floats."""
-        return {name: float(self.metrics.get(name, 0.0)) for name in METRIC_NAMES}
+        """The episode's env/* and audit/* metrics (docs/metrics.md), as floats."""
+        names = [*METRIC_NAMES, *(n for n in self.metrics if n.startswith("audit/"))]
+        return {name: float(self.metrics.get(name, 0.0)) for name in names}
 
     @staticmethod
     def aggregate_metrics(metrics: list[dict[str, Any]]) -> dict[str, Any]:
-        """Mean of each env/* metric over the episodes (means of 0/1 values are rates)."""
+        """Mean of each env/* and audit/* metric over the episodes (means of 0/1 values are rates)."""
         out: dict[str, Any] = {}
-        for name in METRIC_NAMES:
+        for name in [*METRIC_NAMES, *sorted({n for m in metrics for n in m if n.startswith("audit/")})]:
             values = [float(m[name]) for m in metrics if isinstance(m.get(name), (int, float))]
             if values:
                 out[name] = sum(values) / len(values)

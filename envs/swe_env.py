@@ -26,12 +26,15 @@ from swebox.envs.agent.actions import STYLES, ActionConfig
 from swebox.envs.agent.observations import ObservationConfig, truncate_middle
 from swebox.envs.agent.prompts import system_prompt, task_prompt
 from swebox.envs.agent.tools import ToolRunner
+from swebox.envs.audit import MODES as AUDIT_MODES
+from swebox.envs.audit import EpisodeAudit
 from swebox.envs.episode_state import DiffUnavailable, EpisodeError, StartState, agent_diff, prepare_start
 from swebox.envs.grade_cache import GradeCache, grade_key
 from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy
 from swebox.envs.sandbox.strict import strict_from_dict
 from swebox.envs.tasks.grade_slots import grade_slot
 from swebox.envs.tasks.grading import REWARD_MODES, GradeReport, grade
+from swebox.envs.tasks.provenance import provenance
 from swebox.envs.tasks.schema import Task
 
 METRIC_NAMES = ("env/reset_s", "env/exec_s", "env/grade_s", "env/turns", "env/format_errors", "env/timeouts",
@@ -74,6 +77,9 @@ class EpisodeConfig:
     """Wall-clock limit of each of the task's setup commands."""
     sandbox: dict[str, Any] = field(default_factory=dict)
     """SandboxPolicy fields that differ from its defaults, e.g. {"memory_mb": 8192} (network stays "none")."""
+    audit: str = "report"
+    """Exploit audit of every turn (swebox.envs.audit, docs/tasks.md): "off"; "report" (findings in info["audit"]
+    and audit/* metrics only); "zero" (a flagged rollout scores 0); "drop" (the trainer keeps it out of the loss)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_turns, int) or self.max_turns < 1:
@@ -98,6 +104,8 @@ class EpisodeConfig:
         if self.sandbox.get("network", "none") != "none":
             raise ValueError(f"EpisodeConfig.sandbox: episodes run without network; found network="
                              f"{self.sandbox['network']!r}. Drop the key.")
+        if self.audit not in AUDIT_MODES:
+            raise ValueError(f"EpisodeConfig.audit: expected one of {', '.join(AUDIT_MODES)}; found {self.audit!r}.")
         self.actions()
         self.observations()
         self.policy()
@@ -134,8 +142,8 @@ class StepResult:
     truncated: bool
     """The turn or time limit ended the episode."""
     info: dict[str, Any]
-    """Per step: task_id, turn, format_error, timed_out, action ({tool, arguments} or None), exit_code, exec_s.
-    At the end also reason, metrics, grade, diff."""
+    """Per step: task_id, turn, format_error, timed_out, action ({tool, arguments} or None), exit_code, exec_s,
+    audit_turn (the turn's audit findings). At the end also reason, metrics, grade, diff, audit, provenance."""
 
     @property
     def done(self) -> bool:
@@ -175,12 +183,14 @@ class SWEEpisode:
         self._runner: ToolRunner | None = None
         self._base_tree = start.base_tree
         self._started = 0.0
+        self.audit = EpisodeAudit(task, self.config.audit)
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def reset(self) -> list[dict[str, str]]:
         """Restore the start state; returns the first messages (system prompt, task prompt)."""
         t0 = time.monotonic()
         self.metrics, self.report, self.diff, self.turns, self.done = _new_metrics(), None, "", 0, False
+        self.audit = EpisodeAudit(self.task, self.config.audit)
         if self._sandbox is None:
             self._sandbox = Sandbox(list(self.start.layers), self.policy).start()
         elif not self._fresh:
@@ -237,7 +247,7 @@ class SWEEpisode:
                 sandbox = Sandbox([*self._sandbox.layers, snap], self.policy).start()
                 child = SWEEpisode(self.task, self.start, self.config, sandbox=sandbox)
                 child.metrics, child.turns, child._base_tree = dict(self.metrics), self.turns, self._base_tree
-                child._fresh, child._started = False, self._started
+                child._fresh, child._started, child.audit = False, self._started, self.audit.copy()
                 child._runner = ToolRunner(sandbox, self._runner.actions, self.config.observations())
                 children.append(child)
         except BaseException:
@@ -271,6 +281,7 @@ class SWEEpisode:
                                 "action": None if action is None else {"tool": action.tool,
                                                                        "arguments": dict(action.arguments)},
                                 "exit_code": outcome.exit_code, "exec_s": outcome.exec_s}
+        info["audit_turn"] = self.audit.turn(self.turns, info["action"], outcome.observation)
         reason = ""
         if outcome.error and not self._alive():  # the agent's action took the sandbox down: its failure
             reason, info["sandbox_error"] = "sandbox_died", outcome.error
@@ -300,7 +311,8 @@ class SWEEpisode:
 
     def _alive(self) -> bool:
         try:
-            return self._sandbox is not None and self._sandbox.exec("true", timeout=30).exit_code == 0
+            # a fresh process, not the agent's shell: an agent that broke its shell did not kill its sandbox
+            return self._sandbox is not None and self._sandbox.run("true", timeout=30).exit_code == 0
         except Exception:
             return False
 
@@ -314,17 +326,22 @@ class SWEEpisode:
             self.metrics["env/sandbox_deaths"] = 1.0
         elif reason == "submitted" or self.config.grade_on_truncation:
             reward = self._grade(info)
+        reward, info["audit"], audit_metrics = self.audit.finish(reward)
+        self.metrics.update(audit_metrics)
         info["reward"] = reward
         info["metrics"] = dict(self.metrics)
         info["grade"] = self.report.to_dict() if self.report is not None else None
         info["diff"] = self.diff
+        info["provenance"] = self.report.provenance if self.report is not None else provenance(
+            self.task, list(self.start.grade_layers), self.policy)  # not graded: what would have graded it
         return reward
 
     def _grade(self, info: dict[str, Any]) -> float:
         t0 = time.monotonic()
         try:
+            # the episode is over: quiesced, nothing of the agent's runs beside the capture
             self.diff, info["diff_source"] = agent_diff(self._sandbox, self.start, self.task, self._base_tree,
-                                                        self.policy, self.config.max_diff_bytes)
+                                                        self.policy, self.config.max_diff_bytes, quiesce=True)
         except DiffUnavailable as exc:  # the agent's doing (a full disk, a giant file): no reward, no error
             info["diff_error"] = str(exc)
             return 0.0

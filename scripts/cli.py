@@ -36,12 +36,14 @@ def build_parser() -> argparse.ArgumentParser:
     cache_cli.add_arguments(sub)
 
     from swebox.envs.tasks import cli as tasks_cli
+    from swebox.envs.tasks import harbor_cli
     from swebox.envs.tasks.synth import cli as synth_cli
 
-    tasks = sub.add_parser("tasks", help="task files: synthesise and validate")
+    tasks = sub.add_parser("tasks", help="task files: synthesise, validate, Harbor import/export")
     tasks_sub = tasks.add_subparsers(dest="tasks", required=True)
     tasks_cli.add_arguments(tasks_sub)
     synth_cli.add_arguments(tasks_sub)
+    harbor_cli.add_arguments(tasks_sub)
 
     from swebox.envs import skyrl_prepare
 

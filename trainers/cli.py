@@ -186,7 +186,8 @@ def play_text_episode(episode: Any, reply, max_turns: int) -> dict[str, Any]:
             "model_s": model_s, "env_s": env_s - metrics.get("env/grade_s", 0.0), "metrics": metrics,
             "task_id": str(info.get("task_id", "")), "failed": bool(info.get("error")), "truncated": False,
             "num_turns": len(turns), "reason": str(info.get("reason", "")), "prompt": prompt, "turns": turns,
-            "diff": str(info.get("diff") or ""), "grade": info.get("grade"), "messages": messages}
+            "diff": str(info.get("diff") or ""), "grade": info.get("grade"), "messages": messages,
+            "audit": info.get("audit"), "provenance": info.get("provenance")}
 
 
 def _text_policy(args: argparse.Namespace, cfg: Any):
@@ -245,7 +246,7 @@ def _check_policy(policy: str) -> None:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    if args.predictions:  # score given patches (SWE-bench's harness); no policy runs
+    if args.predictions or args.verify:  # score given patches (SWE-bench's harness) or recorded diffs
         from swebox.envs.tasks import predictions
 
         return predictions.run_cli(args)
@@ -411,5 +412,6 @@ def summary(results: list[dict[str, Any]], policy: str) -> str:
     total = sum(r["total_s"] for r in results)
     breakdown = ", ".join(f"{k} {v:.2f}s ({v / total if total else 0:.0%})" for k, v in parts.items())
     return (f"policy {policy}: resolved {resolved}/{len(results)} ({resolved / n:.1%}), "
-            f"mean reward {sum(r['reward'] for r in results) / n:.3f}, errors {errors}\n"
+            f"mean reward {sum(r['reward'] for r in results) / n:.3f}, errors {errors}, "
+            f"audit-flagged {sum(bool((r.get('audit') or {}).get('flagged')) for r in results)}\n"
             f"time over all episodes ({total:.2f}s): {breakdown}")

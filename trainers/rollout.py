@@ -78,6 +78,10 @@ class Trajectory:
     """The grade report (GradeReport.to_dict()), None when the episode was not graded."""
     reason: str = ""
     """Why the episode ended: submitted, max_turns, time_limit, error (the env's), or '' when unknown."""
+    audit: dict[str, Any] | None = None
+    """The exploit audit's summary (info["audit"], swebox.envs.audit): flagged, rules, action, findings."""
+    provenance: dict[str, Any] | None = None
+    """What produced the reward (info["provenance"]): task and layer digests, grader, dataset row, policy."""
 
     def __post_init__(self) -> None:
         lengths = {len(self.response_ids), len(self.loss_mask), len(self.old_logprobs)}
@@ -226,6 +230,7 @@ def play_episode(episode: Episode, backend: GenerationBackend, tokenizer: Any, c
         if info.get("error"):
             traj.failed, traj.error = True, str(info["error"])
         traj.diff, traj.grade, traj.reason = str(info.get("diff") or ""), info.get("grade"), str(info.get("reason", ""))
+        traj.audit, traj.provenance = info.get("audit"), info.get("provenance")
     except Exception as exc:  # an environment failure must not end the step: mask the trajectory instead
         traj.failed = True
         traj.error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"

@@ -109,7 +109,8 @@ def union_seconds(spans: list[tuple[float, float]]) -> float:
 
 
 def rollout_metrics(trajs: list[Trajectory]) -> dict[str, float]:
-    """reward/*, tokens/*, env/* (means over the step's episodes) and the wall-clock timing/* of the parts."""
+    """reward/*, tokens/*, env/* and audit/* (means over the step's episodes) and the wall-clock timing/* of the
+    parts."""
     rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float64)
     out = {
         "reward/mean": float(rewards.mean()),
@@ -117,7 +118,7 @@ def rollout_metrics(trajs: list[Trajectory]) -> dict[str, float]:
         "reward/resolved_rate": float(np.mean([t.metrics.get("env/resolved", 0.0) for t in trajs])),
         "tokens/response_len_mean": float(np.mean([t.num_model_tokens for t in trajs])),
     }
-    env_names = sorted({k for t in trajs for k in t.metrics if k.startswith("env/")})
+    env_names = sorted({k for t in trajs for k in t.metrics if k.startswith(("env/", "audit/"))})
     for name in env_names:
         out[name] = float(np.mean([t.metrics.get(name, 0.0) for t in trajs]))
     for kind in ("generate", "env", "grade"):
@@ -293,7 +294,8 @@ class Trainer:
         ids: dict[str, int] = {}
         gids = torch.tensor([ids.setdefault(t.group_id, len(ids)) for t in trajs], dtype=torch.long)
         masked_overflow = cfg.rollout.on_context_overflow == "mask"
-        valid = torch.tensor([not ((t.failed and cfg.algorithm.mask_errored) or (t.truncated and masked_overflow))
+        valid = torch.tensor([not ((t.failed and cfg.algorithm.mask_errored) or (t.truncated and masked_overflow)
+                                   or (t.audit or {}).get("action") == "dropped")  # env.audit: drop
                               for t in trajs])
         return rewards, gids, valid
 

@@ -27,7 +27,8 @@ INDEX = "index.jsonl"
 STEP_FILE = re.compile(r"^step_(\d{6,})\.jsonl\.gz$")
 FORMAT_VERSION = 1
 INDEX_FIELDS = ("step", "index", "task_id", "group_id", "reward", "advantage", "valid", "resolved", "failed",
-                "truncated", "format_errors", "timeouts", "num_turns", "reason", "grade_cached", "episode_s")
+                "truncated", "format_errors", "timeouts", "num_turns", "reason", "grade_cached", "episode_s",
+                "audit_flagged", "audit_rules")
 """The fields of an index line (a subset of the step record)."""
 
 
@@ -37,9 +38,11 @@ def step_file(run_dir: str | Path, step: int) -> Path:
 
 def turn_record(text: str, info: dict[str, Any], observation: str, generate_s: float, env_s: float,
                 tokens: int | None = None, finish_reason: str = "") -> dict[str, Any]:
-    """One turn: the model's text, the action parsed from it, the observation and how long each part took."""
+    """One turn: the model's text, the action parsed from it, the observation, how long each part took and the
+    exploit audit's rules that fired on it (``audit``: [] when none)."""
     return {"text": text, "action": info.get("action"), "format_error": bool(info.get("format_error", False)),
-            "observation": observation, "exit_code": info.get("exit_code"),
+            "audit": sorted({f["rule"] for f in info.get("audit_turn") or []}), "observation": observation,
+            "exit_code": info.get("exit_code"),
             "timed_out": bool(info.get("timed_out", False)), "generate_s": generate_s, "env_s": env_s,
             "exec_s": float(info.get("exec_s", 0.0) or 0.0), "tokens": tokens, "finish_reason": finish_reason}
 
@@ -51,7 +54,8 @@ def episode_fields(traj: Any) -> dict[str, Any]:
             "failed": bool(traj.failed), "truncated": bool(traj.truncated), "error": traj.error,
             "num_turns": int(traj.num_turns), "num_model_tokens": int(traj.num_model_tokens),
             "reason": traj.reason, "prompt": list(traj.prompt), "turns": list(traj.turns), "diff": traj.diff,
-            "grade": traj.grade, "metrics": metrics}
+            "grade": traj.grade, "metrics": metrics, "audit": getattr(traj, "audit", None),
+            "provenance": getattr(traj, "provenance", None)}
 
 
 def step_records(step: int, trajs: Sequence[Any], rewards: Sequence[float], advantages: Sequence[float],
@@ -70,7 +74,9 @@ def index_line(record: dict[str, Any]) -> dict[str, Any]:
     metrics = record.get("metrics") or {}
     extra = {"format_errors": metrics.get("env/format_errors", 0.0), "timeouts": metrics.get("env/timeouts", 0.0),
              "grade_cached": bool(metrics.get("env/grade_cache_hits", 0.0)),
-             "episode_s": metrics.get("timing/episode_s", 0.0)}
+             "episode_s": metrics.get("timing/episode_s", 0.0),
+             "audit_flagged": bool((record.get("audit") or {}).get("flagged", False)),
+             "audit_rules": list((record.get("audit") or {}).get("rules", []))}
     return {k: record.get(k, extra.get(k)) for k in INDEX_FIELDS}
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from ..sandbox import Sandbox, SandboxPolicy
 from ..sandbox.policy import DEFAULT_ENV
 from .interpreters import Interpreter, find_interpreter
+from .pip_settings import PackageSettings, host_package_settings, write_files
 from .sources import fetch_source
 from .spec import EnvSpec
 from .store import BUILDER_VERSION, BuildFailure, LayerStore, Manifest
@@ -45,22 +46,39 @@ _CLEAN = ("find /testbed /venv /swebox \\( -name __pycache__ -o -name .pytest_ca
 # installs included) and anything that resolves under /testbed are skipped, so no bytecode of the clean source
 # exists to leak a fix. checked-hash .pycs are validated against their source's hash on every import (never
 # mtimes, which layer copies need not keep): a changed source is recompiled in memory, never served stale.
+# Python 3.6 syntax, standard library only (no importlib.metadata before 3.8: the dist-info folders are read);
+# Python 3.6 has no checked-hash .pycs, so its venvs stay uncompiled.
 _COMPILE_THIRD_PARTY = """
-import importlib.metadata as md, json, os, py_compile, sysconfig
+import csv, json, os, py_compile, sys, sysconfig
+sites = []
+for key in ("purelib", "platlib"):
+    if sysconfig.get_paths()[key] not in sites and os.path.isdir(sysconfig.get_paths()[key]):
+        sites.append(sysconfig.get_paths()[key])
+mode = getattr(py_compile, "PycInvalidationMode", None)
+if mode is None:
+    print("no checked-hash bytecode before Python 3.7: third-party code left uncompiled")
+    sys.exit(0)
 own = set()
-for dist in md.distributions():
-    url = json.loads(dist.read_text("direct_url.json") or "{}").get("url", "")
-    if url.startswith("file:"):
-        own.update(os.path.realpath(dist.locate_file(f)) for f in dist.files or ())
+for site in sites:
+    for entry in os.listdir(site):
+        info = os.path.join(site, entry)
+        try:
+            with open(os.path.join(info, "direct_url.json")) as fh:
+                url = json.load(fh).get("url", "")
+            if not url.startswith("file:"):
+                continue
+            with open(os.path.join(info, "RECORD"), newline="") as fh:
+                own.update(os.path.realpath(os.path.join(site, row[0])) for row in csv.reader(fh) if row)
+        except (OSError, ValueError, AttributeError):
+            continue
 done = 0
-for site in dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib")):
+for site in sites:
     for folder, dirs, names in os.walk(site):
         for name in names:
             path = os.path.realpath(os.path.join(folder, name))
             if name.endswith(".py") and path not in own and not path.startswith("/testbed/"):
-                mode = py_compile.PycInvalidationMode.CHECKED_HASH
-                done += py_compile.compile(path, quiet=2, invalidation_mode=mode) is not None
-print(f"byte-compiled {done} third-party modules; skipped {len(own)} files of the project's own install")
+                done += py_compile.compile(path, quiet=2, invalidation_mode=mode.CHECKED_HASH) is not None
+print("byte-compiled %d third-party modules; skipped %d files of the project's own install" % (done, len(own)))
 """
 _ONE_COMMIT = ("cd /testbed && rm -rf .git && git init -q -b main && git config core.logAllRefUpdates false "
                "&& git config gc.auto 0 && git add -A && git commit -q --no-verify -m 'swebox env snapshot' "
@@ -125,10 +143,49 @@ def _interpreter(spec: EnvSpec) -> Interpreter:
     return interp
 
 
-def build_policy(src_root: Path, interp: Interpreter, config: BuilderConfig) -> SandboxPolicy:
-    env = {**DEFAULT_ENV, **GIT_IDENTITY, "PIP_NO_CACHE_DIR": "1", "PIP_NO_COMPILE": "1",
-           "PIP_ROOT_USER_ACTION": "ignore", "PYTHONDONTWRITEBYTECODE": "1"}
-    return SandboxPolicy(network="user", ro_binds=(str(src_root), interp.prefix), memory_mb=config.memory_mb,
+BUILD_PIP_ENV = {"PIP_NO_CACHE_DIR": "off", "PIP_NO_COMPILE": "1", "PIP_ROOT_USER_ACTION": "ignore",
+                 "PYTHONDONTWRITEBYTECODE": "1"}
+"""pip's settings of every build. ``PIP_NO_CACHE_DIR=off`` disables the cache in every pip (any value does
+since pip 19); ``=1`` crashes pip 18 (Python 3.6's ensurepip: ``TypeError: expected str, bytes or
+os.PathLike object, not int`` in build_session), which stored the parsed value as the cache folder."""
+
+
+def venv_command(interp: Interpreter, spec: EnvSpec) -> str:
+    """The command that makes /venv: a venv, or for recipes that run tox-current-env a prefix of its own.
+
+    tox-current-env (SWE-bench's sphinx recipes: ``tox --current-env -epy39``) runs the tests through a symlink
+    to ``sys.executable`` in ``.tox/py39/bin``. A venv is recognised by the ``pyvenv.cfg`` beside the path the
+    interpreter was started by (``site.venv``), so through that symlink a venv's interpreter runs without the
+    venv's packages: ``No module named pytest``, ~400 characters of output and no test result. SWE-bench's
+    conda envs are real prefixes, found by resolving the symlink. So is this /venv: the interpreter's binary
+    copied to /venv/bin, its standard library, ``lib-dynload``, headers and ``libpython`` linked from its prefix
+    (bound read-only like a venv's home), an empty ``site-packages`` of its own that pip installs into, and a
+    ``bin/activate`` that puts ``/venv/bin`` first on PATH.
+    """
+    python = shlex.quote(interp.path)
+    if not any("tox-current-env" in c for c in (*spec.install, *spec.test_deps, *spec.setup)):
+        return f"{python} -m venv /venv"
+    version = "python" + ".".join(interp.version.split(".")[:2])
+    prefix = shlex.quote(interp.prefix)
+    return (f"set -e; mkdir -p /venv/bin /venv/lib/{version}/site-packages; cp {python} /venv/bin/{version}; "
+            f"ln -s {version} /venv/bin/python3; ln -s {version} /venv/bin/python; "
+            f"for f in {prefix}/lib/{version}/*; do if [ \"${{f##*/}}\" != site-packages ]; then ln -s \"$f\" "
+            f"/venv/lib/{version}/; fi; done; for f in {prefix}/lib/libpython3*.so*; do if [ -e \"$f\" ]; then "
+            f"ln -s \"$f\" /venv/lib/; fi; done; if [ -d {prefix}/include ]; then ln -s {prefix}/include "
+            "/venv/include; fi; printf '%s\\n' '# a prefix, not a venv: activating puts its bin first on PATH' "
+            "'export PATH=\"/venv/bin:$PATH\"' 'unset PYTHONHOME' > /venv/bin/activate; "
+            "/venv/bin/python -Im ensurepip --upgrade --default-pip && /venv/bin/python -c 'import sys; "
+            "assert sys.prefix == \"/venv\", sys.prefix'")
+
+
+def build_policy(src_root: Path, interp: Interpreter, config: BuilderConfig,
+                 settings: PackageSettings | None = None) -> SandboxPolicy:
+    """The env build's sandbox: network, the sources and the interpreter bound, the host's package settings
+    (:mod:`.pip_settings`) in its environment (the builder's own pip settings win)."""
+    settings = settings or PackageSettings()
+    env = {**DEFAULT_ENV, **GIT_IDENTITY, **settings.env, **BUILD_PIP_ENV}
+    return SandboxPolicy(network="user", network_host_loopback=settings.loopback,
+                         ro_binds=(str(src_root), interp.prefix, *settings.binds), memory_mb=config.memory_mb,
                          upper_size_mb=config.upper_size_mb, command_timeout_s=config.step_timeout_s, env=env)
 
 
@@ -150,12 +207,15 @@ def build_env(store: LayerStore, spec: EnvSpec, *, config: BuilderConfig | None 
             src, base = Path(tmp) / "src", Path(tmp) / "base"
             fetch_source(spec, src, log, mirror)
             base.mkdir()  # an empty lowest layer: everything the build writes lands in the snapshot
-            with Sandbox([base], build_policy(src, interp, config)) as sb:
+            settings = host_package_settings(interp.version)
+            log.append(f"# the host's package settings: {', '.join(settings.sources) or 'none'}")
+            with Sandbox([base], build_policy(src, interp, config, settings)) as sb:
+                write_files(sb, settings)
                 steps = _Steps(sb, key, log, config)
                 # not cp -a: the bound sources belong to unmapped host ids, which cannot be preserved
                 steps.run(f"cp -R --preserve=mode,links {shlex.quote(str(src))} /testbed && mkdir -p /swebox",
                           "copying the source", spec_fault=False)
-                steps.run(f"{shlex.quote(interp.path)} -m venv /venv", "creating the venv", spec_fault=False)
+                steps.run(venv_command(interp, spec), "creating the venv", spec_fault=False)
                 activate = "cd /testbed && . /venv/bin/activate && "
                 for command in spec.install:
                     steps.run(activate + command, "install")

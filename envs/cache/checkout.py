@@ -30,12 +30,16 @@ from typing import Any
 
 from ..sandbox import Sandbox, SandboxPolicy
 from ..sandbox.policy import DEFAULT_ENV
-from .builder import _CLEAN, GIT_IDENTITY
+from .builder import _CLEAN, BUILD_PIP_ENV, GIT_IDENTITY
 from .layer_cache import LayerCache, LayerCacheConfig
-from .sources import git_repository, require_commit, source_kind
+from .pip_settings import PackageSettings, host_package_settings, write_files
+from .sources import git_repository, require_commit, require_objects, source_kind
 from .spec import EnvSpec
 from .store import BuildFailure, LayerStore, Manifest
 from .task_layer import _commit_root, _old_objects, _remove_objects, _run
+
+_RESTORE_LIST = "/tmp/swebox-restore-paths"
+"""NUL-separated tracked paths :func:`clean_keeping_tracked` checks out again (outside /testbed)."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,46 @@ def changed_files(repo: Path, old: str, new_tree: str) -> tuple[bytes, list[str]
     return buf.getvalue(), written, deleted
 
 
+def nearest_tag(repo: Path, commit: str) -> str:
+    """The name of the nearest version-like tag (one with a digit) reachable from ``commit``; '' for none (no
+    tags in the mirror, a shallow one).
+
+    The starting tree is one root commit without history, so ``git describe`` finds no tag there, and
+    projects that take their version from git (setuptools_scm, versioneer) would install as ``0.1.dev1``.
+    pytest then refuses its own ``minversion = 2.0`` (tox.ini) with ``ERROR: ... requires pytest-2.0, actual
+    pytest-0.1.dev1``, so no test of a pytest-dev/pytest row runs; SWE-bench's images clone the full history
+    with its tags. The root commit gets this tag (the name only: it reveals the version, nothing of the
+    history), so the install and any reinstall by the agent see ``5.1.2`` where upstream says
+    ``5.1.3.dev12+g8aba863`` (the distance to the tag is not kept).
+    """
+    proc = subprocess.run(["git", "describe", "--tags", "--abbrev=0", "--match", "*[0-9]*", commit], cwd=repo,
+                          capture_output=True, text=True)
+    name = proc.stdout.strip() if proc.returncode == 0 else ""
+    ok = subprocess.run(["git", "check-ref-format", f"refs/tags/{name}"], capture_output=True).returncode == 0
+    return name if name and ok else ""
+
+
+def _tag(sb: Sandbox, commit: str, tag: str) -> str:
+    """Point the lightweight tag ``tag`` (none when '') at ``commit``; returns ``commit``."""
+    if tag:
+        _run(sb, f"cd /testbed && git tag -f {shlex.quote(tag)} {commit}", f"tagging the starting commit {tag}")
+    return commit
+
+
+def clean_keeping_tracked(sb: Sandbox) -> None:
+    """Remove caches and bytecode (the builder's ``_CLEAN``) but not files the starting commit tracks: a
+    repository may commit a ``.pyc`` or a ``__pycache__`` folder as test data (a sphinx test root's). Tracked
+    files the commands themselves deleted stay deleted."""
+    listing = "cd /testbed && git ls-files -z --deleted"
+    before = set(_run(sb, listing, "listing deleted files").split("\0"))
+    _run(sb, _CLEAN, "removing caches and bytecode")
+    lost = sorted(set(_run(sb, listing, "listing deleted files").split("\0")) - before - {""})
+    if lost:
+        sb.write_file(_RESTORE_LIST, b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in lost))
+        _run(sb, f"cd /testbed && git checkout-index -f -z --stdin < {_RESTORE_LIST} && rm -f {_RESTORE_LIST}",
+             "restoring tracked files the cleanup removed")
+
+
 def build_checkout_layer(store: LayerStore, spec: CheckoutSpec, *, mirror: str = "",
                          cache: LayerCache | None = None, force: bool = False) -> Manifest:
     """Publish (once) the task layer of ``spec`` over its env layer (which must be in the store)."""
@@ -131,22 +175,35 @@ def build_checkout_layer(store: LayerStore, spec: CheckoutSpec, *, mirror: str =
             repo, from_mirror = git_repository(spec.env, Path(tmp) / "clone.git", log, mirror)
             old = require_commit(repo, spec.env.commit, from_mirror=from_mirror)
             new = require_commit(repo, spec.commit, from_mirror=from_mirror)
-            tar, written, deleted = changed_files(repo, old, target_tree(repo, new, spec.patch))
+            try:
+                tar, written, deleted = changed_files(repo, old, target_tree(repo, new, spec.patch))
+            except BuildFailure:
+                for commit in (old, new):  # a mirror missing objects is the host's fault, said as such
+                    require_objects(repo, commit, from_mirror=from_mirror)
+                raise
+            tag = nearest_tag(repo, new)
         paths = written + deleted
-        log.append(f"# {len(written)} files written, {len(deleted)} deleted")
+        log.append(f"# {len(written)} files written, {len(deleted)} deleted; "
+                   + (f"tagged {tag} (the nearest tag of {new[:12]})" if tag else f"no tag reaches {new[:12]}"))
         own_cache = cache is None
         node = cache or LayerCache(store, LayerCacheConfig())
         try:
             # pip may fetch build dependencies when the install commands run, like the env build
-            policy = SandboxPolicy(network="host" if spec.commands else "none",
-                                   env={**DEFAULT_ENV, **GIT_IDENTITY, "PIP_NO_CACHE_DIR": "1",
-                                        "PIP_ROOT_USER_ACTION": "ignore", "PYTHONDONTWRITEBYTECODE": "1"})
+            settings = host_package_settings(spec.env.python) if spec.commands else PackageSettings()
+            log.append(f"# the host's package settings: {', '.join(settings.sources) or 'none'}")
+            policy = SandboxPolicy(network="host" if spec.commands else "none", ro_binds=settings.binds,
+                                   network_host_loopback=settings.loopback,
+                                   env={**DEFAULT_ENV, **GIT_IDENTITY, **settings.env, **BUILD_PIP_ENV})
             with node.acquire(env_key) as env, Sandbox([env.path], policy) as sb:
+                write_files(sb, settings)
                 old_objects = _old_objects(sb, paths)  # with no paths: the env's commit object only
                 sb.write_file("/swebox-checkout.tar", tar)
                 rm = " ".join(shlex.quote(p) for p in deleted)
                 _run(sb, "cd /testbed && tar -xf /swebox-checkout.tar --no-same-owner && rm -f /swebox-checkout.tar"
                      + (f" && rm -f -- {rm}" if rm else ""), "writing the starting tree")
+                message = f"swebox task start {spec.commit}"
+                # committed before the commands run, as SWE-bench installs at a clean checkout of base_commit
+                commit = _tag(sb, _commit_root(sb, message, paths), tag)
                 for command in spec.commands:
                     log.append(f"$ {command}")
                     result = sb.exec(f"cd /testbed && . /venv/bin/activate && {command}", timeout=1800)
@@ -154,13 +211,13 @@ def build_checkout_layer(store: LayerStore, spec: CheckoutSpec, *, mirror: str =
                     if result.exit_code != 0:
                         raise BuildFailure(f"checkout layer {key}: `{command}` failed (exit {result.exit_code}):\n"
                                            + "\n".join("\n".join(log).splitlines()[-40:]), "\n".join(log))
-                _run(sb, _CLEAN, "removing caches and bytecode")
+                clean_keeping_tracked(sb)
                 # what the commands changed in tracked or untracked-but-not-ignored files joins the commit
                 status = _run(sb, "cd /testbed && git status --porcelain=v1 -z --untracked-files=all",
                               "listing the changed files")
-                touched = [e[3:] for e in status.split("\0") if len(e) > 3]
-                commit_paths = sorted(set(paths) | set(touched))
-                commit = _commit_root(sb, f"swebox task start {spec.commit}", commit_paths)
+                touched = sorted({e[3:] for e in status.split("\0") if len(e) > 3})
+                if touched:
+                    commit = _tag(sb, _commit_root(sb, message, touched), tag)
                 removed = _remove_objects(sb, old_objects)
                 left = _run(sb, "cd /testbed && git status --porcelain", "checking the tree is committed")
                 if left.strip():
@@ -170,7 +227,7 @@ def build_checkout_layer(store: LayerStore, spec: CheckoutSpec, *, mirror: str =
                 return publish(layer_dir=layer.path, kind="task", parent=env_key, include=include,
                                log="\n".join(log) + "\n",
                                meta={"checkout": spec.commit, "commit": commit, "removed_objects": removed,
-                                     "changed": len(paths)})
+                                     "changed": len(paths), "tag": tag})
         finally:
             if own_cache:
                 node.close()

@@ -102,15 +102,50 @@ def git_repository(spec: EnvSpec, scratch: Path, log: list[str], mirror: str = "
     return scratch, False
 
 
+def missing_objects(repo: Path, commit: str, limit: int = 5) -> list[str]:
+    """``"SHA (path)"`` for each object of ``commit``'s tree that ``repo`` lacks (at most ``limit``)."""
+    listed = _git("rev-list", "--objects", "--missing=print", "--no-walk", commit, cwd=repo)
+    missing = [line[1:].strip() for line in listed.stdout.splitlines() if line.startswith("?")]
+    if not missing:
+        return []
+    paths: dict[str, str] = {}
+    for entry in _git("ls-tree", "-r", "-t", "-z", commit, cwd=repo).stdout.split("\0"):
+        meta, _, path = entry.partition("\t")
+        if len(meta.split()) == 3:
+            paths.setdefault(meta.split()[2], path)
+    return [f"{sha} ({paths[sha]})" if sha in paths else sha for sha in missing[:limit]] + (
+        [f"and {len(missing) - limit} more"] if len(missing) > limit else [])
+
+
+def require_objects(repo: Path, commit: str, *, from_mirror: bool) -> None:
+    """Raise, naming them and the fix, when objects of ``commit``'s tree are missing from ``repo``.
+
+    Not the spec's fault either way (not recorded): a mirror copied in part, a pruned or partial clone. A bare
+    ``git archive`` would only say ``tar: Unexpected EOF in archive`` (astropy-14365's mirror lacked a blob).
+    """
+    missing = missing_objects(repo, commit)
+    if not missing:
+        return
+    what = f"git mirror {repo}" if from_mirror else f"repository {repo}"
+    raise (MirrorError if from_mirror else OSError)(
+        f"{what}: expected every object of commit {commit}; found missing: {', '.join(missing)} (an incomplete "
+        f"copy: cut short, pruned, or a partial clone). Fetch them again: `git -C {repo} fetch --refetch "
+        f"origin` (git >= 2.36), or clone the repository again (`git clone --bare URL {repo}`).")
+
+
 def _archive(repo: Path, commit: str, dest: Path, *, from_mirror: bool = False) -> None:
     commit = require_commit(repo, commit, from_mirror=from_mirror)
     dest.mkdir(parents=True)
-    archive = subprocess.Popen(["git", "archive", "--format=tar", commit], cwd=repo, stdout=subprocess.PIPE)
+    archive = subprocess.Popen(["git", "archive", "--format=tar", commit], cwd=repo, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
     untar = subprocess.run(["tar", "-x", "-C", str(dest)], stdin=archive.stdout, capture_output=True,
                            text=True)
     archive.stdout.close()
+    errors = archive.stderr.read().decode(errors="replace")
+    archive.stderr.close()
     if archive.wait() != 0 or untar.returncode != 0:
-        raise OSError(f"git archive {commit} of {repo} failed: {untar.stderr.strip()}")
+        require_objects(repo, commit, from_mirror=from_mirror)
+        raise OSError(f"git archive {commit} of {repo} failed: {(errors + untar.stderr).strip()[-1500:]}")
 
 
 def _unpack_sdist(sdist: Path, dest: Path) -> None:

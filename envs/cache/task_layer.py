@@ -22,6 +22,9 @@ from .builder import GIT_IDENTITY
 from .layer_cache import LayerCache, LayerCacheConfig
 from .store import BuildFailure, LayerStore, Manifest
 
+_PATH_LIST = "/tmp/swebox-commit-paths"
+"""Where :func:`_commit_root` writes the NUL-separated paths it commits (outside /testbed, not in the layer)."""
+
 
 def _check_path(path: str) -> str:
     norm = posixpath.normpath(path)
@@ -74,8 +77,15 @@ def _apply(sb: Sandbox, changes: Mapping[str, bytes | None]) -> None:
 def _commit_root(sb: Sandbox, message: str, paths: list[str]) -> str:
     # Only the changed paths: `git add -A` would re-hash every file whose stat differs in the sandbox and
     # "freshen" (touch) each existing object, copying the whole object store up into the task layer.
+    # Not `git add -- PATHS` either: paths are pathspecs there (`[`, `*`, `?` are globs; sphinx's test roots
+    # have such names) and a file the repository tracks but its .gitignore ignores (pylint's
+    # `tests/.pylint_primer_tests/.gitkeep`) is refused or, once deleted, "did not match any files".
+    # `update-index --add --remove -z --stdin` takes each path literally, adds what exists whatever the ignore
+    # rules say, drops what does not, and is quiet about a path neither in the index nor on disk.
     # No paths (a checkout whose tree is the env's): nothing to add, the index already holds the tree.
-    add = "git add -A -- " + " ".join(shlex.quote(p) for p in paths) + " && " if paths else ""
+    if paths:
+        sb.write_file(_PATH_LIST, b"\0".join(p.encode("utf-8", "surrogateescape") for p in paths) + b"\0")
+    add = f"git update-index --add --remove -z --stdin < {_PATH_LIST} && rm -f {_PATH_LIST} && " if paths else ""
     out = _run(sb, f"cd /testbed && {add}tree=$(git write-tree) && "
                    f"c=$(printf '%s' {shlex.quote(message)} | git commit-tree $tree) && "
                    "git update-ref refs/heads/main $c && echo $c", "committing the task state")

@@ -60,7 +60,9 @@ class Limits:
         limits.enforced_by["cpu_seconds"] = "rlimit RLIMIT_CPU (per process)"
         limits.enforced_by["file_size"] = "rlimit RLIMIT_FSIZE"
         limits.enforced_by["open_files"] = "rlimit RLIMIT_NOFILE"
-        limits.enforced_by["disk"] = f"tmpfs size={policy.upper_size_mb}m for the writable layer"
+        limits.enforced_by["disk"] = (f"tmpfs size={policy.upper_size_mb}m,nr_inodes={policy.upper_inodes} for the "
+                                      f"writable layer; size={policy.tmp_size_mb}m,nr_inodes={policy.tmp_inodes} "
+                                      "for /tmp and /dev/shm each")
         limits.enforced_by["wall_clock"] = "per-command timeout (process tree killed)"
         return limits
 

@@ -34,7 +34,8 @@ def trees(etc_layer: str, layers: list[Layer], binds: list[dict]) -> list[tuple[
 
 def build(*, policy: SandboxPolicy, backend: str, staging: str, layers: list[Layer],
           archives: list[bool], binds: list[dict], etc_layer: str, tree_owners: list[Tree], rootless: bool,
-          owner_uid: int, upper_size_mb: int, cgroups: list[str], rlimits: dict[str, int]) -> list[str]:
+          owner_uid: int, upper_size_mb: int, upper_inodes: int, cgroups: list[str],
+          rlimits: dict[str, int]) -> list[str]:
     """The command line; `archives[i]`: layer i's archive comes with the request (extract backend)."""
     nsinit = ["--ctl", str(CTL_FD), "--staging", staging, "--hostname", policy.hostname,
               "--map-self", str(int(rootless)), "--outer-uid", str(os.getuid()), "--outer-gid", str(os.getgid()),
@@ -50,16 +51,17 @@ def build(*, policy: SandboxPolicy, backend: str, staging: str, layers: list[Lay
     for bind in binds:
         if bind["kind"] == "symlink":
             nsinit += ["--symlink-at", bind["dst"], "--symlink-to", bind["target"]]
-    return [*nsinit, *_serving(policy, backend, staging, layers, archives, upper_size_mb), "--",
+    return [*nsinit, *_serving(policy, backend, staging, layers, archives, upper_size_mb, upper_inodes), "--",
             *_session(policy, staging, dir_binds, rlimits, rootless)]
 
 
 def _serving(policy: SandboxPolicy, backend: str, staging: str, layers: list[Layer], archives: list[bool],
-             upper_size_mb: int) -> list[str]:
+             upper_size_mb: int, upper_inodes: int) -> list[str]:
     """How nsinit serves the sandbox (init.c): each slot's root and the sessions' environment."""
     # relative paths (from the staging folder) keep host paths out of the sandbox's /proc/self/mountinfo
     lowerdir = ":".join(reversed(["skel", "E", *(f"L{i}" for i in range(len(layers)))]))
-    args = ["--backend", backend, "--upper-size-mb", str(upper_size_mb), "--lowerdir", lowerdir,
+    args = ["--backend", backend, "--upper-size-mb", str(upper_size_mb), "--upper-inodes", str(upper_inodes),
+            "--lowerdir", lowerdir,
             # extract would hold two private copies, fuse two daemons: only overlay keeps a spare session
             "--warm-reset", str(int(policy.warm_reset and backend == "overlay"))]
     for name, value in policy.env.items():
@@ -84,6 +86,7 @@ def _session(policy: SandboxPolicy, staging: str, dir_binds: list[dict], rlimits
     """The session program's options that are the same for every session of the sandbox (csrc/session.c)."""
     program, note = _filter(policy.seccomp, policy.seccomp_allow_ptrace)
     args = ["--dev", os.path.join(staging, "dev"), "--tmp-size-mb", str(policy.tmp_size_mb),
+            "--tmp-inodes", str(policy.tmp_inodes),
             "--max-output", str(int(policy.max_output_bytes)), "--dumpable", str(int(rootless)),
             "--workdir", str(policy.workdir or "/"), "--seccomp-note", note, "--seccomp-filter", program.hex()]
     for i, bind in enumerate(dir_binds):

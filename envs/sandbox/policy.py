@@ -72,6 +72,15 @@ class SandboxPolicy:
     tmp_size_mb: int = 512
     """Size of the private /tmp and /dev/shm tmpfs each."""
 
+    upper_inodes: int = 262_144
+    """Most files, folders and links the writable layer holds (its tmpfs's nr_inodes; the extract backend adds
+    the layers' own count). Past it a create fails with ENOSPC inside and the sandbox goes on; a snapshot copies
+    each entry as a host file, so this also caps what one snapshot or fork adds to the host's inodes (a tmpfs
+    left at the kernel's default would take half the RAM's pages, millions of inodes)."""
+
+    tmp_inodes: int = 131_072
+    """Most files, folders and links each of the private /tmp and /dev/shm holds (their tmpfs's nr_inodes)."""
+
     max_open_files: int = 4096
     """RLIMIT_NOFILE for every process."""
 
@@ -158,7 +167,7 @@ class SandboxPolicy:
         if self.network not in NETWORKS:
             raise SandboxError(f"SandboxPolicy.network: expected one of {NETWORKS}, found {self.network!r}")
         for name in ("memory_mb", "max_processes", "cpu_seconds", "max_file_mb", "upper_size_mb",
-                     "tmp_size_mb", "max_open_files", "max_output_bytes", "uid_count"):
+                     "tmp_size_mb", "max_open_files", "max_output_bytes", "uid_count", "upper_inodes", "tmp_inodes"):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise SandboxError(f"SandboxPolicy.{name}: expected a positive integer, found {value!r}")

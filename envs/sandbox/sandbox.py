@@ -18,7 +18,7 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import closer, hostfs, idmap, nsinit_args, protocol, rootfs, snapcopy, spawner, uidslots, workdirs
+from . import closer, hostfs, hostrun, idmap, nsinit_args, protocol, rootfs, snapcopy, spawner, uidslots, workdirs
 from .layers import Layer
 from .limits import Limits, pid_namespace, sweep_stale_cgroups
 from .policy import SandboxError, SandboxPolicy
@@ -126,10 +126,11 @@ class Sandbox:
             self.host_uid = self._slot.block  # unless a layer owned by the layer ids cannot be id-mapped onto it
         self._dir, self._dir_lock = workdirs.locked_folder(work_root, name)
         os.mkdir(os.path.join(self._dir, "mnt"))
-        self._upper_size_mb = self.policy.upper_size_mb
+        self._upper_size_mb, self._upper_inodes = self.policy.upper_size_mb, self.policy.upper_inodes
         if self.backend == "extract":  # its writable tmpfs holds a copy of every layer too (memory-charged)
-            layers_mb = -(-sum(workdirs.tree_bytes(str(layer.path)) for layer in self.layers) // MB)
-            self._upper_size_mb += layers_mb
+            usage = [workdirs.tree_usage(str(layer.path)) for layer in self.layers]
+            self._upper_size_mb += -(-sum(size for size, _ in usage) // MB)
+            self._upper_inodes += sum(entries for _, entries in usage)
         limits_policy = dataclasses.replace(self.policy, upper_size_mb=self._upper_size_mb)
         self._limits = Limits.create(limits_policy, f"{CGROUP_PREFIX}{pid_namespace()}-{name}")
         binds = rootfs.binds(self.policy, self.layers)
@@ -148,7 +149,8 @@ class Sandbox:
             policy=self.policy, backend=self.backend,
             staging=os.path.join(self._dir, "mnt"), layers=self.layers, archives=[fd >= 0 for fd in archive_fds],
             binds=binds, etc_layer=etc_layer, tree_owners=self._trees, rootless=self._rootless,
-            owner_uid=self.owner_uid, upper_size_mb=self._upper_size_mb, cgroups=self._limits.cgroup_dirs,
+            owner_uid=self.owner_uid, upper_size_mb=self._upper_size_mb, upper_inodes=self._upper_inodes,
+            cgroups=self._limits.cgroup_dirs,
             rlimits=self._limits.rlimits())
         try:
             # nsinit is in its cgroups before it makes any process, and starts at once
@@ -177,22 +179,10 @@ class Sandbox:
         # nsinit mounts the root and starts the first session without being asked
         self._take_session("the sandbox did not start", "; see docs/sandbox.md for the host features each backend "
                            "needs, or try SandboxPolicy(backend='extract')")
-        self._limits.enforced_by["kernel_budgets"] = self._budgets_note()
+        self._limits.enforced_by["kernel_budgets"] = uidslots.budgets_note(
+            self._rootless, self.host_uid, self.owner_uid, self._shared_ids, self.policy.uid_count)
         if self.policy.network == "user":  # attached to nsinit's network namespace before the first command
             self._net = UserNet(self._proc.pid, self.policy)
-
-    def _budgets_note(self) -> str:
-        """limits_in_force()'s line for the per-user kernel budgets (uidslots.py)."""
-        if self._rootless:
-            return (f"shared: rootless, every sandbox of uid {self.host_uid} runs as it and its namespaces belong "
-                    "to it (pipe buffers, epoll watches, inotify, processes, message queues are that user's)")
-        if self._shared_ids:
-            return (f"shared ids: {self._shared_ids}, so the sandbox maps to the layer ids ({self.host_uid}..), "
-                    "as do all such sandboxes (pipe buffers and epoll watches shared); inotify, processes and "
-                    f"message queues count per sandbox (user namespace owned by host uid {self.owner_uid})")
-        return (f"per sandbox: host ids {self.host_uid}..{self.host_uid + self.policy.uid_count - 1} of its own and "
-                f"a user namespace owned by host uid {self.owner_uid}: pipe buffers, epoll watches, inotify, "
-                "processes and message queues count per sandbox")
 
     def _recv(self, sock: socket.socket, doing: str) -> dict:
         try:
@@ -314,6 +304,27 @@ class Sandbox:
             return ExecResult(output.decode("utf-8", "replace"), reply["exit_code"], reply["timed_out"],
                               reply["truncated"], reply["duration_s"])
 
+    def run(self, command: str, timeout: float = 300.0, max_stdout: int = hostrun.DEFAULT_MAX_STDOUT,
+            quiesce: bool = False, freeze: bool = False) -> hostrun.RunResult:
+        """Run the host's own `command` with /bin/sh in a fresh process of the session, not in the agent's shell
+        (hostrun.py): nothing the agent did to its shell or environment changes it. `quiesce` kills every other
+        process of the session first, `freeze` stops them while it runs. Raises SandboxError when the session
+        itself is gone."""
+        if timeout <= 0 or max_stdout <= 0:
+            raise SandboxError(f"run(timeout={timeout}, max_stdout={max_stdout}): expected positive numbers")
+        with self._lock:
+            self._require_running("run")
+            try:
+                protocol.send(self._session, hostrun.request(command, timeout, max_stdout, quiesce, freeze))
+                self._session.settimeout(timeout + 30.0)
+                reply, output = protocol.recv_reply(self._session, "output_bytes")
+            except (protocol.ProtocolError, OSError) as exc:
+                self._new_session({"op": "session"})  # the files are still there; the host's command is not done
+                raise SandboxError(f"run: the sandbox's shell session died ({exc}); a new one was started") from None
+            if "error" in reply:
+                raise SandboxError(reply["error"])
+            return hostrun.result(reply, output)
+
     # -- files --------------------------------------------------------------------------------------------
     def _root_view(self) -> str:
         """The session's root as the host reaches it: the sandbox's own view, read-only binds included."""
@@ -341,13 +352,13 @@ class Sandbox:
             snaps = os.path.join(self.policy.resolved_work_root(), "snapshots")
             os.makedirs(snaps, mode=0o700, exist_ok=True)
             target = os.path.join(snaps, f"{os.getpid()}-{next(_counter)}-{os.urandom(3).hex()}")
-            cap = self.policy.upper_size_mb * MB  # what the writable layer (a tmpfs of that size) can hold
-            if self.backend == "extract":  # no delta: the whole private copy is the state
-                cap += sum(workdirs.tree_bytes(str(layer.path)) for layer in self.layers)
+            # what the writable layer (a tmpfs of that size and nr_inodes; extract: no delta, the whole private
+            # copy is the state) can hold: a snapshot never adds more to the host's disk and inodes
+            cap, entries = self._upper_size_mb * MB, self._upper_inodes
             source = f"/proc/{self._proc.pid}/root{self._upper}"
             base, count = (os.getuid(), 1) if self._rootless else (self.host_uid, self.policy.uid_count)
             try:
-                snapcopy.copy_tree(source, target, base, count, cap)
+                snapcopy.copy_tree(source, target, base, count, cap, entries)
             except BaseException:
                 import shutil
 

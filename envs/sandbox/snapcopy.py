@@ -5,7 +5,9 @@ every level and opens each entry by its single name beneath it with openat2(RESO
 RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV) and O_NOFOLLOW: a file swapped for a link (to a host file, say) is
 never followed, a FIFO is opened O_NONBLOCK and its type is checked on the fd before anything is read. The
 copy is no larger than what the tree holds: only the data extents of sparse files are copied (SEEK_DATA /
-SEEK_HOLE), hard links stay links, and the bytes copied are capped (`max_bytes`, the writable layer's size);
+SEEK_HOLE), hard links stay links, and the bytes and entries copied are capped (`max_bytes`, `max_entries`: the
+writable layer's size and inode count, so a snapshot never takes more of the host's disk or inodes than the
+sandbox could hold);
 setuid and setgid bits are dropped (the copy belongs to host ids that are not the sandbox's).
 """
 
@@ -25,14 +27,14 @@ _CHANGED = (errno.ENOENT, errno.ELOOP, errno.ENXIO, errno.ENOTDIR, errno.EXDEV)
 """An entry that vanished or changed kind between listing and opening it: the agent's own race, skipped."""
 
 
-def copy_tree(src: str, dst: str, uid_base: int, uid_count: int, max_bytes: int) -> int:
+def copy_tree(src: str, dst: str, uid_base: int, uid_count: int, max_bytes: int, max_entries: int = 1 << 62) -> int:
     """Copy the tree at `src` (an overlay upper) to the new folder `dst` as a layer; returns the entries copied.
 
     Whiteouts (0:0 character devices) and overlay xattrs (opaque directories) are kept, so the copy works
     as a lower layer above the layers it was made on. Owners are stored relative to the sandbox: a file of
     host uid `uid_base + k` is stored as uid k (a lower layer is id-mapped back when mounted).
     """
-    copy = _Copy(uid_base, uid_count, max_bytes)
+    copy = _Copy(uid_base, uid_count, max_bytes, max_entries)
     os.makedirs(dst, mode=0o700)
     src_fd = os.open(src, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     dst_fd = os.open(dst, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -47,8 +49,8 @@ def copy_tree(src: str, dst: str, uid_base: int, uid_count: int, max_bytes: int)
 
 
 class _Copy:
-    def __init__(self, uid_base: int, uid_count: int, max_bytes: int) -> None:
-        self.uid_base, self.uid_count, self.max_bytes = uid_base, uid_count, max_bytes
+    def __init__(self, uid_base: int, uid_count: int, max_bytes: int, max_entries: int) -> None:
+        self.uid_base, self.uid_count, self.max_bytes, self.max_entries = uid_base, uid_count, max_bytes, max_entries
         self.copied = 0
         self.entries = 0
         self.links: dict[tuple[int, int], str] = {}  # (dev, ino) of a multiply-linked file -> its copy's path
@@ -61,6 +63,11 @@ class _Copy:
         with os.scandir(src_fd) as entries:
             names = [entry.name for entry in entries]
         for name in names:
+            if self.entries >= self.max_entries:  # before the copy: never one host file past the cap
+                raise SandboxError(f"snapshot: expected at most {self.max_entries} files, folders and links (the "
+                                   "writable layer's inode cap, SandboxPolicy.upper_inodes), found more; the tree "
+                                   "grew while it was copied, or was made past the cap. Remove files (or reset) "
+                                   "and snapshot again")
             try:
                 st = os.stat(name, dir_fd=src_fd, follow_symlinks=False)
             except FileNotFoundError:

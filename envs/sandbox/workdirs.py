@@ -61,11 +61,18 @@ def sweep_stale(work_root: str) -> None:
 
 def tree_bytes(folder: str) -> int:
     """Bytes a layer folder holds on disk (the extract backend's private copy is at most the layers' sum)."""
-    total = 0
+    return tree_usage(folder)[0]
+
+
+def tree_usage(folder: str) -> tuple[int, int]:
+    """(bytes on disk, entries) of a layer folder: what the extract backend's private copy of it takes from its
+    tmpfs's size and inodes."""
+    total, entries = 0, 1
     for parent, dirs, files in os.walk(folder):
         for name in dirs + files:
             try:
                 total += os.lstat(os.path.join(parent, name)).st_blocks * 512
+                entries += 1
             except OSError:
                 pass
-    return total
+    return total, entries

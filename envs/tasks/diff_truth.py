@@ -115,13 +115,13 @@ def disagreement(text: str, reading: GitReading, sections: list[FilePatch] | Non
     return ""
 
 
-def refusal(reading: GitReading, test_files: Iterable[str]) -> str:
+def refusal(reading: GitReading, test_files: Iterable[str], own: frozenset[str] = frozenset()) -> str:
     """Why the filtered diff, as git reads it, must not be applied ('' when it may)."""
     if reading.error:
         return f"git cannot read the filtered diff: {reading.error}"
     test_files = list(test_files)
     for path in dict.fromkeys([*reading.paths, *reading.old_paths]):
-        reason = protected_reason(path, test_files)
+        reason = protected_reason(path, test_files, own)
         if reason:
             return f"git would change a protected path: {reason}: {path!r}"
     for mode in reading.modes:
@@ -131,7 +131,8 @@ def refusal(reading: GitReading, test_files: Iterable[str]) -> str:
     return ""
 
 
-def judge(sb, workdir: str, full_text: str, filtered: FilteredDiff, test_files: Iterable[str]) -> str:
+def judge(sb, workdir: str, full_text: str, filtered: FilteredDiff, test_files: Iterable[str],
+          own: frozenset[str] = frozenset()) -> str:
     """The shared grading step: '' when ``filtered`` may be applied, else why the whole diff is refused.
 
     Writes ``workdir/full.diff`` (the agent's diff) and ``workdir/agent.diff`` (the filtered one, which the
@@ -146,16 +147,16 @@ def judge(sb, workdir: str, full_text: str, filtered: FilteredDiff, test_files: 
     if why or not filtered.text:
         return why
     if full_text == filtered.text:
-        return refusal(full, test_files)
+        return refusal(full, test_files, own)
     if [p.text for p in parse_diff(filtered.text)] != [p.text for p in filtered.kept]:
         # the kept sections run into each other once joined (a section that does not end its last line)
         return "the filtered diff's sections read differently once joined; produce the diff with `git diff --binary`"
     applied = read_with_git(sb, f"{workdir}/agent.diff")
     if applied.error:
-        return refusal(applied, test_files)
+        return refusal(applied, test_files, own)
     # the kept sections, read by git on their own, must be what git read in the agent's diff
     why = disagreement(filtered.text, applied, filtered.kept)
-    return f"the filtered diff: {why}" if why else refusal(applied, test_files)
+    return f"the filtered diff: {why}" if why else refusal(applied, test_files, own)
 
 
 def encode_diff(text: str) -> bytes:

@@ -46,6 +46,14 @@ _FILE_TYPE = 0o170000
 _SPECIAL_TYPES = {0o120000: "symlink", 0o160000: "submodule (gitlink)"}
 STARTUP_HOOKS = frozenset({"sitecustomize.py", "usercustomize.py"})
 RUNNER_MODULES = frozenset({"pytest", "_pytest", "pluggy", "py", "iniconfig", "xdist", "pytest_timeout"})
+OWN_RUNNER_MODULES = {
+    "pytest-dev/pytest": frozenset({"pytest", "_pytest"}), "pytest-dev/pluggy": frozenset({"pluggy"}),
+    "pytest-dev/py": frozenset({"py"}), "pytest-dev/iniconfig": frozenset({"iniconfig"}),
+    "pytest-dev/pytest-xdist": frozenset({"xdist"}), "pytest-dev/pytest-timeout": frozenset({"pytest_timeout"}),
+}
+"""Repositories that are one of RUNNER_MODULES: there that module is the code under test (every fix of a
+pytest-dev/pytest row is in ``src/_pytest/``), not a shadow of the runner, so it is not protected; the log
+grader's canaries still see a runner changed to pass everything."""
 TEST_DIRS = frozenset({"test", "tests", "testing"})
 VENV_DIRS = frozenset({"venv", ".venv"})
 
@@ -251,8 +259,13 @@ def _read_header(patch: FilePatch, line: str) -> None:
         patch.modes += (parts[2],)
 
 
-def protected_reason(path: str, test_files: Iterable[str] = ()) -> str:
-    """Why ``path`` may not be changed by an agent ('' when it may)."""
+def own_modules(repo: str) -> frozenset[str]:
+    """The runner modules that are ``repo``'s own source (:data:`OWN_RUNNER_MODULES`; none for most)."""
+    return OWN_RUNNER_MODULES.get(repo, frozenset())
+
+
+def protected_reason(path: str, test_files: Iterable[str] = (), own: frozenset[str] = frozenset()) -> str:
+    """Why ``path`` may not be changed by an agent ('' when it may); ``own``: :func:`own_modules`."""
     parts = path.split("/")
     name = parts[-1]
     if path.startswith("/") or ".." in parts or not path:
@@ -276,7 +289,7 @@ def protected_reason(path: str, test_files: Iterable[str] = ()) -> str:
         return "packaging metadata (entry points can load pytest plugins)"
     if "__pycache__" in parts or name.endswith((".pyc", ".pyo")):
         return "compiled bytecode"
-    if any(p in RUNNER_MODULES or p.removesuffix(".py") in RUNNER_MODULES for p in parts):
+    if any(m in RUNNER_MODULES and m not in own for m in (p.removesuffix(".py") for p in parts)):
         return "module name that shadows the test runner"
     if any(p in TEST_DIRS for p in parts[:-1]):
         return "file in a test directory"
@@ -289,11 +302,11 @@ def protected_reason(path: str, test_files: Iterable[str] = ()) -> str:
     return ""
 
 
-def drop_reason(patch: FilePatch, test_files: Iterable[str] = ()) -> str:
+def drop_reason(patch: FilePatch, test_files: Iterable[str] = (), own: frozenset[str] = frozenset()) -> str:
     """Why this section may not be applied ('' when it may)."""
     test_files = list(test_files)
     for path in patch.paths:
-        reason = protected_reason(path, test_files)
+        reason = protected_reason(path, test_files, own)
         if reason:
             return f"{reason}: {path}"
     if not patch.paths:
@@ -316,12 +329,12 @@ def special_mode(mode: str) -> str:
     return _SPECIAL_TYPES.get(value & _FILE_TYPE, "")
 
 
-def filter_diff(text: str, test_files: Iterable[str] = ()) -> FilteredDiff:
-    """Keep only the sections that change allowed source files."""
+def filter_diff(text: str, test_files: Iterable[str] = (), own: frozenset[str] = frozenset()) -> FilteredDiff:
+    """Keep only the sections that change allowed source files (``own``: :func:`own_modules` of the repo)."""
     test_files = list(test_files)
     result = FilteredDiff("")
     for patch in parse_diff(text):
-        reason = drop_reason(patch, test_files)
+        reason = drop_reason(patch, test_files, own)
         if reason:
             result.dropped.append((patch.new_path or patch.old_path or "?", reason))
         else:

@@ -25,7 +25,9 @@ The shared steps (any grader kind): :func:`apply_agent_diff`, :func:`restore_pro
 
 Steps 1-3 are shared by every grader kind. Tasks with ``grader='log'`` (the SWE-bench family) replace steps
 4-5 with the repository's test command read by SWE-bench's log parser (:mod:`swebox.envs.tasks.log_grading`).
-A non-empty ``Task.expected_status`` must match in both.
+A non-empty ``Task.expected_status`` must match in both. Tasks with ``grader='harbor'`` (Harbor task folders)
+replace them with the task's ``tests/test.sh`` and the reward file it writes
+(:mod:`swebox.envs.tasks.harbor_verify`).
 """
 
 from __future__ import annotations
@@ -42,8 +44,9 @@ from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy
 from swebox.envs.tasks import rewrite_cache
 from swebox.envs.tasks import verdict as channel
 from swebox.envs.tasks.diff_truth import encode_diff, judge
-from swebox.envs.tasks.diffs import changed_paths, filter_diff, protected_reason
+from swebox.envs.tasks.diffs import changed_paths, filter_diff, own_modules, protected_reason
 from swebox.envs.tasks.junit import MISSING, TestResult
+from swebox.envs.tasks.provenance import provenance
 from swebox.envs.tasks.schema import Task
 from swebox.envs.tasks.testids import Key, junit_key, match_ids
 
@@ -121,6 +124,9 @@ class GradeReport:
     """Seconds per phase: start, apply, rewrite (the rewritten-test cache), tests, total."""
     output_tail: str = ""
     """The end of pytest's terminal output, for humans; never used for the verdict."""
+    provenance: dict[str, Any] = field(default_factory=dict)
+    """What produced this verdict: task and layer digests, grader and versions, dataset row, sandbox policy
+    digest (swebox.envs.tasks.provenance, docs/tasks.md "Provenance")."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form."""
@@ -165,10 +171,10 @@ def untracked(sb: Sandbox) -> set[str]:
 
 def apply_agent_diff(sb: Sandbox, task: Task, agent_diff: str, workdir: str, report: GradeReport) -> bool:
     """Filter the agent's diff, have git confirm what it touches (diff_truth), apply it; False = reward 0."""
-    protected = protected_files(task)
-    filtered = filter_diff(agent_diff, protected)
+    protected, own = protected_files(task), own_modules(task.repo)
+    filtered = filter_diff(agent_diff, protected, own)
     report.dropped = filtered.dropped
-    refused = judge(sb, workdir, agent_diff, filtered, protected)
+    refused = judge(sb, workdir, agent_diff, filtered, protected, own)
     if refused:
         report.applied, report.apply_error = False, refused
         report.errors.append(f"the diff was refused: {refused}")
@@ -191,7 +197,7 @@ def restore_protected(sb: Sandbox, task: Task, before: set[str], report: GradeRe
     tracked = sb.exec("cd /testbed && git diff --name-only --no-renames -z HEAD", timeout=120).output
     changed = [p for p in tracked.split("\0") if p] + sorted(untracked(sb) - before)
     protected = protected_files(task)
-    bad = [p for p in dict.fromkeys(changed) if protected_reason(p, protected)]
+    bad = [p for p in dict.fromkeys(changed) if protected_reason(p, protected, own_modules(task.repo))]
     for path in bad:
         q = shlex.quote(path)
         sb.exec(f"cd /testbed && (git checkout -q HEAD -- {q} 2>/dev/null || rm -rf -- {q})", timeout=60)
@@ -312,7 +318,7 @@ def grade(
     """
     if reward_mode not in REWARD_MODES:
         raise ValueError(f"grade(reward_mode=...): expected one of {REWARD_MODES}; found {reward_mode!r}.")
-    if task.language != "python":
+    if task.language != "python" and task.grader != "harbor":
         raise ValueError(
             f"grade: expected a python task; found language {task.language!r}. Only pytest "
             f"suites can be graded."
@@ -323,13 +329,15 @@ def grade(
         log_parsers.get_parser(task.log_parser)  # a missing swebench fails here, before a sandbox starts
     started = time.monotonic()
     report = GradeReport(task.instance_id, reward_mode=reward_mode)
+    report.provenance = provenance(task, list(layers), policy or SandboxPolicy(network="none"))
     nonce = secrets.token_hex(12)
     workdir = f"/swebox-grade-{nonce}"
     results: dict[Key, TestResult] = {}
     status_map: dict[str, str] = {}
+    harbor_reward = 0.0
     policy = policy or SandboxPolicy(network="none")
     cache = None
-    if rewrite_cache_on and task.grader != "log":
+    if rewrite_cache_on and task.grader == "junit":
         cache = rewrite_cache.folder_for(list(layers), task.python)
         policy = dataclasses.replace(policy, ro_binds=(*policy.ro_binds, str(cache)))
     with Sandbox(list(layers), policy) as sb:
@@ -341,7 +349,13 @@ def grade(
                 restore_protected(sb, task, before, report)
                 apply_test_patch(sb, task, workdir, report)
                 report.durations["apply"] = time.monotonic() - started - report.durations["start"]
-                if task.grader == "log":
+                if task.grader == "harbor":  # the task's own tests/test.sh and reward file
+                    from swebox.envs.tasks import harbor_verify
+
+                    t0 = time.monotonic()
+                    harbor_reward = harbor_verify.run_verifier(sb, task, report, workdir, timeout)
+                    report.durations["tests"] = time.monotonic() - t0
+                elif task.grader == "log":
                     t0 = time.monotonic()
                     status_map = log_grading.run_tests(sb, task, report, workdir, nonce, timeout)
                     report.durations["tests"] = time.monotonic() - t0
@@ -350,7 +364,9 @@ def grade(
         except (SandboxError, OSError, ValueError, UnicodeError, KeyError, TypeError) as exc:
             report.errors.append(f"grading stopped by what the diff or its code did: {type(exc).__name__}: {exc}")
     if report.applied:
-        if task.grader == "log":
+        if task.grader == "harbor":
+            harbor_verify.score(report, harbor_reward)
+        elif task.grader == "log":
             log_grading.score(task, report, status_map)
         else:
             score(task, report, results)

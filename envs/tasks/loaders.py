@@ -1,5 +1,8 @@
 """``load(source)``: tasks from a .jsonl/.json/.parquet file, a dataset folder, or a Hugging Face dataset.
 
+A folder holding ``task.toml`` (a Harbor task), or whose subfolders do (a Harbor dataset), loads as
+Harbor tasks (:mod:`swebox.envs.tasks.harbor`).
+
 Rows from SWE-bench, SWE-Gym, SWE-smith, R2E-Gym and swebox's own files are recognised per row (see
 :mod:`swebox.envs.tasks.adapters`). A bad row raises an error naming the row index, the field and what was
 expected; with ``skip_invalid=True`` such rows are skipped and listed in ``TaskSet.skipped`` instead.
@@ -18,7 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from swebox.envs.tasks import harbor
 from swebox.envs.tasks.adapters import to_task
+from swebox.envs.tasks.provenance import set_origin, source_digest
 from swebox.envs.tasks.schema import Task, TaskError
 
 _FIELD = re.compile(r"^Task\.(\w+):")
@@ -223,6 +228,9 @@ def load(source: str | Path, *, skip_invalid: bool = False, split: str = "test")
     tasks: list[Task] = []
     skipped: list[RowError] = []
     seen: dict[str, int] = {}
+    if isinstance(source, (str, Path)) and harbor.task_dirs(Path(source)):
+        return _load_harbor(Path(source), skip_invalid)
+    digest = source_digest(_split_suffix(source, split)[0])
     for index, row in _rows(source, split):
         try:
             if isinstance(row, Exception):
@@ -245,7 +253,22 @@ def load(source: str | Path, *, skip_invalid: bool = False, split: str = "test")
             skipped.append(err)
             continue
         seen[task.instance_id] = index
-        tasks.append(task)
+        tasks.append(set_origin(task, source, digest, index))  # provenance: the dataset's digest and row
+    return TaskSet(tasks, skipped)
+
+
+def _load_harbor(folder: Path, skip_invalid: bool) -> TaskSet:
+    """A Harbor task folder, or a folder of them (each subfolder with a task.toml is one task)."""
+    tasks: list[Task] = []
+    skipped: list[RowError] = []
+    for index, task_dir in enumerate(harbor.task_dirs(folder)):
+        try:
+            tasks.append(set_origin(harbor.load_task(task_dir), task_dir, source_digest(task_dir), index))
+        except TaskError as exc:
+            err = RowError(index, "", str(exc), str(task_dir))
+            if not skip_invalid:
+                raise LoadError(str(exc), err) from None
+            skipped.append(err)
     return TaskSet(tasks, skipped)
 
 

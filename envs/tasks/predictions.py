@@ -33,8 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from swebox.envs.cache.durable import write_atomic
+from swebox.envs.tasks import verify
 from swebox.envs.tasks.grading import GradeReport, grade
 from swebox.envs.tasks.log_grading import FAILING, PASSING
+from swebox.envs.tasks.provenance import datasets, swebox_version
 from swebox.envs.tasks.schema import Task
 
 KEYS = ("instance_id", "model_name_or_path", "model_patch")
@@ -251,6 +253,7 @@ def run_report(outcomes: list[Outcome], tasks: dict[str, Task]) -> dict[str, Any
         "unresolved_ids": sorted(by_kind["unresolved"]),
         "error_ids": sorted(by_kind["error"]),
         "schema_version": 2,
+        "provenance": {"swebox": swebox_version(), "datasets": datasets(tasks.values())},
         "instances": instances,
     }
 
@@ -270,6 +273,8 @@ def _instance(o: Outcome, tasks: dict[str, Task]) -> dict[str, Any]:
         entry["errors"] = o.report.errors
     if o.error:
         entry["error"] = o.error
+    if o.report is not None:
+        entry["provenance"] = o.report.provenance
     return entry
 
 
@@ -281,6 +286,7 @@ def add_options(p: argparse.ArgumentParser) -> None:
                    "<model>.<run-id>.json (default swebox)")
     p.add_argument("--jobs", type=int, default=1, help="with --predictions: patches graded at once (default 1)")
     p.add_argument("--timeout", type=float, default=1800.0, help="with --predictions: seconds per test run")
+    verify.add_options(p)
 
 
 def run_cli(args: argparse.Namespace) -> int:
@@ -288,6 +294,8 @@ def run_cli(args: argparse.Namespace) -> int:
     from swebox.envs.tasks.loaders import LoadError, load
     from swebox.envs.tasks.validate import StoreLayers, is_layer_store, layers_flag_error, layers_from_dirs
 
+    if getattr(args, "verify", ""):  # swebox eval --verify RECORDS: re-grade recorded diffs (verify.py)
+        return verify.run_cli(args)
     if not args.predictions:
         print("error: --predictions: expected a predictions file (.json or .jsonl); found none.", file=sys.stderr)
         return 2

@@ -35,7 +35,7 @@ SWEBENCH_FIELDS = (
 DEFAULT_TEST_CMD = "/venv/bin/python -m pytest"
 _LIST_FIELDS = ("FAIL_TO_PASS", "PASS_TO_PASS", "test_files", "setup_commands", "eval_commands")
 _ID = re.compile(r"^[^\s/]+$")
-GRADERS = ("junit", "log")
+GRADERS = ("junit", "log", "harbor")
 
 
 class TaskError(ValueError):
@@ -85,8 +85,9 @@ class Task:
     test_cmd: str = DEFAULT_TEST_CMD
     """How tests run in /testbed: '<python> -m pytest [options]'; the grader adds ids, JUnit and hardening."""
     grader: str = "junit"
-    """How the verdict is read: 'junit' (swebox's pytest runner and JUnit XML) or 'log' (test_cmd's output
-    read by log_parser, as SWE-bench's harness does)."""
+    """How the verdict is read: 'junit' (swebox's pytest runner and JUnit XML), 'log' (test_cmd's output
+    read by log_parser, as SWE-bench's harness does) or 'harbor' (a Harbor task's tests/test.sh and the
+    reward file it writes; FAIL_TO_PASS may then be empty)."""
     log_parser: str = ""
     """With grader='log': which parser reads the log: a SWE-bench repo key such as 'django/django' (that
     repo's parser), or 'pytest' for plain pytest -rA logs; '' with 'junit'."""
@@ -145,7 +146,7 @@ class Task:
             raise _fail("language", "a language name such as 'python'", self.language, "Set it.")
 
     def _check_tests(self) -> None:
-        if not self.FAIL_TO_PASS:
+        if not self.FAIL_TO_PASS and self.grader != "harbor":  # a Harbor task's test.sh says the reward
             raise _fail(
                 "FAIL_TO_PASS",
                 "at least one test id",
@@ -169,7 +170,11 @@ class Task:
 
         if self.grader not in GRADERS:
             raise _fail("grader", f"one of {list(GRADERS)}", self.grader,
-                        "Use 'junit' for swebox's own tasks, 'log' for SWE-bench-family rows.")
+                        "Use 'junit' for swebox's own tasks, 'log' for SWE-bench-family rows, 'harbor' for "
+                        "Harbor task folders.")
+        if self.grader == "harbor" and (self.log_parser or self.eval_commands):
+            raise _fail("log_parser", "'' and no eval_commands with grader='harbor'", self.log_parser,
+                        "A Harbor task's tests/test.sh grades it; drop log_parser/eval_commands.")
         if self.grader == "junit" and (self.log_parser or self.eval_commands):
             found = {"log_parser": self.log_parser, "eval_commands": list(self.eval_commands)}
             raise _fail("log_parser", "'' and no eval_commands with grader='junit'", found,

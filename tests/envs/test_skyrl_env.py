@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 import skyrl_gym
 from swebox.envs import register_skyrl
+from swebox.envs.audit import metric_names as audit_metric_names
 from swebox.envs.skyrl_env import SWESkyRLEnv
 from swebox.envs.skyrl_prepare import prepare
 from swebox.envs.swe_env import METRIC_NAMES
@@ -50,8 +51,10 @@ def test_gold_patch_scores_one_and_empty_submission_zero(tmp_path, calc_layer):
     out = env.step(SUBMIT)
     assert out["done"] is True and out["reward"] == 1.0 and isinstance(out["reward"], float)
     assert out["observations"] == [] and env._episode is None  # sandbox closed at the end
+    assert out["metadata"]["audit"]["flagged"] is False and out["metadata"]["provenance"]["task"]["id"] == "calc-add"
     metrics = env.get_metrics()
-    assert set(metrics) == set(METRIC_NAMES) and metrics["env/resolved"] == 1.0 and metrics["env/turns"] == 2.0
+    assert set(metrics) == set(METRIC_NAMES) | set(audit_metric_names())  # the audit is on ("report") by default
+    assert metrics["env/resolved"] == 1.0 and metrics["env/turns"] == 2.0 and metrics["audit/flagged"] == 0.0
     empty = skyrl_gym.make("swebox", env_config={}, extras=dict(extras))
     empty.init(prompt)
     out = empty.step(SUBMIT)

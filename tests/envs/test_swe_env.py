@@ -187,6 +187,26 @@ def test_filling_the_disk_is_enospc_not_a_dead_sandbox(episode):
     assert done.reward == 1.0 and done.info["metrics"]["env/errors"] == 0.0
 
 
+def test_filling_the_inodes_is_enospc_and_a_full_tree_scores_zero_not_an_error(episode):
+    # issue 31, class 10: the writable layer's inode cap (SandboxPolicy.upper_inodes), not the host's inodes
+    ep = episode(sandbox={"upper_inodes": 3000}, command_timeout_s=120)
+    fill = ("mkdir -p /testbed/junk && cd /testbed/junk && i=0; while [ $i -lt 5000 ]; do i=$((i+1)); "
+            ": > f$i 2>/tmp/why || break; done; echo made $i; cat /tmp/why")
+    ep.reset()
+    full = ep.step(bash(fill))
+    assert not full.done and "No space left on device" in full.observation, full.observation
+    assert int(full.observation.split("made ")[1].split()[0]) < 3000
+    assert ep.step(bash("echo alive")).observation.endswith("alive\n</output>")
+    graded = ep.step(SUBMIT)  # git has no inode left for its index: the capture falls back, nothing is masked
+    assert graded.reward == 0.0 and graded.info["metrics"]["env/errors"] == 0.0 and "error" not in graded.info
+    ep.reset()
+    ep.step(bash(fill))
+    ep.step(bash("rm -rf /testbed/junk"))
+    ep.step(apply_patch(GOLD))
+    fixed = ep.step(SUBMIT)
+    assert fixed.reward == 1.0 and fixed.info["metrics"]["env/errors"] == 0.0
+
+
 def test_a_sandbox_that_dies_under_the_agents_command_scores_zero_and_is_not_an_error(episode):
     ep = episode(command_timeout_s=60)
     ep.reset()

@@ -264,3 +264,31 @@ def test_a_beam_search_tree(calc_layer, tmp_path, browser, capsys, monkeypatch):
         look.find_element(By.TAG_NAME, "summary").click()
         assert "2:    return a + b" in look.find_element(By.CSS_SELECTOR, "pre.node-observation").text
         shot(browser, tmp_path, "search")
+
+
+def test_an_audit_flagged_rollout_shows_its_rules_per_rollout_and_per_turn(calc_layer, tmp_path, browser):
+    """A real episode that reads git history, recorded as `swebox eval --out` records it, in the viewer."""
+    import json
+
+    from swebox.envs.episode_state import StartState
+    from swebox.envs.swe_env import EpisodeConfig, SWEEpisode
+    from swebox.trainers.cli import play_text_episode
+
+    from tests.calc import GOLD, SUBMIT, apply_patch, bash, calc_task
+
+    replies = iter([bash("cd /testbed && git log --all --oneline"), apply_patch(GOLD), SUBMIT])
+    episode = SWEEpisode(calc_task(), StartState([calc_layer], [calc_layer]), EpisodeConfig(audit="zero"))
+    try:
+        record = play_text_episode(episode, lambda messages: next(replies), 5)
+    finally:
+        episode.close()
+    assert record["audit"]["rules"] == ["git_history"] and record["reward"] == 0.0
+    record.update(instance_id="calc-add", total_s=1.0)
+    out = tmp_path / "audit.jsonl"
+    out.write_text(json.dumps(record) + "\n")
+    with Served(out) as served:
+        browser.get(served.url + "/rollout/0/0")
+        page = text(browser)
+        assert "exploit audit: git_history (zeroed)" in page and "audit: git_history" in page
+        assert "grader junit (swebox" in page
+        shot(browser, tmp_path, "audit")

@@ -122,6 +122,10 @@ def test_eval_out_records_hold_the_trajectory_fields_and_a_markdown_table(calc_l
         assert row["turns"][0]["action"]["tool"] == "bash" and row["turns"][1]["action"]["tool"] == "submit"
         assert row["turns"][0]["exit_code"] == 0 and row["grade"]["resolved"] and row["diff"].startswith("diff --git")
         assert row["prompt"][1]["role"] == "user"
+        assert row["audit"]["flagged"] is False and row["turns"][0]["audit"] == []  # the exploit audit: clean
+        prov = row["provenance"]  # what produced the verdict: the task row of tasks.jsonl, its layer, the grader
+        assert prov["task"]["id"] == row["task_id"] and prov["grader"]["kind"] == "junit"
+        assert prov["dataset"]["source"] == str(tmp_path / "tasks.jsonl") and prov["layers"][0]["tree_sha256"]
     table = (tmp_path / "eval" / "gold.md").read_text()
     assert table.startswith("# swebox eval: gold") and "| calc-div | yes | 1.000 | 2 |" in table
     assert "resolved 2/2" in table

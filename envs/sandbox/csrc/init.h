@@ -15,6 +15,7 @@ typedef struct {
     const char *backend;           /* overlay, fuse-overlayfs or extract */
     const char *lowerdir;          /* overlay's lowerdir, relative to the staging folder, topmost first */
     unsigned long upper_size_mb;   /* a slot's writable tmpfs (extract: the layers' copy too) */
+    unsigned long upper_inodes;    /* its nr_inodes (extract: the layers' entries too) */
     int warm_reset;                /* prepare the session after the next (overlay only) */
     char **session_args, **env;    /* a session's fixed options (session.c); its environment (the policy's) */
     char **extract;                /* extract: the helper's command line, to which the target is appended */

@@ -210,6 +210,9 @@ static int parse_request(json_t *j, request_t *r, size_t *payload) {
             while (j->p < j->end && !strchr(",} \t\r\n", *j->p)) j->p++;
             if (j->p == start) { free(key.data); return -1; }
             if (!strcmp(k, "timeout")) r->timeout = strtod(start, NULL);
+            else if (!strcmp(k, "max_output")) r->max_output = strtod(start, NULL);
+            else if (!strcmp(k, "quiesce")) r->quiesce = *start == 't';
+            else if (!strcmp(k, "freeze")) r->freeze = *start == 't';
             else if (!strcmp(k, "payload_bytes")) *payload = strtoul(start, NULL, 10);
         }
         free(key.data);

@@ -306,7 +306,7 @@ static void parse(int argc, char **argv) {
         {"outer-uid", 1, 0, 'U'}, {"outer-gid", 1, 0, 'G'}, {"owner", 1, 0, 'o'}, {"layer-idmap", 1, 0, 'i'},
         {"hostname", 1, 0, 'h'}, {"cgroup", 1, 0, 'g'}, {"etc", 1, 0, 'E'}, {"layer", 1, 0, 'L'},
         {"bind-dir", 1, 0, 'B'}, {"bind-at", 1, 0, 'A'}, {"symlink-at", 1, 0, 'S'}, {"symlink-to", 1, 0, 'T'},
-        {"network", 1, 0, 'n'}, {0, 0, 0, 0}};
+        {"network", 1, 0, 'n'}, {"upper-inodes", 1, 0, 'I'}, {0, 0, 0, 0}};
     size_t slots = (size_t)argc + 2;
     cfg.env = calloc(slots, sizeof *cfg.env);
     cfg.extract = calloc(slots, sizeof *cfg.extract);
@@ -318,6 +318,7 @@ static void parse(int argc, char **argv) {
     o.link_to = calloc(slots, sizeof *o.link_to);
     o.pythons = calloc(slots, sizeof *o.pythons);
     cfg.ctl = -1;
+    cfg.upper_inodes = 262144; /* SandboxPolicy.upper_inodes's default; never 0, which tmpfs takes for no limit */
     cfg.nextract = 0;
     o.hostname = "sandbox";
     int c, nenv = 0, nlink_to = 0, nbind_at = 0;
@@ -328,6 +329,7 @@ static void parse(int argc, char **argv) {
         case 's': cfg.staging = optarg; break;
         case 'b': cfg.backend = optarg; break;
         case 'u': cfg.upper_size_mb = strtoul(optarg, NULL, 10); break;
+        case 'I': cfg.upper_inodes = strtoul(optarg, NULL, 10); break;
         case 'l': cfg.lowerdir = optarg; break;
         case 'w': cfg.warm_reset = atoi(optarg); break;
         case 'd': o.dumpable = atoi(optarg); break;

@@ -85,9 +85,10 @@ void read_tail(int fd, char *text, size_t size) {
 }
 
 /* -- a slot's root -------------------------------------------------------------------------------------- */
-static int mount_tmpfs(const char *target, unsigned long size_mb) {
-    char data[64];
-    snprintf(data, sizeof data, "size=%lum,mode=0755", size_mb);
+static int mount_tmpfs(const char *target, unsigned long size_mb, unsigned long inodes) {
+    char data[96];
+    /* nr_inodes: the kernel's default is half the RAM's pages, and a snapshot copies each entry as a host file */
+    snprintf(data, sizeof data, "size=%lum,nr_inodes=%lu,mode=0755", size_mb, inodes);
     if (mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, data)) return failed("mount tmpfs on %s", target);
     return 0;
 }
@@ -190,7 +191,7 @@ int mount_root(int s) {
     snprintf(root, sizeof root, "root%d", s);
     snprintf(rw, sizeof rw, "rw%d", s);
     const char *tmpfs = strcmp(cfg.backend, "extract") ? rw : root; /* extract: the copy is the root */
-    if (mount_tmpfs(tmpfs, cfg.upper_size_mb)) return -1;
+    if (mount_tmpfs(tmpfs, cfg.upper_size_mb, cfg.upper_inodes)) return -1;
     if (tmpfs == root ? copy_layers(root) : mount_layers(root, rw)) {
         umount2(tmpfs, MNT_DETACH);
         return -1;

@@ -73,8 +73,8 @@ static void finish_root(void) {
      * a user namespace that would reveal more than an existing one) */
     mount_or_fail("proc", under_root("/proc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
     mount_or_fail(o.dev, under_root("/dev"), NULL, MS_BIND | MS_REC, NULL);
-    char tmp[64];
-    snprintf(tmp, sizeof tmp, "size=%lum,mode=1777", o.tmp_size_mb);
+    char tmp[96];
+    snprintf(tmp, sizeof tmp, "size=%lum,nr_inodes=%lu,mode=1777", o.tmp_size_mb, o.tmp_inodes);
     mount_or_fail("tmpfs", under_root("/tmp"), "tmpfs", MS_NOSUID | MS_NODEV, tmp);
     mount_or_fail("tmpfs", under_root("/dev/shm"), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, tmp);
     mount_or_fail("devpts", under_root("/dev/pts"), "devpts", MS_NOSUID | MS_NOEXEC,
@@ -163,6 +163,7 @@ static void pid1(void) {
     if (read(o.sock, &byte, 1) != 1 || byte) _exit(1);
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)) fail("PR_SET_PDEATHSIG");
     finish_root();
+    if (prepare_command_channel()) fail("memfd_create for the command channel");
     drop_privileges();
     install_filter();
     serve(&o);
@@ -173,8 +174,9 @@ static void parse(int argc, char **argv) {
         {"socket", 1, 0, 's'}, {"pid-pipe", 1, 0, 'p'}, {"root", 1, 0, 'r'}, {"dev", 1, 0, 'd'},
         {"tmp-size-mb", 1, 0, 't'}, {"bind-from", 1, 0, 'f'}, {"bind-to", 1, 0, 'b'}, {"max-output", 1, 0, 'm'},
         {"dumpable", 1, 0, 'u'}, {"workdir", 1, 0, 'w'}, {"rlimit", 1, 0, 'l'}, {"seccomp-note", 1, 0, 'n'},
-        {"seccomp-filter", 1, 0, 'x'}, {0, 0, 0, 0}};
-    o = (options_t){.sock = -1, .pid_pipe = -1, .workdir = "/", .seccomp_note = "", .seccomp_hex = ""};
+        {"seccomp-filter", 1, 0, 'x'}, {"tmp-inodes", 1, 0, 'i'}, {0, 0, 0, 0}};
+    o = (options_t){.sock = -1, .pid_pipe = -1, .workdir = "/", .seccomp_note = "", .seccomp_hex = "",
+                    .tmp_inodes = 131072};
     o.bind_from = calloc((size_t)argc, sizeof *o.bind_from);
     o.bind_to = calloc((size_t)argc, sizeof *o.bind_to);
     o.limits = calloc((size_t)argc, sizeof *o.limits);
@@ -186,6 +188,7 @@ static void parse(int argc, char **argv) {
         case 'r': o.root = optarg; break;
         case 'd': o.dev = optarg; break;
         case 't': o.tmp_size_mb = strtoul(optarg, NULL, 10); break;
+        case 'i': o.tmp_inodes = strtoul(optarg, NULL, 10); break;
         case 'f': o.bind_from[nfrom++] = optarg; break;
         case 'b': o.bind_to[o.nbinds++] = optarg; break;
         case 'm': o.max_output = strtoull(optarg, NULL, 10); break;
@@ -198,7 +201,7 @@ static void parse(int argc, char **argv) {
         }
     }
     if (o.sock < 0 || o.pid_pipe < 0 || !o.root || !o.dev || nfrom != o.nbinds || optind != argc) {
-        fprintf(stderr, "usage: %s --socket FD --pid-pipe FD --root DIR --dev DIR [--tmp-size-mb N] [--bind-from "
+        fprintf(stderr, "usage: %s --socket FD --pid-pipe FD --root DIR --dev DIR [--tmp-size-mb N] [--tmp-inodes N] [--bind-from "
                 "DIR --bind-to PATH]... [--max-output N] [--dumpable 0|1] [--workdir PATH] [--rlimit RES=N]... "
                 "[--seccomp-note TEXT] [--seccomp-filter HEX]\n(nsinit.py runs it; it is not a command for people)\n",
                 argv[0]);

@@ -4,6 +4,7 @@
 #define SWEBOX_SESSION_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* The session's configuration: nsinit's command line (session.c parses it) */
 typedef struct {
@@ -12,6 +13,7 @@ typedef struct {
     const char *root;         /* the slot's root, in nsinit's mount namespace */
     const char *dev;          /* the /dev nsinit prepared */
     unsigned long tmp_size_mb;
+    unsigned long tmp_inodes; /* nr_inodes of /tmp and /dev/shm each */
     const char **bind_from, **bind_to;
     int nbinds;
     size_t max_output;        /* bytes of a command's output kept: the first and last half */
@@ -38,6 +40,9 @@ typedef struct {
     buf_t op, command, error;
     int has_op, command_error, has_error;
     double timeout;
+    double max_output;        /* a host command's ("run") most stdout bytes kept; 0: the default */
+    int quiesce;              /* "run": kill every other process of the session first */
+    int freeze;               /* "run": stop every other process of the session for the command's time */
     buf_t payload;            /* raw bytes after the JSON: their count is its "payload_bytes" */
 } request_t;
 
@@ -79,5 +84,23 @@ int mkdir_p(const char *path); /* and its parents; 0 when it exists */
 
 /* pid 1's life once its root is final: start the shell, say ready, serve until the host goes away */
 void serve(const options_t *o) __attribute__((noreturn));
+
+/* The memfd that carries the agent's commands to its shell, made by pid 1 while it may still give it away:
+ * owned by an id the agent is not and mode 0, so that no process of the agent opens it through /proc. -1 with
+ * errno set when no memfd could be made */
+int prepare_command_channel(void);
+
+#define MAX_PIDS 65536 /* most processes a session lists at once */
+
+/* The session's processes (procs.c): its pids (at most `max`); reaping every exited child; SIGKILL to all but
+ * pid 1 and `keep` (with `before`, those that existed before a command started survive); SIGSTOP to all but
+ * pid 1 that were not stopped already, their pids in `stopped` (returns how many) */
+int list_pids(pid_t *pids, int max);
+void reap_zombies(void);
+void kill_all_but_me(pid_t keep, const pid_t *before, int nbefore);
+int freeze_others(pid_t *stopped, int max);
+
+/* A host command ({"op": "run"}): a fresh process forked by pid 1, not the agent's shell (hostrun.c) */
+void run_host_command(const options_t *o, const request_t *r);
 
 #endif

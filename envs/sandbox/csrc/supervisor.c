@@ -6,12 +6,16 @@
  *
  * The command itself travels in a memfd the shell holds at CMD_FD, not on its stdin: bash reads a pipe one byte
  * at a time (so that the programs it starts could read the rest), ~0.4 us a byte, 1.9 ms for a 4 KB command,
- * while `mapfile` reads a file in one go. Only a short line (run it, then print the marker) goes down the pipe. It is pid 1, so
- * the agent's `kill -9 -1` cannot touch it, it ignores every signal it can, and when it dies the kernel kills
- * everything in the session.
+ * while `mapfile` reads a file in one go. Only a short line (run it, then print the marker) goes down the
+ * shell's stdin. It is pid 1, so the agent's `kill -9 -1` cannot touch it, it ignores every signal it can, and
+ * when it dies the kernel kills everything in the session.
+ *
+ * The agent's processes have the shell's uid and the shell is dumpable (execve made it so), so they may open
+ * what the shell holds through /proc/<shell>/fd. Neither channel opens that way: the shell's stdin is a socket
+ * (the kernel refuses to open one through /proc: ENXIO) and the memfd belongs to another id with mode 0
+ * (prepare_command_channel). The host's own commands never come here at all (hostrun.c).
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -24,6 +28,8 @@
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -32,7 +38,6 @@
 #include "session.h"
 
 #define READ_CHUNK 65536
-#define MAX_PIDS 65536
 #define CMD_FD 100 /* the shell's fd for the command memfd: above what scripts use (3-9), clear of bash's saves (10..) */
 
 extern char **environ;
@@ -61,53 +66,25 @@ static double now_s(void) {
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* -- processes ------------------------------------------------------------------------------------------ */
-/* The session's /proc, opened once and rewound for each listing: an open and a close less per command */
-static int list_pids(pid_t *pids, int max) {
-    static DIR *d;
-    if (!d && !(d = opendir("/proc"))) return 0;
-    rewinddir(d);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < max) {
-        char *end;
-        long pid = strtol(e->d_name, &end, 10);
-        if (*e->d_name && !*end) pids[n++] = (pid_t)pid;
-    }
-    return n;
-}
+/* -- the shell ------------------------------------------------------------------------------------------ */
+static int channel = -1; /* the command memfd, one for every shell of the session */
 
-static void reap_zombies(void) { while (waitpid(-1, NULL, WNOHANG) > 0) {} }
-
-static int contains(const pid_t *pids, int n, pid_t pid) {
-    for (int i = 0; i < n; i++) if (pids[i] == pid) return 1;
+int prepare_command_channel(void) {
+    channel = memfd_create("swebox-command", MFD_CLOEXEC);
+    if (channel < 0) return -1;
+    /* nobody, else any other mapped id; rootless maps one id only, and the memfd stays the agent's own (its
+     * owner may chmod it back: docs/sandbox.md says what rootless gives up) */
+    if (fchown(channel, 65534, 65534) && fchown(channel, 1, 1)) {}
+    if (fchmod(channel, 0)) {}
     return 0;
 }
 
-/* SIGKILL every process of this PID namespace but pid 1 and `keep`, until none is left; repeated passes catch
- * processes forked while we kill (fork bombs). With `before`, processes that existed before the command started
- * (an earlier command's `nohup ... &` servers) survive. */
-static void kill_all_but_me(pid_t keep, const pid_t *before, int nbefore) {
-    static pid_t pids[MAX_PIDS];
-    for (int pass = 0; pass < 200; pass++) {
-        int n = list_pids(pids, MAX_PIDS), victims = 0;
-        for (int i = 0; i < n; i++) {
-            if (pids[i] == 1 || pids[i] == keep || (before && contains(before, nbefore, pids[i]))) continue;
-            victims++;
-            kill(pids[i], SIGKILL);
-        }
-        reap_zombies();
-        if (!victims) break;
-        usleep(1000);
-    }
-    reap_zombies();
-}
-
-/* -- the shell ------------------------------------------------------------------------------------------ */
 static void shell_start(const char *cwd) {
-    int in[2], out[2], cmd = memfd_create("swebox-command", MFD_CLOEXEC);
+    int in[2], out[2], cmd = channel;
     if (cmd < 0) return; /* no shell: the next exec reports it */
-    if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC)) { close(cmd); return; }
+    /* stdin a socket: no process of the agent can open it through /proc/<shell>/fd/0 to type into the shell */
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in)) return;
+    if (pipe2(out, O_CLOEXEC)) { close(in[0]); close(in[1]); return; }
     pid_t pid = fork_retrying();
     if (pid == 0) {
         setsid();
@@ -137,7 +114,7 @@ static void shell_start(const char *cwd) {
     }
     close(in[0]);
     close(out[1]);
-    if (pid < 0) { close(in[1]); close(out[0]); close(cmd); return; }
+    if (pid < 0) { close(in[1]); close(out[0]); return; }
     shell.pid = pid;
     shell.in = in[1];
     shell.out = out[0];
@@ -165,8 +142,7 @@ static void shell_restart(const char *how) {
     cwd[n > 0 ? n : 1] = 0;
     if (shell.in >= 0) close(shell.in);
     if (shell.out >= 0) close(shell.out);
-    if (shell.cmd >= 0) close(shell.cmd);
-    shell.in = shell.out = shell.cmd = -1;
+    shell.in = shell.out = shell.cmd = -1; /* the memfd (channel) serves the next shell */
     shell.pid = 0;
     kill_all_but_me(0, NULL, 0);
     shell_start(cwd);
@@ -418,6 +394,7 @@ void serve(const options_t *o) {
         request_t r;
         recv_request(o->sock, &r);
         if (r.has_op && !strcmp(r.op.data ? r.op.data : "", "exec")) exec_command(&r);
+        else if (r.has_op && !strcmp(r.op.data ? r.op.data : "", "run")) run_host_command(o, &r);
         else {
             buf_t why = {0};
             buf_str(&why, "unknown request ");
