@@ -257,6 +257,7 @@ def run_eval(args: argparse.Namespace) -> int:
     from swebox.envs.tasks.validate import layers_flag_error
     from swebox.trainers.config import ConfigError, load_config
     from swebox.trainers.rollout import play_episode
+    from swebox.trainers.sampling import sample_seed
     from swebox.trainers.trajectories import episode_fields
 
     _check_policy(args.policy)
@@ -307,7 +308,9 @@ def run_eval(args: argparse.Namespace) -> int:
         try:
             with group(task, 1, source=source, config=econf) as g:
                 if args.policy.startswith("hf:"):
-                    traj = play_episode(g[0], backend, tokenizer, cfg, task.instance_id, task.instance_id)
+                    # its own sampling stream: the tasks play in parallel threads, in any order
+                    traj = play_episode(g[0], backend, tokenizer, cfg, task.instance_id, task.instance_id,
+                                        seed=sample_seed(cfg.seed, "eval", task.instance_id))
                     m = traj.metrics
                     rec = {**episode_fields(traj), "model_s": m.get("timing/generate_s", 0.0),
                            "env_s": m.get("timing/env_s", 0.0), "prompt_ids": traj.prompt_ids,
