@@ -14,8 +14,9 @@ the stream must end with a finish event from a pytest that exited 0 or 1; both c
 as planted (one passed, one failed). It also holds what the tested process must not be able to refresh or
 read: ``monitor.json`` (the canaries' planted statuses, the rewritten-test table) is deleted once read, the
 runner's start-up snapshot of pytest's objects arrives before any project code runs and every later check
-is compared with it here, and each task test file must be reported loaded from its own cache entry. It writes ``WORKDIR/verdict``: ``SWEBOX-VERDICT <hmac-sha256 hex>``, a
-newline, the verdict's JSON; the grader accepts nothing else. Killing the monitor, leaving early or writing
+is compared with it here, and each task test file must be reported loaded from its own cache entry. It
+writes ``WORKDIR/verdict``: ``SWEBOX-VERDICT <hmac-sha256 hex>``, a newline, the verdict's JSON; the grader
+accepts nothing else. Killing the monitor, leaving early or writing
 that file from the tested process yields no verdict (or a forged one, which counts for nothing).
 """
 

@@ -116,7 +116,7 @@ origins = _load_origins()
 START, REPO, _trusted_file, fingerprint = origins.START, origins.REPO, origins.trusted_file, origins.fingerprint
 
 
-def _use_rewritten(table: dict[str, str], send) -> list[bool]:
+def _use_rewritten(table: dict[str, str], send) -> tuple[list[bool], dict[int, object]]:
     """pytest takes a task test file's rewritten code from the grader's cache (``rewrite_cache``: a read-only
     folder, entries compiled from the pristine test files) and never reads a pyc from disk (one written during
     the run would be read: pytest checks only its mtime and size).
@@ -124,15 +124,15 @@ def _use_rewritten(table: dict[str, str], send) -> list[bool]:
     Every load of a repository file is reported (file, entry): the monitor holds the true table and says
     when a file was served another entry or none. Returns the switch that ``pytest_configure`` turns on
     (off for good when the ini enables ``enable_assertion_pass_hook``, which the entries are not compiled
-    with)."""
+    with), and every code object of the entries served (id -> code: what a test function's code must be)."""
     import importlib.util
     import marshal
 
     from _pytest.assertion import rewrite
 
-    active = [False]
+    active, served = [False], {}
     if getattr(rewrite, "_read_pyc", None) is None:
-        return active
+        return active, served
     magic, table = importlib.util.MAGIC_NUMBER, dict(table)
 
     def _read_pyc(source, pyc, trace=lambda message: None):
@@ -147,6 +147,11 @@ def _use_rewritten(table: dict[str, str], send) -> list[bool]:
                 code = None
             if isinstance(code, _CodeType):
                 trace(f"cached rewritten code for {source} from {entry}")
+                stack = [code]
+                while stack:  # the test functions this module defines: their code is one of these objects
+                    c = stack.pop()
+                    served[id(c)] = c
+                    stack += [k for k in c.co_consts if isinstance(k, _CodeType)]
             else:
                 code = None
         if path.startswith(REPO):
@@ -154,7 +159,7 @@ def _use_rewritten(table: dict[str, str], send) -> list[bool]:
         return code
 
     rewrite._read_pyc = _read_pyc
-    return active
+    return active, served
 
 
 def _send(reporter: Reporter, event: dict, _write=_write, _dumps=_dumps) -> None:
@@ -189,6 +194,17 @@ def _watch(reporter: Reporter, send=_send) -> None:
             raise RuntimeError("no audit hook after the grading runner's")
 
     sys.addaudithook(audit)
+
+
+def _innermost(obj):
+    """The function under a bound method and ``functools.wraps`` layers (a test's decorators), or None."""
+    for _ in range(20):
+        obj = getattr(obj, "__func__", obj)
+        inner = getattr(obj, "__wrapped__", None) if isinstance(obj, _FunctionType) else None
+        if inner is None:
+            break
+        obj = inner
+    return obj
 
 
 def _executing(multicall) -> list:
@@ -247,6 +263,7 @@ class Reporter:
         self.origins = origins.Origins()
         self.before = _critical_objects()  # kept alive: the ids the monitor holds stay theirs
         self.rewrite_on: list[bool] = [False]
+        self.served: dict[int, object] = {}
 
     def pytest_configure(self, config, _send=_send) -> None:
         self.config = self.origins.config = config
@@ -280,13 +297,32 @@ class Reporter:
         yield
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
-    def pytest_runtest_call(self, item):
+    def pytest_runtest_call(self, item, _send=_send):
         self._vet("pytest_runtest_call")
+        # the item runs what its class says: no runtest of its own, no class the project made up
+        why = "has a runtest of its own" if "runtest" in vars(item) else self.origins.why_not(type(item).runtest)
+        if why:
+            _send(self, {"e": "check", "problems": [f"{item.nodeid}: the test item's runtest {why}"]})
         yield
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
-    def pytest_pyfunc_call(self, pyfuncitem):
+    def pytest_pyfunc_call(self, pyfuncitem, _send=_send, _innermost=_innermost):
         self._vet("pytest_pyfunc_call")
+        # The function about to run is the one the test's module or class defines under the test's name, and
+        # its code is the test file's own (from the cached rewrite pytest was served, or checked against the
+        # file): an item whose function was swapped after collection runs nothing of the test's.
+        func = _innermost(pyfuncitem.obj)
+        holder = getattr(getattr(pyfuncitem, "parent", None), "obj", None)
+        declared = _innermost(getattr(holder, getattr(pyfuncitem, "originalname", ""), None))
+        code = getattr(func, "__code__", None)
+        if declared is not None and declared is not func:
+            why = "is not the function its test file defines under that name"
+        elif code is not None and self.served.get(id(code)) is code:
+            why = ""
+        else:
+            why = self.origins.why_not(func)
+        if why:
+            _send(self, {"e": "check", "problems": [f"{pyfuncitem.nodeid}: the test function {why}"]})
         yield
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -330,10 +366,10 @@ def main(argv: list[str]) -> None:
     missing = [f for f in spec["files"] if not os.path.exists(f)]
     present = [f for f in spec["files"] if f not in missing]
     held: list[Reporter] = []
-    active = _use_rewritten(spec.get("rewritten") or {}, lambda event: _send(held[0], event))
+    active, served = _use_rewritten(spec.get("rewritten") or {}, lambda event: _send(held[0], event))
     reporter, send, check = Reporter(fd, spec.get("rewritten")), _send, _check  # the snapshot: after the patches
     held.append(reporter)
-    reporter.rewrite_on = active
+    reporter.rewrite_on, reporter.served = active, served
     # The snapshot goes to the monitor before any project code runs: no later refresh in here counts.
     send(reporter, {"e": "baseline", "objects": {name: id(value) for name, value in reporter.before.items()}})
     _watch(reporter)

@@ -227,6 +227,19 @@ AUDIT_HOOK_SWAPS_THE_TEST = (
 )
 
 
+# A profile function (no hook, no patch of pytest) that gives the collected test_add item a function of its
+# own just before pytest runs it.
+SWAP_THE_ITEMS_FUNCTION = (
+    "import sys\n"
+    "def _profile(frame, event, arg):\n"
+    "    if event == 'call' and frame.f_code.co_name == 'pytest_runtest_protocol':\n"
+    "        item = frame.f_locals.get('item')\n"
+    "        if getattr(item, 'name', '') == 'test_add':\n"
+    "            item.obj = lambda: None\n"
+    "sys.setprofile(_profile)\n"
+)
+
+
 def test_the_watchdogs_reference_cannot_be_refreshed(calc_layer, calc_task):
     report = grade(calc_task, new_file_over_empty("calc/__init__.py", REFRESH_THE_SNAPSHOT), layers=[calc_layer])
     _unresolved(report)
@@ -242,6 +255,13 @@ def test_the_rewritten_test_table_cannot_be_redirected(calc_layer, calc_task):
 def test_an_audit_hook_cannot_swap_a_test_function(calc_layer, calc_task):
     report = grade(calc_task, new_file_over_empty("calc/__init__.py", AUDIT_HOOK_SWAPS_THE_TEST), layers=[calc_layer])
     _unresolved(report)
+
+
+def test_a_collected_item_cannot_be_given_another_function(calc_layer, calc_task):
+    report = grade(calc_task, new_file_over_empty("calc/__init__.py", SWAP_THE_ITEMS_FUNCTION), layers=[calc_layer])
+    _unresolved(report)
+    if report.tests[F2P].status == "passed":  # the lambda ran in place of the test: the runner must have said so
+        assert any(t.startswith(F2P + ": the test function") for t in report.tampered), report.tampered
 
 
 # -- the honest fixes still resolve (the same task shapes as the attacks) -----------------------------------
