@@ -207,6 +207,15 @@ def _innermost(obj):
     return obj
 
 
+def _shadowed(obj) -> list[str]:
+    """Methods of ``obj``'s class that ``obj`` shadows with an attribute of its own (set at run time)."""
+    cls, found = type(obj), []
+    for name, value in list(getattr(obj, "__dict__", {}).items()):
+        if callable(value) and not name.startswith("__") and callable(getattr(cls, name, None)):
+            found.append(f"replaced on the instance: {cls.__module__}.{cls.__qualname__}.{name}")
+    return found
+
+
 def _executing(multicall) -> list:
     """The hook implementations pluggy is running right now (its own copy of the list, which a plugin that
     unregisters itself mid-call does not leave)."""
@@ -258,6 +267,12 @@ class Reporter:
         self.hookexec = None
         self.cached = dict(rewritten or {})
         self.caller_type = getattr(pluggy, "HookCaller", None) or pluggy._hooks._HookCaller
+        self.relay_type = getattr(pluggy, "HookRelay", None) or pluggy._hooks._HookRelay
+        try:
+            from _pytest.config.compat import PathAwareHookProxy
+        except ImportError:  # pytest < 7: config.hook is the relay
+            PathAwareHookProxy = self.relay_type
+        self.proxy_types = (self.relay_type, PathAwareHookProxy)
         self.pm_hookexec = getattr(pluggy.PluginManager, "_hookexec", None)
         self.multicall = getattr(pluggy.PluginManager("swebox")._inner_hookexec, "__code__", None)
         self.origins = origins.Origins()
@@ -285,15 +300,34 @@ class Reporter:
         # Collection imported the project: a patch made at import and undone before the end shows here.
         _send(self, _check(self))
 
-    def _vet(self, hook: str, _send=_send, _executing=_executing) -> None:
+    def _vet(self, hook: str, item=None, _send=_send, _executing=_executing, _shadowed=_shadowed) -> None:
         problems = self.origins.problems(_executing(self.multicall), hook)
+        if item is not None and self.config is not None:
+            # How the item reaches its hooks: no method shadowed on the item, its session, the config or the
+            # plugin manager (e.g. a session.gethookproxy that relays the hooks and edits what they return),
+            # and the config's hook relay is the plugin manager's own.
+            pm = self.config.pluginmanager
+            for obj in (item, getattr(item, "session", None), self.config, pm):
+                problems += _shadowed(obj)
+            relay = self.config.hook  # pytest's PathAwareHookProxy over pm.hook (the relay itself before 7)
+            if (type(pm.hook) is not self.relay_type or type(relay) not in self.proxy_types
+                    or getattr(relay, "_hook_relay", pm.hook) is not pm.hook):
+                problems.append("replaced: the hook relay")
+            elif relay is not pm.hook:  # the proxy keeps what it hands out: the callers, or pytest's path wrappers
+                for name, value in list(vars(relay).items()):
+                    caller = getattr(pm.hook, name, None)
+                    if name != "_hook_relay" and value is not caller and (
+                            getattr(value, "__wrapped__", None) is not caller or self.origins.why_not(value)):
+                        problems.append(f"replaced: the hook relay's {name}")
+            if pm._inner_hookexec is not self.hookexec:
+                problems.append("replaced: the plugin manager's hook executor")
         if problems:
             _send(self, {"e": "check", "problems": problems})
 
     # The hooks a test's outcome goes through: the implementations each call runs are vetted as it starts.
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_protocol(self, item, nextitem):
-        self._vet("pytest_runtest_protocol")
+        self._vet("pytest_runtest_protocol", item)
         yield
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -327,7 +361,7 @@ class Reporter:
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_makereport(self, item, call):
-        self._vet("pytest_runtest_makereport")
+        self._vet("pytest_runtest_makereport", item)
         yield
 
     @pytest.hookimpl(tryfirst=True)

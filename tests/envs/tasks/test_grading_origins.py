@@ -240,6 +240,29 @@ SWAP_THE_ITEMS_FUNCTION = (
 )
 
 
+# The session's hook proxy shadowed on the instance: every item's ihook becomes a relay that passes test_add's
+# report through the real hooks (which see nothing wrong) and flips it afterwards.
+RELAY_THE_ITEMS_HOOKS = (
+    "import gc, _pytest.main\n"
+    "class _Relay:\n"
+    "    def __init__(self, inner):\n"
+    "        self._inner = inner\n"
+    "    def __getattr__(self, name):\n"
+    "        hook = getattr(self._inner, name)\n"
+    "        if name != 'pytest_runtest_makereport':\n"
+    "            return hook\n"
+    "        def call(**kw):\n"
+    "            rep = hook(**kw)\n"
+    "            if kw['item'].name == 'test_add' and rep.when == 'call':\n"
+    "                rep.outcome, rep.longrepr = 'passed', None\n"
+    "            return rep\n"
+    "        return call\n"
+    "for _s in [o for o in gc.get_objects() if isinstance(o, _pytest.main.Session)]:\n"
+    "    _real = _s.gethookproxy\n"
+    "    _s.gethookproxy = lambda fspath, _real=_real: _Relay(_real(fspath))\n"
+)
+
+
 def test_the_watchdogs_reference_cannot_be_refreshed(calc_layer, calc_task):
     report = grade(calc_task, new_file_over_empty("calc/__init__.py", REFRESH_THE_SNAPSHOT), layers=[calc_layer])
     _unresolved(report)
@@ -254,6 +277,11 @@ def test_the_rewritten_test_table_cannot_be_redirected(calc_layer, calc_task):
 
 def test_an_audit_hook_cannot_swap_a_test_function(calc_layer, calc_task):
     report = grade(calc_task, new_file_over_empty("calc/__init__.py", AUDIT_HOOK_SWAPS_THE_TEST), layers=[calc_layer])
+    _unresolved(report)
+
+
+def test_the_hooks_a_test_goes_through_cannot_be_relayed(calc_layer, calc_task):
+    report = grade(calc_task, new_file_over_empty("calc/__init__.py", RELAY_THE_ITEMS_HOOKS), layers=[calc_layer])
     _unresolved(report)
 
 
