@@ -114,6 +114,7 @@ def _load_origins():
 
 origins = _load_origins()
 START, REPO, _trusted_file, fingerprint = origins.START, origins.REPO, origins.trusted_file, origins.fingerprint
+_innermost, _shadowed, _executing = origins.innermost, origins.shadowed, origins.executing
 
 
 def _use_rewritten(table: dict[str, str], send) -> tuple[list[bool], dict[int, object]]:
@@ -196,40 +197,6 @@ def _watch(reporter: Reporter, send=_send) -> None:
     sys.addaudithook(audit)
 
 
-def _innermost(obj):
-    """The function under a bound method and ``functools.wraps`` layers (a test's decorators), or None."""
-    for _ in range(20):
-        obj = getattr(obj, "__func__", obj)
-        inner = getattr(obj, "__wrapped__", None) if isinstance(obj, _FunctionType) else None
-        if inner is None:
-            break
-        obj = inner
-    return obj
-
-
-def _shadowed(obj) -> list[str]:
-    """Methods of ``obj``'s class that ``obj`` shadows with an attribute of its own (set at run time)."""
-    cls, found = type(obj), []
-    for name, value in list(getattr(obj, "__dict__", {}).items()):
-        if callable(value) and not name.startswith("__") and callable(getattr(cls, name, None)):
-            found.append(f"replaced on the instance: {cls.__module__}.{cls.__qualname__}.{name}")
-    return found
-
-
-def _executing(multicall) -> list:
-    """The hook implementations pluggy is running right now (its own copy of the list, which a plugin that
-    unregisters itself mid-call does not leave)."""
-    frame = sys._getframe(2)
-    for _ in range(6):
-        if frame is None:
-            break
-        if frame.f_code is multicall:
-            impls = frame.f_locals.get("hook_impls")
-            return list(impls) if impls is not None else []
-        frame = frame.f_back
-    return []
-
-
 def _check(reporter: Reporter, _critical_objects=_critical_objects, _executing=_executing) -> dict:
     """The event the monitor compares with the start-up snapshot it was sent: ids of the critical objects
     now, and what the in-process checks found (hooks of untrusted origin, a replaced hook executor)."""
@@ -273,6 +240,7 @@ class Reporter:
         except ImportError:  # pytest < 7: config.hook is the relay
             PathAwareHookProxy = self.relay_type
         self.proxy_types = (self.relay_type, PathAwareHookProxy)
+        self.relay_seen: dict = {}
         self.pm_hookexec = getattr(pluggy.PluginManager, "_hookexec", None)
         self.multicall = getattr(pluggy.PluginManager("swebox")._inner_hookexec, "__code__", None)
         self.origins = origins.Origins()
@@ -313,8 +281,10 @@ class Reporter:
             if (type(pm.hook) is not self.relay_type or type(relay) not in self.proxy_types
                     or getattr(relay, "_hook_relay", pm.hook) is not pm.hook):
                 problems.append("replaced: the hook relay")
-            elif relay is not pm.hook:  # the proxy keeps what it hands out: the callers, or pytest's path wrappers
-                for name, value in list(vars(relay).items()):
+            elif relay is not pm.hook and vars(relay) != self.relay_seen:
+                # the proxy keeps what it hands out: the callers, or pytest's path wrappers (checked when it grew)
+                self.relay_seen = dict(vars(relay))
+                for name, value in list(self.relay_seen.items()):
                     caller = getattr(pm.hook, name, None)
                     if name != "_hook_relay" and value is not caller and (
                             getattr(value, "__wrapped__", None) is not caller or self.origins.why_not(value)):

@@ -172,3 +172,37 @@ def refuse_bytecode(start: float = START) -> None:
         return cached
 
     external.cache_from_source = cache_from_source  # what SourceLoader.get_code looks up on every import
+
+
+def innermost(obj):
+    """The function under a bound method and ``functools.wraps`` layers (a test's decorators), or None."""
+    for _ in range(20):
+        obj = getattr(obj, "__func__", obj)
+        inner = getattr(obj, "__wrapped__", None) if isinstance(obj, _FunctionType) else None
+        if inner is None:
+            break
+        obj = inner
+    return obj
+
+
+def shadowed(obj) -> list[str]:
+    """Methods of ``obj``'s class that ``obj`` shadows with an attribute of its own (set at run time)."""
+    cls, found = type(obj), []
+    for name, value in list(getattr(obj, "__dict__", {}).items()):
+        if callable(value) and not name.startswith("__") and callable(getattr(cls, name, None)):
+            found.append(f"replaced on the instance: {cls.__module__}.{cls.__qualname__}.{name}")
+    return found
+
+
+def executing(multicall) -> list:
+    """The hook implementations pluggy is running right now (its own copy of the list, which a plugin that
+    unregisters itself mid-call does not leave)."""
+    frame = sys._getframe(2)  # executing <- Reporter._vet <- the hook method (<- pluggy's wrapper runner)
+    for _ in range(6):
+        if frame is None:
+            break
+        if frame.f_code is multicall:
+            impls = frame.f_locals.get("hook_impls")
+            return list(impls) if impls is not None else []
+        frame = frame.f_back
+    return []
