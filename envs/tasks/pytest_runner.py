@@ -268,15 +268,17 @@ class Reporter:
         # Collection imported the project: a patch made at import and undone before the end shows here.
         _send(self, _check(self))
 
-    def _vet(self, hook: str, item=None, _send=_send, _executing=_executing, _shadowed=_shadowed) -> None:
+    def _vet(self, hook: str, item=None, call=None, _send=_send, _executing=_executing, _shadowed=_shadowed) -> None:
         problems = self.origins.problems(_executing(self.multicall), hook)
         if item is not None and self.config is not None:
             # How the item reaches its hooks: no method shadowed on the item, its session, the config or the
             # plugin manager (e.g. a session.gethookproxy that relays the hooks and edits what they return),
             # and the config's hook relay is the plugin manager's own.
             pm = self.config.pluginmanager
-            for obj in (item, getattr(item, "session", None), self.config, pm):
-                problems += _shadowed(obj)
+            problems += _shadowed(item)
+            if hook != "pytest_runtest_makereport" or getattr(call, "when", "call") == "call":
+                for obj in (getattr(item, "session", None), self.config, pm):  # at the start and the call's report
+                    problems += _shadowed(obj)
             relay = self.config.hook  # pytest's PathAwareHookProxy over pm.hook (the relay itself before 7)
             if (type(pm.hook) is not self.relay_type or type(relay) not in self.proxy_types
                     or getattr(relay, "_hook_relay", pm.hook) is not pm.hook):
@@ -331,7 +333,7 @@ class Reporter:
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_makereport(self, item, call):
-        self._vet("pytest_runtest_makereport", item)
+        self._vet("pytest_runtest_makereport", item, call)
         yield
 
     @pytest.hookimpl(tryfirst=True)
