@@ -11,8 +11,12 @@ file, from its memory or through ``/proc``. It then runs ``pytest_runner.py`` as
 per-test events, the child's output going to ``WORKDIR/pytest.out``, and judges the stream as it arrives:
 every collected test needs its setup, call (when setup passed) and teardown report, once each and in order;
 the stream must end with a finish event from a pytest that exited 0 or 1; both canary tests must come out
-as planted (one passed, one failed). It writes ``WORKDIR/verdict``: ``SWEBOX-VERDICT <hmac-sha256 hex>``, a
-newline, the verdict's JSON; the grader accepts nothing else. Killing the monitor, leaving early or writing
+as planted (one passed, one failed). It also holds what the tested process must not be able to refresh or
+read: ``monitor.json`` (the canaries' planted statuses, the rewritten-test table) is deleted once read, the
+runner's start-up snapshot of pytest's objects arrives before any project code runs and every later check
+is compared with it here, and each task test file must be reported loaded from its own cache entry. It
+writes ``WORKDIR/verdict``: ``SWEBOX-VERDICT <hmac-sha256 hex>``, a newline, the verdict's JSON; the grader
+accepts nothing else. Killing the monitor, leaving early or writing
 that file from the tested process yields no verdict (or a forged one, which counts for nothing).
 """
 
@@ -51,8 +55,13 @@ def status_of(when: str, outcome: str, xfail: bool) -> str:
 class Judge:
     """Folds the event stream into per-test results and the problems that make the run unusable."""
 
-    def __init__(self, canaries: dict[str, str]) -> None:
+    def __init__(self, canaries: dict[str, str], rewritten: dict[str, str] | None = None) -> None:
         self.canaries = canaries
+        self.rewritten = dict(rewritten or {})  # test file -> its cache entry: what the runner must load
+        self.loaded: dict[str, str] = {}
+        self.rewrite_on = False
+        self.baseline: dict[str, int] | None = None
+        self.checked = False
         self.collected: list[str] | None = None
         self.phases: dict[str, list[str]] = {}
         self.results: dict[str, list] = {}  # id -> [status, duration, message]
@@ -75,10 +84,18 @@ class Judge:
             return
         if self.finish is not None:
             self.problem(f"event after the finish: {kind!r}", True)
+        elif kind == "baseline":
+            if self.baseline is not None or self.started:
+                self.problem("second baseline event", True)
+            else:
+                self.baseline = {str(k): v for k, v in dict(event.get("objects", {})).items()}
         elif kind == "start":
             if self.started:
                 self.problem("second start event", True)
             self.started = True
+            self.rewrite_on = bool(event.get("rewrite"))
+        elif kind == "rewrite":
+            self._rewrite(str(event.get("file")), str(event.get("entry") or ""))
         elif kind == "collected":
             if self.collected is not None:
                 self.problem("second collection event", True)
@@ -91,10 +108,37 @@ class Judge:
         elif kind == "check":
             for text in event.get("problems", []):
                 self.problem(str(text), True)
+            if "objects" in event:
+                self._compare(dict(event["objects"]))
         elif kind == "finish":
             self.finish = event
         else:
             self.problem(f"unknown event {kind!r}", True)
+
+    def _compare(self, objects: dict) -> None:
+        """The runner's critical objects now against the snapshot it sent before any project code ran (held
+        here, where the tested process cannot refresh it)."""
+        if self.baseline is None:
+            self.problem("a check of pytest's objects without a start-up snapshot", True)
+            return
+        self.checked = True
+        for name, ident in self.baseline.items():
+            if objects.get(name) != ident:
+                self.problem(f"replaced: {name}", True)
+        for name in objects:
+            if name not in self.baseline and ".TestCase." in name:
+                self.problem(f"added: {name}", True)
+
+    def _rewrite(self, path: str, entry: str) -> None:
+        """pytest loaded a repository file: a task test file must get exactly its cached rewritten code."""
+        want = self.rewritten.get(path)
+        if not self.rewrite_on or want is None:
+            return
+        if entry != want:
+            self.problem(f"test file {path} was loaded from {entry or 'its source'}, not from its cached "
+                         "rewrite", True)
+        else:
+            self.loaded[path] = entry
 
     def _report(self, event: dict) -> None:
         test_id, when = str(event.get("id")), event.get("when")
@@ -137,6 +181,13 @@ class Judge:
             phases = self.phases.get(test_id, [])
             if phases[-1:] != ["teardown"] and not timed_out and self.finish is not None:
                 self.problem(f"{test_id}: incomplete reports ({phases or 'none'})")
+        if self.finish is not None and not self.checked:
+            self.problem("no check of pytest's objects against the start-up snapshot", True)
+        if self.rewrite_on:
+            files = {test_id.split("::", 1)[0] for test_id in self.collected or []}
+            for path in self.rewritten:
+                if path.startswith("/testbed/") and path[len("/testbed/"):] in files and path not in self.loaded:
+                    self.problem(f"test file {path} was not loaded from its cached rewrite", True)
         for test_id, expected in self.canaries.items():
             got = self.results.get(test_id, ["missing"])[0]
             if got != expected:
@@ -167,9 +218,11 @@ def run(workdir: str) -> None:
     with open(key_path, "rb") as fh:
         key = fh.read()
     os.unlink(key_path)
-    with open(os.path.join(workdir, "monitor.json"), encoding="utf-8") as fh:
+    spec_path = os.path.join(workdir, "monitor.json")
+    with open(spec_path, encoding="utf-8") as fh:
         spec = json.load(fh)
-    judge = Judge(spec["canaries"])
+    os.unlink(spec_path)  # the canaries' planted statuses: read once, gone before the tested process exists
+    judge = Judge(spec["canaries"], spec.get("rewritten"))
     read_end, write_end = os.pipe()
     out = os.open(os.path.join(workdir, "pytest.out"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     pid = os.fork()

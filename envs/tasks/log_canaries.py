@@ -80,7 +80,9 @@ def plant(sb: Sandbox, task: Task, workdir: str) -> LogCanaries:
         text, expected = source(task, rng)
         sb.write_file(f"{workdir}/canaries.py", text)
         q = shlex.quote(f"/testbed/{path}")
-        appended = sb.exec(f"test -f {q} && ! test -L {q} && cat {workdir}/canaries.py >> {q}", timeout=30)
+        # the text leaves the grading folder at once: no file there names the canaries during the run
+        appended = sb.exec(f"test -f {q} && ! test -L {q} && cat {workdir}/canaries.py >> {q}; s=$?; "
+                           f"rm -f {workdir}/canaries.py; exit $s", timeout=30)
         if appended.exit_code == 0:
             return LogCanaries(path, expected)
     return LogCanaries(skipped="no test file of the task's ids or test_patch to add them to")

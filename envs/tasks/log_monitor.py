@@ -44,8 +44,10 @@ def run(workdir):
     with open(key_path, "rb") as fh:
         key = fh.read()
     os.unlink(key_path)
-    with open(os.path.join(workdir, "log_monitor.json")) as fh:
+    spec_path = os.path.join(workdir, "log_monitor.json")
+    with open(spec_path) as fh:
         spec = json.load(fh)
+    os.unlink(spec_path)  # the script (its nonce): read once, gone before the tested process exists
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:

@@ -13,10 +13,14 @@ signs the verdict. Forging after the fact (rewriting files, printing lines, leav
 longer works; forging *before* a test runs is what the watchdog looks for, and the monitor's canary tests
 catch a forger that does not single out the task's own tests.
 
-The watchdog captures pytest's, pluggy's and unittest's critical functions (and their code objects) when
-this program starts, before any project code is imported, and reports every one replaced, and every plugin
-whose origin is not pytest, an installed package, a ``conftest.py`` pytest imported itself or the
-repository's test folders (``pytest_plugins`` modules).
+Before any project code runs, the runner deletes its arguments file, refuses cached bytecode for the
+repository and any pyc written during the run (``runner_origins.refuse_bytecode``), sends the monitor a
+snapshot of pytest's, pluggy's and unittest's critical functions (and their code objects) that every later
+check is compared with *there*, and installs an audit hook that lets no later audit hook in and reports a
+changed function code or class method the moment it happens. Every hook implementation is judged by what
+the interpreter loaded, never by what its plugin says (``runner_origins.Origins``), after collection, at
+the end, and for the implementations pluggy runs on each test's path; every task test file pytest loads is
+reported with the cached rewrite it was served, which the monitor checks against its own table.
 """
 
 from __future__ import annotations
@@ -24,34 +28,28 @@ from __future__ import annotations
 import json
 import os
 import sys
+import types
 
-import pytest  # before any project code: the reporter captures the originals
+import pytest
 
 _write, _dumps = os.write, json.dumps  # captured before the project can replace them
+_FunctionType, _CodeType = types.FunctionType, types.CodeType
 
 
-def _critical_objects() -> dict[str, object]:
-    """name -> the object pytest, pluggy and unittest grade with (and the code of each function), right now."""
+def _classes() -> tuple[type, ...]:
+    """The classes whose attributes the verdict is made with (their methods, and the methods' code)."""
+    import _frozen_importlib_external as external
     import unittest
 
     import _pytest.junitxml as junitxml
-    import _pytest.main as main
-    import _pytest.outcomes as outcomes
     import _pytest.python as python
     import _pytest.reports as reports
     import _pytest.runner as runner
-    import _pytest.skipping as skipping
     import _pytest.unittest as pt_unittest
-    import pluggy._callers as callers
+    import pluggy
     import pluggy._hooks as hooks
 
-    found: dict[str, object] = {}
-    this = sys.modules[__name__]  # this runner too: its functions and its plugin's methods
-    for mod in (runner, python, main, junitxml, outcomes, callers, skipping, pytest, this):
-        for name, value in vars(mod).items():
-            if callable(value) and not name.startswith("__"):
-                found[f"{mod.__name__}.{name}"] = value
-    for cls in (
+    return (
         reports.TestReport,
         reports.BaseReport,
         reports.CollectReport,
@@ -62,10 +60,36 @@ def _critical_objects() -> dict[str, object]:
         junitxml._NodeReporter,
         getattr(hooks, "HookCaller", None) or hooks._HookCaller,  # pluggy < 1.1 (pinned by older recipes)
         hooks.HookImpl,
+        pluggy.PluginManager,
         unittest.TestCase,
         unittest.TestResult,
-        this.Reporter,
-    ):
+        external.SourceLoader,
+        external.SourceFileLoader,
+        sys.modules[__name__].Reporter,
+        origins.Origins,
+    )
+
+
+def _critical_objects() -> dict[str, object]:
+    """name -> the object pytest, pluggy and unittest grade with (and the code of each function), right now."""
+    import _frozen_importlib_external as external
+
+    import _pytest.assertion.rewrite as rewrite
+    import _pytest.junitxml as junitxml
+    import _pytest.main as main
+    import _pytest.outcomes as outcomes
+    import _pytest.python as python
+    import _pytest.runner as runner
+    import _pytest.skipping as skipping
+    import pluggy._callers as callers
+
+    found: dict[str, object] = {}
+    this = sys.modules[__name__]  # this runner too: its functions and its plugin's methods
+    for mod in (runner, python, main, junitxml, outcomes, callers, skipping, pytest, this, rewrite, external, origins):
+        for name, value in vars(mod).items():
+            if callable(value) and not name.startswith("__"):
+                found[f"{mod.__name__}.{name}"] = value
+    for cls in _classes():
         for name, value in vars(cls).items():
             found[f"{cls.__module__}.{cls.__qualname__}.{name}"] = value
     for name, value in list(found.items()):
@@ -76,36 +100,45 @@ def _critical_objects() -> dict[str, object]:
     return found
 
 
-def _trusted_file(path: str) -> bool:
-    """Installed packages, the standard library, and the repository's test folders (the grader's filter keeps
-    every agent diff out of those: a ``pytest_plugins`` module in ``tests/`` is the project's own). A file
-    named ``conftest.py`` is not trusted by its name: only the conftest modules pytest imported itself are."""
-    real = os.path.realpath(path)
-    if real.startswith("/testbed/"):
-        return any(p in ("test", "tests", "testing") for p in real[len("/testbed/") :].split("/")[:-1])
-    return "/site-packages/" in real or real.startswith(sys.base_prefix)
+def _load_origins():
+    """``runner_origins.py`` from beside this file (the run's folder in the sandbox, the package on the host)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runner_origins.py")
+    spec = importlib.util.spec_from_file_location("swebox_runner_origins", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
-def _use_rewritten(table: dict[str, str]) -> None:
+origins = _load_origins()
+START, REPO, _trusted_file, fingerprint = origins.START, origins.REPO, origins.trusted_file, origins.fingerprint
+_innermost, _shadowed, _executing = origins.innermost, origins.shadowed, origins.executing
+
+
+def _use_rewritten(table: dict[str, str], send) -> tuple[list[bool], dict[int, object]]:
     """pytest takes a task test file's rewritten code from the grader's cache (``rewrite_cache``: a read-only
-    folder, entries compiled from the pristine test files) instead of looking in ``__pycache__`` beside it.
+    folder, entries compiled from the pristine test files) and never reads a pyc from disk (one written during
+    the run would be read: pytest checks only its mtime and size).
 
-    ``table`` maps a test file's path to its entry; the Reporter fills it at ``pytest_configure`` (empty until
-    then, and for good when the ini enables ``enable_assertion_pass_hook``, which the entries are not compiled
-    with). A file not in it, or an entry that does not load, is pytest's own business as before."""
+    Every load of a repository file is reported (file, entry): the monitor holds the true table and says
+    when a file was served another entry or none. Returns the switch that ``pytest_configure`` turns on
+    (off for good when the ini enables ``enable_assertion_pass_hook``, which the entries are not compiled
+    with), and every code object of the entries served (id -> code: what a test function's code must be)."""
     import importlib.util
     import marshal
-    import types
 
     from _pytest.assertion import rewrite
 
-    original = getattr(rewrite, "_read_pyc", None)
-    if original is None:
-        return
-    magic = importlib.util.MAGIC_NUMBER
+    active, served = [False], {}
+    if getattr(rewrite, "_read_pyc", None) is None:
+        return active, served
+    magic, table = importlib.util.MAGIC_NUMBER, dict(table)
 
     def _read_pyc(source, pyc, trace=lambda message: None):
-        entry = table.get(str(source))
+        path, code = str(source), None
+        entry = table.get(path) if active[0] else None
         if entry is not None:
             try:
                 with open(entry, "rb") as fh:
@@ -113,12 +146,21 @@ def _use_rewritten(table: dict[str, str]) -> None:
                 code = marshal.loads(data[len(magic) :]) if data[: len(magic)] == magic else None
             except (OSError, ValueError, EOFError, TypeError):
                 code = None
-            if isinstance(code, types.CodeType):
+            if isinstance(code, _CodeType):
                 trace(f"cached rewritten code for {source} from {entry}")
-                return code
-        return original(source, pyc, trace)
+                stack = [code]
+                while stack:  # the test functions this module defines: their code is one of these objects
+                    c = stack.pop()
+                    served[id(c)] = c
+                    stack += [k for k in c.co_consts if isinstance(k, _CodeType)]
+            else:
+                code = None
+        if path.startswith(REPO):
+            send({"e": "rewrite", "file": path, "entry": entry if code is not None else ""})
+        return code
 
     rewrite._read_pyc = _read_pyc
+    return active, served
 
 
 def _send(reporter: Reporter, event: dict, _write=_write, _dumps=_dumps) -> None:
@@ -127,60 +169,94 @@ def _send(reporter: Reporter, event: dict, _write=_write, _dumps=_dumps) -> None
         data = data[_write(reporter.fd, data) :]
 
 
-def _allowed_plugin(reporter: Reporter, plugin, _trusted_file=_trusted_file) -> bool:
-    if plugin is reporter or plugin is None:  # None: a blocked name (-p no:X), which older pluggy lists too
-        return True
-    pm = reporter.config.pluginmanager
-    if plugin in getattr(pm, "_conftest_plugins", ()):
-        return True  # a conftest.py pytest imported itself (the filter kept the diff from adding any)
-    # a module, a class (pytest registers some classes themselves) or an instance
-    module = plugin.__module__ if isinstance(plugin, type) else type(plugin).__module__
-    file = getattr(plugin, "__file__", None) or getattr(sys.modules.get(module), "__file__", "")
-    # pytest's own modules and per-session objects, installed plugins, `pytest_plugins` modules of the tests
-    return bool(file) and _trusted_file(file)
+def _watch(reporter: Reporter, send=_send) -> None:
+    """An audit hook, installed before any project code: no later audit hook is let in (one could rewrite a
+    test after it was imported), and a changed ``__code__``/``__defaults__`` of pytest's or a test's
+    function, or a method set on a class the verdict is made with, is reported the moment it happens (a
+    patch undone before the next check would otherwise go unseen)."""
+    if not hasattr(sys, "addaudithook"):  # Python < 3.8
+        return
+    startup, classes = reporter.origins.startup, {id(cls): cls for cls in _classes()}
+    attributes = ("__code__", "__defaults__", "__kwdefaults__")
+
+    def audit(event, args):
+        if event == "object.__setattr__":
+            obj, name = args[0], args[1]
+            if isinstance(obj, _FunctionType) and name in attributes:
+                where = obj.__code__.co_filename
+                if startup.get(id(obj)) is obj or (where.startswith(REPO) and _trusted_file(where)):
+                    send(reporter, {"e": "check", "problems": [
+                        f"changed at run time: {obj.__module__}.{obj.__qualname__}.{name}"]})
+            elif classes.get(id(obj)) is obj and any(callable(v) or hasattr(v, "__func__")
+                                                     for v in (args[2], vars(obj).get(name))):
+                problem = f"set at run time: {obj.__module__}.{obj.__qualname__}.{name}"
+                send(reporter, {"e": "check", "problems": [problem]})
+        elif event == "sys.addaudithook":
+            raise RuntimeError("no audit hook after the grading runner's")
+
+    sys.addaudithook(audit)
 
 
-def _check(reporter: Reporter, _critical_objects=_critical_objects, _allowed_plugin=_allowed_plugin) -> list[str]:
-    after = _critical_objects()
-    problems = [f"replaced: {name}" for name, value in reporter.before.items() if after.get(name) is not value]
-    problems += [f"added: {name}" for name in after if name not in reporter.before and ".TestCase." in name]
+def _check(reporter: Reporter, _critical_objects=_critical_objects, _executing=_executing) -> dict:
+    """The event the monitor compares with the start-up snapshot it was sent: ids of the critical objects
+    now, and what the in-process checks found (hooks of untrusted origin, a replaced hook executor)."""
+    problems: list[str] = []
     if reporter.config is not None:
         pm = reporter.config.pluginmanager
         if pm._inner_hookexec is not reporter.hookexec:
             problems.append("replaced: the plugin manager's hook executor")
-        for plugin in pm.get_plugins():
-            if not _allowed_plugin(reporter, plugin):
-                name = pm.get_name(plugin)
-                problems.append(f"plugin registered at run time from outside pytest: {name!r} ({plugin!r:.80})")
-    return problems
+        for hook, caller in list(vars(pm.hook).items()):
+            if type(caller) is not reporter.caller_type:
+                problems.append(f"replaced: the hook caller of {hook}")
+                continue
+            execute = getattr(caller, "_hookexec", None)
+            if getattr(execute, "__self__", pm) is not pm or getattr(execute, "__func__", None) not in (
+                    None, reporter.pm_hookexec):
+                problems.append(f"replaced: the hook executor of {hook}")
+            problems += reporter.origins.problems(caller.get_hookimpls(), hook)
+    objects = {name: id(value) for name, value in _critical_objects().items()}
+    return {"e": "check", "problems": problems, "objects": objects}
 
 
 class Reporter:
     """The plugin: streams events to the monitor and checks that pytest itself was left alone.
 
     Its hooks reach ``_send`` and ``_check`` through default arguments bound when this file was loaded (pluggy
-    passes no value for them), so replacing them, or this class's methods, in the module does not switch
-    the checks off: the snapshot holds both, and the original check reports the replacement.
+    passes no value for them); changing those defaults or the functions' code is reported by the audit hook
+    as it happens, and the start-up snapshot the checks are compared with is in the monitor, not here.
     """
 
     def __init__(self, fd: int, rewritten: dict[str, str] | None = None) -> None:
+        import pluggy
+
         self.fd = fd
         self.config = None
         self.hookexec = None
-        self.rewritten: dict[str, str] = {}  # what _use_rewritten reads, filled once the ini is known
         self.cached = dict(rewritten or {})
-        self.before = _critical_objects()
+        self.caller_type = getattr(pluggy, "HookCaller", None) or pluggy._hooks._HookCaller
+        self.relay_type = getattr(pluggy, "HookRelay", None) or pluggy._hooks._HookRelay
+        try:
+            from _pytest.config.compat import PathAwareHookProxy
+        except ImportError:  # pytest < 7: config.hook is the relay
+            PathAwareHookProxy = self.relay_type
+        self.proxy_types = (self.relay_type, PathAwareHookProxy)
+        self.relay_seen: dict = {}
+        self.pm_hookexec = getattr(pluggy.PluginManager, "_hookexec", None)
+        self.multicall = getattr(pluggy.PluginManager("swebox")._inner_hookexec, "__code__", None)
+        self.origins = origins.Origins()
+        self.before = _critical_objects()  # kept alive: the ids the monitor holds stay theirs
+        self.rewrite_on: list[bool] = [False]
+        self.served: dict[int, object] = {}
 
     def pytest_configure(self, config, _send=_send) -> None:
-        self.config = config
+        self.config = self.origins.config = config
         self.hookexec = config.pluginmanager._inner_hookexec
         try:
             pass_hook = bool(config.getini("enable_assertion_pass_hook"))
         except ValueError:  # a pytest without that option
             pass_hook = False
-        if not pass_hook:
-            self.rewritten.update(self.cached)
-        _send(self, {"e": "start"})
+        self.rewrite_on[0] = bool(self.cached) and not pass_hook and config.getoption("assertmode") == "rewrite"
+        _send(self, {"e": "start", "rewrite": self.rewrite_on[0]})
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_collection_modifyitems(self, session, config, items, _send=_send):
@@ -190,10 +266,79 @@ class Reporter:
 
     def pytest_collection_finish(self, session, _send=_send, _check=_check) -> None:
         # Collection imported the project: a patch made at import and undone before the end shows here.
-        _send(self, {"e": "check", "problems": _check(self)})
+        _send(self, _check(self))
+
+    def _vet(self, hook: str, item=None, call=None, _send=_send, _executing=_executing, _shadowed=_shadowed) -> None:
+        problems = self.origins.problems(_executing(self.multicall), hook)
+        if item is not None and self.config is not None:
+            # How the item reaches its hooks: no method shadowed on the item, its session, the config or the
+            # plugin manager (e.g. a session.gethookproxy that relays the hooks and edits what they return),
+            # and the config's hook relay is the plugin manager's own.
+            pm = self.config.pluginmanager
+            problems += _shadowed(item)
+            if hook != "pytest_runtest_makereport" or getattr(call, "when", "call") == "call":
+                for obj in (getattr(item, "session", None), self.config, pm):  # at the start and the call's report
+                    problems += _shadowed(obj)
+            relay = self.config.hook  # pytest's PathAwareHookProxy over pm.hook (the relay itself before 7)
+            if (type(pm.hook) is not self.relay_type or type(relay) not in self.proxy_types
+                    or getattr(relay, "_hook_relay", pm.hook) is not pm.hook):
+                problems.append("replaced: the hook relay")
+            elif relay is not pm.hook and vars(relay) != self.relay_seen:
+                # the proxy keeps what it hands out: the callers, or pytest's path wrappers (checked when it grew)
+                self.relay_seen = dict(vars(relay))
+                for name, value in list(self.relay_seen.items()):
+                    caller = getattr(pm.hook, name, None)
+                    if name != "_hook_relay" and value is not caller and (
+                            getattr(value, "__wrapped__", None) is not caller or self.origins.why_not(value)):
+                        problems.append(f"replaced: the hook relay's {name}")
+            if pm._inner_hookexec is not self.hookexec:
+                problems.append("replaced: the plugin manager's hook executor")
+        if problems:
+            _send(self, {"e": "check", "problems": problems})
+
+    # The hooks a test's outcome goes through: the implementations each call runs are vetted as it starts.
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        self._vet("pytest_runtest_protocol", item)
+        yield
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_call(self, item, _send=_send):
+        self._vet("pytest_runtest_call")
+        # the item runs what its class says: no runtest of its own, no class the project made up
+        why = "has a runtest of its own" if "runtest" in vars(item) else self.origins.why_not(type(item).runtest)
+        if why:
+            _send(self, {"e": "check", "problems": [f"{item.nodeid}: the test item's runtest {why}"]})
+        yield
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_pyfunc_call(self, pyfuncitem, _send=_send, _innermost=_innermost):
+        self._vet("pytest_pyfunc_call")
+        # The function about to run is the one the test's module or class defines under the test's name, and
+        # its code is the test file's own (from the cached rewrite pytest was served, or checked against the
+        # file): an item whose function was swapped after collection runs nothing of the test's.
+        func = _innermost(pyfuncitem.obj)
+        holder = getattr(getattr(pyfuncitem, "parent", None), "obj", None)
+        declared = _innermost(getattr(holder, getattr(pyfuncitem, "originalname", ""), None))
+        code = getattr(func, "__code__", None)
+        if declared is not None and declared is not func:
+            why = "is not the function its test file defines under that name"
+        elif code is not None and self.served.get(id(code)) is code:
+            why = ""
+        else:
+            why = self.origins.why_not(func)
+        if why:
+            _send(self, {"e": "check", "problems": [f"{pyfuncitem.nodeid}: the test function {why}"]})
+        yield
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_makereport(self, item, call):
+        self._vet("pytest_runtest_makereport", item, call)
+        yield
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report, _send=_send) -> None:
+        self._vet("pytest_runtest_logreport")
         message = ""
         if report.failed or report.skipped:
             crash = getattr(report.longrepr, "reprcrash", None)
@@ -221,18 +366,25 @@ def main(argv: list[str]) -> None:
     args_file, fd = argv[1], int(argv[2])
     with open(args_file, encoding="utf-8") as fh:
         spec = json.load(fh)
+    os.unlink(args_file)  # read once: nothing of the run's set-up stays for the tests to read
+    origins.refuse_bytecode()
     # A missing file would make pytest run nothing at all; run the rest and report it instead.
     missing = [f for f in spec["files"] if not os.path.exists(f)]
     present = [f for f in spec["files"] if f not in missing]
-    reporter, send, check = Reporter(fd, spec.get("rewritten")), _send, _check
-    if reporter.cached:
-        _use_rewritten(reporter.rewritten)
+    held: list[Reporter] = []
+    active, served = _use_rewritten(spec.get("rewritten") or {}, lambda event: _send(held[0], event))
+    reporter, send, check = Reporter(fd, spec.get("rewritten")), _send, _check  # the snapshot: after the patches
+    held.append(reporter)
+    reporter.rewrite_on, reporter.served = active, served
+    # The snapshot goes to the monitor before any project code runs: no later refresh in here counts.
+    send(reporter, {"e": "baseline", "objects": {name: id(value) for name, value in reporter.before.items()}})
+    _watch(reporter)
     code: object = None
     try:
         code = int(pytest.main(spec["options"] + (present or spec["files"]), plugins=[reporter]))
     except BaseException as exc:  # SystemExit or worse from the project's code
         code = f"{type(exc).__name__}: {exc}"[:300]
-    send(reporter, {"e": "check", "problems": check(reporter)})
+    send(reporter, check(reporter))
     send(reporter, {"e": "finish", "exit": code, "missing_files": missing})
     for stream in (sys.stdout, sys.stderr):
         try:

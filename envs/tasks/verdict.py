@@ -27,6 +27,7 @@ from pathlib import Path
 
 MONITOR = Path(__file__).with_name("grade_monitor.py")
 RUNNER = Path(__file__).with_name("pytest_runner.py")
+ORIGINS = Path(__file__).with_name("runner_origins.py")
 CLEAN_PATH = "/venv/bin:/usr/local/bin:/usr/bin:/bin"
 _HEAD = re.compile(rb"SWEBOX-VERDICT ([0-9a-f]{64})")
 MAX_VERDICT_BYTES = 64 * 1024 * 1024
@@ -95,10 +96,11 @@ def prepare(sb, workdir: str, python: str, options: list[str], files: list[str],
     key = secrets.token_bytes(32)
     sb.write_file(f"{workdir}/grade_monitor.py", MONITOR.read_bytes())
     sb.write_file(f"{workdir}/pytest_runner.py", RUNNER.read_bytes())
+    sb.write_file(f"{workdir}/runner_origins.py", ORIGINS.read_bytes())
     args = {"options": options, "files": files, "rewritten": rewritten or {}}
     sb.write_file(f"{workdir}/args.json", json.dumps(args))
     runner_argv = [python, "-I", "-B", f"{workdir}/pytest_runner.py", f"{workdir}/args.json"]
-    spec = {"argv": runner_argv, "timeout": timeout, "canaries": canaries.expected}
+    spec = {"argv": runner_argv, "timeout": timeout, "canaries": canaries.expected, "rewritten": rewritten or {}}
     sb.write_file(f"{workdir}/monitor.json", json.dumps(spec))
     sb.write_file(f"{workdir}/key", key, mode=0o600)
     return key

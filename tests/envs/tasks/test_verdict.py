@@ -22,15 +22,19 @@ def _events(ids, outcomes, *, finish=True, exit=1):
             {"e": "report", "id": test_id, "when": "call", "outcome": call, "msg": "boom" if call != "passed" else ""},
             {"e": "report", "id": test_id, "when": "teardown", "outcome": "passed"},
         ]
-    out.append({"e": "check", "problems": []})
+    out.append({"e": "check", "problems": [], "objects": {"m.f": 1}})
     if finish:
         out.append({"e": "finish", "exit": exit, "missing_files": []})
     return out
 
 
-def _judge(events, canaries=None, exit_status=0):
+BASELINE = {"e": "baseline", "objects": {"m.f": 1}}
+"""The runner's start-up snapshot of pytest's objects (name -> id), sent before any project code runs."""
+
+
+def _judge(events, canaries=None, exit_status=0, baseline=True):
     judge = Judge(canaries if canaries is not None else {PASS: "passed", FAIL: "failed"})
-    for event in events:
+    for event in [BASELINE] * baseline + events:
         judge.feed(json.dumps(event).encode() if isinstance(event, dict) else event)
     return judge.verdict(exit_status, False)
 
@@ -131,7 +135,9 @@ def test_canaries_have_unguessable_names_and_one_of_each_outcome():
     [
         ("/venv/lib/python3.11/site-packages/_pytest/runner.py", True),
         ("/testbed/tests/plugins/fixtures.py", True),  # a pytest_plugins module of the project's tests
-        ("/testbed/conftest.py", False),  # only the conftest modules pytest imported itself are trusted
+        # a conftest file by its place; its hooks must also be the file's own code, and the file older than
+        # the run (runner_origins.Origins: a conftest.py written at run time, or code compiled under its name, is not)
+        ("/testbed/conftest.py", True),
         ("/testbed/calc/__init__.py", False),  # the code under test
         ("/testbed/venv/lib/python3.11/site-packages/x.py", False),
     ],
@@ -140,3 +146,40 @@ def test_plugin_origins_the_watchdog_trusts(path, trusted):
     from swebox.envs.tasks.pytest_runner import _trusted_file
 
     assert _trusted_file(path) is trusted
+
+
+# -- issue 31: the monitor holds the start-up snapshot and the rewritten-test table ---------------------------
+def test_a_replaced_object_is_seen_against_the_snapshot_the_monitor_holds():
+    events = _events(["t.py::a", PASS, FAIL], {FAIL: "failed"})
+    events[-2] = {"e": "check", "problems": [], "objects": {"m.f": 2}}  # refreshing the runner's copy changes nothing
+    assert _judge(events)["tampered"] == ["replaced: m.f"]
+
+
+def test_a_run_without_the_snapshot_or_its_check_is_tampered():
+    no_baseline = _judge(_events(["t.py::a", PASS, FAIL], {FAIL: "failed"}), baseline=False)
+    assert "a check of pytest's objects without a start-up snapshot" in no_baseline["tampered"]
+    no_check = [e for e in _events(["t.py::a", PASS, FAIL], {FAIL: "failed"}) if e["e"] != "check"]
+    assert "no check of pytest's objects against the start-up snapshot" in _judge(no_check)["tampered"]
+    second = _events(["t.py::a", PASS, FAIL], {FAIL: "failed"})
+    second.insert(1, {"e": "baseline", "objects": {}})
+    assert "second baseline event" in _judge(second)["tampered"]
+
+
+def test_each_task_test_file_must_be_loaded_from_its_cached_rewrite():
+    table = {"/testbed/t.py": "/cache/e1"}
+
+    def judge(loads):
+        events = _events(["t.py::a", PASS, FAIL], {FAIL: "failed"})
+        events[0] = {"e": "start", "rewrite": True}
+        events[2:2] = [{"e": "rewrite", "file": f, "entry": e} for f, e in loads]
+        judge = Judge({PASS: "passed", FAIL: "failed"}, table)
+        for event in [BASELINE, *events]:
+            judge.feed(json.dumps(event).encode())
+        return judge.verdict(0, False)["tampered"]
+
+    assert judge([("/testbed/t.py", "/cache/e1"), ("/testbed/conftest.py", "")]) == []
+    assert judge([("/testbed/t.py", "/tmp/forged.pyc")]) == [
+        "test file /testbed/t.py was loaded from /tmp/forged.pyc, not from its cached rewrite",
+        "test file /testbed/t.py was not loaded from its cached rewrite",
+    ]
+    assert judge([]) == ["test file /testbed/t.py was not loaded from its cached rewrite"]

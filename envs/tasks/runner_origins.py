@@ -1,0 +1,208 @@
+"""Where the graded run's code comes from: the runner's origin checks and its refusal of bytecode. Standalone.
+
+Loaded by ``pytest_runner.py`` from the file beside it when the runner starts, before any project code
+(standard library only; the grader writes both files into the run's folder). What is judged here is never
+what a plugin or a module says about itself (``__file__``, ``__module__``, pytest's tables), all of which the
+code under test can set, but what the interpreter loaded: function objects that existed when the runner
+started, code objects compared with the file their ``co_filename`` names, and that file's ctime, which no
+process can set back (a file written during the run is newer than ``START``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import time
+import types
+
+START = time.time()  # loaded before any project code: a file or a pyc changed from here on is the run's own
+REPO = "/testbed/"
+_FunctionType, _MethodType, _CodeType = types.FunctionType, types.MethodType, types.CodeType
+
+
+def trusted_file(path: str) -> bool:
+    """Installed packages, the standard library, and the repository's test folders and conftest files (the
+    grader's filter keeps every agent diff out of those and restores them: their code is the task's own).
+    Where the file sits is only half of it: ``Origins`` also wants the code to be in the file, unchanged."""
+    real = os.path.realpath(path)
+    if real.startswith(REPO):
+        parts = real[len(REPO) :].split("/")
+        name = parts[-1]
+        return (name == "conftest.py" or (name.startswith("test_") or name.endswith("_test.py"))
+                or any(p in ("test", "tests", "testing") for p in parts[:-1]))
+    return "/site-packages/" in real or real.startswith(sys.base_prefix)
+
+
+def _const(value) -> bytes:
+    if isinstance(value, (tuple, frozenset)):
+        items = [_const(v) for v in value]
+        return type(value).__name__.encode() + b"(" + b",".join(sorted(items) if isinstance(value, frozenset)
+                                                                   else items) + b")"
+    return type(value).__name__.encode() + b":" + repr(value).encode()
+
+
+def fingerprint(code, _sha=hashlib.sha256) -> str:
+    """A code object and every code nested in it, without its file name (what is compared to the file's)."""
+    digest, stack = _sha(), [code]
+    while stack:
+        c = stack.pop()
+        digest.update(repr((c.co_name, c.co_firstlineno, c.co_argcount, c.co_kwonlyargcount, c.co_flags,
+                            c.co_names, c.co_varnames, c.co_freevars, c.co_cellvars)).encode())
+        digest.update(c.co_code)
+        for k in c.co_consts:
+            if isinstance(k, _CodeType):
+                stack.append(k)
+            else:
+                digest.update(_const(k))
+    return digest.hexdigest()
+
+
+class Origins:
+    """Where each hook implementation comes from, judged by what pytest loaded, never by the plugin's word.
+
+    A hook's function is trusted when it is one that existed when this runner started (pytest's, pluggy's,
+    the standard library's: captured before any project code ran), or when its code object is one that the
+    trusted file named by its ``co_filename`` compiles to (plain, or as pytest rewrites it) and that file was
+    not written during the run (its ctime, which no process can set back, predates the runner's start). A
+    plugin's ``__file__``, its class's ``__module__`` or its place in pytest's tables play no part."""
+
+    def __init__(self) -> None:
+        import _pytest.config
+
+        for name in (*_pytest.config.default_plugins, "python_path"):  # the builtin plugins, loaded now
+            try:
+                __import__(f"_pytest.{name}")
+            except ImportError:
+                pass
+        funcs: dict[int, object] = {}
+        for name, module in list(sys.modules.items()):
+            if not name.startswith(("_pytest", "pytest", "pluggy", "__main__", "swebox_runner_origins")):
+                continue  # hooks at start-up are pytest's own; what else a plugin uses is checked by its file
+            for value in list(getattr(module, "__dict__", {}).values()):
+                for item in ((value, *vars(value).values()) if isinstance(value, type) else (value,)):
+                    func = getattr(item, "__func__", item)  # staticmethod, classmethod
+                    if isinstance(func, _FunctionType):
+                        funcs[id(func)] = func  # the dict keeps them alive: an id is never reused
+        self.startup = funcs
+        self.files: dict[str, set[str]] = {}
+        self.verdicts: dict[int, tuple[object, str]] = {}
+        self.config = None
+
+    def _file_codes(self, path: str) -> set[str]:
+        found = self.files.get(path)
+        if found is None:
+            found = set()
+            with open(path, "rb") as fh:
+                source = fh.read()
+            codes = [compile(source, path, "exec", dont_inherit=True)]
+            try:  # conftests, pytest_plugins modules and entry-point plugins run as pytest rewrites them
+                from pathlib import Path
+
+                from _pytest.assertion.rewrite import _rewrite_test
+
+                codes.append(_rewrite_test(Path(path), self.config)[1])
+            except Exception:
+                pass
+            while codes:
+                code = codes.pop()
+                found.add(fingerprint(code))
+                codes += [k for k in code.co_consts if isinstance(k, _CodeType)]
+            self.files[path] = found
+        return found
+
+    def why_not(self, function) -> str:
+        """'' for a hook function of trusted origin, else why it is not."""
+        func = function.__func__ if isinstance(function, _MethodType) else function
+        if not isinstance(func, _FunctionType):
+            return f"is not a Python function ({type(func).__name__})"
+        if self.startup.get(id(func)) is func:
+            return ""
+        code = func.__code__
+        known = self.verdicts.get(id(code))
+        if known is not None and known[0] is code:
+            return known[1]
+        path, why = code.co_filename, ""
+        if not trusted_file(path):
+            why = f"comes from {path}, not from pytest, an installed package or the repository's tests"
+        else:
+            try:
+                if os.stat(path).st_ctime >= START:
+                    why = f"comes from {path}, written during the run"
+                elif fingerprint(code) not in self._file_codes(path):
+                    why = f"is not code of {path}"
+            except (OSError, SyntaxError, ValueError) as exc:
+                why = f"cannot be checked against {path}: {exc}"
+        self.verdicts[id(code)] = (code, why)
+        return why
+
+    def problems(self, impls, hook: str) -> list[str]:
+        out = []
+        for impl in impls:
+            why = self.why_not(getattr(impl, "function", None))
+            if why:
+                name = getattr(impl, "plugin_name", "?")
+                try:
+                    plugin = repr(getattr(impl, "plugin", None))[:80]
+                except Exception:  # a plugin's own __repr__ is the project's code
+                    plugin = "?"
+                out.append(f"plugin registered at run time from outside pytest: {name!r} ({plugin}): "
+                           f"its hook {hook} {why}")
+        return out
+
+
+def refuse_bytecode(start: float = START) -> None:
+    """No cached bytecode for the repository, nor any written during the run: a pyc is code no check reads
+    (an unchecked hash-based pyc is never compared with its source, and the loader names its code after the
+    source file), so a graded run compiles the repository from source, as ``-B`` alone does not make it."""
+    import _frozen_importlib_external as external
+
+    original, stat = external.cache_from_source, os.stat
+
+    def cache_from_source(path, debug_override=None, *, optimization=None):
+        if str(path).startswith(REPO):
+            raise NotImplementedError("no cached bytecode for the repository in a graded run")
+        cached = original(path, debug_override, optimization=optimization)
+        try:
+            fresh = stat(cached).st_ctime >= start
+        except OSError:
+            fresh = False
+        if fresh:
+            raise NotImplementedError("no bytecode written during a graded run")
+        return cached
+
+    external.cache_from_source = cache_from_source  # what SourceLoader.get_code looks up on every import
+
+
+def innermost(obj):
+    """The function under a bound method and ``functools.wraps`` layers (a test's decorators), or None."""
+    for _ in range(20):
+        obj = getattr(obj, "__func__", obj)
+        inner = getattr(obj, "__wrapped__", None) if isinstance(obj, _FunctionType) else None
+        if inner is None:
+            break
+        obj = inner
+    return obj
+
+
+def shadowed(obj) -> list[str]:
+    """Methods of ``obj``'s class that ``obj`` shadows with an attribute of its own (set at run time)."""
+    cls, found = type(obj), []
+    for name, value in list(getattr(obj, "__dict__", {}).items()):
+        if callable(value) and not name.startswith("__") and callable(getattr(cls, name, None)):
+            found.append(f"replaced on the instance: {cls.__module__}.{cls.__qualname__}.{name}")
+    return found
+
+
+def executing(multicall) -> list:
+    """The hook implementations pluggy is running right now (its own copy of the list, which a plugin that
+    unregisters itself mid-call does not leave)."""
+    frame = sys._getframe(2)  # executing <- Reporter._vet <- the hook method (<- pluggy's wrapper runner)
+    for _ in range(6):
+        if frame is None:
+            break
+        if frame.f_code is multicall:
+            impls = frame.f_locals.get("hook_impls")
+            return list(impls) if impls is not None else []
+        frame = frame.f_back
+    return []
