@@ -115,6 +115,7 @@ def _load_origins():
 origins = _load_origins()
 START, REPO, _trusted_file, fingerprint = origins.START, origins.REPO, origins.trusted_file, origins.fingerprint
 _innermost, _shadowed, _executing = origins.innermost, origins.shadowed, origins.executing
+_RELAY_INNER = ("_hook_relay", "_PathAwareHookProxy__hook_caller")
 
 
 def _use_rewritten(table: dict[str, str], send) -> tuple[list[bool], dict[int, object]]:
@@ -268,7 +269,8 @@ class Reporter:
         # Collection imported the project: a patch made at import and undone before the end shows here.
         _send(self, _check(self))
 
-    def _vet(self, hook: str, item=None, call=None, _send=_send, _executing=_executing, _shadowed=_shadowed) -> None:
+    def _vet(self, hook: str, item=None, call=None, _send=_send, _executing=_executing, _shadowed=_shadowed,
+             _RELAY_INNER=_RELAY_INNER) -> None:
         problems = self.origins.problems(_executing(self.multicall), hook)
         if item is not None and self.config is not None:
             # How the item reaches its hooks: no method shadowed on the item, its session, the config or the
@@ -280,15 +282,17 @@ class Reporter:
                 for obj in (getattr(item, "session", None), self.config, pm):  # at the start and the call's report
                     problems += _shadowed(obj)
             relay = self.config.hook  # pytest's PathAwareHookProxy over pm.hook (the relay itself before 7)
+            # the proxy's own reference to pm.hook: `_hook_relay` in pytest 8, name-mangled `__hook_caller` in 7
+            inner = {n: v for n, v in (vars(relay).items() if relay is not pm.hook else ()) if n in _RELAY_INNER}
             if (type(pm.hook) is not self.relay_type or type(relay) not in self.proxy_types
-                    or getattr(relay, "_hook_relay", pm.hook) is not pm.hook):
+                    or any(v is not pm.hook for v in inner.values())):
                 problems.append("replaced: the hook relay")
             elif relay is not pm.hook and vars(relay) != self.relay_seen:
                 # the proxy keeps what it hands out: the callers, or pytest's path wrappers (checked when it grew)
                 self.relay_seen = dict(vars(relay))
                 for name, value in list(self.relay_seen.items()):
                     caller = getattr(pm.hook, name, None)
-                    if name != "_hook_relay" and value is not caller and (
+                    if name not in _RELAY_INNER and value is not caller and (
                             getattr(value, "__wrapped__", None) is not caller or self.origins.why_not(value)):
                         problems.append(f"replaced: the hook relay's {name}")
             if pm._inner_hookexec is not self.hookexec:
