@@ -8,7 +8,9 @@ Standard library only and ``-S`` (no site-packages, no ``.pth`` file runs): noth
 Before it starts the tested process it reads the run's HMAC key from ``WORKDIR/key`` and deletes the file, and
 makes itself non-dumpable, so no process of the sandbox (same uid, no capabilities) can read the key from the
 file, from its memory or through ``/proc``. It then runs ``pytest_runner.py`` as its child with a pipe for the
-per-test events, the child's output going to ``WORKDIR/pytest.out``, and judges the stream as it arrives:
+per-test events (a unix socket with ``SO_PASSCRED``: bytes any other process sent are tampering; the runner
+pins its end, ``runner_pin.py``), the child's output going to ``WORKDIR/pytest.out``, and judges the stream as
+it arrives (the runner must say it pinned the channel):
 every collected test needs its setup, call (when setup passed) and teardown report, once each and in order;
 the stream must end with a finish event from a pytest that exited 0 or 1; both canary tests must come out
 as planted (one passed, one failed). It also holds what the tested process must not be able to refresh or
@@ -23,6 +25,7 @@ that file from the tested process yields no verdict (or a forged one, which coun
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import hashlib
 import hmac
 import json
@@ -250,8 +253,12 @@ def run(workdir: str) -> None:
             os.dup2(out, 1)
             os.dup2(out, 2)
             channel.close()
-            os.set_inheritable(write_end, True)
-            os.execv(spec["argv"][0], [*spec["argv"], str(write_end)])
+            # a high number: the runner pins it, and a test that dup2()s onto a low fd of its own (3, 4) must
+            # not meet the pin
+            event_fd = fcntl.fcntl(write_end, fcntl.F_DUPFD, 100)
+            os.close(write_end)
+            os.set_inheritable(event_fd, True)
+            os.execv(spec["argv"][0], [*spec["argv"], str(event_fd)])
         finally:
             os._exit(127)
     os.close(write_end)

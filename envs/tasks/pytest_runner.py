@@ -13,14 +13,16 @@ signs the verdict. Forging after the fact (rewriting files, printing lines, leav
 longer works; forging *before* a test runs is what the watchdog looks for, and the monitor's canary tests
 catch a forger that does not single out the task's own tests.
 
-Before any project code runs, the runner deletes its arguments file, refuses cached bytecode for the
-repository and any pyc written during the run (``runner_origins.refuse_bytecode``), sends the monitor a
-snapshot of pytest's, pluggy's and unittest's critical functions (and their code objects) that every later
-check is compared with *there*, and installs an audit hook that lets no later audit hook in and reports a
-changed function code or class method the moment it happens. Every hook implementation is judged by what
-the interpreter loaded, never by what its plugin says (``runner_origins.Origins``), after collection, at
-the end, and for the implementations pluggy runs on each test's path; every task test file pytest loads is
-reported with the cached rewrite it was served, which the monitor checks against its own table.
+Before any project code runs, the runner pins ``EVENT_FD`` (``runner_pin.pin``: a seccomp filter refuses to
+repoint or close it, so no filter can sit between this process and the monitor), deletes its arguments file,
+refuses cached bytecode for the repository and any pyc written during the run
+(``runner_origins.refuse_bytecode``), sends the monitor a snapshot of pytest's, pluggy's and unittest's
+critical functions (and their code objects) that every later check is compared with *there*, and installs an
+audit hook that lets no later audit hook in and reports a changed function code or class method the moment it
+happens. Every hook implementation is judged by what the interpreter loaded, never by what its plugin says
+(``runner_origins.Origins``), after collection, at the end, and for the implementations pluggy runs on each
+test's path; every task test file pytest loads is reported with the cached rewrite it was served, which the
+monitor checks against its own table.
 """
 
 from __future__ import annotations

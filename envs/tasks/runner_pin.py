@@ -76,7 +76,7 @@ def pin(fd):
     """Make ``fd`` close-on-exec and install the filter; '' when done, else why not (the monitor refuses then)."""
     machine = platform.machine()
     if machine not in _NUMBERS:
-        return "no seccomp numbers for %r (x86_64 and aarch64 only)" % machine
+        return f"no seccomp numbers for {machine!r} (x86_64 and aarch64 only)"
     os.set_inheritable(fd, False)
     blob = b"".join(struct.pack("<HBBI", *insn) for insn in program(machine, fd))
     buffer = ctypes.create_string_buffer(blob)
@@ -88,8 +88,8 @@ def pin(fd):
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        return "prctl(PR_SET_NO_NEW_PRIVS): %s" % os.strerror(ctypes.get_errno())
+        return f"prctl(PR_SET_NO_NEW_PRIVS): {os.strerror(ctypes.get_errno())}"
     seccomp = _NUMBERS[machine][5]
     if libc.syscall(seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, ctypes.byref(prog)) != 0:
-        return "seccomp(SET_MODE_FILTER): %s" % os.strerror(ctypes.get_errno())
+        return f"seccomp(SET_MODE_FILTER): {os.strerror(ctypes.get_errno())}"
     return ""

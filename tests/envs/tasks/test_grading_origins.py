@@ -307,7 +307,8 @@ def test_an_empty_diff_does_not_resolve_with_tests_as_a_package(calc_layer, calc
 # -- class 11: the log grader's targeted gap, reached at the fd level (documented in docs/tasks.md) ----------
 # pytest's fd capture saved the script's stdout pipe before the tests imported calc; every fd on that pipe is
 # replaced by a pipe to a forked filter that turns the task's failing lines into passes. No pytest object is
-# touched, so nothing in the tested process can see it, and the log is what pytest itself printed.
+# touched, so nothing in the tested process can see it, and the log is what pytest itself printed. The same
+# filter on the JUnit grader's channel is refused (below); why the log's stays open: docs/tasks.md.
 FD_FILTER = (
     "import os, re\n"
     "_target = os.readlink('/proc/%d/fd/1' % os.getppid())\n"
