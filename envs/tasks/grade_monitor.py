@@ -7,7 +7,7 @@ Usage (the grader writes it, with ``key`` and ``monitor.json``, into a fresh fol
 Standard library only and ``-S`` (no site-packages, no ``.pth`` file runs): nothing of the project is imported.
 Before it starts the tested process it reads the run's HMAC key from ``WORKDIR/key`` and deletes the file, and
 makes itself non-dumpable, so no process of the sandbox (same uid, no capabilities) can read the key from the
-file, from its memory or through ``/proc``. It then runs ``pytest_runner.py`` as its child with a pipe for the
+file, from its memory or through ``/proc``. It then runs ``pytest_runner.py`` as its child with a channel for the
 per-test events (a unix socket with ``SO_PASSCRED``: bytes any other process sent are tampering; the runner
 pins its end, ``runner_pin.py``), the child's output going to ``WORKDIR/pytest.out``, and judges the stream as
 it arrives (the runner must say it pinned the channel):
