@@ -10,7 +10,9 @@ at run time). Class 2: a hash-based ``.pyc`` written at run time for a test pack
 Class 3: grading files the tested process could read (the monitor's canary statuses, the log grader's
 ``canaries.py``). Class 4: state inside the tested interpreter (the watchdog's reference snapshot refreshed,
 the rewritten-test table pointed at a forged entry, an audit hook swapping a test function's code).
-Class 11: the log grader's targeted gap reached by an fd-level filter of pytest's output (documented).
+Class 11: the log grader's targeted gap reached by an fd-level filter of pytest's output (documented), and
+the same filter put on the JUnit grader's report channel (refused: the runner pins it, the monitor checks
+who sent each byte).
 """
 
 from __future__ import annotations
@@ -353,7 +355,8 @@ def test_an_fd_level_filter_of_the_log_is_caught(calc_layer, calc_task):
 # (the canaries stay honest). Three ways in: dup2 onto the channel's fd; close it and let dup() land on its
 # number; leave the fd alone and point the runner's sends at the pipe (the helper then sends from its own
 # process; as a thread it would send from the runner's). Each is wrapped so that a refused call changes nothing
-# else: the run goes on and must score 0. All three resolved on main at fdfe2d6.
+# else: the run goes on and must score 0. On main at fdfe2d6 the dup2 filter was graded resolved with the bug
+# in place, and the three forked-helper cases below fail there.
 _EVENT_PUMP = (
     "def _pump(_r, _real):\n"
     "    import json\n"
