@@ -29,6 +29,20 @@ def read_file(root: str, path: str, max_bytes: int) -> bytes:
         os.close(fd)
 
 
+def read_tail(root: str, path: str, max_bytes: int) -> bytes:
+    """The last `max_bytes` of a regular file (as big as it is when opened: a writer left behind may go on)."""
+    fd = _open_regular(root, path, os.O_RDONLY, "read_tail")
+    try:
+        os.lseek(fd, max(0, os.fstat(fd).st_size - max_bytes), os.SEEK_SET)
+        chunks, size = [], 0
+        while size < max_bytes and (chunk := os.read(fd, min(1 << 20, max_bytes - size))):
+            size += len(chunk)
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def write_file(root: str, path: str, data: bytes, mode: int, owner: tuple[int, int] | None) -> None:
     """Write as the sandbox's root would (`owner`: its host uid/gid when we are host root)."""
     if owner is not None:

@@ -336,6 +336,12 @@ class Sandbox:
             self._require_running("read_file")
             return hostfs.read_file(self._root_view(), path, max_bytes)
 
+    def read_tail(self, path: str, max_bytes: int) -> bytes:
+        """The last `max_bytes` of a file, read by the host (no process of the sandbox runs for it)."""
+        with self._lock:
+            self._require_running("read_tail")
+            return hostfs.read_tail(self._root_view(), path, max_bytes)
+
     def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
         """Create or replace a file as the sandbox's root would; its folder must exist. Links never lead out."""
         if isinstance(data, str):

@@ -94,9 +94,19 @@ def visible_tests_score(task: Task, candidate: Candidate, timeout_s: float = 600
     # as grading does, the config's addopts are neutralised: they must not hide tests from the count
     argv = [task.python, "-m", "pytest", *task.pytest_options, "-o", "addopts=", "-q", "-p", "no:cacheprovider",
             "--color=no"]
-    result = candidate.sandbox.exec(f"cd /testbed && {shlex.join(argv)} 2>&1 | tail -n 5", timeout=timeout_s)
+    # a host command (Sandbox.run), never the agent's shell (whose functions, aliases and traps are the agent's),
+    # in the sandbox policy's environment (the host's, not one the agent exported), with every process of the
+    # attempt killed first (quiesce: nothing of the agent runs beside it); the candidate's sandbox is a
+    # throwaway fork or about to close, so nothing is lost
+    sandbox = candidate.sandbox
+    env = " ".join(shlex.quote(f"{k}={v}") for k, v in sandbox.policy.env.items())
+    result = sandbox.run(f"cd /testbed && exec env -i {env} {shlex.join(argv)} 2>&1", timeout=timeout_s,
+                         quiesce=True)
+    if result.truncated:
+        return 0.0  # pytest's summary is its last line: not read, no score
     counts = Counter()
-    for number, kind in _COUNTS.findall(result.output):
+    last = result.stdout.decode("utf-8", "replace").rstrip().splitlines()[-5:]
+    for number, kind in _COUNTS.findall("\n".join(last)):
         counts["error" if kind.startswith("error") else kind] += int(number)
     total = counts["passed"] + counts["failed"] + counts["error"]
     return counts["passed"] / total if total else 0.0

@@ -7,8 +7,10 @@ Usage (the grader writes it, with ``key`` and ``monitor.json``, into a fresh fol
 Standard library only and ``-S`` (no site-packages, no ``.pth`` file runs): nothing of the project is imported.
 Before it starts the tested process it reads the run's HMAC key from ``WORKDIR/key`` and deletes the file, and
 makes itself non-dumpable, so no process of the sandbox (same uid, no capabilities) can read the key from the
-file, from its memory or through ``/proc``. It then runs ``pytest_runner.py`` as its child with a pipe for the
-per-test events, the child's output going to ``WORKDIR/pytest.out``, and judges the stream as it arrives:
+file, from its memory or through ``/proc``. It then runs ``pytest_runner.py`` as its child with a channel for the
+per-test events (a unix socket with ``SO_PASSCRED``: bytes any other process sent are tampering; the runner
+pins its end, ``runner_pin.py``), the child's output going to ``WORKDIR/pytest.out``, and judges the stream as
+it arrives (the runner must say it pinned the channel):
 every collected test needs its setup, call (when setup passed) and teardown report, once each and in order;
 the stream must end with a finish event from a pytest that exited 0 or 1; both canary tests must come out
 as planted (one passed, one failed). It also holds what the tested process must not be able to refresh or
@@ -23,16 +25,20 @@ that file from the tested process yields no verdict (or a forged one, which coun
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import hashlib
 import hmac
 import json
 import os
 import select
 import signal
+import socket
+import struct
 import sys
 import time
 
 PR_SET_DUMPABLE = 4
+_UCRED = struct.Struct("iII")  # struct ucred: pid, uid, gid
 _RANK = {"error": 5, "failed": 4, "xpassed": 3, "skipped": 2, "xfailed": 1, "passed": 0}
 MAX_PROBLEMS = 50
 
@@ -69,6 +75,7 @@ class Judge:
         self.tampered: list[str] = []
         self.finish: dict | None = None
         self.started = False
+        self.unpinned: str | None = None  # the runner's word on pinning its channel ('' = pinned)
 
     def problem(self, text: str, tampering: bool = False) -> None:
         target = self.tampered if tampering else self.problems
@@ -84,6 +91,11 @@ class Judge:
             return
         if self.finish is not None:
             self.problem(f"event after the finish: {kind!r}", True)
+        elif kind == "pinned":  # sent before any project code runs; a second one is not the runner's
+            if self.unpinned is not None or self.baseline is not None:
+                self.problem("second or late pinned event", True)
+            else:
+                self.unpinned = str(event.get("why", "?"))
         elif kind == "baseline":
             if self.baseline is not None or self.started:
                 self.problem("second baseline event", True)
@@ -181,6 +193,10 @@ class Judge:
             phases = self.phases.get(test_id, [])
             if phases[-1:] != ["teardown"] and not timed_out and self.finish is not None:
                 self.problem(f"{test_id}: incomplete reports ({phases or 'none'})")
+        if self.unpinned is None:
+            self.problem("the runner never said its report channel was pinned", True)
+        elif self.unpinned:
+            self.problem(f"the report channel could not be pinned to its fd: {self.unpinned}")
         if self.finish is not None and not self.checked:
             self.problem("no check of pytest's objects against the start-up snapshot", True)
         if self.rewrite_on:
@@ -223,7 +239,12 @@ def run(workdir: str) -> None:
         spec = json.load(fh)
     os.unlink(spec_path)  # the canaries' planted statuses: read once, gone before the tested process exists
     judge = Judge(spec["canaries"], spec.get("rewritten"))
-    read_end, write_end = os.pipe()
+    # A socket, not a pipe: with SO_PASSCRED the kernel tells for every byte which process sent it, so only
+    # the runner's own process can write events (a forked helper of the tested code cannot); the runner pins
+    # its end to its fd (runner_pin.py), so nothing can put a filter between the two.
+    channel, runner_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    channel.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+    write_end = runner_end.detach()
     out = os.open(os.path.join(workdir, "pytest.out"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     pid = os.fork()
     if pid == 0:
@@ -231,19 +252,33 @@ def run(workdir: str) -> None:
             os.setsid()
             os.dup2(out, 1)
             os.dup2(out, 2)
-            os.close(read_end)
-            os.set_inheritable(write_end, True)
-            os.execv(spec["argv"][0], [*spec["argv"], str(write_end)])
+            channel.close()
+            # a high number: the runner pins it, and a test that dup2()s onto a low fd of its own (3, 4) must
+            # not meet the pin
+            event_fd = fcntl.fcntl(write_end, fcntl.F_DUPFD, 100)
+            os.close(write_end)
+            os.set_inheritable(event_fd, True)
+            os.execv(spec["argv"][0], [*spec["argv"], str(event_fd)])
         finally:
             os._exit(127)
     os.close(write_end)
     os.close(out)
     deadline = time.monotonic() + float(spec["timeout"])
     buffer, exit_status, eof = b"", None, False
+
+    def receive() -> bytes:
+        data, ancillary, _, _ = channel.recvmsg(1 << 16, socket.CMSG_SPACE(_UCRED.size))
+        if data:
+            senders = [_UCRED.unpack(d[:_UCRED.size])[0] for level, kind, d in ancillary
+                       if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS]
+            if senders != [pid]:
+                judge.problem(f"events sent by process {senders or 'unknown'}, not by the runner ({pid})", True)
+        return data
+
     while exit_status is None and time.monotonic() < deadline:
-        ready = select.select([read_end], [], [], 0.2)[0] if not eof else time.sleep(0.05)
+        ready = select.select([channel], [], [], 0.2)[0] if not eof else time.sleep(0.05)
         if ready:
-            data = os.read(read_end, 1 << 16)
+            data = receive()
             eof = not data
             *lines, buffer = (buffer + data).split(b"\n")
             for line in lines:
@@ -254,8 +289,8 @@ def run(workdir: str) -> None:
             # the child is gone: read what it wrote last, but do not wait for an end of the stream (a process
             # it left behind may hold the pipe open)
             exit_status = _exit_code(status)
-            while not eof and select.select([read_end], [], [], 0)[0]:
-                data = os.read(read_end, 1 << 16)
+            while not eof and select.select([channel], [], [], 0)[0]:
+                data = receive()
                 eof = not data
                 buffer += data
             *lines, buffer = buffer.split(b"\n")

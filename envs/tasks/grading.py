@@ -234,10 +234,11 @@ def run_pytest(sb: Sandbox, task: Task, workdir: str, timeout: float, report: Gr
         report.durations["rewrite"] = time.monotonic() - t0
     key = channel.prepare(sb, workdir, task.python, options, files, timeout, rewritten)
     t0 = time.monotonic()
-    run = sb.exec(channel.command(task.python, workdir), timeout=timeout + 30)
+    # a host command (sb.run): the monitor and the tested process are no children of the sandbox's shell, and
+    # grading asks nothing more of that shell after them
+    run = sb.run(channel.command(task.python, workdir), timeout=timeout + 30, max_stdout=1 << 20)
     report.durations["tests"] = time.monotonic() - t0
-    output = sb.exec(f"tail -c {_OUTPUT_TAIL} {workdir}/pytest.out 2>/dev/null", timeout=30).output
-    report.output_tail = output
+    report.output_tail = output_tail(sb, f"{workdir}/pytest.out")
     try:
         signed = sb.read_file(f"{workdir}/verdict", max_bytes=channel.MAX_VERDICT_BYTES)
     except (OSError, SandboxError):
@@ -247,8 +248,9 @@ def run_pytest(sb: Sandbox, task: Task, workdir: str, timeout: float, report: Gr
     report.timed_out = found.timed_out or run.timed_out
     if run.timed_out:
         found.problems.append(f"the tests timed out after {timeout:g} s")
-    if found.status == "missing" and run.output.strip():
-        found.problems.append(f"the grade monitor said: {run.output.strip()[-500:]}")
+    said = (run.stdout.decode("utf-8", "replace") + run.stderr).strip()
+    if found.status == "missing" and said:
+        found.problems.append(f"the grade monitor said: {said[-500:]}")
     report.errors += found.problems
     report.tampered += found.tampered
     results: dict[Key, TestResult] = {}
@@ -257,6 +259,15 @@ def run_pytest(sb: Sandbox, task: Task, workdir: str, timeout: float, report: Gr
         if junit is not None:
             results[junit] = TestResult(*junit, status, duration, message, node_id.partition("::")[0])
     return results
+
+
+def output_tail(sb: Sandbox, path: str) -> str:
+    """The end of a run's output file, for humans, read by the host: nothing the tested code left running in
+    the sandbox (a process, a shell function) takes part; '' when there is no such regular file."""
+    try:
+        return sb.read_tail(path, _OUTPUT_TAIL).decode("utf-8", "replace")
+    except (OSError, SandboxError):
+        return ""
 
 
 def expected_mismatches(task: Task, report: GradeReport) -> list[str]:

@@ -149,7 +149,9 @@ def run_tests(sb: Sandbox, task: Task, report: GradeReport, workdir: str, nonce:
     sb.write_file(f"{workdir}/log_monitor.py", MONITOR.read_bytes())
     sb.write_file(f"{workdir}/log_monitor.json", json.dumps({"script": eval_script(task, nonce), "timeout": timeout}))
     sb.write_file(f"{workdir}/key", key, mode=0o600)
-    run = sb.exec(run_command(workdir, grading_env(sb.policy, workdir)), timeout=timeout + 30)
+    # a host command (sb.run): the monitor and the tested processes are no children of the sandbox's shell
+    run = sb.run(run_command(workdir, grading_env(sb.policy, workdir)), timeout=timeout + 30, max_stdout=1 << 20)
+    said = (run.stdout.decode("utf-8", "replace") + run.stderr).strip()
     try:
         signed = sb.read_file(f"{workdir}/log.signed", max_bytes=MAX_SIGNED_BYTES)
     except (OSError, SandboxError):
@@ -165,7 +167,7 @@ def run_tests(sb: Sandbox, task: Task, report: GradeReport, workdir: str, nonce:
         return {}
     if unusable:
         report.log_status = "unfinished"
-        report.errors.append(unusable + (f"; it said: {run.output.strip()[-500:]}" if run.output.strip() else ""))
+        report.errors.append(unusable + (f"; it said: {said[-500:]}" if said else ""))
         return {}
     if head.get("cut"):
         report.errors.append("the test log was cut at the log monitor's limit")

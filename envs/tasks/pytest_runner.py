@@ -13,14 +13,16 @@ signs the verdict. Forging after the fact (rewriting files, printing lines, leav
 longer works; forging *before* a test runs is what the watchdog looks for, and the monitor's canary tests
 catch a forger that does not single out the task's own tests.
 
-Before any project code runs, the runner deletes its arguments file, refuses cached bytecode for the
-repository and any pyc written during the run (``runner_origins.refuse_bytecode``), sends the monitor a
-snapshot of pytest's, pluggy's and unittest's critical functions (and their code objects) that every later
-check is compared with *there*, and installs an audit hook that lets no later audit hook in and reports a
-changed function code or class method the moment it happens. Every hook implementation is judged by what
-the interpreter loaded, never by what its plugin says (``runner_origins.Origins``), after collection, at
-the end, and for the implementations pluggy runs on each test's path; every task test file pytest loads is
-reported with the cached rewrite it was served, which the monitor checks against its own table.
+Before any project code runs, the runner pins ``EVENT_FD`` (``runner_pin.pin``: a seccomp filter refuses to
+repoint or close it, so no filter can sit between this process and the monitor), deletes its arguments file,
+refuses cached bytecode for the repository and any pyc written during the run
+(``runner_origins.refuse_bytecode``), sends the monitor a snapshot of pytest's, pluggy's and unittest's
+critical functions (and their code objects) that every later check is compared with *there*, and installs an
+audit hook that lets no later audit hook in and reports a changed function code or class method the moment it
+happens. Every hook implementation is judged by what the interpreter loaded, never by what its plugin says
+(``runner_origins.Origins``), after collection, at the end, and for the implementations pluggy runs on each
+test's path; every task test file pytest loads is reported with the cached rewrite it was served, which the
+monitor checks against its own table.
 """
 
 from __future__ import annotations
@@ -100,19 +102,19 @@ def _critical_objects() -> dict[str, object]:
     return found
 
 
-def _load_origins():
-    """``runner_origins.py`` from beside this file (the run's folder in the sandbox, the package on the host)."""
+def _load_beside(name: str):
+    """``NAME.py`` from beside this file (the run's folder in the sandbox, the package on the host)."""
     import importlib.util
 
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runner_origins.py")
-    spec = importlib.util.spec_from_file_location("swebox_runner_origins", path)
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"swebox_{name}", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
 
 
-origins = _load_origins()
+origins = _load_beside("runner_origins")
 START, REPO, _trusted_file, fingerprint = origins.START, origins.REPO, origins.trusted_file, origins.fingerprint
 _innermost, _shadowed, _executing = origins.innermost, origins.shadowed, origins.executing
 _RELAY_INNER = ("_hook_relay", "_PathAwareHookProxy__hook_caller")
@@ -164,10 +166,12 @@ def _use_rewritten(table: dict[str, str], send) -> tuple[list[bool], dict[int, o
     return active, served
 
 
-def _send(reporter: Reporter, event: dict, _write=_write, _dumps=_dumps) -> None:
+def _send(reporter: Reporter, event: dict, _write=_write, _dumps=_dumps, _fd=-1) -> None:
+    # the channel's fd is bound as a default by main() before any project code runs (not read from the
+    # reporter, whose attributes anything can set): changing a default is reported by the audit hook
     data = (_dumps(event, default=str) + "\n").encode()
     while data:
-        data = data[_write(reporter.fd, data) :]
+        data = data[_write(_fd, data) :]
 
 
 def _watch(reporter: Reporter, send=_send) -> None:
@@ -368,6 +372,8 @@ class Reporter:
 
 def main(argv: list[str]) -> None:
     args_file, fd = argv[1], int(argv[2])
+    unpinned = _load_beside("runner_pin").pin(fd)  # first: the channel's fd stays the monitor's from here on
+    _send.__defaults__ = (_write, _dumps, fd)
     with open(args_file, encoding="utf-8") as fh:
         spec = json.load(fh)
     os.unlink(args_file)  # read once: nothing of the run's set-up stays for the tests to read
@@ -380,6 +386,7 @@ def main(argv: list[str]) -> None:
     reporter, send, check = Reporter(fd, spec.get("rewritten")), _send, _check  # the snapshot: after the patches
     held.append(reporter)
     reporter.rewrite_on, reporter.served = active, served
+    send(reporter, {"e": "pinned", "why": unpinned})  # '' when pinned; the monitor refuses a run that is not
     # The snapshot goes to the monitor before any project code runs: no later refresh in here counts.
     send(reporter, {"e": "baseline", "objects": {name: id(value) for name, value in reporter.before.items()}})
     _watch(reporter)

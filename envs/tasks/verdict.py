@@ -28,6 +28,7 @@ from pathlib import Path
 MONITOR = Path(__file__).with_name("grade_monitor.py")
 RUNNER = Path(__file__).with_name("pytest_runner.py")
 ORIGINS = Path(__file__).with_name("runner_origins.py")
+PIN = Path(__file__).with_name("runner_pin.py")
 CLEAN_PATH = "/venv/bin:/usr/local/bin:/usr/bin:/bin"
 _HEAD = re.compile(rb"SWEBOX-VERDICT ([0-9a-f]{64})")
 MAX_VERDICT_BYTES = 64 * 1024 * 1024
@@ -97,6 +98,7 @@ def prepare(sb, workdir: str, python: str, options: list[str], files: list[str],
     sb.write_file(f"{workdir}/grade_monitor.py", MONITOR.read_bytes())
     sb.write_file(f"{workdir}/pytest_runner.py", RUNNER.read_bytes())
     sb.write_file(f"{workdir}/runner_origins.py", ORIGINS.read_bytes())
+    sb.write_file(f"{workdir}/runner_pin.py", PIN.read_bytes())
     args = {"options": options, "files": files, "rewritten": rewritten or {}}
     sb.write_file(f"{workdir}/args.json", json.dumps(args))
     runner_argv = [python, "-I", "-B", f"{workdir}/pytest_runner.py", f"{workdir}/args.json"]

@@ -150,3 +150,22 @@ def test_a_capture_mid_episode_holds_the_agents_processes_and_lets_them_go_on(ep
     assert fixed == "" or "+    return a + b" in fixed
     alive = ep.step(bash("kill -0 $(cat /tmp/loop) && echo running"))
     assert alive.observation.endswith("running\n</output>") and not alive.done
+
+
+# -- the visible_tests selection rule scores in a host command, not in the agent's shell (issue 31) -------------
+SCORE_ATTACKS = {
+    "function named like the interpreter": "{python}() {{ echo '7 passed in 0.01s'; }}",
+    "exported PYTEST_ADDOPTS deselecting the failures": "export PYTEST_ADDOPTS='-k not\\ add'",
+}
+
+
+@pytest.mark.parametrize("name", list(SCORE_ATTACKS))
+def test_the_visible_tests_score_is_not_shaped_by_the_agents_shell(calc_layer, name):
+    from swebox.envs.sandbox import Sandbox
+    from swebox.envs.search.select import Candidate, visible_tests_score
+
+    task = calc_task()
+    with Sandbox([calc_layer]) as sb:
+        sb.exec(SCORE_ATTACKS[name].format(python=task.python), timeout=30)
+        # 7 visible tests, 5 pass: add and div are buggy in the start state
+        assert visible_tests_score(task, Candidate(0, "", [], sb), timeout_s=300) == pytest.approx(5 / 7)

@@ -35,6 +35,7 @@ def test_file_helpers_refuse_fifos_without_blocking(sandbox: Sandbox):
     host_view = f"/proc/{sandbox._session_pid}/root/testbed"
     for call, unblock in ((lambda: sandbox.read_file("/testbed/fifo"), ("fifo", os.O_WRONLY)),
                           (lambda: sandbox.read_file("/testbed/to_fifo"), ("fifo", os.O_WRONLY)),
+                          (lambda: sandbox.read_tail("/testbed/fifo", 10), ("fifo", os.O_WRONLY)),
                           (lambda: sandbox.write_file("/testbed/wfifo", b"x"), ("wfifo", os.O_RDONLY))):
         finished, value, thread = _in_thread(call, timeout=10.0)
         if not finished:  # the old helpers block in open(): free the thread before failing
@@ -49,6 +50,10 @@ def test_file_helpers_refuse_fifos_without_blocking(sandbox: Sandbox):
     assert sandbox.exec("cat /testbed/plain").output == "data"
     with pytest.raises(SandboxError, match="character device"):
         sandbox.read_file("/dev/zero")
+    # read_tail: the file's last bytes, all of it when it is shorter
+    sandbox.write_file("/testbed/long", b"0123456789" * 1000 + b"END")
+    assert sandbox.read_tail("/testbed/long", 13) == b"0123456789END"
+    assert sandbox.read_tail("/testbed/plain", 4000) == b"data"
 
 
 def test_the_editor_view_of_a_fifo_fails_at_once(sandbox: Sandbox):

@@ -30,11 +30,13 @@ def _events(ids, outcomes, *, finish=True, exit=1):
 
 BASELINE = {"e": "baseline", "objects": {"m.f": 1}}
 """The runner's start-up snapshot of pytest's objects (name -> id), sent before any project code runs."""
+PINNED = {"e": "pinned", "why": ""}
+"""The runner's first event: its report channel is pinned to its fd (runner_pin.py)."""
 
 
-def _judge(events, canaries=None, exit_status=0, baseline=True):
+def _judge(events, canaries=None, exit_status=0, baseline=True, pinned=True):
     judge = Judge(canaries if canaries is not None else {PASS: "passed", FAIL: "failed"})
-    for event in [BASELINE] * baseline + events:
+    for event in [PINNED] * pinned + [BASELINE] * baseline + events:
         judge.feed(json.dumps(event).encode() if isinstance(event, dict) else event)
     return judge.verdict(exit_status, False)
 
@@ -173,7 +175,7 @@ def test_each_task_test_file_must_be_loaded_from_its_cached_rewrite():
         events[0] = {"e": "start", "rewrite": True}
         events[2:2] = [{"e": "rewrite", "file": f, "entry": e} for f, e in loads]
         judge = Judge({PASS: "passed", FAIL: "failed"}, table)
-        for event in [BASELINE, *events]:
+        for event in [PINNED, BASELINE, *events]:
             judge.feed(json.dumps(event).encode())
         return judge.verdict(0, False)["tampered"]
 
@@ -183,3 +185,11 @@ def test_each_task_test_file_must_be_loaded_from_its_cached_rewrite():
         "test file /testbed/t.py was not loaded from its cached rewrite",
     ]
     assert judge([]) == ["test file /testbed/t.py was not loaded from its cached rewrite"]
+
+
+def test_a_run_whose_channel_was_not_pinned_is_refused():
+    events = _events(["t.py::a", PASS, FAIL], {FAIL: "failed"})
+    assert "the runner never said its report channel was pinned" in _judge(events, pinned=False)["tampered"]
+    unpinned = _judge([{"e": "pinned", "why": "seccomp: EPERM"}, BASELINE, *events], pinned=False, baseline=False)
+    assert unpinned["problems"] == ["the report channel could not be pinned to its fd: seccomp: EPERM"]
+    assert "second or late pinned event" in _judge([PINNED, *events])["tampered"]
