@@ -100,9 +100,12 @@ def play_harness_episode(episode: SWEEpisode, model: ChatModel, tokenizer: Any, 
                          task_id: str, group_id: str, seed: int | None) -> Trajectory:
     """One harness episode as a trajectory; never raises for an environment failure (the trajectory is failed
     and masked, as in the text loop)."""
-    started = time.monotonic()
+    started, wall = time.monotonic(), time.time()
+    intervals: list[tuple[str, float, float]] = []
     try:
         reward, info = play_harness(episode, model, harness, seed)
+        at = info["harness"]["started_at"]
+        intervals = [("generate", at + r["started_s"], at + r["started_s"] + r["seconds"]) for r in info["gateway"]]
         records = [CallRecord(**{**r, "completion": Completion(**r["completion"]) if r["completion"] else None})
                    for r in info["gateway"]]
         traj, unmerged = trajectory_of(records, tokenizer, task_id, group_id)
@@ -122,6 +125,10 @@ def play_harness_episode(episode: SWEEpisode, model: ChatModel, tokenizer: Any, 
     traj.metrics = {**metrics, "timing/generate_s": model_s,
                     "timing/env_s": max(0.0, time.monotonic() - started - model_s - metrics.get("env/grade_s", 0.0)),
                     "timing/grade_s": metrics.get("env/grade_s", 0.0), "timing/episode_s": time.monotonic() - started}
+    # the calls are generation; the time around them (the harness's commands, its startup, grading) the env's
+    edges = [wall, *(t for _, start, end in intervals for t in (start, end)), time.time()]
+    gaps = [("env", edges[i], edges[i + 1]) for i in range(0, len(edges) - 1, 2) if edges[i + 1] > edges[i]]
+    traj.intervals = [*gaps, *intervals]
     return traj
 
 

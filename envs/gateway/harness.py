@@ -117,6 +117,7 @@ def play_harness(episode: SWEEpisode, model: ChatModel, harness: HarnessConfig,
                             "gateway/model_s": sum(r.seconds for r in gateway.records)})
     info["metrics"] = dict(episode.metrics)
     info["harness"] = {"harness": harness.harness, "exit_code": result.exit_code, "timed_out": result.timed_out,
-                       "seconds": seconds, "output": result.output[-OUTPUT_TAIL_CHARS:]}
+                       "seconds": seconds, "started_at": gateway.started_at,
+                       "output": result.output[-OUTPUT_TAIL_CHARS:]}
     info["gateway"] = [r.to_dict() for r in gateway.records]
     return reward, info

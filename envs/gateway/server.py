@@ -47,6 +47,8 @@ class Gateway:
         self.records: list[CallRecord] = []
         self.tokens_used = 0
         self.port = 0
+        self.started_at = time.time()
+        """Wall-clock time (time.time) when serving began: a record's ``started_s`` counts from it."""
         self._started = time.monotonic()
         self._answering = threading.Lock()
         self._server: http.server.ThreadingHTTPServer | None = None
@@ -66,7 +68,8 @@ class Gateway:
         server.socket.close()  # made in the host's namespace by the constructor; never bound
         server.socket, server.server_address = sock, sock.getsockname()
         server.daemon_threads = True
-        self._server, self.port, self._started = server, sock.getsockname()[1], time.monotonic()
+        self._server, self.port = server, sock.getsockname()[1]
+        self._started, self.started_at = time.monotonic(), time.time()
         self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
                                         name=f"swebox-gateway-{sandbox_pid}", daemon=True)
         self._thread.start()

@@ -199,3 +199,15 @@ def test_serving_needs_a_running_sandbox():
 
     with pytest.raises(SandboxError, match="running sandbox"):
         Gateway(Echo()).serve_inside(0)
+
+
+def test_the_overhead_benchmark_runs_and_reports_a_table(capsys):
+    import argparse
+
+    from swebox.scripts import bench_gateway
+
+    assert bench_gateway.run(argparse.Namespace(calls=5, prompt_chars=100)) == 0
+    header, _, row = capsys.readouterr().out.strip().splitlines()
+    assert header.startswith("| calls |") and row.startswith("| 5 | 100 |")
+    with pytest.raises(SystemExit, match="--calls >= 1"):
+        bench_gateway.run(argparse.Namespace(calls=0, prompt_chars=100))

@@ -13,8 +13,9 @@ import urllib.request
 BASE = os.environ["OPENAI_BASE_URL"]
 ACTION = re.compile(r"```mswea_bash_command\s*\n(.*?)\n```", re.S)
 
-messages = [{"role": "system", "content": "Reply with exactly one ```mswea_bash_command block."},
-            {"role": "user", "content": open(os.environ["SWEBOX_TASK_FILE"]).read()}]
+with open(os.environ["SWEBOX_TASK_FILE"]) as task:
+    messages = [{"role": "system", "content": "Reply with exactly one ```mswea_bash_command block."},
+                {"role": "user", "content": task.read()}]
 for _ in range(int(os.environ.get("TINY_AGENT_STEPS", "10"))):
     body = json.dumps({"model": "policy", "messages": messages}).encode()
     request = urllib.request.Request(BASE + "/chat/completions", data=body,
@@ -33,4 +34,5 @@ for _ in range(int(os.environ.get("TINY_AGENT_STEPS", "10"))):
     if "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT" in found.group(1):
         break
     done = subprocess.run(found.group(1), shell=True, capture_output=True, text=True)
-    messages.append({"role": "user", "content": f"<returncode>{done.returncode}</returncode>\n{done.stdout}{done.stderr}"})
+    result = f"<returncode>{done.returncode}</returncode>\n{done.stdout}{done.stderr}"
+    messages.append({"role": "user", "content": result})
