@@ -291,6 +291,10 @@ def run_eval(args: argparse.Namespace) -> int:
     else:
         replies_for = _text_policy(args, cfg)
         backend = tokenizer = None
+        if cfg.env.harness:  # scripted and served replies get the policy's ids too: the records feed swebox sft
+            from swebox.trainers.models import build_tokenizer
+
+            tokenizer = build_tokenizer(cfg.model)
     from swebox.trainers import eval_search
     from swebox.trainers.eval_records import EvalOut, RecordsError, run_tasks
     from swebox.trainers.harness_rollout import harness_model, play_harness_episode
@@ -322,6 +326,9 @@ def run_eval(args: argparse.Namespace) -> int:
                     m = traj.metrics
                     rec = {**episode_fields(traj), "model_s": m.get("timing/generate_s", 0.0),
                            "env_s": m.get("timing/env_s", 0.0)}
+                    if traj.response_ids:
+                        rec.update(prompt_ids=traj.prompt_ids, response_ids=traj.response_ids,
+                                   loss_mask=traj.loss_mask)
                 elif args.policy.startswith("hf:"):
                     # its own sampling stream: the tasks play in parallel threads, in any order
                     traj = play_episode(g[0], backend, tokenizer, cfg, task.instance_id, task.instance_id,

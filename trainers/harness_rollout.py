@@ -60,7 +60,7 @@ def _plain(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
 def trajectory_of(records: list[CallRecord], tokenizer: Any, task_id: str, group_id: str) -> tuple[Trajectory, int]:
     """The merged trajectory of a harness episode's calls, and how many answered calls did not extend it."""
     answered = [r for r in records if r.completion is not None]
-    if not answered or tokenizer is None:  # a model without tokens (scripted, a served model): nothing to train on
+    if not answered or tokenizer is None or not answered[0].completion.prompt_ids:  # a model without tokens
         return Trajectory(task_id, group_id, [], num_turns=len(answered),
                           prompt=_plain(answered[0].messages) if answered else []), len(answered)
     first, previous_text = answered[0], ""
