@@ -143,3 +143,36 @@ def test_a_grpo_step_on_harness_episodes(tmp_path: Path, calc_layer, tiny_agent_
         assert traj.metrics["gateway/unmerged_calls"] == 0.0 and traj.num_turns == traj.metrics["gateway/calls"]
         assert 0 < sum(traj.loss_mask) < len(traj.response_ids) or traj.num_turns == 1
     assert metrics["policy/grad_norm"] > 0  # the update ran on the merged sequences
+
+
+def test_swebox_eval_with_a_harness_pays_gold_and_not_giveup_and_sft_keeps_the_resolved(shapes_env, tmp_path,
+                                                                                          capsys, tiny_agent_install):
+    import argparse
+    import json
+
+    from swebox.trainers.cli import add_arguments
+    from swebox.trainers.config import load_config
+    from swebox.trainers.models import build_tokenizer
+    from swebox.trainers.sft_data import read_records, record_trajectories
+
+    from tests.trainers.shapes import shapes_files
+
+    parser = argparse.ArgumentParser(prog="swebox")
+    add_arguments(parser.add_subparsers(dest="command"))
+    dirs = shapes_files(shapes_env, tmp_path, 2)
+    harness = ["--harness", f"command:python3 {tiny_agent_install}/tiny_agent.py", "--harness-install",
+               tiny_agent_install]
+    for policy, expected in (("gold", "resolved 2/2"), ("giveup", "resolved 0/2")):
+        out = tmp_path / f"{policy}.jsonl"
+        args = parser.parse_args(["eval", "--tasks", str(tmp_path / "tasks.jsonl"), "--policy", policy, "--layers",
+                                  str(dirs), "--out", str(out), *harness])
+        assert args.func(args) == 0
+        printed = capsys.readouterr().out
+        assert expected in printed and "errors 0" in printed, printed
+        rows = [json.loads(line) for line in out.read_text().splitlines()]
+        assert all(r["metrics"]["gateway/calls"] == (2.0 if policy == "gold" else 1.0) for r in rows)
+        assert all(sum(r["loss_mask"]) == r["num_model_tokens"] > 0 for r in rows)
+    cfg = load_config(None, [])
+    kept, report = record_trajectories(read_records(tmp_path / "gold.jsonl") + read_records(tmp_path / "giveup.jsonl"),
+                                       build_tokenizer(cfg.model), cfg)
+    assert len(kept) == 2 and all(t.reward == 1.0 for t in kept), str(report)
