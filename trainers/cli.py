@@ -310,6 +310,9 @@ def run_eval(args: argparse.Namespace) -> int:
               f"{len(todo)} (delete {args.out} to start over)")
 
     if eval_search.wanted(args):
+        if cfg.env.harness:  # search forks the text loop's turns; a program's own state cannot be forked
+            raise SystemExit(f"swebox eval: expected no search options (--samples, --beam...) with --harness; found "
+                             f"env.harness={cfg.env.harness!r}: a harness episode plays once per task")
         if args.policy.startswith("hf:"):
             replies_for = _hf_text_policy(backend, tokenizer, cfg)
         eval_search.run(args, tasks, replies_for, source, econf, out=out)
