@@ -1,7 +1,11 @@
-"""Fixtures of the whole suite: the calc project's env layer (tests/calc.py), built once per test process."""
+"""Fixtures of the whole suite: the calc project's env layer (tests/calc.py), built once per test process, and the
+tiny agent program of the harness tests."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,3 +21,14 @@ def calc_layer() -> Iterator[Path]:
     layer = build_env_layer(CALC_FILES, "calc")
     yield layer.path
     discard_env_layer(layer)
+
+
+@pytest.fixture
+def tiny_agent_install() -> Iterator[str]:
+    """A host folder (outside /tmp: each sandbox has its own) with tiny_agent.py, readable by the sandbox."""
+    folder = tempfile.mkdtemp(prefix="swebox-tiny-agent-", dir="/var/tmp")
+    shutil.copy(Path(__file__).parent / "envs" / "gateway" / "tiny_agent.py", folder)
+    os.chmod(folder, 0o755)
+    os.chmod(Path(folder) / "tiny_agent.py", 0o644)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)

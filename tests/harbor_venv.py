@@ -8,12 +8,12 @@ need only the standard library, so ``pip install -e . --no-deps`` is the whole o
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import os
 import shutil
 import subprocess
 from pathlib import Path
+
+from tests.cached_venv import cached_venv
 
 HARBOR = "harbor==0.25.0"
 REPO = Path(__file__).resolve().parents[1]
@@ -31,21 +31,7 @@ def python312() -> str:
 
 def harbor_venv() -> Path:
     """The venv folder (made on first use; pip needs the package index the first time)."""
-    python = python312()
-    key = hashlib.sha256("\n".join([python, HARBOR, str(REPO)]).encode()).hexdigest()[:12]
-    root = Path(os.environ.get("SWEBOX_TEST_VENV_CACHE") or "/var/tmp/swebox-test-venvs")
-    root.mkdir(parents=True, exist_ok=True)
-    venv = root / f"harbor-py312-{key}"
-    with open(root / f"{venv.name}.lock", "a+") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (venv / ".complete").exists():
-            shutil.rmtree(venv, ignore_errors=True)
-            subprocess.run([python, "-m", "venv", str(venv)], check=True, timeout=300)
-            pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
-            subprocess.run([*pip, HARBOR], check=True, timeout=1200)
-            subprocess.run([*pip, "--no-deps", "-e", str(REPO)], check=True, timeout=600)
-            (venv / ".complete").touch()
-    return venv
+    return cached_venv("harbor-py312", python312(), [["install", HARBOR], ["install", "--no-deps", "-e", str(REPO)]])
 
 
 def run_in(venv: Path, *argv: str, timeout: float = 600, cwd: Path | None = None) -> subprocess.CompletedProcess:

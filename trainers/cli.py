@@ -44,7 +44,11 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
 
     ev = subparsers.add_parser("eval", help="resolved rate and time breakdown of a policy over a task set")
     ev.add_argument("--tasks", required=True, help="tasks.jsonl (or any source swebox.envs.tasks.load reads)")
-    ev.add_argument("--policy", default="", help="gold | empty | hf:MODEL_FOLDER | openai:BASE_URL")
+    ev.add_argument("--policy", default="", help="gold | empty (or giveup) | hf:MODEL_FOLDER | openai:BASE_URL")
+    ev.add_argument("--harness", default="", help="an agent program plays instead of the text loop: mini-swe-agent "
+                    "or 'command:SHELL COMMAND' (sets env.harness; docs/envs.md, 'Harness episodes')")
+    ev.add_argument("--harness-install", default="", help="host folder of the harness's install, e.g. a venv with "
+                    "mini-swe-agent (sets env.harness_install)")
     ev.add_argument("--model", default="", help="model name sent to an openai: server")
     ev.add_argument("--config", default=None, help="a training config whose env/generation sections to use")
     ev.add_argument("--layers", default="", help="layer store (default $SWEBOX_LAYER_STORE or runs/layers), or a "
@@ -198,7 +202,7 @@ def _text_policy(args: argparse.Namespace, cfg: Any):
             # a function of the conversation, not a running iterator: forked lines replay it independently
             return lambda messages: replies[min(sum(m["role"] == "assistant" for m in messages), len(replies) - 1)]
         return for_task
-    if args.policy == "empty":
+    if args.policy in ("empty", "giveup"):
         return lambda task: (lambda messages: "```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```")
     from swebox.trainers.generation import OpenAIBackend
 
@@ -240,9 +244,9 @@ def _check_hf_folder(path: str) -> None:
 def _check_policy(policy: str) -> None:
     if not policy:
         raise SystemExit("swebox eval: expected --policy (play episodes) or --predictions (score given patches)")
-    if policy in ("gold", "empty") or policy.startswith(("hf:", "openai:")) and ":" in policy:
+    if policy in ("gold", "empty", "giveup") or policy.startswith(("hf:", "openai:")) and ":" in policy:
         return
-    raise SystemExit(f"--policy: expected gold, empty, hf:MODEL_FOLDER or openai:BASE_URL; found {policy!r}")
+    raise SystemExit(f"--policy: expected gold, empty, giveup, hf:MODEL_FOLDER or openai:BASE_URL; found {policy!r}")
 
 
 def run_eval(args: argparse.Namespace) -> int:
@@ -263,7 +267,9 @@ def run_eval(args: argparse.Namespace) -> int:
     _check_policy(args.policy)
     if args.wandb != "disabled" and not args.out:
         raise SystemExit("--wandb: expected --out FILE as well (the wandb run goes next to it); found no --out")
-    cfg = load_config(args.config, args.overrides)
+    overrides = [*args.overrides, *(f"env.{key}={value}" for key, value in (
+        ("harness", args.harness), ("harness_install", args.harness_install)) if value)]
+    cfg = load_config(args.config, overrides)
     tasks = list(load(args.tasks))
     if not tasks:
         raise ConfigError(f"--tasks {args.tasks}: expected at least one task; found an empty task set")
@@ -284,8 +290,14 @@ def run_eval(args: argparse.Namespace) -> int:
         backend = make_backend(cfg.generation, build_model(cfg.model, tokenizer).eval(), tokenizer)
     else:
         replies_for = _text_policy(args, cfg)
+        backend = tokenizer = None
+        if cfg.env.harness:  # scripted and served replies get the policy's ids too: the records feed swebox sft
+            from swebox.trainers.models import build_tokenizer
+
+            tokenizer = build_tokenizer(cfg.model)
     from swebox.trainers import eval_search
     from swebox.trainers.eval_records import EvalOut, RecordsError, run_tasks
+    from swebox.trainers.harness_rollout import harness_model, play_harness_episode
 
     try:
         out = EvalOut.open(args.out, args.policy + eval_search.label(args)) if args.out else None
@@ -298,6 +310,9 @@ def run_eval(args: argparse.Namespace) -> int:
               f"{len(todo)} (delete {args.out} to start over)")
 
     if eval_search.wanted(args):
+        if cfg.env.harness:  # search forks the text loop's turns; a program's own state cannot be forked
+            raise SystemExit(f"swebox eval: expected no search options (--samples, --beam...) with --harness; found "
+                             f"env.harness={cfg.env.harness!r}: a harness episode plays once per task")
         if args.policy.startswith("hf:"):
             replies_for = _hf_text_policy(backend, tokenizer, cfg)
         eval_search.run(args, tasks, replies_for, source, econf, out=out)
@@ -307,7 +322,17 @@ def run_eval(args: argparse.Namespace) -> int:
         started = time.monotonic()
         try:
             with group(task, 1, source=source, config=econf) as g:
-                if args.policy.startswith("hf:"):
+                if cfg.env.harness:
+                    traj = play_harness_episode(g[0], harness_model(args, cfg, task, backend, tokenizer),
+                                                tokenizer, cfg.env.harness_config(), task.instance_id,
+                                                task.instance_id, seed=sample_seed(cfg.seed, "eval", task.instance_id))
+                    m = traj.metrics
+                    rec = {**episode_fields(traj), "model_s": m.get("timing/generate_s", 0.0),
+                           "env_s": m.get("timing/env_s", 0.0)}
+                    if traj.response_ids:
+                        rec.update(prompt_ids=traj.prompt_ids, response_ids=traj.response_ids,
+                                   loss_mask=traj.loss_mask)
+                elif args.policy.startswith("hf:"):
                     # its own sampling stream: the tasks play in parallel threads, in any order
                     traj = play_episode(g[0], backend, tokenizer, cfg, task.instance_id, task.instance_id,
                                         seed=sample_seed(cfg.seed, "eval", task.instance_id))

@@ -17,6 +17,8 @@ from typing import Any, Literal
 import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
+from swebox.envs.gateway.calls import GatewayLimits
+from swebox.envs.gateway.harness import HarnessConfig, episode_config
 from swebox.envs.sandbox import SandboxError
 from swebox.envs.swe_env import EpisodeConfig
 
@@ -305,6 +307,16 @@ class EnvConfig(EpisodeConfig):
     content; per rollout worker) instead of running the tests again (swebox.envs.grade_cache)."""
     grade_cache_size: int = 4096
     """Most verdicts one rollout worker keeps (least recently used go first)."""
+    harness: str = ""
+    """Who plays the episodes: "" (the text loop: the policy's replies parsed into actions), "mini-swe-agent" or
+    "command:<shell command>" (an agent program in the sandbox whose model calls reach the policy through the
+    episode's gateway; docs/envs.md, "Harness episodes")."""
+    harness_install: str = ""
+    """Host folder of the harness's install (a venv), bound read-only into the sandbox; see env.harness."""
+    harness_max_calls: int = 50
+    """Most model calls a harness episode may make (the gateway refuses the next with HTTP 403)."""
+    harness_max_tokens: int = 32_768
+    """Most tokens the policy may sample in one harness episode, all calls together."""
 
     def __post_init__(self) -> None:
         try:
@@ -316,10 +328,25 @@ class EnvConfig(EpisodeConfig):
         except SandboxError as exc:  # a bad key or value in env.sandbox
             raise ConfigError(f"env.sandbox: {exc}") from None
         _check(self.grade_cache_size >= 1, "env.grade_cache_size", ">= 1", self.grade_cache_size, "use 4096")
+        if self.harness:
+            try:
+                self.harness_config()
+            except ValueError as exc:
+                raise ConfigError(str(exc).replace("HarnessConfig.install", "env.harness_install")
+                                  .replace("HarnessConfig.", "env.").replace("GatewayLimits.max_", "env.harness_max_")
+                                  ) from None
+
+    def harness_config(self) -> HarnessConfig:
+        """The harness env.harness names (docs/envs.md, "Harness episodes")."""
+        return HarnessConfig(harness=self.harness, install=self.harness_install,
+                             limits=GatewayLimits(max_calls=self.harness_max_calls, max_tokens=self.harness_max_tokens,
+                                                  wall_s=self.time_limit_s))
 
     def episode(self) -> EpisodeConfig:
-        """This section's EpisodeConfig fields: what every episode of the run gets."""
-        return EpisodeConfig(**{f.name: getattr(self, f.name) for f in dataclasses.fields(EpisodeConfig)})
+        """This section's EpisodeConfig fields: what every episode of the run gets (with env.harness, its install
+        bound read-only into the sandbox)."""
+        config = EpisodeConfig(**{f.name: getattr(self, f.name) for f in dataclasses.fields(EpisodeConfig)})
+        return episode_config(config, self.harness_config()) if self.harness else config
 
 
 @dataclass

@@ -410,6 +410,13 @@ class RolloutWorker:
 
     def _play(self, episode: Episode, task_id: str, group_id: str, seed: int) -> Trajectory:
         try:
+            if self.cfg.env.harness:  # an agent program plays; the policy answers its calls through the gateway
+                from swebox.trainers.harness_rollout import PolicyModel, play_harness_episode
+
+                gen = self.cfg.generation
+                model = PolicyModel(self.backend, self.tokenizer, gen.max_new_tokens, gen.max_context_tokens)
+                return play_harness_episode(episode, model, self.tokenizer, self.cfg.env.harness_config(), task_id,
+                                            group_id, seed)
             return play_episode(episode, self.backend, self.tokenizer, self.cfg, task_id, group_id, seed)
         finally:
             if isinstance(self.backend, BatchingBackend):

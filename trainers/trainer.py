@@ -109,8 +109,8 @@ def union_seconds(spans: list[tuple[float, float]]) -> float:
 
 
 def rollout_metrics(trajs: list[Trajectory]) -> dict[str, float]:
-    """reward/*, tokens/*, env/* and audit/* (means over the step's episodes) and the wall-clock timing/* of the
-    parts."""
+    """reward/*, tokens/*, env/*, audit/*, and for harness episodes harness/* and gateway/* (means over the step's
+    episodes) and the wall-clock timing/* of the parts."""
     rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float64)
     out = {
         "reward/mean": float(rewards.mean()),
@@ -118,7 +118,8 @@ def rollout_metrics(trajs: list[Trajectory]) -> dict[str, float]:
         "reward/resolved_rate": float(np.mean([t.metrics.get("env/resolved", 0.0) for t in trajs])),
         "tokens/response_len_mean": float(np.mean([t.num_model_tokens for t in trajs])),
     }
-    env_names = sorted({k for t in trajs for k in t.metrics if k.startswith(("env/", "audit/"))})
+    per_episode = ("env/", "audit/", "harness/", "gateway/")
+    env_names = sorted({k for t in trajs for k in t.metrics if k.startswith(per_episode)})
     for name in env_names:
         out[name] = float(np.mean([t.metrics.get(name, 0.0) for t in trajs]))
     for kind in ("generate", "env", "grade"):

@@ -28,7 +28,7 @@ def test_train_and_eval_arguments():
 
 def test_eval_rejects_an_unknown_policy(tmp_path):
     args = parser().parse_args(["eval", "--tasks", str(tmp_path / "t.jsonl"), "--policy", "random"])
-    with pytest.raises(SystemExit, match="expected gold, empty, hf:MODEL_FOLDER or openai:BASE_URL"):
+    with pytest.raises(SystemExit, match="expected gold, empty, giveup, hf:MODEL_FOLDER or openai:BASE_URL"):
         args.func(args)
 
 

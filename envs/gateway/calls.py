@@ -1,0 +1,95 @@
+"""What the model gateway asks of a model, what it records of each call, and its limits.
+
+The gateway (server.py) speaks OpenAI's chat completions to the harness; a :class:`ChatModel` answers it. The
+trainer's answer is the policy (trainers/gateway_model.py: token ids in, token ids and log-probabilities out);
+evaluation and tests may answer with a scripted model. Each call becomes one :class:`CallRecord`, the unit the
+trainer learns from: the exact prompt ids the model saw and the exact ids it sampled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass
+class Completion:
+    """One answer of a model to a list of chat messages."""
+
+    text: str
+    """The assistant message's content, as the harness receives it."""
+    prompt_ids: list[int] = field(default_factory=list)
+    """The token ids the model was given (the chat template applied to the messages); empty for a model
+    without tokens (a scripted one)."""
+    token_ids: list[int] = field(default_factory=list)
+    """The token ids it sampled, exactly as sampled."""
+    logprobs: list[float] = field(default_factory=list)
+    """log p of each sampled id under the sampling distribution, aligned with ``token_ids``."""
+    finish_reason: str = "stop"
+    """"stop" (the model ended its turn) or "length" (its token budget ran out)."""
+    template: str = ""
+    """The chat template that turned the messages into ``prompt_ids`` (the tokenizer's Jinja source)."""
+
+    def __post_init__(self) -> None:
+        if len(self.token_ids) != len(self.logprobs):
+            raise ValueError(f"Completion: expected one logprob per sampled token; found {len(self.token_ids)} "
+                             f"tokens and {len(self.logprobs)} logprobs")
+        if self.finish_reason not in ("stop", "length"):
+            raise ValueError(f"Completion.finish_reason: expected 'stop' or 'length', found {self.finish_reason!r}")
+
+
+class OverLimit(Exception):
+    """A model's refusal to answer a call within its own bounds (e.g. the prompt fills its context): the harness
+    gets the gateway's limit error (HTTP 403), as for the gateway's own limits."""
+
+
+class ChatModel(Protocol):
+    """Whoever answers the gateway's calls."""
+
+    def complete(self, messages: list[dict[str, Any]], max_tokens: int | None, seed: int | None) -> Completion:
+        """The assistant's reply to ``messages`` (OpenAI chat format), at most ``max_tokens`` sampled tokens
+        (None: the model's own budget), sampled with ``seed`` (None: the model's own randomness)."""
+        ...
+
+
+@dataclass
+class GatewayLimits:
+    """What one episode's harness may spend through the gateway. A call past a limit gets HTTP 403 with an
+    OpenAI-style error body (``type: "limit_exceeded"``), which OpenAI clients do not retry."""
+
+    max_calls: int = 50
+    """Most model calls in one episode."""
+    max_tokens: int = 32_768
+    """Most sampled tokens in one episode, all calls together; a call asks for at most what is left."""
+    wall_s: float = 600.0
+    """Seconds from the gateway's start after which every call is refused (the harness's own run is bounded by
+    the episode's time limit as well)."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_calls", "max_tokens"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"GatewayLimits.{name}: expected a whole number >= 1, found {value!r}")
+        if not isinstance(self.wall_s, (int, float)) or self.wall_s <= 0:
+            raise ValueError(f"GatewayLimits.wall_s: expected seconds > 0, found {self.wall_s!r}")
+
+
+@dataclass
+class CallRecord:
+    """One model call through the gateway, as the trainer and the viewer read it."""
+
+    index: int
+    """0 for the episode's first call."""
+    messages: list[dict[str, Any]]
+    """The chat messages the harness sent, as sent."""
+    completion: Completion | None
+    """The model's answer; None when the call was refused (``error`` says why)."""
+    started_s: float
+    """Seconds from the gateway's start to the call's arrival."""
+    seconds: float
+    """How long the model took to answer."""
+    error: str = ""
+    """Why the call got an error instead of an answer (a limit, a malformed request, a model failure)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
