@@ -108,20 +108,21 @@ def interrupted_train(cfg: Any, trainer: Any) -> str:
             "from it")
 
 
-def refuse_earlier_run(cfg: Any) -> None:
-    """A plain ``swebox train`` into a folder that holds a run stops with one line instead of overwriting it:
-    metrics.jsonl would restart at step 1 and the checkpoints be replaced (``--resume`` continues it)."""
+def refuse_earlier_run(cfg: Any, resumable: bool = True) -> None:
+    """A plain ``swebox train`` (or any ``swebox sft``) into a folder that holds a run stops with one line instead
+    of overwriting it: metrics.jsonl would restart at step 1 and the checkpoints and policy/ be replaced
+    (``swebox train --resume`` continues a run; an SFT run is short and is not resumed: it goes to a new folder)."""
     from swebox.trainers.checkpoint import earlier_run
     from swebox.trainers.config import ConfigError
 
-    if cfg.checkpoint.resume:
+    if cfg.checkpoint.resume and resumable:
         return
     run_dir = cfg.logging.run_dir
     held = earlier_run(run_dir, cfg.checkpoint.dir or Path(run_dir) / "checkpoints")
     if held:
+        go_on = "Continue it with --resume, or start" if resumable else "Start"
         raise ConfigError(f"logging.run_dir={run_dir}: expected a new or empty run folder; found an earlier run "
-                          f"({held}). Continue it with --resume, or start a new run with "
-                          "logging.run_dir=ANOTHER_FOLDER (or delete the folder)")
+                          f"({held}). {go_on} a new run with logging.run_dir=ANOTHER_FOLDER (or delete the folder)")
 
 
 def run_sft(args: argparse.Namespace) -> int:
@@ -130,6 +131,7 @@ def run_sft(args: argparse.Namespace) -> int:
 
     chosen = [*([f"sft.data={args.data}"] if args.data else []), *([f"env.tasks={args.tasks}"] if args.tasks else [])]
     cfg = load_config(args.config, [*args.overrides, *chosen])
+    refuse_earlier_run(cfg, resumable=False)
     result = fine_tune(cfg)
     first, last = result.records[0], result.records[-1]
     print(f"sft: {last['step']} steps on {result.report.kept} trajectories; loss {first['sft/loss']:.3f} -> "
