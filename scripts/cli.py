@@ -85,9 +85,10 @@ def user_error_types() -> tuple[type[BaseException], ...]:
     from swebox.envs.layers_resolver import LayersMissing
     from swebox.envs.tasks.loaders import LoadError
     from swebox.envs.tasks.schema import TaskError
+    from swebox.envs.tasks.selection import SelectionError
     from swebox.envs.tasks.synth.recipe import RecipeError
 
-    kinds: list[type[BaseException]] = [UserError, LoadError, TaskError, RecipeError, LayersMissing,
+    kinds: list[type[BaseException]] = [UserError, LoadError, TaskError, RecipeError, LayersMissing, SelectionError,
                                         InterpreterNotFound, yaml.YAMLError, FileNotFoundError, NotADirectoryError,
                                         IsADirectoryError,
                                         PermissionError]  # a store of another user's, a layer packed for one

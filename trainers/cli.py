@@ -53,6 +53,8 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     ev.add_argument("--out", default="", help="write one JSON record per task (docs/training.md) to this file, "
                     "and the per-task table as Markdown next to it (OUT.md); with --predictions: the report "
                     "(default <model>.<run-id>.json)")
+    ev.add_argument("--predictions-out", default="", help="also write the episodes' diffs as SWE-bench predictions "
+                    "(JSON lines: instance_id, model_name_or_path, model_patch) for --predictions or the harness")
     ev.add_argument("--wandb", default="disabled", choices=["auto", "online", "offline", "disabled"],
                     help="also log the per-task table (wandb Table `eval`) and the summary to a wandb run in "
                     "OUT's folder (needs --out; default disabled)")
@@ -256,6 +258,7 @@ def run_eval(args: argparse.Namespace) -> int:
     from swebox.envs.groups import group
     from swebox.envs.layers_resolver import LayerSource
     from swebox.envs.tasks import load
+    from swebox.envs.tasks.selection import select
     from swebox.envs.tasks.validate import layers_flag_error
     from swebox.trainers.config import ConfigError, load_config
     from swebox.trainers.rollout import play_episode
@@ -266,7 +269,7 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.wandb != "disabled" and not args.out:
         raise SystemExit("--wandb: expected --out FILE as well (the wandb run goes next to it); found no --out")
     cfg = load_config(args.config, args.overrides)
-    tasks = list(load(args.tasks))
+    tasks = select(list(load(args.tasks)), args.instance_ids, args.limit, args.tasks)
     if not tasks:
         raise ConfigError(f"--tasks {args.tasks}: expected at least one task; found an empty task set")
     if args.layers and layers_flag_error(args.layers):
@@ -274,6 +277,7 @@ def run_eval(args: argparse.Namespace) -> int:
     plain = bool(args.layers) and not (Path(args.layers) / "manifests").is_dir()
     source = LayerSource(store="" if plain else args.layers, dirs=args.layers if plain else "",
                          cache_root=cfg.env.cache_dir, tasks_file=args.tasks)
+    refuse_missing_layers(tasks, source)
     econf = cfg.env.episode()
     if args.policy.startswith("hf:"):
         _check_hf_folder(args.policy[3:])
@@ -347,6 +351,37 @@ def run_eval(args: argparse.Namespace) -> int:
         print(f"results: {args.out} (one JSON record per task; swebox view {args.out}); table: {report}")
         if args.wandb != "disabled":
             log_eval_to_wandb(args, results)
+    return finish_eval(args, results)
+
+
+def refuse_missing_layers(tasks: list[Any], source: Any) -> None:
+    """Every task's layers are in ``--layers`` before any episode plays, or one line says how many are not and
+    how to make the first (an error row per task after the whole run told the user too late)."""
+    from swebox.envs.layers_resolver import LayersMissing, missing_layers
+
+    missing = [why for why in (missing_layers(t, source) for t in tasks) if why is not None]
+    if missing:
+        raise LayersMissing(f"--layers: {len(missing)} of {len(tasks)} tasks cannot start: {missing[0]}")
+
+
+def finish_eval(args: argparse.Namespace, results: list[dict[str, Any]]) -> int:
+    """Write ``--predictions-out``; the exit status: 1 when a task could not be played (its record holds the
+    error; a task played and not resolved is a result, not an error), else 0."""
+    from swebox.trainers.eval_records import RecordsError, write_predictions
+
+    if args.predictions_out:
+        try:
+            n = write_predictions(args.predictions_out, results, args.model or args.policy)
+        except RecordsError as exc:
+            raise SystemExit(f"swebox eval: {exc}") from None
+        print(f"predictions: {args.predictions_out} ({n} of {len(results)} tasks; score them with swebox eval "
+              f"--predictions {args.predictions_out} --tasks {args.tasks})")
+    failed = [r["instance_id"] for r in results if r.get("error")]
+    if failed:
+        first = next(r for r in results if r.get("error"))
+        print(f"swebox eval: {len(failed)} of {len(results)} tasks could not be played (e.g. {first['instance_id']}: "
+              f"{str(first['error']).splitlines()[0][:200]}); their records hold the errors", file=sys.stderr)
+        return 1
     return 0
 
 
