@@ -57,17 +57,30 @@ def build_parser() -> argparse.ArgumentParser:
         from swebox.scripts import demo
         from swebox.trainers import cli as train_cli
         from swebox.trainers import plot
-    except ImportError as exc:  # the `train` extra is not installed
+    except ImportError as exc:  # the `train` extra is not installed: its commands say how to install it
+        missing = exc  # `exc` is unbound when the except block ends; the commands below raise it later
+
+        def needs_train(args: argparse.Namespace) -> int:
+            raise missing
+
         for name in ("train", "sft", "plot", "demo"):
-            sub.add_parser(name, help=f"unavailable: {exc}; pip install 'swebox[train]'")
+            unavailable = sub.add_parser(name, help=f"unavailable: {exc}; pip install 'swebox[train]'")
+            unavailable.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+            unavailable.set_defaults(func=needs_train)
         from swebox.envs.tasks import predictions
 
+        def eval_predictions(args: argparse.Namespace) -> int:
+            if args.policy:  # playing a policy is the trainer's work
+                raise missing
+            return predictions.run_cli(args)
+
         ev = sub.add_parser("eval", help="score SWE-bench predictions (policies need pip install 'swebox[train]')")
+        ev.add_argument("--policy", default="", help="needs pip install 'swebox[train]'")
         ev.add_argument("--tasks", required=True, help="the dataset the predictions are for")
         ev.add_argument("--layers", default="", help="layer store (default $SWEBOX_LAYER_STORE or runs/layers)")
         ev.add_argument("--out", default="", help="the report (default <model>.<run-id>.json)")
         predictions.add_options(ev)
-        ev.set_defaults(func=predictions.run_cli)
+        ev.set_defaults(func=eval_predictions)
     else:
         train_cli.add_arguments(sub)
         plot.add_arguments(sub)
@@ -127,6 +140,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"swebox {args.command}: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
+        from swebox.scripts.extras import hint, missing_extra
+
+        if not debug and missing_extra(exc, args.command):
+            print(hint(exc, args.command), file=sys.stderr)
+            return 2
         if not debug and disk_full(exc):
             print(f"swebox {args.command}: error: {disk_full(exc)} [swebox --debug shows the traceback]",
                   file=sys.stderr)
