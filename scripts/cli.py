@@ -1,4 +1,5 @@
-"""The ``swebox`` command: one sub-command per job (bench, cache, tasks, skyrl, view, train, sft, eval, plot, demo)."""
+"""The ``swebox`` command: one sub-command per job (doctor, bench, cache, tasks, skyrl, view, train, sft, eval, plot,
+demo)."""
 
 from __future__ import annotations
 
@@ -31,9 +32,10 @@ def build_parser() -> argparse.ArgumentParser:
                                                          "grade memoisation (a converged policy)"))
     bench_search.add_arguments(bench_sub.add_parser("search", help="fork at turn k vs replay; forked vs cold starts"))
 
-    from swebox.scripts import cache_cli
+    from swebox.scripts import cache_cli, doctor
 
     cache_cli.add_arguments(sub)
+    doctor.add_arguments(sub)
 
     from swebox.envs.tasks import cli as tasks_cli
     from swebox.envs.tasks import harbor_cli

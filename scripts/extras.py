@@ -2,8 +2,9 @@
 
 A base install (``pip install swebox``) has the sandbox, the layer cache and the tasks; the trainer, the viewer,
 the SkyRL bridge and the rest need their extras (setup.cfg ``extras_require``). A command that reaches a module
-of an extra that is not installed ends with ``swebox view: needs the 'view' extra (flask is not installed);
-install it: pip install 'swebox[view]'`` (exit 2) instead of a ``ModuleNotFoundError`` traceback. A module that
+of an extra that is not installed ends with one line, for the viewer without Flask ``needs the 'view' extra
+(flask is not installed); install it: pip install 'swebox[view]'`` after the command's name (exit 2), instead of
+a ``ModuleNotFoundError`` traceback. A module that
 belongs to no extra is a bug, not a missing extra, and keeps its traceback.
 """
 
