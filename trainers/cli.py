@@ -58,6 +58,8 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     ev.add_argument("--wandb", default="disabled", choices=["auto", "online", "offline", "disabled"],
                     help="also log the per-task table (wandb Table `eval`) and the summary to a wandb run in "
                     "OUT's folder (needs --out; default disabled)")
+    ev.add_argument("--wandb-group", default="", help="with --wandb: the wandb group (e.g. the training run's "
+                    "logging.group), so that the evaluation sits next to the runs it evaluates")
     ev.add_argument("overrides", nargs="*", help="dotted config overrides, e.g. env.max_turns=10")
     from swebox.envs.tasks import predictions
     from swebox.trainers import eval_search
@@ -396,7 +398,7 @@ def log_eval_to_wandb(args: argparse.Namespace, results: list[dict[str, Any]]) -
     run_dir = out.parent / f"{report_path(out).stem}-wandb"
     n = max(1, len(results))
     with Tracker(run_dir, {"tasks": args.tasks, "policy": args.policy}, run_name=f"eval-{run_dir.name}",
-                 mode=args.wandb) as tracker:
+                 mode=args.wandb, group=args.wandb_group, job_type="eval") as tracker:
         rows = [(r["instance_id"], bool(r["resolved"]), float(r["reward"]), int(r.get("num_turns", 0)),
                  float(r["total_s"]), str(r.get("error") or "")[:500]) for r in results]
         tracker.log_table("eval", TABLE_COLUMNS, rows, step=0)

@@ -102,7 +102,8 @@ def run_sft(cfg: TrainConfig, *, tasks: list[Task | dict] | None = None,
     save_config(cfg, run_dir / "config.yaml")
     ckpt_dir = Path(cfg.checkpoint.dir or run_dir / "checkpoints")
     tracker = Tracker(run_dir, to_dict(cfg), cfg.logging.project, cfg.logging.run_name, cfg.logging.wandb,
-                      cfg.logging.wandb_entity, cfg.logging.tags, None, echo=echo)
+                      cfg.logging.wandb_entity, cfg.logging.tags, None, echo=echo, group=cfg.logging.group,
+                      job_type="sft", system=cfg.logging.wandb_system)
     pad = int(tokenizer.pad_token_id)
     records, step = [], 0
     try:
