@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from swebox.envs.cache.durable import write_atomic
-from swebox.envs.tasks import selection, verify
+from swebox.envs.tasks import progress, selection, verify
 from swebox.envs.tasks.grading import GradeReport, grade
 from swebox.envs.tasks.instance_logs import log_root, write_instance_logs
 from swebox.envs.tasks.log_grading import FAILING, PASSING
@@ -196,18 +196,23 @@ def evaluate(
     predictions = list(predictions)
     results: list[Outcome | None] = [None] * len(predictions)
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="eval")
+    shown_bar = progress.bar(len(predictions), "grade", "patch")
     try:
         futures = {pool.submit(one, p): i for i, p in enumerate(predictions)}
         for future in as_completed(futures):
             results[futures[future]] = future.result()
             if on_result is not None:
                 try:
-                    on_result(results[futures[future]])
+                    with progress.above():
+                        on_result(results[futures[future]])
                 except Exception as exc:  # showing a row must not lose the others
                     print(f"warning: showing a result failed: {type(exc).__name__}: {shown(exc)}", file=sys.stderr)
+            shown_bar.update()
     except BaseException:  # Ctrl-C: grade nothing more (a `with` block would grade every queued patch first)
+        shown_bar.close()
         pool.shutdown(wait=False, cancel_futures=True)
         raise
+    shown_bar.close()
     pool.shutdown()
     return results
 
