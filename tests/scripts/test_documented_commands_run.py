@@ -66,7 +66,6 @@ PLAN: list[tuple[str, str, dict]] = [
     ("swebox train --config configs/grpo_tiny_cpu.yaml env.tasks=smith.parquet", "help", {}),
     ("swebox train --config configs/grpo_tiny_cpu.yaml ray.address=127.0.0.1", "help", {}),  # test_ray_train_loopback
     ("swebox train --config configs/grpo_qwen", "help", {}),  # GPU clusters
-    ("swebox plot runs/grpo_tiny_cpu ", "help", {}),
     ("swebox sft --config configs/grpo_tiny_cpu.yaml --data gold --tasks runs/demo", "help", {}),
     ("swebox sft --config configs/grpo_tiny_cpu.yaml --data runs/sft/eval.jsonl", "help", {}),
     ("swebox skyrl prepare", "help", {}),
