@@ -308,7 +308,12 @@ def run_eval(args: argparse.Namespace) -> int:
     if eval_search.wanted(args):
         if args.policy.startswith("hf:"):
             replies_for = _hf_text_policy(backend, tokenizer, cfg)
-        eval_search.run(args, tasks, replies_for, source, econf, out=out)
+        searched = eval_search.run(args, tasks, replies_for, source, econf, out=out)
+        broken = [r.task_id for r in searched if any(b.startswith("error: ") for b in r.budgets_hit)]
+        if broken:  # a task whose search crashed counts as unresolved in the report; the exit status says so
+            print(f"swebox eval: {len(broken)} of {len(searched)} tasks could not be searched (e.g. {broken[0]}); "
+                  "the report counts them unresolved", file=sys.stderr)
+            return 1
         return 0
 
     def one(task) -> dict[str, Any]:
