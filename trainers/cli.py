@@ -277,6 +277,8 @@ def run_eval(args: argparse.Namespace) -> int:
     from swebox.trainers.trajectories import episode_fields
 
     _check_policy(args.policy)
+    if args.policy.startswith("hf:"):  # the flags first, then the tasks and their layers
+        _check_hf_folder(args.policy[3:])
     if args.wandb != "disabled" and not args.out:
         raise SystemExit("--wandb: expected --out FILE as well (the wandb run goes next to it); found no --out")
     cfg = load_config(args.config, args.overrides)
@@ -291,7 +293,6 @@ def run_eval(args: argparse.Namespace) -> int:
     refuse_missing_layers(tasks, source)
     econf = cfg.env.episode()
     if args.policy.startswith("hf:"):
-        _check_hf_folder(args.policy[3:])
         cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, init="pretrained", path=args.policy[3:],
                                                                  tokenizer=""))
         from swebox.trainers.generation import make_backend
