@@ -271,6 +271,7 @@ def run_eval(args: argparse.Namespace) -> int:
     from swebox.envs.tasks import load
     from swebox.envs.tasks.selection import select
     from swebox.envs.tasks.validate import layers_flag_error
+    from swebox.trainers import eval_search
     from swebox.trainers.config import ConfigError, load_config
     from swebox.trainers.rollout import play_episode
     from swebox.trainers.sampling import sample_seed
@@ -279,6 +280,9 @@ def run_eval(args: argparse.Namespace) -> int:
     _check_policy(args.policy)
     if args.policy.startswith("hf:"):  # the flags first, then the tasks and their layers
         _check_hf_folder(args.policy[3:])
+    if args.predictions_out and eval_search.wanted(args):  # a search gives several diffs per task, not one
+        raise SystemExit("--predictions-out: expected one episode per task; found --samples/--best-of/--search. "
+                         "Export without them (with --out, a rerun plays nothing again)")
     if args.wandb != "disabled" and not args.out:
         raise SystemExit("--wandb: expected --out FILE as well (the wandb run goes next to it); found no --out")
     cfg = load_config(args.config, args.overrides)
@@ -302,7 +306,6 @@ def run_eval(args: argparse.Namespace) -> int:
         backend = make_backend(cfg.generation, build_model(cfg.model, tokenizer).eval(), tokenizer)
     else:
         replies_for = _text_policy(args, cfg)
-    from swebox.trainers import eval_search
     from swebox.trainers.eval_records import EvalOut, RecordsError, run_tasks
 
     try:

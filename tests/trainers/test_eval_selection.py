@@ -38,6 +38,13 @@ def test_select_keeps_the_datasets_order_and_refuses_unknown_ids():
         select(tasks, [], -1, "t.jsonl")
 
 
+def test_predictions_out_with_a_search_is_refused(tmp_path):
+    with pytest.raises(SystemExit, match="--predictions-out: expected one episode per task; found --samples"):
+        main(["eval", "--tasks", "t.jsonl", "--policy", "gold", "--samples", "2", "--predictions-out",
+              str(tmp_path / "p.jsonl")])
+    assert not (tmp_path / "p.jsonl").exists()
+
+
 def test_a_task_that_could_not_be_played_makes_eval_exit_1(tmp_path, capsys):
     args = build_parser().parse_args(["eval", "--tasks", "t.jsonl", "--policy", "gold",
                                           "--predictions-out", str(tmp_path / "p.jsonl")])
