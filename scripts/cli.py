@@ -1,4 +1,5 @@
-"""The ``swebox`` command: one sub-command per job (bench, cache, tasks, skyrl, view, train, sft, eval, plot, demo)."""
+"""The ``swebox`` command: one sub-command per job (doctor, bench, cache, tasks, skyrl, view, train, sft, eval, plot,
+demo)."""
 
 from __future__ import annotations
 
@@ -40,9 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench_gateway.add_arguments(bench_sub.add_parser("gateway", help="the model gateway's overhead per call"))
     bench_search.add_arguments(bench_sub.add_parser("search", help="fork at turn k vs replay; forked vs cold starts"))
 
-    from swebox.scripts import cache_cli
+    from swebox.scripts import cache_cli, doctor
 
     cache_cli.add_arguments(sub)
+    doctor.add_arguments(sub)
 
     from swebox.envs.tasks import cli as tasks_cli
     from swebox.envs.tasks import harbor_cli
@@ -66,17 +68,30 @@ def build_parser() -> argparse.ArgumentParser:
         from swebox.scripts import demo
         from swebox.trainers import cli as train_cli
         from swebox.trainers import plot
-    except ImportError as exc:  # the `train` extra is not installed
+    except ImportError as exc:  # the `train` extra is not installed: its commands say how to install it
+        missing = exc  # `exc` is unbound when the except block ends; the commands below raise it later
+
+        def needs_train(args: argparse.Namespace) -> int:
+            raise missing
+
         for name in ("train", "sft", "plot", "demo"):
-            sub.add_parser(name, help=f"unavailable: {exc}; pip install 'swebox[train]'")
+            unavailable = sub.add_parser(name, help=f"unavailable: {exc}; pip install 'swebox[train]'")
+            unavailable.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+            unavailable.set_defaults(func=needs_train)
         from swebox.envs.tasks import predictions
 
+        def eval_predictions(args: argparse.Namespace) -> int:
+            if args.policy:  # playing a policy is the trainer's work
+                raise missing
+            return predictions.run_cli(args)
+
         ev = sub.add_parser("eval", help="score SWE-bench predictions (policies need pip install 'swebox[train]')")
+        ev.add_argument("--policy", default="", help="needs pip install 'swebox[train]'")
         ev.add_argument("--tasks", required=True, help="the dataset the predictions are for")
         ev.add_argument("--layers", default="", help="layer store (default $SWEBOX_LAYER_STORE or runs/layers)")
         ev.add_argument("--out", default="", help="the report (default <model>.<run-id>.json)")
         predictions.add_options(ev)
-        ev.set_defaults(func=predictions.run_cli)
+        ev.set_defaults(func=eval_predictions)
     else:
         train_cli.add_arguments(sub)
         plot.add_arguments(sub)
@@ -94,9 +109,10 @@ def user_error_types() -> tuple[type[BaseException], ...]:
     from swebox.envs.layers_resolver import LayersMissing
     from swebox.envs.tasks.loaders import LoadError
     from swebox.envs.tasks.schema import TaskError
+    from swebox.envs.tasks.selection import SelectionError
     from swebox.envs.tasks.synth.recipe import RecipeError
 
-    kinds: list[type[BaseException]] = [UserError, LoadError, TaskError, RecipeError, LayersMissing,
+    kinds: list[type[BaseException]] = [UserError, LoadError, TaskError, RecipeError, LayersMissing, SelectionError,
                                         InterpreterNotFound, yaml.YAMLError, FileNotFoundError, NotADirectoryError,
                                         IsADirectoryError,
                                         PermissionError]  # a store of another user's, a layer packed for one
@@ -135,6 +151,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"swebox {args.command}: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
+        from swebox.scripts.extras import hint, missing_extra
+
+        if not debug and missing_extra(exc, args.command):
+            print(hint(exc, args.command), file=sys.stderr)
+            return 2
         if not debug and disk_full(exc):
             print(f"swebox {args.command}: error: {disk_full(exc)} [swebox --debug shows the traceback]",
                   file=sys.stderr)

@@ -109,10 +109,18 @@ def project_counts(labels: Sequence[str], tasks: Sequence[Any], failed: dict[str
 
 def demo_config(config_path: str | Path, out: Path, tasks_file: Path, overrides: Sequence[str]) -> Any:
     """configs/demo.yaml with the run folder and task file of this demo, then the user's overrides."""
+    import dataclasses
+    import secrets
+
     from swebox.trainers.config import load_config
 
     forced = [f"logging.run_dir={out}", f"env.tasks={tasks_file}"]
-    return load_config(config_path, [*forced, *overrides])
+    cfg = load_config(config_path, [*forced, *overrides])
+    if cfg.logging.group:
+        return cfg
+    # the SFT, GRPO and eval runs of this demo side by side in wandb (a rerun is a new group)
+    group = f"demo-{out.name}-{secrets.token_hex(3)}"
+    return dataclasses.replace(cfg, logging=dataclasses.replace(cfg.logging, group=group))
 
 
 def layer_keys(tasks: Sequence[Any]) -> list[str]:
@@ -187,6 +195,18 @@ def evaluate(pool: Any, tasks: Sequence[Any]) -> dict[str, float]:
     out = {k: metrics[k] for k in keep if k in metrics}
     out.update({"episodes": float(len(trajectories)), "wall_s": time.monotonic() - started})
     return out
+
+
+def log_evaluation(cfg: Any, run_dir: Path, evaluation: dict[str, dict[str, float]], echo=print) -> None:
+    """The evaluation as ``eval/<split>/<metric>`` in ``run_dir/metrics.jsonl`` and in a wandb run of the demo's
+    group (job type ``eval``), next to its SFT and GRPO runs."""
+    from swebox.trainers.tracking import Tracker
+
+    values = {f"eval/{split}/{k.replace('/', '_')}": v for split, m in evaluation.items() for k, v in m.items()}
+    with Tracker(run_dir, {"split": sorted(evaluation)}, cfg.logging.project, f"{Path(cfg.logging.run_dir).name}-eval",
+                 cfg.logging.wandb, cfg.logging.wandb_entity, cfg.logging.tags, echo=echo, group=cfg.logging.group,
+                 job_type="eval", system=cfg.logging.wandb_system) as tracker:
+        tracker.log(cfg.total_steps, values)
 
 
 # ------------------------------------------------------------------------------------------------ the summary
@@ -326,6 +346,7 @@ def run_demo(args: argparse.Namespace, echo=print) -> dict[str, Any]:
             trainer.train()
         with stages.stage("eval", f"trained policy, one episode on each of {len(tasks)} tasks"):
             evaluation = {"train": evaluate(pool, train_tasks), "held_out": evaluate(pool, held_out)}
+            log_evaluation(cfg, out / "eval", evaluation, echo)
     finally:
         if pool is not None:
             pool.close()

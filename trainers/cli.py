@@ -24,6 +24,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from swebox.trainers.eval_report import (  # noqa: F401  (re-exported: tests and scripts import them from here)
+    TABLE_COLUMNS,
+    log_eval_to_wandb,
+    print_task_table,
+    report_path,
+    summary,
+    task_table,
+)
+
 
 def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     """Register ``swebox train``, ``swebox sft`` and ``swebox eval``."""
@@ -57,9 +66,13 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     ev.add_argument("--out", default="", help="write one JSON record per task (docs/training.md) to this file, "
                     "and the per-task table as Markdown next to it (OUT.md); with --predictions: the report "
                     "(default <model>.<run-id>.json)")
+    ev.add_argument("--predictions-out", default="", help="also write the episodes' diffs as SWE-bench predictions "
+                    "(JSON lines: instance_id, model_name_or_path, model_patch) for --predictions or the harness")
     ev.add_argument("--wandb", default="disabled", choices=["auto", "online", "offline", "disabled"],
                     help="also log the per-task table (wandb Table `eval`) and the summary to a wandb run in "
                     "OUT's folder (needs --out; default disabled)")
+    ev.add_argument("--wandb-group", default="", help="with --wandb: the wandb group (e.g. the training run's "
+                    "logging.group), so that the evaluation sits next to the runs it evaluates")
     ev.add_argument("overrides", nargs="*", help="dotted config overrides, e.g. env.max_turns=10")
     from swebox.envs.tasks import predictions
     from swebox.trainers import eval_search
@@ -112,20 +125,21 @@ def interrupted_train(cfg: Any, trainer: Any) -> str:
             "from it")
 
 
-def refuse_earlier_run(cfg: Any) -> None:
-    """A plain ``swebox train`` into a folder that holds a run stops with one line instead of overwriting it:
-    metrics.jsonl would restart at step 1 and the checkpoints be replaced (``--resume`` continues it)."""
+def refuse_earlier_run(cfg: Any, resumable: bool = True) -> None:
+    """A plain ``swebox train`` (or any ``swebox sft``) into a folder that holds a run stops with one line instead
+    of overwriting it: metrics.jsonl would restart at step 1 and the checkpoints and policy/ be replaced
+    (``swebox train --resume`` continues a run; an SFT run is short and is not resumed: it goes to a new folder)."""
     from swebox.trainers.checkpoint import earlier_run
     from swebox.trainers.config import ConfigError
 
-    if cfg.checkpoint.resume:
+    if cfg.checkpoint.resume and resumable:
         return
     run_dir = cfg.logging.run_dir
     held = earlier_run(run_dir, cfg.checkpoint.dir or Path(run_dir) / "checkpoints")
     if held:
+        go_on = "Continue it with --resume, or start" if resumable else "Start"
         raise ConfigError(f"logging.run_dir={run_dir}: expected a new or empty run folder; found an earlier run "
-                          f"({held}). Continue it with --resume, or start a new run with "
-                          "logging.run_dir=ANOTHER_FOLDER (or delete the folder)")
+                          f"({held}). {go_on} a new run with logging.run_dir=ANOTHER_FOLDER (or delete the folder)")
 
 
 def run_sft(args: argparse.Namespace) -> int:
@@ -134,6 +148,7 @@ def run_sft(args: argparse.Namespace) -> int:
 
     chosen = [*([f"sft.data={args.data}"] if args.data else []), *([f"env.tasks={args.tasks}"] if args.tasks else [])]
     cfg = load_config(args.config, [*args.overrides, *chosen])
+    refuse_earlier_run(cfg, resumable=False)
     result = fine_tune(cfg)
     first, last = result.records[0], result.records[-1]
     print(f"sft: {last['step']} steps on {result.report.kept} trajectories; loss {first['sft/loss']:.3f} -> "
@@ -258,19 +273,26 @@ def run_eval(args: argparse.Namespace) -> int:
     from swebox.envs.groups import group
     from swebox.envs.layers_resolver import LayerSource
     from swebox.envs.tasks import load
+    from swebox.envs.tasks.selection import select
     from swebox.envs.tasks.validate import layers_flag_error
+    from swebox.trainers import eval_search
     from swebox.trainers.config import ConfigError, load_config
     from swebox.trainers.rollout import play_episode
     from swebox.trainers.sampling import sample_seed
     from swebox.trainers.trajectories import episode_fields
 
     _check_policy(args.policy)
+    if args.policy.startswith("hf:"):  # the flags first, then the tasks and their layers
+        _check_hf_folder(args.policy[3:])
+    if args.predictions_out and eval_search.wanted(args):  # a search gives several diffs per task, not one
+        raise SystemExit("--predictions-out: expected one episode per task; found --samples/--best-of/--search. "
+                         "Export without them (with --out, a rerun plays nothing again)")
     if args.wandb != "disabled" and not args.out:
         raise SystemExit("--wandb: expected --out FILE as well (the wandb run goes next to it); found no --out")
     overrides = [*args.overrides, *(f"env.{key}={value}" for key, value in (
         ("harness", args.harness), ("harness_install", args.harness_install)) if value)]
     cfg = load_config(args.config, overrides)
-    tasks = list(load(args.tasks))
+    tasks = select(list(load(args.tasks)), args.instance_ids, args.limit, args.tasks)
     if not tasks:
         raise ConfigError(f"--tasks {args.tasks}: expected at least one task; found an empty task set")
     if args.layers and layers_flag_error(args.layers):
@@ -278,9 +300,9 @@ def run_eval(args: argparse.Namespace) -> int:
     plain = bool(args.layers) and not (Path(args.layers) / "manifests").is_dir()
     source = LayerSource(store="" if plain else args.layers, dirs=args.layers if plain else "",
                          cache_root=cfg.env.cache_dir, tasks_file=args.tasks)
+    refuse_missing_layers(tasks, source)
     econf = cfg.env.episode()
     if args.policy.startswith("hf:"):
-        _check_hf_folder(args.policy[3:])
         cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, init="pretrained", path=args.policy[3:],
                                                                  tokenizer=""))
         from swebox.trainers.generation import make_backend
@@ -295,7 +317,6 @@ def run_eval(args: argparse.Namespace) -> int:
             from swebox.trainers.models import build_tokenizer
 
             tokenizer = build_tokenizer(cfg.model)
-    from swebox.trainers import eval_search
     from swebox.trainers.eval_records import EvalOut, RecordsError, run_tasks
     from swebox.trainers.harness_rollout import harness_model, play_harness_episode
 
@@ -315,7 +336,12 @@ def run_eval(args: argparse.Namespace) -> int:
                              f"env.harness={cfg.env.harness!r}: a harness episode plays once per task")
         if args.policy.startswith("hf:"):
             replies_for = _hf_text_policy(backend, tokenizer, cfg)
-        eval_search.run(args, tasks, replies_for, source, econf, out=out)
+        searched = eval_search.run(args, tasks, replies_for, source, econf, out=out)
+        broken = [r.task_id for r in searched if any(b.startswith("error: ") for b in r.budgets_hit)]
+        if broken:  # a task whose search crashed counts as unresolved in the report; the exit status says so
+            print(f"swebox eval: {len(broken)} of {len(searched)} tasks could not be searched (e.g. {broken[0]}); "
+                  "the report counts them unresolved", file=sys.stderr)
+            return 1
         return 0
 
     def one(task) -> dict[str, Any]:
@@ -370,76 +396,35 @@ def run_eval(args: argparse.Namespace) -> int:
         print(f"results: {args.out} (one JSON record per task; swebox view {args.out}); table: {report}")
         if args.wandb != "disabled":
             log_eval_to_wandb(args, results)
+    return finish_eval(args, results)
+
+
+def refuse_missing_layers(tasks: list[Any], source: Any) -> None:
+    """Every task's layers are in ``--layers`` before any episode plays, or one line says how many are not and
+    how to make the first (an error row per task after the whole run told the user too late)."""
+    from swebox.envs.layers_resolver import LayersMissing, missing_layers
+
+    missing = [why for why in (missing_layers(t, source) for t in tasks) if why is not None]
+    if missing:
+        raise LayersMissing(f"--layers: {len(missing)} of {len(tasks)} tasks cannot start: {missing[0]}")
+
+
+def finish_eval(args: argparse.Namespace, results: list[dict[str, Any]]) -> int:
+    """Write ``--predictions-out``; the exit status: 1 when a task could not be played (its record holds the
+    error; a task played and not resolved is a result, not an error), else 0."""
+    from swebox.trainers.eval_records import RecordsError, write_predictions
+
+    if args.predictions_out:
+        try:
+            n = write_predictions(args.predictions_out, results, args.model or args.policy)
+        except RecordsError as exc:
+            raise SystemExit(f"swebox eval: {exc}") from None
+        print(f"predictions: {args.predictions_out} ({n} of {len(results)} tasks; score them with swebox eval "
+              f"--predictions {args.predictions_out} --tasks {args.tasks})")
+    failed = [r["instance_id"] for r in results if r.get("error")]
+    if failed:
+        first = next(r for r in results if r.get("error"))
+        print(f"swebox eval: {len(failed)} of {len(results)} tasks could not be played (e.g. {first['instance_id']}: "
+              f"{str(first['error']).splitlines()[0][:200]}); their records hold the errors", file=sys.stderr)
+        return 1
     return 0
-
-
-TABLE_COLUMNS = ("task_id", "resolved", "reward", "turns", "time_s", "error")
-
-
-def log_eval_to_wandb(args: argparse.Namespace, results: list[dict[str, Any]]) -> None:
-    """The per-task table as the wandb Table ``eval`` and the summary as ``eval/*``, in ``<OUT stem>-wandb/``."""
-    from swebox.trainers.tracking import Tracker
-
-    out = Path(args.out)
-    run_dir = out.parent / f"{report_path(out).stem}-wandb"
-    n = max(1, len(results))
-    with Tracker(run_dir, {"tasks": args.tasks, "policy": args.policy}, run_name=f"eval-{run_dir.name}",
-                 mode=args.wandb) as tracker:
-        rows = [(r["instance_id"], bool(r["resolved"]), float(r["reward"]), int(r.get("num_turns", 0)),
-                 float(r["total_s"]), str(r.get("error") or "")[:500]) for r in results]
-        tracker.log_table("eval", TABLE_COLUMNS, rows, step=0)
-        tracker.log(0, {"eval/resolved_rate": sum(r["resolved"] for r in results) / n,
-                        "eval/reward_mean": sum(r["reward"] for r in results) / n,
-                        "eval/errors": float(sum(bool(r["error"]) for r in results))})
-
-
-def report_path(out: str | Path) -> Path:
-    """Where the Markdown table of ``swebox eval --out OUT`` goes: next to OUT, OUT's name with ``.md``."""
-    out = Path(out)
-    return out.with_name(out.name.removesuffix(".jsonl").removesuffix(".json") + ".md")
-
-
-def task_table(results: list[dict[str, Any]]) -> str:
-    """One Markdown row per task: resolved, reward, turns, time, and the error if any."""
-    lines = ["| task | resolved | reward | turns | time (s) | error |", "|---|---|---|---|---|---|"]
-    lines += ["| " + " | ".join(cell.replace("|", "/") for cell in row) + " |" for row in _task_rows(results)]
-    return "\n".join(lines)
-
-
-def _task_rows(results: list[dict[str, Any]]) -> list[tuple[str, ...]]:
-    rows = []
-    for r in results:
-        turns = r.get("num_turns", r.get("metrics", {}).get("env/turns", 0))
-        error = str(r.get("error") or "").splitlines()[0][:80] if r.get("error") else ""
-        rows.append((r["instance_id"], "yes" if r["resolved"] else "no", f"{r['reward']:.3f}", str(int(turns)),
-                     f"{r['total_s']:.2f}", error))
-    return rows
-
-
-def print_task_table(results: list[dict[str, Any]], file=None) -> None:
-    """The per-task table on the terminal, through rich: columns keep their alignment whatever an id's length
-    (hand-padded columns drifted on long ids), and a narrow terminal folds cells instead of cutting them."""
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table("task", "resolved", "reward", "turns", "time (s)", "error", box=None, pad_edge=False)
-    for row in _task_rows(results):
-        table.add_row(*row)
-    Console(file=file, width=200 if file is not None else None, highlight=False).print(table)
-
-
-def summary(results: list[dict[str, Any]], policy: str) -> str:
-    """Resolved rate and the time breakdown (sums over episodes) as printed by ``swebox eval``."""
-    n = max(1, len(results))
-    resolved = sum(r["resolved"] for r in results)
-    errors = sum(bool(r["error"]) for r in results)
-    parts = {"env reset": sum(r["metrics"].get("env/reset_s", 0.0) for r in results),
-             "commands": sum(r["metrics"].get("env/exec_s", 0.0) for r in results),
-             "model": sum(r["model_s"] for r in results),
-             "grading": sum(r["metrics"].get("env/grade_s", 0.0) for r in results)}
-    total = sum(r["total_s"] for r in results)
-    breakdown = ", ".join(f"{k} {v:.2f}s ({v / total if total else 0:.0%})" for k, v in parts.items())
-    return (f"policy {policy}: resolved {resolved}/{len(results)} ({resolved / n:.1%}), "
-            f"mean reward {sum(r['reward'] for r in results) / n:.3f}, errors {errors}, "
-            f"audit-flagged {sum(bool((r.get('audit') or {}).get('flagged')) for r in results)}\n"
-            f"time over all episodes ({total:.2f}s): {breakdown}")

@@ -388,6 +388,13 @@ class LoggingConfig:
     """wandb team or user; empty: the key's default."""
     tags: list[str] = field(default_factory=list)
     """wandb tags."""
+    group: str = ""
+    """wandb group: the runs of one pipeline (an SFT warm start, the GRPO run after it, their evaluation) side
+    by side in the UI; empty: none (`swebox demo` sets one per demo)."""
+    wandb_system: Literal["auto", "on", "off"] = "auto"
+    """wandb's system metrics (GPU/CPU/memory sampling) and console capture: 'auto' turns both on for online
+    runs and off for offline and disabled ones (an offline run on a shared CPU box would pay a sampler process
+    for data nobody syncs); 'on'/'off' force them."""
     progress: bool = True
     """Show progress bars."""
     trajectories_every: int = 1

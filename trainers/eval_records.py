@@ -189,3 +189,20 @@ def _stop(pool: ThreadPoolExecutor, futures: dict[Future, str], code: int, messa
     # waiting for them would keep the user waiting for minutes, so the process ends now (see the module's note)
     sys.stdout.flush()
     os._exit(code)
+
+
+def write_predictions(path: str | Path, records: list[dict[str, Any]], model: str) -> int:
+    """``swebox eval --predictions-out FILE``: the records as SWE-bench predictions (JSON lines of
+    ``instance_id``, ``model_name_or_path``, ``model_patch``: the episode's diff, '' when it made none), which
+    ``swebox eval --predictions FILE`` and SWE-bench's harness score; written atomically. Records that ended in
+    an error are left out (the harness would count them as empty patches). Returns the predictions written."""
+    rows = [{"instance_id": r["instance_id"], "model_name_or_path": model, "model_patch": str(r.get("diff") or "")}
+            for r in records if not r.get("error")]
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        write_atomic(path, "".join(json.dumps(row) + "\n" for row in rows))
+    except OSError as exc:
+        raise RecordsError(f"--predictions-out {path}: cannot write ({exc.strerror or exc}); free space or choose "
+                           "another file, and rerun the same command (with --out it plays nothing again)") from exc
+    return len(rows)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from swebox.envs.tasks import progress
 from swebox.envs.tasks.schema import Task
 from swebox.trainers import checkpoint as ckpt
 from swebox.trainers.config import ConfigError, TrainConfig, save_config, to_dict
@@ -102,9 +103,11 @@ def run_sft(cfg: TrainConfig, *, tasks: list[Task | dict] | None = None,
     save_config(cfg, run_dir / "config.yaml")
     ckpt_dir = Path(cfg.checkpoint.dir or run_dir / "checkpoints")
     tracker = Tracker(run_dir, to_dict(cfg), cfg.logging.project, cfg.logging.run_name, cfg.logging.wandb,
-                      cfg.logging.wandb_entity, cfg.logging.tags, None, echo=echo)
+                      cfg.logging.wandb_entity, cfg.logging.tags, None, echo=echo, group=cfg.logging.group,
+                      job_type="sft", system=cfg.logging.wandb_system)
     pad = int(tokenizer.pad_token_id)
     records, step = [], 0
+    shown = progress.bar(steps, "sft", "step", cfg.logging.progress)
     try:
         for epoch in range(s.epochs):
             order = list(range(len(trajectories)))
@@ -119,6 +122,7 @@ def run_sft(cfg: TrainConfig, *, tasks: list[Task | dict] | None = None,
                 metrics.update({"sft/epoch": float(epoch + 1), "sft/examples": float(len(trajectories)),
                                 "timing/step_s": time.monotonic() - started})
                 records.append(tracker.log(step, metrics))
+                shown.update()
                 epoch_prob += metrics["sft/sequence_prob"] * len(chosen) / len(trajectories)
                 done = step == steps or (i + 1 == per_epoch and 0 < s.stop_at_sequence_prob <= epoch_prob)
                 every = cfg.checkpoint.every_steps
@@ -134,6 +138,7 @@ def run_sft(cfg: TrainConfig, *, tasks: list[Task | dict] | None = None,
         learner.model.save_pretrained(policy)
         tokenizer.save_pretrained(policy)
     finally:
+        shown.close()
         tracker.finish()
     budget = cfg.generation.max_new_tokens
     long_turns = [t.task_id for t in trajectories if any(int(turn.get("tokens") or 0) > budget for turn in t.turns)]

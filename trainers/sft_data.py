@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from swebox.envs.tasks import progress
 from swebox.envs.tasks.schema import Task
 from swebox.trainers.config import TrainConfig
 from swebox.trainers.generation import Generated
@@ -224,8 +225,12 @@ def expert_trajectories(tasks: list[Task], cfg: TrainConfig, factory: EpisodeFac
             for closable in [episodes] if hasattr(episodes, "close") else list(episodes):
                 closable.close()
 
-    with ThreadPoolExecutor(max_workers=max(1, cfg.rollout.max_parallel_episodes)) as pool:
-        played = list(pool.map(one, tasks))
+    with ThreadPoolExecutor(max_workers=max(1, cfg.rollout.max_parallel_episodes)) as pool, \
+            progress.bar(len(tasks), "sft expert episodes", "episode", cfg.logging.progress) as shown:
+        played = []
+        for traj in pool.map(one, tasks):
+            played.append(traj)
+            shown.update()
     return keep(played, played_cfg)
 
 

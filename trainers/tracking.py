@@ -28,7 +28,8 @@ from typing import Any
 STEP_METRICS = (
     "reward/mean", "reward/std", "reward/resolved_rate", "reward/frac_zero_std_groups",
     "policy/loss", "policy/kl", "policy/clip_frac", "policy/entropy", "policy/grad_norm", "policy/lr",
-    "tokens/response_len_mean",
+    "tokens/response_len_mean", "tokens/response_len_max", "tokens/truncated_frac",
+    "throughput/tokens_per_s", "throughput/episodes_per_s",
     "timing/rollout_s", "timing/generate_s", "timing/env_s", "timing/grade_s", "timing/update_s",
     "timing/sync_s", "timing/step_s", "timing/grade_wait_s",
 )
@@ -54,6 +55,13 @@ def resolve_wandb_mode(setting: str, environ: Mapping[str, str] = os.environ) ->
     if environ.get("WANDB_MODE") in ("online", "offline", "disabled"):
         return environ["WANDB_MODE"]
     return "online" if environ.get("WANDB_API_KEY") else "offline"
+
+
+def system_metrics_on(setting: str, mode: str) -> bool:
+    """Whether a wandb run samples system metrics and captures the console: ``auto`` is on for online runs only."""
+    if setting not in ("auto", "on", "off"):
+        raise ValueError(f"expected logging.wandb_system in auto/on/off; found {setting!r}")
+    return setting == "on" or (setting == "auto" and mode == "online")
 
 
 def _json_value(name: str, value: Any) -> float | int | None:
@@ -96,6 +104,9 @@ class Tracker:
         tags: Sequence[str] = (),
         resume_step: int | None = None,
         echo=print,
+        group: str = "",
+        job_type: str = "",
+        system: str = "auto",
     ) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -108,6 +119,8 @@ class Tracker:
         self.mode = resolve_wandb_mode(mode)
         self.run = None
         self.sync_dir: Path | None = None
+        self.group, self.job_type = group, job_type
+        self.system = system_metrics_on(system, self.mode)
         if self.mode != "disabled":
             self._start_wandb(config, project, run_name or self.run_dir.name, entity, tags, resume_step, echo)
             self._backfill(kept)
@@ -131,8 +144,12 @@ class Tracker:
             id=run_id,
             resume="allow",
             mode=self.mode,
-            # stdout stays the program's own (no console capture), and no system sampler process per run
-            settings=wandb.Settings(console="off", x_disable_stats=True, silent=True),
+            group=self.group or None,
+            job_type=self.job_type or None,
+            # online: the system metrics GPU users rely on and the console in the run's Logs tab; offline (CPU
+            # boxes, tests) no sampler process and stdout stays the program's own (system_metrics_on)
+            settings=wandb.Settings(console="wrap" if self.system else "off", x_disable_stats=not self.system,
+                                    silent=True),
         )
         # a killed trainer's wandb service can outlive it and keep holding the run ("run ID ... is in use"):
         # online, a resume waits for it to let go; offline, where every resume writes a new folder anyway and

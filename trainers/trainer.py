@@ -117,6 +117,8 @@ def rollout_metrics(trajs: list[Trajectory]) -> dict[str, float]:
         "reward/std": float(rewards.std(unbiased=False)) if len(trajs) > 1 else 0.0,
         "reward/resolved_rate": float(np.mean([t.metrics.get("env/resolved", 0.0) for t in trajs])),
         "tokens/response_len_mean": float(np.mean([t.num_model_tokens for t in trajs])),
+        "tokens/response_len_max": float(max(t.num_model_tokens for t in trajs)),
+        "tokens/truncated_frac": float(np.mean([t.truncated for t in trajs])),
     }
     per_episode = ("env/", "audit/", "harness/", "gateway/")
     env_names = sorted({k for t in trajs for k in t.metrics if k.startswith(per_episode)})
@@ -194,7 +196,8 @@ class Trainer:
         self.trajectories = trajectories.TrajectoryWriter(self.run_dir, cfg.logging.trajectories_every,
                                                           cfg.logging.trajectories_keep_last)
         self.tracker = Tracker(self.run_dir, to_dict(cfg), cfg.logging.project, cfg.logging.run_name,
-                               cfg.logging.wandb, cfg.logging.wandb_entity, cfg.logging.tags, resume_step, echo=echo)
+                               cfg.logging.wandb, cfg.logging.wandb_entity, cfg.logging.tags, resume_step, echo=echo,
+                               group=cfg.logging.group, job_type="grpo", system=cfg.logging.wandb_system)
 
     def _resume(self) -> int | None:
         if self.ckpt_dir.is_dir():  # a save the last process did not finish: free its space before anything is written
@@ -337,6 +340,10 @@ class Trainer:
         metrics.update(self.pool.step_metrics())
         metrics.update({"timing/rollout_s": rollout_s, "timing/update_s": update_s, "timing/sync_s": sync_s})
         metrics["timing/step_s"] = time.monotonic() - t_step
+        # throughput over the whole step (rollouts, update, sync): what a change of hardware or settings moves
+        metrics["throughput/tokens_per_s"] = sum(t.num_model_tokens for t in trajs) / max(metrics["timing/step_s"],
+                                                                                          1e-9)
+        metrics["throughput/episodes_per_s"] = len(trajs) / max(metrics["timing/step_s"], 1e-9)
         # the metrics are durable before the checkpoint: a kill between the two redoes the step on resume
         record = self.tracker.log(self.step_count, metrics)
         self._boundary("log")

@@ -16,6 +16,7 @@ Every adapter returns a dict of Task fields; keys a dataset has beyond those go 
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from typing import Any
 
@@ -25,7 +26,7 @@ from swebox.envs.tasks.adapters_r2e import from_r2e
 from swebox.envs.tasks.diffs import reverse_diff
 from swebox.envs.tasks.recipes import Recipe, swebench_recipe, swesmith_recipe, system_metadata
 from swebox.envs.tasks.rows import TASK_FIELDS, extra, id_list
-from swebox.envs.tasks.schema import Task, TaskError
+from swebox.envs.tasks.schema import LIST_FIELDS, Task, TaskError
 from swebox.envs.tasks.testids import file_of_test
 
 _HEX = re.compile(r"^[0-9a-f]{7,64}$")
@@ -165,11 +166,31 @@ def from_swesmith(row: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
+def from_swebox(row: dict[str, Any]) -> dict[str, Any]:
+    """swebox's own rows. A list field stored as a JSON string of a list (as SWE-bench's files store
+    FAIL_TO_PASS/PASS_TO_PASS, and as a parquet written from such rows holds them) is decoded, not refused; a
+    string that is not one is left for the schema's error."""
+    fields = dict(row)
+    for key in LIST_FIELDS:
+        value = fields.get(key)
+        if isinstance(value, str) and value.strip().startswith("["):
+            try:
+                decoded = json.loads(value)
+            except json.JSONDecodeError:
+                raise TaskError(f"Task.{key}: expected a list of strings or a JSON string of one; found a string "
+                                f"that is not valid JSON {value[:120]!r}. Fix the row's {key}.") from None
+            if isinstance(decoded, list):
+                fields[key] = decoded
+        elif hasattr(value, "tolist"):  # a parquet/numpy array column
+            fields[key] = value.tolist()
+    return fields
+
+
 ADAPTERS = {
     "swe-bench": from_swebench,
     "swe-smith": from_swesmith,
     "r2e-gym": from_r2e,
-    "swebox": lambda row: dict(row),
+    "swebox": from_swebox,
 }
 
 

@@ -124,7 +124,14 @@ def _read_parquet(path: Path) -> Iterator[tuple[int, Any]]:
     yield from enumerate(pq.read_table(path).to_pylist())
 
 
+SYNTH_TASKS, SYNTH_REJECTED = "tasks.jsonl", "rejected.jsonl"
+"""What ``swebox tasks synth --out DIR`` writes (besides DIR/layers/, a layer store): the folder's tasks are
+DIR/tasks.jsonl; rejected.jsonl holds the candidates that failed validation, in another shape."""
+
+
 def _files_of(folder: Path, split: str) -> list[Path]:
+    if (folder / SYNTH_TASKS).is_file() and (folder / SYNTH_REJECTED).is_file():  # a synthesis output folder
+        return [folder / SYNTH_TASKS]
     files = sorted(
         p
         for p in folder.rglob("*")
@@ -132,6 +139,8 @@ def _files_of(folder: Path, split: str) -> list[Path]:
         and p.is_file()
         and not p.name.startswith(".")
         and p.name != "dataset_info.json"
+        and p.name != SYNTH_REJECTED
+        and "manifests" not in p.relative_to(folder).parts[:-1]  # a layer store's manifests/ (e.g. DIR/layers)
     )
     by_split = [
         p

@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from swebox.envs.cache.durable import write_atomic
-from swebox.envs.tasks import verify
+from swebox.envs.tasks import progress, selection, verify
 from swebox.envs.tasks.grading import GradeReport, grade
+from swebox.envs.tasks.instance_logs import log_root, write_instance_logs
 from swebox.envs.tasks.log_grading import FAILING, PASSING
 from swebox.envs.tasks.provenance import datasets, swebox_version
 from swebox.envs.tasks.schema import Task
@@ -195,18 +196,23 @@ def evaluate(
     predictions = list(predictions)
     results: list[Outcome | None] = [None] * len(predictions)
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="eval")
+    shown_bar = progress.bar(len(predictions), "grade", "patch")
     try:
         futures = {pool.submit(one, p): i for i, p in enumerate(predictions)}
         for future in as_completed(futures):
             results[futures[future]] = future.result()
             if on_result is not None:
                 try:
-                    on_result(results[futures[future]])
+                    with progress.above():
+                        on_result(results[futures[future]])
                 except Exception as exc:  # showing a row must not lose the others
                     print(f"warning: showing a result failed: {type(exc).__name__}: {shown(exc)}", file=sys.stderr)
+            shown_bar.update()
     except BaseException:  # Ctrl-C: grade nothing more (a `with` block would grade every queued patch first)
+        shown_bar.close()
         pool.shutdown(wait=False, cancel_futures=True)
         raise
+    shown_bar.close()
     pool.shutdown()
     return results
 
@@ -286,6 +292,7 @@ def add_options(p: argparse.ArgumentParser) -> None:
                    "<model>.<run-id>.json (default swebox)")
     p.add_argument("--jobs", type=int, default=1, help="with --predictions: patches graded at once (default 1)")
     p.add_argument("--timeout", type=float, default=1800.0, help="with --predictions: seconds per test run")
+    selection.add_options(p)
     verify.add_options(p)
 
 
@@ -301,9 +308,13 @@ def run_cli(args: argparse.Namespace) -> int:
         return 2
     try:
         preds = load_predictions(args.predictions)
-        tasks = {t.instance_id: t for t in load(args.tasks)}
-    except (PredictionError, LoadError) as exc:
-        print(f"error: {shown(exc)}", file=sys.stderr)
+        dataset = list(load(args.tasks))
+        preds = chosen_predictions(preds, dataset, args)
+        tasks = {t.instance_id: t for t in selection.select(dataset, args.instance_ids, args.limit, args.tasks)}
+        preds = [p for p in preds if p.instance_id in tasks]
+    except (PredictionError, LoadError, selection.SelectionError) as exc:
+        # the ids in a SelectionError are escaped already (selection._named): not twice
+        print(f"error: {exc if isinstance(exc, selection.SelectionError) else shown(exc)}", file=sys.stderr)
         return 2
     if args.jobs < 1:
         print(f"error: --jobs: expected a number >= 1; found {args.jobs}.", file=sys.stderr)
@@ -319,6 +330,9 @@ def run_cli(args: argparse.Namespace) -> int:
 
     def show(o: Outcome) -> None:
         graded.append(o)
+        root = log_root(out, args.run_id, o.prediction.model_name_or_path)
+        write_instance_logs(root, o.prediction.instance_id, o.prediction.model_patch, _instance(o, tasks),
+                            o.report.output_tail if o.report else "")
         why = o.error or ("; ".join(o.report.errors[:2]) if o.report else "")
         print(f"{shown(o.prediction.instance_id):<40} {o.kind:<12} {shown(why)}", flush=True)
 
@@ -340,10 +354,22 @@ def run_cli(args: argparse.Namespace) -> int:
     if error is not None:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    logs = log_root(out, args.run_id, preds[0].model_name_or_path if preds else "none")
     print(f"submitted {report['submitted_instances']}, completed {report['completed_instances']}, resolved "
           f"{report['resolved_instances']}, unresolved {report['unresolved_instances']}, empty patch "
-          f"{report['empty_patch_instances']}, error {report['error_instances']}; report: {shown(out)}")
+          f"{report['empty_patch_instances']}, error {report['error_instances']}; report: {shown(out)}; "
+          f"per-instance logs: {shown(logs)}/<instance_id>/")
     return 0
+
+
+def chosen_predictions(preds: list[Prediction], dataset: list[Task], args: argparse.Namespace) -> list[Prediction]:
+    """The predictions, refused before anything is graded when one is for an instance the dataset lacks (the
+    harness's "Some prediction IDs not found in dataset!")."""
+    held = {t.instance_id for t in dataset}
+    unknown = [p.instance_id for p in preds if p.instance_id not in held]
+    if unknown:
+        raise selection.unknown_ids_error(f"--predictions {args.predictions}", unknown, sorted(held), args.tasks)
+    return preds
 
 
 def _write_report(out: Path, report: dict[str, Any]) -> str | None:

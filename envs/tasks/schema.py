@@ -34,6 +34,8 @@ SWEBENCH_FIELDS = (
 )
 DEFAULT_TEST_CMD = "/venv/bin/python -m pytest"
 _LIST_FIELDS = ("FAIL_TO_PASS", "PASS_TO_PASS", "test_files", "setup_commands", "eval_commands")
+LIST_FIELDS = _LIST_FIELDS
+"""The fields that hold lists of strings (a loaded row may give them as a JSON string of one)."""
 _ID = re.compile(r"^[^\s/]+$")
 GRADERS = ("junit", "log", "harbor")
 

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
+from swebox.envs.tasks import progress
 from swebox.envs.tasks.grading import GradeReport, grade
 from swebox.envs.tasks.log_parsers import normal_status
 from swebox.envs.tasks.schema import Task
@@ -140,12 +141,15 @@ def validate(
         raise ValueError(f"validate(jobs=...): expected jobs >= 1; found {jobs}.")
     tasks = list(tasks)
     results: list[Validation | None] = [None] * len(tasks)
-    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="validate") as pool:
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="validate") as pool, \
+            progress.bar(len(tasks), "validate", "task") as shown:
         futures = {pool.submit(validate_task, task, resolve, timeout=timeout): i for i, task in enumerate(tasks)}
         for future in as_completed(futures):
             results[futures[future]] = future.result()
             if on_result is not None:
-                on_result(results[futures[future]])
+                with progress.above():
+                    on_result(results[futures[future]])
+            shown.update()
     return results
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -114,6 +115,23 @@ def test_demo_config_sets_run_dir_and_tasks_then_overrides(tmp_path):
     assert cfg.env.tasks == str(tmp_path / "corpus" / "tasks.jsonl")
     assert cfg.total_steps == 7
     assert cfg.logging.wandb == "offline" and cfg.ray.address == ""
+    # the demo's runs share one wandb group; a rerun is another group; the user's own group wins
+    assert re.fullmatch(rf"demo-{re.escape(tmp_path.name)}-[0-9a-f]{{6}}", cfg.logging.group), cfg.logging.group
+    again = demo.demo_config(demo.DEFAULT_CONFIG, tmp_path, tmp_path / "corpus" / "tasks.jsonl", [])
+    assert again.logging.group != cfg.logging.group
+    mine = demo.demo_config(demo.DEFAULT_CONFIG, tmp_path, tmp_path / "t.jsonl", ["logging.group=mine"])
+    assert mine.logging.group == "mine"
+
+
+def test_the_demos_evaluation_is_logged_in_its_group(tmp_path):
+    from swebox.trainers.tracking import read_metrics
+
+    cfg = demo.demo_config(demo.DEFAULT_CONFIG, tmp_path, tmp_path / "t.jsonl", ["logging.wandb=disabled"])
+    demo.log_evaluation(cfg, tmp_path / "eval", {"train": {"reward/resolved_rate": 0.5, "episodes": 4.0},
+                                                 "held_out": {"reward/resolved_rate": 0.0, "episodes": 2.0}})
+    [record] = read_metrics(tmp_path / "eval")
+    assert record["step"] == cfg.total_steps and record["eval/train/reward_resolved_rate"] == 0.5
+    assert record["eval/held_out/episodes"] == 2.0
 
 
 def test_layer_keys_env_layers_first_each_once():

@@ -299,6 +299,17 @@ def test_swebox_sft_on_eval_records_keeps_the_resolved(shapes_env, tmp_path, cap
     assert [r["step"] for r in read_metrics(tmp_path / "sft")] == [1, 2]
     assert (tmp_path / "sft" / "policy" / "config.json").exists()
 
+    # the same command again: the run folder holds a run; one line, nothing in it touched
+    stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "sft").rglob("*")}
+    assert main(["sft", "--config", "configs/grpo_tiny_cpu.yaml", "--data", str(tmp_path / "all.jsonl"), *TINY,
+                 f"logging.run_dir={tmp_path / 'sft'}", "logging.wandb=disabled"]) == 2
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert (f"logging.run_dir={tmp_path / 'sft'}: expected a new or empty run folder; found an earlier run "
+            "(metrics.jsonl up to step 2, checkpoint ") in lines[0] and "policy/). Start a new run with " in lines[0]
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "sft").rglob("*")} == stamps
+
 
 @pytest.mark.e2e
 @pytest.mark.timeout(600)

@@ -106,3 +106,28 @@ def test_documented_names_match_the_code():
     doc = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text()
     missing = [name for name in tracking.STEP_METRICS + tracking.ENV_METRICS if f"`{name}`" not in doc]
     assert not missing, f"metrics missing from docs/metrics.md: {missing}"
+
+
+@pytest.mark.parametrize(("setting", "mode", "on"), [("auto", "online", True), ("auto", "offline", False),
+                                                     ("auto", "disabled", False), ("on", "offline", True),
+                                                     ("off", "online", False)])
+def test_system_metrics_and_console_are_on_for_online_runs(setting, mode, on):
+    assert tracking.system_metrics_on(setting, mode) is on
+
+
+def test_a_run_joins_its_group_with_its_job_type_and_system_metrics_as_asked(tmp_path, wandb_env):
+    with tracking.Tracker(tmp_path / "sft", mode="offline", echo=lambda _: None, group="demo-x-abc123",
+                          job_type="sft") as tracker:
+        assert (tracker.run.group, tracker.run.job_type) == ("demo-x-abc123", "sft")
+        assert tracker.run.settings.x_disable_stats and tracker.run.settings.console == "off"
+        run_id = (tmp_path / "sft" / "wandb_run_id").read_text().strip()
+        sync_dir = tracker.sync_dir
+    data = b""
+    for _ in range(100):  # wandb-core, a separate process, may still be flushing the file after finish()
+        data = (sync_dir / f"run-{run_id}.wandb").read_bytes()
+        if b"demo-x-abc123" in data:
+            break
+        time.sleep(0.1)
+    assert b"demo-x-abc123" in data  # the group goes to the run's record, which `wandb sync` uploads
+    with tracking.Tracker(tmp_path / "grpo", mode="offline", echo=lambda _: None, system="on") as tracker:
+        assert not tracker.run.settings.x_disable_stats and tracker.run.settings.console == "wrap"

@@ -254,3 +254,38 @@ def test_an_unreachable_hub_dataset_is_a_load_error(monkeypatch):
 
 def test_loaded_tasks_are_tasks(tmp_path):
     assert all(isinstance(t, Task) for t in load(write_jsonl(tmp_path / "t.jsonl", [SWEGYM])))
+
+
+def test_a_synthesis_output_folder_loads_its_tasks_not_its_rejected_candidates_or_layers(tmp_path):
+    """`swebox tasks synth --out DIR` writes tasks.jsonl, rejected.jsonl (another shape) and layers/ (a store
+    whose manifests are JSON): loading DIR is loading DIR/tasks.jsonl, not an error about rejected.jsonl's keys."""
+    task = Task(instance_id="t-1", repo="o/r", FAIL_TO_PASS=["tests/test_a.py::test_a"])
+    save_jsonl([task], tmp_path / "tasks.jsonl")
+    (tmp_path / "rejected.jsonl").write_text(json.dumps({"candidate": "x", "reason": "gold did not resolve"}) + "\n")
+    (tmp_path / "layers" / "manifests").mkdir(parents=True)
+    (tmp_path / "layers" / "manifests" / "env-abc.json").write_text(json.dumps({"key": "env-abc", "kind": "env"}))
+    assert [t.instance_id for t in load(tmp_path)] == ["t-1"]
+    (tmp_path / "tasks.jsonl").rename(tmp_path / "more.jsonl")  # a plain folder of task files: still no manifests
+    (tmp_path / "rejected.jsonl").unlink()
+    assert [t.instance_id for t in load(tmp_path)] == ["t-1"]
+
+
+def test_a_swebox_parquet_with_json_string_lists_loads_and_a_bad_string_is_named(tmp_path):
+    """A parquet of swebox rows whose list columns are JSON strings, as SWE-bench stores them: decoded, not told
+    to "write it as a JSON list"; a string that is no JSON list still names the field and what it found."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+
+    row = Task(instance_id="t-1", repo="o/r", FAIL_TO_PASS=["tests/test_a.py::test_a"],
+               PASS_TO_PASS=["tests/test_a.py::test_b"]).to_dict()
+    row = {k: (json.dumps(list(v)) if isinstance(v, (list, tuple)) else v) for k, v in row.items()
+           if k not in ("metadata", "env") and not isinstance(v, dict)}
+    pq.write_table(pa.Table.from_pylist([row]), tmp_path / "tasks.parquet")
+    [task] = load(tmp_path / "tasks.parquet")
+    assert task.FAIL_TO_PASS == ("tests/test_a.py::test_a",) and task.PASS_TO_PASS == ("tests/test_a.py::test_b",)
+    assert detect(row) == "swebox"
+    pq.write_table(pa.Table.from_pylist([{**row, "FAIL_TO_PASS": '["tests/test_a.py::test_a"'}]),
+                   tmp_path / "bad.parquet")
+    with pytest.raises(LoadError, match=r"Task.FAIL_TO_PASS: expected a list of strings or a JSON string of one; "
+                       r"found a string that is not valid JSON"):
+        load(tmp_path / "bad.parquet")

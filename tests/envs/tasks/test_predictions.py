@@ -79,13 +79,20 @@ def test_eval_predictions_grades_each_patch_with_its_grader_and_writes_the_harne
     out = tmp_path / "report.json"
     argv = ["eval", "--predictions", str(tmp_path / "preds.jsonl"), "--tasks", str(tmp_path / "tasks.jsonl"),
             "--layers", str(root), "--jobs", "2", "--out", str(out)]
+    # a prediction for an instance the dataset lacks: refused before anything is graded, as the harness does
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "found 1 it does not hold: nope; it holds calc-add, calc-add-bad, calc-add-empty, calc-add-log" in err
+    assert not out.exists()
+    del preds[3]
+    (tmp_path / "preds.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds))
     assert main(argv) == 0
     printed = capsys.readouterr().out
-    assert "resolved 1, unresolved 1, empty patch 1, error 2" in printed
+    assert "resolved 1, unresolved 1, empty patch 1, error 1" in printed
     report = json.loads(out.read_text())
     assert report["resolved_ids"] == ["calc-add"] and report["unresolved_ids"] == ["calc-add-log"]
-    assert report["empty_patch_ids"] == ["calc-add-empty"] and report["error_ids"] == ["calc-add-bad", "nope"]
-    assert report["completed_instances"] == 2 and report["submitted_instances"] == 5
+    assert report["empty_patch_ids"] == ["calc-add-empty"] and report["error_ids"] == ["calc-add-bad"]
+    assert report["completed_instances"] == 2 and report["submitted_instances"] == 4
     assert report["total_instances"] == 4 and report["schema_version"] == 2
     assert not report["instances"]["calc-add-bad"]["patch_successfully_applied"]
     assert report["instances"]["calc-add-bad"]["error"].startswith("the diff does not apply")
@@ -93,7 +100,11 @@ def test_eval_predictions_grades_each_patch_with_its_grader_and_writes_the_harne
     assert one["patch_successfully_applied"] and not one["resolved"]
     assert one["tests_status"]["FAIL_TO_PASS"] == {"success": [], "failure": ["tests/test_ops.py::test_add"]}
     assert len(one["tests_status"]["PASS_TO_PASS"]["success"]) == 5
-    assert report["instances"]["nope"]["error"] == "no task 'nope' in the dataset"
+    # per-instance logs in the harness's layout, next to the report
+    logs = tmp_path / "logs" / "run_evaluation" / "swebox" / "org__agent-1"
+    assert sorted(p.name for p in logs.iterdir()) == ["calc-add", "calc-add-bad", "calc-add-empty", "calc-add-log"]
+    assert (logs / "calc-add" / "patch.diff").read_text() == gold["add"]
+    assert json.loads((logs / "calc-add-log" / "report.json").read_text())["calc-add-log"]["resolved"] is False
     # the default report name is the harness's: <model with / as __>.<run id>.json
     (tmp_path / "cwd").mkdir()
     argv = ["eval", "--predictions", str(tmp_path / "preds.jsonl"), "--tasks", str(tmp_path / "tasks.jsonl"),
@@ -159,17 +170,23 @@ def test_hostile_ids_and_names_are_escaped_and_the_report_is_always_written(tmp_
     env = {**os.environ, "PYTHONIOENCODING": "utf-8"}  # a strict terminal encoding: a lone surrogate raised
     run = subprocess.run([sys.executable, "-m", "swebox.scripts.cli", *argv], cwd=cwd, capture_output=True,
                          env=env, timeout=300)
-    assert run.returncode == 0, run.stderr.decode(errors="replace")[-3000:]
+    # ids the dataset lacks: refused up front in one line, each id escaped; nothing written
+    assert run.returncode == 2, run.stderr.decode(errors="replace")[-3000:]
     printed = run.stdout + run.stderr
     assert b"\x1b" not in printed and b"\x07" not in printed and "\u202e".encode() not in printed
-    assert b"calc\\x1b]0;pwned\\x07" in run.stdout and b"\\ud800lone" in run.stdout
-    written = sorted(p.name for p in tmp_path.rglob("*") if p.suffix == ".json")
+    assert b"calc\\x1b]0;pwned\\x07" in run.stderr and b"\\ud800lone" in run.stderr and b"Traceback" not in printed
+    assert not [p for p in tmp_path.rglob("*") if p.suffix == ".json"]
+    (tmp_path / "preds.jsonl").write_text(json.dumps(rows[0]) + "\n")
+    run = subprocess.run([sys.executable, "-m", "swebox.scripts.cli", *argv], cwd=cwd, capture_output=True,
+                         env=env, timeout=300)
+    assert run.returncode == 0, run.stderr.decode(errors="replace")[-3000:]
+    written = sorted(p.name for p in tmp_path.rglob("*") if p.suffix == ".json" and p.parent == cwd)
     assert written == [report_name(model, "swebox")] and len(written[0]) <= 2 * MAX_NAME_PART + 12
     assert "/" not in written[0] and not written[0].startswith(".")
     report = json.loads((cwd / written[0]).read_text(encoding="utf-8"))
-    assert report["empty_patch_ids"] == ["calc-add"] and report["submitted_instances"] == 4
-    assert sorted(report["error_ids"]) == sorted([HOSTILE_ID, "\ud800lone", "bidi\u202eevil"])
-    assert report["instances"]["\ud800lone"]["error"] == "no task '\\ud800lone' in the dataset"
+    assert report["empty_patch_ids"] == ["calc-add"] and report["submitted_instances"] == 1
+    logs = [p for p in (cwd / "logs" / "run_evaluation" / "swebox").iterdir()]
+    assert [p.name for p in logs] == [name_part(model)] and (logs[0] / "calc-add" / "patch.diff").read_text() == ""
     if model == "org/agent-1":
         assert written == ["org__agent-1.swebox.json"]  # the harness's name, unchanged for ordinary names
 
