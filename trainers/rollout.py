@@ -22,7 +22,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from swebox.envs.agent.formats import SUBMIT_REPLIES  # noqa: F401  (importable from here, as before)
 from swebox.envs.tasks.schema import Task
 from swebox.envs.turns import Episode, turn_record
 from swebox.trainers.config import TrainConfig
