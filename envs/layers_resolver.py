@@ -33,14 +33,13 @@ class LayersMissing(LookupError):
 
 
 IMAGE_KEYS = ("image", "image_name", "docker_image")
-"""Where a task row names its image: the schema's ``image`` when it has one, else ``metadata``'s keys (as
-SWE-smith's ``image_name`` and R2E-Gym's ``docker_image`` arrive)."""
+"""Where a task row names its image: ``metadata``'s keys (as SWE-smith's ``image_name`` and R2E-Gym's
+``docker_image`` arrive), in this order."""
 
 
-def image_of(task) -> str:
+def image_of(task: Task) -> str:
     """The image a task row names ('' for none)."""
-    fields = {"image": getattr(task, "image", "")} | {k: task.metadata.get(k, "") for k in IMAGE_KEYS}
-    return next((str(v) for v in fields.values() if v), "")
+    return next((str(v) for v in (task.metadata.get(k, "") for k in IMAGE_KEYS) if v), "")
 
 
 def task_images(tasks) -> dict[str, str]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from swebox.envs.agent.actions import STYLES, ActionConfig
+from swebox.envs.agent.formats import SUBMIT_REPLIES
 from swebox.envs.agent.observations import ObservationConfig, truncate_middle
 from swebox.envs.agent.prompts import system_prompt, task_prompt
 from swebox.envs.agent.tools import ToolRunner
@@ -255,9 +256,7 @@ class SWEEpisode:
                 child.close()
             raise
         finally:
-            if snap._users == 0:  # no child started: nobody will release the snapshot
-                snap.acquire()
-                snap.release()
+            snap.discard_if_unused()  # no child started: nobody will release the snapshot
         return children
 
     # -- turns ------------------------------------------------------------------------------------------
@@ -300,6 +299,11 @@ class SWEEpisode:
         reward = self._finish(reason, info)
         return StepResult(observation, reward, reason in ("submitted", "sandbox_died"),
                           reason in ("max_turns", "time_limit"), info)
+
+    def submit_reply(self) -> str | None:
+        """The reply that submits in my action style (a trainer ends an episode that filled its context with
+        it, graded as it stands); None once the episode has ended."""
+        return None if self.done else SUBMIT_REPLIES[self.config.style]
 
     def end(self, reason: str = "step_limit") -> tuple[float, dict[str, Any]]:
         """End the episode from outside (e.g. Gymnasium's TimeLimit) and grade it as a truncation would be;

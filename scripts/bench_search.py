@@ -21,6 +21,7 @@ import shlex
 import statistics
 import time
 
+from swebox.envs.agent.formats import command_reply
 from swebox.envs.episode_state import prepare_start
 from swebox.envs.groups import prepare_group
 from swebox.envs.layers_resolver import acquire_layers, close_shared_caches
@@ -44,7 +45,7 @@ def agent_turns(task, k: int) -> list[str]:
     cycle = ["cd /testbed && git status --short && ls",
              f"cd /testbed && {argv} {tests} 2>&1 | tail -n 3",
              "cd /testbed && echo '# note' >> README* 2>/dev/null; git diff --stat"]
-    return [f"```bash\n{cycle[i % len(cycle)]}\n```" for i in range(k)]
+    return [command_reply(cycle[i % len(cycle)], "bash_block") for i in range(k)]
 
 
 def _play(episode: SWEEpisode, replies: list[str]) -> None:

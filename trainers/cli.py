@@ -22,7 +22,10 @@ import dataclasses
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from swebox.envs.turns import Episode
 
 from swebox.trainers.eval_report import (  # noqa: F401  (re-exported: tests and scripts import them from here)
     TABLE_COLUMNS,
@@ -163,20 +166,20 @@ def run_sft(args: argparse.Namespace) -> int:
 
 def gold_replies(task: Any) -> list[str]:
     """The replies of the gold policy in bash_block style: write the fix, apply it, submit."""
-    from swebox.trainers.rollout import SUBMIT_REPLIES
-    from swebox.trainers.sft_data import apply_command, command_reply
+    from swebox.envs.agent.formats import SUBMIT_REPLIES, command_reply
+    from swebox.trainers.sft_data import apply_command
 
     return [command_reply(apply_command(task.patch), "bash_block"), SUBMIT_REPLIES["bash_block"]]
 
 
-def play_text_episode(episode: Any, reply, max_turns: int) -> dict[str, Any]:
+def play_text_episode(episode: Episode, reply, max_turns: int) -> dict[str, Any]:
     """Drive an episode with a text policy ``reply(messages) -> str``; returns the final info, timings and the
     episode fields of a trajectory record (prompt, turns, diff, grade: trainers/trajectories.py).
 
     ``messages`` in the result is the chat as played (the first messages, then each reply and the observation
     after it), which ``swebox sft`` trains on (trainers/sft_data.py).
     """
-    from swebox.trainers.trajectories import turn_record
+    from swebox.envs.turns import text_turn
 
     t0 = time.monotonic()
     messages = list(episode.reset())
@@ -186,16 +189,10 @@ def play_text_episode(episode: Any, reply, max_turns: int) -> dict[str, Any]:
     reward = 0.0
     turns = []
     for _ in range(max_turns):
-        t = time.monotonic()
-        text = reply(messages)
-        generate_s = time.monotonic() - t
-        model_s += generate_s
-        t = time.monotonic()
-        result = episode.step(text)
-        env_s += time.monotonic() - t
+        result, turn = text_turn(episode, messages, reply, len(turns) + 1)
+        model_s, env_s = model_s + turn["generate_s"], env_s + turn["env_s"]
         info, reward = dict(result.info or {}), float(result.reward)
-        turns.append(turn_record(text, info, result.observation, generate_s, time.monotonic() - t))
-        messages.append({"role": "assistant", "content": text})
+        turns.append(turn)
         if result.terminated or result.truncated:
             break
         messages.append({"role": "user", "content": result.observation})
@@ -218,7 +215,9 @@ def _text_policy(args: argparse.Namespace, cfg: Any):
             return lambda messages: replies[min(sum(m["role"] == "assistant" for m in messages), len(replies) - 1)]
         return for_task
     if args.policy in ("empty", "giveup"):
-        return lambda task: (lambda messages: "```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```")
+        from swebox.envs.agent.formats import SUBMIT_REPLIES
+
+        return lambda task: (lambda messages: SUBMIT_REPLIES["bash_block"])
     from swebox.trainers.generation import OpenAIBackend
 
     gen = dataclasses.replace(cfg.generation, backend="openai", openai_base_url=args.policy[len("openai:"):],

@@ -32,6 +32,7 @@ from swebox.trainers.generation import (
     Generated,
     GenerationBackend,
     RequestBatcher,
+    TransformersBackend,
     make_backend,
 )
 from swebox.trainers.rollout import EpisodeFactory, RolloutWorker
@@ -263,11 +264,10 @@ class GenerationServer:
 
     def parameter(self, name: str) -> torch.Tensor:
         """A parameter of the served model on the CPU (transformers backend; for checks and tests)."""
-        model = getattr(self.backend, "model", None)
-        if model is None:
+        if not isinstance(self.backend, TransformersBackend):
             raise ValueError(f"GenerationServer.parameter: expected a transformers backend; found "
                              f"{type(self.backend).__name__}; read weights of vLLM through its own API")
-        return model.state_dict()[name].detach().cpu()
+        return self.backend.model.state_dict()[name].detach().cpu()
 
 
 def merge_server_stats(stats: Sequence[Mapping[str, float]]) -> dict[str, float]:

@@ -20,9 +20,9 @@ from typing import Any
 from swebox.envs.gateway.calls import CallRecord, ChatModel, Completion, OverLimit
 from swebox.envs.gateway.harness import HarnessConfig, play_harness
 from swebox.envs.swe_env import SWEEpisode
+from swebox.envs.turns import turn_record
 from swebox.trainers.generation import GenerationBackend
 from swebox.trainers.rollout import Trajectory, encode, render
-from swebox.trainers.trajectories import turn_record
 
 
 class PolicyModel:
@@ -141,7 +141,7 @@ def _turns(records: list[CallRecord]) -> list[dict[str, Any]]:
         later = records[i + 1].messages if i + 1 < len(records) else []
         seen = len(record.messages) + 1
         observation = "\n".join(str(m.get("content") or "") for m in later[seen:])
-        turns.append(turn_record(record.completion.text, {"audit_turn": []}, observation, record.seconds, 0.0,
+        turns.append(turn_record(len(turns) + 1, record.completion.text, {}, observation, record.seconds, 0.0,
                                  len(record.completion.token_ids), record.completion.finish_reason))
     return turns
 

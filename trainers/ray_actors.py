@@ -24,6 +24,7 @@ from typing import Any
 from swebox.envs.tasks.schema import Task
 from swebox.trainers import gen_server
 from swebox.trainers.config import TrainConfig
+from swebox.trainers.rollout import Worker
 
 START_TIMEOUT_S = 60.0
 """How long a replacement may take to start (build its worker) before its node is deemed to have no room."""
@@ -37,7 +38,7 @@ def per_actor_parallelism(total: int, actors: int) -> int:
 # ------------------------------------------------------------------------------------------------ one actor
 
 
-def default_worker_factory(cfg: TrainConfig, backend: Any | None = None) -> Any:
+def default_worker_factory(cfg: TrainConfig, backend: Any | None = None) -> Worker:
     """The real worker: a RolloutWorker (generation backend + env side) built inside the actor; with placement
     'server' (``backend``: the actor's ServerClient) one that generates through the server."""
     from swebox.trainers.rollout import RolloutWorker
@@ -68,7 +69,7 @@ class RolloutActor:
         self.node_id = ray.get_runtime_context().get_node_id()
         node_cfg = config_for_node(cfg, self.node_id, actors)
         self.client = gen_server.ServerClient(server) if server is not None else None
-        self.worker = worker_factory(node_cfg) if self.client is None else worker_factory(node_cfg, self.client)
+        self.worker: Worker = worker_factory(node_cfg) if self.client is None else worker_factory(node_cfg, self.client)
 
     def node(self) -> str:
         return self.node_id
@@ -77,8 +78,7 @@ class RolloutActor:
         self.worker.set_weights(state_dict, version)
 
     def preflight(self, tasks: list[Task]) -> list[str]:
-        check = getattr(self.worker, "preflight", None)
-        return [f"on node {self.node_id[:8]}: {why}" for why in check(tasks)] if check is not None else []
+        return [f"on node {self.node_id[:8]}: {why}" for why in self.worker.preflight(tasks)]
 
     def run(self, tasks: list[Task], group_size: int) -> dict[str, Any]:
         """The worker's trajectories of ``tasks`` (Task objects and Trajectory objects both cross Ray pickled)."""
@@ -89,9 +89,7 @@ class RolloutActor:
                 "generation_versions": versions}
 
     def close(self) -> None:
-        close = getattr(self.worker, "close", None)
-        if close is not None:
-            close()
+        self.worker.close()
 
 
 # ------------------------------------------------------------------------------------------------ the set

@@ -167,7 +167,7 @@ class RayWorkerPool:
     """The WorkerPool on a Ray cluster (see the module docstring). ``close()`` ends the actors, and Ray when the
     pool started it.
 
-    ``worker_factory(cfg) -> worker`` builds each actor's worker (``set_weights``, ``run``; ``close`` optional);
+    ``worker_factory(cfg) -> worker`` builds each actor's worker (a :class:`swebox.trainers.rollout.Worker`);
     it must be importable or picklable by Ray. The default builds a RolloutWorker.
     """
 

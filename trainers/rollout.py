@@ -23,17 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from swebox.envs.tasks.schema import Task
+from swebox.envs.turns import Episode, turn_record
 from swebox.trainers.config import TrainConfig
 from swebox.trainers.generation import BatchingBackend, GenerationBackend, make_backend
 from swebox.trainers.sampling import sample_seed
-from swebox.trainers.trajectories import turn_record
-
-# the reply that submits in each action style (swebox.envs.agent.actions): used to end an overflowing episode
-SUBMIT_REPLIES = {
-    "bash_block": "```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```",
-    "xml_function": "<function=submit></function>",
-    "json_tool_call": '<tool_call>{"name": "submit", "arguments": {}}</tool_call>',
-}
 
 
 @dataclass
@@ -70,7 +63,7 @@ class Trajectory:
     prompt: list[dict[str, str]] = field(default_factory=list)
     """The episode's first messages (system prompt, task prompt) as text."""
     turns: list[dict[str, Any]] = field(default_factory=list)
-    """Per model turn, for people and fine-tuning (trajectories.turn_record): text, action, observation,
+    """Per model turn, for people and fine-tuning (swebox.envs.turns.turn_record): turn, text, action, observation,
     exit_code, timed_out, format_error, generate_s, env_s, exec_s, tokens, finish_reason."""
     diff: str = ""
     """The final diff that was graded ('' when none)."""
@@ -95,14 +88,6 @@ class Trajectory:
     @property
     def num_model_tokens(self) -> int:
         return sum(self.loss_mask)
-
-
-class Episode(Protocol):
-    """What :func:`play_episode` drives (swebox.envs.swe_env.SWEEpisode has this shape)."""
-
-    def reset(self) -> list[dict[str, str]] | str: ...
-
-    def step(self, reply: str) -> Any: ...  # .observation .reward .terminated .truncated .info
 
 
 # ------------------------------------------------------------------------------------- chat-template deltas
@@ -211,7 +196,7 @@ def play_episode(episode: Episode, backend: GenerationBackend, tokenizer: Any, c
             t1 = time.time()
             result = _env_call(clock, lambda text=text: episode.step(text))
             info = dict(result.info or {})
-            traj.turns.append(turn_record(text, info, result.observation, t1 - t0, time.time() - t1,
+            traj.turns.append(turn_record(traj.num_turns, text, info, result.observation, t1 - t0, time.time() - t1,
                                           len(out.token_ids), out.finish_reason))
             traj.reward = float(result.reward)
             if result.terminated or result.truncated:
@@ -253,9 +238,9 @@ def play_episode(episode: Episode, backend: GenerationBackend, tokenizer: Any, c
 def _end_overflowing(episode: Episode, traj: Trajectory, cfg: TrainConfig, clock: _Clock) -> dict[str, Any]:
     mode = cfg.rollout.on_context_overflow
     traj.reward = cfg.rollout.overflow_reward if mode == "penalize" else 0.0
-    style = getattr(getattr(episode, "config", None), "style", None)
-    if mode == "truncate" and style in SUBMIT_REPLIES and not getattr(episode, "done", False):
-        result = _env_call(clock, lambda: episode.step(SUBMIT_REPLIES[style]))
+    submit = episode.submit_reply() if mode == "truncate" else None
+    if submit is not None:
+        result = _env_call(clock, lambda: episode.step(submit))
         traj.reward = float(result.reward)
         return dict(result.info or {})
     return {}
@@ -275,12 +260,45 @@ def _split_grade_time(clock: _Clock, grade_s: float) -> None:
 # ----------------------------------------------------------------------------------------- the workers
 
 
-EpisodeFactory = Callable[[Task, int], Sequence[Episode]]
-"""``factory(task, n) -> n episodes`` of that task, all starting from one prepared state; when the result
-has a ``close()`` (an EpisodeGroup) the worker calls it after the episodes, else it closes each episode."""
+class EpisodeFactory(Protocol):
+    """``factory(task, n) -> n episodes`` of that task, all starting from one prepared state. The worker owns
+    what it returns: an :class:`swebox.envs.groups.EpisodeGroup` is closed as a whole (its episodes, then its
+    layers), any other sequence episode by episode."""
+
+    def __call__(self, task: Task, n: int) -> Sequence[Episode]: ...
 
 
-def swe_episode_factory(cfg: TrainConfig, source: Any | None = None, layers: list | None = None) -> EpisodeFactory:
+class SWEEpisodeFactory:
+    """SWE episodes of swebox.envs: G sandboxes forked from one prepared start (envs/groups.py); built by
+    :func:`swe_episode_factory`. ``preflight`` says why a task's layers are not on this node."""
+
+    def __init__(self, cfg: TrainConfig, source: Any | None = None, layers: list | None = None) -> None:
+        from swebox.envs.grade_cache import GradeCache
+        from swebox.envs.layers_resolver import LayerSource
+
+        self.source = source if source is not None else LayerSource(
+            store=cfg.env.layer_store, cache_root=cfg.env.cache_dir, tasks_file=cfg.env.tasks)
+        self.layers = list(layers) if layers is not None else None
+        self.config = cfg.env.episode()
+        # one per worker (per process, per Ray actor): the verdicts of a run's diffs, shared by its episodes
+        self.verdicts = GradeCache(cfg.env.grade_cache_size) if cfg.env.grade_cache else None
+
+    def __call__(self, task: Task, n: int) -> Sequence[Episode]:
+        from swebox.envs.groups import group
+
+        if self.layers is not None:
+            return group(task, n, layers=list(self.layers), config=self.config, grade_cache=self.verdicts)
+        return group(task, n, source=self.source, config=self.config, grade_cache=self.verdicts)
+
+    def preflight(self, task: Task) -> str | None:
+        """Why ``task`` cannot start here (its layers missing from this node's store); None when it can, and
+        always for fixed layer folders (nothing to look up)."""
+        from swebox.envs.layers_resolver import missing_layers
+
+        return None if self.layers is not None else missing_layers(task, self.source)
+
+
+def swe_episode_factory(cfg: TrainConfig, source: Any | None = None, layers: list | None = None) -> SWEEpisodeFactory:
     """SWE episodes of swebox.envs: G sandboxes forked from one prepared start (envs/groups.py).
 
     Layers come from ``source`` (a LayerSource or its dict), by default the layer store ``env.layer_store``
@@ -288,33 +306,20 @@ def swe_episode_factory(cfg: TrainConfig, source: Any | None = None, layers: lis
     single environment (fixtures), every task uses the layer folders ``layers``. The worker closes each group it
     gets (sandboxes, layer handles).
     """
-    from swebox.envs.grade_cache import GradeCache
-    from swebox.envs.groups import group
-    from swebox.envs.layers_resolver import LayerSource, missing_layers
-
-    source = source if source is not None else LayerSource(store=cfg.env.layer_store, cache_root=cfg.env.cache_dir,
-                                                           tasks_file=cfg.env.tasks)
-    config = cfg.env.episode()
-    # one per worker (per process, per Ray actor): the verdicts of a run's diffs, shared by its episodes
-    verdicts = GradeCache(cfg.env.grade_cache_size) if cfg.env.grade_cache else None
-
-    def factory(task: Task, n: int) -> Sequence[Episode]:
-        if layers is not None:
-            return group(task, n, layers=list(layers), config=config, grade_cache=verdicts)
-        return group(task, n, source=source, config=config, grade_cache=verdicts)
-
-    if layers is None:
-        factory.preflight = lambda task: missing_layers(task, source)  # type: ignore[attr-defined]
-    return factory
+    return SWEEpisodeFactory(cfg, source, layers)
 
 
-def _close(episode: Any) -> None:
-    close = getattr(episode, "close", None)
-    if close is not None:
+def close_episodes(made: Sequence[Episode], quiet: bool = False) -> None:
+    """Close what an episode factory made: an EpisodeGroup as a whole (its episodes, then its layers), any other
+    sequence episode by episode. ``quiet``: best effort, errors ignored (a dead sandbox is already gone)."""
+    from swebox.envs.groups import EpisodeGroup
+
+    for closable in [made] if isinstance(made, EpisodeGroup) else list(made):
         try:
-            close()
-        except Exception:  # closing is best effort: a dead sandbox is already gone
-            pass
+            closable.close()
+        except Exception:
+            if not quiet:
+                raise
 
 
 class RolloutWorker:
@@ -350,15 +355,14 @@ class RolloutWorker:
     def preflight(self, tasks: list[Task]) -> list[str]:
         """Why each task that cannot start here cannot (its layers missing from this node's store), one line per
         task; empty when all can, or when the episode factory has no such check (a custom factory)."""
-        check = getattr(self.episode_factory, "preflight", None)
-        if check is None:
+        if not isinstance(self.episode_factory, SWEEpisodeFactory):
             return []
-        return [str(why) for why in (check(task) for task in tasks) if why is not None]
+        return [str(why) for why in map(self.episode_factory.preflight, tasks) if why is not None]
 
     def run(self, tasks: list[Task], group_size: int) -> list[Trajectory]:
         """``group_size`` trajectories per task, in task order; failures become failed trajectories."""
         jobs: list[tuple[Task, str, Any, int]] = []
-        made: list[Any] = []
+        made: list[Sequence[Episode]] = []
         results: list[Trajectory | None] = []
         for task in tasks:
             task_id = task.instance_id
@@ -401,11 +405,7 @@ class RolloutWorker:
                         results[slot] = future.result()
         finally:
             for group in made:  # a group's close() closes its episodes and releases their layers
-                if hasattr(group, "close"):
-                    _close(group)
-                else:
-                    for episode in group:
-                        _close(episode)
+                close_episodes(group, quiet=True)
         return [t for t in results if t is not None]
 
     def _play(self, episode: Episode, task_id: str, group_id: str, seed: int) -> Trajectory:
@@ -424,6 +424,21 @@ class RolloutWorker:
 
     def close(self) -> None:
         """Nothing to release beyond the episodes, which ``run`` closes."""
+
+
+class Worker(Protocol):
+    """What a rollout actor runs (:class:`RolloutWorker` is one): ``swebox.trainers.ray_pool``'s
+    ``worker_factory`` builds one per actor and the actor calls only these."""
+
+    def set_weights(self, state_dict: Any, version: int) -> None: ...
+
+    def preflight(self, tasks: list[Task]) -> list[str]:
+        """Why each task that cannot start here cannot, one line each; [] when all can."""
+        ...
+
+    def run(self, tasks: list[Task], group_size: int) -> list[Trajectory]: ...
+
+    def close(self) -> None: ...
 
 
 class WorkerPool(Protocol):

@@ -40,7 +40,7 @@ from swebox.trainers.sft_data import (
     record_trajectories,
 )
 from swebox.trainers.tracking import Tracker
-from swebox.trainers.trainer import _seed_everything, as_tasks, load_tasks
+from swebox.trainers.trainer import as_tasks, load_tasks, seed_everything
 
 
 @dataclass
@@ -73,7 +73,7 @@ def run_sft(cfg: TrainConfig, *, tasks: list[Task | dict] | None = None,
             episode_factory: EpisodeFactory | None = None, trajectories: list[Trajectory] | None = None,
             echo=print) -> SFTResult:
     """Fine-tune ``cfg.model`` on ``trajectories`` (default: :func:`build_data`); see the module docstring."""
-    _seed_everything(cfg.seed)
+    seed_everything(cfg.seed)
     tokenizer = build_tokenizer(cfg.model)
     model = build_model(cfg.model, tokenizer)  # before the data, so that the weights do not depend on it
     if trajectories is None:

@@ -27,14 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from swebox.envs.agent.formats import SUBMIT_REPLIES, command_reply
 from swebox.envs.tasks import progress
 from swebox.envs.tasks.schema import Task
 from swebox.trainers.config import TrainConfig
 from swebox.trainers.generation import Generated
 from swebox.trainers.rollout import (
-    SUBMIT_REPLIES,
     EpisodeFactory,
     Trajectory,
+    close_episodes,
     encode,
     observation_delta_ids,
     play_episode,
@@ -47,18 +48,6 @@ _OLD_FILE = re.compile(r"^--- a/(\S+)", re.MULTILINE)
 
 
 # ------------------------------------------------------------------------------------------ the expert
-
-
-def command_reply(command: str, style: str) -> str:
-    """The reply that runs ``command`` with the bash tool, in action style ``style`` (swebox.envs.agent.actions)."""
-    if style == "bash_block":
-        return f"```bash\n{command}\n```"
-    if style == "xml_function":
-        return f"<function=bash>\n<parameter=command>{command}</parameter>\n</function>"
-    if style == "json_tool_call":
-        return "<tool_call>\n" + json.dumps({"name": "bash", "arguments": {"command": command}}) + "\n</tool_call>"
-    raise ValueError(f"action style: expected one of {sorted(SUBMIT_REPLIES)}; found {style!r}; "
-                     "set env.style to one of them")
 
 
 def zero_context(patch: str) -> str | None:
@@ -221,9 +210,8 @@ def expert_trajectories(tasks: list[Task], cfg: TrainConfig, factory: EpisodeFac
         try:
             return play_episode(list(episodes)[0], ScriptedBackend(tokenizer, replies), tokenizer, played_cfg,
                                 task.instance_id, f"expert:{task.instance_id}")
-        finally:  # a group's close() closes its episodes and releases their layers
-            for closable in [episodes] if hasattr(episodes, "close") else list(episodes):
-                closable.close()
+        finally:
+            close_episodes(episodes)
 
     with ThreadPoolExecutor(max_workers=max(1, cfg.rollout.max_parallel_episodes)) as pool, \
             progress.bar(len(tasks), "sft expert episodes", "episode", cfg.logging.progress) as shown:

@@ -130,7 +130,7 @@ def rollout_metrics(trajs: list[Trajectory]) -> dict[str, float]:
     return out
 
 
-def _seed_everything(seed: int) -> None:
+def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -166,7 +166,7 @@ class Trainer:
         self.run_dir = Path(cfg.logging.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.ckpt_dir = Path(cfg.checkpoint.dir or self.run_dir / "checkpoints")
-        _seed_everything(cfg.seed)
+        seed_everything(cfg.seed)
         self.tokenizer = build_tokenizer(cfg.model)
         device = "cuda" if torch.cuda.is_available() else "cpu"
         self.learner = Learner(cfg, build_model(cfg.model, self.tokenizer), device)
@@ -216,8 +216,7 @@ class Trainer:
     def _preflight(self) -> None:
         """Every task can start on every rollout node (its layers are in the store that node sees), or the run
         stops before step 1 with the list of what is missing and the command that builds it."""
-        check = getattr(self.pool, "preflight", None)
-        problems = check(self.tasks) if check is not None else []
+        problems = self.pool.preflight(self.tasks)
         if problems:
             shown = "\n  ".join(problems[:20]) + (f"\n  ... and {len(problems) - 20} more" if len(problems) > 20
                                                  else "")

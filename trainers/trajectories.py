@@ -36,17 +36,6 @@ def step_file(run_dir: str | Path, step: int) -> Path:
     return Path(run_dir) / FOLDER / f"step_{step:06d}.jsonl.gz"
 
 
-def turn_record(text: str, info: dict[str, Any], observation: str, generate_s: float, env_s: float,
-                tokens: int | None = None, finish_reason: str = "") -> dict[str, Any]:
-    """One turn: the model's text, the action parsed from it, the observation, how long each part took and the
-    exploit audit's rules that fired on it (``audit``: [] when none)."""
-    return {"text": text, "action": info.get("action"), "format_error": bool(info.get("format_error", False)),
-            "audit": sorted({f["rule"] for f in info.get("audit_turn") or []}), "observation": observation,
-            "exit_code": info.get("exit_code"),
-            "timed_out": bool(info.get("timed_out", False)), "generate_s": generate_s, "env_s": env_s,
-            "exec_s": float(info.get("exec_s", 0.0) or 0.0), "tokens": tokens, "finish_reason": finish_reason}
-
-
 def episode_fields(traj: Any) -> dict[str, Any]:
     """The fields a rollout record and an eval record share, from a rollout.Trajectory."""
     metrics = dict(traj.metrics)
@@ -54,8 +43,8 @@ def episode_fields(traj: Any) -> dict[str, Any]:
             "failed": bool(traj.failed), "truncated": bool(traj.truncated), "error": traj.error,
             "num_turns": int(traj.num_turns), "num_model_tokens": int(traj.num_model_tokens),
             "reason": traj.reason, "prompt": list(traj.prompt), "turns": list(traj.turns), "diff": traj.diff,
-            "grade": traj.grade, "metrics": metrics, "audit": getattr(traj, "audit", None),
-            "provenance": getattr(traj, "provenance", None)}
+            "grade": traj.grade, "metrics": metrics, "audit": traj.audit,
+            "provenance": traj.provenance}
 
 
 def step_records(step: int, trajs: Sequence[Any], rewards: Sequence[float], advantages: Sequence[float],

@@ -147,3 +147,28 @@ FORMAT_HELP: dict[str, str] = {
 def tools_json() -> str:
     """The tool schemas as Hermes-style prompts list them inside ``<tools></tools>``: one JSON per line."""
     return "\n".join(json.dumps(spec, ensure_ascii=False) for spec in TOOL_SCHEMAS)
+
+
+# ------------------------------------------------------------------------------------ writing a call
+# The one place a reply is *written* in each style (the expert's and the gold policy's replies, the submit that
+# ends an overflowing rollout, the prompts' submit line); actions.py is the one place one is *read*.
+
+
+def command_reply(command: str, style: str) -> str:
+    """The reply that runs ``command`` with the bash tool, in action style ``style``."""
+    if style == "bash_block":
+        return f"```bash\n{command}\n```"
+    if style == "xml_function":
+        return f"<function=bash>\n<parameter=command>{command}</parameter>\n</function>"
+    if style == "json_tool_call":
+        return "<tool_call>\n" + json.dumps({"name": "bash", "arguments": {"command": command}}) + "\n</tool_call>"
+    raise ValueError(f"action style: expected one of {', '.join(FORMAT_HELP)}; found {style!r}; "
+                     "set env.style to one of them")
+
+
+SUBMIT_REPLIES: dict[str, str] = {
+    "bash_block": command_reply(f"echo {SUBMIT_WORD}", "bash_block"),
+    "xml_function": "<function=submit></function>",
+    "json_tool_call": '<tool_call>{"name": "submit", "arguments": {}}</tool_call>',
+}
+"""The reply that submits, per action style."""

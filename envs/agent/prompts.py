@@ -5,7 +5,7 @@ task prompt with the problem statement, where the repository is, and how to subm
 from __future__ import annotations
 
 from swebox.envs.agent.actions import STYLES
-from swebox.envs.agent.formats import FORMAT_HELP, tools_json
+from swebox.envs.agent.formats import FORMAT_HELP, SUBMIT_REPLIES, SUBMIT_WORD, tools_json
 
 
 def system_prompt(style: str) -> str:
@@ -46,13 +46,13 @@ def task_prompt(
 def _how_to_submit(style: str) -> str:
     if style == "bash_block":
         return (
-            "When you are done, submit with `echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT` as the only "
+            f"When you are done, submit with `echo {SUBMIT_WORD}` as the only "
             "command of your reply. Your changes to the repository are your answer; you cannot act after "
             "that."
         )
     if style == "xml_function":
-        return "When you are done, call <function=submit></function>. You cannot act after that."
-    return 'When you are done, call submit: <tool_call>{"name": "submit", "arguments": {}}</tool_call>'
+        return f"When you are done, call {SUBMIT_REPLIES[style]}. You cannot act after that."
+    return f"When you are done, call submit: {SUBMIT_REPLIES[style]}"
 
 
 def _check_style(style: str) -> None:

@@ -75,13 +75,12 @@ class ToolRunner:
             elapsed = time.monotonic() - started
             text = f"The command could not be run: {type(exc).__name__}: {exc}"
             return ToolOutcome(fit(text, self.observations, turns_left), action, exec_s=elapsed, error=text)
-        elapsed = getattr(result, "duration_s", None)
         return ToolOutcome(
             render_exec(result, self.observations, turns_left),
             action,
             timed_out=bool(result.timed_out),
             exit_code=None if result.timed_out else result.exit_code,
-            exec_s=float(elapsed) if elapsed is not None else time.monotonic() - started,
+            exec_s=float(result.duration_s),
         )
 
     def _edit(self, action: Action, turns_left: int | None) -> ToolOutcome:

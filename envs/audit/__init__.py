@@ -5,6 +5,9 @@ writing it (git history, the network, the project's own release, the tests, the 
 one turn, :func:`audit_episode` on a recorded episode. SWEEpisode runs them per turn (``EpisodeConfig.audit``).
 """
 
+# the built-in rules register themselves on import; first, so that the name ``rules`` below is core's function
+# (importing a submodule binds its name on the package) and core never has to import its own rules (a loop)
+from swebox.envs.audit import rules as _builtin_rules  # noqa: F401  isort: skip
 from swebox.envs.audit.core import (
     MODES,
     SEVERITIES,

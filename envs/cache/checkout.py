@@ -36,7 +36,7 @@ from .pip_settings import PackageSettings, host_package_settings, write_files
 from .sources import git_repository, require_commit, require_objects, source_kind
 from .spec import EnvSpec
 from .store import BuildFailure, LayerStore, Manifest
-from .task_layer import _commit_root, _old_objects, _remove_objects, _run
+from .task_layer import commit_paths, objects_before, remove_unreachable, run_step
 
 _RESTORE_LIST = "/tmp/swebox-restore-paths"
 """NUL-separated tracked paths :func:`clean_keeping_tracked` checks out again (outside /testbed)."""
@@ -144,7 +144,7 @@ def nearest_tag(repo: Path, commit: str) -> str:
 def _tag(sb: Sandbox, commit: str, tag: str) -> str:
     """Point the lightweight tag ``tag`` (none when '') at ``commit``; returns ``commit``."""
     if tag:
-        _run(sb, f"cd /testbed && git tag -f {shlex.quote(tag)} {commit}", f"tagging the starting commit {tag}")
+        run_step(sb, f"cd /testbed && git tag -f {shlex.quote(tag)} {commit}", f"tagging the starting commit {tag}")
     return commit
 
 
@@ -153,12 +153,12 @@ def clean_keeping_tracked(sb: Sandbox) -> None:
     repository may commit a ``.pyc`` or a ``__pycache__`` folder as test data (a sphinx test root's). Tracked
     files the commands themselves deleted stay deleted."""
     listing = "cd /testbed && git ls-files -z --deleted"
-    before = set(_run(sb, listing, "listing deleted files").split("\0"))
-    _run(sb, _CLEAN, "removing caches and bytecode")
-    lost = sorted(set(_run(sb, listing, "listing deleted files").split("\0")) - before - {""})
+    before = set(run_step(sb, listing, "listing deleted files").split("\0"))
+    run_step(sb, _CLEAN, "removing caches and bytecode")
+    lost = sorted(set(run_step(sb, listing, "listing deleted files").split("\0")) - before - {""})
     if lost:
         sb.write_file(_RESTORE_LIST, b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in lost))
-        _run(sb, f"cd /testbed && git checkout-index -f -z --stdin < {_RESTORE_LIST} && rm -f {_RESTORE_LIST}",
+        run_step(sb, f"cd /testbed && git checkout-index -f -z --stdin < {_RESTORE_LIST} && rm -f {_RESTORE_LIST}",
              "restoring tracked files the cleanup removed")
 
 
@@ -196,14 +196,14 @@ def build_checkout_layer(store: LayerStore, spec: CheckoutSpec, *, mirror: str =
                                    env={**DEFAULT_ENV, **GIT_IDENTITY, **settings.env, **BUILD_PIP_ENV})
             with node.acquire(env_key) as env, Sandbox([env.path], policy) as sb:
                 write_files(sb, settings)
-                old_objects = _old_objects(sb, paths)  # with no paths: the env's commit object only
+                old_objects = objects_before(sb, paths)  # with no paths: the env's commit object only
                 sb.write_file("/swebox-checkout.tar", tar)
                 rm = " ".join(shlex.quote(p) for p in deleted)
-                _run(sb, "cd /testbed && tar -xf /swebox-checkout.tar --no-same-owner && rm -f /swebox-checkout.tar"
+                run_step(sb, "cd /testbed && tar -xf /swebox-checkout.tar --no-same-owner && rm -f /swebox-checkout.tar"
                      + (f" && rm -f -- {rm}" if rm else ""), "writing the starting tree")
                 message = f"swebox task start {spec.commit}"
                 # committed before the commands run, as SWE-bench installs at a clean checkout of base_commit
-                commit = _tag(sb, _commit_root(sb, message, paths), tag)
+                commit = _tag(sb, commit_paths(sb, message, paths), tag)
                 for command in spec.commands:
                     log.append(f"$ {command}")
                     result = sb.exec(f"cd /testbed && . /venv/bin/activate && {command}", timeout=1800)
@@ -213,13 +213,13 @@ def build_checkout_layer(store: LayerStore, spec: CheckoutSpec, *, mirror: str =
                                            + "\n".join("\n".join(log).splitlines()[-40:]), "\n".join(log))
                 clean_keeping_tracked(sb)
                 # what the commands changed in tracked or untracked-but-not-ignored files joins the commit
-                status = _run(sb, "cd /testbed && git status --porcelain=v1 -z --untracked-files=all",
+                status = run_step(sb, "cd /testbed && git status --porcelain=v1 -z --untracked-files=all",
                               "listing the changed files")
                 touched = sorted({e[3:] for e in status.split("\0") if len(e) > 3})
                 if touched:
-                    commit = _tag(sb, _commit_root(sb, message, touched), tag)
-                removed = _remove_objects(sb, old_objects)
-                left = _run(sb, "cd /testbed && git status --porcelain", "checking the tree is committed")
+                    commit = _tag(sb, commit_paths(sb, message, touched), tag)
+                removed = remove_unreachable(sb, old_objects)
+                left = run_step(sb, "cd /testbed && git status --porcelain", "checking the tree is committed")
                 if left.strip():
                     raise BuildFailure(f"checkout layer {key}: files left uncommitted: {left[:500]}")
                 layer = sb.snapshot()

@@ -114,7 +114,7 @@ STALE_RECORD = ("it was written by another swebox version; make it again (`swebo
                 "pull` for an image)")
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "wb") as f:
         f.write(data)
@@ -129,7 +129,7 @@ def default_owner() -> int:
     return MAPPED_ROOT_UID if os.geteuid() == 0 else os.geteuid()
 
 
-def _disk_full_hint(exc: OSError, what: str, root: Path) -> OSError:
+def disk_full_hint(exc: OSError, what: str, root: Path) -> OSError:
     if exc.errno == errno.ENOSPC:
         return OSError(errno.ENOSPC, f"disk full while {what} in {root}: nothing was published; free space "
                                      f"(e.g. `swebox cache gc --keep-gb 20`) and build again")
@@ -188,9 +188,9 @@ class LayerStore:
     def mark_failed(self, key: str, error: str, log: str = "", tail_lines: int = 40) -> None:
         tail = "\n".join(log.splitlines()[-tail_lines:])
         record = {"key": key, "error": error, "log_tail": tail, "time": time.time()}
-        _write_atomic(self.root / "failed" / f"{key}.json", json.dumps(record, indent=1).encode())
+        write_atomic(self.root / "failed" / f"{key}.json", json.dumps(record, indent=1).encode())
         if log:
-            _write_atomic(self.root / "logs" / f"{key}.log", log.encode())
+            write_atomic(self.root / "logs" / f"{key}.log", log.encode())
 
     def clear_failure(self, key: str) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -223,7 +223,7 @@ class LayerStore:
             packed = pack(Path(layer_dir), tmp, fmt, owner=self.owner, include=include)
         except OSError as e:
             tmp.unlink(missing_ok=True)
-            raise _disk_full_hint(e, f"publishing layer {key}", self.root) from e
+            raise disk_full_hint(e, f"publishing layer {key}", self.root) from e
         return self.publish_packed(key, packed, fmt, kind=kind, parent=parent, meta=meta, log=log)
 
     def tmp_path(self, key: str, suffix: str) -> Path:
@@ -247,10 +247,10 @@ class LayerStore:
             os.rename(tmp, blob)  # an identical blob already there is replaced by identical bytes
             fsync_path(blob.parent)
             if log:
-                _write_atomic(self.root / "logs" / f"{key}.log", log.encode())
+                write_atomic(self.root / "logs" / f"{key}.log", log.encode())
             self._write_manifest(manifest)
         except OSError as e:
-            raise _disk_full_hint(e, f"publishing layer {key}", self.root) from e
+            raise disk_full_hint(e, f"publishing layer {key}", self.root) from e
         finally:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
@@ -259,7 +259,7 @@ class LayerStore:
 
     def _write_manifest(self, manifest: Manifest) -> None:
         data = json.dumps(manifest.to_dict(), indent=1, sort_keys=True).encode()
-        _write_atomic(self.root / "manifests" / f"{manifest.key}.json", data)
+        write_atomic(self.root / "manifests" / f"{manifest.key}.json", data)
 
     def build(self, key: str, build_fn: Callable[[Callable[..., Manifest]], Manifest], *,
               force: bool = False) -> Manifest:
@@ -405,10 +405,10 @@ def _copy_one(src: LayerStore, dst: LayerStore, m: Manifest) -> None:
         os.rename(tmp, blob)
         fsync_path(blob.parent)
         if m.build_log and (src.root / m.build_log).exists():
-            _write_atomic(dst.root / m.build_log, (src.root / m.build_log).read_bytes())
+            write_atomic(dst.root / m.build_log, (src.root / m.build_log).read_bytes())
         dst._write_manifest(m)
     except OSError as e:
-        raise _disk_full_hint(e, f"copying layer {m.key}", dst.root) from e
+        raise disk_full_hint(e, f"copying layer {m.key}", dst.root) from e
     finally:
         tmp.unlink(missing_ok=True)
 

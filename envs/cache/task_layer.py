@@ -23,7 +23,7 @@ from .layer_cache import LayerCache, LayerCacheConfig
 from .store import BuildFailure, LayerStore, Manifest
 
 _PATH_LIST = "/tmp/swebox-commit-paths"
-"""Where :func:`_commit_root` writes the NUL-separated paths it commits (outside /testbed, not in the layer)."""
+"""Where :func:`commit_paths` writes the NUL-separated paths it commits (outside /testbed, not in the layer)."""
 
 
 def _check_path(path: str) -> str:
@@ -48,7 +48,8 @@ def _ancestors(path: str) -> list[str]:
     return [""] + ["/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def _run(sb: Sandbox, command: str, what: str) -> str:
+def run_step(sb: Sandbox, command: str, what: str) -> str:
+    """Run one step of a layer build in ``sb``; its output, or BuildFailure naming ``what`` (also checkout.py's)."""
     result = sb.exec(command, timeout=300)
     if result.exit_code != 0:
         raise BuildFailure(f"task layer: {what} failed (exit {result.exit_code}): {result.output[-1500:]}",
@@ -56,10 +57,11 @@ def _run(sb: Sandbox, command: str, what: str) -> str:
     return result.output
 
 
-def _old_objects(sb: Sandbox, paths: list[str]) -> set[str]:
+def objects_before(sb: Sandbox, paths: list[str]) -> set[str]:
+    """The ids of HEAD's commit and of its trees and blobs along ``paths``: what a new commit may orphan."""
     specs = ["HEAD"] + [f"HEAD:{d}" if d else "HEAD^{tree}" for p in paths for d in _ancestors(p)]
     specs += [f"HEAD:{p}" for p in paths]
-    out = _run(sb, "cd /testbed && printf '%s\\n' " + " ".join(map(shlex.quote, specs)) +
+    out = run_step(sb, "cd /testbed && printf '%s\\n' " + " ".join(map(shlex.quote, specs)) +
                " | git cat-file --batch-check='%(objectname) %(objecttype)'", "listing the old objects")
     return {line.split()[0] for line in out.splitlines() if line and not line.endswith("missing")}
 
@@ -68,13 +70,14 @@ def _apply(sb: Sandbox, changes: Mapping[str, bytes | None]) -> None:
     for path, data in changes.items():
         target = f"/testbed/{path}"
         if data is None:
-            _run(sb, f"rm -f {shlex.quote(target)}", f"deleting {path}")
+            run_step(sb, f"rm -f {shlex.quote(target)}", f"deleting {path}")
         else:
-            _run(sb, f"mkdir -p {shlex.quote(posixpath.dirname(target))}", f"creating the folder of {path}")
+            run_step(sb, f"mkdir -p {shlex.quote(posixpath.dirname(target))}", f"creating the folder of {path}")
             sb.write_file(target, data)
 
 
-def _commit_root(sb: Sandbox, message: str, paths: list[str]) -> str:
+def commit_paths(sb: Sandbox, message: str, paths: list[str]) -> str:
+    """Commit ``paths`` as they are now onto main, with no parent (the layer's root commit); its id."""
     # Only the changed paths: `git add -A` would re-hash every file whose stat differs in the sandbox and
     # "freshen" (touch) each existing object, copying the whole object store up into the task layer.
     # Not `git add -- PATHS` either: paths are pathspecs there (`[`, `*`, `?` are globs; sphinx's test roots
@@ -86,19 +89,20 @@ def _commit_root(sb: Sandbox, message: str, paths: list[str]) -> str:
     if paths:
         sb.write_file(_PATH_LIST, b"\0".join(p.encode("utf-8", "surrogateescape") for p in paths) + b"\0")
     add = f"git update-index --add --remove -z --stdin < {_PATH_LIST} && rm -f {_PATH_LIST} && " if paths else ""
-    out = _run(sb, f"cd /testbed && {add}tree=$(git write-tree) && "
+    out = run_step(sb, f"cd /testbed && {add}tree=$(git write-tree) && "
                    f"c=$(printf '%s' {shlex.quote(message)} | git commit-tree $tree) && "
                    "git update-ref refs/heads/main $c && echo $c", "committing the task state")
     return out.split()[-1]
 
 
-def _remove_objects(sb: Sandbox, old: set[str]) -> int:
-    live = _run(sb, "cd /testbed && git rev-list --objects main", "listing the new objects")
+def remove_unreachable(sb: Sandbox, old: set[str]) -> int:
+    """Delete the loose objects of ``old`` that main no longer reaches; how many went."""
+    live = run_step(sb, "cd /testbed && git rev-list --objects main", "listing the new objects")
     doomed = sorted(old - {line.split()[0] for line in live.splitlines() if line})
     if not doomed:
         return 0
     files = " ".join(f".git/objects/{sha[:2]}/{sha[2:]}" for sha in doomed)
-    _run(sb, f"cd /testbed && for f in {files}; do "
+    run_step(sb, f"cd /testbed && for f in {files}; do "
              f"test -f $f || {{ echo \"not loose: $f\"; exit 3; }}; done && "
              f"rm -f {files}", "removing the old objects (the env layer must keep them loose)")
     return len(doomed)
@@ -120,11 +124,11 @@ def build_task_layer(store: LayerStore, env_key: str, changes: Mapping[str, byte
         try:
             policy = SandboxPolicy(env={**DEFAULT_ENV, **GIT_IDENTITY})
             with node.acquire(env_key) as env, Sandbox([env.path], policy) as sb:
-                old = _old_objects(sb, list(changes))
+                old = objects_before(sb, list(changes))
                 _apply(sb, changes)
-                commit = _commit_root(sb, message, list(changes))
-                removed = _remove_objects(sb, old)
-                status = _run(sb, "cd /testbed && git status --porcelain", "checking the tree is committed")
+                commit = commit_paths(sb, message, list(changes))
+                removed = remove_unreachable(sb, old)
+                status = run_step(sb, "cd /testbed && git status --porcelain", "checking the tree is committed")
                 if status.strip():
                     raise BuildFailure(f"task layer {key}: files left uncommitted: {status[:500]}")
                 layer = sb.snapshot()

@@ -87,6 +87,15 @@ class Layer:
         if last and self.ephemeral and self._cleanup is not None:
             self._cleanup()
 
+    def discard_if_unused(self) -> None:
+        """Remove an ephemeral snapshot no sandbox took (every child of a fork failed to start): nobody else
+        would release it."""
+        with self._lock:
+            unused = self._users == 0
+        if unused:
+            self.acquire()
+            self.release()
+
 
 
 def _remove(folder: str) -> None:

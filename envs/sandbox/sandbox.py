@@ -382,9 +382,7 @@ class Sandbox:
         try:
             return Sandbox(layers, self.policy).start()
         finally:
-            if snap._users == 0:  # the child failed to start: nobody will release it
-                snap.acquire()
-                snap.release()
+            snap.discard_if_unused()  # the child failed to start: nobody will release it
 
     def limits_in_force(self) -> dict[str, str]:
         """Which mechanism enforces each limit of the policy on this host (cgroup, rlimit, tmpfs, timeout), and

@@ -26,9 +26,8 @@ class Node:
     forked_at: int
     """The parent's turn count at the fork (0 for a root): the node's turns are numbered from forked_at + 1."""
     turns: list[dict[str, Any]] = field(default_factory=list)
-    """The turns this line played itself: ``turn`` (its number in the episode), ``text`` (the reply),
-    ``action`` (as parsed; None after a format error), ``format_error``, ``observation``, ``exit_code``,
-    ``timed_out``, ``generate_s``, ``env_s``: the fields of a trajectory record's turns."""
+    """The turns this line played itself, each a :func:`swebox.envs.turns.turn_record` (``turn`` numbers it
+    in the episode): the shape of a trajectory record's turns."""
     values: list[dict[str, Any]] = field(default_factory=list)
     """At each beam level it was ranked at: ``level`` (1 = the first fork), ``turn``, ``value`` (the selection
     rule's value of its state then) and ``kept`` (False: pruned there)."""
@@ -36,15 +35,6 @@ class Node:
     """'ended' (graded, see ``attempt``) or 'pruned' (a beam dropped it); 'live' only while searching."""
     attempt: int = -1
     """Position of its graded attempt in ``SearchResult.attempts`` (-1: none)."""
-
-
-def turn_entry(number: int, text: str, info: dict[str, Any], observation: str, generate_s: float,
-               env_s: float) -> dict[str, Any]:
-    """One turn of a node, in the shape of a trajectory record's turn (trainers/trajectories.py)."""
-    return {"turn": number, "text": text, "action": info.get("action"),
-            "format_error": bool(info.get("format_error", False)), "observation": observation,
-            "exit_code": info.get("exit_code"), "timed_out": bool(info.get("timed_out", False)),
-            "generate_s": generate_s, "env_s": env_s}
 
 
 def chosen_path(nodes: list[Node], line: int) -> list[int]:

@@ -86,7 +86,7 @@ def parse_rule(name: str, test_timeout_s: float = 600.0) -> SelectRule:
 
 def visible_tests_score(task: Task, candidate: Candidate, timeout_s: float = 600.0) -> float:
     """Passed share of the project's test suite run in the candidate's own sandbox (what the agent sees)."""
-    if getattr(task, "grader", "junit") != "junit":
+    if task.grader != "junit":
         raise ValueError(f"--select visible_tests: task {task.instance_id} runs its tests with "
                          f"{task.grader!r}, not pytest; use --select majority or a MODULE:FUNCTION scorer")
     if candidate.sandbox is None:

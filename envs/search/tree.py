@@ -24,12 +24,13 @@ from typing import Any
 
 from swebox.envs.episode_state import StartState
 from swebox.envs.layers_resolver import LayerSource
-from swebox.envs.search.nodes import Node, chosen_path, path_turns, turn_entry
+from swebox.envs.search.nodes import Node, chosen_path, path_turns
 from swebox.envs.search.passk import pass_at_k
 from swebox.envs.search.select import Candidate, SelectRule, majority_scores, parse_rule, pick
 from swebox.envs.swe_env import EpisodeConfig, SWEEpisode
 from swebox.envs.task_episodes import open_task
 from swebox.envs.tasks.schema import Task
+from swebox.envs.turns import text_turn
 
 Reply = Callable[[list[dict[str, str]]], str]
 
@@ -162,6 +163,7 @@ class TaskSearch:
         self._t0 = time.monotonic()
         self._live: list[_Line] = []
         self._scores: list[float] = []
+        self._index = -1  # the last line's number
         # the task opened once: its layers and its prepared start (whose snapshot it holds between lines)
         self._opened = open_task(task, list(layers) if layers is not None else source, self.config, prepare=True)
         self.config = self._opened.config  # with the sandbox fields of the task's image, when it has one
@@ -197,7 +199,7 @@ class TaskSearch:
         return line
 
     def _node(self, parent: int | None, forked_at: int) -> Node:
-        self._index = getattr(self, "_index", -1) + 1
+        self._index += 1
         node = Node(self._index, parent, forked_at)
         self.result.tree.append(node)
         return node
@@ -215,14 +217,10 @@ class TaskSearch:
 
     def step(self, line: _Line) -> bool:
         """One policy turn of ``line``; True when the line ended (it is then graded, scored and closed)."""
-        t0 = time.monotonic()
-        text = self.reply(list(line.messages))
-        t1 = time.monotonic()
-        result = line.episode.step(text)
-        line.node.turns.append(turn_entry(line.episode.turns, text, result.info or {}, result.observation,
-                                          t1 - t0, time.monotonic() - t1))
+        result, turn = text_turn(line.episode, line.messages, self.reply, line.episode.turns + 1)
+        line.node.turns.append(turn)
         self.result.turns += 1
-        line.messages += [{"role": "assistant", "content": text}, {"role": "user", "content": result.observation}]
+        line.messages.append({"role": "user", "content": result.observation})
         if result.terminated or result.truncated:
             self._finish(line, float(result.reward), result.info)
             return True

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
+from xml.parsers.expat import errors as expat_errors
 
 from swebox.envs.tasks.testids import Key
 
@@ -141,11 +142,12 @@ def _drain(parser: ET.XMLPullParser) -> list[tuple[str, ET.Element]]:
         return []
 
 
+# expat's codes (by number, not by message) for a document that stops early: no root element yet, a tag cut off
+_CUT_OFF = frozenset(expat_errors.codes[e] for e in (expat_errors.XML_ERROR_NO_ELEMENTS,
+                                                     expat_errors.XML_ERROR_UNCLOSED_TOKEN))
+
+
 def _error_at_end(exc: ET.ParseError, text: str) -> bool:
     """A parse error on the document's last line means the writer stopped early (a truncation)."""
-    line = getattr(exc, "position", (0, 0))[0]
-    return (
-        "no element found" in str(exc)
-        or "unclosed token" in str(exc)
-        or line >= text.rstrip().count("\n") + 1
-    )
+    line = exc.position[0]
+    return exc.code in _CUT_OFF or line >= text.rstrip().count("\n") + 1

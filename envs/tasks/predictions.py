@@ -39,6 +39,7 @@ from swebox.envs.tasks.instance_logs import log_root, write_instance_logs
 from swebox.envs.tasks.log_grading import FAILING, PASSING
 from swebox.envs.tasks.provenance import datasets, swebox_version
 from swebox.envs.tasks.schema import Task
+from swebox.envs.tasks.validate import LayerResolver
 
 KEYS = ("instance_id", "model_name_or_path", "model_patch")
 MAX_NAME_PART = 100
@@ -163,7 +164,7 @@ def load_predictions(path: str | Path) -> list[Prediction]:
 def evaluate(
     predictions: Iterable[Prediction],
     tasks: dict[str, Task],
-    resolve: Callable[[Task], list],
+    resolve: LayerResolver,
     *,
     jobs: int = 1,
     timeout: float = 1800.0,
@@ -182,9 +183,7 @@ def evaluate(
         try:
             report = grade(task, pred.model_patch or "", layers=resolve(task), timeout=timeout)
         finally:
-            release = getattr(resolve, "release", None)
-            if release is not None:
-                release(task)
+            resolve.release(task)
         return Outcome(pred, report, "" if report.applied else "; ".join(report.errors) or "the patch does not apply")
 
     def one(pred: Prediction) -> Outcome:

@@ -2,8 +2,8 @@
 
 Works on any task file. Layers come from a resolver (task -> list of layer folders): :class:`StoreLayers`
 serves a LayerStore through the node's layer cache, :func:`layers_from_dirs` folders named after env/task
-keys. A resolver may also have ``release(task)``, called once the task's grading is done. Tasks are graded
-``jobs`` at a time (threads: the tests run in the sandboxes' processes).
+keys; each is a :class:`LayerResolver`, whose ``release(task)`` is called once the task's grading is done.
+Tasks are graded ``jobs`` at a time (threads: the tests run in the sandboxes' processes).
 """
 
 from __future__ import annotations
@@ -12,13 +12,24 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from swebox.envs.tasks import progress
 from swebox.envs.tasks.grading import GradeReport, grade
 from swebox.envs.tasks.log_parsers import normal_status
 from swebox.envs.tasks.schema import Task
 
-LayerResolver = Callable[[Task], list]
+
+class LayerResolver(Protocol):
+    """Where a task's layer folders come from while it is graded."""
+
+    def __call__(self, task: Task) -> list:
+        """The task's layer folders, lowest first (held until ``release``)."""
+        ...
+
+    def release(self, task: Task) -> None:
+        """The task's grading is done: let go of what ``__call__`` holds for it."""
+        ...
 
 
 @dataclass
@@ -40,14 +51,16 @@ class Validation:
         return not self.problem
 
 
-def layers_from_dirs(root: str | Path) -> LayerResolver:
-    """Resolver for a folder holding ``<env_key>/`` and ``<task_layer_key>/`` layer folders."""
-    root = Path(root)
+class DirLayers:
+    """Resolver for a folder holding ``<env_key>/`` and ``<task_layer_key>/`` layer folders (nothing to hold)."""
 
-    def resolve(task: Task) -> list:
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    def __call__(self, task: Task) -> list:
         if not task.env_key:
             raise ValueError(f"task {task.instance_id}: expected an env spec to find its layer; found none.")
-        layers = [root / task.env_key] + ([root / task.task_layer_key] if task.task_layer_key else [])
+        layers = [self.root / task.env_key] + ([self.root / task.task_layer_key] if task.task_layer_key else [])
         missing = [str(p) for p in layers if not p.is_dir()]
         if missing:
             raise ValueError(
@@ -56,7 +69,13 @@ def layers_from_dirs(root: str | Path) -> LayerResolver:
             )
         return layers
 
-    return resolve
+    def release(self, task: Task) -> None:
+        """Nothing is held: the folders are there for good."""
+
+
+def layers_from_dirs(root: str | Path) -> DirLayers:
+    """Resolver for a folder holding ``<env_key>/`` and ``<task_layer_key>/`` layer folders."""
+    return DirLayers(root)
 
 
 class StoreLayers:
@@ -115,9 +134,7 @@ def validate_task(task: Task, resolve: LayerResolver, *, timeout: float = 900.0)
     except Exception as exc:  # a broken task must not stop the others
         return Validation(task.instance_id, None, None, f"could not grade: {type(exc).__name__}: {exc}")
     finally:
-        release = getattr(resolve, "release", None)
-        if release is not None:
-            release(task)
+        resolve.release(task)
     problems = []
     if not gold.resolved:
         why = gold.errors + gold.tampered + [f"{i}: {p}" for i, p in gold.unknown_ids]

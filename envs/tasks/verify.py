@@ -15,7 +15,6 @@ import argparse
 import gzip
 import json
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from swebox.envs.sandbox import SandboxPolicy
 from swebox.envs.tasks.grading import grade
 from swebox.envs.tasks.provenance import provenance
 from swebox.envs.tasks.schema import Task
+from swebox.envs.tasks.validate import LayerResolver
 
 _LAYER_IDS = ("key", "sha256_prefix", "tree_sha256", "interpreters")
 
@@ -102,7 +102,7 @@ def compare(recorded: dict[str, Any], now: dict[str, Any]) -> list[str]:
     return out
 
 
-def verify_record(record: dict[str, Any], tasks: dict[str, Task], resolve: Callable[[Task], list],
+def verify_record(record: dict[str, Any], tasks: dict[str, Task], resolve: LayerResolver,
                   policy: SandboxPolicy | None = None, timeout: float = 900.0) -> Verification:
     """Grade ``record``'s diff again for its task; never raises for one record's trouble."""
     task_id = str(record.get("task_id") or record.get("instance_id"))
@@ -126,9 +126,7 @@ def verify_record(record: dict[str, Any], tasks: dict[str, Task], resolve: Calla
     except Exception as exc:
         result.error = f"could not grade: {type(exc).__name__}: {exc}"
     finally:
-        release = getattr(resolve, "release", None)
-        if release is not None:
-            release(task)
+        resolve.release(task)
     return result
 
 

@@ -231,6 +231,15 @@ class VersionProbeWorker:
     def __init__(self, cfg: TrainConfig, backend) -> None:
         self.backend = backend
 
+    def set_weights(self, state_dict, version: int) -> None:
+        pass  # a served pool loads weights into its servers, not into its workers
+
+    def preflight(self, tasks: list) -> list[str]:
+        return []  # scripted: no layers to look for
+
+    def close(self) -> None:
+        pass
+
     def run(self, tasks: list[dict], group_size: int) -> list[dict]:
         for task in tasks:
             self.backend.generate([TOK.encode("x", add_special_tokens=False)], 2)

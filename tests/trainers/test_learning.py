@@ -78,6 +78,12 @@ class ChoiceEpisode:
     def __init__(self, task, candidates: list[str], grades: GradeCache) -> None:
         self.task, self.candidates, self.grades = task, candidates, grades
 
+    def submit_reply(self) -> None:  # no action style: an episode that fills the context ends unsubmitted
+        return None
+
+    def close(self) -> None:
+        pass
+
     def reset(self):
         # each candidate is shown by its added line: a whole diff per candidate makes the prompts of the four tasks
         # differ in a small share of their tokens, which a tiny random model cannot pick up in minutes

@@ -41,6 +41,12 @@ class ScriptedWorker:
         self.weight_sum = float(sum(state_dict["w"]))
         self.loads += 1
 
+    def preflight(self, tasks: list) -> list[str]:
+        return []  # scripted: no layers to look for
+
+    def close(self) -> None:
+        pass
+
     def run(self, tasks: list, group_size: int) -> list[dict]:
         out = []
         for task in tasks:

@@ -28,6 +28,12 @@ class GpuReportingWorker:
     def set_weights(self, state_dict, version: int) -> None:
         pass
 
+    def preflight(self, tasks: list) -> list[str]:
+        return []  # scripted: no layers to look for
+
+    def close(self) -> None:
+        pass
+
     def run(self, tasks: list[dict], group_size: int) -> list[dict]:
         return [{"task_id": t.instance_id, "gpus": self.gpu_ids, "node": self.node}
                 for t in tasks for _ in range(group_size)]

@@ -33,6 +33,12 @@ class ScriptedEpisode:
     def __init__(self, turns: int = 3, fail_at: int | None = None) -> None:
         self.turns, self.fail_at, self.replies = turns, fail_at, []
 
+    def submit_reply(self) -> None:  # no action style: an episode that fills the context ends unsubmitted
+        return None
+
+    def close(self) -> None:
+        pass
+
     def reset(self):
         return [{"role": "system", "content": "sys"}, {"role": "user", "content": "fix it"}]
 

@@ -13,6 +13,7 @@ import subprocess
 import pytest
 import torch
 from swebox.envs.agent.actions import ActionConfig, parse_action
+from swebox.envs.agent.formats import command_reply
 from swebox.envs.tasks import Task
 from swebox.trainers.config import load_config
 from swebox.trainers.learner import Learner, make_batch
@@ -20,7 +21,6 @@ from swebox.trainers.models import build_builtin_tokenizer, build_model
 from swebox.trainers.rollout import observation_delta_ids
 from swebox.trainers.sft_data import (
     ScriptedBackend,
-    command_reply,
     expert_replies,
     read_records,
     record_trajectories,

@@ -34,6 +34,12 @@ class OneTurn:
     def __init__(self, task_id: str) -> None:
         self.task_id = task_id
 
+    def submit_reply(self) -> None:  # no action style: an episode that fills the context ends unsubmitted
+        return None
+
+    def close(self) -> None:
+        pass
+
     def reset(self):
         return f"task {self.task_id}"
 

@@ -41,6 +41,12 @@ def test_a_task_whose_env_layer_is_missing_stops_the_run_before_step_1(tmp_path,
 class Broken:
     """An episode whose environment fails at reset (as when its sandbox cannot start)."""
 
+    def submit_reply(self) -> None:  # no action style: an episode that fills the context ends unsubmitted
+        return None
+
+    def close(self) -> None:
+        pass
+
     def reset(self):
         raise OSError("no sandbox for you")
 

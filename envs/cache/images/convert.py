@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import IO
 
 from ..packing import MAPPED_ROOT_UID, PackResult, UnsafeArchiveError, fsync_path, sha256_file
-from ..store import LayerStore, Manifest, _disk_full_hint
+from ..store import LayerStore, Manifest, disk_full_hint
 
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
@@ -112,7 +112,7 @@ def convert_layer(store: LayerStore, blob: LayerBlob, *, image: str = "") -> Man
                     "opaque": len(plan.opaque)}
             return store.publish_packed(key, packed, store.fmt, kind="image-layer", meta=meta)
         except OSError as e:
-            raise _disk_full_hint(e, f"converting image layer {blob.digest}", store.root) from e
+            raise disk_full_hint(e, f"converting image layer {blob.digest}", store.root) from e
         finally:
             raw.unlink(missing_ok=True)
             out.unlink(missing_ok=True)

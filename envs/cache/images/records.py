@@ -22,7 +22,7 @@ from urllib.parse import quote
 from swebox.envs.sandbox.strict import strict_from_dict
 
 from ..budget import IOBudget
-from ..store import STALE_RECORD, LayerStore, _write_atomic
+from ..store import STALE_RECORD, LayerStore, write_atomic
 from .convert import convert_layer
 from .sources import ImageSource
 
@@ -115,7 +115,7 @@ def import_image(store: LayerStore, source: ImageSource, ref: str, platform: str
                              runtime_layer=runtime_layer(store), source=source.kind,
                              compressed_bytes=sum(b.size for b in source.layers))
         (store.root / "images").mkdir(exist_ok=True)
-        _write_atomic(record_path(store, ref), json.dumps(asdict(record), indent=1, sort_keys=True).encode())
+        write_atomic(record_path(store, ref), json.dumps(asdict(record), indent=1, sort_keys=True).encode())
     return record
 
 

@@ -67,7 +67,14 @@ def test_validate_table_summary_and_exit_codes(tmp_path, calc_layer, calc_task, 
 
 def test_missing_layers_and_bad_files_fail_clearly(tmp_path, calc_task, capsys):
     task = dataclasses.replace(calc_task, env=EnvSpec(source="/srv/calc", commit="abcdef1"))
-    result = validate_task(task, lambda t: (_ for _ in ()).throw(ValueError("no layer")))
+    class NoLayers:
+        def __call__(self, task):
+            raise ValueError("no layer")
+
+        def release(self, task):
+            pass
+
+    result = validate_task(task, NoLayers())
     assert not result.passed and result.problem == "could not grade: ValueError: no layer"
     assert summary([result]) == "0 passed, 1 failed"
     save_jsonl([task], tmp_path / "t.jsonl")
