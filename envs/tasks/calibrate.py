@@ -122,7 +122,7 @@ def calibrate_task(task: Task, resolve: LayerResolver, *, runs: int = 3, timeout
     try:
         layers = resolve(task)
         for i in range(runs):
-            for kind, diff in zip(KINDS, (task.patch, "")):
+            for kind, diff in zip(KINDS, (task.patch, ""), strict=True):
                 report = grade(task, diff, layers=layers, timeout=timeout)
                 reports[kind].append(report)
                 if report.errors and not cal.first_error:

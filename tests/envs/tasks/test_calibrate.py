@@ -8,12 +8,17 @@ import dataclasses
 import json
 
 import pytest
-
 from swebox.envs.tasks import save_jsonl
 from swebox.envs.tasks.calibrate import calibrate, summary, write_calibration
-from swebox.envs.tasks.calibrate_select import CalibrationError, apply_calibration, load_calibration, select
+from swebox.envs.tasks.calibrate_select import (
+    CalibrationError,
+    apply_calibration,
+    load_calibration,
+    select,
+)
 from swebox.envs.tasks.cli import add_arguments
 from swebox.envs.tasks.grading import grade
+
 from tests.calc import CALC_ENV, calc_task
 
 FLAKY_ID = "tests/test_flaky.py::test_state"
