@@ -117,8 +117,8 @@ def test_cli_writes_the_file_and_eval_selection_says_what_it_left_out(tmp_path, 
     said: list[str] = []
     kept = apply_calibration([changed, wrong, other], out, echo=said.append)
     assert [t.instance_id for t in kept] == ["calc-add", "calc-new"]
-    assert said == [f"calibration {out}: kept 2 of 3 tasks; left out 1: calc-wrong (gold resolved 0/1); "
-                    "quarantined 0 flaky tests in 0 tasks; uncalibrated 2 (calc-add (stale), calc-new)"]
+    assert said == [(f"calibration {out}: kept 2 of 3 tasks; left out 1: calc-wrong (gold resolved 0/1); "
+                     "quarantined 0 flaky tests in 0 tasks; uncalibrated 2 (calc-add (stale), calc-new)")]
     with pytest.raises(CalibrationError, match="expected at least one usable task; found none of 1"):
         apply_calibration([wrong], out, echo=said.append)
 
