@@ -189,7 +189,7 @@ def play_text_episode(episode: Any, reply, max_turns: int) -> dict[str, Any]:
             "task_id": str(info.get("task_id", "")), "failed": bool(info.get("error")), "truncated": False,
             "num_turns": len(turns), "reason": str(info.get("reason", "")), "prompt": prompt, "turns": turns,
             "diff": str(info.get("diff") or ""), "grade": info.get("grade"), "messages": messages,
-            "audit": info.get("audit"), "provenance": info.get("provenance")}
+            "audit": info.get("audit"), "provenance": info.get("provenance"), "cost": info.get("cost")}
 
 
 def _text_policy(args: argparse.Namespace, cfg: Any):
@@ -358,7 +358,7 @@ def run_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-TABLE_COLUMNS = ("task_id", "resolved", "reward", "turns", "time_s", "error")
+TABLE_COLUMNS = ("task_id", "resolved", "reward", "turns", "time_s", "cpu_s", "peak_mb", "error")
 
 
 def log_eval_to_wandb(args: argparse.Namespace, results: list[dict[str, Any]]) -> None:
@@ -371,7 +371,7 @@ def log_eval_to_wandb(args: argparse.Namespace, results: list[dict[str, Any]]) -
     with Tracker(run_dir, {"tasks": args.tasks, "policy": args.policy}, run_name=f"eval-{run_dir.name}",
                  mode=args.wandb) as tracker:
         rows = [(r["instance_id"], bool(r["resolved"]), float(r["reward"]), int(r.get("num_turns", 0)),
-                 float(r["total_s"]), str(r.get("error") or "")[:500]) for r in results]
+                 float(r["total_s"]), *_cost_numbers(r), str(r.get("error") or "")[:500]) for r in results]
         tracker.log_table("eval", TABLE_COLUMNS, rows, step=0)
         tracker.log(0, {"eval/resolved_rate": sum(r["resolved"] for r in results) / n,
                         "eval/reward_mean": sum(r["reward"] for r in results) / n,
@@ -385,10 +385,20 @@ def report_path(out: str | Path) -> Path:
 
 
 def task_table(results: list[dict[str, Any]]) -> str:
-    """One Markdown row per task: resolved, reward, turns, time, and the error if any."""
-    lines = ["| task | resolved | reward | turns | time (s) | error |", "|---|---|---|---|---|---|"]
+    """One Markdown row per task: resolved, reward, turns, time, CPU seconds (the episode's sandbox and its
+    grading's), peak memory, and the error if any ('-': not measured)."""
+    lines = ["| task | resolved | reward | turns | time (s) | cpu (s) | peak (MB) | error |",
+             "|---|---|---|---|---|---|---|---|"]
     lines += ["| " + " | ".join(cell.replace("|", "/") for cell in row) + " |" for row in _task_rows(results)]
     return "\n".join(lines)
+
+
+def _cost_numbers(r: dict[str, Any]) -> tuple[float | None, float | None]:
+    """(CPU seconds of the episode and its grading, the larger peak in MB) of a record; None: not measured."""
+    cost = r.get("cost") or {}
+    cpus = [cost[k] for k in ("cpu_s", "grade_cpu_s") if cost.get(k) is not None]
+    peaks = [cost[k] for k in ("peak_mb", "grade_peak_mb") if cost.get(k) is not None]
+    return (sum(cpus) if cpus else None), (max(peaks) if peaks else None)
 
 
 def _task_rows(results: list[dict[str, Any]]) -> list[tuple[str, ...]]:
@@ -396,8 +406,10 @@ def _task_rows(results: list[dict[str, Any]]) -> list[tuple[str, ...]]:
     for r in results:
         turns = r.get("num_turns", r.get("metrics", {}).get("env/turns", 0))
         error = str(r.get("error") or "").splitlines()[0][:80] if r.get("error") else ""
+        cpu, peak = _cost_numbers(r)
         rows.append((r["instance_id"], "yes" if r["resolved"] else "no", f"{r['reward']:.3f}", str(int(turns)),
-                     f"{r['total_s']:.2f}", error))
+                     f"{r['total_s']:.2f}", "-" if cpu is None else f"{cpu:.2f}",
+                     "-" if peak is None else f"{peak:.0f}", error))
     return rows
 
 
@@ -407,7 +419,8 @@ def print_task_table(results: list[dict[str, Any]], file=None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("task", "resolved", "reward", "turns", "time (s)", "error", box=None, pad_edge=False)
+    table = Table("task", "resolved", "reward", "turns", "time (s)", "cpu (s)", "peak (MB)", "error", box=None,
+                  pad_edge=False)
     for row in _task_rows(results):
         table.add_row(*row)
     Console(file=file, width=200 if file is not None else None, highlight=False).print(table)

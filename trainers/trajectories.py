@@ -55,7 +55,7 @@ def episode_fields(traj: Any) -> dict[str, Any]:
             "num_turns": int(traj.num_turns), "num_model_tokens": int(traj.num_model_tokens),
             "reason": traj.reason, "prompt": list(traj.prompt), "turns": list(traj.turns), "diff": traj.diff,
             "grade": traj.grade, "metrics": metrics, "audit": getattr(traj, "audit", None),
-            "provenance": getattr(traj, "provenance", None)}
+            "provenance": getattr(traj, "provenance", None), "cost": getattr(traj, "cost", None)}
 
 
 def step_records(step: int, trajs: Sequence[Any], rewards: Sequence[float], advantages: Sequence[float],
