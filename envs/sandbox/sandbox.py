@@ -18,13 +18,25 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import closer, hostfs, hostrun, idmap, nsinit_args, protocol, rootfs, snapcopy, spawner, uidslots, workdirs
+from . import (
+    closer,
+    hostfs,
+    hostrun,
+    idmap,
+    nsinit_args,
+    protocol,
+    rootfs,
+    snapcopy,
+    spawner,
+    uidslots,
+    workdirs,
+)
 from .layers import Layer
 from .limits import Limits, pid_namespace, sweep_stale_cgroups
-from .usage import Usage, read_usage
-from .usage import reset_peak as reset_usage_peak
 from .policy import SandboxError, SandboxPolicy
 from .probe import choose_backend
+from .usage import Usage, read_usage
+from .usage import reset_peak as reset_usage_peak
 from .usernet import UserNet
 
 CGROUP_PREFIX = "swebox-"

@@ -124,7 +124,8 @@ def test_the_terminal_table_keeps_its_columns_with_long_ids():
     assert len(starts) == 1
     assert task_table(results).splitlines()[3] == "| a-1 | no | 0.000 | 1 | 0.50 | - | - | grading failed: boom |"
     measured = {**results[1], "cost": {"cpu_s": 0.25, "grade_cpu_s": 1.0, "peak_mb": 40.4, "grade_peak_mb": 80.6}}
-    assert task_table([measured]).splitlines()[2] == "| a-1 | no | 0.000 | 1 | 0.50 | 1.25 | 81 | grading failed: boom |"
+    row = "| a-1 | no | 0.000 | 1 | 0.50 | 1.25 | 81 | grading failed: boom |"
+    assert task_table([measured]).splitlines()[2] == row
 
 
 @pytest.mark.e2e
