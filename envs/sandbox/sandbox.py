@@ -18,19 +18,7 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import (
-    closer,
-    hostfs,
-    hostrun,
-    idmap,
-    nsinit_args,
-    protocol,
-    rootfs,
-    snapcopy,
-    spawner,
-    uidslots,
-    workdirs,
-)
+from . import closer, hostfs, hostrun, idmap, nsinit_args, protocol, rootfs, snapcopy, spawner, uidslots, workdirs
 from .layers import Layer
 from .limits import Limits, pid_namespace, sweep_stale_cgroups
 from .policy import SandboxError, SandboxPolicy
