@@ -10,12 +10,7 @@ import json
 import pytest
 from swebox.envs.tasks import save_jsonl
 from swebox.envs.tasks.calibrate import calibrate, summary, write_calibration
-from swebox.envs.tasks.calibrate_select import (
-    CalibrationError,
-    apply_calibration,
-    load_calibration,
-    select,
-)
+from swebox.envs.tasks.calibrate_select import CalibrationError, apply_calibration, load_calibration, select
 from swebox.envs.tasks.cli import add_arguments
 from swebox.envs.tasks.grading import grade
 
