@@ -19,7 +19,15 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"show the traceback of an error (also ${DEBUG_ENV}=1)")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    from swebox.scripts import bench_cache, bench_grade_cache, bench_grading, bench_images, bench_sandbox, bench_search
+    from swebox.scripts import (
+        bench_cache,
+        bench_cost,
+        bench_grade_cache,
+        bench_grading,
+        bench_images,
+        bench_sandbox,
+        bench_search,
+    )
 
     bench = sub.add_parser("bench", help="run a benchmark and print its table")
     bench_sub = bench.add_subparsers(dest="bench", required=True)
@@ -30,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench_grade_cache.add_arguments(bench_sub.add_parser("grade-cache", help="GRPO rollouts with and without "
                                                          "grade memoisation (a converged policy)"))
     bench_search.add_arguments(bench_sub.add_parser("search", help="fork at turn k vs replay; forked vs cold starts"))
+    bench_cost.add_arguments(bench_sub.add_parser("cost", help="rollouts with and without measuring their cost"))
 
     from swebox.scripts import cache_cli
 
