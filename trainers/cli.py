@@ -395,10 +395,10 @@ def task_table(results: list[dict[str, Any]]) -> str:
 
 def _cost_numbers(r: dict[str, Any]) -> tuple[float | None, float | None]:
     """(CPU seconds of the episode and its grading, the larger peak in MB) of a record; None: not measured."""
-    cost = r.get("cost") or {}
-    cpus = [cost[k] for k in ("cpu_s", "grade_cpu_s") if cost.get(k) is not None]
-    peaks = [cost[k] for k in ("peak_mb", "grade_peak_mb") if cost.get(k) is not None]
-    return (sum(cpus) if cpus else None), (max(peaks) if peaks else None)
+    from swebox.trainers.trajectories import cost_summary
+
+    found = cost_summary(r.get("cost"))
+    return found["cpu_s"], found["peak_mb"]
 
 
 def _task_rows(results: list[dict[str, Any]]) -> list[tuple[str, ...]]:

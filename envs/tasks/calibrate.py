@@ -77,8 +77,18 @@ class TaskCalibration:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TaskCalibration:
-        """Back from :meth:`to_dict` (unknown keys are an error: a file of another format)."""
-        return cls(**data)
+        """Back from :meth:`to_dict`; TypeError for unknown keys or a value of the wrong type."""
+        cal = cls(**data)
+        for name, kind in (("instance_id", str), ("task_digest", str), ("problem", str), ("first_error", str),
+                           ("runs", int), ("gold_resolved", int), ("empty_resolved", int), ("gold_stable", int),
+                           ("empty_stable", int), ("mean_grade_s", (int, float)), ("total_s", (int, float))):
+            if not isinstance(getattr(cal, name), kind) or isinstance(getattr(cal, name), bool):
+                raise TypeError(f"{name} should be {getattr(kind, '__name__', 'a number')}, is "
+                                f"{getattr(cal, name)!r}")
+        if not isinstance(cal.flaky_tests, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in cal.flaky_tests.items()):
+            raise TypeError(f"flaky_tests should map test ids to text, is {cal.flaky_tests!r}")
+        return cal
 
 
 def would_resolve(task: Task, report: GradeReport, quarantined: set[str]) -> bool:

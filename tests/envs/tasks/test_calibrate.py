@@ -14,16 +14,7 @@ from swebox.envs.tasks.calibrate_select import CalibrationError, apply_calibrati
 from swebox.envs.tasks.cli import add_arguments
 from swebox.envs.tasks.grading import grade
 
-from tests.calc import CALC_ENV, calc_task
-
-FLAKY_ID = "tests/test_flaky.py::test_state"
-# a hidden test whose outcome is read from a file of the task's own layer: the host changes it between runs,
-# so its status differs between identical grades of the same diff (what a flaky test is)
-FLAKY_TEST_PATCH = (
-    "diff --git a/tests/test_flaky.py b/tests/test_flaky.py\nnew file mode 100644\n--- /dev/null\n"
-    "+++ b/tests/test_flaky.py\n@@ -0,0 +1,2 @@\n+def test_state():\n"
-    "+    assert open('/flaky/state').read().strip() == 'pass'\n"
-)
+from tests.calc import CALC_ENV, FLAKY_ID, calc_task, flaky_layer, flaky_task
 
 
 def run_cli(argv: list[str]) -> int:
@@ -38,15 +29,13 @@ def layer_root(tmp_path, calc_layer):
     root = tmp_path / "layers"
     root.mkdir()
     (root / CALC_ENV.key()).symlink_to(calc_layer, target_is_directory=True)
-    (root / "flaky" / "flaky").mkdir(parents=True)  # the flaky task's own layer: /flaky/state
-    (root / "flaky" / "flaky" / "state").write_text("pass\n")
+    flaky_layer(root)
     return root
 
 
 def tasks():
     good = calc_task()
-    flaky = calc_task(instance_id="calc-flaky", task_layer_key="flaky", test_patch=FLAKY_TEST_PATCH,
-                      PASS_TO_PASS=[*good.PASS_TO_PASS, FLAKY_ID])
+    flaky = flaky_task()
     wrong = calc_task(instance_id="calc-wrong", patch=good.patch.replace("a + b", "a * b"))
     trivial = calc_task(instance_id="calc-sub", patch="", FAIL_TO_PASS=["tests/test_ops.py::test_sub"],
                         PASS_TO_PASS=["tests/test_ops.py::test_mul"])
