@@ -72,6 +72,20 @@ def _usage_usec(stat: str) -> int | None:
     return None
 
 
+def _read_small(path: str) -> bytes | None:
+    """A small procfs file's bytes (os.open/os.read: half the time of open() over every process of a host)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 8192)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def from_procfs(root_pid: int) -> tuple[float | None, int | None, str]:
     """(cpu_s, peak_bytes, 'procfs') over ``root_pid`` and every live process below it."""
     parents: dict[int, int] = {}
@@ -79,12 +93,11 @@ def from_procfs(root_pid: int) -> tuple[float | None, int | None, str]:
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                # the command name may hold spaces and parentheses: the fields start after the last ')'
-                fields = f.read().rpartition(")")[2].split()
-        except OSError:
+        text = _read_small(f"/proc/{name}/stat")
+        if text is None:
             continue  # gone meanwhile
+        # the command name may hold spaces and parentheses: the fields start after the last ')'
+        fields = text.rpartition(b")")[2].split()
         parents[int(name)] = int(fields[1])
         times[int(name)] = sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
     if root_pid not in parents:
@@ -99,14 +112,10 @@ def from_procfs(root_pid: int) -> tuple[float | None, int | None, str]:
                 changed = True
     peak = 0
     for pid in below:
-        try:
-            with open(f"/proc/{pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmHWM:"):
-                        peak = max(peak, int(line.split()[1]) * 1024)
-                        break
-        except (OSError, ValueError):
-            continue
+        status = _read_small(f"/proc/{pid}/status") or b""
+        start = status.find(b"\nVmHWM:")
+        if start >= 0:
+            peak = max(peak, int(status[start + 7 :].split(maxsplit=1)[0]) * 1024)
     return sum(times[p] for p in below) / _TICK, peak or None, "procfs"
 
 
