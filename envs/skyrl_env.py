@@ -132,7 +132,7 @@ class SWESkyRLEnv(BaseTextEnv):
             self._fail(f"step failed: {type(exc).__name__}: {exc}")
             return self._errored()
         metadata = {k: v for k, v in result.info.items()
-                    if k in ("task_id", "turn", "reason", "error", "audit_turn", "audit", "provenance")}
+                    if k in ("task_id", "turn", "reason", "error", "audit_turn", "audit", "provenance", "cost")}
         if not result.done:
             return BaseTextEnvStepOutput(observations=[{"role": "user", "content": result.observation}],
                                          reward=0.0, done=False, metadata=metadata)

@@ -29,6 +29,8 @@ from swebox.envs.agent.prompts import system_prompt, task_prompt
 from swebox.envs.agent.tools import ToolRunner
 from swebox.envs.audit import MODES as AUDIT_MODES
 from swebox.envs.audit import EpisodeAudit
+from swebox.envs.episode_cost import METRICS as COST_METRICS
+from swebox.envs.episode_cost import EpisodeCost, cost_metrics
 from swebox.envs.episode_state import DiffUnavailable, EpisodeError, StartState, agent_diff, prepare_start
 from swebox.envs.grade_cache import GradeCache, grade_key
 from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy
@@ -40,7 +42,7 @@ from swebox.envs.tasks.schema import Task
 
 METRIC_NAMES = ("env/reset_s", "env/exec_s", "env/grade_s", "env/turns", "env/format_errors", "env/timeouts",
                 "env/resolved", "env/f2p_frac", "env/errors", "env/grade_cache_hits", "env/sandbox_deaths",
-                "env/grade_wait_s")
+                "env/grade_wait_s", *COST_METRICS)
 """Per-episode metrics, as defined in docs/metrics.md."""
 
 
@@ -78,6 +80,9 @@ class EpisodeConfig:
     """Wall-clock limit of each of the task's setup commands."""
     sandbox: dict[str, Any] = field(default_factory=dict)
     """SandboxPolicy fields that differ from its defaults, e.g. {"memory_mb": 8192} (network stays "none")."""
+    cost: bool = True
+    """Measure each rollout's CPU seconds, peak memory and bytes written (info["cost"], env/cpu_s...;
+    swebox.envs.episode_cost); False: only its wall seconds."""
     audit: str = "report"
     """Exploit audit of every turn (swebox.envs.audit, docs/tasks.md): "off"; "report" (findings in info["audit"]
     and audit/* metrics only); "zero" (a flagged rollout scores 0); "drop" (the trainer keeps it out of the loss)."""
@@ -185,6 +190,7 @@ class SWEEpisode:
         self._base_tree = start.base_tree
         self._started = 0.0
         self.audit = EpisodeAudit(task, self.config.audit)
+        self.cost = EpisodeCost(self.config.cost)
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def reset(self) -> list[dict[str, str]]:
@@ -192,6 +198,9 @@ class SWEEpisode:
         t0 = time.monotonic()
         self.metrics, self.report, self.diff, self.turns, self.done = _new_metrics(), None, "", 0, False
         self.audit = EpisodeAudit(self.task, self.config.audit)
+        self.cost = EpisodeCost(self.config.cost)
+        # a reused sandbox has run earlier episodes: count from before this reset (a new one counts from zero)
+        self.cost.begin(self._sandbox if not self._fresh else None, t0)
         if self._sandbox is None:
             self._sandbox = Sandbox(list(self.start.layers), self.policy).start()
         elif not self._fresh:
@@ -249,6 +258,7 @@ class SWEEpisode:
                 child = SWEEpisode(self.task, self.start, self.config, sandbox=sandbox)
                 child.metrics, child.turns, child._base_tree = dict(self.metrics), self.turns, self._base_tree
                 child._fresh, child._started, child.audit = False, self._started, self.audit.copy()
+                child.cost = self.cost.fork(self._sandbox)
                 child._runner = ToolRunner(sandbox, self._runner.actions, self.config.observations())
                 children.append(child)
         except BaseException:
@@ -332,9 +342,13 @@ class SWEEpisode:
             reward = self._grade(info)
         reward, info["audit"], audit_metrics = self.audit.finish(reward)
         self.metrics.update(audit_metrics)
+        grade = self.report.to_dict() if self.report is not None else None
+        info["cost"] = self.cost.finish(self._sandbox, grade, bool(self.metrics["env/grade_cache_hits"]))
+        info["cost"]["grade_s"] = self.metrics["env/grade_s"]
+        self.metrics.update(cost_metrics(info["cost"]))
         info["reward"] = reward
         info["metrics"] = dict(self.metrics)
-        info["grade"] = self.report.to_dict() if self.report is not None else None
+        info["grade"] = grade
         info["diff"] = self.diff
         info["provenance"] = self.report.provenance if self.report is not None else provenance(
             self.task, list(self.start.grade_layers), self.policy)  # not graded: what would have graded it

@@ -22,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from swebox.scripts import (
         bench_cache,
+        bench_cost,
         bench_gateway,
         bench_grade_cache,
         bench_grading,
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                          "grade memoisation (a converged policy)"))
     bench_gateway.add_arguments(bench_sub.add_parser("gateway", help="the model gateway's overhead per call"))
     bench_search.add_arguments(bench_sub.add_parser("search", help="fork at turn k vs replay; forked vs cold starts"))
+    bench_cost.add_arguments(bench_sub.add_parser("cost", help="rollouts with and without measuring their cost"))
 
     from swebox.scripts import cache_cli, doctor
 

@@ -103,6 +103,32 @@ def calc_task(**fields) -> Task:
     return Task(**base)
 
 
+FLAKY_ID = "tests/test_flaky.py::test_state"
+# a hidden test whose outcome is read from a file of the task's own layer: the host changes it between runs,
+# so its status differs between identical grades of the same diff (what a flaky test is)
+FLAKY_TEST_PATCH = (
+    "diff --git a/tests/test_flaky.py b/tests/test_flaky.py\nnew file mode 100644\n--- /dev/null\n"
+    "+++ b/tests/test_flaky.py\n@@ -0,0 +1,2 @@\n+def test_state():\n"
+    "+    assert open('/flaky/state').read().strip() == 'pass'\n"
+)
+
+
+def flaky_task() -> Task:
+    """The calc task plus the hidden flaky test (a P2P test), over its own task layer ``flaky``."""
+    good = calc_task()
+    return calc_task(instance_id="calc-flaky", task_layer_key="flaky", test_patch=FLAKY_TEST_PATCH,
+                     PASS_TO_PASS=[*good.PASS_TO_PASS, FLAKY_ID])
+
+
+def flaky_layer(root: Path) -> Path:
+    """The flaky task's layer under a layer-dirs folder ``root``: /flaky/state, 'pass' until changed; returns
+    the state file."""
+    (root / "flaky" / "flaky").mkdir(parents=True)
+    state = root / "flaky" / "flaky" / "state"
+    state.write_text("pass\n")
+    return state
+
+
 def layer_dirs(tmp_path: Path, calc: Path) -> Path:
     """A LayerSource.dirs folder holding the calc layer under its env key (a symlink)."""
     root = tmp_path / "layer-dirs"

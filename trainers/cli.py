@@ -65,6 +65,8 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     ev.add_argument("--config", default=None, help="a training config whose env/generation sections to use")
     ev.add_argument("--layers", default="", help="layer store (default $SWEBOX_LAYER_STORE or runs/layers), or a "
                     "folder of unpacked layer folders named by key")
+    ev.add_argument("--calibration", default="", help="a `swebox tasks calibrate` file: leave out unsolvable and "
+                    "trivial tasks, quarantine flaky tests (a summary line says what was left out)")
     ev.add_argument("--parallel", type=int, default=2, help="episodes at once (default 2)")
     ev.add_argument("--out", default="", help="write one JSON record per task (docs/training.md) to this file, "
                     "and the per-task table as Markdown next to it (OUT.md); with --predictions: the report "
@@ -203,7 +205,7 @@ def play_text_episode(episode: Episode, reply, max_turns: int) -> dict[str, Any]
             "task_id": str(info.get("task_id", "")), "failed": bool(info.get("error")), "truncated": False,
             "num_turns": len(turns), "reason": str(info.get("reason", "")), "prompt": prompt, "turns": turns,
             "diff": str(info.get("diff") or ""), "grade": info.get("grade"), "messages": messages,
-            "audit": info.get("audit"), "provenance": info.get("provenance")}
+            "audit": info.get("audit"), "provenance": info.get("provenance"), "cost": info.get("cost")}
 
 
 def _text_policy(args: argparse.Namespace, cfg: Any):
@@ -294,6 +296,14 @@ def run_eval(args: argparse.Namespace) -> int:
     tasks = select(list(load(args.tasks)), args.instance_ids, args.limit, args.tasks)
     if not tasks:
         raise ConfigError(f"--tasks {args.tasks}: expected at least one task; found an empty task set")
+    calibration = args.calibration or cfg.env.calibration
+    if calibration:
+        from swebox.envs.tasks.calibrate_select import CalibrationError, apply_calibration
+
+        try:
+            tasks = apply_calibration(tasks, calibration)
+        except CalibrationError as exc:
+            raise ConfigError(str(exc)) from None
     if args.layers and layers_flag_error(args.layers):
         raise ConfigError(layers_flag_error(args.layers))
     plain = bool(args.layers) and not (Path(args.layers) / "manifests").is_dir()

@@ -298,6 +298,9 @@ class EnvConfig(EpisodeConfig):
 
     tasks: str = ""
     """Task set: a tasks.jsonl file (one task per line, the SWE-bench-style schema)."""
+    calibration: str = ""
+    """A calibration file (``swebox tasks calibrate``): tasks whose gold is not always resolved or whose empty diff
+    ever resolved are left out, flaky tests quarantined, and a one-line summary printed; empty: no calibration."""
     layer_store: str = ""
     """Layer store folder the tasks' layers come from; empty: $SWEBOX_LAYER_STORE, else runs/layers."""
     cache_dir: str = ""

@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-TABLE_COLUMNS = ("task_id", "resolved", "reward", "turns", "time_s", "error")
+TABLE_COLUMNS = ("task_id", "resolved", "reward", "turns", "time_s", "cpu_s", "peak_mb", "error")
 
 
 def log_eval_to_wandb(args: argparse.Namespace, results: list[dict[str, Any]]) -> None:
@@ -22,7 +22,7 @@ def log_eval_to_wandb(args: argparse.Namespace, results: list[dict[str, Any]]) -
     with Tracker(run_dir, {"tasks": args.tasks, "policy": args.policy}, run_name=f"eval-{run_dir.name}",
                  mode=args.wandb, group=args.wandb_group, job_type="eval") as tracker:
         rows = [(r["instance_id"], bool(r["resolved"]), float(r["reward"]), int(r.get("num_turns", 0)),
-                 float(r["total_s"]), str(r.get("error") or "")[:500]) for r in results]
+                 float(r["total_s"]), *_cost_numbers(r), str(r.get("error") or "")[:500]) for r in results]
         tracker.log_table("eval", TABLE_COLUMNS, rows, step=0)
         tracker.log(0, {"eval/resolved_rate": sum(r["resolved"] for r in results) / n,
                         "eval/reward_mean": sum(r["reward"] for r in results) / n,
@@ -36,10 +36,20 @@ def report_path(out: str | Path) -> Path:
 
 
 def task_table(results: list[dict[str, Any]]) -> str:
-    """One Markdown row per task: resolved, reward, turns, time, and the error if any."""
-    lines = ["| task | resolved | reward | turns | time (s) | error |", "|---|---|---|---|---|---|"]
+    """One Markdown row per task: resolved, reward, turns, time, CPU seconds (the episode's sandbox and its
+    grading's), peak memory, and the error if any ('-': not measured)."""
+    lines = ["| task | resolved | reward | turns | time (s) | cpu (s) | peak (MB) | error |",
+             "|---|---|---|---|---|---|---|---|"]
     lines += ["| " + " | ".join(cell.replace("|", "/") for cell in row) + " |" for row in _task_rows(results)]
     return "\n".join(lines)
+
+
+def _cost_numbers(r: dict[str, Any]) -> tuple[float | None, float | None]:
+    """(CPU seconds of the episode and its grading, the larger peak in MB) of a record; None: not measured."""
+    from swebox.trainers.trajectories import cost_summary
+
+    found = cost_summary(r.get("cost"))
+    return found["cpu_s"], found["peak_mb"]
 
 
 def _task_rows(results: list[dict[str, Any]]) -> list[tuple[str, ...]]:
@@ -47,8 +57,10 @@ def _task_rows(results: list[dict[str, Any]]) -> list[tuple[str, ...]]:
     for r in results:
         turns = r.get("num_turns", r.get("metrics", {}).get("env/turns", 0))
         error = str(r.get("error") or "").splitlines()[0][:80] if r.get("error") else ""
+        cpu, peak = _cost_numbers(r)
         rows.append((r["instance_id"], "yes" if r["resolved"] else "no", f"{r['reward']:.3f}", str(int(turns)),
-                     f"{r['total_s']:.2f}", error))
+                     f"{r['total_s']:.2f}", "-" if cpu is None else f"{cpu:.2f}",
+                     "-" if peak is None else f"{peak:.0f}", error))
     return rows
 
 
@@ -58,7 +70,8 @@ def print_task_table(results: list[dict[str, Any]], file=None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("task", "resolved", "reward", "turns", "time (s)", "error", box=None, pad_edge=False)
+    table = Table("task", "resolved", "reward", "turns", "time (s)", "cpu (s)", "peak (MB)", "error", box=None,
+                  pad_edge=False)
     for row in _task_rows(results):
         table.add_row(*row)
     Console(file=file, width=200 if file is not None else None, highlight=False).print(table)

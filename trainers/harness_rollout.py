@@ -114,7 +114,7 @@ def play_harness_episode(episode: SWEEpisode, model: ChatModel, tokenizer: Any, 
         if info.get("error"):
             traj.failed, traj.error = True, str(info["error"])
         traj.diff, traj.grade, traj.reason = str(info.get("diff") or ""), info.get("grade"), str(info["reason"])
-        traj.audit, traj.provenance = info.get("audit"), info.get("provenance")
+        traj.audit, traj.provenance, traj.cost = info.get("audit"), info.get("provenance"), info.get("cost")
         metrics = {k: float(v) for k, v in (info.get("metrics") or {}).items() if isinstance(v, (int, float))}
         metrics["gateway/unmerged_calls"] = float(unmerged)
     except Exception as exc:  # the environment failed, not the policy: masked

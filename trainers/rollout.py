@@ -75,6 +75,8 @@ class Trajectory:
     """The exploit audit's summary (info["audit"], swebox.envs.audit): flagged, rules, action, findings."""
     provenance: dict[str, Any] | None = None
     """What produced the reward (info["provenance"]): task and layer digests, grader, dataset row, policy."""
+    cost: dict[str, Any] | None = None
+    """What the rollout cost the host (info["cost"], swebox.envs.episode_cost): wall, CPU, memory, bytes."""
 
     def __post_init__(self) -> None:
         lengths = {len(self.response_ids), len(self.loss_mask), len(self.old_logprobs)}
@@ -215,7 +217,7 @@ def play_episode(episode: Episode, backend: GenerationBackend, tokenizer: Any, c
         if info.get("error"):
             traj.failed, traj.error = True, str(info["error"])
         traj.diff, traj.grade, traj.reason = str(info.get("diff") or ""), info.get("grade"), str(info.get("reason", ""))
-        traj.audit, traj.provenance = info.get("audit"), info.get("provenance")
+        traj.audit, traj.provenance, traj.cost = info.get("audit"), info.get("provenance"), info.get("cost")
     except Exception as exc:  # an environment failure must not end the step: mask the trajectory instead
         traj.failed = True
         traj.error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"

@@ -36,6 +36,7 @@ STEP_METRICS = (
 ENV_METRICS = (
     "env/reset_s", "env/exec_s", "env/grade_s", "env/turns", "env/format_errors", "env/timeouts",
     "env/resolved", "env/f2p_frac", "env/errors", "env/grade_cache_hits", "env/sandbox_deaths", "env/grade_wait_s",
+    "env/wall_s", "env/cpu_s", "env/grade_cpu_s", "env/peak_mb", "env/grade_peak_mb", "env/upper_mb",
 )
 ROLLOUT_COLUMNS = ("task_id", "reward", "resolved", "turns", "final_diff", "last_observation")
 """Columns of the wandb Table ``rollouts`` (logging.wandb_rollouts_every)."""

@@ -163,6 +163,13 @@ class Trainer:
         self.echo = echo
         # the inputs first: a wrong tasks path must not leave a run folder behind
         self.tasks = as_tasks(tasks) if tasks is not None else load_tasks(cfg.env.tasks)
+        if cfg.env.calibration:
+            from swebox.envs.tasks.calibrate_select import CalibrationError, apply_calibration
+
+            try:
+                self.tasks = apply_calibration(self.tasks, cfg.env.calibration, echo=echo)
+            except CalibrationError as exc:
+                raise ConfigError(str(exc).replace("--calibration", "env.calibration", 1)) from None
         self.run_dir = Path(cfg.logging.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.ckpt_dir = Path(cfg.checkpoint.dir or self.run_dir / "checkpoints")

@@ -28,7 +28,7 @@ STEP_FILE = re.compile(r"^step_(\d{6,})\.jsonl\.gz$")
 FORMAT_VERSION = 1
 INDEX_FIELDS = ("step", "index", "task_id", "group_id", "reward", "advantage", "valid", "resolved", "failed",
                 "truncated", "format_errors", "timeouts", "num_turns", "reason", "grade_cached", "episode_s",
-                "audit_flagged", "audit_rules")
+                "audit_flagged", "audit_rules", "cpu_s", "peak_mb")
 """The fields of an index line (a subset of the step record)."""
 
 
@@ -44,7 +44,7 @@ def episode_fields(traj: Any) -> dict[str, Any]:
             "num_turns": int(traj.num_turns), "num_model_tokens": int(traj.num_model_tokens),
             "reason": traj.reason, "prompt": list(traj.prompt), "turns": list(traj.turns), "diff": traj.diff,
             "grade": traj.grade, "metrics": metrics, "audit": traj.audit,
-            "provenance": traj.provenance}
+            "provenance": traj.provenance, "cost": traj.cost}
 
 
 def step_records(step: int, trajs: Sequence[Any], rewards: Sequence[float], advantages: Sequence[float],
@@ -59,13 +59,22 @@ def step_records(step: int, trajs: Sequence[Any], rewards: Sequence[float], adva
     return out
 
 
+def cost_summary(cost: dict[str, Any] | None) -> dict[str, float | None]:
+    """``cpu_s`` (the episode's sandbox and its grading's) and ``peak_mb`` (the larger) of a record's ``cost``;
+    None where not measured."""
+    cost = cost or {}
+    cpus = [cost[k] for k in ("cpu_s", "grade_cpu_s") if isinstance(cost.get(k), (int, float))]
+    peaks = [cost[k] for k in ("peak_mb", "grade_peak_mb") if isinstance(cost.get(k), (int, float))]
+    return {"cpu_s": sum(cpus) if cpus else None, "peak_mb": max(peaks) if peaks else None}
+
+
 def index_line(record: dict[str, Any]) -> dict[str, Any]:
     metrics = record.get("metrics") or {}
     extra = {"format_errors": metrics.get("env/format_errors", 0.0), "timeouts": metrics.get("env/timeouts", 0.0),
              "grade_cached": bool(metrics.get("env/grade_cache_hits", 0.0)),
              "episode_s": metrics.get("timing/episode_s", 0.0),
              "audit_flagged": bool((record.get("audit") or {}).get("flagged", False)),
-             "audit_rules": list((record.get("audit") or {}).get("rules", []))}
+             "audit_rules": list((record.get("audit") or {}).get("rules", [])), **cost_summary(record.get("cost"))}
     return {k: record.get(k, extra.get(k)) for k in INDEX_FIELDS}
 
 

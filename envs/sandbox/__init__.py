@@ -7,5 +7,6 @@ from .closer import wait_for_closes
 from .layers import Layer
 from .policy import SandboxError, SandboxPolicy
 from .sandbox import ExecResult, Sandbox
+from .usage import Usage
 
-__all__ = ["ExecResult", "Layer", "Sandbox", "SandboxError", "SandboxPolicy", "wait_for_closes"]
+__all__ = ["ExecResult", "Layer", "Sandbox", "SandboxError", "SandboxPolicy", "Usage", "wait_for_closes"]

@@ -99,6 +99,7 @@ class Limits:
                        ("pids", {"pids.max": self.policy.max_processes})]
         if self.policy.cpu_weight:  # a group of its own: the scheduler shares CPU between groups first
             controllers.append(("cpu", {"cpu.shares": max(2, self.policy.cpu_weight * 1024 // 100)}))
+        controllers.append(("cpuacct", {}))  # no limit: the sandbox's CPU seconds (usage.py) come from it
         for controller, files in controllers:
             if controller not in own:
                 continue
@@ -106,6 +107,8 @@ class Limits:
             if not _writable(parent):
                 continue
             path = os.path.join(parent, name)
+            if os.path.realpath(path) in {os.path.realpath(d) for d in self.cgroup_dirs}:
+                continue  # cpu and cpuacct mounted together: the cpu group already accounts
             try:
                 os.mkdir(path)
                 for key, value in files.items():
@@ -116,8 +119,9 @@ class Limits:
                 _rmdir(path)
                 continue
             self.cgroup_dirs.append(path)
-            key = {"memory": "memory", "pids": "processes", "cpu": "cpu_share"}[controller]
-            self.enforced_by[key] = f"cgroup v1 {controller} ({path})"
+            key = {"memory": "memory", "pids": "processes", "cpu": "cpu_share"}.get(controller)
+            if key:
+                self.enforced_by[key] = f"cgroup v1 {controller} ({path})"
 
     def rlimits(self) -> dict[str, int]:
         p = self.policy

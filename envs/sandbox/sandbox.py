@@ -23,6 +23,8 @@ from .layers import Layer
 from .limits import Limits, pid_namespace, sweep_stale_cgroups
 from .policy import SandboxError, SandboxPolicy
 from .probe import choose_backend
+from .usage import Usage, read_usage
+from .usage import reset_peak as reset_usage_peak
 from .usernet import UserNet
 
 CGROUP_PREFIX = "swebox-"
@@ -390,6 +392,17 @@ class Sandbox:
         with self._lock:
             self._require_running("limits_in_force")
             return dict(self._limits.enforced_by)
+
+    def usage(self, reset_peak: bool = False) -> Usage:
+        """CPU seconds, peak memory and writable-layer bytes used since the sandbox started (usage.py);
+        ``reset_peak``: then start the memory peak afresh where the host allows it (an episode's reset)."""
+        with self._lock:
+            self._require_running("usage")
+            upper = f"/proc/{self._proc.pid}/root{self._upper}" if self._upper else ""
+            found = read_usage(list(self._limits.cgroup_dirs), self._proc.pid, upper)
+            if reset_peak:
+                reset_usage_peak(list(self._limits.cgroup_dirs))
+            return found
 
     @property
     def pid(self) -> int:

@@ -1,4 +1,5 @@
-"""``swebox tasks validate``: grade every task's gold patch and an empty diff; exit 1 on any mismatch."""
+"""``swebox tasks validate``: grade every task's gold patch and an empty diff; exit 1 on any mismatch.
+``swebox tasks calibrate``: grade each N times, find flaky tests, write a calibration file (calibrate.py)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,16 @@ def add_arguments(subparsers) -> None:
                    help="under each task, its tests: what the dataset says next to the gold and empty statuses")
     p.add_argument("--json", dest="json_out", default="", help="also write per-task reports to this .jsonl")
     p.set_defaults(func=run_validate)
+    c = subparsers.add_parser("calibrate", help="grade gold and empty N times each: pass rates, flaky tests")
+    c.add_argument("tasks", help="task file (.jsonl/.json/.parquet), dataset folder or dataset name")
+    c.add_argument("--layers", default=os.environ.get("SWEBOX_LAYER_STORE", "runs/layers"),
+                   help="a layer store or a folder of layer folders (as for `swebox tasks validate`)")
+    c.add_argument("--out", required=True, help="the calibration file to write (JSON; train/eval --calibration)")
+    c.add_argument("--runs", type=int, default=3, help="grades of the gold patch, and of the empty diff (default 3)")
+    c.add_argument("--timeout", type=float, default=900.0, help="seconds per test run (default 900)")
+    c.add_argument("--limit", type=int, default=0, help="calibrate only the first N tasks (0 = all)")
+    c.add_argument("--jobs", type=int, default=1, help="tasks calibrated at once (default 1)")
+    c.set_defaults(func=run_calibrate)
 
 
 def run_validate(args: argparse.Namespace) -> int:
@@ -99,3 +110,41 @@ def run_validate(args: argparse.Namespace) -> int:
                 )
     print(summary(results))
     return 0 if all(v.passed for v in results) and not tasks.skipped else 1
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    """Calibrate, print a row per task and the summary, write ``--out``; exit 0 (unusable tasks are data)."""
+    from swebox.envs.tasks import calibrate as cb
+    from swebox.envs.tasks.loaders import LoadError, load
+    from swebox.envs.tasks.validate import StoreLayers, is_layer_store, layers_flag_error, layers_from_dirs
+
+    for flag, value in (("--runs", args.runs), ("--jobs", args.jobs)):
+        if value < 1:
+            print(f"error: {flag}: expected a number >= 1; found {value}.", file=sys.stderr)
+            return 2
+    if layers_flag_error(args.layers):
+        print(f"error: {layers_flag_error(args.layers)}", file=sys.stderr)
+        return 2
+    try:
+        tasks = load(args.tasks)
+    except LoadError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    selected = list(tasks)[: args.limit] if args.limit else list(tasks)
+    if not selected:
+        print(f"error: {args.tasks}: expected at least one task; found none", file=sys.stderr)
+        return 2
+    width = max([40, *(len(t.instance_id) for t in selected)])
+    print(cb.header(width))
+    resolver = StoreLayers(args.layers) if is_layer_store(args.layers) else layers_from_dirs(args.layers)
+    try:
+        results = cb.calibrate(selected, resolver, runs=args.runs, timeout=args.timeout, jobs=args.jobs,
+                               on_result=lambda c: print(cb.row(c, width), flush=True))
+    finally:
+        if isinstance(resolver, StoreLayers):
+            resolver.close()
+    cb.write_calibration(args.out, results, source=str(args.tasks))
+    print(cb.summary(results))
+    print(f"calibration: {args.out} (swebox train env.calibration={args.out}; swebox eval --calibration "
+          f"{args.out}; swebox view {args.out})")
+    return 0

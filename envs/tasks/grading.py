@@ -124,6 +124,9 @@ class GradeReport:
     """Seconds per phase: start, apply, rewrite (the rewritten-test cache), tests, total."""
     output_tail: str = ""
     """The end of pytest's terminal output, for humans; never used for the verdict."""
+    usage: dict[str, Any] = field(default_factory=dict)
+    """What the grading sandbox used (swebox.envs.sandbox.Usage as a dict: cpu_s, peak_bytes, upper_bytes,
+    source); empty when it could not be read."""
     provenance: dict[str, Any] = field(default_factory=dict)
     """What produced this verdict: task and layer digests, grader and versions, dataset row, sandbox policy
     digest (swebox.envs.tasks.provenance, docs/tasks.md "Provenance")."""
@@ -374,6 +377,10 @@ def grade(
                     results = run_pytest(sb, task, workdir, timeout, report, cache)
         except (SandboxError, OSError, ValueError, UnicodeError, KeyError, TypeError) as exc:
             report.errors.append(f"grading stopped by what the diff or its code did: {type(exc).__name__}: {exc}")
+        try:
+            report.usage = asdict(sb.usage())
+        except (SandboxError, OSError):  # the cost is unknown; the verdict stands
+            report.usage = {}
     if report.applied:
         if task.grader == "harbor":
             harbor_verify.score(report, harbor_reward)

@@ -34,6 +34,8 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     view.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     view.add_argument("--tasks", default="", help="tasks.jsonl for the task pages' statements and gold patches "
                       "(default: the run's config.yaml env.tasks)")
+    view.add_argument("--calibration", default="", help="a `swebox tasks calibrate` file for the task pages "
+                      "(default: the run's config.yaml env.calibration)")
     view.set_defaults(func=run)
 
 
@@ -61,10 +63,20 @@ def marked(text: str) -> list[tuple[bool, str]]:
     return [(bool(CUT.fullmatch(piece)), piece) for piece in CUT.split(text or "") if piece]
 
 
-def create_app(run_path: str | Path, tasks_file: str | Path | None = None):
+def cost_fields(cost: Any) -> dict[str, Any]:
+    """A record's ``cost`` with only what the page can show: numbers, and ``source`` as text (a damaged or
+    hand-made record must not break the page)."""
+    if not isinstance(cost, dict):
+        return {}
+    return {k: v for k, v in cost.items() if (k == "source" and isinstance(v, str))
+            or (isinstance(v, (int, float)) and not isinstance(v, bool))}
+
+
+def create_app(run_path: str | Path, tasks_file: str | Path | None = None,
+               calibration_file: str | Path | None = None):
     from flask import Flask, abort, render_template, request
 
-    data = RunData(run_path, tasks_file)
+    data = RunData(run_path, tasks_file, calibration_file)
     app = Flask(__name__, static_folder="static", template_folder="templates")
     app.jinja_env.globals.update(filters=list(FILTERS), run=data, diff_lines=diff_lines, marked=marked,
                                   action_summary=action_summary)
@@ -88,10 +100,14 @@ def create_app(run_path: str | Path, tasks_file: str | Path | None = None):
         filter_name, query = request.args.get("filter", ""), request.args.get("q", "").strip()
         matching = data.rows(filter_name, query)
         rows, number, pages = page(matching)
-        problems = data.metrics().problems + data.index().problems
+        calibration, calibration_file, calibration_problems = data.calibration()
+        problems = data.metrics().problems + data.index().problems + calibration_problems
+        usable = sum(not c["unusable"] for c in calibration.values())
         return render_template("run.html", steps=steps, reward_chart=reward, timing_chart=timing, rows=rows,
                                filter_name=filter_name, query=query, page=number, pages=pages,
-                               total=len(matching), problems=problems)
+                               total=len(matching), problems=problems, calibration=calibration,
+                               calibration_file=calibration_file, usable=usable,
+                               flaky=sum(bool(c["flaky_tests"]) for c in calibration.values()))
 
     @app.get("/step/<int:step>")
     def step_page(step: int):
@@ -113,7 +129,7 @@ def create_app(run_path: str | Path, tasks_file: str | Path | None = None):
             return render_template("missing.html", what=f"rollout {index} of step {step}", problems=problems), 404
         grade = record.get("grade") or {}
         return render_template("rollout.html", r=record, step=step, grade=grade, problems=problems,
-                               tree=search_tree(record))
+                               tree=search_tree(record), cost=cost_fields(record.get("cost")))
 
     @app.get("/task/<path:task_id>")
     def task_page(task_id: str):
@@ -124,9 +140,11 @@ def create_app(run_path: str | Path, tasks_file: str | Path | None = None):
             record, _ = data.rollout(int(rows[0].get("step", 0)), int(rows[0].get("index", 0)))
             prompt = (record or {}).get("prompt") or []
             info["problem_statement"] = prompt[-1]["content"] if prompt else ""
-        if not rows and not info["source"]:
+        calibration, calibration_file, problems = data.calibration()
+        if not rows and not info["source"] and task_id not in calibration:
             abort(404)
-        return render_template("task.html", task=info, rows=rows)
+        return render_template("task.html", task=info, rows=rows, cal=calibration.get(task_id),
+                               calibration_file=calibration_file, problems=problems)
 
     @app.after_request
     def read_only_headers(response):
@@ -139,16 +157,16 @@ def create_app(run_path: str | Path, tasks_file: str | Path | None = None):
 
 
 def make_server(run_path: str | Path, host: str = "127.0.0.1", port: int = 8765,
-                tasks_file: str | Path | None = None):
+                tasks_file: str | Path | None = None, calibration_file: str | Path | None = None):
     """A threaded Werkzeug server for the viewer (``.serve_forever()``, ``.shutdown()``, ``.port``)."""
     from werkzeug.serving import make_server as werkzeug_server
 
-    return werkzeug_server(host, port, create_app(run_path, tasks_file), threaded=True)
+    return werkzeug_server(host, port, create_app(run_path, tasks_file, calibration_file), threaded=True)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        server = make_server(args.run, args.host, args.port, args.tasks or None)
+        server = make_server(args.run, args.host, args.port, args.tasks or None, args.calibration or None)
     except FileNotFoundError as exc:
         raise SystemExit(str(exc)) from None
     try:

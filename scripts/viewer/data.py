@@ -78,9 +78,15 @@ def diff_groups(records: list[dict[str, Any]]) -> dict[int, str]:
 class RunData:
     """One training run folder or eval output, as the viewer's pages need it."""
 
-    def __init__(self, path: str | Path, tasks_file: str | Path | None = None) -> None:
-        """``tasks_file``: where task pages find statements and gold patches (default: config.yaml's env.tasks)."""
+    def __init__(self, path: str | Path, tasks_file: str | Path | None = None,
+                 calibration_file: str | Path | None = None) -> None:
+        """``tasks_file``: where task pages find statements and gold patches (default: config.yaml's env.tasks);
+        ``calibration_file``: a ``swebox tasks calibrate`` file (default: config.yaml's env.calibration)."""
         self.path = Path(path).resolve()
+        self.calibration_file = Path(calibration_file) if calibration_file else None
+        if self.calibration_file is not None and not self.calibration_file.is_file():
+            raise FileNotFoundError(f"swebox view --calibration: expected a calibration file (swebox tasks "
+                                    f"calibrate --out); found nothing at {self.calibration_file}")
         self.tasks_file = Path(tasks_file) if tasks_file else None
         if self.tasks_file is not None and not self.tasks_file.is_file():
             raise FileNotFoundError(f"swebox view --tasks: expected a tasks.jsonl file; found nothing at "
@@ -183,19 +189,34 @@ class RunData:
                     break
         return info
 
+    def calibration(self) -> tuple[dict[str, dict[str, Any]], str, list[str]]:
+        """(task id -> its calibration with ``unusable``, the file, problems) ({}, '', [] without a file)."""
+        path = self.calibration_file or self._config_file("calibration", (".json",))
+        if path is None:
+            return {}, "", []
+        from swebox.envs.tasks.calibrate_select import CalibrationError, load_calibration
+
+        try:
+            found = load_calibration(path)
+        except CalibrationError as exc:
+            return {}, str(path), [str(exc)]
+        return {k: {**c.to_dict(), "unusable": c.unusable()} for k, c in found.items()}, str(path), []
+
     def _tasks_file(self) -> Path | None:
-        if self.tasks_file is not None:
-            return self.tasks_file
+        return self.tasks_file or self._config_file("tasks", (".jsonl",))
+
+    def _config_file(self, key: str, suffixes: tuple[str, ...]) -> Path | None:
+        """The file a training run's config.yaml names under env.KEY, when it is there."""
         config = self.path / "config.yaml"
         if self.kind != "train" or not config.exists():
             return None
         import yaml
 
         try:
-            tasks = (yaml.safe_load(config.read_text()) or {}).get("env", {}).get("tasks", "")
+            value = (yaml.safe_load(config.read_text()) or {}).get("env", {}).get(key, "")
         except yaml.YAMLError:
             return None
-        path = Path(tasks) if tasks else None
+        path = Path(value) if value else None
         if path is not None and not path.is_absolute():
             path = Path.cwd() / path
-        return path if path is not None and path.is_file() and path.suffix == ".jsonl" else None
+        return path if path is not None and path.is_file() and path.suffix in suffixes else None

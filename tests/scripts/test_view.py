@@ -54,10 +54,10 @@ def browser():
 class Served:
     """``swebox view``'s server on a free loopback port, in a thread."""
 
-    def __init__(self, path: Path, tasks_file: Path | None = None) -> None:
+    def __init__(self, path: Path, tasks_file: Path | None = None, calibration: Path | None = None) -> None:
         from swebox.scripts.viewer.app import make_server
 
-        self.server = make_server(path, "127.0.0.1", 0, tasks_file)
+        self.server = make_server(path, "127.0.0.1", 0, tasks_file, calibration)
         self.url = f"http://127.0.0.1:{self.server.port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
@@ -292,3 +292,68 @@ def test_an_audit_flagged_rollout_shows_its_rules_per_rollout_and_per_turn(calc_
         assert "exploit audit: git_history (zeroed)" in page and "audit: git_history" in page
         assert "grader junit (swebox" in page
         shot(browser, tmp_path, "audit")
+
+
+def test_calibration_and_cost_per_rollout(calc_layer, tmp_path, browser, capsys):
+    """A real calibration (one task flaky, one unsolvable) and a real `swebox eval --calibration` output: the
+    run page sums the calibration up, a task page shows its own, a rollout page its cost; hostile text in a
+    calibration file and a record's cost is shown as text, never as markup."""
+    import json
+
+    from selenium.webdriver.common.by import By
+    from swebox.envs.tasks import save_jsonl
+    from swebox.envs.tasks.calibrate import calibrate, write_calibration
+    from swebox.envs.tasks.validate import layers_from_dirs
+    from swebox.scripts.cli import build_parser
+
+    from tests.calc import FLAKY_ID, calc_task, flaky_layer, flaky_task
+
+    dirs = layer_dirs(tmp_path, calc_layer)
+    state = flaky_layer(dirs)
+    wrong = calc_task(instance_id="calc-wrong", patch=calc_task().patch.replace("a + b", "a * b"))
+    tasks = [calc_task(), flaky_task(), wrong]
+    save_jsonl(tasks, tmp_path / "tasks.jsonl")
+
+    def flip(task_id, kind, i, report):  # the flaky test passes in one gold run and fails in the other
+        if task_id == "calc-flaky" and kind == "gold":
+            state.write_text("fail\n" if state.read_text().strip() == "pass" else "pass\n")
+
+    cal = tmp_path / "cal.json"
+    write_calibration(cal, calibrate(tasks, layers_from_dirs(dirs), runs=2, on_run=flip))
+    out = tmp_path / "gold.jsonl"
+    args = build_parser().parse_args(["eval", "--tasks", str(tmp_path / "tasks.jsonl"), "--policy", "gold",
+                                      "--layers", str(dirs), "--calibration", str(cal), "--out", str(out)])
+    assert args.func(args) == 0
+    printed = capsys.readouterr().out
+    assert f"calibration {cal}: kept 2 of 3 tasks; left out 1: calc-wrong (gold resolved 0/2)" in printed
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["instance_id"] for r in records] == ["calc-add", "calc-flaky"] and all(r["resolved"] for r in records)
+    assert all(r["cost"]["cpu_s"] > 0 and r["cost"]["grade_cpu_s"] > 0 for r in records)
+    with Served(out, tmp_path / "tasks.jsonl", cal) as served:
+        browser.get(served.url + "/")
+        assert "calibration " in text(browser) and "2 of 3 tasks usable, 1 not; 1 with flaky tests" in text(browser)
+        browser.get(served.url + "/rollout/0/1")
+        cost = browser.find_element(By.ID, "cost").text
+        assert cost.startswith("cost: ") and "CPU" in cost and "peak" in cost and "grading" in cost, cost
+        shot(browser, tmp_path, "cost")
+        browser.get(served.url + "/task/calc-flaky")
+        page = text(browser)
+        assert "usable · gold resolved 1/2 (2/2 with the flaky tests quarantined) · empty diff resolved 0/2" in page
+        assert FLAKY_ID in page and "gold: passed,failed" in page
+        shot(browser, tmp_path, "calibration")
+        browser.get(served.url + "/task/calc-wrong")  # left out: no rollout, its calibration says why
+        assert "left out: gold resolved 0/2" in text(browser)
+
+    hostile = json.loads(cal.read_text())
+    hostile["tasks"][0]["flaky_tests"] = {"<img src=x id=injected>": "<script>document.title='owned'</script>"}
+    hostile["tasks"][0]["first_error"] = "<b id=bold>not bold</b>"
+    cal.write_text(json.dumps(hostile))
+    records[0]["cost"]["source"] = "<i id=italic>cgroup</i>"
+    out.write_text("".join(json.dumps(r) + "\n" for r in records))
+    with Served(out, tmp_path / "tasks.jsonl", cal) as served:
+        browser.get(served.url + "/task/calc-add")
+        assert "<img src=x id=injected>" in text(browser) and "<b id=bold>not bold</b>" in text(browser)
+        browser.get(served.url + "/rollout/0/0")
+        assert "from <i id=italic>cgroup</i>" in text(browser)
+        assert browser.find_elements(By.CSS_SELECTOR, "#injected, #bold, #italic, main script") == []
+        assert browser.title != "owned"

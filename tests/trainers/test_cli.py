@@ -122,7 +122,10 @@ def test_the_terminal_table_keeps_its_columns_with_long_ids():
     # the resolved column starts at the same place in every row, the long id's included
     starts = {line.index(word) for line, word in zip(lines, ("resolved", "yes", "no"), strict=True)}
     assert len(starts) == 1
-    assert task_table(results).splitlines()[3] == "| a-1 | no | 0.000 | 1 | 0.50 | grading failed: boom |"
+    assert task_table(results).splitlines()[3] == "| a-1 | no | 0.000 | 1 | 0.50 | - | - | grading failed: boom |"
+    measured = {**results[1], "cost": {"cpu_s": 0.25, "grade_cpu_s": 1.0, "peak_mb": 40.4, "grade_peak_mb": 80.6}}
+    row = "| a-1 | no | 0.000 | 1 | 0.50 | 1.25 | 81 | grading failed: boom |"
+    assert task_table([measured]).splitlines()[2] == row
 
 
 @pytest.mark.e2e
