@@ -69,6 +69,9 @@ PLAN: list[tuple[str, str, dict]] = [
     ("swebox sft --config configs/grpo_tiny_cpu.yaml --data gold --tasks runs/demo", "help", {}),
     ("swebox sft --config configs/grpo_tiny_cpu.yaml --data runs/sft/eval.jsonl", "help", {}),
     ("swebox skyrl prepare", "help", {}),
+    ("swebox tasks calibrate", "help", {}), ("swebox train --config CONFIG env.calibration", "help", {}),
+    ("swebox eval --tasks tasks.jsonl --policy gold --calibration", "help", {}),
+    ("swebox eval --tasks runs/toolz/tasks.jsonl --layers runs/toolz/layers --policy gold --harness", "help", {}),
     ("swebox doctor", "run", {}),
 ]
 
