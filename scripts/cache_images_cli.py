@@ -21,7 +21,7 @@ from swebox.envs.cache.images.sources import ImageSourceError, Platform, docker_
 from swebox.envs.cache.layer_cache import LayerCacheConfig
 from swebox.envs.cache.packing import UnsafeArchiveError
 from swebox.envs.cache.store import LayerStore
-from swebox.envs.layers_resolver import task_images
+from swebox.envs.episodes.layers_resolver import task_images
 
 
 def add_registry_arguments(parser: argparse.ArgumentParser) -> None:

@@ -64,7 +64,7 @@ def sources() -> list[Path]:
 
 def test_module_names_cover_the_tree():
     names = {module_name(p) for p in sources()}
-    assert {"swebox.envs.sandbox.sandbox", "swebox.envs.tasks.grading", "swebox.trainers.trainer",
+    assert {"swebox.envs.sandbox.sandbox", "swebox.envs.tasks.graders.grading", "swebox.trainers.rl.trainer",
             "swebox.scripts.cli", "swebox.envs"} <= names
 
 
@@ -92,6 +92,6 @@ def test_the_sandbox_loads_the_standard_library_only():
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'gymnasium', 'numpy', 'torch', 'yaml'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]"
-    code = "import sys, swebox.trainers.config; print('torch' in sys.modules)"
+    code = "import sys, swebox.trainers.run.config; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "False"

@@ -40,7 +40,7 @@ class Node:
 
 def turn_entry(number: int, text: str, info: dict[str, Any], observation: str, generate_s: float,
                env_s: float) -> dict[str, Any]:
-    """One turn of a node, in the shape of a trajectory record's turn (trainers/trajectories.py)."""
+    """One turn of a node, in the shape of a trajectory record's turn (trainers/run/trajectories.py)."""
     return {"turn": number, "text": text, "action": info.get("action"),
             "format_error": bool(info.get("format_error", False)), "observation": observation,
             "exit_code": info.get("exit_code"), "timed_out": bool(info.get("timed_out", False)),

@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from swebox.envs.tasks.grading import GradeReport, grade
-from swebox.envs.tasks.log_parsers import normal_status
+from swebox.envs.tasks.graders.grading import GradeReport, grade
+from swebox.envs.tasks.graders.log_parsers import normal_status
 from swebox.envs.tasks.schema import Task
 
 LayerResolver = Callable[[Task], list]
