@@ -14,6 +14,10 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from swebox.envs import old_names
+
+old_names.install()  # modules moved in issue #30 keep their old names (swebox.envs.old_names)
+
 GYM_ID = "swebox/SWE-v0"
 SKYRL_ID = "swebox"
 
