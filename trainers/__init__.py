@@ -2,7 +2,7 @@
 
 Folders by role (docs/architecture.md): rl/ (the GRPO loop and maths), policy/ (model, generation), distributed/
 (Ray), finetune/ (SFT), evaluation/ (``swebox eval``'s library half) and run/ (config, checkpoints, metrics,
-trajectories, plots). Old module names (``swebox.trainers.rl.grpo``) keep working: see swebox.envs.old_names.
+trajectories, plots). The modules' names before that move keep working: see swebox.envs.old_names.
 """
 
 from swebox.envs import old_names
