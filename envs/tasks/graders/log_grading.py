@@ -46,9 +46,9 @@ from pathlib import Path
 from swebox.envs.cache.images.records import START_SCRIPT
 from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy
 from swebox.envs.tasks.graders import log_canaries
-from swebox.envs.tasks.graders.grading import GradeReport, TestOutcome, expected_mismatches
 from swebox.envs.tasks.graders.junit import MISSING
 from swebox.envs.tasks.graders.log_parsers import UnparsableLog, lookup, normal_status, parse_log
+from swebox.envs.tasks.graders.report import GradeReport, TestOutcome, expected_mismatches
 from swebox.envs.tasks.graders.verdict import CLEAN_PATH
 from swebox.envs.tasks.schema import Task
 
