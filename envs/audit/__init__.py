@@ -5,6 +5,9 @@ writing it (git history, the network, the project's own release, the tests, the 
 one turn, :func:`audit_episode` on a recorded episode. SWEEpisode runs them per turn (``EpisodeConfig.audit``).
 """
 
+# the built-in rules register themselves on import; importing them here (not from core.rules()) keeps core and
+# rules one-way (rules -> core), and still comes before any other code can reach register_rule
+import swebox.envs.audit.rules  # noqa: F401
 from swebox.envs.audit.core import (
     MODES,
     SEVERITIES,

@@ -117,9 +117,7 @@ def unregister_rule(name: str) -> None:
 
 
 def rules() -> list[AuditRule]:
-    """The registered rules, in registration order (the built-ins first)."""
-    import swebox.envs.audit.rules  # noqa: F401  (registers the built-in rules, once)
-
+    """The registered rules, in registration order (the built-ins first: the package registers them on import)."""
     return list(_RULES.values())
 
 
