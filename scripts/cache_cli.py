@@ -7,7 +7,6 @@ not in ``envs/cache``: reading task files is the tasks' side, and the cache libr
 from __future__ import annotations
 
 import argparse
-import errno
 import os
 import sys
 import time
@@ -19,6 +18,7 @@ from swebox.envs.cache.packing import FORMATS
 from swebox.envs.cache.spec import EnvSpec
 from swebox.envs.cache.store import LayerStore, copy_layers
 from swebox.scripts import cache_images_cli as images_cli
+from swebox.scripts.cache_store import existing_store, open_store
 
 DEFAULT_STORE = "runs/layers"
 
@@ -78,40 +78,6 @@ def _progress(total: int, desc: str):
     from tqdm import tqdm
 
     return tqdm(total=total, desc=desc, unit="layer", file=sys.stderr, disable=None)
-
-
-def _open(args: argparse.Namespace, fmt: str | None = None, *, create: bool = False) -> LayerStore:
-    """The store of ``--store``; only commands that write layers (build, import) may create a new one."""
-    from swebox.envs.cache.store import available_formats
-
-    if not create:
-        _existing_store(args.store)
-    else:
-        _writable_store(args.store)
-    return LayerStore(args.store, fmt=fmt or available_formats()[0])
-
-
-def _writable_store(path: str) -> None:
-    """A command that writes layers into a store another user owns would fail half-way with EACCES."""
-    folder = Path(path)
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent  # the store is created inside its nearest existing parent
-    subs = [folder / s for s in ("", "blobs", "manifests", "tmp", "locks") if (folder / s).exists()]
-    denied = [p for p in subs if not os.access(p, os.W_OK | os.X_OK)]
-    if denied:
-        raise PermissionError(errno.EACCES, f"this user (uid {os.geteuid()}) cannot write the layer store: "
-                              f"expected a folder of its own; found {denied[0]} owned by uid "
-                              f"{denied[0].stat().st_uid}. Pass `--store` a folder this user owns (a rootless "
-                              f"store: its layers are packed as this user's files), or run as that folder's "
-                              f"owner", path)
-
-
-def _existing_store(path: str) -> None:
-    """Reading commands on a mistyped store must say so, not create an empty store and list nothing."""
-    if not (Path(path) / "manifests").is_dir():
-        raise FileNotFoundError(errno.ENOENT, "no layer store here (expected a folder written by `swebox cache "
-                                "build` or `swebox tasks synth`, with manifests/ inside); pass `swebox cache "
-                                "--store PATH ls` (or build, verify, ...) or set $SWEBOX_LAYER_STORE", path)
 
 
 def read_env_specs(path: str, skip: set[str] | frozenset[str] = frozenset()) -> list[EnvSpec]:
@@ -188,7 +154,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     if mirror and not Path(mirror).is_dir():
         raise SystemExit(f"--git-mirror: expected a folder of OWNER__NAME.git repositories; found nothing at "
                          f"{mirror}.")
-    store = _open(args, args.format, create=True)
+    store = open_store(args, args.format, create=True)
     served, image_failed = images_cli.build_images(args, store)
     specs, checkouts, errors = read_build_plan(args.tasks, served)  # a bad row: LoadError, one line, exit 2
     t0 = time.perf_counter()
@@ -219,7 +185,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    store = _open(args)
+    store = open_store(args)
     manifests = store.ls()
     width = max([26, *(len(m.key) for m in manifests)])
     print(f"{'key':{width}} {'kind':13} {'format':8} {'MB':>9} {'files':>7}  created")
@@ -235,7 +201,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    store = _open(args)
+    store = open_store(args)
     manifests = store.ls()
     bad = []
     with _progress(len(manifests), "verifying") as bar:
@@ -249,7 +215,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_gc(args: argparse.Namespace) -> int:
-    store = _open(args)
+    store = open_store(args)
     before = store.total_bytes()
     removed = store.gc(int(args.keep_gb * 1e9))
     print(f"removed {len(removed)} layers ({(before - store.total_bytes()) / 1e6:.1f} MB); "
@@ -266,9 +232,9 @@ def _copy(src: LayerStore, dst: LayerStore, keys: list[str]) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    return _copy(_open(args), LayerStore(args.to), args.keys)
+    return _copy(open_store(args), LayerStore(args.to), args.keys)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    _existing_store(args.source)
-    return _copy(LayerStore(args.source), _open(args, create=True), args.keys)
+    existing_store(args.source)
+    return _copy(LayerStore(args.source), open_store(args, create=True), args.keys)

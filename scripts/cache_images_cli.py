@@ -69,9 +69,9 @@ def _registry_config(args: argparse.Namespace) -> RegistryConfig:
 
 
 def cmd_pull(args: argparse.Namespace) -> int:
-    from swebox.scripts.cache_cli import _open
+    from swebox.scripts.cache_store import open_store
 
-    store = _open(args, create=True)
+    store = open_store(args, create=True)
     name = args.name or args.image.removeprefix("docker://")
     try:
         record = fetch(store, args.image, name, Platform.parse(args.platform), _registry_config(args),
@@ -99,9 +99,9 @@ def _rename(store: LayerStore, record: ImageRecord, name: str) -> ImageRecord:
 
 
 def cmd_rm_image(args: argparse.Namespace) -> int:
-    from swebox.scripts.cache_cli import _open
+    from swebox.scripts.cache_store import open_store
 
-    store = _open(args)
+    store = open_store(args)
     missing = [n for n in args.names if not remove_image(store, n)]
     for name in missing:
         print(f"no image {name!r} in {store.root}", file=sys.stderr)
