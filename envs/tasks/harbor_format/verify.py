@@ -74,7 +74,7 @@ def _read(sb: Sandbox, path: str) -> bytes | None:
 def run_verifier(sb: Sandbox, task: Task, report, workdir: str, timeout: float) -> float:
     """Run the task's tests/test.sh in ``sb`` (the agent's diff already applied) and return its reward;
     problems go to ``report.errors`` (reward 0)."""
-    from swebox.envs.tasks.harbor_format.folders import unpack  # harbor.py builds layers; this module only grades
+    from swebox.envs.tasks.harbor_format.folders import unpack  # folders.py builds layers; this module only grades
 
     harbor = task.metadata.get("harbor") or {}
     sb.exec(f"rm -rf /tests {VERIFIER_DIR} && mkdir -p /tests {VERIFIER_DIR} /logs/agent", timeout=60)
