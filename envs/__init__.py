@@ -14,6 +14,10 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from swebox.envs import old_names
+
+old_names.install()  # modules moved in issue #30 keep their old names (swebox.envs.old_names)
+
 GYM_ID = "swebox/SWE-v0"
 SKYRL_ID = "swebox"
 
@@ -24,8 +28,8 @@ def _register_gymnasium(gymnasium: Any) -> None:
     if GYM_ID in gymnasium.registry:
         return
     grade_on_truncation = gymnasium.envs.registration.WrapperSpec(
-        name="GradeOnTruncation", entry_point="swebox.envs.gym_env:GradeOnTruncation", kwargs={})
-    gymnasium.register(id=GYM_ID, entry_point="swebox.envs.gym_env:SWEGymEnv", nondeterministic=True,
+        name="GradeOnTruncation", entry_point="swebox.envs.frameworks.gym_env:GradeOnTruncation", kwargs={})
+    gymnasium.register(id=GYM_ID, entry_point="swebox.envs.frameworks.gym_env:SWEGymEnv", nondeterministic=True,
                        additional_wrappers=(grade_on_truncation,))
 
 
@@ -58,19 +62,19 @@ elif not any(isinstance(f, _WhenGymnasiumLoads) for f in sys.meta_path):
 
 
 def register_skyrl(env_id: str = SKYRL_ID, **settings: Any) -> bool:
-    """Register SWESkyRLEnv in skyrl-gym's registry; a second call is a no-op. See swebox.envs.skyrl_env."""
-    from swebox.envs.skyrl_env import register_skyrl as register
+    """Register SWESkyRLEnv in skyrl-gym's registry; a second call is a no-op. See swebox.envs.frameworks.skyrl_env."""
+    from swebox.envs.frameworks.skyrl_env import register_skyrl as register
 
     return register(env_id, **settings)
 
 
 def __getattr__(name: str) -> Any:
     if name in ("group", "EpisodeGroup"):
-        from swebox.envs import groups as module
+        from swebox.envs.episodes import groups as module
 
         return getattr(module, name)
     if name in ("SWEEpisode", "EpisodeConfig"):
-        from swebox.envs import swe_env
+        from swebox.envs.episodes import episode as swe_env
 
         return getattr(swe_env, name)
     raise AttributeError(f"module 'swebox.envs' has no attribute {name!r}")

@@ -17,7 +17,7 @@ import os
 import statistics
 import time
 
-from swebox.envs.layers_resolver import close_shared_caches
+from swebox.envs.episodes.layers_resolver import close_shared_caches
 from swebox.envs.sandbox import Sandbox
 from swebox.envs.sandbox.usage import from_procfs
 from swebox.scripts.bench_grade_cache import GoldBackend
@@ -62,11 +62,11 @@ class TimedUsage:
 
 
 def run(args: argparse.Namespace) -> int:
-    from swebox.envs.swe_env import first_messages
-    from swebox.trainers.cli import gold_replies
-    from swebox.trainers.config import load_config
-    from swebox.trainers.models import build_builtin_tokenizer
-    from swebox.trainers.rollout import RolloutWorker, prompt_ids, swe_episode_factory
+    from swebox.envs.episodes.episode import first_messages
+    from swebox.scripts.train_cli import gold_replies
+    from swebox.trainers.policy.models import build_builtin_tokenizer
+    from swebox.trainers.rl.rollout import RolloutWorker, prompt_ids, swe_episode_factory
+    from swebox.trainers.run.config import load_config
 
     tasks, source = bench_tasks(args)
     tokenizer = build_builtin_tokenizer()

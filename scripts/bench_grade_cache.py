@@ -17,7 +17,7 @@ import statistics
 import time
 from typing import Any
 
-from swebox.envs.layers_resolver import close_shared_caches
+from swebox.envs.episodes.layers_resolver import close_shared_caches
 from swebox.scripts.bench_tasks import add_task_arguments, bench_tasks
 
 
@@ -35,7 +35,7 @@ class GoldBackend:
         self.tokenizer, self.prompts = tokenizer, prompts  # decoded first prompt -> replies
 
     def generate(self, prompts: list[list[int]], max_new_tokens: int, seeds: list[int] | None = None) -> list[Any]:
-        from swebox.trainers.generation import Generated
+        from swebox.trainers.policy.generation import Generated
 
         out = []
         for ids in prompts:
@@ -51,11 +51,11 @@ class GoldBackend:
 
 
 def run(args: argparse.Namespace) -> int:
-    from swebox.envs.swe_env import first_messages
-    from swebox.trainers.cli import gold_replies
-    from swebox.trainers.config import load_config
-    from swebox.trainers.models import build_builtin_tokenizer
-    from swebox.trainers.rollout import RolloutWorker, prompt_ids, swe_episode_factory
+    from swebox.envs.episodes.episode import first_messages
+    from swebox.scripts.train_cli import gold_replies
+    from swebox.trainers.policy.models import build_builtin_tokenizer
+    from swebox.trainers.rl.rollout import RolloutWorker, prompt_ids, swe_episode_factory
+    from swebox.trainers.run.config import load_config
 
     tasks, source = bench_tasks(args)
     tokenizer = build_builtin_tokenizer()

@@ -3,7 +3,7 @@
 For each task (layers from the layer store): the direct run is `python -m pytest <the task's test files>` in an
 already started sandbox over the task's layers with the gold patch applied, bytecode written and warmed by one
 run first (the warm floor: pytest's rewritten tests and the project's pycs in `__pycache__`); the
-graded run is the whole `swebox.envs.tasks.grading.grade` (fresh sandbox, the diff judged by git and applied,
+graded run is the whole `swebox.envs.tasks.graders.grading.grade` (fresh sandbox, the diff judged by git and applied,
 protected files restored, the tests and two canaries under the grade monitor, its signed verdict checked),
 with the rewritten-test cache (`rewrite_cache`, warmed by one grade first) and, with `--no-cache-too`, also
 without it. The modes are timed alternately, rep by rep, so machine noise hits all alike; the table reports
@@ -19,9 +19,9 @@ import shlex
 import statistics
 import time
 
-from swebox.envs.layers_resolver import acquire_layers, close_shared_caches
+from swebox.envs.episodes.layers_resolver import acquire_layers, close_shared_caches
 from swebox.envs.sandbox import Sandbox
-from swebox.envs.tasks.grading import grade
+from swebox.envs.tasks.graders.grading import grade
 from swebox.scripts.bench_tasks import add_task_arguments, bench_tasks
 
 

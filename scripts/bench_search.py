@@ -22,11 +22,11 @@ import statistics
 import time
 
 from swebox.envs.agent.formats import command_reply
-from swebox.envs.episode_state import prepare_start
-from swebox.envs.groups import prepare_group
-from swebox.envs.layers_resolver import acquire_layers, close_shared_caches
+from swebox.envs.episodes.episode import EpisodeConfig, SWEEpisode
+from swebox.envs.episodes.episode_state import prepare_start
+from swebox.envs.episodes.groups import prepare_group
+from swebox.envs.episodes.layers_resolver import acquire_layers, close_shared_caches
 from swebox.envs.sandbox import Sandbox
-from swebox.envs.swe_env import EpisodeConfig, SWEEpisode
 from swebox.scripts.bench_tasks import add_task_arguments, bench_tasks
 
 

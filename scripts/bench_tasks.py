@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from swebox.envs.layers_resolver import LayerSource
+from swebox.envs.episodes.layers_resolver import LayerSource
 from swebox.envs.tasks import load
 from swebox.envs.tasks.schema import Task
 

@@ -18,7 +18,7 @@ from swebox.envs.cache.packing import FORMATS
 from swebox.envs.cache.spec import EnvSpec
 from swebox.envs.cache.store import LayerStore, copy_layers
 from swebox.scripts import cache_images_cli as images_cli
-from swebox.scripts.store_args import existing_store, open_store
+from swebox.scripts.cache_store import existing_store, open_store
 
 DEFAULT_STORE = "runs/layers"
 
@@ -91,7 +91,7 @@ def read_build_plan(path: str, skip: set[str] | frozenset[str] = frozenset()
     trees of dataset rows, see :mod:`.checkout`), and one error per task it cannot build, naming the task.
     Rows whose instance_id is in ``skip`` (served by their container image) need neither. The tasks loader is
     imported here: the CLI sits above the library, which never imports tasks."""
-    from swebox.envs.layers_resolver import image_of
+    from swebox.envs.episodes.layers_resolver import image_of
     from swebox.envs.tasks import load
     from swebox.envs.tasks.recipes import unbuildable_error
 

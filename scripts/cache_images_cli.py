@@ -21,7 +21,7 @@ from swebox.envs.cache.images.sources import ImageSourceError, Platform, docker_
 from swebox.envs.cache.layer_cache import LayerCacheConfig
 from swebox.envs.cache.packing import UnsafeArchiveError
 from swebox.envs.cache.store import LayerStore
-from swebox.envs.layers_resolver import task_images
+from swebox.envs.episodes.layers_resolver import task_images
 
 
 def add_registry_arguments(parser: argparse.ArgumentParser) -> None:
@@ -69,7 +69,7 @@ def _registry_config(args: argparse.Namespace) -> RegistryConfig:
 
 
 def cmd_pull(args: argparse.Namespace) -> int:
-    from swebox.scripts.store_args import open_store
+    from swebox.scripts.cache_store import open_store
 
     store = open_store(args, create=True)
     name = args.name or args.image.removeprefix("docker://")
@@ -99,7 +99,7 @@ def _rename(store: LayerStore, record: ImageRecord, name: str) -> ImageRecord:
 
 
 def cmd_rm_image(args: argparse.Namespace) -> int:
-    from swebox.scripts.store_args import open_store
+    from swebox.scripts.cache_store import open_store
 
     store = open_store(args)
     missing = [n for n in args.names if not remove_image(store, n)]

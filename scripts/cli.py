@@ -48,9 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     cache_cli.add_arguments(sub)
     doctor.add_arguments(sub)
 
-    from swebox.envs.tasks import cli as tasks_cli
-    from swebox.envs.tasks import harbor_cli
-    from swebox.envs.tasks.synth import cli as synth_cli
+    from swebox.scripts import harbor_cli, synth_cli, tasks_cli
 
     tasks = sub.add_parser("tasks", help="task files: synthesise, validate, Harbor import/export")
     tasks_sub = tasks.add_subparsers(dest="tasks", required=True)
@@ -58,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     synth_cli.add_arguments(tasks_sub)
     harbor_cli.add_arguments(tasks_sub)
 
-    from swebox.envs import skyrl_prepare
+    from swebox.envs.frameworks import skyrl_prepare
 
     skyrl_prepare.add_arguments(sub)
 
@@ -67,9 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     viewer.add_arguments(sub)
 
     try:
-        from swebox.scripts import demo
-        from swebox.trainers import cli as train_cli
-        from swebox.trainers import plot
+        from swebox.scripts import demo, train_cli
+        from swebox.trainers.run import plot
     except ImportError as exc:  # the `train` extra is not installed: its commands say how to install it
         missing = exc  # `exc` is unbound when the except block ends; the commands below raise it later
 
@@ -108,7 +105,7 @@ def user_error_types() -> tuple[type[BaseException], ...]:
     """
     import yaml
     from swebox.envs.cache.interpreters import InterpreterNotFound
-    from swebox.envs.layers_resolver import LayersMissing
+    from swebox.envs.episodes.layers_resolver import LayersMissing
     from swebox.envs.tasks.loaders import LoadError
     from swebox.envs.tasks.schema import TaskError
     from swebox.envs.tasks.selection import SelectionError
@@ -120,7 +117,7 @@ def user_error_types() -> tuple[type[BaseException], ...]:
                                         PermissionError]  # a store of another user's, a layer packed for one
     try:
         from swebox.scripts.demo import DemoError
-        from swebox.trainers.config import ConfigError
+        from swebox.trainers.run.config import ConfigError
     except ImportError:  # the train extra is not installed: none of its errors can happen
         pass
     else:

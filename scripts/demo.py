@@ -2,21 +2,22 @@
 
 1. corpus   synthesise real tasks from two PyPI projects (their sdists and test suites; envs/tasks/synth/pipeline.py),
             storing each project's env layer and each task's layer in ``OUT/corpus/layers``;
-2. ray      start a local Ray whose node carries swebox's resources (``trainers/ray_pool.py``);
+2. ray      start a local Ray whose node carries swebox's resources (``trainers/distributed/ray_pool.py``);
 3. cache    materialise every layer on every swebox node under the node's I/O budget (``envs/cache/ray_budget.py``);
 4. sft      a short warm start of the tiny random policy: supervised fine-tuning on expert episodes of the
-            training tasks (their gold patches played in sandboxes and graded; ``trainers/sft.py``), in ``OUT/sft``;
-5. train    GRPO from that policy on the training tasks, rollouts on Ray actors (``trainers/trainer.py``);
+            training tasks (their gold patches played in sandboxes and graded;
+            ``trainers/finetune/sft.py``), in ``OUT/sft``;
+5. train    GRPO from that policy on the training tasks, rollouts on Ray actors (``trainers/rl/trainer.py``);
 6. eval     one episode per task with the trained policy, on the training tasks and on held-out tasks (the last
             task of each project, never trained on): resolved rates and where the time went;
-7. report   ``OUT/metrics.jsonl``, the offline wandb run, PNG curves (``trainers/plot.py``), ``OUT/summary.md``.
+7. report   ``OUT/metrics.jsonl``, the offline wandb run, PNG curves (``trainers/run/plot.py``), ``OUT/summary.md``.
 
 What it is meant to show: GRPO raising reward/mean on the training tasks from a partly right warm start, every
 reward a real grading in a sandbox; and that a tiny model does not generalise to the held-out tasks. summary.md
 says from the run's own numbers whether the reward rose (it does with configs/demo.yaml: docs/training.md).
 
 A rerun reuses the corpus (synthesis resumes from ``tasks.jsonl``) and trains afresh. The settings are
-``configs/demo.yaml`` (keys 1:1 with trainers/config.py) plus ``KEY=VALUE`` overrides on the command line.
+``configs/demo.yaml`` (keys 1:1 with trainers/run/config.py) plus ``KEY=VALUE`` overrides on the command line.
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ def demo_config(config_path: str | Path, out: Path, tasks_file: Path, overrides:
     import dataclasses
     import secrets
 
-    from swebox.trainers.config import load_config
+    from swebox.trainers.run.config import load_config
 
     forced = [f"logging.run_dir={out}", f"env.tasks={tasks_file}"]
     cfg = load_config(config_path, [*forced, *overrides])
@@ -183,7 +184,7 @@ def learning(records: Sequence[dict[str, Any]], k: int = 2) -> dict[str, float]:
 
 def evaluate(pool: Any, tasks: Sequence[Any]) -> dict[str, float]:
     """One episode per task with the pool's current weights: resolved rate and per-episode time (means)."""
-    from swebox.trainers.trainer import rollout_metrics
+    from swebox.trainers.rl.trainer import rollout_metrics
 
     if not tasks:
         return {"episodes": 0.0}
@@ -200,7 +201,7 @@ def evaluate(pool: Any, tasks: Sequence[Any]) -> dict[str, float]:
 def log_evaluation(cfg: Any, run_dir: Path, evaluation: dict[str, dict[str, float]], echo=print) -> None:
     """The evaluation as ``eval/<split>/<metric>`` in ``run_dir/metrics.jsonl`` and in a wandb run of the demo's
     group (job type ``eval``), next to its SFT and GRPO runs."""
-    from swebox.trainers.tracking import Tracker
+    from swebox.trainers.run.tracking import Tracker
 
     values = {f"eval/{split}/{k.replace('/', '_')}": v for split, m in evaluation.items() for k, v in m.items()}
     with Tracker(run_dir, {"split": sorted(evaluation)}, cfg.logging.project, f"{Path(cfg.logging.run_dir).name}-eval",
@@ -302,11 +303,11 @@ def shows(summary: dict[str, Any]) -> list[str]:
 
 def run_demo(args: argparse.Namespace, echo=print) -> dict[str, Any]:
     """All stages; returns the summary (also written to OUT/summary.json and OUT/summary.md)."""
-    from swebox.trainers.plot import plot_run
-    from swebox.trainers.ray_pool import RayWorkerPool, init_ray, swebox_nodes
-    from swebox.trainers.sft import run_sft
-    from swebox.trainers.tracking import read_metrics
-    from swebox.trainers.trainer import Trainer, load_tasks
+    from swebox.trainers.distributed.ray_pool import RayWorkerPool, init_ray, swebox_nodes
+    from swebox.trainers.finetune.sft import run_sft
+    from swebox.trainers.rl.trainer import Trainer, load_tasks
+    from swebox.trainers.run.plot import plot_run
+    from swebox.trainers.run.tracking import read_metrics
 
     out = Path(args.out).absolute()
     corpus = out / "corpus"
@@ -318,7 +319,7 @@ def run_demo(args: argparse.Namespace, echo=print) -> dict[str, Any]:
     cfg = demo_config(args.config, out, tasks_file, args.overrides)
     tasks = load_tasks(str(tasks_file))
     store_root = corpus / "layers"
-    # rollout actors find the layers through these (envs/layers_resolver.py); set before Ray starts its workers
+    # rollout actors find the layers through these (envs/episodes/layers_resolver.py); set before Ray starts its workers
     previous_store = os.environ.get("SWEBOX_LAYER_STORE")
     os.environ["SWEBOX_LAYER_STORE"] = str(store_root)
     owns_ray = False

@@ -4,7 +4,7 @@ From a ``swebox demo`` run folder it takes the SFT policy (``RUN/sft/policy``), 
 ``--moments``) and, per training task, the context a resolved episode had before its apply turn and that turn's
 tokens (``RUN/trajectories``). Each step samples ``rollout.group_size`` apply turns per task at temperature 1,
 rewards one that is the expert's turn token for token, and makes one GRPO update with the trainer's
-:class:`~swebox.trainers.learner.Learner` and advantages; it prints the reward and each task's probability of
+:class:`~swebox.trainers.rl.learner.Learner` and advantages; it prints the reward and each task's probability of
 sampling the expert's turn (teacher-forced, before the update). Seconds per step, not the minutes of a demo:
 
     python -m swebox.scripts.demo_levers --run runs/demo --steps 10 --moments optim.lr=3e-2 \
@@ -22,13 +22,13 @@ import json
 from pathlib import Path
 
 import torch
-from swebox.trainers import checkpoint as ckpt
-from swebox.trainers import grpo
-from swebox.trainers.config import load_config
-from swebox.trainers.learner import Learner, make_batch, token_logprobs
-from swebox.trainers.models import build_model, build_tokenizer
-from swebox.trainers.rollout import Trajectory
-from swebox.trainers.sft_data import trajectory_from_messages
+from swebox.trainers.finetune.sft_data import trajectory_from_messages
+from swebox.trainers.policy.models import build_model, build_tokenizer
+from swebox.trainers.rl import grpo
+from swebox.trainers.rl.learner import Learner, make_batch, token_logprobs
+from swebox.trainers.rl.rollout import Trajectory
+from swebox.trainers.run import checkpoint as ckpt
+from swebox.trainers.run.config import load_config
 
 
 def apply_turn_contexts(run: Path, tokenizer) -> dict[str, tuple[list[int], list[int]]]:

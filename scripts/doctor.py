@@ -139,7 +139,7 @@ def interpreters() -> Check:
 
 
 def ray_loopback() -> Check:
-    from swebox.trainers.ray_connect import CLUSTER_ENV  # a constant: importing it does not import Ray
+    from swebox.trainers.distributed.ray_connect import CLUSTER_ENV  # a constant: importing it does not import Ray
 
     if importlib.util.find_spec("ray") is None:
         return Check("ray", "ok", "not installed (only `swebox train --ray` needs it: pip install 'swebox[train]')")

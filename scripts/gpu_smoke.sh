@@ -64,9 +64,9 @@ exec "$python" - "${overrides[@]}" <<'PY'
 import os, sys, time
 
 import torch
-from swebox.trainers.config import load_config
-from swebox.trainers.rollout import prompt_ids
-from swebox.trainers.trainer import Trainer
+from swebox.trainers.run.config import load_config
+from swebox.trainers.rl.rollout import prompt_ids
+from swebox.trainers.rl.trainer import Trainer
 
 env = os.environ
 gpu = torch.cuda.is_available()

@@ -1,14 +1,18 @@
-"""The design's import directions hold, with no exception (docs/architecture.md).
+"""The design's import directions hold, with no exception, and no two modules import each other (docs/architecture.md).
 
-``trainers`` -> ``envs``; inside ``envs``: the episode modules -> ``tasks`` -> ``cache`` -> ``sandbox``; nothing in
-``envs/sandbox`` imports anything else of swebox; ``scripts`` (the command) may import everything. torch, ray,
-wandb and transformers are never imported at module level in ``envs/`` (only inside functions, lazily).
-Every import statement counts, also one inside a function: an arrow is an arrow.
+The folders are the layers: ``trainers`` -> ``envs``; inside ``envs``: ``frameworks`` and ``search`` ->
+``episodes`` -> ``agent``, ``audit`` -> ``tasks`` (with ``graders``, ``harbor_format``, ``synth``) -> ``cache`` ->
+``sandbox``; nothing in ``envs/sandbox`` imports anything else of swebox; ``scripts`` (the commands) may import
+everything. Inside a layer any module may import another, but never in a loop (A -> B -> ... -> A): a loop means
+neither module can be read, tested or moved without the other. torch, ray, wandb and transformers are never
+imported at module level in ``envs/`` (only inside functions, lazily). Every import statement counts, also one
+inside a function: an arrow is an arrow.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -16,11 +20,20 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "ray", "wandb", "transformers", "vllm")
 # what each part may import of swebox (by dotted prefix)
+_BELOW_EPISODES = ("swebox.envs.agent", "swebox.envs.audit", "swebox.envs.tasks", "swebox.envs.cache",
+                   "swebox.envs.sandbox")
 ALLOWED = {
     "swebox.envs.sandbox": ("swebox.envs.sandbox",),
     "swebox.envs.cache": ("swebox.envs.cache", "swebox.envs.sandbox"),
     "swebox.envs.tasks": ("swebox.envs.tasks", "swebox.envs.cache", "swebox.envs.sandbox"),
-    "swebox.envs": ("swebox.envs",),  # the episode layer: everything of envs, nothing above it
+    "swebox.envs.agent": ("swebox.envs.agent", "swebox.envs.sandbox"),
+    "swebox.envs.audit": ("swebox.envs.audit", "swebox.envs.tasks", "swebox.envs.cache", "swebox.envs.sandbox"),
+    "swebox.envs.episodes": ("swebox.envs.episodes", *_BELOW_EPISODES),
+    "swebox.envs.frameworks": ("swebox.envs.frameworks", "swebox.envs.episodes", *_BELOW_EPISODES),
+    "swebox.envs.search": ("swebox.envs.search", "swebox.envs.episodes", *_BELOW_EPISODES),
+    # harness episodes: an episode of the episode layer played by an agent program through the model gateway
+    "swebox.envs.gateway": ("swebox.envs.gateway", "swebox.envs.episodes", *_BELOW_EPISODES),
+    "swebox.envs": ("swebox.envs",),  # the package itself (the Gymnasium id, old names): everything of envs
     "swebox.trainers": ("swebox.trainers", "swebox.envs"),
     "swebox.scripts": ("swebox",),
 }
@@ -35,8 +48,14 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+@functools.cache
+def module_names() -> frozenset[str]:
+    return frozenset(module_name(p) for p in sources())
+
+
 def imports(path: Path) -> list[tuple[int, str, bool]]:
-    """(line, imported module, at module level) for every import in the file, relative ones resolved."""
+    """(line, imported module, at module level) for every import in the file, relative ones resolved;
+    ``from pkg import mod`` counts as an import of ``pkg.mod`` when that is a module of the tree."""
     tree = ast.parse(path.read_text())
     package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
     top_level = {id(node) for node in tree.body}
@@ -50,7 +69,9 @@ def imports(path: Path) -> list[tuple[int, str, bool]]:
                 anchor = package.split(".")
                 anchor = anchor[: len(anchor) - node.level + 1]
                 base = ".".join([*anchor, base] if base else anchor)
-            found.append((node.lineno, base, id(node) in top_level))
+            for alias in node.names:
+                name = f"{base}.{alias.name}" if f"{base}.{alias.name}" in module_names() else base
+                found.append((node.lineno, name, id(node) in top_level))
     return found
 
 
@@ -64,7 +85,7 @@ def sources() -> list[Path]:
 
 def test_module_names_cover_the_tree():
     names = {module_name(p) for p in sources()}
-    assert {"swebox.envs.sandbox.sandbox", "swebox.envs.tasks.grading", "swebox.trainers.trainer",
+    assert {"swebox.envs.sandbox.sandbox", "swebox.envs.tasks.graders.grading", "swebox.trainers.rl.trainer",
             "swebox.scripts.cli", "swebox.envs"} <= names
 
 
@@ -92,6 +113,6 @@ def test_the_sandbox_loads_the_standard_library_only():
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'gymnasium', 'numpy', 'torch', 'yaml'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]"
-    code = "import sys, swebox.trainers.config; print('torch' in sys.modules)"
+    code = "import sys, swebox.trainers.run.config; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "False"

@@ -5,7 +5,7 @@ A harness is either ``mini-swe-agent`` (PyPI ``mini-swe-agent``, its ``mini`` co
 ``command:<shell command>`` (any program that reads ``$OPENAI_BASE_URL`` and the task in ``$SWEBOX_TASK_FILE``).
 Its install is a host folder (a venv, say) bound read-only into the sandbox at the same path; its interpreter
 must be visible there too (the host's /usr is: a venv made with Debian's python3 works). The episode is the
-text loop's :class:`~swebox.envs.swe_env.SWEEpisode`: the same start state, sandbox, diff capture, grader,
+text loop's :class:`~swebox.envs.episodes.episode.SWEEpisode`: the same start state, sandbox, diff capture, grader,
 tamper defences, grade memo and reward; only the turns are the harness's own.
 """
 
@@ -18,9 +18,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from swebox.envs.episodes.episode import EpisodeConfig, SWEEpisode
 from swebox.envs.gateway.calls import ChatModel, GatewayLimits
 from swebox.envs.gateway.server import Gateway
-from swebox.envs.swe_env import EpisodeConfig, SWEEpisode
 
 TASK_FILE = "/tmp/swebox-harness/task.md"
 OUTPUT_TAIL_CHARS = 20_000

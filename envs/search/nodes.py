@@ -26,7 +26,7 @@ class Node:
     forked_at: int
     """The parent's turn count at the fork (0 for a root): the node's turns are numbered from forked_at + 1."""
     turns: list[dict[str, Any]] = field(default_factory=list)
-    """The turns this line played itself, each a :func:`swebox.envs.turns.turn_record` (``turn`` numbers it
+    """The turns this line played itself, each a :func:`swebox.envs.episodes.turns.turn_record` (``turn`` numbers it
     in the episode): the shape of a trajectory record's turns."""
     values: list[dict[str, Any]] = field(default_factory=list)
     """At each beam level it was ranked at: ``level`` (1 = the first fork), ``turn``, ``value`` (the selection

@@ -22,15 +22,15 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from swebox.envs.episode_state import StartState
-from swebox.envs.layers_resolver import LayerSource
+from swebox.envs.episodes.episode import EpisodeConfig, SWEEpisode
+from swebox.envs.episodes.episode_state import StartState
+from swebox.envs.episodes.layers_resolver import LayerSource
+from swebox.envs.episodes.task_episodes import open_task
+from swebox.envs.episodes.turns import text_turn
 from swebox.envs.search.nodes import Node, chosen_path, path_turns
 from swebox.envs.search.passk import pass_at_k
 from swebox.envs.search.select import Candidate, SelectRule, majority_scores, parse_rule, pick
-from swebox.envs.swe_env import EpisodeConfig, SWEEpisode
-from swebox.envs.task_episodes import open_task
 from swebox.envs.tasks.schema import Task
-from swebox.envs.turns import text_turn
 
 Reply = Callable[[list[dict[str, str]]], str]
 
@@ -277,7 +277,7 @@ class TaskSearch:
         return values
 
     def _oracle_reward(self, diff: str) -> float:
-        from swebox.envs.tasks.grading import grade
+        from swebox.envs.tasks.graders.grading import grade
 
         return grade(self.task, diff, layers=list(self.start.grade_layers), policy=self._policy,
                      timeout=self.config.grade_timeout_s, reward_mode=self.config.reward_mode).reward

@@ -23,7 +23,7 @@ from typing import Any
 from swebox.envs.cache.checkout import CheckoutSpec
 from swebox.envs.cache.spec import EnvSpec
 from swebox.envs.tasks.adapters_r2e import from_r2e
-from swebox.envs.tasks.diffs import reverse_diff
+from swebox.envs.tasks.graders.diffs import reverse_diff
 from swebox.envs.tasks.recipes import Recipe, swebench_recipe, swesmith_recipe, system_metadata
 from swebox.envs.tasks.rows import TASK_FIELDS, extra, id_list
 from swebox.envs.tasks.schema import LIST_FIELDS, Task, TaskError
@@ -109,7 +109,7 @@ def from_swebench(row: dict[str, Any]) -> dict[str, Any]:
 def _directives(repo: str, test_patch: str) -> list[str]:
     """SWE-bench's own test selection (its ``get_test_directives``, through :mod:`.log_parsers`): the one
     rule for every log-graded row, read from swebench rather than re-implemented."""
-    from swebox.envs.tasks import log_parsers, swebench_harness
+    from swebox.envs.tasks.graders import log_parsers, swebench_harness
 
     try:
         return log_parsers.test_directives(repo, test_patch)
@@ -121,7 +121,7 @@ def _directives(repo: str, test_patch: str) -> list[str]:
 def log_parser_for(repo: str) -> str:
     """SWE-bench's parser of ``repo`` when it has one, else its plain pytest parser (SWE-Gym's and
     SWE-bench-extra's repositories, which run pytest, as their harnesses parse them)."""
-    from swebox.envs.tasks import log_parsers, swebench_harness
+    from swebox.envs.tasks.graders import log_parsers, swebench_harness
 
     try:
         return repo if repo in log_parsers.parser_names() else log_parsers.PYTEST

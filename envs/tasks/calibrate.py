@@ -1,7 +1,7 @@
 """Task calibration: is a task solvable and stable before anyone trains on it?
 
 :func:`calibrate_task` grades a task's gold patch ``runs`` times and the empty diff ``runs`` times, each in a
-fresh sandbox (:func:`swebox.envs.tasks.grading.grade`), and records how often each resolved, which tests are
+fresh sandbox (:func:`swebox.envs.tasks.graders.grading.grade`), and records how often each resolved, which tests are
 flaky (a test whose status is not the same in every run of the same diff) and how long grading took.
 :func:`write_calibration` saves a table of them (JSON, docs/tasks.md "Calibration"); :mod:`calibrate_select`
 reads it back for the trainer and ``swebox eval``.
@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from swebox.envs.cache.durable import write_atomic
-from swebox.envs.tasks.grading import F2P_PASSING, P2P_PASSING, GradeReport, grade
-from swebox.envs.tasks.provenance import task_digest
+from swebox.envs.tasks.graders.grading import F2P_PASSING, P2P_PASSING, GradeReport, grade
+from swebox.envs.tasks.graders.provenance import task_digest
 from swebox.envs.tasks.schema import Task
 from swebox.envs.tasks.validate import LayerResolver
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from swebox.envs.tasks.calibrate import FORMAT, TaskCalibration
-from swebox.envs.tasks.provenance import task_digest
+from swebox.envs.tasks.graders.provenance import task_digest
 from swebox.envs.tasks.schema import Task
 
 

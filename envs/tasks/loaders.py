@@ -1,7 +1,7 @@
 """``load(source)``: tasks from a .jsonl/.json/.parquet file, a dataset folder, or a Hugging Face dataset.
 
 A folder holding ``task.toml`` (a Harbor task), or whose subfolders do (a Harbor dataset), loads as
-Harbor tasks (:mod:`swebox.envs.tasks.harbor`).
+Harbor tasks (:mod:`swebox.envs.tasks.harbor_format.folders`).
 
 Rows from SWE-bench, SWE-Gym, SWE-smith, R2E-Gym and swebox's own files are recognised per row (see
 :mod:`swebox.envs.tasks.adapters`). A bad row raises an error naming the row index, the field and what was
@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from swebox.envs.tasks import harbor
 from swebox.envs.tasks.adapters import to_task
-from swebox.envs.tasks.provenance import set_origin, source_digest
+from swebox.envs.tasks.graders.provenance import set_origin, source_digest
+from swebox.envs.tasks.harbor_format import folders as harbor
 from swebox.envs.tasks.schema import Task, TaskError
 
 _FIELD = re.compile(r"^Task\.(\w+):")

@@ -2,7 +2,7 @@
 
 Predictions are SWE-bench's format: objects with ``instance_id``, ``model_name_or_path`` and ``model_patch``,
 as a JSON list, a JSON object keyed by instance id, or JSON lines. Each patch is graded with its task's own
-grader (:func:`swebox.envs.tasks.grading.grade`: fresh sandbox, filtered diff, restored tests; JUnit or the
+grader (:func:`swebox.envs.tasks.graders.grading.grade`: fresh sandbox, filtered diff, restored tests; JUnit or the
 repository's log parser), ``jobs`` at a time. The report has the harness's shape (``make_run_report``): counts
 and the resolved / unresolved / error / empty-patch id lists, plus, per instance, the harness's per-instance
 report (``patch_exists``, ``patch_successfully_applied``, ``resolved``, ``tests_status`` with success/failure
@@ -33,11 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from swebox.envs.cache.durable import write_atomic
-from swebox.envs.tasks import progress, selection, verify
-from swebox.envs.tasks.grading import GradeReport, grade
+from swebox.envs.tasks import progress, selection
+from swebox.envs.tasks.graders import verify
+from swebox.envs.tasks.graders.grading import GradeReport, grade
+from swebox.envs.tasks.graders.log_grading import FAILING, PASSING
+from swebox.envs.tasks.graders.provenance import datasets, swebox_version
 from swebox.envs.tasks.instance_logs import log_root, write_instance_logs
-from swebox.envs.tasks.log_grading import FAILING, PASSING
-from swebox.envs.tasks.provenance import datasets, swebox_version
 from swebox.envs.tasks.schema import Task
 from swebox.envs.tasks.validate import LayerResolver
 

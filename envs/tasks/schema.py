@@ -168,7 +168,7 @@ class Task:
                 raise _fail("test_files", "repository-relative paths", path, "Drop the leading '/' or '..'.")
 
     def _check_grader(self) -> None:
-        from swebox.envs.tasks import log_parsers  # the parsers' names and statuses live with them
+        from swebox.envs.tasks.graders import log_parsers  # the parsers' names and statuses live with them
 
         if self.grader not in GRADERS:
             raise _fail("grader", f"one of {list(GRADERS)}", self.grader,

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Protocol
 
 from swebox.envs.tasks import progress
-from swebox.envs.tasks.grading import GradeReport, grade
-from swebox.envs.tasks.log_parsers import normal_status
+from swebox.envs.tasks.graders.grading import GradeReport, grade
+from swebox.envs.tasks.graders.log_parsers import normal_status
 from swebox.envs.tasks.schema import Task
 
 

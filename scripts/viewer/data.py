@@ -1,6 +1,6 @@
 """What ``swebox view`` shows, read from a run folder or an eval output, lazily and read-only.
 
-A *training run* is a folder with ``metrics.jsonl`` and ``trajectories/`` (trainers/trajectories.py): the run
+A *training run* is a folder with ``metrics.jsonl`` and ``trajectories/`` (trainers/run/trajectories.py): the run
 page and every list read only ``metrics.jsonl`` and ``trajectories/index.jsonl``; a step page reads that step's
 file; nothing reads every step file. An *eval output* is the file of ``swebox eval --out`` (or a folder holding
 such files): its records are the rollouts of one pseudo-step, 0. Files are re-read when their size or mtime
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from swebox.trainers.trajectories import FOLDER, INDEX, index_line, read_jsonl, step_file
+from swebox.trainers.run.trajectories import FOLDER, INDEX, index_line, read_jsonl, step_file
 
 FILTERS = {
     "resolved": lambda r: bool(r.get("resolved")),

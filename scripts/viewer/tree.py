@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 ORACLE_LABEL = "the ORACLE (hidden tests; research only)"
-"""How every report names the oracle rule (as trainers/eval_search.py's report does)."""
+"""How every report names the oracle rule (as trainers/evaluation/eval_search.py's report does)."""
 
 
 def action_summary(turn: dict[str, Any], limit: int = 160) -> str:

@@ -8,9 +8,9 @@ import shlex
 import time
 
 import pytest
-from swebox.envs.episode_state import StartState
+from swebox.envs.episodes.episode import EpisodeConfig, SWEEpisode
+from swebox.envs.episodes.episode_state import StartState
 from swebox.envs.sandbox import SandboxError
-from swebox.envs.swe_env import EpisodeConfig, SWEEpisode
 
 from tests.calc import GOLD, SUBMIT, apply_patch, bash, calc_task
 

@@ -112,7 +112,7 @@ def test_best_of_n_with_an_agent_visible_rule_beats_one_sample_and_the_oracle_bo
 
 @pytest.mark.e2e
 def test_a_fork_mid_episode_sees_the_parents_files_and_not_its_siblings(calc_layer):
-    from swebox.envs.groups import group
+    from swebox.envs.episodes.groups import group
 
     with group(calc_task(), 1, layers=[calc_layer], config={"max_turns": 6}) as g:
         parent = g[0]
@@ -162,7 +162,7 @@ LOOK = bash("cd /testbed && grep -n 'return a' calc/ops.py")
 
 @pytest.mark.e2e
 def test_beam_records_its_tree_and_the_chosen_path(calc_layer):
-    from swebox.trainers.eval_search import record
+    from swebox.trainers.evaluation.eval_search import record
 
     # width 2, depth 2: line 0 forks line 1 at turn 0; they try the wrong and the gold fix; the visible tests
     # rank line 1 first, so at level 2 it forks line 2 at turn 1, then line 0 forks line 3; all four look, and

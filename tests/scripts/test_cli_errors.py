@@ -110,7 +110,7 @@ def test_the_tiny_config_trains_on_what_the_demo_made():
     `make demo`: the config's tasks and layer store are where the demo writes them."""
     from swebox.envs.tasks.synth.pipeline import TASKS_FILE
     from swebox.scripts.demo import add_arguments
-    from swebox.trainers.config import load_config
+    from swebox.trainers.run.config import load_config
 
     demo = argparse.ArgumentParser()
     add_arguments(demo.add_subparsers())
@@ -122,7 +122,7 @@ def test_the_tiny_config_trains_on_what_the_demo_made():
 
 
 def test_the_layer_store_beside_a_task_file_is_found(tmp_path, monkeypatch):
-    from swebox.envs.layers_resolver import LayerSource
+    from swebox.envs.episodes.layers_resolver import LayerSource
 
     monkeypatch.delenv("SWEBOX_LAYER_STORE", raising=False)
     (tmp_path / "layers" / "manifests").mkdir(parents=True)  # as `swebox tasks synth --out DIR` leaves it

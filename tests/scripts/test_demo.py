@@ -124,7 +124,7 @@ def test_demo_config_sets_run_dir_and_tasks_then_overrides(tmp_path):
 
 
 def test_the_demos_evaluation_is_logged_in_its_group(tmp_path):
-    from swebox.trainers.tracking import read_metrics
+    from swebox.trainers.run.tracking import read_metrics
 
     cfg = demo.demo_config(demo.DEFAULT_CONFIG, tmp_path, tmp_path / "t.jsonl", ["logging.wandb=disabled"])
     demo.log_evaluation(cfg, tmp_path / "eval", {"train": {"reward/resolved_rate": 0.5, "episodes": 4.0},

@@ -7,9 +7,9 @@ import json
 
 import torch
 from swebox.scripts import demo, demo_levers
-from swebox.trainers import checkpoint as ckpt
-from swebox.trainers.config import load_config
-from swebox.trainers.models import build_model, build_tokenizer
+from swebox.trainers.policy.models import build_model, build_tokenizer
+from swebox.trainers.run import checkpoint as ckpt
+from swebox.trainers.run.config import load_config
 
 APPLY = "```bash\necho fixed\n```"
 

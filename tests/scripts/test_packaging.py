@@ -29,7 +29,7 @@ def test_a_regular_install_maps_the_top_level_folders(tmp_path: Path):
                         "--target", str(target), str(src)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     for path in ("swebox/envs/sandbox/extract.py", "swebox/envs/sandbox/csrc/nsinit.c",
-                 "swebox/envs/sandbox/csrc/session.c", "swebox/trainers/grpo.py",
+                 "swebox/envs/sandbox/csrc/session.c", "swebox/trainers/rl/grpo.py",
                  "swebox/scripts/cli.py", "swebox/envs/cache/__init__.py", "swebox/envs/tasks/__init__.py",
                  "swebox/scripts/viewer/app.py", "swebox/scripts/viewer/templates/rollout.html",
                  "swebox/scripts/viewer/static/style.css"):  # the viewer serves its own files

@@ -263,9 +263,9 @@ def launch(tmp_path: Path, port: int, env: dict, head_log, worker_log) -> None:
 
 POOL_PROBE = """
 import dataclasses, json, sys
-from swebox.trainers.config import TrainConfig
-from swebox.trainers.ray_pool import RayWorkerPool
-from tests.trainers.test_ray_pool_cluster import ScriptedWorker, task
+from swebox.trainers.run.config import TrainConfig
+from swebox.trainers.distributed.ray_pool import RayWorkerPool
+from tests.trainers.distributed.test_ray_pool_cluster import ScriptedWorker, task
 
 cfg = TrainConfig()
 cfg = dataclasses.replace(cfg, ray=dataclasses.replace(cfg.ray, address=sys.argv[1], actor_num_cpus=0.5))

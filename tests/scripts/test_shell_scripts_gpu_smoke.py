@@ -24,8 +24,8 @@ def smoke(*args: str, env: dict | None = None, timeout: int = 60) -> subprocess.
 def model_dir(tmp_path) -> Path:
     """A small local causal LM folder: the tiny random policy and the builtin tokenizer, as save_pretrained."""
     import torch
-    from swebox.trainers.config import ModelConfig
-    from swebox.trainers.models import build_model, build_tokenizer
+    from swebox.trainers.policy.models import build_model, build_tokenizer
+    from swebox.trainers.run.config import ModelConfig
 
     torch.manual_seed(0)
     cfg = ModelConfig(init="random", tokenizer="builtin", num_kv_heads=2)

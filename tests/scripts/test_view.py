@@ -97,7 +97,7 @@ def text(driver) -> str:
 def test_run_step_rollout_turn_and_task_pages_of_a_real_run(tiny_run, browser, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
-    from swebox.trainers.trajectories import read_jsonl, step_file
+    from swebox.trainers.run.trajectories import read_jsonl, step_file
 
     records = read_jsonl(step_file(tiny_run, 1)).records
     gold = next(r for r in records if r["task_id"] == "calc-add" and r["num_turns"] == 3)
@@ -177,7 +177,7 @@ def test_an_eval_output(calc_layer, tmp_path, browser, capsys):
 
 def test_damaged_growing_and_empty_runs(tiny_run, tmp_path, browser):
     from selenium.webdriver.common.by import By
-    from swebox.trainers.trajectories import step_file
+    from swebox.trainers.run.trajectories import step_file
 
     run = tmp_path / "growing"
     run.mkdir()
@@ -224,7 +224,7 @@ def test_a_beam_search_tree(calc_layer, tmp_path, browser, capsys, monkeypatch):
 
     save_jsonl([calc_task()], tmp_path / "tasks.jsonl")
     # the command's text policy (here: --policy gold's) is replaced by the scripted one; the rest is swebox eval's
-    monkeypatch.setattr("swebox.trainers.cli._text_policy",
+    monkeypatch.setattr("swebox.scripts.train_cli._text_policy",
                         lambda args, cfg: lambda task: FixLookSubmit([WRONG_MUL, apply_patch(GOLD)]))
     out = tmp_path / "beam.jsonl"
     assert main(["eval", "--tasks", str(tmp_path / "tasks.jsonl"), "--policy", "gold", "--layers",
@@ -270,9 +270,9 @@ def test_an_audit_flagged_rollout_shows_its_rules_per_rollout_and_per_turn(calc_
     """A real episode that reads git history, recorded as `swebox eval --out` records it, in the viewer."""
     import json
 
-    from swebox.envs.episode_state import StartState
-    from swebox.envs.swe_env import EpisodeConfig, SWEEpisode
-    from swebox.trainers.cli import play_text_episode
+    from swebox.envs.episodes.episode import EpisodeConfig, SWEEpisode
+    from swebox.envs.episodes.episode_state import StartState
+    from swebox.scripts.train_cli import play_text_episode
 
     from tests.calc import GOLD, SUBMIT, apply_patch, bash, calc_task
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from swebox.scripts.viewer import data as view_data
 from swebox.scripts.viewer.app import create_app, diff_lines, marked
-from swebox.trainers.trajectories import TrajectoryWriter, step_file
+from swebox.trainers.run.trajectories import TrajectoryWriter, step_file
 
 STEPS, PER_STEP = 50, 64
 

@@ -4,13 +4,13 @@ loss, audit/* step metrics, and the flag per rollout and per turn in the traject
 from __future__ import annotations
 
 import pytest
-from swebox.envs.swe_env import StepResult
-from swebox.trainers import trajectories as tj
-from swebox.trainers.config import ConfigError, load_config
-from swebox.trainers.trainer import Trainer, rollout_metrics
+from swebox.envs.episodes.episode import StepResult
+from swebox.trainers.rl.trainer import Trainer, rollout_metrics
+from swebox.trainers.run import trajectories as tj
+from swebox.trainers.run.config import ConfigError, load_config
 
-from tests.trainers.test_rollout import stub_task
-from tests.trainers.test_trainer import SMALL
+from tests.trainers.rl.test_rollout import stub_task
+from tests.trainers.rl.test_trainer import SMALL
 
 FINDING = {"rule": "git_history", "severity": "exploit", "reason": "r", "turn": 1, "evidence": "git log --all"}
 

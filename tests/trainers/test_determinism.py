@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 from swebox.envs.tasks import save_jsonl
-from swebox.trainers.config import load_config
-from swebox.trainers.rollout import LocalWorkerPool, swe_episode_factory
-from swebox.trainers.sft import run_sft
-from swebox.trainers.trainer import Trainer
+from swebox.trainers.finetune.sft import run_sft
+from swebox.trainers.rl.rollout import LocalWorkerPool, swe_episode_factory
+from swebox.trainers.rl.trainer import Trainer
+from swebox.trainers.run.config import load_config
 
 from tests.calc import GOLD_DIV, calc_task
 

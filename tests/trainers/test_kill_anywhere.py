@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from swebox.trainers import checkpoint as ckpt
-from swebox.trainers.tracking import read_metrics
+from swebox.trainers.run import checkpoint as ckpt
+from swebox.trainers.run.tracking import read_metrics
 
-from tests.trainers.test_trainer import make_trainer
+from tests.trainers.rl.test_trainer import make_trainer
 from tests.trainers.wandb_history import history, newest_offline_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,10 +21,10 @@ STEPS = 5
 RUN = """
 import sys
 sys.path.insert(0, {root!r})
-from tests.trainers.test_rollout import stub_task
-from tests.trainers.test_trainer import one_turn_factory, SMALL
-from swebox.trainers.config import load_config
-from swebox.trainers.trainer import Trainer
+from tests.trainers.rl.test_rollout import stub_task
+from tests.trainers.rl.test_trainer import one_turn_factory, SMALL
+from swebox.trainers.run.config import load_config
+from swebox.trainers.rl.trainer import Trainer
 cfg = load_config(None, [*SMALL, "logging.run_dir={run}", "total_steps={steps}", "checkpoint.every_steps=2",
                          "checkpoint.keep_last=5", "rollout.max_parallel_episodes=1", "logging.wandb=offline",
                          *sys.argv[1:]])

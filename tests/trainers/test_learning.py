@@ -6,7 +6,7 @@ candidate patches; one fixes the bug, the others do not. The policy (a tiny rand
 builtin tokenizer) answers in one turn; its reply's first character, by code point modulo K, is its choice, so
 a random policy picks about uniformly. The prompt shows each candidate by the line it adds. The reward is the
 grade of the chosen patch: a real SWE episode
-(``swebox.envs.groups.group`` -> ``SWEEpisode``) applies it with a bash command, submits, and the grader runs
+(``swebox.envs.episodes.groups.group`` -> ``SWEEpisode``) applies it with a bash command, submits, and the grader runs
 the task's tests in a fresh sandbox. Grades are cached per (task, choice), so each of the 16 pairs is graded
 for real once (for all seeds) and later identical answers reuse it.
 
@@ -29,7 +29,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from swebox.envs.swe_env import StepResult
+from swebox.envs.episodes.episode import StepResult
 
 from tests.trainers.shapes import BUGGY, ORDER, K
 
@@ -47,7 +47,7 @@ class GradeCache:
         self._lock = threading.Lock()
 
     def reward(self, task, choice: int) -> tuple[float, dict]:
-        from swebox.envs.groups import group
+        from swebox.envs.episodes.groups import group
 
         key = (task.instance_id, choice)
         with self._lock:
@@ -125,9 +125,9 @@ def grades(shapes_env, tmp_path_factory):
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_grpo_learns_to_pick_the_fix(shapes_env, grades, seed, tmp_path):
-    from swebox.trainers.config import load_config
-    from swebox.trainers.tracking import read_metrics
-    from swebox.trainers.trainer import Trainer
+    from swebox.trainers.rl.trainer import Trainer
+    from swebox.trainers.run.config import load_config
+    from swebox.trainers.run.tracking import read_metrics
 
     layer, tasks, candidates = shapes_env
     by_id = {t.instance_id: (t, candidates[name]) for t, name in zip(tasks, BUGGY, strict=True)}
@@ -186,7 +186,7 @@ class ReplyBackend:
         self._lock = threading.Lock()
 
     def generate(self, prompts, max_new_tokens, seeds=None):
-        from swebox.trainers.generation import Generated
+        from swebox.trainers.policy.generation import Generated
 
         out = []
         for prompt in prompts:
@@ -206,9 +206,9 @@ class ReplyBackend:
 @pytest.mark.e2e
 def test_real_swe_episodes_multi_turn_alignment_and_rewards(shapes_env, tmp_path):
     """swe_episode_factory: groups forked from one start, three turns, real observations, real grading."""
-    from swebox.trainers.config import load_config
-    from swebox.trainers.models import build_builtin_tokenizer
-    from swebox.trainers.rollout import RolloutWorker, observation_delta_ids, swe_episode_factory
+    from swebox.trainers.policy.models import build_builtin_tokenizer
+    from swebox.trainers.rl.rollout import RolloutWorker, observation_delta_ids, swe_episode_factory
+    from swebox.trainers.run.config import load_config
 
     layer, tasks, _ = shapes_env
     layers = [layer.path, _candidate_layer(tmp_path, layer, tasks, shapes_env[2])]

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from swebox.envs.tasks.synth.statement import Failure, problem_statement
-from swebox.trainers.config import load_config
-from swebox.trainers.rollout import swe_episode_factory
-from swebox.trainers.trainer import Trainer
+from swebox.trainers.rl.rollout import swe_episode_factory
+from swebox.trainers.rl.trainer import Trainer
+from swebox.trainers.run.config import load_config
 
 from tests.calc import calc_task
 

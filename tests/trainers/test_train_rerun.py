@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from swebox.envs.cache import LayerStore
 from swebox.scripts.cli import main
-from swebox.trainers import checkpoint as ckpt
-from swebox.trainers.tracking import read_metrics
+from swebox.trainers.run import checkpoint as ckpt
+from swebox.trainers.run.tracking import read_metrics
 
 from tests.calc import CALC_ENV, calc_task
 

@@ -11,10 +11,10 @@ import threading
 from pathlib import Path
 
 from swebox.envs.tasks import Task
-from swebox.trainers.config import load_config
-from swebox.trainers.generation import Generated
-from swebox.trainers.rollout import LocalWorkerPool, swe_episode_factory
-from swebox.trainers.trainer import Trainer
+from swebox.trainers.policy.generation import Generated
+from swebox.trainers.rl.rollout import LocalWorkerPool, swe_episode_factory
+from swebox.trainers.rl.trainer import Trainer
+from swebox.trainers.run.config import load_config
 
 from tests.calc import GOLD, GOLD_DIV, SUBMIT, apply_patch, bash, calc_task
 
@@ -70,7 +70,7 @@ class ScriptedBackend:
 def make_trainer(run_dir: Path, layer: Path, *overrides: str) -> Trainer:
     """A trainer over the calc tasks with a scripted backend; call ``.step()`` or ``.train()``."""
     from swebox.envs.tasks import save_jsonl
-    from swebox.trainers.models import build_model, build_tokenizer
+    from swebox.trainers.policy.models import build_model, build_tokenizer
 
     tasks_file = Path(run_dir).parent / "calc-tasks.jsonl"
     save_jsonl(calc_tasks(), tasks_file)

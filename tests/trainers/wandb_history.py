@@ -61,7 +61,7 @@ def newest_offline_run(run_dir: Path) -> Path:
     start time in the folder's name (``offline-run-YYYYMMDD_HHMMSS-ID``). Not by file times: the service of a
     SIGKILLed trainer may still flush the killed run's file after the resumed run has finished. Folders
     without a ``run-*.wandb`` file are left out: an init that wandb refused leaves one behind."""
-    from swebox.trainers.tracking import WANDB_ID_FILE
+    from swebox.trainers.run.tracking import WANDB_ID_FILE
 
     run_id = (run_dir / WANDB_ID_FILE).read_text().strip()
     folders = [p for p in (run_dir / "wandb").glob(f"offline-run-*-{run_id}") if any(p.glob("run-*.wandb"))]

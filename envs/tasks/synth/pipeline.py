@@ -26,7 +26,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Protocol
 
-from swebox.envs.tasks.diffs import diff_lines
+from swebox.envs.tasks.graders.diffs import diff_lines
 from swebox.envs.tasks.schema import Task
 from swebox.envs.tasks.synth.mutations import Candidate, Mutation, is_mutable_path, mutations
 from swebox.envs.tasks.synth.reach import Reach

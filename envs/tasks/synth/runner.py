@@ -12,7 +12,7 @@ import shlex
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from swebox.envs.tasks.junit import PASSING, parse_junit
+from swebox.envs.tasks.graders.junit import PASSING, parse_junit
 from swebox.envs.tasks.synth.mutations import is_test_file
 from swebox.envs.tasks.synth.statement import junit_details
 from swebox.envs.tasks.testids import file_of_test, junit_key, node_id_from_junit
@@ -23,7 +23,7 @@ JUNIT = f"{RUN_DIR}/junit.xml"
 # hash seed, no inherited pytest/Python options.
 BASE_ENV = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
 CLEARED_ENV = ("PYTHONPATH", "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTHONSTARTUP")
-# The grader's hardening (envs/tasks/grading.py: no cache, addopts cleared, rootdir pinned), so F2P/P2P ids
+# The grader's hardening (envs/tasks/graders/grading.py: no cache, addopts cleared, rootdir pinned), so F2P/P2P ids
 # and outcomes mean the same thing here and there: anything a project's addopts did that matters must be
 # in its recipe's pytest_args. A file that fails to collect must not stop the others from running.
 PYTEST_OPTIONS = (

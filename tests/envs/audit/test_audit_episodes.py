@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 from swebox.envs.audit import metric_names
-from swebox.envs.episode_state import StartState
-from swebox.envs.swe_env import EpisodeConfig, SWEEpisode
+from swebox.envs.episodes.episode import EpisodeConfig, SWEEpisode
+from swebox.envs.episodes.episode_state import StartState
 
 from tests.calc import GOLD, SUBMIT, apply_patch, bash, calc_task
 

@@ -315,13 +315,13 @@ def test_image_policy_from_the_config():
 
 
 def test_layer_resolver_runs_a_task_in_the_image_its_row_names(image, tmp_path):
-    from swebox.envs.layers_resolver import (
+    from swebox.envs.episodes.episode import EpisodeConfig
+    from swebox.envs.episodes.layers_resolver import (
         LayersMissing,
         LayerSource,
         acquire_layers,
         close_shared_caches,
     )
-    from swebox.envs.swe_env import EpisodeConfig
     from swebox.envs.tasks.schema import Task
 
     store = LayerStore(tmp_path / "store")

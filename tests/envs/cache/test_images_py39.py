@@ -18,10 +18,10 @@ import pytest
 from swebox.envs.cache import LayerCache, LayerCacheConfig, LayerStore
 from swebox.envs.cache.images import Platform, acquire_image, import_image, oci_layout
 from swebox.envs.cache.images.registry import RegistryConfig, pull
-from swebox.envs.groups import group
-from swebox.envs.layers_resolver import LayerSource, close_shared_caches
-from swebox.envs.swe_env import EpisodeConfig
-from swebox.envs.tasks.grading import grade
+from swebox.envs.episodes.episode import EpisodeConfig
+from swebox.envs.episodes.groups import group
+from swebox.envs.episodes.layers_resolver import LayerSource, close_shared_caches
+from swebox.envs.tasks.graders.grading import grade
 from swebox.envs.tasks.schema import Task
 
 from tests.calc import SUBMIT, bash

@@ -19,7 +19,7 @@ from swebox.envs.cache import EnvSpec, LayerCache, LayerCacheConfig, LayerStore
 from swebox.envs.cache.builder import build_env
 from swebox.envs.cache.interpreters import discover
 from swebox.envs.sandbox import Sandbox
-from swebox.envs.tasks.log_parsers import parse_log
+from swebox.envs.tasks.graders.log_parsers import parse_log
 
 from tests.pyenv_python import readable_python
 

@@ -6,11 +6,11 @@ test_mini_swe_agent.py runs the real mini-swe-agent."""
 from __future__ import annotations
 
 import pytest
-from swebox.envs.episode_state import StartState
+from swebox.envs.episodes.episode import EpisodeConfig, SWEEpisode
+from swebox.envs.episodes.episode_state import StartState
 from swebox.envs.gateway import GatewayLimits
 from swebox.envs.gateway.harness import HarnessConfig, command_line, episode_config, play_harness
 from swebox.envs.gateway.scripted import ScriptedModel, giveup_replies, gold_replies, mini_action
-from swebox.envs.swe_env import EpisodeConfig, SWEEpisode
 
 from tests.calc import GOLD, calc_task
 

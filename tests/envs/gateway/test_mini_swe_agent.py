@@ -4,10 +4,10 @@ gateway by a scripted model that applies the gold patch (reward 1.0) and by one 
 from __future__ import annotations
 
 import pytest
-from swebox.envs.episode_state import StartState
+from swebox.envs.episodes.episode import EpisodeConfig, SWEEpisode
+from swebox.envs.episodes.episode_state import StartState
 from swebox.envs.gateway.harness import HarnessConfig, episode_config, play_harness
 from swebox.envs.gateway.scripted import ScriptedModel, giveup_replies, gold_replies
-from swebox.envs.swe_env import EpisodeConfig, SWEEpisode
 
 from tests.calc import GOLD, calc_task
 from tests.harness_venv import mini_swe_agent_venv

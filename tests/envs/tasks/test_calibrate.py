@@ -11,8 +11,8 @@ import pytest
 from swebox.envs.tasks import save_jsonl
 from swebox.envs.tasks.calibrate import calibrate, summary, write_calibration
 from swebox.envs.tasks.calibrate_select import CalibrationError, apply_calibration, load_calibration, select
-from swebox.envs.tasks.cli import add_arguments
-from swebox.envs.tasks.grading import grade
+from swebox.envs.tasks.graders.grading import grade
+from swebox.scripts.tasks_cli import add_arguments
 
 from tests.calc import CALC_ENV, FLAKY_ID, calc_task, flaky_layer, flaky_task
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from swebox.envs.tasks import LoadError, load
 from swebox.envs.tasks import recipes as recipes_module
-from swebox.envs.tasks.log_parsers import test_directives
+from swebox.envs.tasks.graders.log_parsers import test_directives
 
 VERIFIED = Path("/work/shared/data/swe-bench-verified.parquet")
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 from swebox.envs.cache.spec import EnvSpec
 from swebox.envs.tasks import save_jsonl
-from swebox.envs.tasks.grading import GradeReport
+from swebox.envs.tasks.graders.grading import GradeReport
 from swebox.envs.tasks.predictions import (
     MAX_NAME_PART,
     Outcome,

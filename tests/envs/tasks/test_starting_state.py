@@ -23,10 +23,10 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from swebox.envs.episode_state import prepare_start
+from swebox.envs.episodes.episode_state import prepare_start
 from swebox.envs.sandbox import Sandbox
 from swebox.envs.tasks import load
-from swebox.envs.tasks.grading import grade
+from swebox.envs.tasks.graders.grading import grade
 from swebox.envs.tasks.validate import StoreLayers
 
 pytestmark = pytest.mark.e2e

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from swebox.envs.tasks.junit import parse_junit
+from swebox.envs.tasks.graders.junit import parse_junit
 from swebox.envs.tasks.testids import (
     file_of_test,
     junit_key,

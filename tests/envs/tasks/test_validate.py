@@ -8,8 +8,8 @@ import json
 
 from swebox.envs.cache.spec import EnvSpec
 from swebox.envs.tasks import save_jsonl
-from swebox.envs.tasks.cli import add_arguments
 from swebox.envs.tasks.validate import StoreLayers, summary, validate, validate_task
+from swebox.scripts.tasks_cli import add_arguments
 
 
 def run_cli(argv: list[str]) -> int:
@@ -122,7 +122,7 @@ def test_validate_reads_layers_from_a_layer_store(tmp_path, calc_layer, calc_tas
 
 
 def test_table_columns_hold_with_long_ids():
-    from swebox.envs.tasks.grading import GradeReport
+    from swebox.envs.tasks.graders.grading import GradeReport
     from swebox.envs.tasks.validate import Validation, header, row
 
     long_id = "toolz-1.2.0.change_binary_operator.c25d23f844-and-then-some"  # 59 characters

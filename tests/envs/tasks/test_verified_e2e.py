@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from swebox.envs.sandbox import Sandbox
 from swebox.envs.tasks import load
-from swebox.envs.tasks.grading import grade
+from swebox.envs.tasks.graders.grading import grade
 from swebox.envs.tasks.validate import StoreLayers
 
 pytestmark = pytest.mark.e2e

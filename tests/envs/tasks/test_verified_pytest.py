@@ -30,8 +30,8 @@ import pytest
 from swebox.envs.cache.checkout import nearest_tag
 from swebox.envs.sandbox import Sandbox
 from swebox.envs.tasks import load
-from swebox.envs.tasks.diffs import filter_diff, own_modules
-from swebox.envs.tasks.grading import grade, protected_files
+from swebox.envs.tasks.graders.diffs import filter_diff, own_modules
+from swebox.envs.tasks.graders.grading import grade, protected_files
 from swebox.envs.tasks.validate import StoreLayers
 
 from tests.pyenv_python import readable_python

@@ -13,8 +13,8 @@ pytestmark = pytest.mark.e2e
 
 def test_synth_toolz_three_tasks_that_grade(tmp_path, monkeypatch):
     from swebox.envs.cache import LayerCache, LayerCacheConfig, LayerStore
-    from swebox.envs.tasks.grading import grade
-    from swebox.envs.tasks.synth import cli as synth_cli
+    from swebox.envs.tasks.graders.grading import grade
+    from swebox.scripts import synth_cli
 
     monkeypatch.setenv("SWEBOX_LAYER_CACHE", str(tmp_path / "node-cache"))
     parser = argparse.ArgumentParser()

@@ -253,8 +253,8 @@ class AgainTests(CalcTests):
 
 def test_synthesised_ids_of_inherited_unittest_classes_are_gradable(tmp_path):
     """Ids name the collecting module and class, map back to their JUnit keys, and the grader finds them."""
-    from swebox.envs.tasks.grading import pytest_args
-    from swebox.envs.tasks.junit import parse_junit
+    from swebox.envs.tasks.graders.grading import pytest_args
+    from swebox.envs.tasks.graders.junit import parse_junit
     from swebox.envs.tasks.testids import junit_key, match_ids
 
     if not SYSTEM_PYTHON.exists():

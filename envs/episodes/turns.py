@@ -1,0 +1,69 @@
+"""What an episode offers the loops that play it, and the one record of a turn they all write.
+
+Three loops play episodes: the trainer's rollouts (token in, token out: ``swebox.trainers.rl.rollout``), ``swebox
+eval`` with a text policy (``swebox.scripts.train_cli``) and search (``swebox.envs.search.tree``). They share the
+:class:`Episode` contract below and write each turn with :func:`turn_record`, so a trajectory file, an eval
+record and a search node hold turns of one shape (docs/training.md, "Trajectories on disk"); the two text-policy
+loops (eval, search) play each turn with :func:`text_turn`. This lives in the episode layer because search (in
+``envs``) needs it too and ``envs`` never imports ``trainers``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+
+class Step(Protocol):
+    """What one ``Episode.step`` returns (``swebox.envs.episodes.episode.StepResult`` is one)."""
+
+    observation: str
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict[str, Any]
+
+
+class Episode(Protocol):
+    """What a loop needs from an episode (``swebox.envs.episodes.episode.SWEEpisode`` is one).
+
+    ``submit_reply``: the reply that submits in the episode's action style, so that a loop can end an episode
+    that ran out of context and have it graded as it stands; None when the episode cannot take it (it has
+    ended, or it has no action style)."""
+
+    def reset(self) -> list[dict[str, str]] | str: ...
+
+    def step(self, reply: str) -> Step: ...
+
+    def submit_reply(self) -> str | None: ...
+
+    def close(self) -> None: ...
+
+
+def turn_record(number: int, text: str, info: Mapping[str, Any], observation: str, generate_s: float,
+                env_s: float, tokens: int | None = None, finish_reason: str = "") -> dict[str, Any]:
+    """One turn: its number in the episode, the model's text, the action parsed from it, the observation, how
+    long each part took and the exploit audit's rules that fired on it (``audit``: [] when none).
+    ``tokens`` and ``finish_reason`` are the generation's (None and '' for a text policy)."""
+    return {"turn": number, "text": text, "action": info.get("action"),
+            "format_error": bool(info.get("format_error", False)),
+            "audit": sorted({f["rule"] for f in info.get("audit_turn") or []}), "observation": observation,
+            "exit_code": info.get("exit_code"), "timed_out": bool(info.get("timed_out", False)),
+            "generate_s": generate_s, "env_s": env_s, "exec_s": float(info.get("exec_s", 0.0) or 0.0),
+            "tokens": tokens, "finish_reason": finish_reason}
+
+
+def text_turn(episode: Episode, messages: list[dict[str, str]], reply: Callable[[list[dict[str, str]]], str],
+              number: int) -> tuple[Step, dict[str, Any]]:
+    """One turn of a text policy (``reply(messages) -> str``): the reply, the episode's step, and the turn's
+    record; the reply is appended to ``messages`` as the assistant's (the caller adds the observation when the
+    episode goes on). ``swebox eval`` and search play their turns with it."""
+    started = time.monotonic()
+    text = reply(list(messages))
+    stepped = time.monotonic()
+    result = episode.step(text)
+    record = turn_record(number, text, result.info or {}, result.observation, stepped - started,
+                         time.monotonic() - stepped)
+    messages.append({"role": "assistant", "content": text})
+    return result, record

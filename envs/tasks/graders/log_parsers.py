@@ -1,0 +1,131 @@
+"""Log parsers by name, test ids in each parser's format, and SWE-bench's test directives.
+
+A log-graded task (``Task.grader == 'log'``) names its parser in ``Task.log_parser``: a repository key of
+SWE-bench's ``MAP_REPO_TO_PARSER_PY`` ('django/django', 'sympy/sympy', 'sphinx-doc/sphinx', ...; that
+repository's parser) or ``'pytest'`` (SWE-bench's plain ``pytest -rA`` parser). The parsers are swebench's own
+(:mod:`swebox.envs.tasks.graders.swebench_harness`), so a status map is exactly what the official harness computes.
+
+Ids follow each parser's format. SWE-bench's ids *are* parser output (a pytest-family parser keeps the text
+up to the first space, so ``test_x[a b]`` is recorded as ``test_x[a``; Django's parser records a test with a
+docstring under the docstring's first line), and the official harness matches them verbatim. A task id is
+therefore looked up verbatim first; an id written in another form (a full pytest node id with a space, from
+a dataset that did not go through the parser) is then looked up under the key the parser itself gives it,
+obtained by feeding the parser a one-line log that reports that id (:func:`parser_key`).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable
+
+from swebox.envs.tasks.graders import swebench_harness
+
+PYTEST = "pytest"
+"""The parser name for plain ``pytest -rA`` logs (SWE-bench's ``parse_log_pytest``)."""
+
+STATUS_NAMES = {"PASSED": "passed", "FAILED": "failed", "ERROR": "error", "SKIPPED": "skipped", "XFAIL": "xfailed"}
+"""SWE-bench's TestStatus values -> swebox's statuses (grading.TestOutcome.status)."""
+_REPO = re.compile(r"^[\w.-]+/[\w.-]+$")
+# One-line logs that report `{id}` as passed in the formats of the parsers: pytest -rA's short summary
+# (pytest, matplotlib, seaborn, sphinx, ...), unittest verbosity 2 (Django) and sympy's bin/test.
+_PROBES = ("PASSED {id}", "{id} ... ok", "{id} ok")
+
+
+class UnparsableLog(ValueError):
+    """The log parser raised on the text it read. Test output is text the code under test prints to (a bare
+    ``FAIL:`` line crashes Django's parser, a bare ``PASSED`` line seaborn's), so this is the run's doing:
+    a verdict of 0 ("unparsable"), never an environment failure."""
+
+
+def normal_status(status: object) -> str | None:
+    """swebox's name for a status written either way ('PASSED' or 'passed'); None when it is neither."""
+    if not isinstance(status, str):
+        return None
+    if status in STATUS_NAMES:
+        return STATUS_NAMES[status]
+    return status if status in STATUS_NAMES.values() else None
+
+
+def parser_names() -> list[str]:
+    """Every name Task.log_parser accepts ('pytest' and SWE-bench's repository keys); needs swebench."""
+    return [PYTEST, *sorted(swebench_harness.python_parsers())]
+
+
+def check_parser_name(name: str) -> str:
+    """'' when ``name`` can be a parser; otherwise how to fix it.
+
+    Without swebench installed only the form is checked here ('pytest' or 'owner/name'): grading then fails
+    with the install command. With it, the name must be one of its parsers.
+    """
+    if name == PYTEST:
+        return ""
+    if not _REPO.match(name or ""):
+        return "Use 'pytest' for pytest -rA logs or a SWE-bench repository key such as 'django/django'."
+    try:
+        known = parser_names()
+    except swebench_harness.HarnessUnavailable:
+        return ""
+    if name not in known:
+        return f"SWE-bench has no log parser for {name!r}; known: {', '.join(known)}."
+    return ""
+
+
+@functools.cache
+def get_parser(name: str) -> Callable[[str], dict[str, str]]:
+    """The parser function for ``name``: log text -> {test id: SWE-bench status}."""
+    problem = check_parser_name(name)
+    if problem:
+        raise ValueError(f"log parser: expected a parser name; found {name!r}. {problem}")
+    if name == PYTEST:
+        parse = swebench_harness.module("harness.log_parsers.python").parse_log_pytest
+    else:
+        parse = swebench_harness.python_parsers()[name]
+    # The Python parsers take a TestSpec only to share a signature with other languages; they never read it.
+    return lambda log: parse(log, None)
+
+
+def parse_log(name: str, log: str) -> dict[str, str]:
+    """SWE-bench's status map of ``log`` read by parser ``name``.
+
+    Raises :class:`UnparsableLog` for anything the parser raises on ``log`` (a bad ``name`` stays the
+    caller's ValueError)."""
+    parse = get_parser(name)
+    try:
+        return dict(parse(log))
+    except Exception as exc:  # swebench's parsers index split lines freely; whatever they raise is the text's
+        raise UnparsableLog(f"the {name!r} log parser raised {type(exc).__name__} ({exc}) on the test output: "
+                            "a line the code under test printed broke it; the log is unreadable") from exc
+
+
+@functools.lru_cache(maxsize=65536)
+def parser_key(name: str, test_id: str) -> str | None:
+    """The key parser ``name`` records for a test reported as ``test_id``; None when no probe line parses.
+
+    >>> parser_key("pytest", "tests/test_a.py::test_x[a b]")  # doctest: +SKIP
+    'tests/test_a.py::test_x[a'
+    """
+    for probe in _PROBES:
+        found = parse_log(name, probe.format(id=test_id))
+        if len(found) == 1:
+            return next(iter(found))
+    return None
+
+
+def lookup(name: str, test_id: str, status_map: dict[str, str]) -> str | None:
+    """The key of ``status_map`` that reports ``test_id``: itself, else the parser's form of it; None if absent."""
+    if test_id in status_map:
+        return test_id
+    key = parser_key(name, test_id)
+    return key if key is not None and key in status_map else None
+
+
+def test_directives(repo: str, test_patch: str) -> list[str]:
+    """The test selection SWE-bench appends to a repository's test command, computed from ``test_patch``.
+
+    SWE-bench's own ``get_test_directives``: the files the test patch touches, less data files (.json, .png,
+    ...); for django/django each becomes a module label (``tests/admin_views/tests.py`` ->
+    ``admin_views.tests``). Adapters build ``Task.test_cmd`` as ``spec test_cmd + ' ' + ' '.join(directives)``.
+    """
+    return swebench_harness.get_test_directives(repo, test_patch)
+test_directives.__test__ = False  # a library function, not a test, when a test module imports it

@@ -1,0 +1,2 @@
+"""Harbor's task folders: read in (folders.py, dockerfile.py), written out (export.py), graded (verify.py).
+"""

@@ -1,0 +1,337 @@
+"""SFT data: trajectories to fine-tune the policy on, in exactly the token layout of RL rollouts.
+
+Every example is a :class:`~swebox.trainers.rl.rollout.Trajectory`: the prompt (the chat template applied to the
+episode's first messages), then the response, model turns (``loss_mask`` 1) and the chat template's
+observation deltas between them (``loss_mask`` 0), as ``trainers/rl/rollout.py`` builds them for GRPO. Sources:
+
+- **expert** (``sft.data=gold``): each task's episode played in a real sandbox, with the real action format,
+  by a scripted policy that knows the gold patch: inspect the code the patch changes, apply the patch, run the
+  failing tests, submit. It goes through the same :func:`~swebox.trainers.rl.rollout.play_episode` as RL (a
+  :class:`ScriptedBackend` stands in for the model), so the grader decides its reward; only resolved ones are
+  kept (a gold episode that is not resolved means a broken task, and is reported).
+- **records** (``sft.data=FILE``): JSON lines written by ``swebox eval --out`` (or rollout trajectory files,
+  ``.jsonl.gz`` too). Rejection sampling: a record trains only when its ``resolved`` is true. A record carries
+  its episode either as tokens (``prompt_ids``, ``response_ids``, ``loss_mask``: the ids as sampled) or as chat
+  ``messages`` (role/content; the model's texts are encoded here like the rollout code encodes turns).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import re
+import shlex
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from swebox.envs.agent.formats import SUBMIT_REPLIES, command_reply
+from swebox.envs.tasks import progress
+from swebox.envs.tasks.schema import Task
+from swebox.trainers.policy.generation import Generated
+from swebox.trainers.rl.rollout import (
+    EpisodeFactory,
+    Trajectory,
+    close_episodes,
+    encode,
+    observation_delta_ids,
+    play_episode,
+    prompt_ids,
+)
+from swebox.trainers.run.config import TrainConfig
+
+HEREDOC = "SWEBOX_GOLD_PATCH_EOF"
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@", re.MULTILINE)  # old and new start, count
+_OLD_FILE = re.compile(r"^--- a/(\S+)", re.MULTILINE)
+
+
+# ------------------------------------------------------------------------------------------ the expert
+
+
+def zero_context(patch: str) -> str | None:
+    """``patch`` with no context lines (``diff -U0``), or None where it cannot be shortened safely.
+
+    Each run of removed/added lines becomes a hunk of its own; ``git apply --unidiff-zero`` applies it. The
+    ``---``/``+++`` headers are kept (``diff --git`` and ``index`` lines are not needed). A patch that creates,
+    deletes, renames or marks a missing final newline is left alone (None): it needs its full form.
+    """
+    if re.search(r"^(new file|deleted file|rename |similarity |Binary |\\ No newline)", patch, re.MULTILINE):
+        return None
+    out: list[str] = []
+    old_left = new_left = 0  # lines of the current hunk still to read (its header's counts)
+    src = tgt = 0  # the next line's numbers in the old and the new file
+    run: list[str] = []
+    run_at = (0, 0)
+
+    def flush() -> None:
+        removed = [line for line in run if line.startswith("-")]
+        added = [line for line in run if line.startswith("+")]
+        old_start, new_start = run_at[0] if removed else run_at[0] - 1, run_at[1] if added else run_at[1] - 1
+        out.extend([f"@@ -{_range(old_start, len(removed))} +{_range(new_start, len(added))} @@", *removed, *added])
+        run.clear()
+
+    for line in patch.split("\n"):  # git's lines: str.splitlines also breaks on \f, \x85, ...
+        if old_left or new_left:  # inside a hunk
+            if line.startswith(("-", "+")):
+                run_at = run_at if run else (src, tgt)
+                run.append(line)
+            elif run:
+                flush()
+            minus, plus = line.startswith("-"), line.startswith("+")
+            src, old_left = (src + 1, old_left - 1) if not plus else (src, old_left)
+            tgt, new_left = (tgt + 1, new_left - 1) if not minus else (tgt, new_left)
+            if not (old_left or new_left) and run:
+                flush()
+            continue
+        hunk = _HUNK.match(line)
+        if hunk:
+            src, old_left = int(hunk.group(1)), int(hunk.group(2) or 1)
+            tgt, new_left = int(hunk.group(3)), int(hunk.group(4) or 1)
+        elif line.startswith(("--- ", "+++ ")):
+            out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def _range(start: int, count: int) -> str:
+    """A hunk header's range as git writes it: the count left out when it is 1."""
+    return str(start) if count == 1 else f"{start},{count}"
+
+
+def apply_command(patch: str, minimal: bool = False) -> str:
+    """Write ``patch`` to a file with a heredoc and ``git apply`` it in /testbed.
+
+    ``minimal``: the patch without context lines (:func:`zero_context`), applied with ``--unidiff-zero``, so
+    the turn is about half as long; a patch that cannot be shortened is applied whole.
+    """
+    short = zero_context(patch) if minimal else None
+    body, flags = (short, " --unidiff-zero") if short else (patch, "")
+    return f"cat > /tmp/gold.diff <<'{HEREDOC}'\n{body}{HEREDOC}\ncd /testbed && git apply{flags} /tmp/gold.diff"
+
+
+def inspect_command(patch: str) -> str:
+    """Show the lines of the first file the patch changes, around its first hunk (what an engineer reads)."""
+    path, hunk = _OLD_FILE.search(patch), _HUNK.search(patch)
+    if path is None or hunk is None:
+        return "cd /testbed && git status --short"
+    start, length = int(hunk.group(1)), int(hunk.group(2) or 1)
+    return f"cd /testbed && sed -n '{max(1, start)},{start + max(length, 1) - 1}p' {shlex.quote(path.group(1))}"
+
+
+def expert_replies(task: Any, style: str = "bash_block", minimal_patch: bool = False) -> list[str]:
+    """The expert's turns for ``task``: inspect, apply the gold patch, run the failing tests, submit.
+
+    The tests are run only when they are in the sandbox (``hidden_tests`` tasks, SWE-bench's, add them at grading).
+    ``minimal_patch``: apply it without context lines (:func:`apply_command`).
+    """
+    commands = [inspect_command(task.patch), apply_command(task.patch, minimal_patch)]
+    if task.FAIL_TO_PASS and not task.hidden_tests:
+        commands.append(f"cd /testbed && {task.test_cmd} -q " + " ".join(shlex.quote(t) for t in task.FAIL_TO_PASS))
+    return [*(command_reply(c, style) for c in commands), SUBMIT_REPLIES[style]]
+
+
+class ScriptedBackend:
+    """A generation backend that "samples" the given replies, one per turn, as token ids (logprob 0).
+
+    A reply longer than the turn's token budget is cut there, as the model's would be (``finish_reason``
+    'length'); the episode then sees the cut text, like it would a real policy's.
+    """
+
+    def __init__(self, tokenizer: Any, replies: list[str]) -> None:
+        self.tokenizer, self.replies, self.turn = tokenizer, list(replies), 0
+
+    def generate(self, prompts: list[list[int]], max_new_tokens: int,
+                 seeds: list[int] | None = None) -> list[Generated]:
+        text = self.replies[min(self.turn, len(self.replies) - 1)]
+        self.turn += 1
+        ids = [*encode(self.tokenizer, text), int(self.tokenizer.eos_token_id)]
+        if len(ids) > max_new_tokens:
+            return [Generated(ids[:max_new_tokens], [0.0] * max_new_tokens, "length") for _ in prompts]
+        return [Generated(ids, [0.0] * len(ids), "stop") for _ in prompts]
+
+    def update_weights(self, state_dict_or_model: Any) -> None:
+        raise TypeError("ScriptedBackend: a scripted policy has no weights")
+
+
+@dataclass
+class DataReport:
+    """What a source gave: kept examples and, by reason, what was left out (never silently)."""
+
+    kept: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+    """reason -> count: 'not resolved', 'failed', 'longer than generation.max_context_tokens=N', 'turn cut at
+    generation.max_new_tokens=N' (a reply cut at its token budget, so the episode could not resolve)."""
+    examples: dict[str, str] = field(default_factory=dict)
+    """reason -> the first task id it happened to (to look at)."""
+    longest_turn: int = 0
+    """Tokens of the longest model turn among the kept trajectories that carry turns (expert episodes)."""
+
+    def drop(self, reason: str, task_id: str) -> None:
+        self.dropped[reason] = self.dropped.get(reason, 0) + 1
+        self.examples.setdefault(reason, task_id)
+
+    def __str__(self) -> str:
+        left = ", ".join(f"{n} {why} (e.g. {self.examples[why]})" for why, n in self.dropped.items())
+        return f"{self.kept} kept" + (f"; left out: {left}" if left else "")
+
+    def advice(self) -> str:
+        """What to change so that the left-out examples train, by reason."""
+        fixes = []
+        if any(why.startswith(("longer than", "turn cut")) for why in self.dropped):
+            fixes.append("raise generation.max_context_tokens (and model.max_position_embeddings) or "
+                         "generation.max_new_tokens, whichever the reason names, or set sft.minimal_patch=true "
+                         "(a patch without context lines)")
+        if "not resolved" in self.dropped:
+            fixes.append("check the tasks with `swebox eval --policy gold` (a gold patch that does not resolve "
+                         "is a broken task), or use a records file with resolved episodes")
+        if "failed" in self.dropped:
+            fixes.append("fix the environment errors (`swebox eval --policy gold` shows each task's error)")
+        return "; ".join(fixes)
+
+
+def expert_generation(cfg: TrainConfig) -> TrainConfig:
+    """``cfg`` for playing expert episodes: a scripted expert is not sampled from the model, so its turns are
+    bounded by the context (``generation.max_context_tokens``) only, not by ``generation.max_new_tokens`` (the
+    tiny config's 64 tokens cut the patch turn, and every gold episode ended unresolved)."""
+    # (the most the config allows: a turn also takes only the room the context has left)
+    gen = dataclasses.replace(cfg.generation, max_new_tokens=cfg.generation.max_context_tokens - 1)
+    return dataclasses.replace(cfg, generation=gen)
+
+
+def expert_trajectories(tasks: list[Task], cfg: TrainConfig, factory: EpisodeFactory,
+                        tokenizer: Any) -> tuple[list[Trajectory], DataReport]:
+    """One expert episode per task (real sandbox, real grading); the resolved ones, in task order."""
+    played_cfg = expert_generation(cfg)
+
+    def one(task: Task) -> Trajectory:
+        replies = expert_replies(task, cfg.env.style, cfg.sft.minimal_patch)
+        episodes = factory(task, 1)
+        try:
+            return play_episode(list(episodes)[0], ScriptedBackend(tokenizer, replies), tokenizer, played_cfg,
+                                task.instance_id, f"expert:{task.instance_id}")
+        finally:
+            close_episodes(episodes)
+
+    with ThreadPoolExecutor(max_workers=max(1, cfg.rollout.max_parallel_episodes)) as pool, \
+            progress.bar(len(tasks), "sft expert episodes", "episode", cfg.logging.progress) as shown:
+        played = []
+        for traj in pool.map(one, tasks):
+            played.append(traj)
+            shown.update()
+    return keep(played, played_cfg)
+
+
+def keep(trajs: list[Trajectory], cfg: TrainConfig) -> tuple[list[Trajectory], DataReport]:
+    """Rejection sampling: resolved, not failed, and within ``generation.max_context_tokens``; each left-out
+    trajectory is counted under the limit or the reason that kept it out."""
+    report, kept = DataReport(), []
+    gen = cfg.generation
+    for t in trajs:
+        cut = [turn for turn in t.turns if turn.get("finish_reason") == "length"]
+        if t.failed:
+            report.drop("failed", t.task_id)
+        elif t.truncated or len(t.prompt_ids) + len(t.response_ids) > gen.max_context_tokens:
+            # an overflow ends unresolved
+            report.drop(f"longer than generation.max_context_tokens={gen.max_context_tokens}", t.task_id)
+        elif t.metrics.get("env/resolved", t.reward) < 1.0:
+            if cut and int(cut[0].get("tokens") or 0) >= gen.max_new_tokens:
+                report.drop(f"turn cut at generation.max_new_tokens={gen.max_new_tokens}", t.task_id)
+            elif cut:  # the turn had less room than its budget: the context was full
+                report.drop(f"turn cut at generation.max_context_tokens={gen.max_context_tokens}", t.task_id)
+            else:
+                report.drop("not resolved", t.task_id)
+        else:
+            kept.append(t)
+            report.longest_turn = max([report.longest_turn, *(int(turn.get("tokens") or 0) for turn in t.turns)])
+    report.kept = len(kept)
+    return kept, report
+
+
+# ------------------------------------------------------------------------------------------ records
+
+
+def trajectory_from_messages(tokenizer: Any, messages: list[dict[str, str]], task_id: str = "") -> Trajectory:
+    """A chat (first messages, then assistant / user turns alternating) in the rollout layout.
+
+    Each assistant text becomes its ids plus the end-of-turn token (``loss_mask`` 1); each user message after
+    one becomes :func:`~swebox.trainers.rl.rollout.observation_delta_ids` (``loss_mask`` 0). A trailing user message
+    (an observation nothing answered) is left out: there is nothing to learn after it.
+    """
+    roles = [m.get("role") for m in messages]
+    if "assistant" not in roles:
+        raise ValueError(f"record {task_id}: expected messages with an assistant turn; found roles {roles}")
+    first = roles.index("assistant")
+    if first == 0:
+        raise ValueError(f"record {task_id}: expected the prompt's messages before the first assistant turn; "
+                         f"found roles {roles}")
+    traj = Trajectory(task_id=task_id, group_id=f"record:{task_id}", prompt_ids=prompt_ids(tokenizer, messages[:first]))
+    rest = messages[first:]
+    while rest and rest[-1].get("role") != "assistant":
+        rest = rest[:-1]
+    for i, message in enumerate(rest):
+        want = "assistant" if i % 2 == 0 else "user"
+        if message.get("role") != want:
+            raise ValueError(f"record {task_id}: expected assistant and user turns to alternate after the prompt; "
+                             f"found {message.get('role')!r} at turn {i}; roles {roles}")
+        if want == "assistant":
+            ids = [*encode(tokenizer, str(message.get("content", ""))), int(tokenizer.eos_token_id)]
+            mask = 1
+        else:
+            ids = observation_delta_ids(tokenizer, str(message.get("content", "")), ended_turn=True)
+            mask = 0
+        traj.response_ids += ids
+        traj.loss_mask += [mask] * len(ids)
+        traj.old_logprobs += [0.0] * len(ids)
+    traj.num_turns = (len(rest) + 1) // 2
+    return traj
+
+
+def read_records(path: str | Path) -> list[dict[str, Any]]:
+    """JSON lines (``.gz``: gzip-compressed), one record per line; a bad line is an error naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"sft.data: expected 'gold' or a JSON-lines file of episode records; found "
+                                f"{str(path)!r}, which is not a file; write one with `swebox eval --out FILE`")
+    opener = gzip.open if path.suffix == ".gz" else open
+    records = []
+    with opener(path, "rt") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{n}: expected one JSON object per line; found {line[:80]!r} "
+                                 f"({exc})") from None
+    return records
+
+
+def record_trajectories(records: list[dict[str, Any]], tokenizer: Any, cfg: TrainConfig,
+                        source: str = "records") -> tuple[list[Trajectory], DataReport]:
+    """Rejection sampling over episode records: the resolved ones as trajectories (see the module docstring)."""
+    trajs = []
+    vocab = len(tokenizer)
+    for n, r in enumerate(records, 1):
+        task_id = str(r.get("instance_id", f"#{n}"))
+        if "resolved" not in r:
+            raise ValueError(f"{source} record {n} ({task_id}): expected a 'resolved' field (rejection sampling "
+                             f"keeps resolved episodes); found keys {sorted(r)}; write records with swebox eval --out")
+        if all(k in r for k in ("prompt_ids", "response_ids", "loss_mask")):
+            ids = [*r["prompt_ids"], *r["response_ids"]]
+            if ids and max(ids) >= vocab:
+                raise ValueError(f"{source} record {n} ({task_id}): expected token ids of this tokenizer "
+                                 f"(< {vocab}); found {max(ids)}; use the tokenizer the records were made with")
+            t = Trajectory(task_id, f"record:{task_id}", list(r["prompt_ids"]), list(r["response_ids"]),
+                           list(r["loss_mask"]), [0.0] * len(r["response_ids"]))
+        elif isinstance(r.get("messages"), list):
+            t = trajectory_from_messages(tokenizer, r["messages"], task_id)
+        else:
+            raise ValueError(f"{source} record {n} ({task_id}): expected the episode as 'messages' or as "
+                             f"'prompt_ids'/'response_ids'/'loss_mask'; found keys {sorted(r)}; write records "
+                             "with a swebox eval that records them (--out)")
+        t.reward = float(r.get("reward", 0.0))
+        t.metrics = {"env/resolved": 1.0 if r["resolved"] else 0.0}
+        t.failed = bool(r.get("error"))
+        trajs.append(t)
+    return keep(trajs, cfg)

@@ -1,0 +1,178 @@
+"""Harness episodes as trajectories: the policy answers the gateway's calls, and the calls become the sequence
+the learner trains on.
+
+:class:`PolicyModel` is the gateway's :class:`~swebox.envs.gateway.calls.ChatModel` for the policy: the chat
+template turns the harness's messages into prompt ids, the generation backend samples, and the record keeps
+the ids exactly as sampled. :func:`trajectory_of` merges the calls into one trajectory by prefix: call k extends
+call k-1 when its messages are call k-1's, then the assistant reply as the model wrote it, then new messages
+(the harness's observation); the reply keeps its sampled ids (trained on, loss mask 1) and only the new
+messages' rendering is encoded (loss mask 0), as in the text loop. A call that does not extend the chain (a
+harness that rewrote or dropped earlier turns) starts nothing new: the chain ends at the last call that
+extended it, and ``gateway/unmerged_calls`` counts the calls left out of the loss.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from typing import Any
+
+from swebox.envs.episodes.episode import SWEEpisode
+from swebox.envs.episodes.turns import turn_record
+from swebox.envs.gateway.calls import CallRecord, ChatModel, Completion, OverLimit
+from swebox.envs.gateway.harness import HarnessConfig, play_harness
+from swebox.trainers.policy.generation import GenerationBackend
+from swebox.trainers.rl.rollout import Trajectory, encode, render
+
+
+class PolicyModel:
+    """The policy behind a generation backend, as the gateway's model."""
+
+    def __init__(self, backend: GenerationBackend, tokenizer: Any, max_new_tokens: int,
+                 max_context_tokens: int) -> None:
+        self.backend, self.tokenizer = backend, tokenizer
+        self.max_new_tokens, self.max_context_tokens = max_new_tokens, max_context_tokens
+
+    def complete(self, messages: list[dict[str, Any]], max_tokens: int | None, seed: int | None) -> Completion:
+        prompt = encode(self.tokenizer, render(self.tokenizer, _plain(messages), add_generation_prompt=True))
+        room = self.max_context_tokens - len(prompt)
+        if room <= 0:
+            raise OverLimit(f"the prompt is {len(prompt)} tokens; generation.max_context_tokens is "
+                             f"{self.max_context_tokens}")
+        budget = min(self.max_new_tokens, room, max_tokens or self.max_new_tokens)
+        out = self.backend.generate([prompt], budget, [seed] if seed is not None else None)[0]
+        return Completion(text=self.tokenizer.decode(out.token_ids, skip_special_tokens=True), prompt_ids=prompt,
+                          token_ids=list(out.token_ids), logprobs=list(out.logprobs),
+                          finish_reason=out.finish_reason, template=self.tokenizer.chat_template or "")
+
+
+def _plain(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """Role and text content only (a list of content parts is joined): what the chat template renders."""
+    plain = []
+    for m in messages:
+        content = m.get("content") or ""
+        if isinstance(content, list):
+            content = "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+        plain.append({"role": str(m["role"]), "content": str(content)})
+    return plain
+
+
+def trajectory_of(records: list[CallRecord], tokenizer: Any, task_id: str, group_id: str) -> tuple[Trajectory, int]:
+    """The merged trajectory of a harness episode's calls, and how many answered calls did not extend it."""
+    answered = [r for r in records if r.completion is not None]
+    if not answered or tokenizer is None or not answered[0].completion.prompt_ids:  # a model without tokens
+        return Trajectory(task_id, group_id, [], num_turns=len(answered),
+                          prompt=_plain(answered[0].messages) if answered else []), len(answered)
+    first, previous_text = answered[0], ""
+    traj = Trajectory(task_id, group_id, list(first.completion.prompt_ids), prompt=_plain(first.messages))
+    history = _plain(first.messages)
+    merged = 0
+    for record in answered:
+        completion = record.completion
+        if record is not first:
+            messages = _plain(record.messages)
+            said = {"role": "assistant", "content": previous_text}
+            if messages[: len(history) + 1] != [*history, said] or len(messages) == len(history) + 1:
+                break
+            before = render(tokenizer, [*history, said], add_generation_prompt=False)
+            after = render(tokenizer, messages, add_generation_prompt=True)
+            eos = tokenizer.eos_token
+            end = before.rfind(eos)
+            if not after.startswith(before) or end < 0:
+                break
+            delta = encode(tokenizer, before[end + len(eos):] + after[len(before):])
+            if completion.finish_reason != "stop":  # the sampled ids lack the end of turn the template writes
+                delta = [int(tokenizer.eos_token_id), *delta]
+            traj.response_ids += delta
+            traj.loss_mask += [0] * len(delta)
+            traj.old_logprobs += [0.0] * len(delta)
+            history = messages
+        traj.response_ids += completion.token_ids
+        traj.loss_mask += [1] * len(completion.token_ids)
+        traj.old_logprobs += completion.logprobs
+        traj.num_turns += 1
+        previous_text = completion.text
+        merged += 1
+    return traj, len(answered) - merged
+
+
+def play_harness_episode(episode: SWEEpisode, model: ChatModel, tokenizer: Any, harness: HarnessConfig,
+                         task_id: str, group_id: str, seed: int | None) -> Trajectory:
+    """One harness episode as a trajectory; never raises for an environment failure (the trajectory is failed
+    and masked, as in the text loop)."""
+    started, wall = time.monotonic(), time.time()
+    intervals: list[tuple[str, float, float]] = []
+    try:
+        reward, info = play_harness(episode, model, harness, seed)
+        at = info["harness"]["started_at"]
+        intervals = [("generate", at + r["started_s"], at + r["started_s"] + r["seconds"]) for r in info["gateway"]]
+        records = [CallRecord(**{**r, "completion": Completion(**r["completion"]) if r["completion"] else None})
+                   for r in info["gateway"]]
+        traj, unmerged = trajectory_of(records, tokenizer, task_id, group_id)
+        traj.turns = _turns(records)
+        traj.reward = float(reward)
+        if info.get("error"):
+            traj.failed, traj.error = True, str(info["error"])
+        traj.diff, traj.grade, traj.reason = str(info.get("diff") or ""), info.get("grade"), str(info["reason"])
+        traj.audit, traj.provenance, traj.cost = info.get("audit"), info.get("provenance"), info.get("cost")
+        metrics = {k: float(v) for k, v in (info.get("metrics") or {}).items() if isinstance(v, (int, float))}
+        metrics["gateway/unmerged_calls"] = float(unmerged)
+    except Exception as exc:  # the environment failed, not the policy: masked
+        traj = Trajectory(task_id, group_id, [], failed=True, reward=0.0,
+                          error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}")
+        metrics = {"env/errors": 1.0}
+    model_s = metrics.get("gateway/model_s", 0.0)
+    traj.metrics = {**metrics, "timing/generate_s": model_s,
+                    "timing/env_s": max(0.0, time.monotonic() - started - model_s - metrics.get("env/grade_s", 0.0)),
+                    "timing/grade_s": metrics.get("env/grade_s", 0.0), "timing/episode_s": time.monotonic() - started}
+    # the calls are generation; the time around them (the harness's commands, its startup, grading) the env's
+    edges = [wall, *(t for _, start, end in intervals for t in (start, end)), time.time()]
+    gaps = [("env", edges[i], edges[i + 1]) for i in range(0, len(edges) - 1, 2) if edges[i + 1] > edges[i]]
+    traj.intervals = [*gaps, *intervals]
+    return traj
+
+
+def _turns(records: list[CallRecord]) -> list[dict[str, Any]]:
+    """Per answered call, a turn record as the viewer shows it: the reply, then what the harness sent next."""
+    turns = []
+    for i, record in enumerate(records):
+        if record.completion is None:
+            continue
+        later = records[i + 1].messages if i + 1 < len(records) else []
+        seen = len(record.messages) + 1
+        observation = "\n".join(str(m.get("content") or "") for m in later[seen:])
+        turns.append(turn_record(len(turns) + 1, record.completion.text, {}, observation, record.seconds, 0.0,
+                                 len(record.completion.token_ids), record.completion.finish_reason))
+    return turns
+
+
+def harness_model(args: Any, cfg: Any, task: Any, backend: GenerationBackend | None, tokenizer: Any) -> ChatModel:
+    """The gateway's model for ``swebox eval --policy ...`` with a harness: gold and giveup are scripted for
+    mini-swe-agent's text format; hf: is the policy; openai: forwards to the served model (text only)."""
+    from swebox.envs.gateway.scripted import ScriptedModel, giveup_replies, gold_replies
+
+    if args.policy == "gold":
+        return ScriptedModel(gold_replies(task.patch), tokenizer)
+    if args.policy in ("empty", "giveup"):
+        return ScriptedModel(giveup_replies(), tokenizer)
+    gen = cfg.generation
+    if args.policy.startswith("hf:"):
+        return PolicyModel(backend, tokenizer, gen.max_new_tokens, gen.max_context_tokens)
+    import dataclasses
+
+    from swebox.trainers.policy.generation import OpenAIBackend
+
+    served = OpenAIBackend(dataclasses.replace(gen, backend="openai", openai_base_url=args.policy[len("openai:"):],
+                                               openai_model=args.model))
+    return _ServedModel(served)
+
+
+class _ServedModel:
+    """A served model behind an OpenAI-compatible server, as the gateway's model (text only: no token ids)."""
+
+    def __init__(self, served: Any) -> None:
+        self.served = served
+
+    def complete(self, messages: list[dict[str, Any]], max_tokens: int | None, seed: int | None) -> Completion:
+        text, finish = self.served.chat(_plain(messages), max_tokens)
+        return Completion(text=text, finish_reason=finish)
