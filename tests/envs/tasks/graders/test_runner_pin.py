@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from swebox.envs.tasks import runner_pin
+from swebox.envs.tasks.graders import runner_pin
 
 PROBE = r"""
 import errno, os, subprocess, sys
