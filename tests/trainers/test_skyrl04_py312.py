@@ -35,11 +35,11 @@ def launch_overrides(data: Path, **values: str) -> list[str]:
     values = {"DATA": str(data), "MODEL": "Qwen/Qwen2.5-Coder-7B-Instruct", "NUM_GPUS": "8", "MAX_TURNS": "30",
               **values}
     out = []
-    for arg in re.findall(r"^  ([a-z_.]+=\S+) \\$", SCRIPT.read_text(), re.M):
+    for arg in re.findall(r"^  ([a-z_.]+=.+?) \\$", SCRIPT.read_text(), re.M):
         arg = re.sub(r"\$\(date [^)]*\)", "20260101-0000", arg)
         arg = re.sub(r"\$([A-Z_]+)", lambda m: values[m.group(1)], arg)
         out.append(arg.replace('"', ""))
-    assert any(a.startswith("environment.env_class=swebox") for a in out) and len(out) > 20, out
+    assert "environment.env_class=swebox" in out and "trainer.run_name=swebox-grpo-20260101-0000" in out, out
     return out
 
 
@@ -69,8 +69,8 @@ def test_skyrl_generator_loop_pays_gold_1_and_nothing_0(venv, tmp_path, calc_lay
 
 
 def test_launch_script_config_builds_and_passes_skyrl_validation(venv, tmp_path):
-    overrides = [*launch_overrides(tmp_path), "trainer.logger=console", "trainer.strategy=fsdp",
-                 "environment.skyrl_gym.swebox.max_turns=30"]
+    # console logging: the script's wandb logger wants $WANDB_API_KEY, which validate_cfg checks
+    overrides = [*launch_overrides(tmp_path), "trainer.logger=console"]
     code = ("import json, sys; from swebox.trainers import skyrl_entry; cfg = skyrl_entry.build_config(sys.argv[1:]); "
             "_, main_base, _ = skyrl_entry.skyrl_modules(); main_base.validate_cfg(cfg); "
             "print(json.dumps([type(cfg).__name__, cfg.environment.env_class, cfg.environment.skyrl_gym.swebox, "
@@ -78,7 +78,9 @@ def test_launch_script_config_builds_and_passes_skyrl_validation(venv, tmp_path)
     proc = run_in(venv, "python", "-c", code, *overrides, cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == [
-        "SweboxSkyRLConfig", "swebox", {"max_turns": 30}, 30, [f"{tmp_path}/train.parquet"]]
+        "SweboxSkyRLConfig", "swebox",
+        {"max_turns": 30, "command_timeout_s": 60, "time_limit_s": 1800, "sandbox": {"memory_mb": 8192}},
+        30, [f"{tmp_path}/train.parquet"]]
 
 
 @pytest.mark.parametrize(("override", "message"), [
@@ -86,7 +88,7 @@ def test_launch_script_config_builds_and_passes_skyrl_validation(venv, tmp_path)
      "environment.skyrl_gym.swebox: EpisodeConfig: unknown keys ['max_turn']; expected a subset of "),
     ("environment.skyrl_gym.swebox.layers.stor=/x",
      "environment.skyrl_gym.swebox: LayerSource: unknown keys ['stor']"),
-    ("generator.max_turnz=3", "SkyRL's config: "),
+    ("generator.max_turnz=3", "SkyRL's config: ValueError: Invalid fields {'max_turnz'} for GeneratorConfig."),
 ])
 def test_a_bad_option_is_one_line_before_ray(venv, tmp_path, override, message):
     proc = run_in(venv, "python", "-m", "swebox.trainers.skyrl_entry", "environment.env_class=swebox", override,
@@ -94,4 +96,4 @@ def test_a_bad_option_is_one_line_before_ray(venv, tmp_path, override, message):
     lines = [line for line in proc.stderr.splitlines() if line.strip() and "| INFO" not in line]
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert len(lines) == 1 and lines[0].startswith("python -m swebox.trainers.skyrl_entry: error: "), lines
-    assert message in lines[0] and "max_turnz" in lines[0] if "turnz" in override else message in lines[0], lines
+    assert message in lines[0], lines
