@@ -1,5 +1,5 @@
 """mini-swe-agent from PyPI in a venv that sandboxes can run: made with Debian's /usr/bin/python3 (>= 3.10, as
-mini-swe-agent needs; /usr is bound into every sandbox), cached by tests/cached_venv.py."""
+mini-swe-agent needs; /usr is bound into every sandbox), cached by tests/venvs.py."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cached_venv import cached_venv
+from tests.venvs import cached_venv
 
 MINI_SWE_AGENT = "mini-swe-agent==2.4.6"
 
@@ -23,4 +23,4 @@ def mini_swe_agent_venv() -> Path:
                              text=True, check=True).stdout.strip()
     if version != "True":
         pytest.skip("mini-swe-agent needs Python >= 3.10; /usr/bin/python3 is older")
-    return cached_venv("mini-swe-agent", python, [["install", MINI_SWE_AGENT]])
+    return cached_venv("mini-swe-agent", python, [MINI_SWE_AGENT])

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GRPO on swebox SWE tasks with SkyRL (skyrl >= 0.3, FSDP2 + vLLM) on a GPU cluster.
+# GRPO on swebox SWE tasks with SkyRL (skyrl 0.4, `skyrl[fsdp]`: FSDP + vLLM, Python >= 3.12) on a GPU cluster.
 #
 # What it does: SkyRL's trainer and its SkyRLGymGenerator run the multi-turn loop; every trajectory is a
 # swebox episode (env_class "swebox"): a sandbox restored in milliseconds from the node's layer cache, bash
@@ -28,23 +28,23 @@ MODEL="${MODEL:-Qwen/Qwen2.5-Coder-7B-Instruct}"
 NUM_GPUS="${NUM_GPUS:-8}"
 MAX_TURNS="${MAX_TURNS:-30}"
 
-# Env settings that are not per row. SkyRL's strict config rejects unknown environment.skyrl_gym.* keys, so
-# they travel in this variable (read by swebox.trainers.skyrl_entry inside the Ray entrypoint task);
-# the settings written into the dataset by `swebox skyrl prepare` win over these.
+# Env settings that are not per row are config keys, environment.skyrl_gym.swebox.* (skyrl 0.4; swebox's config
+# subclass adds that section, and SkyRL's generator hands it to the env); the settings written into the dataset
+# by `swebox skyrl prepare` win over them. $SWEBOX_SKYRL_SETTINGS (a JSON object) still works, under them.
 export SWEBOX_LAYER_STORE="$STORE"
-if [ -z "${SWEBOX_SKYRL_SETTINGS:-}" ]; then
-  SWEBOX_SKYRL_SETTINGS=$(printf '{"max_turns": %d, "command_timeout_s": 60, "time_limit_s": 1800, "sandbox": {"memory_mb": 8192}}' "$MAX_TURNS")
-fi
-export SWEBOX_SKYRL_SETTINGS
 
 python -m swebox.trainers.skyrl_entry \
   data.train_data="['$DATA/train.parquet']" \
   data.val_data="['$DATA/validation.parquet']" \
   environment.env_class=swebox \
   environment.skyrl_gym.max_env_workers=32 \
+  environment.skyrl_gym.swebox.max_turns="$MAX_TURNS" \
+  environment.skyrl_gym.swebox.command_timeout_s=60 \
+  environment.skyrl_gym.swebox.time_limit_s=1800 \
+  environment.skyrl_gym.swebox.sandbox.memory_mb=8192 \
   trainer.algorithm.advantage_estimator=grpo \
   trainer.policy.model.path="$MODEL" \
-  trainer.strategy=fsdp2 \
+  trainer.strategy=fsdp \
   trainer.placement.colocate_all=true \
   trainer.placement.policy_num_gpus_per_node="$NUM_GPUS" \
   trainer.train_batch_size=32 \

@@ -2,17 +2,18 @@
 
 SkyRL's generator builds one env per trajectory with ``skyrl_gym.make(env_class, env_config=...,
 extras=row)``, where ``row`` is the dataset row minus ``prompt`` and ``env_class``. What it does around an
-env (skyrl 0.3.0): ``env_config`` is ``{}`` for a custom id (its strict config rejects unknown
-``environment.skyrl_gym.*`` keys), it overwrites ``extras["max_turns"]`` with ``generator.max_turns``
-(default 1) and never ends an episode itself, it runs ``init``/``step``/``close`` in a thread pool, takes
-each step's reward as a float and drops the observation that comes with ``done=True``, and calls
-``aggregate_metrics`` on the registered class.
+env (read in skyrl 0.3.0 and 0.4.0): ``env_config`` is ``getattr(cfg.environment.skyrl_gym, env_id, {})``, so
+``{}`` for a custom id unless the config class has that section (swebox's SkyRL 0.4 config adds
+``environment.skyrl_gym.swebox``: trainers/skyrl_config.py), it overwrites ``extras["max_turns"]`` with
+``generator.max_turns`` (default 1) and never ends an episode itself, it runs ``init``/``step``/``close``
+in a thread pool, takes each step's reward as a float and drops the observation that comes with
+``done=True``, and calls ``aggregate_metrics`` on the registered class.
 
-So settings travel as registered kwargs (``register_skyrl(max_turns=30, layers={...})``) and as the
-``extra_info["swebox"]`` column written by ``swebox skyrl prepare`` (a JSON string; it wins over the kwargs);
-``extras["max_turns"]`` is ignored; the env ends its episodes by its own limits; it never raises into the
-trainer: any internal failure ends the episode with reward 0.0 and ``env/errors`` = 1, and the sandbox and
-the layers are released on every path.
+So settings travel as registered kwargs (``register_skyrl(max_turns=30, layers={...})``), as that config
+section, and as the ``extra_info["swebox"]`` column written by ``swebox skyrl prepare`` (a JSON string; it
+wins over both); ``extras["max_turns"]`` is ignored; the env ends its episodes by its own limits; it never
+raises into the trainer: any internal failure ends the episode with reward 0.0 and ``env/errors`` = 1, and
+the sandbox and the layers are released on every path.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """SWE-bench's own harness facts (log parsers, test directives), read from the ``swebench`` package at run time.
 
 swebox grades SWE-bench-family rows with the official parsers rather than its own copies, so a verdict is the
-one the official harness would give. The package is pinned to 4.1.0: it is the last release with the Python
-log parsers and the per-repo/version spec table (5.x moved specs into per-instance scripts).
+one the official harness would give. The package is pinned to 4.1.0: it is the last release with the
+per-repo/version spec table and ``harness/test_spec`` (``get_test_directives``); 5.x (checked: 5.0.2) moved
+specs into per-instance scripts and keeps only the log parsers (docs/datasets.md says what they fix).
 
 ``import swebench`` runs a package ``__init__`` that imports the Docker, Modal and GitHub clients; none of
 them is needed to parse a log. So the two aggregating ``__init__`` modules (``swebench`` and
