@@ -9,8 +9,7 @@ this script does what is around them:
     python -m swebox.scripts.bench_verified report OUT.parquet STORE VALIDATE.jsonl [BUILD_ERRORS.txt]
 
 ``report`` prints one markdown line per row: repository, Python, whether its env and starting tree were
-built (from the store's manifests), the env layer's packed MB and build seconds (its log's last write minus
-the previous layer's, so a sequential `--jobs 1` build only), the gold and empty verdicts, the seconds both
+built (from the store's manifests), the env layer's packed MB, the gold and empty verdicts, the seconds both
 gradings took (the validate report's ``durations.total``), and the problem.
 """
 
@@ -77,15 +76,8 @@ def predictions(rows_file: str, which: str, out: str) -> None:
 
 
 def _layers(store: Path) -> dict[str, dict]:
-    """Layer key -> its manifest, plus ``seconds``: its build log's last write minus the previous one's."""
-    manifests = {p.stem: json.loads(p.read_text()) for p in (store / "manifests").glob("*.json")}
-    logs = sorted((store / "logs").glob("*.log"), key=lambda p: p.stat().st_mtime)
-    previous = None
-    for log in logs:
-        if log.stem in manifests and previous is not None:
-            manifests[log.stem]["seconds"] = log.stat().st_mtime - previous
-        previous = log.stat().st_mtime
-    return manifests
+    """Layer key -> its manifest (layers built; a failed one has none)."""
+    return {p.stem: json.loads(p.read_text()) for p in (store / "manifests").glob("*.json")}
 
 
 def report(rows_file: str, store: str, validate_jsonl: str, errors_file: str = "") -> None:
@@ -99,12 +91,12 @@ def report(rows_file: str, store: str, validate_jsonl: str, errors_file: str = "
             entry = json.loads(line)
             graded[entry["instance_id"]] = entry
     errors = Path(errors_file).read_text().splitlines() if errors_file else []
-    print("| row | python | env built (MB, s) | start built | gold | empty | grade s | verdict / reason |")
+    print("| row | python | env built (MB packed) | start built | gold | empty | grade s | verdict / reason |")
     print("|---|---|---|---|---|---|---|---|")
     for task in load(rows_file):
         env = layers.get(task.env_key or "")
         start = layers.get(task.task_layer_key or "")
-        env_cell = f"yes ({env['size'] / 1e6:.0f}, {env.get('seconds', 0):.0f})" if env else "no"
+        env_cell = f"yes ({env['size'] / 1e6:.0f})" if env else "no"
         entry = graded.get(task.instance_id)
         gold = empty = seconds = "-"
         if entry and entry["gold"]:
@@ -112,8 +104,9 @@ def report(rows_file: str, store: str, validate_jsonl: str, errors_file: str = "
             empty = "resolved" if entry["empty"]["resolved"] else "unresolved"
             spent = [entry[k].get("durations", {}).get("total") for k in ("gold", "empty")]
             seconds = f"{sum(spent):.0f}" if all(isinstance(s, (int, float)) for s in spent) else "-"
-        why = next((e for e in errors if task.instance_id in e), "")
-        verdict = ("ok" if entry and entry["passed"] else (entry["problem"] if entry else why or "not graded"))
+        keys = [k for k in (task.instance_id, task.env_key, task.task_layer_key) if k]
+        why = next((e for e in errors if any(k in e for k in keys)), "")
+        verdict = "ok" if entry and entry["passed"] else (entry["problem"] if entry else why or "not graded")
         print(f"| {task.instance_id} | {task.env.python if task.env else '-'} | {env_cell} | "
               f"{'yes' if start else 'no'} | {gold} | {empty} | {seconds} | {verdict[:160]} |")
 
