@@ -93,7 +93,7 @@ def read_build_plan(path: str, skip: set[str] | frozenset[str] = frozenset()
     imported here: the CLI sits above the library, which never imports tasks."""
     from swebox.envs.episodes.layers_resolver import image_of
     from swebox.envs.tasks import load
-    from swebox.envs.tasks.recipes import unbuildable_error
+    from swebox.envs.tasks.recipes import conda_only_error, unbuildable_error
 
     envs: dict[str, EnvSpec] = {}
     checkouts: dict[str, CheckoutSpec] = {}
@@ -114,6 +114,11 @@ def read_build_plan(path: str, skip: set[str] | frozenset[str] = frozenset()
         if task.metadata.get("recipe_unbuildable"):
             errors.append(unbuildable_error(task.instance_id, list(task.metadata["recipe_unbuildable"]),
                                             image_of(task)))
+            continue
+        needs_conda = conda_only_error(task.instance_id, list(task.metadata.get("recipe_conda_only", ())),
+                                       [*task.FAIL_TO_PASS, *task.PASS_TO_PASS])
+        if needs_conda:
+            errors.append(needs_conda)
             continue
         envs.setdefault(task.env.key(), task.env)
         checkout = task.metadata.get("checkout")

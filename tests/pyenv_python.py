@@ -3,8 +3,9 @@
 pyenv's builds sit under root's 0700 home and their ``RUNPATH`` names that folder, so the sandbox cannot run
 them (swebox finds and refuses them). Tests that need Python 3.9 (the recipes of most SWE-bench Verified rows)
 copy the build once to a folder every user can read, outside /tmp (every sandbox has its own /tmp), with its
-RUNPATH rewritten to ``$ORIGIN/../lib``, and name it in ``$SWEBOX_PYTHONS``, where swebox's interpreter search
-looks. The standard library's own test suite is left out (not needed, a third of the size).
+RUNPATH rewritten to ``$ORIGIN/../lib`` and its C headers (extensions compile against them), and name it in
+``$SWEBOX_PYTHONS``, where swebox's interpreter search looks. The standard library's own test suite is left
+out (not needed, a third of the size).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def readable_python(minor: str) -> Path:
     build = builds[-1]
     target = COPIES / build.name
     if (target / "bin" / f"python{minor}").exists():
+        _add_headers(build, target)
         return target
     COPIES.mkdir(parents=True, exist_ok=True)
     os.chmod(COPIES, 0o755)
@@ -49,9 +51,26 @@ def readable_python(minor: str) -> Path:
     (staging / "bin" / "python3").symlink_to(f"python{minor}")
     shutil.copytree(build / "lib", staging / "lib", symlinks=True,
                     ignore=shutil.ignore_patterns("test", "__pycache__", "idle_test", "tkinter", "idlelib"))
+    shutil.copytree(build / "include", staging / "include", symlinks=True)
     subprocess.run(["chmod", "-R", "a+rX", str(staging)], check=True)
     try:
         staging.rename(target)
     except OSError:  # another process made it first
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def _add_headers(build: Path, target: Path) -> None:
+    """Give a copy made without them the build's C headers (``include/pythonX.Y``): recipes that compile
+    extensions (astropy's ``pip install -e .``) include ``Python.h`` from the interpreter's prefix."""
+    if (target / "include").exists() or not (build / "include").is_dir():
+        return
+    staging = Path(tempfile.mkdtemp(prefix=".include-", dir=target))
+    shutil.copytree(build / "include", staging / "include", symlinks=True)
+    subprocess.run(["chmod", "-R", "a+rX", str(staging)], check=True)
+    try:
+        (staging / "include").rename(target / "include")
+    except OSError:  # another process added them first
+        pass
+    shutil.rmtree(staging, ignore_errors=True)
+

@@ -50,11 +50,23 @@ _LOCALE_LINE = re.compile(r"locale-gen|/etc/locale\.gen|^\s*apt-get update && ap
 _LOCALE_NAME = re.compile(r"\b([a-z]{2,3}_[A-Z]{2})[. ](UTF-8)\b")
 LOCALE_DIR = "/venv/share/swebox-locales"
 """Where the env layer keeps the locales a recipe generates (glibc reads them through ``LOCPATH``)."""
+CONDA_TO_PIP = {"matplotlib-base": "matplotlib", "dask-core": "dask", "iris": "scitools-iris"}
+"""conda-forge packages whose PyPI project has another name (the same code: conda-forge's recipes build
+these PyPI projects)."""
+CONDA_ONLY = {
+    "cdms2": "CDAT's cdms2 is published on conda-forge only (PyPI has no release of it)",
+    "hdf5": "the HDF5 C library, not a Python package (h5py's and netCDF4's wheels carry their own copy)",
+}
+"""conda-forge packages with no PyPI release: left out of a translated environment.yml (the build log says
+so, ``metadata.recipe_conda_only`` lists them) and a row whose tests name one is refused (:func:`conda_only_tests`):
+xarray's tests skip what they cannot import, so only a row that grades such a test would get another verdict."""
 # environment.yml -> pip requirements: conda's `name=1.2` pins become `name==1.2`, channel prefixes go,
+# conda names become PyPI's (CONDA_TO_PIP), conda-only packages are left out (CONDA_ONLY, said on stderr),
 # the `- pip:` sub-list is kept as it is; python and pip themselves are the venv's
 _YML_TO_PIP = r"""
-import re, sys
-section, pip_indent, pip = '', -1, []
+import json, re, sys
+rename, conda_only = json.loads(sys.argv[2]), json.loads(sys.argv[3])
+section, pip_indent, pip, left_out = '', -1, [], []
 for raw in open(sys.argv[1]):
     line = raw.split('#')[0].rstrip()
     if not line.strip():
@@ -76,9 +88,15 @@ for raw in open(sys.argv[1]):
     m = re.match(r'^([A-Za-z0-9_.-]+)\s*(.*)$', item.split('::')[-1])
     if not m or m.group(1) in ('python', 'pip'):
         continue
+    if m.group(1).lower() in conda_only:
+        left_out.append(m.group(1) + ': ' + conda_only[m.group(1).lower()])
+        continue
     version = m.group(2).replace(' ', '')
-    print(m.group(1) + ('=' + version if version.startswith('=') and not version.startswith('==') else version))
+    name = rename.get(m.group(1).lower(), m.group(1))
+    print(name + ('=' + version if version.startswith('=') and not version.startswith('==') else version))
 print('\n'.join(pip))
+for why in left_out:
+    print('swebox: left out the conda-only package ' + why, file=sys.stderr)
 """
 
 
@@ -102,6 +120,8 @@ class Recipe:
     unbuildable: tuple[str, ...] = ()
     """The skipped commands with no rootless equivalent (system packages): the env cannot be built from the
     recipe; the dataset's container image has it (``swebox cache build --env-source image``)."""
+    conda_only: tuple[str, ...] = ()
+    """Packages an ``environment.yml`` recipe leaves out because only conda has them (:data:`CONDA_ONLY`)."""
     grader: str = "log"
     """'log' (the harness's test command, its log read by the repo's parser) or, for recipes of one's own
     (a spec's ``"grader": "junit"``, pytest suites only), 'junit': swebox's pytest runner."""
@@ -224,7 +244,8 @@ def recipe_from_spec(spec: dict, reqs_paths=(), yml_paths=()) -> Recipe:
         env.append(_script(
             f"f=; for p in {candidates}; do [ -f \"$p\" ] && f=$p && break; done; "
             f"[ -n \"$f\" ] || {{ echo 'none of the environment files exists: {candidates}' >&2; exit 1; }}; "
-            f"python -c {script} \"$f\" > /tmp/swebox-env-yml.txt && cat /tmp/swebox-env-yml.txt && "
+            f"python -c {script} \"$f\" {shlex.quote(json.dumps(CONDA_TO_PIP))} "
+            f"{shlex.quote(json.dumps(CONDA_ONLY))} > /tmp/swebox-env-yml.txt && cat /tmp/swebox-env-yml.txt && "
             "pip install -r /tmp/swebox-env-yml.txt"))
     elif packages:
         env.append("pip install " + " ".join(shlex.quote(p) for p in shlex.split(packages)))
@@ -248,7 +269,8 @@ def recipe_from_spec(spec: dict, reqs_paths=(), yml_paths=()) -> Recipe:
     if _locale_commands(skipped):
         kept_evals = (f"export LOCPATH={LOCALE_DIR}", *kept_evals)
     return Recipe(python=str(spec["python"]), env_install=tuple(env), repo_commands=repo, test_cmd=str(test_cmd),
-                  eval_commands=kept_evals, skipped=skipped, grader=grader, unbuildable=_unbuildable(skipped))
+                  eval_commands=kept_evals, skipped=skipped, grader=grader, unbuildable=_unbuildable(skipped),
+                  conda_only=tuple(sorted(CONDA_ONLY)) if packages == "environment.yml" else ())
 
 
 def _locale_commands(skipped: tuple[str, ...]) -> list[str]:
@@ -268,8 +290,22 @@ def system_metadata(recipe: Recipe) -> dict[str, list[str]]:
     """A task's metadata about its recipe's system lines: those left out (``recipe_skipped``) and those with no
     rootless equivalent (``recipe_unbuildable``: the row still loads, an image can serve it, and ``swebox
     cache build`` refuses its recipe with :func:`unbuildable_error`)."""
-    out = {"recipe_skipped": list(recipe.skipped), "recipe_unbuildable": list(recipe.unbuildable)}
+    out = {"recipe_skipped": list(recipe.skipped), "recipe_unbuildable": list(recipe.unbuildable),
+           "recipe_conda_only": list(recipe.conda_only)}
     return {k: v for k, v in out.items() if v}
+
+
+def conda_only_error(instance_id: str, conda_only: list[str], test_ids: list[str]) -> str:
+    """Why ``cache build`` refuses a row whose graded tests exercise a package its recipe leaves out ('' when
+    none does): built without it, those tests skip where the harness ran them, and the verdict would differ."""
+    hits = [t for t in test_ids if any(name in t.lower() for name in conda_only)]
+    if not hits:
+        return ""
+    names = sorted(name for name in conda_only if any(name in t.lower() for t in hits))
+    return (f"task {instance_id}: expected graded tests that need no conda-only package; found {len(hits)} "
+            f"naming {', '.join(names)} (e.g. {hits[0]}), which pip cannot install. Use the row's SWE-bench image "
+            f"(swebench/sweb.eval.x86_64.{instance_id.replace('__', '_1776_')}:latest) with `swebox cache build "
+            f"--env-source image` (docs/cache.md)")
 
 
 def unbuildable_error(instance_id: str, lines: list[str], image: str = "") -> str:

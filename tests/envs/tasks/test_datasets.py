@@ -275,3 +275,56 @@ def test_the_recipe_locale_is_made_and_found_without_root_in_a_sandbox(calc_laye
         assert built.exit_code == 0, built.output
         found = sb.exec(" && ".join([*recipe.eval_commands, check]), timeout=60)
         assert found.exit_code == 0 and found.output.strip().endswith("en_US.UTF-8"), found.output
+
+
+# -- environment.yml recipes (xarray): conda names to PyPI's, conda-only packages left out and said ----------
+XARRAY_YML = """name: xarray-tests
+channels:
+  - conda-forge
+dependencies:
+  - cdms2
+  - dask-core
+  - fsspec!=2021.7.0
+  - hdf5
+  - iris
+  - lxml    # Optional dep of pydap
+  - matplotlib-base
+  - numpy=1.23
+  - pip
+  - python=3.10
+  - pip:
+      - numbagg
+"""
+
+
+def test_environment_yml_becomes_pypi_names_without_the_conda_only_packages(verified, tmp_path):
+    import shlex
+    import subprocess
+
+    _, tasks = verified
+    task = next(t for t in tasks if t.instance_id == "pydata__xarray-6721")
+    assert task.metadata["recipe_conda_only"] == ["cdms2", "hdf5"]
+    (translate,) = [c for c in task.env.install if "environment.yml" in c]
+    (tmp_path / "ci" / "requirements").mkdir(parents=True)
+    (tmp_path / "ci" / "requirements" / "environment.yml").write_text(XARRAY_YML)
+    # the recipe's own command, with pip replaced by printing what it would install
+    script = shlex.split(translate)[2].replace("pip install -r", "cat")
+    out = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    wanted = ["dask", "fsspec!=2021.7.0", "scitools-iris", "lxml", "matplotlib", "numpy==1.23", "numbagg"]
+    assert out.stdout.split() == wanted + wanted
+    assert "left out the conda-only package cdms2: CDAT's cdms2 is published on conda-forge only" in out.stderr
+    assert "left out the conda-only package hdf5" in out.stderr
+
+
+def test_cache_build_refuses_a_row_whose_tests_need_a_conda_only_package(verified, tmp_path):
+    from swebox.scripts.cache_cli import read_build_plan
+
+    rows, _ = verified
+    picked = [r for r in rows if r["instance_id"] in ("pydata__xarray-6992", "pydata__xarray-6721")]
+    envs, checkouts, errors = read_build_plan(str(_jsonl(tmp_path / "rows.jsonl", picked)))
+    assert len(envs) == 1 and len(checkouts) == 1 and len(errors) == 1  # 6721's P2P names no cdms2 test
+    assert errors[0].startswith("task pydata__xarray-6992: expected graded tests that need no conda-only package; "
+                                "found 2 naming cdms2 (e.g. xarray/tests/test_dataarray.py::TestDataArray::"
+                                "test_to_and_from_cdms2_classic)")
+    assert "sweb.eval.x86_64.pydata_1776_xarray-6992:latest" in errors[0]
