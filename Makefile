@@ -13,6 +13,11 @@ APT_PACKAGES := squashfs-tools squashfuse fuse-overlayfs fuse3 git squashfs-tool
 	mmdebstrap slirp4netns chromium chromium-driver bubblewrap gcc libc6-dev stress-ng
 # pytest arguments; e.g. `make test PYTEST_ARGS='-m "not e2e"'` skips the heavy end-to-end tests.
 PYTEST_ARGS ?=
+# pytest-xdist workers (PYTEST_WORKERS=0 runs in one process). Two by default: much of the suite waits on
+# sandboxes, Ray and subprocesses rather than computing, so a second process fills the idle core. --dist loadfile
+# keeps each test file in one worker, so a module's fixtures (env layers, Ray clusters) are made once.
+PYTEST_WORKERS ?= 2
+PYTEST := RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile
 
 .PHONY: setup system-deps venv lint test test-fast test-under-load test-py312 test-py313 test-pythons test-skyrl demo bench clean
 
@@ -46,17 +51,17 @@ lint: venv
 	$(PY) scripts/lint.py
 
 test: setup lint
-	RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 $(PY) -m pytest $(PYTEST_ARGS)
+	$(PYTEST) $(PYTEST_ARGS)
 
 # The whole suite while a CPU hog keeps both cores half busy: a test that passes only on an idle machine fails here.
 test-under-load: setup lint
 	stress-ng --cpu 2 --cpu-load 50 --quiet & hog=$$!; \
-	RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 $(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	$(PYTEST) $(PYTEST_ARGS); rc=$$?; \
 	kill $$hog; wait $$hog 2>/dev/null; exit $$rc
 
 # The quick local loop: everything but the heavy end-to-end tests.
 test-fast: setup
-	RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 $(PY) -m pytest -m "not e2e" $(PYTEST_ARGS)
+	$(PYTEST) -m "not e2e" $(PYTEST_ARGS)
 
 # The host side's env, sandbox and task tests on Python 3.12 and 3.13 (the suite's interpreter is 3.11), in
 # torch-free venvs of their own (.venv-py312, .venv-py313; no `train` extra: torch has no CPU wheel on this

@@ -59,13 +59,34 @@ def test_each_node_materialises_its_own_layers_under_its_budget(cluster, tmp_pat
     store = _store(tmp_path, 5)
     config = LayerCacheConfig(root=str(tmp_path / "node-{node_id}"))
 
+    # a local function: Ray ships it to its workers by value (they cannot import this test module)
+    def _hold_until_paired(folder, key: str, of: int, timeout_s: float = 60.0) -> None:
+        """Hold the budget until a second task of this node holds it too, or none is left to come (all ``of``
+        tasks of the node held or done): two at once whatever the pace at which a loaded machine starts Ray's
+        workers, where a fixed hold (a sleep) could end before the second worker started. A budget that let one
+        task at a time in ends each hold at the deadline, with a peak of one."""
+        holding, done = folder / "in", folder / "done"
+        holding.mkdir(parents=True, exist_ok=True)
+        done.mkdir(parents=True, exist_ok=True)
+        (holding / key).touch()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            held = len(os.listdir(holding))
+            if held >= 2 or held + len(os.listdir(done)) >= of:
+                break
+            time.sleep(0.02)
+        (done / key).touch()
+        (holding / key).unlink()
+
+    rendezvous = tmp_path / "holding"
+
     @ray.remote
     def slow_materialise(key: str) -> dict:
         node = ray.get_runtime_context().get_node_id()
         cache = LayerCache(store, LayerCacheConfig(root=config.root.replace("{node_id}", node)))
         start = time.time()
         with cache.acquire(key):
-            time.sleep(0.3)  # hold the budget long enough for the other tasks to queue behind it
+            _hold_until_paired(rendezvous / node, key, of=5)
         return {"node": node, "key": key, "start": start, "end": time.time()}
 
     refs = []

@@ -24,6 +24,21 @@ from tests.trainers.ray_cluster import add_swebox_node, swebox_cluster  # noqa: 
 pytestmark = pytest.mark.timeout(300)
 
 
+def _wait_until_dead(pid: int, timeout_s: float = 60.0) -> None:
+    """Poll until ``pid`` is gone or a zombie (dead, not yet reaped by its raylet): the weight sync that follows
+    must meet a dead actor, however slowly a loaded machine delivers the signal."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return
+        except FileNotFoundError:
+            return
+        assert time.monotonic() < deadline, f"actor process {pid} still alive {timeout_s} s after SIGKILL"
+        time.sleep(0.05)
+
+
 class KillableWorker(ScriptedWorker):
     """The scripted worker that says its pid, and dies once in a weight sync when the weights ask it to."""
 
@@ -80,7 +95,7 @@ def test_idle_actor_killed_between_steps_is_replaced_at_the_weight_sync(cluster)
         out = pool.run_groups([task(0, "alpha"), task(1, "beta")], 2)
         victim = out[-1]["pid"]
         os.kill(victim, signal.SIGKILL)  # kill -9 of an idle actor
-        time.sleep(1)
+        _wait_until_dead(victim)
         pool.set_weights(weights(3.0), version=2)  # raised ActorDiedError before
         out = pool.run_groups([task(2, "alpha"), task(3, "beta")], 2)
         assert victim not in {d["pid"] for d in out}

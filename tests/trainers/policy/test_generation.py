@@ -74,7 +74,15 @@ def test_batcher_runs_concurrent_callers_together_and_cuts_each_to_its_limit():
     gate.set()
     import time
 
-    time.sleep(0.2)
+    # every caller has queued its request behind the running batch (a poll, not a guess at how long that takes
+    # on a loaded machine: a caller that queued late would run a batch of its own)
+    deadline = time.monotonic() + 60
+    while True:
+        with batcher._state:
+            if len(batcher._pending) == 4:
+                break
+        assert time.monotonic() < deadline, "the four callers never queued"
+        time.sleep(0.01)
     with batcher._state:
         batcher._running = False
         batcher._state.notify_all()

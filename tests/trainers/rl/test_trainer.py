@@ -166,7 +166,12 @@ def test_resume_after_sigkill_continues_from_the_checkpoint(tmp_path):
     for line in proc.stdout:
         if line.strip() == "STEP 3":
             break
-    time.sleep(0.5)
+    # killed once step 3's record is in metrics.jsonl (polled: "STEP 3" is printed after the step, but a loaded
+    # machine may not have flushed every writer by the time this process reads the line)
+    deadline = time.monotonic() + 60
+    while [r["step"] for r in read_metrics(run)][-1:] != [3]:
+        assert time.monotonic() < deadline, "step 3 never reached metrics.jsonl"
+        time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     proc.stdout.close()

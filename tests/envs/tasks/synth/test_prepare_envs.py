@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 from swebox.envs.tasks.synth import env as synth_env
 from swebox.envs.tasks.synth.pipeline import SynthConfig, synthesize
@@ -19,13 +18,17 @@ class _Recipe:
 
 def test_prepare_builds_the_env_layers_concurrently_and_leaves_failures_to_the_project(tmp_path, monkeypatch):
     running, most, built = [0], [0], []
-    lock = threading.Lock()
+    lock, two_at_once = threading.Lock(), threading.Event()
 
     def build_env(store, spec):
         with lock:
             running[0] += 1
             most[0] = max(most[0], running[0])
-        time.sleep(0.3)
+            if running[0] == 2:
+                two_at_once.set()
+        # each build lasts until two have run at once (an event, not a sleep that a loaded machine can outlast
+        # before the second thread starts); builds made one at a time would end after the deadline with most 1
+        two_at_once.wait(timeout=60)
         with lock:
             running[0] -= 1
         if spec == "broken":
