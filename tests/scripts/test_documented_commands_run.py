@@ -57,7 +57,8 @@ PLAN: list[tuple[str, str, dict]] = [
     ("swebox tasks validate runs/corpus", "help", {}), ("swebox tasks validate tasks.jsonl", "help", {}),
     ("swebox tasks validate smith.parquet", "help", {}), ("swebox tasks harbor-import", "help", {}),
     ("swebox tasks export", "help", {}),
-    ("swebox eval --predictions preds.jsonl", "help", {}), ("swebox eval --verify", "help", {}),
+    ("swebox eval --predictions preds.jsonl", "help", {}), ("swebox eval --predictions gold.jsonl", "help", {}),
+    ("swebox eval --verify", "help", {}),
     ("swebox eval --tasks runs/demo/corpus", "help", {}),
     ("swebox cache ", "help", {}),
     ("swebox train --config configs/grpo_tiny_cpu.yaml total_steps=20", "help", {}),  # needs `make demo`'s corpus
