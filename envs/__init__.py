@@ -51,7 +51,8 @@ class _WhenGymnasiumLoads:
             run_module(module)
             _register_gymnasium(module)
 
-        spec.loader.exec_module = exec_module
+        # wrap this one loader's exec_module (mypy refuses any assignment to a method, even on an instance)
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
 
 

@@ -248,7 +248,7 @@ class SWEEpisode:
         """
         if not isinstance(m, int) or m < 1:
             raise ValueError(f"SWEEpisode.fork(m=...): expected a whole number of children >= 1; found {m!r}.")
-        if self.done or self._runner is None:
+        if self.done or self._runner is None or self._sandbox is None:  # reset() sets both, the end clears both
             raise RuntimeError("SWEEpisode.fork(): the episode has ended (or was never reset)")
         snap = self._sandbox.snapshot()
         children: list[SWEEpisode] = []
@@ -358,6 +358,7 @@ class SWEEpisode:
         t0 = time.monotonic()
         try:
             # the episode is over: quiesced, nothing of the agent's runs beside the capture
+            assert self._sandbox is not None  # ended, not closed: the sandbox is still there
             self.diff, info["diff_source"] = agent_diff(self._sandbox, self.start, self.task, self._base_tree,
                                                         self.policy, self.config.max_diff_bytes, quiesce=True)
         except DiffUnavailable as exc:  # the agent's doing (a full disk, a giant file): no reward, no error

@@ -183,6 +183,8 @@ class GradeOnTruncation(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
         observation, reward, terminated, truncated, info = self.env.step(action)
         if truncated and not terminated and "reason" not in info:  # ended below us, not by the episode
-            reward, final = self.env.unwrapped.end_episode("step_limit")
+            inner = self.env.unwrapped
+            assert isinstance(inner, SWEGymEnv)  # registered with swebox's env ids only: it wraps a SWEGymEnv
+            reward, final = inner.end_episode("step_limit")
             info = {**info, **final}
         return observation, float(reward), terminated, truncated, info

@@ -91,6 +91,7 @@ class SWESkyRLEnv(BaseTextEnv):
         super().__init__()
         self.extras = dict(extras or {})
         self.task: Task | None = None
+        self.source: LayerSource | None = None
         self.metrics: dict[str, float] = dict.fromkeys(METRIC_NAMES, 0.0)
         self.error = ""
         self.done = False
@@ -109,6 +110,7 @@ class SWESkyRLEnv(BaseTextEnv):
         messages: list[dict[str, str]] = []
         if not self.error:
             try:
+                assert self.task is not None  # no error: __init__ parsed the row's task
                 self._opened = open_task(self.task, self.source, self.config)
                 self._episode = self._opened.episode()
                 messages = self._episode.reset()

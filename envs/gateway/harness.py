@@ -110,7 +110,8 @@ def play_harness(episode: SWEEpisode, model: ChatModel, harness: HarnessConfig,
     episode.turns = sum(1 for r in gateway.records if r.completion is not None)
     reward, info = episode.end("time_limit" if result.timed_out else "submitted")
     tokens = sum(len(r.completion.token_ids) for r in gateway.records if r.completion is not None)
-    episode.metrics.update({"harness/seconds": seconds, "harness/exit_code": float(result.exit_code),
+    exit_code = -1 if result.exit_code is None else result.exit_code  # None: timed out (float(None) raised)
+    episode.metrics.update({"harness/seconds": seconds, "harness/exit_code": float(exit_code),
                             "harness/timed_out": float(result.timed_out), "gateway/calls": float(len(gateway.records)),
                             "gateway/refused": float(sum(1 for r in gateway.records if r.error)),
                             "gateway/tokens": float(tokens),

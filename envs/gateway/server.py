@@ -104,6 +104,7 @@ class Gateway:
                 self.records.append(CallRecord(index, messages if isinstance(messages, list) else [], None,
                                                arrived, 0.0, f"{refusal.kind}: {refusal}"))
                 raise
+            assert isinstance(messages, list)  # _budget refused any other body
             seed = body.get("seed") if isinstance(body.get("seed"), int) else None
             if seed is None and self.seed is not None:
                 seed = self.seed + index

@@ -115,5 +115,5 @@ def _resolve(root: str, path: str, flags: int, mode: int = 0o644) -> int:
 def _error(path: str, exc: OSError) -> SandboxError:
     hint = {errno.ENOENT: "no such file (or its folder does not exist: create it with exec('mkdir -p ...'))",
             errno.EROFS: "that path is on a read-only bind of the host system",
-            errno.EISDIR: "that path is a directory"}.get(exc.errno, exc.strerror)
+            errno.EISDIR: "that path is a directory"}.get(exc.errno or 0, exc.strerror or str(exc))
     return SandboxError(f"{path!r} inside the sandbox: {hint}")

@@ -119,9 +119,9 @@ class Limits:
                 _rmdir(path)
                 continue
             self.cgroup_dirs.append(path)
-            key = {"memory": "memory", "pids": "processes", "cpu": "cpu_share"}.get(controller)
-            if key:
-                self.enforced_by[key] = f"cgroup v1 {controller} ({path})"
+            limit = {"memory": "memory", "pids": "processes", "cpu": "cpu_share"}.get(controller)
+            if limit:
+                self.enforced_by[limit] = f"cgroup v1 {controller} ({path})"
 
     def rlimits(self) -> dict[str, int]:
         p = self.policy

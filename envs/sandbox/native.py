@@ -48,8 +48,8 @@ def session_binary() -> str:
     version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout
     files = sorted(SOURCES.glob("*.[ch]"))
     digest = hashlib.sha256(f"{version}\0{' '.join(FLAGS)}".encode())
-    for path in files:
-        digest.update(f"\0{path.name}\0".encode() + path.read_bytes())
+    for source in files:
+        digest.update(f"\0{source.name}\0".encode() + source.read_bytes())
     root = cache_root()
     own_folder(root, "session binary folder", "SWEBOX_BIN_CACHE")
     path = os.path.join(root, f"session-{digest.hexdigest()[:24]}")

@@ -29,7 +29,7 @@ def binds(policy: SandboxPolicy, layers: list[Layer]) -> list[dict]:
     system = [b["dst"] for b in binds]
     extra = list(policy.ro_binds)
     if policy.auto_bind_interpreters:
-        extra += [prefix for layer in layers for prefix in layer.interpreters]
+        extra += [prefix for layer in layers for prefix in layer.interpreters or ()]
     for path in dict.fromkeys(os.path.realpath(p) for p in extra):
         if any(path == s or path.startswith(s + "/") for s in system):
             continue  # already visible through a system bind (e.g. /usr/bin/python3)

@@ -15,6 +15,7 @@ import socket
 import threading
 import time
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,7 +55,7 @@ class ExecResult:
 class Sandbox:
     """An isolated root filesystem made of `layers` (lowest first) plus a writable overlay, and a shell."""
 
-    def __init__(self, layers: list[str | os.PathLike | Layer], policy: SandboxPolicy | None = None) -> None:
+    def __init__(self, layers: Sequence[str | os.PathLike | Layer], policy: SandboxPolicy | None = None) -> None:
         if isinstance(layers, (str, os.PathLike, Layer)):
             raise SandboxError("Sandbox(layers=...): expected a list of layers (lowest first), found a single "
                                f"{type(layers).__name__}; wrap it in a list")
@@ -123,9 +124,9 @@ class Sandbox:
         if self._rootless:
             self.host_uid = self.owner_uid = os.getuid()
         else:
-            self._slot = uidslots.acquire(self.policy)
-            self.owner_uid = self._slot.owner_uid
-            self.host_uid = self._slot.block  # unless a layer owned by the layer ids cannot be id-mapped onto it
+            self._slot = slot = uidslots.acquire(self.policy)
+            self.owner_uid = slot.owner_uid
+            self.host_uid = slot.block  # unless a layer owned by the layer ids cannot be id-mapped onto it
         self._dir, self._dir_lock = workdirs.locked_folder(work_root, name)
         os.mkdir(os.path.join(self._dir, "mnt"))
         self._upper_size_mb, self._upper_inodes = self.policy.upper_size_mb, self.policy.upper_inodes
@@ -134,7 +135,7 @@ class Sandbox:
             self._upper_size_mb += -(-sum(size for size, _ in usage) // MB)
             self._upper_inodes += sum(entries for _, entries in usage)
         limits_policy = dataclasses.replace(self.policy, upper_size_mb=self._upper_size_mb)
-        self._limits = Limits.create(limits_policy, f"{CGROUP_PREFIX}{pid_namespace()}-{name}")
+        self._limits = limits = Limits.create(limits_policy, f"{CGROUP_PREFIX}{pid_namespace()}-{name}")
         binds = rootfs.binds(self.policy, self.layers)
         etc_layer = rootfs.etc_layer(self.policy)
         trees = nsinit_args.trees(etc_layer, self.layers, binds)
@@ -152,11 +153,11 @@ class Sandbox:
             staging=os.path.join(self._dir, "mnt"), layers=self.layers, archives=[fd >= 0 for fd in archive_fds],
             binds=binds, etc_layer=etc_layer, tree_owners=self._trees, rootless=self._rootless,
             owner_uid=self.owner_uid, upper_size_mb=self._upper_size_mb, upper_inodes=self._upper_inodes,
-            cgroups=self._limits.cgroup_dirs,
-            rlimits=self._limits.rlimits())
+            cgroups=limits.cgroup_dirs,
+            rlimits=limits.rlimits())
         try:
             # nsinit is in its cgroups before it makes any process, and starts at once
-            self._proc = spawner.spawn(argv, [init_end.fileno(), *(fd for fd in archive_fds if fd >= 0)])
+            self._proc = proc = spawner.spawn(argv, [init_end.fileno(), *(fd for fd in archive_fds if fd >= 0)])
         finally:
             init_end.close()
             for fd in archive_fds:
@@ -169,7 +170,8 @@ class Sandbox:
             reply = self._recv(host_end, "the sandbox did not start")
             if reply.get("op") != "userns_ready":
                 raise SandboxError(f"the sandbox did not start: expected its user namespace, found {reply}")
-            mapped = idmap.map_ids(self._proc.pid, reply.get("layer_ns_pid", 0), self._trees, self.policy,
+            assert self._slot is not None  # acquired above: a sandbox that is not rootless has a block of ids
+            mapped = idmap.map_ids(proc.pid, reply.get("layer_ns_pid", 0), self._trees, self.policy,
                                    self._slot.block)
             self.host_uid, self._shared_ids = mapped.host_uid, mapped.shared_why
             fds = mapped.fds
@@ -181,10 +183,10 @@ class Sandbox:
         # nsinit mounts the root and starts the first session without being asked
         self._take_session("the sandbox did not start", "; see docs/sandbox.md for the host features each backend "
                            "needs, or try SandboxPolicy(backend='extract')")
-        self._limits.enforced_by["kernel_budgets"] = uidslots.budgets_note(
+        limits.enforced_by["kernel_budgets"] = uidslots.budgets_note(
             self._rootless, self.host_uid, self.owner_uid, self._shared_ids, self.policy.uid_count)
         if self.policy.network == "user":  # attached to nsinit's network namespace before the first command
-            self._net = UserNet(self._proc.pid, self.policy)
+            self._net = UserNet(proc.pid, self.policy)
 
     def _recv(self, sock: socket.socket, doing: str) -> dict:
         try:
@@ -197,14 +199,24 @@ class Sandbox:
             raise SandboxError(f"{doing}: {reply['error']}")
         return reply
 
+    def _started(self) -> tuple[spawner.Child, socket.socket, Limits]:
+        """nsinit, its control socket and its limits: every started sandbox has them (start() made them)."""
+        assert self._proc is not None and self._ctl is not None and self._limits is not None, "not started"
+        return self._proc, self._ctl, self._limits
+
+    def _live_session(self) -> socket.socket:
+        """The shell session's socket; a running sandbox always has one (_require_running checked the state)."""
+        assert self._session is not None, "no shell session"
+        return self._session
+
     def _new_session(self, request: dict) -> None:
-        protocol.send(self._ctl, request)
+        protocol.send(self._started()[1], request)
         self._take_session(request["op"])
 
     def _take_session(self, doing: str, hint: str = "") -> None:
         """Receive a new shell session from nsinit and wait until it is ready; errors say `doing` and `hint`."""
         try:
-            reply, fds = protocol.recv(self._ctl)
+            reply, fds = protocol.recv(self._started()[1])
         except (protocol.ProtocolError, OSError) as exc:
             raise SandboxError(f"{doing}: the sandbox process went away ({exc})") from None
         if "error" in reply or not fds:
@@ -213,13 +225,13 @@ class Sandbox:
             raise SandboxError(f"{doing}: {reply.get('error', 'no session was started')}{hint}")
         if self._session is not None:
             self._session.close()
-        self._session = socket.socket(fileno=fds[0])
-        self._session.settimeout(STARTUP_TIMEOUT_S)
+        self._session = session = socket.socket(fileno=fds[0])
+        session.settimeout(STARTUP_TIMEOUT_S)
         # the supervisor says when it has pivoted into the sandbox's root: until then its /proc/PID/root
         # is still the host's, and host-side file helpers must not use it
-        ready = self._recv(self._session, f"{doing}: starting the shell session")
+        ready = self._recv(session, f"{doing}: starting the shell session")
         # what the supervisor actually installed (or why nothing), not what the policy asked for
-        self._limits.enforced_by["syscalls"] = ready.get("seccomp", "unknown")
+        self._started()[2].enforced_by["syscalls"] = ready.get("seccomp", "unknown")
         self._upper = reply["upper"]
         self._session_pid = reply["pid"]
         for fd in fds[1:]:
@@ -293,9 +305,10 @@ class Sandbox:
             self._require_running("exec")
             started = time.monotonic()
             try:
-                protocol.send(self._session, {"op": "exec", "command": command, "timeout": timeout})
-                self._session.settimeout(timeout + 30.0)
-                reply, output = protocol.recv_reply(self._session, "output_bytes")
+                session = self._live_session()
+                protocol.send(session, {"op": "exec", "command": command, "timeout": timeout})
+                session.settimeout(timeout + 30.0)
+                reply, output = protocol.recv_reply(session, "output_bytes")
             except (protocol.ProtocolError, OSError) as exc:
                 # the supervisor itself died (e.g. chosen by the OOM killer): new shell, same files
                 self._new_session({"op": "session"})
@@ -317,9 +330,10 @@ class Sandbox:
         with self._lock:
             self._require_running("run")
             try:
-                protocol.send(self._session, hostrun.request(command, timeout, max_stdout, quiesce, freeze))
-                self._session.settimeout(timeout + 30.0)
-                reply, output = protocol.recv_reply(self._session, "output_bytes")
+                session = self._live_session()
+                protocol.send(session, hostrun.request(command, timeout, max_stdout, quiesce, freeze))
+                session.settimeout(timeout + 30.0)
+                reply, output = protocol.recv_reply(session, "output_bytes")
             except (protocol.ProtocolError, OSError) as exc:
                 self._new_session({"op": "session"})  # the files are still there; the host's command is not done
                 raise SandboxError(f"run: the sandbox's shell session died ({exc}); a new one was started") from None
@@ -363,7 +377,7 @@ class Sandbox:
             # what the writable layer (a tmpfs of that size and nr_inodes; extract: no delta, the whole private
             # copy is the state) can hold: a snapshot never adds more to the host's disk and inodes
             cap, entries = self._upper_size_mb * MB, self._upper_inodes
-            source = f"/proc/{self._proc.pid}/root{self._upper}"
+            source = f"/proc/{self._started()[0].pid}/root{self._upper}"
             base, count = (os.getuid(), 1) if self._rootless else (self.host_uid, self.policy.uid_count)
             try:
                 snapcopy.copy_tree(source, target, base, count, cap, entries)
@@ -373,7 +387,7 @@ class Sandbox:
                 shutil.rmtree(target, ignore_errors=True)
                 raise
             # the interpreters come from my layers' makers, never from what my tree now says (a pyvenv.cfg)
-            interpreters = tuple(dict.fromkeys(p for layer in self.layers for p in layer.interpreters))
+            interpreters = tuple(dict.fromkeys(p for layer in self.layers for p in layer.interpreters or ()))
             return Layer(Path(target), name=f"snapshot-of-{self.layers[-1].name}", ephemeral=True,
                          interpreters=interpreters)
 
@@ -391,17 +405,18 @@ class Sandbox:
         under "syscalls" the seccomp filter in force, or "none: <why>"."""
         with self._lock:
             self._require_running("limits_in_force")
-            return dict(self._limits.enforced_by)
+            return dict(self._started()[2].enforced_by)
 
     def usage(self, reset_peak: bool = False) -> Usage:
         """CPU seconds, peak memory and writable-layer bytes used since the sandbox started (usage.py);
         ``reset_peak``: then start the memory peak afresh where the host allows it (an episode's reset)."""
         with self._lock:
             self._require_running("usage")
-            upper = f"/proc/{self._proc.pid}/root{self._upper}" if self._upper else ""
-            found = read_usage(list(self._limits.cgroup_dirs), self._proc.pid, upper)
+            proc, _, limits = self._started()
+            upper = f"/proc/{proc.pid}/root{self._upper}" if self._upper else ""
+            found = read_usage(list(limits.cgroup_dirs), proc.pid, upper)
             if reset_peak:
-                reset_usage_peak(list(self._limits.cgroup_dirs))
+                reset_usage_peak(list(limits.cgroup_dirs))
             return found
 
     @property

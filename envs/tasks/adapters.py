@@ -181,7 +181,7 @@ def from_swebox(row: dict[str, Any]) -> dict[str, Any]:
                                 f"that is not valid JSON {value[:120]!r}. Fix the row's {key}.") from None
             if isinstance(decoded, list):
                 fields[key] = decoded
-        elif hasattr(value, "tolist"):  # a parquet/numpy array column
+        elif value is not None and hasattr(value, "tolist"):  # a parquet/numpy array column
             fields[key] = value.tolist()
     return fields
 

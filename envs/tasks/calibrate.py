@@ -166,7 +166,7 @@ def calibrate(tasks: Iterable[Task], resolve: LayerResolver, *, runs: int = 3, t
     if jobs < 1:
         raise ValueError(f"calibrate(jobs=...): expected jobs >= 1; found {jobs}.")
     tasks = list(tasks)
-    results: list[TaskCalibration | None] = [None] * len(tasks)
+    results: dict[int, TaskCalibration] = {}  # by input position: every future fills its slot or raises
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="calibrate") as pool:
         futures = {pool.submit(calibrate_task, t, resolve, runs=runs, timeout=timeout, on_run=on_run): i
                    for i, t in enumerate(tasks)}
@@ -174,7 +174,7 @@ def calibrate(tasks: Iterable[Task], resolve: LayerResolver, *, runs: int = 3, t
             results[futures[future]] = future.result()
             if on_result is not None:
                 on_result(results[futures[future]])
-    return results
+    return [results[i] for i in range(len(tasks))]
 
 
 def write_calibration(path: str | Path, results: list[TaskCalibration], *, source: str = "") -> None:

@@ -194,7 +194,7 @@ def evaluate(
             return Outcome(pred, error=f"{type(exc).__name__}: {exc}")
 
     predictions = list(predictions)
-    results: list[Outcome | None] = [None] * len(predictions)
+    results: dict[int, Outcome] = {}  # by input position: every future fills its slot or raises
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="eval")
     shown_bar = progress.bar(len(predictions), "grade", "patch")
     try:
@@ -214,7 +214,7 @@ def evaluate(
         raise
     shown_bar.close()
     pool.shutdown()
-    return results
+    return [results[i] for i in range(len(predictions))]
 
 
 def tests_status(task: Task, report: GradeReport) -> dict[str, dict[str, list[str]]]:

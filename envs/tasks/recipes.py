@@ -129,6 +129,7 @@ class Recipe:
 
 def _load_file(path: Path, name: str) -> Any:
     spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None  # a path ending in .py always has a source loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -129,10 +129,10 @@ def match_ids(test_ids: Iterable[str], results: Mapping[Key, R]) -> list[Match]:
         by_name.setdefault(key[1], []).append(key)
     matches: list[Match] = []
     for test_id in test_ids:
-        key = junit_key(test_id)
-        if key is not None:
+        exact = junit_key(test_id)
+        if exact is not None:
             matches.append(
-                Match(test_id, key) if key in results else Match(test_id, None, "not found in the results")
+                Match(test_id, exact) if exact in results else Match(test_id, None, "not found in the results")
             )
             continue
         cls, name = loose_parts(test_id)

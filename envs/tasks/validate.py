@@ -157,7 +157,7 @@ def validate(
     if jobs < 1:
         raise ValueError(f"validate(jobs=...): expected jobs >= 1; found {jobs}.")
     tasks = list(tasks)
-    results: list[Validation | None] = [None] * len(tasks)
+    results: dict[int, Validation] = {}  # by input position: every future fills its slot or raises
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="validate") as pool, \
             progress.bar(len(tasks), "validate", "task") as shown:
         futures = {pool.submit(validate_task, task, resolve, timeout=timeout): i for i, task in enumerate(tasks)}
@@ -167,7 +167,7 @@ def validate(
                 with progress.above():
                     on_result(results[futures[future]])
             shown.update()
-    return results
+    return [results[i] for i in range(len(tasks))]
 
 
 def row(v: Validation, width: int = 40) -> str:
@@ -190,6 +190,7 @@ def report_lines(task: Task, v: Validation) -> list[str]:
         return r.tests[test_id].status if r is not None and test_id in r.tests else "-"
 
     passing = ("passed", "xfailed")
+    rows: list[tuple[str, str, str, Callable[..., bool]]]
     rows = [("F2P", t, "fail->pass", lambda g, e: g in passing and e not in passing) for t in task.FAIL_TO_PASS]
     rows += [("P2P", t, "pass->pass", lambda g, e: g in passing and e in passing) for t in task.PASS_TO_PASS]
     rows += [("EXP", t, f"->{want}", lambda g, e, want=want: g == normal_status(want))

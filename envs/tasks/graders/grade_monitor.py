@@ -153,7 +153,7 @@ class Judge:
             self.loaded[path] = entry
 
     def _report(self, event: dict) -> None:
-        test_id, when = str(event.get("id")), event.get("when")
+        test_id, when = str(event.get("id")), str(event.get("when"))  # "None" is no phase either
         if self.collected is None or test_id not in self.collected:
             self.problem(f"a report for a test that was not collected: {test_id!r}", True)
             return
@@ -231,8 +231,8 @@ def _nondumpable() -> None:
 def run(workdir: str) -> None:
     _nondumpable()  # before the key is read: nothing of this process is readable through /proc from here on
     key_path = os.path.join(workdir, "key")
-    with open(key_path, "rb") as fh:
-        key = fh.read()
+    with open(key_path, "rb") as key_file:
+        key = key_file.read()
     os.unlink(key_path)
     spec_path = os.path.join(workdir, "monitor.json")
     with open(spec_path, encoding="utf-8") as fh:
@@ -276,8 +276,9 @@ def run(workdir: str) -> None:
         return data
 
     while exit_status is None and time.monotonic() < deadline:
-        ready = select.select([channel], [], [], 0.2)[0] if not eof else time.sleep(0.05)
-        if ready:
+        if eof:
+            time.sleep(0.05)
+        if not eof and select.select([channel], [], [], 0.2)[0]:
             data = receive()
             eof = not data
             *lines, buffer = (buffer + data).split(b"\n")
@@ -309,8 +310,8 @@ def run(workdir: str) -> None:
     mac = hmac.new(key, payload, hashlib.sha256).hexdigest().encode()
     # A file, not the command's output: the output is capped (head and tail kept), a verdict is not.
     temporary = os.path.join(workdir, f"verdict.{os.getpid()}")
-    with open(temporary, "wb") as fh:
-        fh.write(b"SWEBOX-VERDICT " + mac + b"\n" + payload)
+    with open(temporary, "wb") as verdict_file:
+        verdict_file.write(b"SWEBOX-VERDICT " + mac + b"\n" + payload)
     os.replace(temporary, os.path.join(workdir, "verdict"))
 
 

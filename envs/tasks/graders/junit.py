@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 from xml.parsers.expat import errors as expat_errors
 
 from swebox.envs.tasks.testids import Key
@@ -112,17 +114,17 @@ def parse_junit(data: bytes | None) -> JUnitReport:
     if not data.strip():
         return JUnitReport("empty", error="the JUnit XML file is empty")
     text, bad = _clean_text(data)
-    parser = ET.XMLPullParser(events=("end",))
+    parser: ET.XMLPullParser[ET.Element] = ET.XMLPullParser(events=("end",))
     results: dict[Key, TestResult] = {}
     try:
         parser.feed(text)
-        for _, elem in parser.read_events():
+        for elem in _ended(parser.read_events()):
             if elem.tag == "testcase":
                 _add(results, elem)
         parser.close()
     except ET.ParseError as exc:
         # Keep every <testcase> that closed before the error: a truncated file still says something.
-        for _, elem in _drain(parser):
+        for elem in _drain(parser):
             if elem.tag == "testcase":
                 _add(results, elem)
         at_end = _error_at_end(exc, text)
@@ -135,9 +137,17 @@ def parse_junit(data: bytes | None) -> JUnitReport:
     return JUnitReport("ok", results, decode_errors=bad)
 
 
-def _drain(parser: ET.XMLPullParser) -> list[tuple[str, ET.Element]]:
+def _ended(events: Iterable[tuple[Any, ...]]) -> Iterator[ET.Element]:
+    """The elements of the parser's events: it asks for "end" events only, whose item is always an Element
+    (typeshed types read_events() with every kind of event)."""
+    for _, elem in events:
+        if isinstance(elem, ET.Element):
+            yield elem
+
+
+def _drain(parser: ET.XMLPullParser) -> list[ET.Element]:
     try:
-        return list(parser.read_events())
+        return list(_ended(parser.read_events()))
     except ET.ParseError:
         return []
 

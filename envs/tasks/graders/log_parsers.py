@@ -128,4 +128,4 @@ def test_directives(repo: str, test_patch: str) -> list[str]:
     ``admin_views.tests``). Adapters build ``Task.test_cmd`` as ``spec test_cmd + ' ' + ' '.join(directives)``.
     """
     return swebench_harness.get_test_directives(repo, test_patch)
-test_directives.__test__ = False  # a library function, not a test, when a test module imports it
+test_directives.__test__ = False  # type: ignore[attr-defined]  # mypy has no function attributes; a library function, not a test, when a test module imports it

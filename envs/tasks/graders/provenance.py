@@ -185,8 +185,9 @@ def grader_record(task: Task) -> dict[str, Any]:
 
 def policy_digest(policy: Any) -> str:
     """Digest of a SandboxPolicy (or its dict): every field, defaults included."""
+    instance = dataclasses.is_dataclass(policy) and not isinstance(policy, type)
     data = policy.to_dict() if hasattr(policy, "to_dict") else (
-        dataclasses.asdict(policy) if dataclasses.is_dataclass(policy) else dict(policy or {}))
+        dataclasses.asdict(policy) if instance else dict(policy or {}))
     return canonical_digest(data)
 
 

@@ -108,6 +108,7 @@ def _load_beside(name: str):
 
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
     spec = importlib.util.spec_from_file_location(f"swebox_{name}", path)
+    assert spec is not None and spec.loader is not None  # a path ending in .py always has a source loader
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -134,7 +135,7 @@ def _use_rewritten(table: dict[str, str], send) -> tuple[list[bool], dict[int, o
 
     from _pytest.assertion import rewrite
 
-    active, served = [False], {}
+    active, served = [False], dict[int, object]()
     if getattr(rewrite, "_read_pyc", None) is None:
         return active, served
     magic, table = importlib.util.MAGIC_NUMBER, dict(table)

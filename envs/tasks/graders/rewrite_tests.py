@@ -72,7 +72,7 @@ def main(argv: list[str]) -> int:
         try:
             # pytest >= 5.4: (stat or source hash, code); config=None is the rewrite of a pytest whose ini does
             # not enable the assertion pass hook (the runner uses entries only then)
-            code = _rewrite_test(Path(path), None)[1]
+            code = _rewrite_test(Path(path), None)[1]  # type: ignore[arg-type]  # pytest reads None as no config
         except Exception as exc:  # an older pytest's signature, a syntax error: pytest rewrites it itself
             print(f"{path}: not rewritten ({type(exc).__name__}: {exc})", file=sys.stderr)
             continue

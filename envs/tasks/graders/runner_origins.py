@@ -101,7 +101,8 @@ class Origins:
 
                 from _pytest.assertion.rewrite import _rewrite_test
 
-                codes.append(_rewrite_test(Path(path), self.config)[1])
+                # config is None until pytest_configure; pytest's annotation says Config, its code reads None
+                codes.append(_rewrite_test(Path(path), self.config)[1])  # type: ignore[arg-type]
             except Exception:
                 pass
             while codes:
@@ -197,7 +198,8 @@ def shadowed(obj) -> list[str]:
 def executing(multicall) -> list:
     """The hook implementations pluggy is running right now (its own copy of the list, which a plugin that
     unregisters itself mid-call does not leave)."""
-    frame = sys._getframe(2)  # executing <- Reporter._vet <- the hook method (<- pluggy's wrapper runner)
+    # executing <- Reporter._vet <- the hook method (<- pluggy's wrapper runner)
+    frame: types.FrameType | None = sys._getframe(2)
     for _ in range(6):
         if frame is None:
             break

@@ -51,6 +51,7 @@ def module(name: str) -> types.ModuleType:
         )
     if "swebench" not in sys.modules:  # a process that imported the real package keeps it
         spec = importlib.util.find_spec("swebench")
+        assert spec is not None  # installed_version() found the package above
         root = list(spec.submodule_search_locations or [])[0]
         for pkg, sub in (("swebench", ""), ("swebench.harness", "/harness")):
             stub = types.ModuleType(pkg)

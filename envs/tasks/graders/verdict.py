@@ -137,6 +137,6 @@ def read_verdict(data: bytes | None, key: bytes) -> Verdict:
     found = _HEAD.fullmatch(head)
     if found is None or not hmac.compare_digest(found[1], hmac.new(key, payload, hashlib.sha256).hexdigest().encode()):
         return Verdict("forged", tampered=["the verdict file is not signed with the run's key"])
-    data = json.loads(payload)
-    results = {k: (str(v[0]), float(v[1]), str(v[2])) for k, v in data["results"].items()}
-    return Verdict("ok", results, list(data["problems"]), list(data["tampered"]), bool(data["timed_out"]))
+    record = json.loads(payload)
+    results = {k: (str(v[0]), float(v[1]), str(v[2])) for k, v in record["results"].items()}
+    return Verdict("ok", results, list(record["problems"]), list(record["tampered"]), bool(record["timed_out"]))

@@ -172,7 +172,7 @@ def export_task(task: Task, out: Path) -> Path:
         return folder
     if not task.patch:
         raise _refuse(task, "a gold patch (solution/solve.sh applies it)", "none", "Export rows that have one.")
-    files = {
+    files: dict[str, tuple[bytes | str, int]] = {
         "environment/Dockerfile": (dockerfile(task), 0o644),
         "tests/test.sh": (test_sh(task), 0o755),
         "tests/score.py": (SCORE_PY, 0o644),
@@ -186,8 +186,8 @@ def export_task(task: Task, out: Path) -> Path:
     }
     if task.test_patch:
         files["tests/test.patch"] = (task.test_patch, 0o644)
-    for rel, (data, mode) in files.items():
-        _write(folder / rel, data, mode)
+    for rel, (content, mode) in files.items():
+        _write(folder / rel, content, mode)
     return folder
 
 

@@ -209,7 +209,9 @@ class _Renderer:
     def render(self, site: Site) -> str:
         index = self._top_index(site)
         if not self.exact or index is None:
-            return self.module.deep_replace(site.old, site.new).code
+            replaced = self.module.deep_replace(site.old, site.new)
+            assert isinstance(replaced, cst.Module)  # the root replaced in place is still a Module
+            return replaced.code
         top = self.module.body[index]
         new_top = site.new if top is site.old else top.deep_replace(site.old, site.new)
         chunks = [*self.chunks[:index], self.module.code_for_node(new_top), *self.chunks[index + 1 :]]

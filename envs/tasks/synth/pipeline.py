@@ -254,7 +254,7 @@ class ProjectSynth:
             return False
         self.stable = stable_tests(runs)
         self.report.stable_tests = len(self.stable)
-        self.stable_files = {file_of_test(t) for t in self.stable} - {None}
+        self.stable_files = {f for f in map(file_of_test, self.stable) if f is not None}
         self.defined_in = {t: f for r in runs for t, f in r.defined_in.items()}
         if not self.stable:
             statuses = {r.junit_status for r in runs}
@@ -344,11 +344,11 @@ class ProjectSynth:
             details = details or result.details
         if splits[0] != splits[1]:
             return Outcome(candidate, "flaky")
-        failing, passing = splits[0]
-        failures = tuple(Failure(t, *details[t]) for t in sorted(failing) if t in details)
+        failed, passed = splits[0]
+        failures = tuple(Failure(t, *details[t]) for t in sorted(failed) if t in details)
         if not failures:
             return Outcome(candidate, "no-failure-details")
-        return Outcome(candidate, "", tuple(sorted(failing)), tuple(sorted(passing)), failures)
+        return Outcome(candidate, "", tuple(sorted(failed)), tuple(sorted(passed)), failures)
 
     def _record(self, outcome: Outcome) -> None:
         candidate = outcome.candidate
@@ -372,6 +372,7 @@ class ProjectSynth:
     def make_task(self, outcome: Outcome) -> Task:
         """The Task row of a validated bug (builds its task layer)."""
         c = outcome.candidate
+        assert c is not None  # only an accepted outcome, which has its candidate, becomes a task
         original = self.originals.get(c.path)
         if original is None:
             raise RuntimeError(f"{c.path}: the original source was not read during preparation")
@@ -383,7 +384,7 @@ class ProjectSynth:
         tests = (*outcome.fail_to_pass, *outcome.pass_to_pass)
         # the files the ids name, and those their inherited tests are written in: both must stay pristine
         named = {file_of_test(t) for t in tests} | {self.defined_in[t] for t in tests if t in self.defined_in}
-        files = sorted(named - {None})
+        files = sorted(f for f in named if f is not None)
         spec = self.recipe.env_spec()
         return Task(
             instance_id=f"{self.recipe.label}.{c.technique}.{c.key[:10]}",

@@ -152,6 +152,7 @@ def suite_statements(suite: cst.BaseSuite) -> list[cst.BaseStatement]:
     """The statements of a suite as full lines (a one-line ``with x: a; b`` becomes one line ``a; b``)."""
     if isinstance(suite, cst.IndentedBlock):
         return list(suite.body)
+    assert isinstance(suite, cst.SimpleStatementSuite)  # libcst's only other suite: `with x: a; b`
     return [cst.SimpleStatementLine(body=suite.body)]
 
 
