@@ -192,7 +192,8 @@ def sweep_stale_cgroups(prefix: str) -> None:
     means nothing here: their cgroups are theirs to sweep (a fresh one is empty until its nsinit joins it)."""
     ours = f"{prefix}{pid_namespace()}-"
     own = _own_cgroups()
-    parents = [os.path.join(CGROUP_ROOT, c, own[c].lstrip("/")) for c in ("memory", "pids", "cpu") if c in own]
+    parents = [os.path.join(CGROUP_ROOT, c, own[c].lstrip("/")) for c in ("memory", "pids", "cpu", "cpuacct")
+               if c in own]
     if "" in own and os.path.exists(os.path.join(CGROUP_ROOT, "cgroup.controllers")):
         parents.append(os.path.join(CGROUP_ROOT, own[""].lstrip("/")))
     for parent in parents:

@@ -22,6 +22,7 @@ from swebox.trainers.finetune.sft import run_sft
 from swebox.trainers.rl.rollout import LocalWorkerPool, swe_episode_factory
 from swebox.trainers.rl.trainer import Trainer
 from swebox.trainers.run.config import load_config
+from swebox.trainers.run.tracking import measured
 
 from tests.calc import GOLD_DIV, calc_task
 
@@ -33,10 +34,9 @@ SMALL = ["logging.wandb=disabled", "logging.progress=false", "checkpoint.every_s
 
 
 def _numbers(run_dir: Path) -> list[dict[str, float]]:
-    """metrics.jsonl without what clocks measure (timing/*, *_s, the record's time)."""
+    """metrics.jsonl without what the host measures (clocks, throughput, memory: tracking.measured)."""
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in r.items() if k != "time" and not k.startswith("timing/") and not k.endswith("_s")}
-            for r in records]
+    return [{k: v for k, v in r.items() if not measured(k)} for r in records]
 
 
 @contextmanager

@@ -45,6 +45,13 @@ WANDB_ID_FILE = "wandb_run_id"
 _NAME = re.compile(r"^[a-z][a-z0-9_]*(/[a-z0-9_.@-]+)+$")
 
 
+def measured(name: str) -> bool:
+    """Whether a metrics.jsonl field is a measurement of the host (clocks: ``time``, ``timing/*``, ``*_s``,
+    ``throughput/*``; memory and disk: ``*_mb``) rather than a number the run's seed pins (docs/training.md,
+    "What the seed pins")."""
+    return (name == "time" or name.startswith(("timing/", "throughput/")) or name.endswith(("_s", "_mb")))
+
+
 def resolve_wandb_mode(setting: str, environ: Mapping[str, str] = os.environ) -> str:
     """``auto`` -> ``WANDB_MODE`` when set, else ``online`` with ``WANDB_API_KEY`` and ``offline`` without."""
     if setting not in ("auto", "online", "offline", "disabled"):

@@ -84,6 +84,10 @@ def _state(sandbox, pid: str) -> str:
 def test_freeze_stops_the_agents_processes_for_the_command_and_continues_them(sandbox):
     pid = sandbox.exec("sleep 1000 >/dev/null 2>&1 & echo $!").output.strip()
     assert sandbox.exec(f"kill -STOP {pid}").exit_code == 0  # one the agent stopped itself stays stopped
+    deadline = time.monotonic() + 60  # kill returns before the signal is delivered: wait until it is stopped
+    while _state(sandbox, pid) != "T":
+        assert time.monotonic() < deadline, "the agent's SIGSTOP never took effect"
+        time.sleep(0.05)
     other = sandbox.exec("(while :; do :; done) >/dev/null 2>&1 & echo $!").output.strip()
     seen = sandbox.run(f"cat /proc/{other}/stat /proc/{pid}/stat | sed 's/.*) //' | cut -c1", freeze=True)
     assert seen.stdout == b"T\nT\n"  # both stopped while the command ran
