@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shlex
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from swebox.envs.episodes.episode import EpisodeConfig, SWEEpisode
-from swebox.envs.gateway.calls import ChatModel, GatewayLimits
+from swebox.envs.gateway.calls import CallRecord, ChatModel, GatewayLimits
 from swebox.envs.gateway.server import Gateway
 
 TASK_FILE = "/tmp/swebox-harness/task.md"
@@ -88,6 +89,24 @@ def command_line(harness: HarnessConfig, base_url: str) -> str:
     return f"cd {shlex.quote(harness.workdir)} && export {exports} && {program}"
 
 
+_FENCE = re.compile(r"```[^\n`]*\n(.*?)\n?```", re.S)
+
+
+def audit_calls(episode: SWEEpisode, records: list[CallRecord]) -> None:
+    """Each answered call through the episode's exploit audit (env.audit), as a text turn is: the commands of
+    the reply's fenced blocks (mini-swe-agent's actions, and most text harnesses'), and what the harness sent
+    back next. A harness whose commands are not in its replies' text (tool calls) is audited on the text alone.
+    """
+    answered = [(i, r) for i, r in enumerate(records) if r.completion is not None]
+    for turn, (i, record) in enumerate(answered, 1):
+        text = record.completion.text if record.completion else ""
+        commands = "\n".join(_FENCE.findall(text))
+        later = records[i + 1].messages if i + 1 < len(records) else []
+        observation = "\n".join(str(m.get("content") or "") for m in later[len(record.messages) + 1:])
+        action = {"tool": "bash", "arguments": {"command": commands}} if commands else None
+        episode.audit.turn(turn, action, observation)
+
+
 def play_harness(episode: SWEEpisode, model: ChatModel, harness: HarnessConfig,
                  seed: int | None = None) -> tuple[float, dict[str, Any]]:
     """Reset ``episode``, run the harness in its sandbox until it exits or hits a limit, grade; returns the
@@ -108,6 +127,7 @@ def play_harness(episode: SWEEpisode, model: ChatModel, harness: HarnessConfig,
         result = sandbox.exec(command_line(harness, base_url), timeout=wall)
     seconds = time.monotonic() - started
     episode.turns = sum(1 for r in gateway.records if r.completion is not None)
+    audit_calls(episode, gateway.records)
     reward, info = episode.end("time_limit" if result.timed_out else "submitted")
     tokens = sum(len(r.completion.token_ids) for r in gateway.records if r.completion is not None)
     exit_code = -1 if result.exit_code is None else result.exit_code  # None: timed out (float(None) raised)

@@ -21,11 +21,11 @@ WRONG = GOLD.replace("+    return a + b", "+    return a * b")
 def play(calc_layer, tiny_agent_install):
     episodes = []
 
-    def run(replies, **limits):
+    def run(replies, audit="report", **limits):
         harness = HarnessConfig(harness=f"command:python3 {tiny_agent_install}/tiny_agent.py",
                                 install=tiny_agent_install, limits=GatewayLimits(**limits))
         episode = SWEEpisode(calc_task(), StartState([calc_layer], [calc_layer]),
-                             episode_config(EpisodeConfig(time_limit_s=300), harness))
+                             episode_config(EpisodeConfig(time_limit_s=300, audit=audit), harness))
         episodes.append(episode)
         return play_harness(episode, ScriptedModel(replies), harness, seed=3)
 
@@ -65,6 +65,17 @@ def test_the_harness_starts_in_the_repository_with_the_gateway_and_task_in_its_e
     reward, info = play([probe, giveup_replies()[0]])
     seen = info["diff"]
     assert reward == 0.0 and "+/testbed" in seen and "+http://127.0.0.1:" in seen and "add(2, 3) returns -1" in seen
+
+
+def test_the_exploit_audit_reads_the_harness_s_commands(play):
+    peek = mini_action("cd /testbed && git log --all --oneline")
+    reward, info = play([gold_replies(GOLD)[0], peek, gold_replies(GOLD)[1]])  # report: flagged, still paid
+    assert reward == 1.0 and info["audit"]["flagged"] and "git_history" in info["audit"]["rules"]
+    assert info["metrics"]["audit/git_history"] == 1.0
+    reward, info = play([gold_replies(GOLD)[0], peek, gold_replies(GOLD)[1]], audit="zero")
+    assert reward == 0.0 and info["grade"]["resolved"]  # the fix was graded; the audit zeroed the reward
+    reward, info = play(gold_replies(GOLD), audit="zero")  # an honest harness is not flagged
+    assert reward == 1.0 and not info["audit"]["flagged"]
 
 
 @pytest.mark.parametrize("bad, why", [
