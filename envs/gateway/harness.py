@@ -92,19 +92,27 @@ def command_line(harness: HarnessConfig, base_url: str) -> str:
 _FENCE = re.compile(r"```[^\n`]*\n(.*?)\n?```", re.S)
 
 
-def audit_calls(episode: SWEEpisode, records: list[CallRecord]) -> None:
-    """Each answered call through the episode's exploit audit (env.audit), as a text turn is: the commands of
-    the reply's fenced blocks (mini-swe-agent's actions, and most text harnesses'), and what the harness sent
-    back next. A harness whose commands are not in its replies' text (tool calls) is audited on the text alone.
+def call_turns(records: list[CallRecord]) -> list[tuple[CallRecord, dict[str, Any] | None, str]]:
+    """Per answered call, as a text turn reads: the record, its action (the commands of the reply's fenced
+    blocks, mini-swe-agent's actions and most text harnesses', as a bash action; None when it has none) and its
+    observation (what the harness sent back next). A harness whose commands travel as tool calls shows text only.
     """
-    answered = [(i, r) for i, r in enumerate(records) if r.completion is not None]
-    for turn, (i, record) in enumerate(answered, 1):
-        text = record.completion.text if record.completion else ""
-        commands = "\n".join(_FENCE.findall(text))
+    turns = []
+    for i, record in enumerate(records):
+        if record.completion is None:
+            continue
+        commands = "\n".join(_FENCE.findall(record.completion.text))
         later = records[i + 1].messages if i + 1 < len(records) else []
         observation = "\n".join(str(m.get("content") or "") for m in later[len(record.messages) + 1:])
-        action = {"tool": "bash", "arguments": {"command": commands}} if commands else None
-        episode.audit.turn(turn, action, observation)
+        turns.append((record, {"tool": "bash", "arguments": {"command": commands}} if commands else None,
+                      observation))
+    return turns
+
+
+def audit_calls(episode: SWEEpisode, records: list[CallRecord]) -> None:
+    """Each answered call through the episode's exploit audit (env.audit), as a text turn is (:func:`call_turns`)."""
+    for number, (_, action, observation) in enumerate(call_turns(records), 1):
+        episode.audit.turn(number, action, observation)
 
 
 def play_harness(episode: SWEEpisode, model: ChatModel, harness: HarnessConfig,

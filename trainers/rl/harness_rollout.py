@@ -20,7 +20,7 @@ from typing import Any
 from swebox.envs.episodes.episode import SWEEpisode
 from swebox.envs.episodes.turns import turn_record
 from swebox.envs.gateway.calls import CallRecord, ChatModel, Completion, OverLimit
-from swebox.envs.gateway.harness import HarnessConfig, play_harness
+from swebox.envs.gateway.harness import HarnessConfig, call_turns, play_harness
 from swebox.trainers.policy.generation import GenerationBackend
 from swebox.trainers.rl.rollout import Trajectory, encode, render
 
@@ -133,17 +133,12 @@ def play_harness_episode(episode: SWEEpisode, model: ChatModel, tokenizer: Any, 
 
 
 def _turns(records: list[CallRecord]) -> list[dict[str, Any]]:
-    """Per answered call, a turn record as the viewer shows it: the reply, then what the harness sent next."""
-    turns = []
-    for i, record in enumerate(records):
-        if record.completion is None:
-            continue
-        later = records[i + 1].messages if i + 1 < len(records) else []
-        seen = len(record.messages) + 1
-        observation = "\n".join(str(m.get("content") or "") for m in later[seen:])
-        turns.append(turn_record(len(turns) + 1, record.completion.text, {}, observation, record.seconds, 0.0,
-                                 len(record.completion.token_ids), record.completion.finish_reason))
-    return turns
+    """Per answered call, a turn record as the viewer shows it: the reply, its commands, what the harness sent
+    back next."""
+    return [turn_record(number, record.completion.text, {"action": action}, observation, record.seconds, 0.0,
+                        len(record.completion.token_ids), record.completion.finish_reason)
+            for number, (record, action, observation) in enumerate(call_turns(records), 1)
+            if record.completion is not None]
 
 
 def harness_model(args: Any, cfg: Any, task: Any, backend: GenerationBackend | None, tokenizer: Any) -> ChatModel:

@@ -172,6 +172,13 @@ def test_swebox_eval_with_a_harness_pays_gold_and_not_giveup_and_sft_keeps_the_r
         rows = [json.loads(line) for line in out.read_text().splitlines()]
         assert all(r["metrics"]["gateway/calls"] == (2.0 if policy == "gold" else 1.0) for r in rows)
         assert all(sum(r["loss_mask"]) == r["num_model_tokens"] > 0 for r in rows)
+        # the viewer's turns: each reply's commands as its action, what the harness sent back as its observation
+        first = rows[0]["turns"][0]
+        command = first["action"]["arguments"]["command"]
+        assert first["action"]["tool"] == "bash" and not first["format_error"]
+        assert ("git apply" if policy == "gold" else "COMPLETE_TASK_AND_SUBMIT") in command
+        if policy == "gold":
+            assert first["observation"].startswith("<returncode>0</returncode>")
     cfg = load_config(None, [])
     kept, report = record_trajectories(read_records(tmp_path / "gold.jsonl") + read_records(tmp_path / "giveup.jsonl"),
                                        build_tokenizer(cfg.model), cfg)
