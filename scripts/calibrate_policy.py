@@ -1,4 +1,4 @@
-"""``swebox tasks calibrate TASKS --out FILE --policy POLICY --policy-runs 3``: play a policy --policy-runs times per task.
+"""``swebox tasks calibrate TASKS --out FILE --policy POLICY --policy-runs 3``: play a policy K times a task.
 
 The glue between the calibration (envs/tasks/calibrate.py, which knows nothing of policies) and the episodes
 ``swebox eval`` plays (scripts/train_cli.py): the same policies (gold, empty, hf:MODEL_FOLDER, openai:URL), the
@@ -30,7 +30,6 @@ def policy_player(policy: str, cfg: Any, model: str = ""):
         from swebox.trainers.policy.sampling import sample_seed
         from swebox.trainers.rl.rollout import play_episode
 
-        train_cli._check_hf_folder(policy[3:])
         mcfg = dataclasses.replace(cfg.model, init="pretrained", path=policy[3:], tokenizer="")
         tokenizer = build_tokenizer(mcfg)
         backend = make_backend(cfg.generation, build_model(mcfg, tokenizer).eval(), tokenizer)
@@ -53,20 +52,30 @@ def policy_player(policy: str, cfg: Any, model: str = ""):
     return play_text
 
 
-def play_policy(tasks: list[Task], results: list[TaskCalibration], args: argparse.Namespace,
-                echo=print) -> None:
-    """Play ``args.policy`` ``args.policy_runs`` times on each task and set each calibration's ``policy`` entry."""
-    from swebox.envs.episodes.groups import group
-    from swebox.envs.episodes.layers_resolver import LayerSource
-    from swebox.envs.tasks.calibrate import policy_row
-    from swebox.scripts.train_cli import _check_policy
+def policy_config(args: argparse.Namespace) -> Any:
+    """The episodes' config (``--config``, ``--set``), checked with the policy before any grading starts: a wrong
+    flag fails in a second, not after minutes of gold and empty grades."""
+    from swebox.scripts.train_cli import _check_hf_folder, _check_policy
     from swebox.trainers.run.config import ConfigError, load_config
 
     _check_policy(args.policy)
+    if args.policy.startswith("hf:"):
+        _check_hf_folder(args.policy[3:])
     cfg = load_config(args.config, list(args.overrides))
     if cfg.env.harness:  # a harness plays through its own gateway loop (swebox eval --harness); not wired here
         raise ConfigError(f"swebox tasks calibrate --policy: expected the text loop (env.harness empty); found "
                           f"env.harness={cfg.env.harness!r}; calibrate with a text policy")
+    return cfg
+
+
+def play_policy(tasks: list[Task], results: list[TaskCalibration], args: argparse.Namespace, cfg: Any,
+                echo=print) -> None:
+    """Play ``args.policy`` ``args.policy_runs`` times on each task (episodes as ``cfg`` says: :func:`policy_config`)
+    and set each calibration's ``policy`` entry."""
+    from swebox.envs.episodes.groups import group
+    from swebox.envs.episodes.layers_resolver import LayerSource
+    from swebox.envs.tasks.calibrate import policy_row
+
     plain = not (Path(args.layers) / "manifests").is_dir()
     source = LayerSource(store="" if plain else args.layers, dirs=args.layers if plain else "",
                          cache_root=cfg.env.cache_dir, tasks_file=str(args.tasks))

@@ -45,7 +45,9 @@ def add_arguments(subparsers) -> None:
     c.add_argument("--model", default="", help="with --policy openai:URL: the model name sent to the server")
     c.add_argument("--config", default=None, help="with --policy: a training config whose env/generation "
                    "sections the episodes use (as swebox eval --config)")
-    c.add_argument("overrides", nargs="*", help="with --policy: dotted config overrides, e.g. env.max_turns=10")
+    c.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="with --policy: a dotted config override, e.g. --set env.max_turns=10 (repeatable; an "
+                   "option, not a trailing word, since TASKS is positional)")
     c.set_defaults(func=run_calibrate)
 
 
@@ -134,13 +136,14 @@ def run_calibrate(args: argparse.Namespace) -> int:
         print(f"error: {layers_flag_error(args.layers)}", file=sys.stderr)
         return 2
     if args.overrides and not args.policy:
-        print(f"error: {args.overrides[0]}: expected config overrides only with --policy; found no --policy",
-              file=sys.stderr)
+        print(f"error: --set {args.overrides[0]}: expected config overrides only with --policy; found no "
+              "--policy", file=sys.stderr)
         return 2
+    policy_cfg = None
     if args.policy:
-        from swebox.scripts.train_cli import _check_policy
+        from swebox.scripts.calibrate_policy import policy_config
 
-        _check_policy(args.policy)  # a wrong policy fails before minutes of grading, not after
+        policy_cfg = policy_config(args)  # a wrong policy or override fails before minutes of grading, not after
     try:
         tasks = load(args.tasks)
     except LoadError as exc:
@@ -162,7 +165,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     if args.policy:
         from swebox.scripts.calibrate_policy import play_policy
 
-        play_policy(selected, results, args)
+        play_policy(selected, results, args, policy_cfg)
     cb.write_calibration(args.out, results, source=str(args.tasks))
     print(cb.summary(results))
     print(f"calibration: {args.out} (swebox train env.calibration={args.out}; swebox eval --calibration "

@@ -155,4 +155,16 @@ def test_bad_policy_entries_and_flags_fail_clearly(tmp_path, capsys):
     with pytest.raises(SystemExit, match="--policy: expected gold, empty"):
         run_cli(["calibrate", str(tmp_path / "t.jsonl"), "--layers", str(tmp_path), "--out",
                  str(tmp_path / "c.json"), "--policy", "random"])
+    from swebox.trainers.run.config import ConfigError
+
+    # a wrong override or model folder fails before any grading, nothing written
+    with pytest.raises(ConfigError, match="env.max_turns"):
+        run_cli(["calibrate", str(tmp_path / "t.jsonl"), "--layers", str(tmp_path), "--out",
+                 str(tmp_path / "c.json"), "--policy", "gold", "--set", "env.max_turns=0"])
+    with pytest.raises(ConfigError, match=r"--policy hf:.*nope: expected a transformers model folder"):
+        run_cli(["calibrate", str(tmp_path / "t.jsonl"), "--layers", str(tmp_path), "--out",
+                 str(tmp_path / "c.json"), "--policy", f"hf:{tmp_path / 'nope'}"])
+    assert run_cli(["calibrate", str(tmp_path / "t.jsonl"), "--layers", str(tmp_path), "--out",
+                    str(tmp_path / "c.json"), "--set", "env.max_turns=2"]) == 2
+    assert "--set env.max_turns=2: expected config overrides only with --policy" in capsys.readouterr().err
     assert not (tmp_path / "c.json").exists()
