@@ -38,6 +38,16 @@ def add_arguments(subparsers) -> None:
     c.add_argument("--timeout", type=float, default=900.0, help="seconds per test run (default 900)")
     c.add_argument("--limit", type=int, default=0, help="calibrate only the first N tasks (0 = all)")
     c.add_argument("--jobs", type=int, default=1, help="tasks calibrated at once (default 1)")
+    c.add_argument("--policy", default="", help="also play this policy (as swebox eval --policy: gold, empty, "
+                   "hf:MODEL_FOLDER, openai:BASE_URL) --policy-runs times per task; its solve rate orders "
+                   "env.calibration_order")
+    c.add_argument("--policy-runs", type=int, default=3, help="episodes of --policy per task (default 3)")
+    c.add_argument("--model", default="", help="with --policy openai:URL: the model name sent to the server")
+    c.add_argument("--config", default=None, help="with --policy: a training config whose env/generation "
+                   "sections the episodes use (as swebox eval --config)")
+    c.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="with --policy: a dotted config override, e.g. --set env.max_turns=10 (repeatable; an "
+                   "option, not a trailing word, since TASKS is positional)")
     c.set_defaults(func=run_calibrate)
 
 
@@ -118,13 +128,22 @@ def run_calibrate(args: argparse.Namespace) -> int:
     from swebox.envs.tasks.loaders import LoadError, load
     from swebox.envs.tasks.validate import StoreLayers, is_layer_store, layers_flag_error, layers_from_dirs
 
-    for flag, value in (("--runs", args.runs), ("--jobs", args.jobs)):
+    for flag, value in (("--runs", args.runs), ("--jobs", args.jobs), ("--policy-runs", args.policy_runs)):
         if value < 1:
             print(f"error: {flag}: expected a number >= 1; found {value}.", file=sys.stderr)
             return 2
     if layers_flag_error(args.layers):
         print(f"error: {layers_flag_error(args.layers)}", file=sys.stderr)
         return 2
+    if args.overrides and not args.policy:
+        print(f"error: --set {args.overrides[0]}: expected config overrides only with --policy; found no "
+              "--policy", file=sys.stderr)
+        return 2
+    policy_cfg = None
+    if args.policy:
+        from swebox.scripts.calibrate_policy import policy_config
+
+        policy_cfg = policy_config(args)  # a wrong policy or override fails before minutes of grading, not after
     try:
         tasks = load(args.tasks)
     except LoadError as exc:
@@ -143,6 +162,10 @@ def run_calibrate(args: argparse.Namespace) -> int:
     finally:
         if isinstance(resolver, StoreLayers):
             resolver.close()
+    if args.policy:
+        from swebox.scripts.calibrate_policy import play_policy
+
+        play_policy(selected, results, args, policy_cfg)
     cb.write_calibration(args.out, results, source=str(args.tasks))
     print(cb.summary(results))
     print(f"calibration: {args.out} (swebox train env.calibration={args.out}; swebox eval --calibration "

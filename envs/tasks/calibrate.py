@@ -60,6 +60,16 @@ class TaskCalibration:
     """Why grading could not run ('' when it could); such a task is never usable."""
     first_error: str = ""
     """The first grading error seen in any run, for humans."""
+    policy: dict[str, Any] | None = None
+    """A policy's episodes on the task (``swebox tasks calibrate --policy``): ``{"name", "resolved", "runs"}``
+    (and ``errors``: runs that could not be played, counted in ``runs``, never resolved); None when no policy
+    played. Its solve rate orders a curriculum (``env.calibration_order``)."""
+
+    def solve_rate(self) -> float | None:
+        """The policy's resolved fraction, or None without a policy entry."""
+        if not self.policy or not self.policy.get("runs"):
+            return None
+        return self.policy["resolved"] / self.policy["runs"]
 
     def unusable(self) -> str:
         """'' when the task is usable (gold always resolves, empty never, flaky tests quarantined); else why not."""
@@ -88,7 +98,21 @@ class TaskCalibration:
         if not isinstance(cal.flaky_tests, dict) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in cal.flaky_tests.items()):
             raise TypeError(f"flaky_tests should map test ids to text, is {cal.flaky_tests!r}")
+        if cal.policy is not None and not _policy_entry_ok(cal.policy):
+            raise TypeError(f'policy should be {{"name": text, "resolved": k, "runs": K}} with 0 <= k <= K, is '
+                            f"{cal.policy!r}")
         return cal
+
+
+def _policy_entry_ok(entry: Any) -> bool:
+    """A ``policy`` entry: a name, whole counts, ``resolved`` (and ``errors``) at most ``runs``."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+        return False
+    counts = [entry.get(k) for k in ("resolved", "runs")] + ([entry["errors"]] if "errors" in entry else [])
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts):
+        return False
+    return set(entry) <= {"name", "resolved", "runs", "errors"} and entry["resolved"] <= entry["runs"] and (
+        entry.get("errors", 0) <= entry["runs"])
 
 
 def would_resolve(task: Task, report: GradeReport, quarantined: set[str]) -> bool:
@@ -190,6 +214,14 @@ def row(cal: TaskCalibration, width: int = 40) -> str:
     flaky = f"{len(cal.flaky_tests)} flaky" if cal.flaky_tests else "-"
     return (f"{cal.instance_id:<{width}} {verdict:<5} {cal.gold_resolved}/{cal.runs:<6} {cal.empty_resolved}/"
             f"{cal.runs:<6} {flaky:<9} {cal.mean_grade_s:>7.2f}  {cal.unusable()}")
+
+
+def policy_row(cal: TaskCalibration, width: int = 40) -> str:
+    """One line of the policy table: ``ID  policy NAME resolved k/K`` (and the runs that could not be played)."""
+    p = cal.policy or {}
+    errors = f" ({p['errors']} could not be played)" if p.get("errors") else ""
+    return f"{cal.instance_id:<{width}} policy {p.get('name', '?')} resolved {p.get('resolved', 0)}/" \
+           f"{p.get('runs', 0)}{errors}"
 
 
 def header(width: int = 40) -> str:

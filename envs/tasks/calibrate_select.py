@@ -115,12 +115,47 @@ def select(tasks: list[Task], calibration: dict[str, TaskCalibration], source: s
     return sel
 
 
-def apply_calibration(tasks: list[Task], path: str | Path, echo=print) -> list[Task]:
-    """The trainer's and ``swebox eval``'s entry: load, select, print the one-line summary, return the kept
-    tasks. Raises CalibrationError when the file is unusable or no task is left."""
-    sel = select(tasks, load_calibration(path), str(path))
+def apply_calibration(tasks: list[Task], path: str | Path, echo=print, order: str = "none") -> list[Task]:
+    """The trainer's and ``swebox eval``'s entry: load, order (``order``: :func:`order_by_solve_rate`, on the
+    tasks as given so that digests compare), select, print the one-line summary (and the order's line unless
+    ``none``), return the kept tasks. Raises CalibrationError when the file is unusable or no task is left."""
+    calibration = load_calibration(path)
+    tasks, order_line = order_by_solve_rate(tasks, calibration, order)
+    sel = select(tasks, calibration, str(path))
     echo(sel.summary())
+    if order != "none":
+        echo(order_line)
     if not sel.kept:
         raise CalibrationError(f"--calibration {path}: expected at least one usable task; found none of "
                                f"{len(tasks)} ({sel.summary()}); fix the tasks or calibrate again")
     return sel.kept
+
+
+ORDERS = ("none", "easy_first", "hard_first")
+
+
+def order_by_solve_rate(tasks: list[Task], calibration: dict[str, TaskCalibration], order: str,
+                        ) -> tuple[list[Task], str]:
+    """A curriculum: the tasks by the policy's solve rate (``easy_first``: highest first; ``hard_first``: lowest
+    first; ties by task id), then the tasks the file has no current policy entry for in their own order; and the
+    one line saying so. ``none`` returns the tasks as they are."""
+    if order not in ORDERS:
+        raise CalibrationError(f"calibration_order: expected one of {', '.join(ORDERS)}; found {order!r}")
+    if order == "none":
+        return list(tasks), "calibration order: none (the tasks' own order)"
+    rated: list[tuple[float, str, Task]] = []
+    unrated: list[Task] = []
+    for task in tasks:
+        cal = calibration.get(task.instance_id)
+        # a stale entry (another content digest) rates another version of the task
+        rate = cal.solve_rate() if cal is not None and cal.task_digest == task_digest(task) else None
+        if rate is None:
+            unrated.append(task)
+        else:
+            rated.append((rate, task.instance_id, task))
+    sign = -1.0 if order == "easy_first" else 1.0
+    rated.sort(key=lambda r: (sign * r[0], r[1]))
+    shown = ", ".join(f"{tid} {rate:.2f}" for rate, tid, _ in rated[:5]) + (" ..." if len(rated) > 5 else "")
+    line = (f"calibration order: {order} by the policy's solve rate over {len(rated)} tasks ({shown or 'none'}); "
+            f"{len(unrated)} without a policy entry last")
+    return [t for _, _, t in rated] + unrated, line

@@ -329,6 +329,9 @@ def test_calibration_and_cost_per_rollout(calc_layer, tmp_path, browser, capsys)
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["instance_id"] for r in records] == ["calc-add", "calc-flaky"] and all(r["resolved"] for r in records)
     assert all(r["cost"]["cpu_s"] > 0 and r["cost"]["grade_cpu_s"] > 0 for r in records)
+    doc = json.loads(cal.read_text())  # a policy's solve rate (swebox tasks calibrate --policy) on one task
+    doc["tasks"][1]["policy"] = {"name": "gold", "resolved": 1, "runs": 2, "errors": 0}
+    cal.write_text(json.dumps(doc))
     with Served(out, tmp_path / "tasks.jsonl", cal) as served:
         browser.get(served.url + "/")
         assert "calibration " in text(browser) and "2 of 3 tasks usable, 1 not; 1 with flaky tests" in text(browser)
@@ -339,6 +342,7 @@ def test_calibration_and_cost_per_rollout(calc_layer, tmp_path, browser, capsys)
         browser.get(served.url + "/task/calc-flaky")
         page = text(browser)
         assert "usable · gold resolved 1/2 (2/2 with the flaky tests quarantined) · empty diff resolved 0/2" in page
+        assert "empty diff resolved 0/2 · policy gold resolved 1/2 · " in page
         assert FLAKY_ID in page and "gold: passed,failed" in page
         shot(browser, tmp_path, "calibration")
         browser.get(served.url + "/task/calc-wrong")  # left out: no rollout, its calibration says why

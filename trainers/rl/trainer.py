@@ -168,7 +168,8 @@ class Trainer:
             from swebox.envs.tasks.calibrate_select import CalibrationError, apply_calibration
 
             try:
-                self.tasks = apply_calibration(self.tasks, cfg.env.calibration, echo=echo)
+                self.tasks = apply_calibration(self.tasks, cfg.env.calibration, echo=echo,
+                                               order=cfg.env.calibration_order)
             except CalibrationError as exc:
                 raise ConfigError(str(exc).replace("--calibration", "env.calibration", 1)) from None
         self.run_dir = Path(cfg.logging.run_dir)
@@ -178,7 +179,9 @@ class Trainer:
         self.tokenizer = build_tokenizer(cfg.model)
         device = "cuda" if torch.cuda.is_available() else "cpu"
         self.learner = Learner(cfg, build_model(cfg.model, self.tokenizer), device)
-        self.sampler = TaskSampler(len(self.tasks), cfg.seed, cfg.rollout.shuffle)
+        # a curriculum (env.calibration_order) is an order: shuffling would undo it, so it replaces the shuffle
+        self.sampler = TaskSampler(len(self.tasks), cfg.seed,
+                                   cfg.rollout.shuffle and cfg.env.calibration_order == "none")
         self.step_count = 0
         self.last: StepData | None = None
         resume_step = self._resume() if cfg.checkpoint.resume else None

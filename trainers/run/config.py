@@ -27,6 +27,10 @@ LossAggMode = Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean",
 KLEstimator = Literal["k1", "k2", "k3"]
 
 
+# env.calibration_order's values (envs/tasks/calibrate_select.ORDERS; named here so that configs load without it).
+CALIBRATION_ORDERS = ("none", "easy_first", "hard_first")
+
+
 class ConfigError(ValueError):
     """A configuration value or key is wrong; the message says what was expected and how to fix it."""
 
@@ -301,6 +305,11 @@ class EnvConfig(EpisodeConfig):
     calibration: str = ""
     """A calibration file (``swebox tasks calibrate``): tasks whose gold is not always resolved or whose empty diff
     ever resolved are left out, flaky tests quarantined, and a one-line summary printed; empty: no calibration."""
+    calibration_order: str = "none"
+    """A curriculum from env.calibration's policy entries (``swebox tasks calibrate --policy``): ``none`` (the
+    tasks' own order), ``easy_first`` (highest solve rate first) or ``hard_first`` (lowest first); ties by task
+    id, tasks without a policy entry last in their own order. When set, the order replaces rollout.shuffle: every
+    epoch visits the tasks in this order."""
     layer_store: str = ""
     """Layer store folder the tasks' layers come from; empty: $SWEBOX_LAYER_STORE, else runs/layers."""
     cache_dir: str = ""
@@ -331,6 +340,11 @@ class EnvConfig(EpisodeConfig):
         except SandboxError as exc:  # a bad key or value in env.sandbox
             raise ConfigError(f"env.sandbox: {exc}") from None
         _check(self.grade_cache_size >= 1, "env.grade_cache_size", ">= 1", self.grade_cache_size, "use 4096")
+        _check(self.calibration_order in CALIBRATION_ORDERS, "env.calibration_order",
+               f"one of {', '.join(CALIBRATION_ORDERS)}", self.calibration_order, "pick one of them")
+        _check(self.calibration_order == "none" or bool(self.calibration), "env.calibration_order",
+               "'none' without env.calibration (the order comes from its policy entries)", self.calibration_order,
+               "set env.calibration=FILE (swebox tasks calibrate --policy) or leave the order at none")
         if self.harness:
             try:
                 self.harness_config()

@@ -124,3 +124,47 @@ def test_bad_calibration_files_fail_clearly(tmp_path, capsys):
                     str(tmp_path / "c.json"), "--runs", "0"]) == 2
     assert "--runs: expected a number >= 1; found 0" in capsys.readouterr().err
     assert not (tmp_path / "c.json").exists()
+
+
+def test_calibrate_plays_a_policy_k_times_and_records_its_solve_rate(tmp_path, layer_root, capsys):
+    """--policy gold resolves every run and --policy empty none: real episodes in real sandboxes, the counts in
+    the file, and the file still loads (a file without policy entries loads too: the test above)."""
+    save_jsonl([calc_task()], tmp_path / "t.jsonl")
+    for policy, resolved in (("gold", 2), ("empty", 0)):
+        out = tmp_path / f"{policy}.json"
+        argv = ["calibrate", str(tmp_path / "t.jsonl"), "--layers", str(layer_root), "--out", str(out), "--runs", "1",
+                "--policy", policy, "--policy-runs", "2"]
+        assert run_cli(argv) == 0
+        printed = capsys.readouterr()
+        assert f"policy {policy}: resolved {resolved} of 2 runs over 1 tasks" in printed.out, printed
+        entry = json.loads(out.read_text())["tasks"][0]
+        assert entry["policy"] == {"name": policy, "resolved": resolved, "runs": 2, "errors": 0}, printed.err
+        cal = load_calibration(out)["calc-add"]
+        assert cal.solve_rate() == resolved / 2 and cal.unusable() == ""
+
+
+def test_bad_policy_entries_and_flags_fail_clearly(tmp_path, capsys):
+    entry = {"instance_id": "x", "task_digest": "d", "runs": 1, "policy": {"name": "gold", "resolved": 3, "runs": 2}}
+    (tmp_path / "p.json").write_text(json.dumps({"format": 1, "tasks": [entry]}))
+    with pytest.raises(CalibrationError, match=r"tasks\[0\]: .*policy should be"):
+        load_calibration(tmp_path / "p.json")
+    save_jsonl([calc_task()], tmp_path / "t.jsonl")
+    assert run_cli(["calibrate", str(tmp_path / "t.jsonl"), "--layers", str(tmp_path), "--out",
+                    str(tmp_path / "c.json"), "--policy", "gold", "--policy-runs", "0"]) == 2
+    assert "--policy-runs: expected a number >= 1; found 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="--policy: expected gold, empty"):
+        run_cli(["calibrate", str(tmp_path / "t.jsonl"), "--layers", str(tmp_path), "--out",
+                 str(tmp_path / "c.json"), "--policy", "random"])
+    from swebox.trainers.run.config import ConfigError
+
+    # a wrong override or model folder fails before any grading, nothing written
+    with pytest.raises(ConfigError, match="env.max_turns"):
+        run_cli(["calibrate", str(tmp_path / "t.jsonl"), "--layers", str(tmp_path), "--out",
+                 str(tmp_path / "c.json"), "--policy", "gold", "--set", "env.max_turns=0"])
+    with pytest.raises(ConfigError, match=r"--policy hf:.*nope: expected a transformers model folder"):
+        run_cli(["calibrate", str(tmp_path / "t.jsonl"), "--layers", str(tmp_path), "--out",
+                 str(tmp_path / "c.json"), "--policy", f"hf:{tmp_path / 'nope'}"])
+    assert run_cli(["calibrate", str(tmp_path / "t.jsonl"), "--layers", str(tmp_path), "--out",
+                    str(tmp_path / "c.json"), "--set", "env.max_turns=2"]) == 2
+    assert "--set env.max_turns=2: expected config overrides only with --policy" in capsys.readouterr().err
+    assert not (tmp_path / "c.json").exists()
