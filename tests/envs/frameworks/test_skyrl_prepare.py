@@ -7,8 +7,9 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
-from swebox.envs.frameworks.skyrl_prepare import add_arguments, prepare
+from swebox.envs.frameworks.skyrl_prepare import prepare
 from swebox.envs.tasks import Task, save_jsonl
+from swebox.scripts.skyrl_cli import add_arguments
 
 from tests.calc import calc_task
 
