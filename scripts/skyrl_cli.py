@@ -15,6 +15,7 @@ from typing import Any
 from swebox.envs.episodes.episode import EpisodeConfig
 from swebox.envs.episodes.layers_resolver import LayerSource, missing_layers
 from swebox.envs.frameworks.skyrl_prepare import prepare
+from swebox.envs.tasks.calibrate_select import ORDERS, CalibrationError, apply_calibration
 
 
 def add_arguments(subparsers: argparse._SubParsersAction) -> None:
@@ -36,6 +37,10 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--val-size", type=int, default=0, help="tasks held out in validation.parquet (default 0)")
     p.add_argument("--seed", type=int, default=0, help="seed of the validation draw")
     p.add_argument("--data-source", default="swebox", help="data_source column (default swebox)")
+    p.add_argument("--calibration", default="", help="a `swebox tasks calibrate` file: leave out unsolvable and "
+                   "trivial tasks and quarantine flaky tests in the rows written (each row holds its whole task)")
+    p.add_argument("--calibration-order", default="none", choices=ORDERS, help="with --calibration: write the "
+                   "train rows by the calibrated policy's solve rate (a curriculum), unrated tasks last")
     p.set_defaults(func=run_prepare)
 
 
@@ -56,6 +61,16 @@ def run_prepare(args: argparse.Namespace) -> int:
     from swebox.envs.tasks import load
 
     tasks = list(load(args.tasks))
+    if args.calibration_order != "none" and not args.calibration:
+        print(f"error: --calibration-order {args.calibration_order}: expected a --calibration FILE to order by; "
+              "found none; run `swebox tasks calibrate --policy ...` first", file=sys.stderr)
+        return 2
+    if args.calibration:
+        try:
+            tasks = apply_calibration(tasks, args.calibration, order=args.calibration_order)
+        except CalibrationError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     settings: dict[str, Any] = {"max_turns": args.max_turns, "style": args.style, **_parse_set(args.extra)}
     store = LayerSource(store=args.store, tasks_file=args.tasks).store_root
     layers = {"tasks_file": str(Path(args.tasks).absolute()), "store": str(store)}
