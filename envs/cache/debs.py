@@ -150,6 +150,7 @@ def patch_paths(tree: Path, old: str, new: str) -> list[str]:
                     continue
             data = path.read_bytes()
             if old.encode() in data:
+                os.chmod(path, path.stat().st_mode | 0o200)  # dpkg-deb keeps modes: some files are 0444
                 path.write_bytes(data.replace(old.encode(), new.encode()))
                 changed.append(str(path.relative_to(tree)))
     return changed

@@ -170,7 +170,7 @@ def resolve(name: str, cache_dir: Path | None = None) -> dict:
             from_host[deb.name] = host[deb.name]
         else:
             shipped.append(deb)
-    content = {"toolchain": name, "layout": TOOLCHAIN_LAYOUT, "prefix": spec.prefix,
+    content = {"toolchain": name, "layout": TOOLCHAIN_LAYOUT, "prefix": spec.prefix, "aliases": spec.aliases,
                "debs": [[d.name, d.version, d.arch, d.sha256] for d in shipped]}
     digest = hashlib.sha256(json.dumps(content, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     result = {"key": f"toolchain-{name}-{digest[:20]}", "debs": [d.to_dict() for d in shipped],
