@@ -254,6 +254,7 @@ _held: dict[tuple[str, str], LayerHandle] = {}
 def toolchain_layer(name: str, store_root: Path | None = None) -> Layer:
     """The layer of toolchain ``name``, materialised on this node and held for the life of the process: built
     into the store (``store_root``, default :func:`default_store_root`) on first use, then cached."""
+    get_spec(name)  # a bad name fails before a store folder is made
     root = Path(store_root or default_store_root()).absolute()
     store = LayerStore(root)
     manifest = build_toolchain(store, name)
