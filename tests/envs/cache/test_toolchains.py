@@ -14,11 +14,17 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from swebox.envs.cache import debs, toolchains
 from swebox.envs.cache.store import BuildFailure, LayerStore
-from swebox.envs.cache.toolchains import (TOOLCHAINS, ToolchainSpec, UnknownToolchain, build_toolchain, resolve,
-                                          toolchain_env, toolchain_layer)
+from swebox.envs.cache.toolchains import (
+    TOOLCHAINS,
+    ToolchainSpec,
+    UnknownToolchain,
+    build_toolchain,
+    resolve,
+    toolchain_env,
+    toolchain_layer,
+)
 from swebox.envs.sandbox import Sandbox, SandboxPolicy
 from swebox.envs.sandbox.policy import DEFAULT_ENV
 
