@@ -116,9 +116,11 @@ def extract(deb: Path, target: Path) -> None:
 
 
 def relink(tree: Path, prefix: str) -> int:
-    """Make absolute symlinks in ``tree`` that name a path the tree holds point into ``prefix`` (where the tree
-    appears in the sandbox) instead of the host's same path; links to paths the tree lacks stay (the host's
-    /usr provides them). Returns how many were changed."""
+    """Point ``tree``'s symlinks where they lead once the tree appears at ``prefix`` in a sandbox whose /usr is
+    the host's: a link whose target (read as if the tree were at /) the tree holds names the prefix's copy; one
+    whose target the tree lacks names the host's path (a dependency the host provides, e.g. maven's
+    ``boot/plexus-classworlds.jar -> ../../java/...`` once that jar's package is the host's). Returns how
+    many were changed."""
     changed = 0
     for folder, dirs, names in os.walk(tree):
         for name in dirs + names:
@@ -126,10 +128,17 @@ def relink(tree: Path, prefix: str) -> int:
             if not link.is_symlink():
                 continue
             target = os.readlink(link)
-            if target.startswith("/") and os.path.lexists(tree / target.lstrip("/")):
-                link.unlink()
-                link.symlink_to(prefix.rstrip("/") + target)
-                changed += 1
+            as_root = os.path.normpath(os.path.join("/", os.path.relpath(folder, tree), target))
+            inside = os.path.lexists(tree / as_root.lstrip("/"))
+            if target.startswith("/") and inside:
+                new = prefix.rstrip("/") + target
+            elif not target.startswith("/") and not inside:
+                new = as_root
+            else:
+                continue
+            link.unlink()
+            link.symlink_to(new)
+            changed += 1
     return changed
 
 

@@ -33,8 +33,9 @@ from . import debs
 from .layer_cache import LayerCache, LayerCacheConfig, LayerHandle
 from .store import BuildFailure, LayerStore, Manifest, write_atomic
 
-TOOLCHAIN_LAYOUT = "1"
-"""Part of every toolchain key: bumped when the tree layout below the prefix changes."""
+TOOLCHAIN_LAYOUT = "2"
+"""Part of every toolchain key: bumped when the tree layout below the prefix changes (2: relative links to
+packages the host provides name the host's path)."""
 PREFIX_ROOT = "/opt/toolchains"
 """Where toolchain ``NAME`` appears in a sandbox: ``/opt/toolchains/NAME`` (its debs' ``usr/`` below it)."""
 CACHE_ROOT = "/pkgcache"

@@ -152,17 +152,17 @@ def test_an_interrupted_build_leaves_nothing_behind(tmp_path, monkeypatch):
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("name,command,expect", [
-    ("rust", "cd /work && cargo new -q --vcs none hello && cd hello && cargo run -q --offline", "Hello, world!"),
-    ("cc", "cd /work && printf '#include <iostream>\\nint main(){std::cout<<\"hi \"<<__GNUC__;}' > a.cc && "
+@pytest.mark.parametrize("name,tool,command,expect", [
+    ("rust", "cargo", "cd /work && cargo new -q --vcs none hello && cd hello && cargo run -q --offline", "Hello, world!"),
+    ("cc", "g++", "cd /work && printf '#include <iostream>\\nint main(){std::cout<<\"hi \"<<__GNUC__;}' > a.cc && "
            "printf 'a: a.cc\\n\\tg++ -o a a.cc\\n' > Makefile && make -s && ./a && command -v g++", "hi 12"),
-    ("jdk", "cd /work && printf 'class A{public static void main(String[] a){System.out.println(\"hi \"+"
+    ("jdk", "javac", "cd /work && printf 'class A{public static void main(String[] a){System.out.println(\"hi \"+"
             "System.getProperty(\"java.home\"));}}' > A.java && javac A.java && java A && mvn --version",
      "hi /opt/toolchains/jdk/"),
 ])
-def test_rust_cc_and_jdk_build_and_run_in_a_sandbox(store_root, name, command, expect):
+def test_rust_cc_and_jdk_build_and_run_in_a_sandbox(store_root, name, tool, command, expect):
     layer = toolchain_layer(name, store_root)
     with _sandbox([layer], [name]) as sb:
+        assert _ok(sb, f"command -v {tool}").startswith(f"/opt/toolchains/{name}/")  # the layer's, not the host's
         out = _ok(sb, f"mkdir -p /work && {command}")
         assert expect in out
-        assert f"/opt/toolchains/{name}/" in _ok(sb, "echo $PATH")
