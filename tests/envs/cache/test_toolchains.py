@@ -166,3 +166,17 @@ def test_rust_cc_and_jdk_build_and_run_in_a_sandbox(store_root, name, tool, comm
         assert _ok(sb, f"command -v {tool}").startswith(f"/opt/toolchains/{name}/")  # the layer's, not the host's
         out = _ok(sb, f"mkdir -p /work && {command}")
         assert expect in out
+
+
+def test_cli_builds_lists_and_refuses_unknown_names(store_root, tmp_path, capsys):
+    from swebox.scripts.cli import main
+
+    assert main(["cache", "--store", str(tmp_path / "new"), "toolchain", "build", "go", "cobol"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "expected names among node, go, rust, jdk, cc; found 'cobol'" in err
+    assert not (tmp_path / "new").exists()  # nothing written for a bad name
+    assert main(["cache", "--store", str(store_root), "toolchain", "build", "go"]) == 0
+    assert "already built" in capsys.readouterr().out  # built by the tests above, reused
+    assert main(["cache", "--store", str(store_root), "toolchain", "list"]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert set(rows) == set(TOOLCHAINS) and " built " in rows["go"] and "/opt/toolchains/go" in rows["go"]
