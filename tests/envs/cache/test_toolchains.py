@@ -35,10 +35,18 @@ pytestmark = pytest.mark.skipif(not IS_ROOT or shutil.which("apt-get") is None o
 
 
 @pytest.fixture(scope="module")
-def store_root() -> Path:
+def store_root(tmp_path_factory) -> Path:
+    """The shared test store; the layers are mounted in a node cache of this module's own (never the user's
+    shared /var/tmp one, whose layers other processes use), unmounted at its end."""
     root = Path(os.environ.get("SWEBOX_TEST_TOOLCHAIN_STORE") or "/var/tmp/swebox-test-toolchains")
+    before = os.environ.get("SWEBOX_LAYER_CACHE")
+    os.environ["SWEBOX_LAYER_CACHE"] = str(tmp_path_factory.mktemp("node-cache"))
     yield root
     toolchains.release_toolchain_layers()
+    if before is None:
+        os.environ.pop("SWEBOX_LAYER_CACHE", None)
+    else:
+        os.environ["SWEBOX_LAYER_CACHE"] = before
 
 
 def _sandbox(layers, names, extra=()) -> Sandbox:
