@@ -161,7 +161,8 @@ def test_an_interrupted_build_leaves_nothing_behind(tmp_path, monkeypatch):
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("name,tool,command,expect", [
-    ("rust", "cargo", "cd /work && cargo new -q --vcs none hello && cd hello && cargo run -q --offline", "Hello, world!"),
+    ("rust", "cargo", "cd /work && cargo new -q --vcs none hello && cd hello && cargo run -q --offline",
+     "Hello, world!"),
     ("cc", "g++", "cd /work && printf '#include <iostream>\\nint main(){std::cout<<\"hi \"<<__GNUC__;}' > a.cc && "
            "printf 'a: a.cc\\n\\tg++ -o a a.cc\\n' > Makefile && make -s && ./a && command -v g++", "hi 12"),
     ("jdk", "javac", "cd /work && printf 'class A{public static void main(String[] a){System.out.println(\"hi \"+"
