@@ -62,7 +62,7 @@ MONITOR_PYTHON = "/venv/bin/python"
 MAX_SIGNED_BYTES = 257 * 1024 * 1024
 LINE_UNCHECKED = frozenset({"django/django", "sympy/sympy"})
 """Parsers whose logs :func:`passes_after_failures` does not read line by line (multi-line results)."""
-_RESULT_WORD = re.compile(r"FAILED|ERROR")
+_RESULT_WORD = re.compile(r"FAIL|ERROR")  # FAIL: go test's "--- FAIL:" as well as FAILED
 
 
 def eval_script(task: Task, nonce: str) -> str:
