@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from swebox.envs.sandbox import Layer, Sandbox, SandboxPolicy
 from swebox.envs.tasks import Task
-from swebox.envs.tasks.graders import lang_parsers, log_parsers
+from swebox.envs.tasks.graders import lang_parsers, log_canaries, log_parsers
 from swebox.envs.tasks.graders.grading import grade
 
 from tests.debian_tools import GO, RUST, go_env, rust_env, unpacked
@@ -127,8 +127,17 @@ def go_task(go_cmp: Path, go_tools: Path, parser: str = "go_test") -> Task:
     )
 
 
-def test_go_test_log_gold_resolves_empty_and_wrong_do_not(go_layer, go_cmp, go_tools):
+def planted(monkeypatch) -> list[log_canaries.LogCanaries]:
+    """Records the canaries each grade plants (the grader's own plant, observed)."""
+    seen: list[log_canaries.LogCanaries] = []
+    real = log_canaries.plant
+    monkeypatch.setattr(log_canaries, "plant", lambda *args: seen.append(real(*args)) or seen[-1])
+    return seen
+
+
+def test_go_test_log_gold_resolves_empty_and_wrong_do_not(go_layer, go_cmp, go_tools, monkeypatch):
     task = go_task(go_cmp, go_tools)
+    canaries = planted(monkeypatch)
     policy = SandboxPolicy(network="none", ro_binds=(str(go_tools),))
     gold = grade(task, task.patch, layers=[go_layer], policy=policy, timeout=600)
     assert gold.log_status == "ok" and gold.errors == [] and gold.tampered == [], (gold.errors, gold.output_tail)
@@ -144,6 +153,9 @@ def test_go_test_log_gold_resolves_empty_and_wrong_do_not(go_layer, go_cmp, go_t
     assert bad.applied and not bad.resolved and bad.tampered == []
     assert bad.tests["TestEquateApproxMargin"].status == "passed"
     assert bad.tests["TestEquateApproxFraction"].status == "failed"
+    # every run got a passing and a failing canary in the test patch's file, and they came out as planted
+    assert [c.file for c in canaries] == ["cmp/cmpopts/approx_test.go"] * 3
+    assert all(sorted(c.expected.values()) == ["FAILED", "PASSED"] for c in canaries)
 
 
 def test_the_real_go_log_reads_the_same_under_each_go_parser_name(go_layer, go_cmp, go_tools):
@@ -237,8 +249,9 @@ def rust_task(hex_crate: Path, rust_tools: Path, parser: str = "cargo") -> Task:
     )
 
 
-def test_cargo_test_log_gold_resolves_empty_and_wrong_do_not(rust_layer, hex_crate, rust_tools):
+def test_cargo_test_log_gold_resolves_empty_and_wrong_do_not(rust_layer, hex_crate, rust_tools, monkeypatch):
     task = rust_task(hex_crate, rust_tools)
+    canaries = planted(monkeypatch)
     policy = SandboxPolicy(network="none", ro_binds=(str(rust_tools),))
     gold = grade(task, task.patch, layers=[rust_layer], policy=policy, timeout=600)
     assert gold.log_status == "ok" and gold.errors == [] and gold.tampered == [], (gold.errors, gold.output_tail)
@@ -254,6 +267,8 @@ def test_cargo_test_log_gold_resolves_empty_and_wrong_do_not(rust_layer, hex_cra
     assert bad.applied and not bad.resolved and bad.tampered == [], (bad.errors, bad.output_tail)
     assert bad.tests["decode_upper_case"].status == "passed"
     assert bad.tests["decode_lower_case"].status == "failed"
+    assert [c.file for c in canaries] == ["tests/cases.rs"] * 3
+    assert all(sorted(c.expected.values()) == ["FAILED", "PASSED"] for c in canaries)
 
 
 def test_the_real_cargo_log_reads_the_same_under_each_rust_parser_name(rust_layer, hex_crate, rust_tools):
