@@ -16,7 +16,7 @@ Go and Rust sets. Each becomes a log-graded task (``grader='log'``) of its langu
 
 The start state is the Python datasets' rule: the agent sees ``base_commit``'s tree (SWE-smith: with the
 bug applied) as one commit (a checkout layer). The environment clones the repository (network at build
-time); the language's toolchain is named in ``metadata['toolchains']``.
+time, or a git mirror) and is built and graded on the language's toolchain layer (``EnvSpec.toolchains``).
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ from swebox.envs.tasks.schema import LANGUAGES, TaskError
 _HEX = re.compile(r"^[0-9a-f]{7,64}$")
 _ANSI = re.compile(r"\x1B(?:[@-Z\\-_]|\[[0-?]*[ -/]*[@-~])")
 _LANGUAGE_NAMES = {"golang": "go", "c++": "cpp", "rs": "rust"}
+TOOLCHAIN = {"go": "go", "rust": "rust", "c": "cc", "cpp": "cc"}
+"""The toolchain layer (``cache.toolchains``) each language's env is built and graded on."""
 DEFAULT_TEST_CMD = {"go": "go test -v -count=1 ./...", "rust": "cargo test"}
 """The test command of a language whose rows do not name one (Multi-SWE-bench's and SWE-smith's Go and Rust)."""
 MSB_PARSER = {"go": lang_parsers.MSB_GO, "rust": lang_parsers.MSB_RUST}
@@ -64,11 +66,12 @@ def _commit(value: Any, key: str) -> str:
 
 def _start(fields: dict[str, Any], repo: str, commit: str, bug: str, lang: str, install: tuple[str, ...]) -> None:
     """The env clones ``repo`` at ``commit``; the agent starts from it (+ ``bug``) as one commit."""
-    env = EnvSpec(source=f"git+https://github.com/{repo}.git", commit=commit, install=install, test_deps=())
+    tools = (TOOLCHAIN[lang],) if lang in TOOLCHAIN else ()
+    env = EnvSpec(source=f"git+https://github.com/{repo}.git", commit=commit, install=install, test_deps=(),
+                  toolchains=tools)
     fields["env"] = env
     fields["task_layer_key"] = CheckoutSpec(env=env, commit=commit, patch=bug, commands=()).key()
     fields["metadata"]["checkout"] = {"commit": commit, "commands": []}
-    fields["metadata"]["toolchains"] = [] if lang == "python" else [lang]
     fields["language"] = lang
 
 
