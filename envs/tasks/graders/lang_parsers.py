@@ -115,6 +115,15 @@ def parsers() -> dict[str, tuple[str, Parser]]:
     return {**_swebench_parsers(), **_OWN}
 
 
+def parser(name: str) -> Parser | None:
+    """The parser of ``name``; None when this module has no such name. swebox's own rules need no swebench;
+    the others raise HarnessUnavailable without it."""
+    if name in _OWN:
+        return _OWN[name][1]
+    found = parsers().get(name)
+    return found[1] if found else None
+
+
 def offline_names() -> frozenset[str]:
     """The names known without swebench installed (the generic ones and swebox's own rules)."""
     return frozenset({*_ALIASES, *_OWN, *(n for _, _, names in _MODULES.values() for n in names)})

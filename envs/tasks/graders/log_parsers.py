@@ -84,8 +84,8 @@ def get_parser(name: str) -> Callable[[str], dict[str, str]]:
         raise ValueError(f"log parser: expected a parser name; found {name!r}. {problem}")
     if name == PYTEST:
         parse = swebench_harness.module("harness.log_parsers.python").parse_log_pytest
-    elif name in lang_parsers.parsers():
-        return lang_parsers.parsers()[name][1]
+    elif (native := lang_parsers.parser(name)) is not None:
+        return native
     else:
         parse = swebench_harness.python_parsers()[name]
     # The Python parsers take a TestSpec only to share a signature with other languages; they never read it.

@@ -23,7 +23,9 @@ from tests.envs.tasks.multilang_rows import (
     F2P,
     P2P,
     make_mirror,
+    make_rust_mirror,
     multi_swe_bench_row,
+    rust_rows,
     swe_rebench_v2_row,
     swe_smith_row,
 )
@@ -110,9 +112,18 @@ def test_swe_smith_go_row_starts_with_the_bug_and_is_graded_from_the_log():
     assert task.test_cmd == "go test -v -count=1 ./..."
 
 
+def test_rust_rows_of_each_format_become_rust_log_tasks():
+    tasks = {name: to_task(row) for name, row in rust_rows(fake_commits()).items()}
+    assert {n: (t.language, t.log_parser, t.env.toolchains) for n, t in tasks.items()} == {
+        "msb": ("rust", lang_parsers.MSB_RUST, ("rust",)), "rebench": ("rust", "parse_log_cargo", ("rust",)),
+        "smith": ("rust", "cargo", ("rust",))}
+    assert tasks["msb"].test_cmd == "cargo test" and tasks["smith"].test_cmd == "cargo test"
+    assert tasks["rebench"].test_cmd == "cargo test --offline --no-fail-fast"
+    assert tasks["msb"].repo == "KokaKiwi/rust-hex" and tasks["smith"].bug_patch
+
+
 # -- e2e: swebox tasks validate on rows of each format ------------------------------------------------------------
-@pytest.mark.e2e
-def test_rows_of_each_format_validate_on_the_go_toolchain(tmp_path):
+def go_rows(tmp_path: Path) -> tuple[dict[str, dict], dict[str, str], tuple[str, str]]:
     from tests.debian_tools import unpacked
 
     source = unpacked("go-cmp", ("golang-github-google-go-cmp-dev",)) / "usr/share/gocode/src/github.com/google/go-cmp"
@@ -121,24 +132,42 @@ def test_rows_of_each_format_validate_on_the_go_toolchain(tmp_path):
             "smith": swe_smith_row(commits)}
     rows["msb"]["instance_id"] = "google__go-cmp-msb-1"
     rows["rebench"]["instance_id"] = "google__go-cmp-rebench-1"
-    for name, row in rows.items():
-        (tmp_path / f"{name}.jsonl").write_text(json.dumps(row) + "\n")
+    return rows, commits, ("TestEquateApproxMargin", "TestEquateApproxFraction")
+
+
+def hex_rows(tmp_path: Path) -> tuple[dict[str, dict], dict[str, str], tuple[str, str]]:
+    from tests.debian_tools import unpacked
+
+    source = unpacked("hex", ("librust-hex-dev",)) / "usr/share/cargo/registry/hex-0.4.3"
+    commits = make_rust_mirror(source, tmp_path / "mirror")
+    lower = "        b'a'..=b'f' => Ok(c - b'a' + 10),\n"
+    # fixes upper case and breaks lower case
+    commits["wrong"] = commits["fix"].replace(" " + lower, "-" + lower + "+" + lower.replace(" + 10", ""))
+    return rust_rows(commits), commits, ("decode_upper_case", "decode_lower_case")
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("make_rows", [go_rows, hex_rows], ids=["go", "rust"])
+def test_rows_of_each_format_validate_on_the_toolchain_layer(tmp_path, make_rows):
+    rows, commits, (passes, fails) = make_rows(tmp_path)
+    assert commits["wrong"] != commits["fix"]
     store = os.environ.get("SWEBOX_TEST_TOOLCHAIN_STORE", str(Path.home() / ".cache/swebox/toolchain-store"))
     env = {**os.environ, "SWEBOX_GIT_MIRROR": str(tmp_path / "mirror")}
     swebox = [sys.executable, "-m", "swebox.scripts.cli"]
-    for name in rows:
+    for name, row in rows.items():
         rows_file = str(tmp_path / f"{name}.jsonl")
+        Path(rows_file).write_text(json.dumps(row) + "\n")
         built = subprocess.run([*swebox, "cache", "--store", store, "build", "--tasks", rows_file],
                                env=env, capture_output=True, text=True, timeout=1800)
         assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
-        checked = subprocess.run([*swebox, "tasks", "validate", str(tmp_path / f"{name}.jsonl"), "--layers", store,
+        checked = subprocess.run([*swebox, "tasks", "validate", rows_file, "--layers", store,
                                   "--json", str(tmp_path / f"{name}.report.jsonl")],
                                  env=env, capture_output=True, text=True, timeout=1800)
         assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-2000:]
         report = [json.loads(line) for line in (tmp_path / f"{name}.report.jsonl").read_text().splitlines()]
         assert [r["passed"] for r in report] == [True], report
         assert report[0]["gold"]["resolved"] and not report[0]["empty"]["resolved"]
-    # a wrong fix (honours the margin, not the fraction) does not resolve, on the same layers
+    # a wrong fix does not resolve, on the same layers
     task = load(tmp_path / "msb.jsonl")[0]
     resolve = StoreLayers(store)
     try:
@@ -147,5 +176,12 @@ def test_rows_of_each_format_validate_on_the_go_toolchain(tmp_path):
         resolve.release(task)
         resolve.close()
     assert bad.applied and not bad.resolved and bad.tampered == [], (bad.errors, bad.output_tail)
-    assert bad.tests["TestEquateApproxMargin"].status == "passed"
-    assert bad.tests["TestEquateApproxFraction"].status == "failed"
+    assert bad.tests[passes].status == "passed" and bad.tests[fails].status == "failed"
+
+
+def test_multi_swe_bench_rules_keep_a_failure_over_a_later_pass():
+    go = "=== RUN   TestA\n--- FAIL: TestA (0.00s)\n--- PASS: TestA (0.00s)\n    --- SKIP: TestB/x\nFAIL\tex.com/p\t0.1s\n"
+    assert lang_parsers.parse_multi_swe_bench_go(go) == {"TestA": "FAILED", "TestB/x": "SKIPPED",
+                                                          "ex.com/p": "FAILED"}
+    rust = "test a::b ... FAILED\ntest a::b ... ok\ntest c ... ignored\ntest d ... ok\n"
+    assert lang_parsers.parse_multi_swe_bench_rust(rust) == {"a::b": "FAILED", "c": "SKIPPED", "d": "PASSED"}
