@@ -5,8 +5,8 @@ Go and Rust sets. Each becomes a log-graded task (``grader='log'``) of its langu
   test_patch, resolved_issues [{number, title, body}], title, body``, and per-test transition maps
   ``f2p_tests, p2p_tests, s2p_tests, n2p_tests, fixed_tests`` ({test: {run, test, fix}} with statuses PASS,
   FAIL, SKIP, NONE). Its harness keeps a test command and a parser per repository class, not in the row;
-  here Go rows run ``go test -v -count=1 ./...`` and Rust rows ``cargo test`` (what its Go and Rust
-  repositories' scripts run), read by its rules (:mod:`.graders.lang_parsers`). The language comes from
+  here Go rows run ``go test -v -count=1 ./...`` and Rust rows ``cargo test --no-fail-fast`` (what its Go
+  and Rust repositories' scripts run, every test binary run), read by its rules (:mod:`.graders.lang_parsers`). The language comes from
   the row's ``language``/``lang`` column (the per-language files' folder names: go, rust, ...).
 - SWE-rebench-V2 (nebius): SWE-bench's keys plus ``language``, ``image_name`` and ``install_config``
   ({``test_cmd``, ``log_parser``, ``install``, ``base_image_name``, ``docker_specs``}); the row names its
@@ -36,8 +36,10 @@ _ANSI = re.compile(r"\x1B(?:[@-Z\\-_]|\[[0-?]*[ -/]*[@-~])")
 _LANGUAGE_NAMES = {"golang": "go", "c++": "cpp", "rs": "rust"}
 TOOLCHAIN = {"go": "go", "rust": "rust", "c": "cc", "cpp": "cc"}
 """The toolchain layer (``cache.toolchains``) each language's env is built and graded on."""
-DEFAULT_TEST_CMD = {"go": "go test -v -count=1 ./...", "rust": "cargo test"}
-"""The test command of a language whose rows do not name one (Multi-SWE-bench's and SWE-smith's Go and Rust)."""
+DEFAULT_TEST_CMD = {"go": "go test -v -count=1 ./...", "rust": "cargo test --no-fail-fast"}
+"""The test command of a language whose rows do not name one (Multi-SWE-bench's and SWE-smith's Go and Rust).
+``--no-fail-fast``: cargo otherwise stops at the first test binary with a failure, and the tests of the later
+binaries (the canaries among them) go missing; the verdict of the tests that ran is the same."""
 MSB_PARSER = {"go": lang_parsers.MSB_GO, "rust": lang_parsers.MSB_RUST}
 SWESMITH_PARSER = {"go": lang_parsers.GO_TEST, "rust": lang_parsers.CARGO}
 _PYTEST_NAMES = {"parse_log_pytest": log_parsers.PYTEST}
