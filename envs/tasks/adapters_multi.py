@@ -6,8 +6,9 @@ Go and Rust sets. Each becomes a log-graded task (``grader='log'``) of its langu
   ``f2p_tests, p2p_tests, s2p_tests, n2p_tests, fixed_tests`` ({test: {run, test, fix}} with statuses PASS,
   FAIL, SKIP, NONE). Its harness keeps a test command and a parser per repository class, not in the row;
   here Go rows run ``go test -v -count=1 ./...`` and Rust rows ``cargo test --no-fail-fast`` (what its Go
-  and Rust repositories' scripts run, every test binary run), read by its rules (:mod:`.graders.lang_parsers`). The language comes from
-  the row's ``language``/``lang`` column (the per-language files' folder names: go, rust, ...).
+  and Rust repositories' scripts run, every test binary run), read by its rules
+  (:mod:`.graders.lang_parsers`). The language comes from the row's ``language``/``lang`` column (the
+  per-language files' folder names: go, rust, ...).
 - SWE-rebench-V2 (nebius): SWE-bench's keys plus ``language``, ``image_name`` and ``install_config``
   ({``test_cmd``, ``log_parser``, ``install``, ``base_image_name``, ``docker_specs``}); the row names its
   test command and its parser (SWE-bench's function names; ``parse_log_pytest`` is swebox's 'pytest').

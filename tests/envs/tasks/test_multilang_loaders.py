@@ -180,7 +180,8 @@ def test_rows_of_each_format_validate_on_the_toolchain_layer(tmp_path, make_rows
 
 
 def test_multi_swe_bench_rules_keep_a_failure_over_a_later_pass():
-    go = "=== RUN   TestA\n--- FAIL: TestA (0.00s)\n--- PASS: TestA (0.00s)\n    --- SKIP: TestB/x\nFAIL\tex.com/p\t0.1s\n"
+    go = ("=== RUN   TestA\n--- FAIL: TestA (0.00s)\n--- PASS: TestA (0.00s)\n    --- SKIP: TestB/x\n"
+          "FAIL\tex.com/p\t0.1s\n")
     assert lang_parsers.parse_multi_swe_bench_go(go) == {"TestA": "FAILED", "TestB/x": "SKIPPED",
                                                           "ex.com/p": "FAILED"}
     rust = "test a::b ... FAILED\ntest a::b ... ok\ntest c ... ignored\ntest d ... ok\n"
