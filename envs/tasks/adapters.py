@@ -6,6 +6,7 @@ The datasets agree on little beyond SWE-bench's core keys:
   in SWE-bench itself and lists in most copies.
 - SWE-smith: ``instance_id, repo, patch, FAIL_TO_PASS, PASS_TO_PASS, image_name, problem_statement``; its
   ``patch`` is the BUG applied to a clean snapshot, and ``repo`` is ``swesmith/owner__name.commit8``.
+- Multi-SWE-bench, SWE-rebench-V2 and SWE-smith's Go and Rust rows: :mod:`.adapters_multi`.
 - R2E-Gym: ``repo_name, docker_image, commit_hash, parsed_commit_content`` (a JSON commit with structured
   file diffs), ``execution_result_content`` (JSON with the test files' code), ``expected_output_json`` (JSON
   map of bare test names to PASSED/FAILED after the fix), ``problem_statement``.
@@ -22,6 +23,7 @@ from typing import Any
 
 from swebox.envs.cache.checkout import CheckoutSpec
 from swebox.envs.cache.spec import EnvSpec
+from swebox.envs.tasks import adapters_multi
 from swebox.envs.tasks.adapters_r2e import from_r2e
 from swebox.envs.tasks.graders.diffs import reverse_diff
 from swebox.envs.tasks.recipes import Recipe, swebench_recipe, swesmith_recipe, system_metadata
@@ -56,9 +58,13 @@ def _start_from(fields: dict[str, Any], env: EnvSpec, commit: str, patch: str, c
 
 
 def detect(row: dict[str, Any]) -> str:
-    """'swebox' | 'swe-smith' | 'r2e-gym' | 'swe-bench' for one row."""
+    """'swebox' | 'swe-smith' | 'r2e-gym' | 'multi-swe-bench' | 'swe-rebench-v2' | 'swe-bench' for one row."""
     if "expected_output_json" in row or "parsed_commit_content" in row:
         return "r2e-gym"
+    if "fix_patch" in row and "org" in row:
+        return "multi-swe-bench"
+    if "install_config" in row:
+        return "swe-rebench-v2"
     if "image_name" in row and "test_patch" not in row:
         return "swe-smith"
     # every SWE-bench-format row names its base_commit; swebox's own rows may leave out env until built
@@ -155,6 +161,9 @@ def from_swesmith(row: dict[str, Any]) -> dict[str, Any]:
         raise TaskError(f"Task.patch: expected a reversible diff; found one that is not ({exc}).") from None
     fields["repo"] = f"{match['owner']}/{match['name']}"
     fields["base_commit"] = match["commit"]
+    lang = adapters_multi.swesmith_language(row)
+    if lang != "python":
+        return adapters_multi.swesmith_native(fields, lang)
     recipe = swesmith_recipe(match["owner"], match["name"], match["commit"])
     fields["metadata"].update(system_metadata(recipe))
     env = dataclasses.replace(_github_env(fields["repo"], match["commit"], recipe), test_deps=("pytest",))
@@ -190,6 +199,8 @@ ADAPTERS = {
     "swe-bench": from_swebench,
     "swe-smith": from_swesmith,
     "r2e-gym": from_r2e,
+    "multi-swe-bench": adapters_multi.from_multi_swe_bench,
+    "swe-rebench-v2": adapters_multi.from_swe_rebench_v2,
     "swebox": from_swebox,
 }
 

@@ -38,6 +38,8 @@ LIST_FIELDS = _LIST_FIELDS
 """The fields that hold lists of strings (a loaded row may give them as a JSON string of one)."""
 _ID = re.compile(r"^[^\s/]+$")
 GRADERS = ("junit", "log", "harbor")
+LANGUAGES = frozenset({"python", "go", "rust", "c", "cpp"})
+"""Task.language values swebox grades (other languages than Python are read from their test log)."""
 
 
 class TaskError(ValueError):
@@ -104,7 +106,8 @@ class Task:
     hidden_tests: bool = False
     """True when the FAIL_TO_PASS tests are hidden from the agent (they arrive with test_patch at grading)."""
     language: str = "python"
-    """Programming language of the repository; grading supports 'python'."""
+    """Programming language of the repository, one of LANGUAGES; grader='junit' needs 'python', the others
+    are graded from their test log (grader='log') or by a Harbor task's tests."""
     setup_commands: tuple[str, ...] = ()
     """Shell commands run in /testbed before the agent starts (e.g. apply a recipe); usually empty."""
     metadata: dict[str, Any] = field(default_factory=dict)
@@ -144,8 +147,9 @@ class Task:
             json.dumps(self.metadata)
         except (TypeError, ValueError) as exc:
             raise _fail("metadata", "JSON-serialisable values", self.metadata, f"({exc}).") from None
-        if not self.language:
-            raise _fail("language", "a language name such as 'python'", self.language, "Set it.")
+        if self.language not in LANGUAGES:
+            raise _fail("language", f"one of {sorted(LANGUAGES)}", self.language,
+                        "Name the repository's language as swebox does (Multi-SWE-bench's 'c++' is 'cpp').")
 
     def _check_tests(self) -> None:
         if not self.FAIL_TO_PASS and self.grader != "harbor":  # a Harbor task's test.sh says the reward

@@ -94,6 +94,10 @@ class StoreLayers:
             raise ValueError(f"task {task.instance_id}: expected layers {missing} in the store "
                              f"{self.cache.store.root}; build them with `swebox cache --store {self.cache.store.root} "
                              "build --tasks TASKS` (or `swebox tasks synth`).")
+        # the toolchain layers the env layer was built on (its manifest names them) go below it, as in episodes
+        env_manifest = self.cache.store.get(task.env_key)
+        tools = (env_manifest.meta.get("toolchains") if env_manifest else None) or {}
+        keys = [*tools.values(), *keys]
         held, paths = self._held.setdefault(task.instance_id, []), []
         for key in keys:  # held one by one: if the task layer fails, release() still frees the env layer
             handle = self.cache.acquire(key)

@@ -241,10 +241,10 @@ def grade(
     """
     if reward_mode not in REWARD_MODES:
         raise ValueError(f"grade(reward_mode=...): expected one of {REWARD_MODES}; found {reward_mode!r}.")
-    if task.language != "python" and task.grader != "harbor":
+    if task.language != "python" and task.grader == "junit":
         raise ValueError(
-            f"grade: expected a python task; found language {task.language!r}. Only pytest "
-            f"suites can be graded."
+            f"grade: expected a python task with grader='junit' (swebox's pytest runner); found language "
+            f"{task.language!r}. Grade other languages from their test log (grader='log' and a log_parser)."
         )
     if task.grader == "log":
         from swebox.envs.tasks.graders import log_grading, log_parsers  # log_grading builds on this module

@@ -14,6 +14,11 @@ its file's ``[OK]``), so a test appended there would make the file's real last t
 verdict; Django's runner gets the canaries as a ``unittest.TestCase``; every other parser reads pytest's.
 A task without such a file (a Django test patch of data files only, which runs the whole suite) runs without
 canaries (``LogCanaries.skipped`` says why).
+
+Go and Rust (parsers of :mod:`.lang_parsers`): the canaries are a ``func TestXxx(t *testing.T)`` appended to a
+``_test.go`` file of ``test_patch`` that imports "testing", or a ``#[test] fn`` appended to a ``.rs`` file of
+``test_patch`` that already holds ``#[test]`` (so it is compiled by ``cargo test``); C and C++ runners differ
+per project (a test is registered in a list, a CMake file, a Tcl suite), so their runs get none.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from swebox.envs.sandbox import Sandbox
+from swebox.envs.tasks.graders import lang_parsers
 from swebox.envs.tasks.graders.diffs import changed_paths
 from swebox.envs.tasks.graders.verdict import word
 from swebox.envs.tasks.schema import Task
@@ -31,6 +37,9 @@ from swebox.envs.tasks.schema import Task
 NO_CANARIES = {"sympy/sympy": "sympy's parser does not read a file's last test, so appending one changes the verdict"}
 """Parsers whose runs get no canaries, with the reason."""
 _TEST_FILE = re.compile(r"(^|/)(test[^/]*|[^/]*_test|tests)\.py$")
+_NATIVE = {"go": ("_test.go", '"testing"'), "rust": (".rs", "#[test]")}
+"""language -> (suffix of a test_patch file that can take the canaries, text the file must already hold)."""
+_GO_TEST_ID = re.compile(r"^(Test|Example|Benchmark|Fuzz)")
 
 
 @dataclass
@@ -46,7 +55,11 @@ class LogCanaries:
 
 
 def host_files(task: Task) -> list[str]:
-    """Test files the task's command runs: those of its pytest-style ids, then test_patch's test modules."""
+    """Test files the task's command runs: those of its pytest-style ids, then test_patch's test modules
+    (Go and Rust: test_patch's files of that language)."""
+    native = _NATIVE.get(lang_parsers.language_of(task.log_parser))
+    if native:
+        return [p for p in changed_paths(task.test_patch) if p.endswith(native[0])]
     from_ids = [t.split("::", 1)[0] for t in (*task.FAIL_TO_PASS, *task.PASS_TO_PASS) if "::" in t]
     from_patch = [p for p in changed_paths(task.test_patch) if _TEST_FILE.search(p)]
     return [p for p in dict.fromkeys(from_ids + from_patch) if p.endswith(".py")]
@@ -59,6 +72,16 @@ def source(task: Task, rng: random.SystemRandom) -> tuple[str, dict[str, str]]:
     tests = [(f"test_{word(rng)}_{word(rng)}", total, "PASSED"), (f"test_{word(rng)}", total + rng.randint(1, 9),
                                                                   "FAILED")]
     rng.shuffle(tests)
+    language = lang_parsers.language_of(task.log_parser)
+    if language == "go":  # Test + an upper-case letter, or go test does not run it
+        tests = [("Test" + name.title().replace("_", ""), value, status) for name, value, status in tests]
+        body = "".join(f"\n\nfunc {name}(t *testing.T) {{\n\tif {n}*({n}-1)/2 != {value} {{\n\t\tt.Fatal(\"sum\")\n"
+                       f"\t}}\n}}\n" for name, value, _ in tests)
+        return body, {name: status for name, _, status in tests}
+    if language == "rust":
+        body = "".join(f"\n\n#[test]\nfn {name}() {{\n    assert_eq!((0..{n}u64).sum::<u64>(), {value});\n}}\n"
+                       for name, value, _ in tests)
+        return body, {name: status for name, _, status in tests}
     if task.log_parser == "django/django":  # unittest's loader collects TestCase methods only
         case = f"{word(rng).capitalize()}{word(rng)}"
         head, indent, arg = f"\n\nclass {case}(__import__('unittest').TestCase):\n", "    ", "self"
@@ -73,6 +96,13 @@ def plant(sb: Sandbox, task: Task, workdir: str) -> LogCanaries:
     """Append the canaries to one of :func:`host_files` that exists in /testbed, chosen at random."""
     if task.log_parser in NO_CANARIES:
         return LogCanaries(skipped=NO_CANARIES[task.log_parser])
+    language = lang_parsers.language_of(task.log_parser)
+    if language in ("c", "cpp"):
+        return LogCanaries(skipped="C/C++ test runners register tests per project; no file to add them to")
+    if task.log_parser == lang_parsers.MSB_GO and any(not _GO_TEST_ID.match(t) for t in (*task.FAIL_TO_PASS,
+                                                                                         *task.PASS_TO_PASS)):
+        return LogCanaries(skipped="a task id is a Go package, whose FAIL line the failing canary would print")
+    holds = _NATIVE[language][1] if language in _NATIVE else ""
     rng = random.SystemRandom()
     files = host_files(task)
     rng.shuffle(files)
@@ -81,7 +111,8 @@ def plant(sb: Sandbox, task: Task, workdir: str) -> LogCanaries:
         sb.write_file(f"{workdir}/canaries.py", text)
         q = shlex.quote(f"/testbed/{path}")
         # the text leaves the grading folder at once: no file there names the canaries during the run
-        appended = sb.exec(f"test -f {q} && ! test -L {q} && cat {workdir}/canaries.py >> {q}; s=$?; "
+        must = f"grep -qF {shlex.quote(holds)} {q} && " if holds else ""
+        appended = sb.exec(f"test -f {q} && ! test -L {q} && {must}cat {workdir}/canaries.py >> {q}; s=$?; "
                            f"rm -f {workdir}/canaries.py; exit $s", timeout=30)
         if appended.exit_code == 0:
             return LogCanaries(path, expected)

@@ -44,6 +44,7 @@ import shlex
 from pathlib import Path
 
 from swebox.envs.cache.images.records import START_SCRIPT
+from swebox.envs.cache.toolchains import toolchain_env
 from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy
 from swebox.envs.tasks.graders import log_canaries
 from swebox.envs.tasks.graders.junit import MISSING
@@ -63,7 +64,7 @@ MONITOR_PYTHON = "/venv/bin/python"
 MAX_SIGNED_BYTES = 257 * 1024 * 1024
 LINE_UNCHECKED = frozenset({"django/django", "sympy/sympy"})
 """Parsers whose logs :func:`passes_after_failures` does not read line by line (multi-line results)."""
-_RESULT_WORD = re.compile(r"FAILED|ERROR")
+_RESULT_WORD = re.compile(r"FAIL|ERROR")  # FAIL: go test's "--- FAIL:" as well as FAILED
 
 
 def eval_script(task: Task, nonce: str) -> str:
@@ -82,10 +83,12 @@ def eval_script(task: Task, nonce: str) -> str:
     )
 
 
-def grading_env(policy: SandboxPolicy, workdir: str) -> dict[str, str]:
+def grading_env(policy: SandboxPolicy, workdir: str, toolchains: tuple[str, ...] = ()) -> dict[str, str]:
     """The environment the script starts with; nothing of it comes from the agent's sandbox.
 
-    Normally a fixed one (the env layer's /venv first). A sandbox running a container image (its policy
+    Normally a fixed one (the env layer's /venv first), with the environment of the task env's toolchain
+    layers (``EnvSpec.toolchains``: PATH to go or cargo, GOROOT, CARGO_HOME...; the task's, not the agent's).
+    A sandbox running a container image (its policy
     reads the image's shell start through ``BASH_ENV``: :func:`swebox.envs.cache.images.image_env`) gets the
     image's own, as ``docker exec`` gives SWE-bench's harness: the image config's Env, its HOME, and
     ``BASH_ENV``, so bash sources the image's ``~/.bashrc`` first, where SWE-bench images activate their
@@ -95,8 +98,9 @@ def grading_env(policy: SandboxPolicy, workdir: str) -> dict[str, str]:
     """
     if policy.env.get("BASH_ENV") == START_SCRIPT:
         return dict(policy.env)
-    return {"PATH": CLEAN_PATH, "HOME": f"{workdir}/home", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
-            "TMPDIR": "/tmp", "TERM": "dumb"}
+    env = {"PATH": CLEAN_PATH, "HOME": f"{workdir}/home", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+           "TMPDIR": "/tmp", "TERM": "dumb"}
+    return {**env, **toolchain_env(toolchains)} if toolchains else env
 
 
 def run_command(workdir: str, env: dict[str, str]) -> str:
@@ -151,7 +155,9 @@ def run_tests(sb: Sandbox, task: Task, report: GradeReport, workdir: str, nonce:
     sb.write_file(f"{workdir}/log_monitor.json", json.dumps({"script": eval_script(task, nonce), "timeout": timeout}))
     sb.write_file(f"{workdir}/key", key, mode=0o600)
     # a host command (sb.run): the monitor and the tested processes are no children of the sandbox's shell
-    run = sb.run(run_command(workdir, grading_env(sb.policy, workdir)), timeout=timeout + 30, max_stdout=1 << 20)
+    tools = task.env.toolchains if task.env is not None else ()
+    run = sb.run(run_command(workdir, grading_env(sb.policy, workdir, tools)), timeout=timeout + 30,
+                 max_stdout=1 << 20)
     said = (run.stdout.decode("utf-8", "replace") + run.stderr).strip()
     try:
         signed = sb.read_file(f"{workdir}/log.signed", max_bytes=MAX_SIGNED_BYTES)

@@ -11,6 +11,9 @@ docstring under the docstring's first line), and the official harness matches th
 therefore looked up verbatim first; an id written in another form (a full pytest node id with a space, from
 a dataset that did not go through the parser) is then looked up under the key the parser itself gives it,
 obtained by feeding the parser a one-line log that reports that id (:func:`parser_key`).
+
+Go, Rust and C/C++ logs have parsers of their own names (:mod:`.lang_parsers`: SWE-bench Multilingual's
+repository keys, SWE-bench's function names as SWE-rebench-V2 rows give them, and 'go_test', 'cargo', ...).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import functools
 import re
 from collections.abc import Callable
 
-from swebox.envs.tasks.graders import swebench_harness
+from swebox.envs.tasks.graders import lang_parsers, swebench_harness
 
 PYTEST = "pytest"
 """The parser name for plain ``pytest -rA`` logs (SWE-bench's ``parse_log_pytest``)."""
@@ -29,7 +32,7 @@ STATUS_NAMES = {"PASSED": "passed", "FAILED": "failed", "ERROR": "error", "SKIPP
 _REPO = re.compile(r"^[\w.-]+/[\w.-]+$")
 # One-line logs that report `{id}` as passed in the formats of the parsers: pytest -rA's short summary
 # (pytest, matplotlib, seaborn, sphinx, ...), unittest verbosity 2 (Django) and sympy's bin/test.
-_PROBES = ("PASSED {id}", "{id} ... ok", "{id} ok")
+_PROBES = ("PASSED {id}", "{id} ... ok", "{id} ok", "--- PASS: {id} (0.00s)", "test {id} ... ok")
 
 
 class UnparsableLog(ValueError):
@@ -48,8 +51,9 @@ def normal_status(status: object) -> str | None:
 
 
 def parser_names() -> list[str]:
-    """Every name Task.log_parser accepts ('pytest' and SWE-bench's repository keys); needs swebench."""
-    return [PYTEST, *sorted(swebench_harness.python_parsers())]
+    """Every name Task.log_parser accepts ('pytest', SWE-bench's repository keys and :mod:`.lang_parsers`'s
+    names); needs swebench."""
+    return [PYTEST, *sorted({*swebench_harness.python_parsers(), *lang_parsers.parsers()})]
 
 
 def check_parser_name(name: str) -> str:
@@ -58,10 +62,11 @@ def check_parser_name(name: str) -> str:
     Without swebench installed only the form is checked here ('pytest' or 'owner/name'): grading then fails
     with the install command. With it, the name must be one of its parsers.
     """
-    if name == PYTEST:
+    if name == PYTEST or name in lang_parsers.offline_names():
         return ""
     if not _REPO.match(name or ""):
-        return "Use 'pytest' for pytest -rA logs or a SWE-bench repository key such as 'django/django'."
+        return ("Use 'pytest' for pytest -rA logs, a SWE-bench repository key such as 'django/django', or a "
+                "parser name such as 'go_test', 'cargo' or 'parse_log_gotest' (docs/tasks.md, 'Log graders').")
     try:
         known = parser_names()
     except swebench_harness.HarnessUnavailable:
@@ -79,6 +84,8 @@ def get_parser(name: str) -> Callable[[str], dict[str, str]]:
         raise ValueError(f"log parser: expected a parser name; found {name!r}. {problem}")
     if name == PYTEST:
         parse = swebench_harness.module("harness.log_parsers.python").parse_log_pytest
+    elif (native := lang_parsers.parser(name)) is not None:
+        return native
     else:
         parse = swebench_harness.python_parsers()[name]
     # The Python parsers take a TestSpec only to share a signature with other languages; they never read it.

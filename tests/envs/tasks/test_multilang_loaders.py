@@ -1,0 +1,188 @@
+"""Loaders of Multi-SWE-bench, SWE-rebench-V2 and SWE-smith's Go rows: each format becomes a log-graded Go task
+with the same start rule as the Python datasets; and (e2e) rows of each format, built locally from Debian's
+go-cmp, pass ``swebox tasks validate`` on the Go toolchain layer: gold resolved, empty not; a wrong fix not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from swebox.envs.tasks import load
+from swebox.envs.tasks.adapters import detect, to_task
+from swebox.envs.tasks.graders import lang_parsers
+from swebox.envs.tasks.graders.grading import grade
+from swebox.envs.tasks.schema import TaskError
+from swebox.envs.tasks.validate import StoreLayers
+
+from tests.envs.tasks.multilang_rows import (
+    F2P,
+    P2P,
+    make_mirror,
+    make_rust_mirror,
+    multi_swe_bench_row,
+    rust_rows,
+    swe_rebench_v2_row,
+    swe_smith_row,
+)
+
+COMMITS = {"clean": "a" * 40, "base": "b" * 40, "fix": "diff --git a/x.go b/x.go\n", "bug": "", "test": "t",
+           "wrong": ""}
+
+
+def fake_commits() -> dict[str, str]:
+    from tests.envs.tasks.graders.test_lang_logs import GO_BUG, GO_FIX, line_patch
+
+    text = f"package cmpopts\n\nimport \"math\"\n\nfunc f(x, y float64) bool {{\n{GO_FIX}}}\n"
+    bug = line_patch("cmp/cmpopts/equate.go", text, GO_FIX, GO_BUG)
+    return {**COMMITS, "bug": bug}
+
+
+def test_multi_swe_bench_row_becomes_a_go_log_task():
+    row = multi_swe_bench_row(fake_commits())
+    assert detect(row) == "multi-swe-bench"
+    task = to_task(row)
+    assert (task.instance_id, task.repo, task.base_commit) == ("google__go-cmp-1", "google/go-cmp", "b" * 40)
+    assert list(task.FAIL_TO_PASS) == F2P and list(task.PASS_TO_PASS) == P2P
+    assert (task.language, task.grader, task.log_parser) == ("go", "log", lang_parsers.MSB_GO)
+    assert task.test_cmd == "go test -v -count=1 ./..."
+    assert task.env.toolchains == ("go",) and task.env.source == "git+https://github.com/google/go-cmp.git"
+    assert task.env.commit == "b" * 40 and task.task_layer_key and task.bug_patch == ""
+    assert "EquateApprox(0, 0.1)" in task.problem_statement and "fix_patch" not in task.metadata
+
+
+def test_multi_swe_bench_transitions_follow_the_statuses_not_the_map_names():
+    row = multi_swe_bench_row(fake_commits())
+    row["s2p_tests"] = {"TestStillFailing": {"run": "FAIL", "test": "FAIL", "fix": "FAIL"},
+                        "TestNowPasses": {"run": "FAIL", "test": "FAIL", "fix": "PASS"}}
+    task = to_task(row)
+    assert "TestNowPasses" in task.FAIL_TO_PASS and "TestStillFailing" not in (*task.FAIL_TO_PASS, *task.PASS_TO_PASS)
+
+
+def test_multi_swe_bench_rows_of_other_languages_fail_clearly():
+    row = {**multi_swe_bench_row(fake_commits()), "language": "java"}
+    with pytest.raises(TaskError, match="expected one of"):
+        to_task(row)
+    row = {**multi_swe_bench_row(fake_commits()), "language": "c"}
+    with pytest.raises(TaskError, match="parser per c repository"):
+        to_task(row)
+    row = {**multi_swe_bench_row(fake_commits()), "base": {"sha": "main"}}
+    with pytest.raises(TaskError, match="base_commit"):
+        to_task(row)
+
+
+def test_swe_rebench_v2_row_uses_its_install_config():
+    row = swe_rebench_v2_row(fake_commits())
+    assert detect(row) == "swe-rebench-v2"
+    task = to_task(row)
+    assert (task.language, task.grader, task.log_parser) == ("go", "log", "parse_log_gotest")
+    assert task.test_cmd == "go test -v -count=1 ./cmp/cmpopts/"
+    assert task.env.toolchains == ("go",) and task.env.install == ()
+    assert task.metadata["install_config"]["base_image_name"] == "golang:1.19"
+    # a list of commands, a JSON-string config, ANSI colour in the ids, the pytest parser's name
+    row = {**row, "install_config": json.dumps({**row["install_config"], "test_cmd": ["make build", "go test -v ./..."],
+                                                "install": "go mod download"}),
+           "FAIL_TO_PASS": ["\x1b[32mTestEquateApproxMargin\x1b[0m"]}
+    task = to_task(row)
+    assert task.test_cmd == "make build\ngo test -v ./..." and task.env.install == ("go mod download",)
+    assert task.FAIL_TO_PASS == ("TestEquateApproxMargin",)
+    py = {**swe_rebench_v2_row(fake_commits()), "language": "python",
+          "install_config": {"log_parser": "parse_log_pytest", "test_cmd": "pytest -rA"}}
+    assert to_task(py).log_parser == "pytest" and to_task(py).env.toolchains == ()
+
+
+def test_swe_rebench_v2_parser_swebox_lacks_is_a_clear_error():
+    row = swe_rebench_v2_row(fake_commits())
+    row["install_config"] = {**row["install_config"], "log_parser": "parse_log_elixir"}
+    with pytest.raises(TaskError, match="parse_log_elixir"):
+        to_task(row)
+
+
+def test_swe_smith_go_row_starts_with_the_bug_and_is_graded_from_the_log():
+    row = swe_smith_row(fake_commits())
+    assert detect(row) == "swe-smith"
+    task = to_task(row)
+    assert (task.language, task.grader, task.log_parser) == ("go", "log", "go_test")
+    assert task.repo == "google/go-cmp" and task.base_commit == "a" * 8 and task.env.toolchains == ("go",)
+    assert task.bug_patch == row["patch"] and "+" + "\treturn math.Abs(x-y) <= math.Max" in task.patch
+    assert task.test_cmd == "go test -v -count=1 ./..."
+
+
+def test_rust_rows_of_each_format_become_rust_log_tasks():
+    tasks = {name: to_task(row) for name, row in rust_rows(fake_commits()).items()}
+    assert {n: (t.language, t.log_parser, t.env.toolchains) for n, t in tasks.items()} == {
+        "msb": ("rust", lang_parsers.MSB_RUST, ("rust",)), "rebench": ("rust", "parse_log_cargo", ("rust",)),
+        "smith": ("rust", "cargo", ("rust",))}
+    assert tasks["msb"].test_cmd == tasks["smith"].test_cmd == "cargo test --no-fail-fast"
+    assert tasks["rebench"].test_cmd == "cargo test --offline --no-fail-fast"
+    assert tasks["msb"].repo == "KokaKiwi/rust-hex" and tasks["smith"].bug_patch
+
+
+# -- e2e: swebox tasks validate on rows of each format ------------------------------------------------------------
+def go_rows(tmp_path: Path) -> tuple[dict[str, dict], dict[str, str], tuple[str, str]]:
+    from tests.debian_tools import unpacked
+
+    source = unpacked("go-cmp", ("golang-github-google-go-cmp-dev",)) / "usr/share/gocode/src/github.com/google/go-cmp"
+    commits = make_mirror(source, tmp_path / "mirror")
+    rows = {"msb": multi_swe_bench_row(commits), "rebench": swe_rebench_v2_row(commits),
+            "smith": swe_smith_row(commits)}
+    rows["msb"]["instance_id"] = "google__go-cmp-msb-1"
+    rows["rebench"]["instance_id"] = "google__go-cmp-rebench-1"
+    return rows, commits, ("TestEquateApproxMargin", "TestEquateApproxFraction")
+
+
+def hex_rows(tmp_path: Path) -> tuple[dict[str, dict], dict[str, str], tuple[str, str]]:
+    from tests.debian_tools import unpacked
+
+    source = unpacked("hex", ("librust-hex-dev",)) / "usr/share/cargo/registry/hex-0.4.3"
+    commits = make_rust_mirror(source, tmp_path / "mirror")
+    lower = "        b'a'..=b'f' => Ok(c - b'a' + 10),\n"
+    # fixes upper case and breaks lower case
+    commits["wrong"] = commits["fix"].replace(" " + lower, "-" + lower + "+" + lower.replace(" + 10", ""))
+    return rust_rows(commits), commits, ("decode_upper_case", "decode_lower_case")
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("make_rows", [go_rows, hex_rows], ids=["go", "rust"])
+def test_rows_of_each_format_validate_on_the_toolchain_layer(tmp_path, make_rows):
+    rows, commits, (passes, fails) = make_rows(tmp_path)
+    assert commits["wrong"] != commits["fix"]
+    store = os.environ.get("SWEBOX_TEST_TOOLCHAIN_STORE", str(Path.home() / ".cache/swebox/toolchain-store"))
+    env = {**os.environ, "SWEBOX_GIT_MIRROR": str(tmp_path / "mirror")}
+    swebox = [sys.executable, "-m", "swebox.scripts.cli"]
+    for name, row in rows.items():
+        rows_file = str(tmp_path / f"{name}.jsonl")
+        Path(rows_file).write_text(json.dumps(row) + "\n")
+        built = subprocess.run([*swebox, "cache", "--store", store, "build", "--tasks", rows_file],
+                               env=env, capture_output=True, text=True, timeout=1800)
+        assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+        checked = subprocess.run([*swebox, "tasks", "validate", rows_file, "--layers", store,
+                                  "--json", str(tmp_path / f"{name}.report.jsonl")],
+                                 env=env, capture_output=True, text=True, timeout=1800)
+        assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-2000:]
+        report = [json.loads(line) for line in (tmp_path / f"{name}.report.jsonl").read_text().splitlines()]
+        assert [r["passed"] for r in report] == [True], report
+        assert report[0]["gold"]["resolved"] and not report[0]["empty"]["resolved"]
+    # a wrong fix does not resolve, on the same layers
+    task = load(tmp_path / "msb.jsonl")[0]
+    resolve = StoreLayers(store)
+    try:
+        bad = grade(task, commits["wrong"], layers=resolve(task), timeout=900)
+    finally:
+        resolve.release(task)
+        resolve.close()
+    assert bad.applied and not bad.resolved and bad.tampered == [], (bad.errors, bad.output_tail)
+    assert bad.tests[passes].status == "passed" and bad.tests[fails].status == "failed"
+
+
+def test_multi_swe_bench_rules_keep_a_failure_over_a_later_pass():
+    go = ("=== RUN   TestA\n--- FAIL: TestA (0.00s)\n--- PASS: TestA (0.00s)\n    --- SKIP: TestB/x\n"
+          "FAIL\tex.com/p\t0.1s\n")
+    assert lang_parsers.parse_multi_swe_bench_go(go) == {"TestA": "FAILED", "TestB/x": "SKIPPED",
+                                                          "ex.com/p": "FAILED"}
+    rust = "test a::b ... FAILED\ntest a::b ... ok\ntest c ... ignored\ntest d ... ok\n"
+    assert lang_parsers.parse_multi_swe_bench_rust(rust) == {"a::b": "FAILED", "c": "SKIPPED", "d": "PASSED"}
