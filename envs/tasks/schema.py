@@ -38,6 +38,9 @@ LIST_FIELDS = _LIST_FIELDS
 """The fields that hold lists of strings (a loaded row may give them as a JSON string of one)."""
 _ID = re.compile(r"^[^\s/]+$")
 GRADERS = ("junit", "log", "harbor")
+LANGUAGES = ("python", "javascript", "typescript")
+"""Task.language values: Python tasks grade with either grader; JavaScript/TypeScript ones with 'log' only
+(their runners print logs that SWE-bench's JavaScript parsers read; swebox's JUnit runner is pytest's)."""
 
 
 class TaskError(ValueError):
@@ -104,7 +107,8 @@ class Task:
     hidden_tests: bool = False
     """True when the FAIL_TO_PASS tests are hidden from the agent (they arrive with test_patch at grading)."""
     language: str = "python"
-    """Programming language of the repository; grading supports 'python'."""
+    """Programming language of the repository: one of LANGUAGES ('python', 'javascript', 'typescript'); a
+    JavaScript/TypeScript task has grader='log' with a JavaScript parser name."""
     setup_commands: tuple[str, ...] = ()
     """Shell commands run in /testbed before the agent starts (e.g. apply a recipe); usually empty."""
     metadata: dict[str, Any] = field(default_factory=dict)
@@ -144,8 +148,11 @@ class Task:
             json.dumps(self.metadata)
         except (TypeError, ValueError) as exc:
             raise _fail("metadata", "JSON-serialisable values", self.metadata, f"({exc}).") from None
-        if not self.language:
-            raise _fail("language", "a language name such as 'python'", self.language, "Set it.")
+        if self.language not in LANGUAGES:
+            raise _fail("language", f"one of {list(LANGUAGES)}", self.language, "Set the repository's language.")
+        if self.language != "python" and self.grader != "log":
+            raise _fail("grader", f"'log' for a {self.language} task", self.grader,
+                        "Grade it from its runner's log with a JavaScript parser (log_parser 'tap', 'jest', ...).")
 
     def _check_tests(self) -> None:
         if not self.FAIL_TO_PASS and self.grader != "harbor":  # a Harbor task's test.sh says the reward

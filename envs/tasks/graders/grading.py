@@ -234,17 +234,17 @@ def grade(
     ``rewrite_cache_on``: reuse pytest's assertion rewriting of the pristine test files across grades
     (:mod:`swebox.envs.tasks.graders.rewrite_cache`; the pytest kind only). The verdict is the same either way.
 
-    Raises only for the caller's mistakes (a bad ``reward_mode``, a task that is not python) and for a
+    Raises only for the caller's mistakes (a bad ``reward_mode``, a junit task that is not python) and for a
     sandbox that cannot start. Whatever the agent's diff or its code does after that — a diff no parser
     agrees on, a crash, a killed shell, a forged verdict — ends in a report with reward 0 and the reason in
     ``errors``: an episode whose code broke its own grading earns 0; it is not an environment failure.
     """
     if reward_mode not in REWARD_MODES:
         raise ValueError(f"grade(reward_mode=...): expected one of {REWARD_MODES}; found {reward_mode!r}.")
-    if task.language != "python" and task.grader != "harbor":
+    if task.language != "python" and task.grader == "junit":  # the schema refuses this too; rows built by hand
         raise ValueError(
-            f"grade: expected a python task; found language {task.language!r}. Only pytest "
-            f"suites can be graded."
+            f"grade: expected a python task for grader='junit'; found language {task.language!r}. Other "
+            f"languages grade from their runner's log (grader='log')."
         )
     if task.grader == "log":
         from swebox.envs.tasks.graders import log_grading, log_parsers  # log_grading builds on this module
