@@ -1,7 +1,8 @@
 """``swebox tasks synth``: synthesise validated tasks from real projects (see envs/tasks/synth/pipeline.py).
 
-    swebox tasks synth (--project toolz==1.2.0 | --project npm:minimist@1.2.8 | --repo /path/to/git | --recipe configs/corpus/default.yaml)
-                       --out DIR [--max-tasks N] [--jobs N] [--seed N] [--tests PATH ...] [--max-candidates N]
+    swebox tasks synth (--project toolz==1.2.0 | --project npm:minimist@1.2.8 | --repo /path/to/git
+                        | --recipe configs/corpus/default.yaml) --out DIR [--max-tasks N] [--jobs N]
+                       [--seed N] [--tests PATH ...] [--max-candidates N]
 
 ``add_arguments(subparsers)`` adds the ``synth`` sub-command to the ``tasks`` command's sub-parsers.
 """
