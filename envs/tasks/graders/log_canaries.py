@@ -13,7 +13,8 @@ Not for sympy's ``bin/test``: SWE-bench's sympy parser does not read the last te
 its file's ``[OK]``), so a test appended there would make the file's real last test visible and change the
 verdict; Django's runner gets the canaries as a ``unittest.TestCase``; every other parser reads pytest's.
 A task without such a file (a Django test patch of data files only, which runs the whole suite) runs without
-canaries (``LogCanaries.skipped`` says why).
+canaries (``LogCanaries.skipped`` says why). JavaScript runs get canary *files* instead
+(:mod:`.node_canaries`: Node's runner reports per file).
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ class LogCanaries:
     """The two tests planted in one log-graded run (or why there are none)."""
 
     file: str = ""
-    """The repository-relative test file they were appended to ('' when none were planted)."""
+    """The repository-relative test file they were appended to, or the folder canary files were written to
+    (:mod:`.node_canaries`); '' when none were planted."""
     expected: dict[str, str] = field(default_factory=dict)
     """Unique test name -> the SWE-bench status it must get ('PASSED' or 'FAILED')."""
     skipped: str = ""
@@ -73,6 +75,10 @@ def plant(sb: Sandbox, task: Task, workdir: str) -> LogCanaries:
     """Append the canaries to one of :func:`host_files` that exists in /testbed, chosen at random."""
     if task.log_parser in NO_CANARIES:
         return LogCanaries(skipped=NO_CANARIES[task.log_parser])
+    if task.language != "python":  # a test command of another language runs only its own kind of test file
+        from swebox.envs.tasks.graders import node_canaries
+
+        return node_canaries.plant(sb, task, workdir)
     rng = random.SystemRandom()
     files = host_files(task)
     rng.shuffle(files)

@@ -390,7 +390,7 @@ class ProjectSynth:
             base_commit=commit,
             patch=patch,
             problem_statement=statement,
-            version=self.recipe.version,
+            version=self.recipe.task_version,
             FAIL_TO_PASS=outcome.fail_to_pass,
             PASS_TO_PASS=outcome.pass_to_pass,
             created_at=dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),

@@ -95,6 +95,11 @@ class ProjectRecipe:
         return f"{self.name}-{self.version}" if self.version else self.name
 
     @property
+    def task_version(self) -> str:
+        """Task.version of the project's tasks: the PyPI or npm version ('' for a local repository)."""
+        return self.package.rpartition("@")[2] if self.package else self.version
+
+    @property
     def log_parser(self) -> str:
         """The parser of the project's test log ('' for pytest projects: their runner reads JUnit XML)."""
         return npm.LOG_PARSER if self.language == "javascript" else ""

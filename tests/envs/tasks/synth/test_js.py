@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 from swebox.envs.tasks.adapters import to_task
-from swebox.envs.tasks.graders import log_parsers
+from swebox.envs.tasks.graders import log_canaries, log_parsers, node_canaries
 from swebox.envs.tasks.schema import Task, TaskError
 from swebox.envs.tasks.synth import npm
 from swebox.envs.tasks.synth.js_mutations import JsMutation, is_mutable_js
@@ -88,3 +88,16 @@ def test_multilingual_row_of_a_swebench_javascript_repository():
     assert task.test_cmd == "npx mocha test/unit/adapters/http.js -R tap -g 'compression'"
     assert task.env is not None and task.env.install == ("npm install",) and task.env.test_deps == ()
     assert task.metadata["node_version"] == "20"
+
+
+def test_node_canaries_go_into_the_folders_node_test_runs():
+    assert node_canaries.folders("node --test --test-reporter=tap test lib/") == ["test", "lib"]
+    assert node_canaries.folders("node --test test/a.js") == []
+    assert node_canaries.folders("npx mocha -R tap test/unit -g 'x'") == []
+    assert node_canaries.folders("node --test test ; rm -rf x") == []
+    planted = log_canaries.LogCanaries("test", {"bakimo_tulane": "PASSED", "roseku_dafi": "FAILED"})
+    honest = {"- /testbed/test/bakimo_tulane.js": "PASSED", "- /testbed/test/roseku_dafi.js": "FAILED"}
+    assert log_canaries.problems(planted, honest) == []
+    forged = {**honest, "- /testbed/test/roseku_dafi.js": "PASSED"}
+    assert log_canaries.problems(planted, forged) == [
+        "canary test test::roseku_dafi was reported PASSED, planted to be FAILED"]

@@ -70,6 +70,7 @@ def test_synthesised_rows_are_log_graded_javascript_tasks(synth):
     for task in tasks:
         assert (task.language, task.grader, task.log_parser) == ("javascript", "log", "tap")
         assert task.test_cmd == "node --test --test-reporter=tap test" and task.repo == "minimist"
+        assert task.version == "1.2.8"
         assert task.instance_id.startswith("minimist-1.2.8.")
         # ids are what SWE-bench's TAP parser reads from node's runner: one per test file
         assert all(npm.test_file(t) in task.test_files for t in (*task.FAIL_TO_PASS, *task.PASS_TO_PASS))
@@ -97,7 +98,8 @@ def test_wrong_diffs_score_zero(synth):
     failing = npm.test_file(task.FAIL_TO_PASS[0])
     cheat = grade(task, _replace_file(synth, task, failing, "process.exit(0);\n"), layers=paths)
     assert not cheat.resolved and cheat.reward == 0.0
-    assert grade(task, task.patch, layers=paths).resolved
+    gold = grade(task, task.patch, layers=paths)
+    assert gold.resolved and gold.log_status == "ok"
 
 
 def _first_line(synth, task, path: str) -> str:
