@@ -42,7 +42,8 @@ def plant(sb: Sandbox, task: Task, workdir: str):
             continue
         n = rng.randint(20, 400)
         total = n * (n - 1) // 2
-        planted = {f"{word(rng)}_{word(rng)}": total, f"{word(rng)}_{word(rng)}": total + rng.randint(1, 9)}
+        holds, fails = f"{word(rng)}_{word(rng)}", f"{word(rng)}_{word(rng)}_{word(rng)}"  # never the same name
+        planted = {holds: total, fails: total + rng.randint(1, 9)}
         for name, value in planted.items():
             sb.write_file(f"/testbed/{folder}/{name}.js",
                           f"'use strict';\nlet s = 0;\nfor (let i = 0; i < {n}; i++) s += i;\n"
