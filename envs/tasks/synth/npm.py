@@ -7,11 +7,11 @@ author published, without the ``.gitignore`` of its repository: one ignoring ``n
 the env build's ``npm install`` (its devDependencies: the test runner and what the tests require) never
 lands in the tree the agent sees or the task's diff.
 
-The environment runs Node from the toolchain :func:`node_toolchain` names, and the tests with Node's own
-runner: ``node --test --test-reporter=tap`` over the package's test folder runs every test file (tape,
-node:test or plain assert scripts alike) and reports one TAP result per file, which SWE-bench's TAP parser
-(``log_parser='tap'``) reads. The registry is needed once per package (download) and once per env build
-(``npm install``); grading and synthesis runs are offline.
+The environment runs Node from the toolchains :data:`NODE_TOOLCHAINS` names (today none: the host's), and
+the tests with Node's own runner: ``node --test --test-reporter=tap`` over the package's test folder runs
+every test file (tape, node:test or plain assert scripts alike) and reports one TAP result per file, which
+SWE-bench's TAP parser (``log_parser='tap'``) reads. The registry is needed once per package (download)
+and once per env build (``npm install``); grading and synthesis runs are offline.
 """
 
 from __future__ import annotations
@@ -37,6 +37,9 @@ LOG_PARSER = "tap"
 """SWE-bench's TAP parser reads ``node --test --test-reporter=tap``."""
 TEST_DIRS = ("test", "tests", "__tests__", "spec")
 """Folders a package keeps its tests in (the first ones present are run)."""
+NODE_TOOLCHAINS: tuple[str, ...] = ()
+"""The toolchain layers a JavaScript env names (``EnvSpec.toolchains``). Empty: the host's node/npm, which every
+sandbox sees through its /usr bind; ('node',) once toolchain layers (envs/cache/toolchains.py) are merged."""
 INSTALL = "npm install --ignore-scripts --no-audit --no-fund --no-package-lock"
 """The env build's install: dependencies and devDependencies, no lifecycle scripts (they may download
 binaries, which no build may need), no lock file written into the tree."""
@@ -54,12 +57,6 @@ class NpmError(ValueError):
 def default_cache() -> Path:
     """Where package repositories and the pinned parser live (``$SWEBOX_NPM_CACHE``, else ~/.cache/swebox/npm)."""
     return Path(os.environ.get("SWEBOX_NPM_CACHE") or Path.home() / ".cache" / "swebox" / "npm")
-
-
-def node_toolchain() -> tuple[str, ...]:
-    """The toolchains a JavaScript env needs. Today the host's node/npm, which every sandbox sees through its
-    /usr bind, so none is named; once toolchain layers exist (envs/cache/toolchains.py) this is ('node',)."""
-    return ()
 
 
 def parse_spec(spec: str) -> tuple[str, str]:
@@ -147,7 +144,8 @@ def env_spec(repo: str | Path, commit: str, python: str) -> EnvSpec:
     """The env of a JavaScript project: the repository with its npm dependencies installed in /testbed.
 
     A venv is still built (``python``): the log grader's monitor runs on the env's interpreter."""
-    return EnvSpec(source=str(repo), commit=commit, python=python, install=(INSTALL,), test_deps=())
+    toolchains = {"toolchains": NODE_TOOLCHAINS} if NODE_TOOLCHAINS else {}  # a field only with toolchain layers
+    return EnvSpec(source=str(repo), commit=commit, python=python, install=(INSTALL,), test_deps=(), **toolchains)
 
 
 def test_cmd(tests: tuple[str, ...]) -> str:
