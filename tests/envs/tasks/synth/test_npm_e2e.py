@@ -120,27 +120,17 @@ def _replace_file(synth, task, path: str, text: str) -> str:
     return f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1,{len(lines)} +1,1 @@\n{body}"
 
 
-def test_multilingual_row_from_the_same_repository_validates(synth):
-    """A SWE-bench Multilingual row (SWE-bench's keys only) over minimist's history in a local mirror: the env
-    at the clean commit, the start at the buggy one; cache build, then validate (gold yes, empty no)."""
-    task, root = synth["tasks"][0], synth["root"]
-    work = root / "minimist-history"
-    subprocess.run(["git", "clone", "-q", str(synth["cache"] / "minimist-1.2.8"), str(work)], check=True)
-    setup = _git(work, "rev-parse", "HEAD").strip()
-    subprocess.run(["git", "-C", str(work), "apply", "-R"], input=task.patch, text=True, check=True)
-    _git(work, "commit", "-qam", "a bug")
-    base = _git(work, "rev-parse", "HEAD").strip()
+def _multilingual(synth, name: str, work: Path, recipe: dict, row: dict) -> Task:
+    """Mirror ``work`` as GitHub's minimistjs/minimist, give ``recipe`` through $SWEBOX_SWE_SPECS, then `swebox
+    cache build` and `swebox tasks validate` the row (gold resolves, empty does not); returns the loaded task."""
+    root = synth["root"] / name
     mirror = root / "mirror"
     subprocess.run(["git", "clone", "-q", "--bare", str(work), str(mirror / "minimistjs__minimist.git")], check=True)
-    row = {"repo": "minimistjs/minimist", "instance_id": "minimistjs__minimist-1", "base_commit": base,
-           "patch": task.patch, "test_patch": "", "problem_statement": task.problem_statement, "hints_text": "",
-           "created_at": "2024-08-01T00:00:00Z", "version": "1.2", "environment_setup_commit": setup,
-           "FAIL_TO_PASS": json.dumps(list(task.FAIL_TO_PASS)), "PASS_TO_PASS": json.dumps(list(task.PASS_TO_PASS))}
+    row = {"repo": "minimistjs/minimist", "instance_id": f"minimistjs__minimist-{name}", "test_patch": "",
+           "hints_text": "", "created_at": "2024-08-01T00:00:00Z", "version": "1.2", **row}
     rows = root / "multilingual.jsonl"
     rows.write_text(json.dumps(row) + "\n")
     specs = root / "specs.json"
-    recipe = {"language": "javascript", "log_parser": "tap", "install": [npm.INSTALL],
-              "test_cmd": ["node --test --test-reporter=tap test"], "docker_specs": {"node_version": "20"}}
     specs.write_text(json.dumps({"minimistjs/minimist": {"1.2": recipe}}))
     env = {**synth["env"], "SWEBOX_SWE_SPECS": str(specs), "SWEBOX_GIT_MIRROR": str(mirror),
            "SWEBOX_LAYER_STORE": str(root / "store")}
@@ -153,16 +143,72 @@ def test_multilingual_row_from_the_same_repository_validates(synth):
     mp.setenv("SWEBOX_SWE_SPECS", str(specs))
     try:
         (loaded,) = load(rows)
-        assert (loaded.language, loaded.grader, loaded.log_parser) == ("javascript", "log", "tap")
-        assert loaded.metadata["node_version"] == "20" and loaded.env.commit == setup
+        assert (loaded.language, loaded.grader) == ("javascript", "log") and loaded.env.commit == row[
+            "environment_setup_commit"]
         layers = StoreLayers(root / "store")
-        try:
-            paths = layers(loaded)
-            path = task.metadata["synth"]["path"]
-            wrong = f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1 +1,2 @@\n+// noise\n"
-            wrong += f" {(work / path).read_text().split(chr(10), 1)[0]}\n"
-            assert not grade(loaded, wrong, layers=paths).resolved
+        try:  # a diff elsewhere: the bug stays
+            wrong = ("diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1,2 @@\n"
+                     f"+noise\n {(work / 'README.md').read_text().split(chr(10), 1)[0]}\n")
+            assert not grade(loaded, wrong, layers=layers(loaded)).resolved
         finally:
             layers.close()
     finally:
         mp.undo()
+    return loaded
+
+
+def _history(synth, name: str) -> tuple[Path, str]:
+    work = synth["root"] / name / "work"
+    subprocess.run(["git", "clone", "-q", str(synth["cache"] / "minimist-1.2.8"), str(work)], check=True)
+    return work, _git(work, "rev-parse", "HEAD").strip()
+
+
+def test_multilingual_row_from_the_same_repository_validates(synth):
+    """A SWE-bench Multilingual row (SWE-bench's keys only) over minimist's history in a local mirror: the env
+    at the clean commit, the start at the synthesised bug; node --test read by the TAP parser."""
+    task = synth["tasks"][0]
+    work, setup = _history(synth, "tap")
+    subprocess.run(["git", "-C", str(work), "apply", "-R"], input=task.patch, text=True, check=True)
+    _git(work, "commit", "-qam", "a bug")
+    recipe = {"language": "javascript", "log_parser": "tap", "install": [npm.INSTALL],
+              "test_cmd": ["node --test --test-reporter=tap test"], "docker_specs": {"node_version": "20"}}
+    row = {"base_commit": _git(work, "rev-parse", "HEAD").strip(), "environment_setup_commit": setup,
+           "patch": task.patch, "problem_statement": task.problem_statement,
+           "FAIL_TO_PASS": json.dumps(list(task.FAIL_TO_PASS)), "PASS_TO_PASS": json.dumps(list(task.PASS_TO_PASS))}
+    loaded = _multilingual(synth, "tap", work, recipe, row)
+    assert loaded.log_parser == "tap" and loaded.metadata["node_version"] == "20"
+
+
+JEST_TESTS = """const parse = require('../index.js');
+describe('minimist', () => {
+  test('parses a number', () => { expect(parse(['--n', '5']).n).toBe(5); });
+  test('parses a long flag', () => { expect(parse(['--a', 'b']).a).toBe('b'); });
+  test('parses a short flag', () => { expect(parse(['-x']).x).toBe(true); });
+});
+"""
+
+
+def test_multilingual_row_graded_by_swebench_jest_parser(synth):
+    """The same repository with a jest suite (jest 29.7.0 from npm, its --verbose log read by SWE-bench's
+    parse_log_jest: the parser of babel and docusaurus rows): a hand-made bug in isNumber fails one test."""
+    work, _ = _history(synth, "jest")
+    package = json.loads((work / "package.json").read_text())
+    package["devDependencies"] = {"jest": "29.7.0"}  # the tape suite is not run here: jest's only
+    (work / "package.json").write_text(json.dumps(package, indent=2) + "\n")
+    (work / "__tests__").mkdir()
+    (work / "__tests__" / "parse.test.js").write_text(JEST_TESTS)
+    _git(work, "add", "-A")
+    _git(work, "commit", "-qm", "a jest suite")
+    setup = _git(work, "rev-parse", "HEAD").strip()
+    source = (work / "index.js").read_text()
+    check = "return (/^[-+]?(?:\\d+(?:\\.\\d*)?|\\.\\d+)(e[-+]?\\d+)?$/).test(x);"
+    assert source.count(check) == 1
+    (work / "index.js").write_text(source.replace(check, "return false;"))
+    _git(work, "commit", "-qam", "isNumber: only numbers and hex")
+    base = _git(work, "rev-parse", "HEAD").strip()
+    patch = _git(work, "diff", base, setup, "--", "index.js")
+    recipe = {"language": "javascript", "log_parser": "jest", "install": [npm.INSTALL],
+              "test_cmd": "./node_modules/.bin/jest --verbose --no-color"}
+    row = {"base_commit": base, "environment_setup_commit": setup, "patch": patch, "problem_statement": "numbers",
+           "FAIL_TO_PASS": ["parses a number"], "PASS_TO_PASS": ["parses a long flag", "parses a short flag"]}
+    assert _multilingual(synth, "jest", work, recipe, row).log_parser == "jest"
