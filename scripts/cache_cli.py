@@ -17,6 +17,7 @@ from swebox.envs.cache.checkout import CheckoutSpec, checkout_from_dict
 from swebox.envs.cache.packing import FORMATS
 from swebox.envs.cache.spec import EnvSpec
 from swebox.envs.cache.store import LayerStore, copy_layers
+from swebox.envs.cache.toolchains import TOOLCHAINS, build_toolchain, get_spec, toolchain_key
 from swebox.scripts import cache_images_cli as images_cli
 from swebox.scripts.cache_store import existing_store, open_store
 
@@ -69,7 +70,16 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     imp.add_argument("--from", dest="source", required=True, help="source store folder")
     imp.add_argument("keys", nargs="*", help="layer keys (default: all)")
     imp.set_defaults(func=cmd_import)
-    for command in sub.choices.values():  # `swebox cache build ... --store DIR` works too (error messages say so)
+    toolchain = sub.add_parser("toolchain", help="build and list toolchain layers (node, go, rust, jdk, cc)")
+    tsub = toolchain.add_subparsers(dest="toolchain_command", required=True)
+    tbuild = tsub.add_parser("build", help="build toolchain layers from Debian's packages (each once)")
+    tbuild.add_argument("names", nargs="+", metavar="NAME", help="toolchain names (`swebox cache toolchain list`)")
+    tbuild.add_argument("--force", action="store_true", help="rebuild one whose last build failed")
+    tbuild.set_defaults(func=cmd_toolchain_build)
+    tsub.add_parser("list", help="the toolchains, their packages, keys and whether the store has them"
+                    ).set_defaults(func=cmd_toolchain_list)
+    # `swebox cache build ... --store DIR` works too (error messages say so)
+    for command in [*sub.choices.values(), *tsub.choices.values()]:
         command.add_argument("--store", default=argparse.SUPPRESS, help="layer store folder (as before the "
                              "sub-command)")
 
@@ -243,3 +253,28 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     existing_store(args.source)
     return _copy(LayerStore(args.source), open_store(args, create=True), args.keys)
+
+
+def cmd_toolchain_build(args: argparse.Namespace) -> int:
+    unknown = [n for n in args.names if n not in TOOLCHAINS]
+    if unknown:
+        print(f"swebox cache toolchain build: expected names among {', '.join(TOOLCHAINS)}; found "
+              f"{', '.join(map(repr, unknown))}. Fix: name one of those (`swebox cache toolchain list`).",
+              file=sys.stderr)
+        return 2
+    store = open_store(args, create=True)
+    for name in dict.fromkeys(args.names):
+        had = store.get(toolchain_key(name, store)) is not None
+        manifest = build_toolchain(store, name, force=args.force)
+        print(f"{name}: {manifest.key} ({len(manifest.meta['debs'])} packages, "
+              f"{manifest.size / 1e6:.1f} MB{', already built' if had else ''})")
+    return 0
+
+
+def cmd_toolchain_list(args: argparse.Namespace) -> int:
+    store = open_store(args, create=True)
+    for name in TOOLCHAINS:
+        spec, key = get_spec(name), toolchain_key(name, store)
+        state = "built" if store.get(key) is not None else "not built"
+        print(f"{name:5} {key:36} {state:9}  {spec.prefix}  ({' '.join(spec.packages)})")
+    return 0

@@ -56,17 +56,16 @@ def build_parser() -> argparse.ArgumentParser:
     synth_cli.add_arguments(tasks_sub)
     harbor_cli.add_arguments(tasks_sub)
 
-    from swebox.envs.frameworks import skyrl_prepare
+    from swebox.scripts import skyrl_cli
 
-    skyrl_prepare.add_arguments(sub)
+    skyrl_cli.add_arguments(sub)
 
     from swebox.scripts.viewer import app as viewer
 
     viewer.add_arguments(sub)
 
     try:
-        from swebox.scripts import demo, train_cli
-        from swebox.trainers.run import plot
+        from swebox.scripts import demo, plot_cli, train_cli
     except ImportError as exc:  # the `train` extra is not installed: its commands say how to install it
         missing = exc  # `exc` is unbound when the except block ends; the commands below raise it later
 
@@ -77,23 +76,23 @@ def build_parser() -> argparse.ArgumentParser:
             unavailable = sub.add_parser(name, help=f"unavailable: {exc}; pip install 'swebox[train]'")
             unavailable.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
             unavailable.set_defaults(func=needs_train)
-        from swebox.envs.tasks import predictions
+        from swebox.scripts import eval_cli
 
         def eval_predictions(args: argparse.Namespace) -> int:
             if args.policy:  # playing a policy is the trainer's work
                 raise missing
-            return predictions.run_cli(args)
+            return eval_cli.run_scoring(args)
 
         ev = sub.add_parser("eval", help="score SWE-bench predictions (policies need pip install 'swebox[train]')")
         ev.add_argument("--policy", default="", help="needs pip install 'swebox[train]'")
         ev.add_argument("--tasks", required=True, help="the dataset the predictions are for")
         ev.add_argument("--layers", default="", help="layer store (default $SWEBOX_LAYER_STORE or runs/layers)")
         ev.add_argument("--out", default="", help="the report (default <model>.<run-id>.json)")
-        predictions.add_options(ev)
+        eval_cli.add_score_options(ev)
         ev.set_defaults(func=eval_predictions)
     else:
         train_cli.add_arguments(sub)
-        plot.add_arguments(sub)
+        plot_cli.add_arguments(sub)
         demo.add_arguments(sub)
     return parser
 

@@ -80,11 +80,10 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     ev.add_argument("--wandb-group", default="", help="with --wandb: the wandb group (e.g. the training run's "
                     "logging.group), so that the evaluation sits next to the runs it evaluates")
     ev.add_argument("overrides", nargs="*", help="dotted config overrides, e.g. env.max_turns=10")
-    from swebox.envs.tasks import predictions
-    from swebox.trainers.evaluation import eval_search
+    from swebox.scripts.eval_cli import add_score_options, add_search_options
 
-    predictions.add_options(ev)
-    eval_search.add_arguments(ev)
+    add_score_options(ev)
+    add_search_options(ev)
     ev.set_defaults(func=run_eval)
 
 
@@ -267,10 +266,10 @@ def _check_policy(policy: str) -> None:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    if args.predictions or args.verify:  # score given patches (SWE-bench's harness) or recorded diffs
-        from swebox.envs.tasks import predictions
+    from swebox.scripts.eval_cli import run_scoring, search_options
 
-        return predictions.run_cli(args)
+    if args.predictions or args.verify:  # score given patches (SWE-bench's harness) or recorded diffs
+        return run_scoring(args)
     from swebox.envs.cache.durable import write_atomic
     from swebox.envs.episodes.groups import group
     from swebox.envs.episodes.layers_resolver import LayerSource
@@ -284,9 +283,10 @@ def run_eval(args: argparse.Namespace) -> int:
     from swebox.trainers.run.trajectories import episode_fields
 
     _check_policy(args.policy)
+    search = search_options(args)
     if args.policy.startswith("hf:"):  # the flags first, then the tasks and their layers
         _check_hf_folder(args.policy[3:])
-    if args.predictions_out and eval_search.wanted(args):  # a search gives several diffs per task, not one
+    if args.predictions_out and eval_search.wanted(search):  # a search gives several diffs per task, not one
         raise SystemExit("--predictions-out: expected one episode per task; found --samples/--best-of/--search. "
                          "Export without them (with --out, a rerun plays nothing again)")
     if args.wandb != "disabled" and not args.out:
@@ -331,7 +331,7 @@ def run_eval(args: argparse.Namespace) -> int:
     from swebox.trainers.rl.harness_rollout import harness_model, play_harness_episode
 
     try:
-        out = EvalOut.open(args.out, args.policy + eval_search.label(args)) if args.out else None
+        out = EvalOut.open(args.out, args.policy + eval_search.label(search)) if args.out else None
     except RecordsError as exc:
         raise SystemExit(f"swebox eval: {exc}") from None
     todo = out.todo(tasks) if out is not None else tasks
@@ -340,13 +340,13 @@ def run_eval(args: argparse.Namespace) -> int:
         print(f"resuming: {done} of {len(tasks)} tasks already recorded in {args.out}; playing the other "
               f"{len(todo)} (delete {args.out} to start over)")
 
-    if eval_search.wanted(args):
+    if eval_search.wanted(search):
         if cfg.env.harness:  # search forks the text loop's turns; a program's own state cannot be forked
             raise SystemExit(f"swebox eval: expected no search options (--samples, --beam...) with --harness; found "
                              f"env.harness={cfg.env.harness!r}: a harness episode plays once per task")
         if args.policy.startswith("hf:"):
             replies_for = _hf_text_policy(backend, tokenizer, cfg)
-        searched = eval_search.run(args, tasks, replies_for, source, econf, out=out)
+        searched = eval_search.run(search, tasks, replies_for, source, econf, out=out)
         broken = [r.task_id for r in searched if any(b.startswith("error: ") for b in r.budgets_hit)]
         if broken:  # a task whose search crashed counts as unresolved in the report; the exit status says so
             print(f"swebox eval: {len(broken)} of {len(searched)} tasks could not be searched (e.g. {broken[0]}); "
@@ -405,7 +405,8 @@ def run_eval(args: argparse.Namespace) -> int:
                              f"records are whole in {args.out}") from None
         print(f"results: {args.out} (one JSON record per task; swebox view {args.out}); table: {report}")
         if args.wandb != "disabled":
-            log_eval_to_wandb(args, results)
+            log_eval_to_wandb(results, out=args.out, tasks=args.tasks, policy=args.policy, mode=args.wandb,
+                              group=args.wandb_group)
     return finish_eval(args, results)
 
 

@@ -31,6 +31,7 @@ from .pip_settings import PackageSettings, host_package_settings, write_files
 from .sources import fetch_source
 from .spec import EnvSpec
 from .store import BUILDER_VERSION, BuildFailure, LayerStore, Manifest
+from .toolchains import CACHE_ROOT, toolchain_env, toolchain_layer
 
 ENV_LAYER_ENTRIES = ("testbed", "venv", "swebox")
 GIT_IDENTITY = {"GIT_AUTHOR_NAME": "swebox", "GIT_AUTHOR_EMAIL": "swebox@localhost",
@@ -179,11 +180,12 @@ def venv_command(interp: Interpreter, spec: EnvSpec) -> str:
 
 
 def build_policy(src_root: Path, interp: Interpreter, config: BuilderConfig,
-                 settings: PackageSettings | None = None) -> SandboxPolicy:
+                 settings: PackageSettings | None = None, toolchains: tuple[str, ...] = ()) -> SandboxPolicy:
     """The env build's sandbox: network, the sources and the interpreter bound, the host's package settings
-    (:mod:`.pip_settings`) in its environment (the builder's own pip settings win)."""
+    (:mod:`.pip_settings`) in its environment (the builder's own pip settings win), and the environment of
+    the spec's toolchain layers."""
     settings = settings or PackageSettings()
-    env = {**DEFAULT_ENV, **GIT_IDENTITY, **settings.env, **BUILD_PIP_ENV}
+    env = {**DEFAULT_ENV, **GIT_IDENTITY, **settings.env, **BUILD_PIP_ENV, **toolchain_env(toolchains)}
     return SandboxPolicy(network="user", network_host_loopback=settings.loopback,
                          ro_binds=(str(src_root), interp.prefix, *settings.binds), memory_mb=config.memory_mb,
                          upper_size_mb=config.upper_size_mb, command_timeout_s=config.step_timeout_s, env=env)
@@ -198,6 +200,7 @@ def build_env(store: LayerStore, spec: EnvSpec, *, config: BuilderConfig | None 
 
     def build(publish) -> Manifest:
         interp = _interpreter(spec)
+        tools = [toolchain_layer(name, store.root) for name in spec.toolchains]  # built once, held
         log = [f"# swebox env build {key} (builder {BUILDER_VERSION}), "
                f"python {interp.version} at {interp.path}",
                f"# spec {spec.canonical_json()}"]
@@ -209,12 +212,13 @@ def build_env(store: LayerStore, spec: EnvSpec, *, config: BuilderConfig | None 
             base.mkdir()  # an empty lowest layer: everything the build writes lands in the snapshot
             settings = host_package_settings(interp.version)
             log.append(f"# the host's package settings: {', '.join(settings.sources) or 'none'}")
-            with Sandbox([base], build_policy(src, interp, config, settings)) as sb:
+            policy = build_policy(src, interp, config, settings, spec.toolchains)
+            with Sandbox([*tools, base], policy) as sb:
                 write_files(sb, settings)
                 steps = _Steps(sb, key, log, config)
                 # not cp -a: the bound sources belong to unmapped host ids, which cannot be preserved
-                steps.run(f"cp -R --preserve=mode,links {shlex.quote(str(src))} /testbed && mkdir -p /swebox",
-                          "copying the source", spec_fault=False)
+                steps.run(f"cp -R --preserve=mode,links {shlex.quote(str(src))} /testbed && mkdir -p /swebox"
+                          + (f" {CACHE_ROOT}" if tools else ""), "copying the source", spec_fault=False)
                 steps.run(venv_command(interp, spec), "creating the venv", spec_fault=False)
                 activate = "cd /testbed && . /venv/bin/activate && "
                 for command in spec.install:
@@ -239,9 +243,13 @@ def build_env(store: LayerStore, spec: EnvSpec, *, config: BuilderConfig | None 
                 sb.write_file("/swebox/env.json", json.dumps(info, indent=1) + "\n")
                 sb.write_file("/swebox/build.log", "\n".join(log) + "\n")
                 layer = sb.snapshot()
-                return publish(layer_dir=layer.path, kind="env", log="\n".join(log) + "\n",
-                               include=ENV_LAYER_ENTRIES,
+                # the toolchains' package caches (Go modules, cargo's registry, ~/.m2) stay with the env, outside
+                # /testbed: its tests run offline from them
+                entries = (*ENV_LAYER_ENTRIES, CACHE_ROOT.lstrip("/")) if tools else ENV_LAYER_ENTRIES
+                return publish(layer_dir=layer.path, kind="env", log="\n".join(log) + "\n", include=entries,
                                meta={"spec": spec.to_dict(), "python": interp.version,
-                                     "interpreter": interp.path, "interpreters": [interp.prefix]})
+                                     "interpreter": interp.path, "interpreters": [interp.prefix],
+                                     **({"toolchains": {n: t.name for n, t in zip(spec.toolchains, tools,
+                                                                                 strict=True)}} if tools else {})})
 
     return store.build(key, build, force=force)

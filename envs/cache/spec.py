@@ -69,9 +69,13 @@ class EnvSpec:
     """Extra pip requirements for the test runner."""
     setup: tuple[str, ...] = field(default=())
     """Extra shell commands after install (per-project recipes)."""
+    toolchains: tuple[str, ...] = ()
+    """Toolchain layers (``cache.toolchains``: 'node', 'go', 'rust', 'jdk', 'cc') stacked under the env layer,
+    with their environment variables, in its build and in every episode and grade. Part of the key only when
+    non-empty, so the keys of specs without toolchains stay what they were."""
 
     def __post_init__(self) -> None:
-        for name in ("install", "test_deps", "setup"):
+        for name in ("install", "test_deps", "setup", "toolchains"):
             object.__setattr__(self, name, _str_tuple(name, getattr(self, name)))
         kind = source_kind(self.source)
         if kind == "pypi":
@@ -92,9 +96,9 @@ class EnvSpec:
             )
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able dict (tuples become lists)."""
+        """Plain JSON-able dict (tuples become lists; no ``toolchains`` when there are none)."""
         return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
-                for f in dataclasses.fields(self)}
+                for f in dataclasses.fields(self) if f.name != "toolchains" or self.toolchains}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EnvSpec:

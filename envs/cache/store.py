@@ -326,12 +326,18 @@ class LayerStore:
                 keys.update([record["runtime_layer"]] if record.get("runtime_layer") else [])
         return keys
 
+    def toolchain_layers(self) -> set[str]:
+        """Keys of the toolchain layers that the store's env layers were built on (``meta["toolchains"]``): gc
+        keeps them while such an env is stored, as episodes stack them under it."""
+        return {key for m in self.ls() for key in (m.meta.get("toolchains") or {}).values()}
+
     def total_bytes(self) -> int:
         return sum(m.size for m in {m.sha256: m for m in self.ls()}.values())
 
     def gc(self, keep_bytes: int, protect: Iterable[str] = ()) -> list[str]:
         """Sweep stray temporaries and unreferenced blobs, then evict least-recently-used layers until
-        the store holds at most ``keep_bytes``. Returns the removed keys."""
+        the store holds at most ``keep_bytes`` (never an image's layers, nor a stored env's toolchain layers).
+        Returns the removed keys."""
         for tmp in (self.root / "tmp").iterdir():
             self._remove_stray_tmp(tmp)
         for download in (self.root / "downloads").glob("*"):  # registry pulls that were interrupted
@@ -342,7 +348,7 @@ class LayerStore:
             if rel not in referenced and time.time() - blob.stat().st_mtime > ORPHAN_GRACE_S:
                 blob.unlink()
         with self.images_lock(exclusive=True):  # an image import in progress has layers but no record yet
-            keep = set(protect) | self.image_layers()
+            keep = set(protect) | self.image_layers() | self.toolchain_layers()
             by_age = sorted(self.ls(), key=lambda m: (self.root / "manifests" / f"{m.key}.json").stat().st_mtime)
             removed = []
             for m in by_age:

@@ -18,6 +18,8 @@ from typing import Any
 
 from swebox.envs.cache import LayerCache, LayerCacheConfig, LayerHandle, LayerStore
 from swebox.envs.cache.images import acquire_image, get_image, image_sandbox
+from swebox.envs.cache.toolchains import toolchain_env
+from swebox.envs.sandbox.policy import DEFAULT_ENV
 from swebox.envs.sandbox.strict import strict_from_dict
 from swebox.envs.tasks.schema import Task
 
@@ -106,10 +108,19 @@ class TaskLayers:
     """LayerCache handles keeping the layers materialised (empty for plain folders)."""
     sandbox: dict[str, Any] = field(default_factory=dict)
     """SandboxPolicy fields the task's container image needs (its rootfs, Env, WorkingDir); {} otherwise."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Environment variables of the toolchain layers under the env layer (``cache.toolchains``), over the
+    sandbox's own; {} for an env without toolchains."""
 
     def configure(self, config: Any) -> Any:
-        """``config`` (an EpisodeConfig) with the image's sandbox fields over its own, when there are any."""
-        return dataclasses.replace(config, sandbox={**config.sandbox, **self.sandbox}) if self.sandbox else config
+        """``config`` (an EpisodeConfig) with the image's sandbox fields over its own, and the toolchains'
+        environment over its environment, when there are any."""
+        if not self.sandbox and not self.env:
+            return config
+        sandbox = {**config.sandbox, **self.sandbox}
+        if self.env:
+            sandbox["env"] = {**(sandbox.get("env") or DEFAULT_ENV), **self.env}
+        return dataclasses.replace(config, sandbox=sandbox)
 
     def release(self) -> None:
         """Let the node cache evict the layers again; safe to call twice."""
@@ -203,7 +214,22 @@ def _resolve(task: Task, source: LayerSource) -> tuple[str, list[tuple[str, str]
     for kind, key in keys:
         if store.get(key) is None:
             raise _missing(task, kind, key, str(source.store_root), source)
-    return image, keys
+    return image, _with_toolchains(store, keys)
+
+
+def _with_toolchains(store: LayerStore, keys: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``keys`` with the toolchain layers an env layer was built on (its manifest names them) below it."""
+    out: list[tuple[str, str]] = []
+    for kind, key in keys:
+        if kind == "env":
+            for name, tool_key in (store.get(key).meta.get("toolchains") or {}).items():
+                if store.get(tool_key) is None:
+                    raise LayersMissing(f"env layer {key}: its toolchain layer {tool_key} ({name}) is missing from "
+                                        f"the store {store.root}; build it with:\n    swebox cache --store "
+                                        f"{store.root} toolchain build {name}")
+                out.append(("toolchain:" + name, tool_key))
+        out.append((kind, key))
+    return out
 
 
 def missing_layers(task: Task, source: LayerSource | None = None) -> LayersMissing | None:
@@ -231,6 +257,8 @@ def acquire_layers(task: Task, source: LayerSource | None = None) -> TaskLayers:
                             image_sandbox(held.record))
     else:
         layers = TaskLayers(task.instance_id, [])
+    tools = [kind.split(":", 1)[1] for kind, _ in keys if kind.startswith("toolchain:")]
+    layers.env = toolchain_env(tools)
     try:
         for _, key in keys:
             handle = cache.acquire(key)

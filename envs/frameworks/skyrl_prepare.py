@@ -12,20 +12,18 @@ Columns (SkyRL's PromptDataset passes every column but ``prompt`` and ``env_clas
 - ``extra_info``: ``{"instance_id", "env_key", "swebox"}`` where ``swebox`` is a JSON string of the settings
   given here (max_turns, style, the layer store...), which the env applies over its registered kwargs.
 
-Wired into the ``swebox`` command by scripts/cli.py through :func:`add_arguments`.
+The command, ``swebox skyrl prepare``, is scripts/skyrl_cli.py; this module holds what it calls.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
-import sys
 from pathlib import Path
 from typing import Any
 
 from swebox.envs.episodes.episode import EpisodeConfig, first_messages
-from swebox.envs.episodes.layers_resolver import LayerSource, missing_layers
+from swebox.envs.episodes.layers_resolver import LayerSource
 from swebox.envs.tasks.schema import Task
 
 ENV_CLASS = "swebox"
@@ -75,71 +73,3 @@ def prepare(tasks: list[Task], out: str | Path, settings: dict[str, Any], *, val
             write_parquet([task_row(t, config, settings, data_source) for t in chosen], Path(out) / f"{name}.parquet")
             counts[name] = len(chosen)
     return counts
-
-
-def add_arguments(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``skyrl`` and its sub-commands to the top-level ``swebox`` sub-parsers."""
-    skyrl = subparsers.add_parser("skyrl", help="SkyRL integration: dataset preparation")
-    sub = skyrl.add_subparsers(dest="skyrl_command", required=True)
-    p = sub.add_parser("prepare", help="write SkyRL parquet files (train/validation) from a task file")
-    p.add_argument("--tasks", required=True, help="task file (JSONL/JSON/parquet, see docs/tasks.md)")
-    p.add_argument("--out", required=True, help="output folder for train.parquet / validation.parquet")
-    p.add_argument("--store", default="", help="layer store the env reads layers from, as the training nodes "
-                   "see it (default: the tasks' own store TASKS_FOLDER/layers when there is one, as `swebox tasks "
-                   "synth` writes it, else $SWEBOX_LAYER_STORE or runs/layers); recorded in every row")
-    p.add_argument("--no-layer-check", action="store_true", help="write the rows even when their layers are not "
-                   "in --store here (a store that exists only on the training nodes)")
-    p.add_argument("--max-turns", type=int, default=EpisodeConfig.max_turns, help="turns per episode")
-    p.add_argument("--style", default=EpisodeConfig.style, help="bash_block | xml_function | json_tool_call")
-    p.add_argument("--set", dest="extra", action="append", default=[], metavar="KEY=VALUE",
-                   help="another EpisodeConfig field (VALUE is JSON, or a plain string), e.g. time_limit_s=900")
-    p.add_argument("--val-size", type=int, default=0, help="tasks held out in validation.parquet (default 0)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the validation draw")
-    p.add_argument("--data-source", default="swebox", help="data_source column (default swebox)")
-    p.set_defaults(func=cmd_prepare)
-
-
-def _parse_set(items: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"--set: expected KEY=VALUE; found {item!r}.")
-        try:
-            out[key] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key] = value
-    return out
-
-
-def cmd_prepare(args: argparse.Namespace) -> int:
-    from swebox.envs.tasks import load
-
-    tasks = list(load(args.tasks))
-    settings: dict[str, Any] = {"max_turns": args.max_turns, "style": args.style, **_parse_set(args.extra)}
-    store = LayerSource(store=args.store, tasks_file=args.tasks).store_root
-    layers = {"tasks_file": str(Path(args.tasks).absolute()), "store": str(store)}
-    settings["layers"] = layers
-    try:  # the settings first: a wrong value is the user's first problem, whatever the layers
-        EpisodeConfig.from_dict({k: v for k, v in settings.items() if k != "layers"})
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if not args.no_layer_check:
-        missing = [m for m in (missing_layers(t, LayerSource(store=str(store))) for t in tasks) if m is not None]
-        if missing:
-            for problem in missing[:20]:
-                print(f"error: {problem}", file=sys.stderr)
-            print(f"error: {len(missing)} of {len(tasks)} tasks have no layers in {store}; no rows written (the "
-                  "env could not start them). Build them, pass --store, or --no-layer-check for a store that "
-                  "exists only on the training nodes.", file=sys.stderr)
-            return 2
-    try:
-        counts = prepare(tasks, args.out, settings, val_size=args.val_size, seed=args.seed,
-                         data_source=args.data_source)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    for name, count in counts.items():
-        print(f"{Path(args.out) / (name + '.parquet')}: {count} tasks")
-    return 0

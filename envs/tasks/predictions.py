@@ -1,4 +1,5 @@
-"""Scoring an agent's predictions the way SWE-bench's harness does: ``swebox eval --predictions preds.jsonl``.
+"""Scoring an agent's predictions the way SWE-bench's harness does: ``swebox eval --predictions preds.jsonl``
+(the command: scripts/eval_cli.py).
 
 Predictions are SWE-bench's format: objects with ``instance_id``, ``model_name_or_path`` and ``model_patch``,
 as a JSON list, a JSON object keyed by instance id, or JSON lines. Each patch is graded with its task's own
@@ -20,10 +21,8 @@ row becomes that row's error entry, and the report is written atomically (a temp
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
-import os
 import re
 import sys
 from collections.abc import Callable, Iterable
@@ -34,11 +33,9 @@ from typing import Any
 
 from swebox.envs.cache.durable import write_atomic
 from swebox.envs.tasks import progress, selection
-from swebox.envs.tasks.graders import verify
 from swebox.envs.tasks.graders.grading import GradeReport, grade
 from swebox.envs.tasks.graders.log_grading import FAILING, PASSING
 from swebox.envs.tasks.graders.provenance import datasets, swebox_version
-from swebox.envs.tasks.instance_logs import log_root, write_instance_logs
 from swebox.envs.tasks.schema import Task
 from swebox.envs.tasks.validate import LayerResolver
 
@@ -238,7 +235,7 @@ def run_report(outcomes: list[Outcome], tasks: dict[str, Task]) -> dict[str, Any
         iid = o.prediction.instance_id
         by_kind[o.kind].append(iid)
         try:
-            instances[iid] = _instance(o, tasks)
+            instances[iid] = instance_entry(o, tasks)
         except Exception as exc:  # the row gets an error entry; the report is still written
             instances[iid] = {"error": f"reporting this instance failed: {type(exc).__name__}: {exc}"}
     completed = by_kind["resolved"] + by_kind["unresolved"]
@@ -264,7 +261,7 @@ def run_report(outcomes: list[Outcome], tasks: dict[str, Task]) -> dict[str, Any
     }
 
 
-def _instance(o: Outcome, tasks: dict[str, Task]) -> dict[str, Any]:
+def instance_entry(o: Outcome, tasks: dict[str, Task]) -> dict[str, Any]:
     """The harness's per-instance report of one outcome, plus swebox's per-test statuses."""
     iid = o.prediction.instance_id
     entry: dict[str, Any] = {
@@ -284,95 +281,18 @@ def _instance(o: Outcome, tasks: dict[str, Task]) -> dict[str, Any]:
     return entry
 
 
-def add_options(p: argparse.ArgumentParser) -> None:
-    """The ``--predictions`` options of ``swebox eval`` (``--tasks`` and ``--layers`` come with the parser)."""
-    p.add_argument("--predictions", default="", help="score SWE-bench predictions (instance_id, "
-                   "model_name_or_path, model_patch; .json or .jsonl) with each task's grader")
-    p.add_argument("--run-id", default="swebox", help="with --predictions: names the report "
-                   "<model>.<run-id>.json (default swebox)")
-    p.add_argument("--jobs", type=int, default=1, help="with --predictions: patches graded at once (default 1)")
-    p.add_argument("--timeout", type=float, default=1800.0, help="with --predictions: seconds per test run")
-    selection.add_options(p)
-    verify.add_options(p)
-
-
-def run_cli(args: argparse.Namespace) -> int:
-    """``swebox eval --predictions P --tasks T``: grade, print one line per instance, write the report."""
-    from swebox.envs.tasks.loaders import LoadError, load
-    from swebox.envs.tasks.validate import StoreLayers, is_layer_store, layers_flag_error, layers_from_dirs
-
-    if getattr(args, "verify", ""):  # swebox eval --verify RECORDS: re-grade recorded diffs (verify.py)
-        return verify.run_cli(args)
-    if not args.predictions:
-        print("error: --predictions: expected a predictions file (.json or .jsonl); found none.", file=sys.stderr)
-        return 2
-    try:
-        preds = load_predictions(args.predictions)
-        dataset = list(load(args.tasks))
-        preds = chosen_predictions(preds, dataset, args)
-        tasks = {t.instance_id: t for t in selection.select(dataset, args.instance_ids, args.limit, args.tasks)}
-        preds = [p for p in preds if p.instance_id in tasks]
-    except (PredictionError, LoadError, selection.SelectionError) as exc:
-        # the ids in a SelectionError are escaped already (selection._named): not twice
-        print(f"error: {exc if isinstance(exc, selection.SelectionError) else shown(exc)}", file=sys.stderr)
-        return 2
-    if args.jobs < 1:
-        print(f"error: --jobs: expected a number >= 1; found {args.jobs}.", file=sys.stderr)
-        return 2
-    layers = args.layers or os.environ.get("SWEBOX_LAYER_STORE", "runs/layers")
-    if layers_flag_error(layers):
-        print(f"error: {layers_flag_error(layers)}", file=sys.stderr)
-        return 2
-    resolver = StoreLayers(layers) if is_layer_store(layers) else layers_from_dirs(layers)
-
-    graded: list[Outcome] = []
-    out = Path(args.out or report_name(preds[0].model_name_or_path if preds else "none", args.run_id))
-
-    def show(o: Outcome) -> None:
-        graded.append(o)
-        root = log_root(out, args.run_id, o.prediction.model_name_or_path)
-        write_instance_logs(root, o.prediction.instance_id, o.prediction.model_patch, _instance(o, tasks),
-                            o.report.output_tail if o.report else "")
-        why = o.error or ("; ".join(o.report.errors[:2]) if o.report else "")
-        print(f"{shown(o.prediction.instance_id):<40} {o.kind:<12} {shown(why)}", flush=True)
-
-    try:
-        outcomes = evaluate(preds, tasks, resolver, jobs=args.jobs, timeout=args.timeout, on_result=show)
-    except KeyboardInterrupt:
-        # what was graded is kept: a report of those instances, then the process ends at once (a grading run
-        # in flight cannot be interrupted; its sandbox dies with the process)
-        written = _write_report(out, run_report(list(graded), tasks))
-        print(f"interrupted: {len(graded)} of {len(preds)} graded; " + (
-            f"their report: {out}" if written is None else f"no report ({written})"), file=sys.stderr, flush=True)
-        sys.stdout.flush()
-        os._exit(130)
-    finally:
-        if isinstance(resolver, StoreLayers):
-            resolver.close()
-    report = run_report(outcomes, tasks)
-    error = _write_report(out, report)
-    if error is not None:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    logs = log_root(out, args.run_id, preds[0].model_name_or_path if preds else "none")
-    print(f"submitted {report['submitted_instances']}, completed {report['completed_instances']}, resolved "
-          f"{report['resolved_instances']}, unresolved {report['unresolved_instances']}, empty patch "
-          f"{report['empty_patch_instances']}, error {report['error_instances']}; report: {shown(out)}; "
-          f"per-instance logs: {shown(logs)}/<instance_id>/")
-    return 0
-
-
-def chosen_predictions(preds: list[Prediction], dataset: list[Task], args: argparse.Namespace) -> list[Prediction]:
+def chosen_predictions(preds: list[Prediction], dataset: list[Task], predictions_flag: str, tasks_flag: str
+                       ) -> list[Prediction]:
     """The predictions, refused before anything is graded when one is for an instance the dataset lacks (the
-    harness's "Some prediction IDs not found in dataset!")."""
+    harness's "Some prediction IDs not found in dataset!"); the flags name the files in the error line."""
     held = {t.instance_id for t in dataset}
     unknown = [p.instance_id for p in preds if p.instance_id not in held]
     if unknown:
-        raise selection.unknown_ids_error(f"--predictions {args.predictions}", unknown, sorted(held), args.tasks)
+        raise selection.unknown_ids_error(f"--predictions {predictions_flag}", unknown, sorted(held), tasks_flag)
     return preds
 
 
-def _write_report(out: Path, report: dict[str, Any]) -> str | None:
+def write_report_or_reason(out: Path, report: dict[str, Any]) -> str | None:
     """Write the report atomically (a full disk leaves the previous file or none, never a cut one); the
     reason it could not be written, or None."""
     try:

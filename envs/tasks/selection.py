@@ -9,7 +9,6 @@ line naming it (and the ids the dataset does hold, when it is small), never an e
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 from typing import TypeVar
 
@@ -21,14 +20,6 @@ SHOWN = 5
 
 class SelectionError(ValueError):
     """``--instance-ids`` names ids the dataset lacks, or ``--limit`` is not a positive number."""
-
-
-def add_options(p: argparse.ArgumentParser) -> None:
-    """``--instance-ids`` and ``--limit``."""
-    p.add_argument("--instance-ids", nargs="+", default=[], metavar="ID",
-                   help="only these tasks (space separated, as SWE-bench's --instance_ids); an id the dataset "
-                   "lacks is refused before anything runs")
-    p.add_argument("--limit", type=int, default=0, help="only the first N tasks (after --instance-ids; 0: all)")
 
 
 def _named(ids: Sequence[str]) -> str:

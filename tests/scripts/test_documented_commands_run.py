@@ -53,7 +53,10 @@ PLAN: list[tuple[str, str, dict]] = [
     # the rest: --help (or make -n)
     ("make ", "help", {}), ("scripts/", "help", {}),
     ("swebox view ", "help", {}),  # a server that runs until Ctrl-C (tests/scripts/test_view.py drives it)
+    ("swebox bench ", "help", {}),  # docs/benchmarks.md: minutes to hours each, on an idle machine
+    ("swebox demo", "help", {}),  # `make demo`'s job, run by the demo's own tests
     ("swebox tasks synth --recipe", "help", {}), ("swebox tasks synth (", "help", {}),
+    ("swebox tasks synth --project", "help", {}),  # other flags than the README's run (docs/benchmarks.md)
     ("swebox tasks validate runs/corpus", "help", {}), ("swebox tasks validate tasks.jsonl", "help", {}),
     ("swebox tasks validate smith.parquet", "help", {}), ("swebox tasks harbor-import", "help", {}),
     ("swebox tasks export", "help", {}),

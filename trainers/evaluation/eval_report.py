@@ -5,22 +5,23 @@ Moved out of scripts/train_cli.py, which plays the episodes; this module only pr
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any
 
 TABLE_COLUMNS = ("task_id", "resolved", "reward", "turns", "time_s", "cpu_s", "peak_mb", "error")
 
 
-def log_eval_to_wandb(args: argparse.Namespace, results: list[dict[str, Any]]) -> None:
-    """The per-task table as the wandb Table ``eval`` and the summary as ``eval/*``, in ``<OUT stem>-wandb/``."""
+def log_eval_to_wandb(results: list[dict[str, Any]], *, out: str | Path, tasks: str, policy: str, mode: str,
+                      group: str) -> None:
+    """The per-task table as the wandb Table ``eval`` and the summary as ``eval/*``, in ``<OUT stem>-wandb/``
+    (``out``: the records file; ``tasks``, ``policy``: what was evaluated; ``mode``, ``group``: wandb's)."""
     from swebox.trainers.run.tracking import Tracker
 
-    out = Path(args.out)
+    out = Path(out)
     run_dir = out.parent / f"{report_path(out).stem}-wandb"
     n = max(1, len(results))
-    with Tracker(run_dir, {"tasks": args.tasks, "policy": args.policy}, run_name=f"eval-{run_dir.name}",
-                 mode=args.wandb, group=args.wandb_group, job_type="eval") as tracker:
+    with Tracker(run_dir, {"tasks": tasks, "policy": policy}, run_name=f"eval-{run_dir.name}",
+                 mode=mode, group=group, job_type="eval") as tracker:
         rows = [(r["instance_id"], bool(r["resolved"]), float(r["reward"]), int(r.get("num_turns", 0)),
                  float(r["total_s"]), *_cost_numbers(r), str(r.get("error") or "")[:500]) for r in results]
         tracker.log_table("eval", TABLE_COLUMNS, rows, step=0)

@@ -1,4 +1,5 @@
-"""``swebox eval`` with ``--samples N``, ``--best-of N --select RULE`` or ``--search beam --width W --depth D``.
+"""``swebox eval`` with ``--samples N``, ``--best-of N --select RULE`` or ``--search beam --width W --depth D``
+(the flags are parsed by scripts/eval_cli.py into :class:`SearchOptions`).
 
 Each task's attempts start from one prepared start state (forked sandboxes, :mod:`swebox.envs.search`); tasks
 run ``--parallel`` at once. The report has pass@k (the unbiased estimator) for the k up to N, best-of-N's
@@ -10,12 +11,11 @@ record per task (:func:`record`): the picked attempt as an episode, plus the who
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from swebox.envs.search import (
-    BUILTIN_RULES,
     SearchBudget,
     SearchResult,
     beam,
@@ -27,68 +27,75 @@ from swebox.envs.search import (
 from swebox.trainers.run.trajectories import FORMAT_VERSION
 
 
-def add_arguments(ev: argparse.ArgumentParser) -> None:
-    """The search options of ``swebox eval``."""
-    group = ev.add_argument_group("search at inference (docs/envs.md)")
-    group.add_argument("--samples", type=int, default=0, metavar="N",
-                       help="N attempts per task from one prepared start state: report pass@k for k <= N")
-    group.add_argument("--best-of", type=int, default=0, metavar="N",
-                       help="N attempts per task, keep the one --select picks: report best-of-N (and pass@k)")
-    group.add_argument("--select", default="visible_tests", metavar="RULE",
-                       help=f"how best-of-N and beam pick: {', '.join(BUILTIN_RULES)} (labelled the oracle: it "
-                            "reads the hidden tests) or MODULE:FUNCTION (default visible_tests)")
-    group.add_argument("--search", choices=("beam",), default=None,
-                       help="branch mid-episode: a beam over tool calls (--width, --depth)")
-    group.add_argument("--width", type=int, default=2, help="beam width: children per line and lines kept")
-    group.add_argument("--depth", type=int, default=2, help="beam depth: turns at which lines branch")
-    group.add_argument("--max-search-turns", type=int, default=0, help="turns per task over all its lines (0: none)")
-    group.add_argument("--max-sandboxes", type=int, default=0, help="sandboxes alive at once per task (0: none)")
-    group.add_argument("--search-wall-s", type=float, default=0.0, help="seconds per task's search (0: none)")
+@dataclass(frozen=True)
+class SearchOptions:
+    """What ``swebox eval`` was asked to search (its flags, parsed by scripts/eval_cli.py)."""
+
+    samples: int = 0
+    """``--samples N``: N attempts per task from one prepared start state; pass@k for k <= N (0: not asked)."""
+    best_of: int = 0
+    """``--best-of N``: N attempts per task, the one ``select`` picks is the task's answer (0: not asked)."""
+    select: str = "visible_tests"
+    """How best-of-N and beam pick: a built-in rule (``oracle`` reads the hidden tests) or MODULE:FUNCTION."""
+    search: str | None = None
+    """``beam``: branch mid-episode over tool calls (``width``, ``depth``); None: no search."""
+    width: int = 2
+    """Beam width: children per line and lines kept."""
+    depth: int = 2
+    """Beam depth: turns at which lines branch."""
+    max_search_turns: int = 0
+    """Turns per task over all its lines (0: no limit)."""
+    max_sandboxes: int = 0
+    """Sandboxes alive at once per task (0: no limit)."""
+    search_wall_s: float = 0.0
+    """Seconds per task's search (0: no limit)."""
+    parallel: int = 2
+    """Tasks searched at once."""
 
 
-def wanted(args: argparse.Namespace) -> bool:
+def wanted(opts: SearchOptions) -> bool:
     """True when ``swebox eval`` was asked for a search rather than one episode per task."""
-    return bool(args.samples or args.best_of or args.search)
+    return bool(opts.samples or opts.best_of or opts.search)
 
 
-def _check(args: argparse.Namespace) -> int:
-    if sum(bool(x) for x in (args.samples, args.best_of, args.search)) > 1:
+def _check(opts: SearchOptions) -> int:
+    if sum(bool(x) for x in (opts.samples, opts.best_of, opts.search)) > 1:
         raise SystemExit("--samples, --best-of and --search: expected one of them; found several")
-    n = args.samples or args.best_of
-    if not args.search and n < 1:
+    n = opts.samples or opts.best_of
+    if not opts.search and n < 1:
         raise SystemExit(f"--samples/--best-of: expected N >= 1; found {n}")
-    if args.search and (args.width < 1 or args.depth < 0):
-        raise SystemExit(f"--width/--depth: expected >= 1 and >= 0; found {args.width}, {args.depth}")
+    if opts.search and (opts.width < 1 or opts.depth < 0):
+        raise SystemExit(f"--width/--depth: expected >= 1 and >= 0; found {opts.width}, {opts.depth}")
     return n
 
 
-def label(args: argparse.Namespace) -> str:
+def label(opts: SearchOptions) -> str:
     """What ``--out`` records were made by beyond the policy ('' for one episode per task): a rerun resumes
     only records of the same kind."""
-    if args.search:
-        return f" --search beam --width {args.width} --depth {args.depth} --select {args.select}"
-    if args.best_of:
-        return f" --best-of {args.best_of} --select {args.select}"
-    return f" --samples {args.samples}" if args.samples else ""
+    if opts.search:
+        return f" --search beam --width {opts.width} --depth {opts.depth} --select {opts.select}"
+    if opts.best_of:
+        return f" --best-of {opts.best_of} --select {opts.select}"
+    return f" --samples {opts.samples}" if opts.samples else ""
 
 
-def run(args: argparse.Namespace, tasks: list, reply_for: Callable[[Any], Callable], source: Any, econf: Any,
+def run(opts: SearchOptions, tasks: list, reply_for: Callable[[Any], Callable], source: Any, econf: Any,
         echo=print, out: Any = None) -> list[SearchResult]:
     """Search every task; print the report; append each task's record to ``out`` (an
     :class:`~swebox.trainers.evaluation.eval_records.EvalOut`) as it ends. Tasks ``out`` already holds are not searched
     again; the report covers the tasks searched by this run."""
     from swebox.trainers.evaluation.eval_records import RecordsError, run_tasks
 
-    n = _check(args)
-    budget = SearchBudget(args.max_search_turns, args.max_sandboxes, args.search_wall_s)
+    n = _check(opts)
+    budget = SearchBudget(opts.max_search_turns, opts.max_sandboxes, opts.search_wall_s)
     # pass@k needs no selection: the cheapest rule (a vote over diffs, no extra runs) fills the scores
-    rule = args.select if args.best_of or args.search else "majority"
+    rule = opts.select if opts.best_of or opts.search else "majority"
 
     def one(task) -> SearchResult:
         options = {"source": source, "config": econf, "rule": rule, "budget": budget}
         try:
-            if args.search:
-                return beam(task, reply_for(task), width=args.width, depth=args.depth, **options)
+            if opts.search:
+                return beam(task, reply_for(task), width=opts.width, depth=opts.depth, **options)
             return sample(task, n, reply_for(task), **options)
         except Exception as exc:  # one broken task must not end the evaluation; it counts as unresolved
             failed = SearchResult(task.instance_id, rule, rule == "oracle")
@@ -96,7 +103,7 @@ def run(args: argparse.Namespace, tasks: list, reply_for: Callable[[Any], Callab
             return failed
 
     todo = out.todo(tasks) if out is not None else tasks
-    done = run_tasks(todo, one, parallel=args.parallel, out=out, total=len(tasks), desc="eval search",
+    done = run_tasks(todo, one, parallel=opts.parallel, out=out, total=len(tasks), desc="eval search",
                      record=record)
     results = [done[t.instance_id] for t in todo]
     if out is not None:
@@ -104,7 +111,7 @@ def run(args: argparse.Namespace, tasks: list, reply_for: Callable[[Any], Callab
             out.finish({r.task_id: record(r) for r in results}, [t.instance_id for t in tasks])
         except RecordsError as exc:
             raise SystemExit(f"swebox eval: {exc}") from None
-    echo(report(results, args))
+    echo(report(results, opts))
     if out is not None and out.previous:
         echo(f"{len(tasks) - len(todo)} tasks recorded in {out.path} by an earlier run are not in this report")
     return results
@@ -132,7 +139,7 @@ def record(result: SearchResult) -> dict[str, Any]:
             "metrics": {}, "total_s": result.wall_s, "messages": messages, "search": result.to_dict()}
 
 
-def report(results: list[SearchResult], args: argparse.Namespace) -> str:
+def report(results: list[SearchResult], opts: SearchOptions) -> str:
     """The per-task lines and the summary of a search evaluation."""
     import io
 
@@ -152,9 +159,9 @@ def report(results: list[SearchResult], args: argparse.Namespace) -> str:
         counts = [(len(r.attempts), r.resolved_count) for r in graded]
         lines.append("pass@k over " + f"{len(graded)} tasks: " + ", ".join(
             f"pass@{k} {mean_pass_at_k(counts, k):.3f}" for k in report_ks(n)))
-    if (args.best_of or args.search) and results:
-        label = "the ORACLE (hidden tests; research only)" if args.select == "oracle" else args.select
-        what = f"beam width {args.width} depth {args.depth}" if args.search else f"best-of-{args.best_of}"
+    if (opts.best_of or opts.search) and results:
+        label = "the ORACLE (hidden tests; research only)" if opts.select == "oracle" else opts.select
+        what = f"beam width {opts.width} depth {opts.depth}" if opts.search else f"best-of-{opts.best_of}"
         rate = best_of_n_rate([r.picked_resolved for r in results])
         lines.append(f"{what}, selected by {label}: resolved {sum(r.picked_resolved for r in results)}/"
                      f"{len(results)} ({rate:.1%})")

@@ -11,8 +11,9 @@ observation deltas between them (``loss_mask`` 0), as ``trainers/rl/rollout.py``
   kept (a gold episode that is not resolved means a broken task, and is reported).
 - **records** (``sft.data=FILE``): JSON lines written by ``swebox eval --out`` (or rollout trajectory files,
   ``.jsonl.gz`` too). Rejection sampling: a record trains only when its ``resolved`` is true. A record carries
-  its episode either as tokens (``prompt_ids``, ``response_ids``, ``loss_mask``: the ids as sampled) or as chat
-  ``messages`` (role/content; the model's texts are encoded here like the rollout code encodes turns).
+  its episode either as tokens (``prompt_ids``, ``response_ids``, ``loss_mask``: the ids as sampled), as chat
+  ``messages`` (role/content; the model's texts are encoded here like the rollout code encodes turns), or as
+  its ``prompt`` and ``turns`` (a harness episode whose model gave no token ids: :func:`turn_messages`).
 """
 
 from __future__ import annotations
@@ -287,6 +288,17 @@ def trajectory_from_messages(tokenizer: Any, messages: list[dict[str, str]], tas
     return traj
 
 
+def turn_messages(prompt: list[dict[str, Any]], turns: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The conversation of a record that keeps its turns but not its messages (a harness episode answered by a
+    model without token ids: the first call's messages, then per call the reply and what the harness sent back)."""
+    messages = [{"role": str(m["role"]), "content": str(m["content"])} for m in prompt]
+    for turn in turns:
+        messages.append({"role": "assistant", "content": str(turn["text"])})
+        if turn.get("observation"):
+            messages.append({"role": "user", "content": str(turn["observation"])})
+    return messages
+
+
 def read_records(path: str | Path) -> list[dict[str, Any]]:
     """JSON lines (``.gz``: gzip-compressed), one record per line; a bad line is an error naming it."""
     path = Path(path)
@@ -326,10 +338,12 @@ def record_trajectories(records: list[dict[str, Any]], tokenizer: Any, cfg: Trai
                            list(r["loss_mask"]), [0.0] * len(r["response_ids"]))
         elif isinstance(r.get("messages"), list):
             t = trajectory_from_messages(tokenizer, r["messages"], task_id)
+        elif r.get("prompt") and r.get("turns") and isinstance(r["prompt"], list) and isinstance(r["turns"], list):
+            t = trajectory_from_messages(tokenizer, turn_messages(r["prompt"], r["turns"]), task_id)
         else:
-            raise ValueError(f"{source} record {n} ({task_id}): expected the episode as 'messages' or as "
-                             f"'prompt_ids'/'response_ids'/'loss_mask'; found keys {sorted(r)}; write records "
-                             "with a swebox eval that records them (--out)")
+            raise ValueError(f"{source} record {n} ({task_id}): expected the episode as 'messages', as "
+                             f"'prompt' and 'turns', or as 'prompt_ids'/'response_ids'/'loss_mask'; found keys "
+                             f"{sorted(r)}; write records with a swebox eval that records them (--out)")
         t.reward = float(r.get("reward", 0.0))
         t.metrics = {"env/resolved": 1.0 if r["resolved"] else 0.0}
         t.failed = bool(r.get("error"))

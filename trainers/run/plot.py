@@ -1,12 +1,12 @@
 """PNG plots of a run from its metrics.jsonl: reward curves, policy curves, the per-step time breakdown.
 
-``swebox plot RUN_DIR`` writes ``RUN_DIR/plots/{reward,policy,timing}.png``. Matplotlib draws through its
-Agg canvas (``matplotlib.figure.Figure``), so no display and no global backend state are involved.
+``swebox plot RUN_DIR`` (scripts/plot_cli.py) writes ``RUN_DIR/plots/{reward,policy,timing}.png``. Matplotlib
+draws through its Agg canvas (``matplotlib.figure.Figure``), so no display and no global backend state are
+involved.
 """
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -176,28 +176,3 @@ def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Pat
         plot_policy(records, out / "policy.png"),
         plot_timing(records, out / "timing.png"),
     ]
-
-
-def add_arguments(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Register ``swebox plot RUN_DIR [--out DIR]``."""
-    parser = subparsers.add_parser("plot", help="write PNG curves and the time breakdown of a training run")
-    parser.add_argument("run_dir", help="the run's folder (holds metrics.jsonl)")
-    parser.add_argument("--out", default=None, help="folder for the PNGs (default: RUN_DIR/plots)")
-    parser.set_defaults(func=run)
-    return parser
-
-
-def run(args: argparse.Namespace) -> int:
-    for path in plot_run(args.run_dir, args.out):
-        print(path)
-    records = read_metrics(args.run_dir)
-    wall, episodes = mean_breakdown(records), mean_breakdown(records, episode_breakdown)
-    if wall:
-        total = sum(wall.values()) or 1.0
-        print("mean wall-clock time per step: " + ", ".join(
-            f"{part} {sec:.2f}s ({sec / total:.0%})" for part, sec in wall.items()))
-        print("mean episode time per step, summed over parallel episodes: " + ", ".join(
-            f"{part} {sec:.2f}s" for part, sec in episodes.items()))
-    for note in flat_reasons(records):
-        print(f"note: {note}")
-    return 0

@@ -4,7 +4,8 @@ Usage (the grader writes it, with ``key`` and ``monitor.json``, into a fresh fol
 
     python -I -S -B grade_monitor.py WORKDIR
 
-Standard library only and ``-S`` (no site-packages, no ``.pth`` file runs): nothing of the project is imported.
+Standard library only and ``-S`` (no site-packages, no ``.pth`` file runs): nothing of the project is imported (the
+loop it shares with the log monitor, monitor_loop.py, is put into the file when it is shipped).
 Before it starts the tested process it reads the run's HMAC key from ``WORKDIR/key`` and deletes the file, and
 makes itself non-dumpable, so no process of the sandbox (same uid, no capabilities) can read the key from the
 file, from its memory or through ``/proc``. It then runs ``pytest_runner.py`` as its child with a channel for the
@@ -24,20 +25,21 @@ that file from the tested process yields no verdict (or a forged one, which coun
 
 from __future__ import annotations
 
-import ctypes
 import fcntl
-import hashlib
-import hmac
 import json
 import os
-import select
-import signal
 import socket
 import struct
 import sys
 import time
 
-PR_SET_DUMPABLE = 4
+from swebox.envs.tasks.graders.monitor_loop import (
+    read_until_exit,
+    spawn,
+    take_secrets,
+    write_signed,
+)
+
 _UCRED = struct.Struct("iII")  # struct ucred: pid, uid, gid
 _RANK = {"error": 5, "failed": 4, "xpassed": 3, "skipped": 2, "xfailed": 1, "passed": 0}
 MAX_PROBLEMS = 50
@@ -217,27 +219,9 @@ class Judge:
         }
 
 
-def _exit_code(status: int) -> int:
-    """os.waitstatus_to_exitcode, which task interpreters older than Python 3.9 lack."""
-    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
-
-
-def _nondumpable() -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0)")
-
-
 def run(workdir: str) -> None:
-    _nondumpable()  # before the key is read: nothing of this process is readable through /proc from here on
-    key_path = os.path.join(workdir, "key")
-    with open(key_path, "rb") as key_file:
-        key = key_file.read()
-    os.unlink(key_path)
-    spec_path = os.path.join(workdir, "monitor.json")
-    with open(spec_path, encoding="utf-8") as fh:
-        spec = json.load(fh)
-    os.unlink(spec_path)  # the canaries' planted statuses: read once, gone before the tested process exists
+    # the canaries' planted statuses (monitor.json) are read once and gone before the tested process exists
+    key, spec = take_secrets(workdir, "monitor.json")
     judge = Judge(spec["canaries"], spec.get("rewritten"))
     # A socket, not a pipe: with SO_PASSCRED the kernel tells for every byte which process sent it, so only
     # the runner's own process can write events (a forked helper of the tested code cannot); the runner pins
@@ -246,25 +230,19 @@ def run(workdir: str) -> None:
     channel.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
     write_end = runner_end.detach()
     out = os.open(os.path.join(workdir, "pytest.out"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setsid()
-            os.dup2(out, 1)
-            os.dup2(out, 2)
-            channel.close()
-            # a high number: the runner pins it, and a test that dup2()s onto a low fd of its own (3, 4) must
-            # not meet the pin
-            event_fd = fcntl.fcntl(write_end, fcntl.F_DUPFD, 100)
-            os.close(write_end)
-            os.set_inheritable(event_fd, True)
-            os.execv(spec["argv"][0], [*spec["argv"], str(event_fd)])
-        finally:
-            os._exit(127)
+
+    def runner_argv() -> list[str]:  # in the child, after its output went to pytest.out
+        # a high number: the runner pins it, and a test that dup2()s onto a low fd of its own (3, 4) must not
+        # meet the pin
+        event_fd = fcntl.fcntl(write_end, fcntl.F_DUPFD, 100)
+        os.close(write_end)
+        os.set_inheritable(event_fd, True)
+        return [*spec["argv"], str(event_fd)]
+
+    pid = spawn(runner_argv, out, [channel.fileno()])
     os.close(write_end)
     os.close(out)
-    deadline = time.monotonic() + float(spec["timeout"])
-    buffer, exit_status, eof = b"", None, False
+    buffer = b""
 
     def receive() -> bytes:
         data, ancillary, _, _ = channel.recvmsg(1 << 16, socket.CMSG_SPACE(_UCRED.size))
@@ -275,44 +253,18 @@ def run(workdir: str) -> None:
                 judge.problem(f"events sent by process {senders or 'unknown'}, not by the runner ({pid})", True)
         return data
 
-    while exit_status is None and time.monotonic() < deadline:
-        if eof:
-            time.sleep(0.05)
-        if not eof and select.select([channel], [], [], 0.2)[0]:
-            data = receive()
-            eof = not data
-            *lines, buffer = (buffer + data).split(b"\n")
-            for line in lines:
-                judge.feed(line)
-            continue
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            # the child is gone: read what it wrote last, but do not wait for an end of the stream (a process
-            # it left behind may hold the pipe open)
-            exit_status = _exit_code(status)
-            while not eof and select.select([channel], [], [], 0)[0]:
-                data = receive()
-                eof = not data
-                buffer += data
-            *lines, buffer = buffer.split(b"\n")
-            for line in lines:
-                judge.feed(line)
+    def take(data: bytes) -> None:
+        nonlocal buffer
+        *lines, buffer = (buffer + data).split(b"\n")
+        for line in lines:
+            judge.feed(line)
+
+    exit_status = read_until_exit(pid, channel, receive, take, time.monotonic() + float(spec["timeout"]))
     timed_out = exit_status is None
-    if timed_out:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except OSError:
-            pass
-        os.waitpid(pid, 0)
     if buffer.strip():
         judge.problem("the report channel ended inside an event", True)
     payload = json.dumps(judge.verdict(exit_status, timed_out), sort_keys=True).encode()
-    mac = hmac.new(key, payload, hashlib.sha256).hexdigest().encode()
-    # A file, not the command's output: the output is capped (head and tail kept), a verdict is not.
-    temporary = os.path.join(workdir, f"verdict.{os.getpid()}")
-    with open(temporary, "wb") as verdict_file:
-        verdict_file.write(b"SWEBOX-VERDICT " + mac + b"\n" + payload)
-    os.replace(temporary, os.path.join(workdir, "verdict"))
+    write_signed(workdir, "verdict", b"SWEBOX-VERDICT", key, payload)
 
 
 if __name__ == "__main__":

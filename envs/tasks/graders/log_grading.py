@@ -48,6 +48,7 @@ from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy
 from swebox.envs.tasks.graders import log_canaries
 from swebox.envs.tasks.graders.junit import MISSING
 from swebox.envs.tasks.graders.log_parsers import UnparsableLog, lookup, normal_status, parse_log
+from swebox.envs.tasks.graders.monitor_loop import shipped
 from swebox.envs.tasks.graders.report import GradeReport, TestOutcome, expected_mismatches
 from swebox.envs.tasks.graders.verdict import CLEAN_PATH
 from swebox.envs.tasks.schema import Task
@@ -146,7 +147,7 @@ def run_tests(sb: Sandbox, task: Task, report: GradeReport, workdir: str, nonce:
     report.errors or report.tampered saying why)."""
     canaries = log_canaries.plant(sb, task, workdir)
     key = secrets.token_bytes(32)
-    sb.write_file(f"{workdir}/log_monitor.py", MONITOR.read_bytes())
+    sb.write_file(f"{workdir}/log_monitor.py", shipped(MONITOR))  # monitor_loop.py inside
     sb.write_file(f"{workdir}/log_monitor.json", json.dumps({"script": eval_script(task, nonce), "timeout": timeout}))
     sb.write_file(f"{workdir}/key", key, mode=0o600)
     # a host command (sb.run): the monitor and the tested processes are no children of the sandbox's shell

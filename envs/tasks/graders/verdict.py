@@ -25,6 +25,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from swebox.envs.tasks.graders.monitor_loop import shipped
+
 MONITOR = Path(__file__).with_name("grade_monitor.py")
 RUNNER = Path(__file__).with_name("pytest_runner.py")
 ORIGINS = Path(__file__).with_name("runner_origins.py")
@@ -95,7 +97,7 @@ def prepare(sb, workdir: str, python: str, options: list[str], files: list[str],
     files = list(files)
     files.insert(random.SystemRandom().randint(0, len(files)), canaries.file)
     key = secrets.token_bytes(32)
-    sb.write_file(f"{workdir}/grade_monitor.py", MONITOR.read_bytes())
+    sb.write_file(f"{workdir}/grade_monitor.py", shipped(MONITOR))  # monitor_loop.py inside
     sb.write_file(f"{workdir}/pytest_runner.py", RUNNER.read_bytes())
     sb.write_file(f"{workdir}/runner_origins.py", ORIGINS.read_bytes())
     sb.write_file(f"{workdir}/runner_pin.py", PIN.read_bytes())

@@ -6,15 +6,14 @@ lines of ``swebox eval --out`` and of a training run's ``trajectories/step_*.jso
 a fresh sandbox over the task's layers, with the recorded reward mode; the verdict (resolved, reward) is compared
 with the recorded one, and the task digest, the layers, the grader's versions and the sandbox policy digest of
 now with those of the record (a difference is listed: it explains a changed verdict, or shows that the same
-verdict came from something else). Exit status 0 when every verdict is the same, 1 otherwise, 2 on bad input.
+verdict came from something else). The command (scripts/eval_cli.py) exits 0 when every verdict is the same, 1
+otherwise, 2 on bad input.
 """
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,40 +127,3 @@ def verify_record(record: dict[str, Any], tasks: dict[str, Task], resolve: Layer
     finally:
         resolve.release(task)
     return result
-
-
-def add_options(p: argparse.ArgumentParser) -> None:
-    """The ``--verify`` option of ``swebox eval`` (``--tasks`` and ``--layers`` come with the parser)."""
-    p.add_argument("--verify", default="", help="grade the diffs of recorded episodes (eval --out lines, "
-                   "trajectories/step_*.jsonl.gz) again and say whether each verdict is the same")
-
-
-def run_cli(args: argparse.Namespace) -> int:
-    """Print one line per record: same / DIFFERENT (or error), the verdicts and the provenance differences."""
-    import os
-
-    from swebox.envs.tasks.loaders import LoadError, load
-    from swebox.envs.tasks.validate import StoreLayers, is_layer_store, layers_from_dirs
-
-    try:
-        records = read_records(args.verify)
-        tasks = {t.instance_id: t for t in load(args.tasks)}
-    except (OSError, ValueError, LoadError) as exc:
-        print(f"error: --verify: {exc}", file=sys.stderr)
-        return 2
-    layers = args.layers or os.environ.get("SWEBOX_LAYER_STORE", "runs/layers")
-    resolver = StoreLayers(layers) if is_layer_store(layers) else layers_from_dirs(layers)
-    results = []
-    try:
-        for record in records:
-            v = verify_record(record, tasks, resolver, timeout=getattr(args, "timeout", 900.0))
-            results.append(v)
-            verdict = "error" if v.error else ("same" if v.same else "DIFFERENT")
-            print(f"{ascii(v.task_id)[1:-1]:<40} {verdict:<9} recorded {v.recorded} now {v.now} "
-                  f"{v.error}{'; '.join(v.differences)}", flush=True)
-    finally:
-        if isinstance(resolver, StoreLayers):
-            resolver.close()
-    same = sum(v.same for v in results)
-    print(f"verified {len(results)}: same {same}, different {len(results) - same}")
-    return 0 if same == len(results) else 1

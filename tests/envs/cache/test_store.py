@@ -164,6 +164,20 @@ def test_gc_evicts_least_recently_used(tmp_path):
     assert store.gc(keep_bytes=0, protect=["env-a"]) == ["env-c"]
 
 
+def test_gc_keeps_the_toolchain_layers_of_stored_envs(tmp_path):
+    store = LayerStore(tmp_path / "store", fmt="tar.zst")
+    for key in ("toolchain-go-1", "toolchain-node-2"):
+        with store.lock(key):
+            store.publish(key, make_layer_tree(tmp_path / key), kind="toolchain")
+    with store.lock("env-go"):
+        store.publish("env-go", make_layer_tree(tmp_path / "env-go"), kind="env",
+                      meta={"toolchains": {"go": "toolchain-go-1"}})
+    assert store.toolchain_layers() == {"toolchain-go-1"}
+    assert sorted(store.gc(keep_bytes=0)) == ["env-go", "toolchain-node-2"]  # the env goes, its toolchain stays
+    assert [m.key for m in store.ls()] == ["toolchain-go-1"]
+    assert store.gc(keep_bytes=0) == ["toolchain-go-1"]  # no stored env names it any more
+
+
 def test_export_import_copies_and_checks(layer_tree, tmp_path):
     src = LayerStore(tmp_path / "src", fmt="tar.zst")
     m = _publish(src, "env-a", layer_tree)

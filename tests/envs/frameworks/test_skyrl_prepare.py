@@ -7,8 +7,9 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
-from swebox.envs.frameworks.skyrl_prepare import add_arguments, prepare
+from swebox.envs.frameworks.skyrl_prepare import prepare
 from swebox.envs.tasks import Task, save_jsonl
+from swebox.scripts.skyrl_cli import add_arguments
 
 from tests.calc import calc_task
 
@@ -80,3 +81,42 @@ def test_prepare_records_the_store_and_refuses_rows_without_layers(tmp_path, cap
     assert args.func(args) == 0
     row = pq.read_table(tmp_path / "out/train.parquet").to_pylist()[0]
     assert json.loads(row["extra_info"]["swebox"])["layers"]["store"] == str(store.root)
+
+
+def test_cli_applies_a_calibration_to_the_rows_it_writes(tmp_path, capsys):
+    """The SkyRL path takes the calibration as the trainer does: unusable tasks left out, flaky tests out of the
+    rows' tasks (the env grades the row's own task), and the train rows in the curriculum's order."""
+    from swebox.envs.tasks.calibrate import TaskCalibration, write_calibration
+    from swebox.envs.tasks.graders.provenance import task_digest
+
+    tasks = [calc_task(instance_id=f"t{i}") for i in range(4)]
+    flaky = tasks[3].PASS_TO_PASS[0]
+    save_jsonl(tasks, tmp_path / "tasks.jsonl")
+    cal = tmp_path / "cal.json"
+    write_calibration(cal, [
+        TaskCalibration("t0", task_digest(tasks[0]), 2, 0, 0, 0, 0),  # gold never resolved: left out
+        TaskCalibration("t1", task_digest(tasks[1]), 2, 2, 0, 2, 0, policy={"name": "p", "resolved": 1, "runs": 2}),
+        TaskCalibration("t3", task_digest(tasks[3]), 2, 2, 0, 2, 0, flaky_tests={flaky: "gold: passed,failed"},
+                        policy={"name": "p", "resolved": 2, "runs": 2}),
+    ])  # t2: not in the file (kept, unrated: last)
+    parser = argparse.ArgumentParser()
+    add_arguments(parser.add_subparsers())
+
+    def run(*extra: str) -> int:
+        args = parser.parse_args(["skyrl", "prepare", "--tasks", str(tmp_path / "tasks.jsonl"), "--out",
+                                  str(tmp_path / "out"), "--no-layer-check", *extra])
+        return args.func(args)
+
+    assert run("--calibration", str(cal), "--calibration-order", "easy_first") == 0
+    said = capsys.readouterr().out
+    assert "kept 3 of 4 tasks" in said and "t0 (gold resolved 0/2)" in said and "quarantined 1 flaky" in said
+    rows = pq.read_table(tmp_path / "out/train.parquet").to_pylist()
+    assert [r["extra_info"]["instance_id"] for r in rows] == ["t3", "t1", "t2"]
+    assert flaky not in Task.from_json(rows[0]["instance"]).PASS_TO_PASS
+    assert Task.from_json(rows[1]["instance"]).PASS_TO_PASS == tasks[1].PASS_TO_PASS
+
+    assert run("--calibration-order", "hard_first") == 2
+    assert "expected a --calibration FILE" in capsys.readouterr().err
+    (tmp_path / "bad.json").write_text("{}")
+    assert run("--calibration", str(tmp_path / "bad.json")) == 2
+    assert "error: " in capsys.readouterr().err

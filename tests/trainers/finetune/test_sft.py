@@ -92,7 +92,7 @@ def test_rejection_sampling_keeps_resolved_records_and_says_what_it_left(tok, tm
     assert str(report).startswith("2 kept; left out: 1 not resolved (e.g. b)")
     with pytest.raises(ValueError, match="expected a 'resolved' field"):
         record_trajectories([{"instance_id": "x", "messages": CHAT}], tok, cfg)
-    with pytest.raises(ValueError, match="expected the episode as 'messages' or as 'prompt_ids'"):
+    with pytest.raises(ValueError, match="expected the episode as 'messages', as 'prompt' and 'turns', or as"):
         record_trajectories([{"instance_id": "x", "resolved": True, "reward": 1.0}], tok, cfg)
     with pytest.raises(ValueError, match="expected token ids of this tokenizer"):
         record_trajectories([{"resolved": True, "prompt_ids": [10**6], "response_ids": [1], "loss_mask": [1]}],

@@ -183,3 +183,35 @@ def test_swebox_eval_with_a_harness_pays_gold_and_not_giveup_and_sft_keeps_the_r
     kept, report = record_trajectories(read_records(tmp_path / "gold.jsonl") + read_records(tmp_path / "giveup.jsonl"),
                                        build_tokenizer(cfg.model), cfg)
     assert len(kept) == 2 and all(t.reward == 1.0 for t in kept), str(report)
+
+
+def test_sft_trains_on_a_resolved_harness_episode_whose_model_gave_no_token_ids(calc_layer, tiny_agent_install):
+    """A served model (``--policy openai:...``) gives text only: the record keeps the first call's messages and
+    each call's reply and observation, and SFT rebuilds the conversation from them; a given-up episode is left."""
+    from swebox.envs.episodes.episode import EpisodeConfig, SWEEpisode
+    from swebox.envs.episodes.episode_state import StartState
+    from swebox.envs.gateway.harness import HarnessConfig, episode_config
+    from swebox.trainers.finetune.sft_data import record_trajectories
+    from swebox.trainers.rl.harness_rollout import play_harness_episode
+    from swebox.trainers.run.config import load_config
+    from swebox.trainers.run.trajectories import episode_fields
+
+    from tests.calc import calc_task
+
+    harness = HarnessConfig(harness=f"command:python3 {tiny_agent_install}/tiny_agent.py", install=tiny_agent_install)
+    records = []
+    for replies in (gold_replies(GOLD), giveup_replies()):
+        episode = SWEEpisode(calc_task(), StartState([calc_layer], [calc_layer]),
+                             episode_config(EpisodeConfig(time_limit_s=300), harness))
+        try:
+            traj = play_harness_episode(episode, ScriptedModel(replies), None, harness, "calc", "calc", seed=1)
+        finally:
+            episode.close()
+        assert traj.response_ids == [] and not traj.failed  # nothing to train on as tokens
+        records.append({**episode_fields(traj), "instance_id": f"calc-{len(records)}"})
+    assert [r["resolved"] for r in records] == [True, False]
+    kept, report = record_trajectories(records, TOK, load_config(None, []))
+    assert [t.task_id for t in kept] == ["calc-0"] and report.dropped == {"not resolved": 1}
+    sampled = [i for i, m in zip(kept[0].response_ids, kept[0].loss_mask, strict=True) if m]
+    assert TOK.decode(sampled) == TOK.eos_token.join(gold_replies(GOLD)) + TOK.eos_token
+    assert TOK.decode(kept[0].prompt_ids) == render(TOK, records[0]["prompt"], add_generation_prompt=True)

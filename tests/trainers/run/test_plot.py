@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from matplotlib import colors as mcolors
 from matplotlib import image as mimage
+from swebox.scripts import plot_cli
 from swebox.trainers.run import plot
 from swebox.trainers.run.tracking import Tracker
 
@@ -99,7 +100,7 @@ def test_no_metrics_file_is_a_clear_error(tmp_path):
 def test_cli_sub_command(tmp_path, capsys):
     synthetic_run(tmp_path, steps=3)
     parser = argparse.ArgumentParser(prog="swebox")
-    plot.add_arguments(parser.add_subparsers(dest="command", required=True))
+    plot_cli.add_arguments(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["plot", str(tmp_path)])
     assert args.func(args) == 0
     out = capsys.readouterr().out

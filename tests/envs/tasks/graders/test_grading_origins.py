@@ -23,7 +23,7 @@ import pytest
 from swebox.envs.tasks.graders.grading import grade
 
 from tests.calc import calc_log_task
-from tests.envs.tasks.graders.test_grading_tamper import new_file, new_file_over_empty
+from tests.envs.tasks.graders.test_grading_tamper import forged_reports, new_file, new_file_over_empty
 
 F2P = "tests/test_ops.py::test_add"
 
@@ -186,15 +186,8 @@ def test_the_canaries_planted_statuses_are_not_readable(calc_layer, graded_task)
 # -- class 4: state inside the tested interpreter ----------------------------------------------------------
 REFRESH_THE_SNAPSHOT = (
     "import gc, sys\n"
-    "import _pytest.reports as _r\n"
-    "_orig = _r.TestReport.from_item_and_call\n"
-    "def _fake(cls, item, call):\n"
-    "    rep = _orig.__func__(cls, item, call)\n"
-    "    if item.name == 'test_add':\n"
-    "        rep.outcome, rep.longrepr = 'passed', None\n"
-    "    return rep\n"
-    "_r.TestReport.from_item_and_call = classmethod(_fake)\n"
-    "_main = sys.modules['__main__']\n"
+    + forged_reports("test_add")
+    + "_main = sys.modules['__main__']\n"
     "for _o in gc.get_objects():\n"
     "    if type(_o).__name__ == 'Reporter' and hasattr(_o, 'before'):\n"
     "        _o.before = _main._critical_objects()\n"

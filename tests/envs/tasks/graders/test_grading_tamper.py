@@ -25,6 +25,20 @@ PASS_ALL_CONFTEST = (
     "    report = outcome.get_result()\n"
     "    report.outcome = 'passed'\n"
 )
+
+
+def forged_reports(test: str = "") -> str:
+    """Source that patches pytest's report factory: every report (or only test ``test``'s) says passed."""
+    only = f"    if item.name == {test!r}:\n    " if test else ""
+    return ("import _pytest.reports as _r\n"
+            "_orig = _r.TestReport.from_item_and_call\n"
+            "def _fake(cls, item, call):\n"
+            "    rep = _orig.__func__(cls, item, call)\n"
+            f"{only}    rep.outcome, rep.longrepr = 'passed', None\n"
+            "    return rep\n"
+            "_r.TestReport.from_item_and_call = classmethod(_fake)\n")
+
+
 # the package's own __init__ patches pytest when the tests import it
 PATCH_PYTEST_INIT = (
     "import _pytest.reports as _r\n"

@@ -1,0 +1,279 @@
+"""Toolchain layers: Node.js, Go, Rust, a JDK and C/C++ build tools as content-addressed read-only layers.
+
+Each is built rootless from Debian's packages (:mod:`.debs`): the roots' dependency closure, minus the packages
+the host's ``/usr`` (bound into every sandbox) already provides at the same or a newer version, unpacked below
+``opt/toolchains/<name>/`` of the layer. It lives under its own prefix because a layer with a non-empty ``usr/``
+would replace the host's /usr in the sandbox (``sandbox.rootfs.provides``); :func:`toolchain_env` gives the
+PATH, LD_LIBRARY_PATH, GOROOT, JAVA_HOME ... that use it. The layer's key is a hash of the resolved packages
+(name, version, sha256 of each .deb) and the layout, so the same inputs give the same key; the manifest's meta
+records the packages, and which dependencies the host provided. Stored and published like env layers
+(``LayerStore.build``: one builder per key, atomic publication; the build folder is a temporary folder removed
+on any failure or interrupt).
+
+Package caches (npm's, Go's module and build caches, CARGO_HOME, Maven's repository) go under
+:data:`CACHE_ROOT`, outside /testbed: an env build keeps what it downloaded there (tests run offline later),
+a task layer never holds it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..sandbox import Layer, Sandbox, SandboxPolicy
+from ..sandbox.policy import DEFAULT_ENV
+from . import debs
+from .layer_cache import LayerCache, LayerCacheConfig, LayerHandle
+from .store import BuildFailure, LayerStore, Manifest, write_atomic
+
+TOOLCHAIN_LAYOUT = "2"
+"""Part of every toolchain key: bumped when the tree layout below the prefix changes (2: relative links to
+packages the host provides name the host's path)."""
+PREFIX_ROOT = "/opt/toolchains"
+"""Where toolchain ``NAME`` appears in a sandbox: ``/opt/toolchains/NAME`` (its debs' ``usr/`` below it)."""
+CACHE_ROOT = "/pkgcache"
+"""Package caches of toolchain builds in the sandbox (npm, go, cargo, m2 below it): never in /testbed."""
+_LIB_DIRS = ("usr/lib/x86_64-linux-gnu", "lib/x86_64-linux-gnu", "usr/lib")
+
+
+class UnknownToolchain(KeyError):
+    """A toolchain name that :data:`TOOLCHAINS` does not have."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+@dataclass(frozen=True)
+class ToolchainSpec:
+    """What one toolchain layer holds and how a sandbox uses it."""
+
+    name: str
+    """Its name ('node'); the layer's tree is ``opt/toolchains/<name>/``."""
+    packages: tuple[str, ...]
+    """Debian packages the toolchain is made of (the roots of the dependency closure)."""
+    own: tuple[str, ...] = ()
+    """fnmatch patterns of dependencies always shipped in the layer, even where the host has them (the
+    toolchain's own parts: a host gcc must not be half of the layer's)."""
+    bin_dirs: tuple[str, ...] = ("usr/bin",)
+    """Folders below the prefix put first on PATH, in this order."""
+    env: dict[str, str] = field(default_factory=dict)
+    """More environment variables; ``{prefix}`` is replaced by the toolchain's prefix in the sandbox."""
+    check: str = ""
+    """A command run in a sandbox on the built tree before publication; a failure fails the build."""
+    aliases: dict[str, str] = field(default_factory=dict)
+    """Absolute paths compiled into the toolchain's ELF files -> a path of the same length in the layer, a
+    symlink to the same folder below the prefix; the ELF files are patched to name it (Debian's node reads
+    builtins such as acorn from /usr/share/nodejs, which the host's /usr lacks)."""
+
+    @property
+    def prefix(self) -> str:
+        """Where the toolchain appears in a sandbox."""
+        return f"{PREFIX_ROOT}/{self.name}"
+
+
+_NODE = "{prefix}/usr/share/nodejs:{prefix}/usr/lib/nodejs:{prefix}/usr/lib/x86_64-linux-gnu/nodejs"
+TOOLCHAINS: dict[str, ToolchainSpec] = {spec.name: spec for spec in (
+    ToolchainSpec("node", ("nodejs", "npm"), own=("nodejs", "libnode*", "npm", "node-*"),
+                  # Debian's node looks for modules in /usr/share/nodejs (the host's): NODE_PATH names the layer's
+                  env={"NODE_PATH": _NODE, "npm_config_cache": f"{CACHE_ROOT}/npm",
+                       "npm_config_update_notifier": "false", "npm_config_fund": "false",
+                       "npm_config_audit": "false"},
+                  aliases={"/usr/share/nodejs": f"{PREFIX_ROOT}/n"},
+                  check="node --version && node -e 'require(\"assert\")' && npm --version"),
+    ToolchainSpec("go", ("golang-go",), own=("golang-*",), bin_dirs=("usr/lib/go-1.19/bin",),
+                  env={"GOROOT": "{prefix}/usr/lib/go-1.19", "GOPATH": f"{CACHE_ROOT}/go",
+                       "GOMODCACHE": f"{CACHE_ROOT}/go/pkg/mod", "GOCACHE": f"{CACHE_ROOT}/go-build",
+                       "GOFLAGS": "-modcacherw", "GOTOOLCHAIN": "local", "GOTELEMETRY": "off"},
+                  check="go version"),
+    ToolchainSpec("rust", ("rustc", "cargo"), own=("rustc", "cargo", "libstd-rust-*", "librust-*"),
+                  env={"CARGO_HOME": f"{CACHE_ROOT}/cargo"}, check="rustc --version && cargo --version"),
+    ToolchainSpec("jdk", ("openjdk-17-jdk-headless", "maven"), own=("openjdk-17-*", "maven", "libmaven3-core-java"),
+                  bin_dirs=("usr/lib/jvm/java-17-openjdk-amd64/bin", "usr/share/maven/bin"),
+                  env={"JAVA_HOME": "{prefix}/usr/lib/jvm/java-17-openjdk-amd64",
+                       "MAVEN_OPTS": f"-Dmaven.repo.local={CACHE_ROOT}/m2/repository"},
+                  check="java -version && javac -version && mvn --version"),
+    ToolchainSpec("cc", ("gcc", "g++", "make"),
+                  own=("gcc*", "g++*", "cpp*", "make", "binutils*", "libbinutils", "libctf*", "libgprofng*",
+                       "libgcc-*-dev", "libstdc++-*-dev", "libcc1-*", "libisl*", "libmpc*", "libmpfr*",
+                       "libasan*", "liblsan*", "libtsan*", "libubsan*", "libitm*", "libquadmath*", "libgomp*",
+                       "libatomic*", "libjansson*"),
+                  check="gcc --version && g++ --version && make --version"),
+)}
+
+
+def get_spec(name: str) -> ToolchainSpec:
+    """The spec of ``name``, or a one-line error naming the known ones."""
+    if name not in TOOLCHAINS:
+        raise UnknownToolchain(f"toolchain: expected one of {', '.join(TOOLCHAINS)}; found {name!r}. Use one of "
+                               "those names (`swebox cache toolchain list`).")
+    return TOOLCHAINS[name]
+
+
+def toolchain_env(names: Sequence[str]) -> dict[str, str]:
+    """Environment variables a sandbox needs to use the toolchain layers ``names`` (PATH and LD_LIBRARY_PATH
+    the toolchains' after /venv/bin, in order, before the system's): what to put over ``SandboxPolicy.env``."""
+    specs = [get_spec(n) for n in names]
+    env: dict[str, str] = {}
+    for spec in specs:
+        env.update({k: v.replace("{prefix}", spec.prefix) for k, v in spec.env.items()})
+    bins = [f"{s.prefix}/{d}" for s in specs for d in s.bin_dirs]
+    libs = [f"{s.prefix}/{d}" for s in specs for d in _LIB_DIRS]
+    if specs:
+        first, *rest = DEFAULT_ENV["PATH"].split(":")  # /venv/bin stays first: a task's own venv wins
+        env["PATH"] = ":".join([first, *bins, *rest])
+        env["LD_LIBRARY_PATH"] = ":".join(libs)
+    return env
+
+
+# ---- resolution: the packages a layer holds (cached per host state: apt's lists and dpkg's status)
+
+_resolved: dict[tuple[str, str], dict] = {}
+_lock = threading.Lock()
+
+
+def _host_fingerprint(spec: ToolchainSpec) -> str:
+    h = hashlib.sha256(json.dumps([spec.packages, spec.own, TOOLCHAIN_LAYOUT]).encode())
+    lists = sorted(Path("/var/lib/apt/lists").glob("*Packages*")) + [Path("/var/lib/dpkg/status")]
+    for path in lists:
+        st = path.stat()
+        h.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    return h.hexdigest()[:24]
+
+
+def resolve(name: str, cache_dir: Path | None = None) -> dict:
+    """``{"key", "debs": [Deb dicts], "from_host": {package: host version}}`` for the toolchain ``name``: the
+    closure of its packages minus what the host has installed (any version: a library's package name carries
+    its soname) and is not ``own``. A host with older patch releases thus lends its own (e.g. libssl3), never a
+    second libc or python shadowing the host's. ``cache_dir`` keeps the answer for other processes (apt takes
+    seconds), keyed by the host's package state."""
+    spec = get_spec(name)
+    fingerprint = _host_fingerprint(spec)
+    saved = cache_dir / f"{name}-{fingerprint}.json" if cache_dir else None
+    with _lock:
+        if (name, fingerprint) in _resolved:
+            return _resolved[(name, fingerprint)]
+    if saved is not None and saved.is_file():
+        result = json.loads(saved.read_text())
+        with _lock:
+            return _resolved.setdefault((name, fingerprint), result)
+    host = debs.host_packages()
+    shipped, from_host = [], {}
+    for deb in debs.resolve(spec.packages):
+        mine = deb.name in spec.packages or any(fnmatch.fnmatchcase(deb.name, p) for p in spec.own)
+        if not mine and deb.name in host:  # same package name, same ABI within a Debian release
+            from_host[deb.name] = host[deb.name]
+        else:
+            shipped.append(deb)
+    content = {"toolchain": name, "layout": TOOLCHAIN_LAYOUT, "prefix": spec.prefix, "aliases": spec.aliases,
+               "debs": [[d.name, d.version, d.arch, d.sha256] for d in shipped]}
+    digest = hashlib.sha256(json.dumps(content, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    result = {"key": f"toolchain-{name}-{digest[:20]}", "debs": [d.to_dict() for d in shipped],
+              "from_host": from_host}
+    if saved is not None:
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(saved, json.dumps(result, indent=1).encode())
+    with _lock:
+        _resolved[(name, fingerprint)] = result
+    return result
+
+
+def toolchain_key(name: str, store: LayerStore | None = None) -> str:
+    """The key of ``name``'s layer for this host's package lists (resolves; downloads nothing)."""
+    return resolve(name, _resolutions(store))["key"]
+
+
+def _resolutions(store: LayerStore | None) -> Path | None:
+    return store.root / "toolchains" if store is not None else None
+
+
+# ---- building and using
+
+def default_store_root() -> Path:
+    """$SWEBOX_LAYER_STORE, else runs/layers (what `swebox cache` uses)."""
+    return Path(os.environ.get("SWEBOX_LAYER_STORE") or "runs/layers").absolute()
+
+
+def build_toolchain(store: LayerStore, name: str, *, force: bool = False, work_dir: str = "/var/tmp") -> Manifest:
+    """The layer of toolchain ``name`` in ``store``: reused when there, else downloaded, unpacked, checked in a
+    sandbox and published (atomically, once across processes)."""
+    spec, plan = get_spec(name), resolve(name, _resolutions(store))
+    key = plan["key"]
+
+    def build(publish) -> Manifest:
+        wanted = [debs.Deb(d["package"], d["version"], d["arch"], d["sha256"], d["size"]) for d in plan["debs"]]
+        log = [f"# swebox toolchain {name} {key}: {len(wanted)} packages, "
+               f"{len(plan['from_host'])} provided by the host"]
+        with tempfile.TemporaryDirectory(prefix=f"swebox-{key}-", dir=work_dir) as tmp:
+            os.chmod(tmp, 0o755)
+            downloads, tree = Path(tmp) / "debs", Path(tmp) / "layer"
+            downloads.mkdir()
+            root = tree / spec.prefix.lstrip("/")
+            root.mkdir(parents=True)
+            for path in debs.download(wanted, downloads):
+                debs.extract(path, root)
+            log.append(f"# relinked {debs.relink(root, spec.prefix)} absolute symlinks into {spec.prefix}")
+            for compiled, alias in spec.aliases.items():
+                patched = debs.patch_paths(root, compiled, alias)
+                link = tree / alias.lstrip("/")
+                link.parent.mkdir(parents=True, exist_ok=True)
+                link.symlink_to(os.path.relpath(root / compiled.lstrip("/"), link.parent))
+                log.append(f"# {compiled} -> {alias} in {', '.join(patched) or 'no file'}")
+            record = {"toolchain": name, "key": key, "prefix": spec.prefix, "debs": plan["debs"],
+                      "from_host": plan["from_host"], "env": toolchain_env([name])}
+            (root / "toolchain.json").write_text(json.dumps(record, indent=1) + "\n")
+            _check(spec, tree, log)
+            return publish(layer_dir=tree, kind="toolchain", log="\n".join(log) + "\n",
+                           meta={"toolchain": name, "prefix": spec.prefix, "debs": plan["debs"],
+                                 "from_host": plan["from_host"]})
+
+    return store.build(key, build, force=force)
+
+
+def _check(spec: ToolchainSpec, tree: Path, log: list[str]) -> None:
+    if not spec.check:
+        return
+    policy = SandboxPolicy(network="none", env={**DEFAULT_ENV, **toolchain_env([spec.name])})
+    with Sandbox([Layer(tree, name=f"toolchain-{spec.name}")], policy) as sb:
+        result = sb.exec(spec.check, timeout=300)
+    log += [f"$ {spec.check}", result.output.rstrip("\n")]
+    if result.timed_out or result.exit_code != 0:
+        raise BuildFailure(f"toolchain {spec.name}: its check `{spec.check}` failed (exit {result.exit_code}):\n"
+                           + "\n".join(result.output.splitlines()[-15:]), "\n".join(log))
+
+
+_caches: dict[str, LayerCache] = {}
+_held: dict[tuple[str, str], LayerHandle] = {}
+
+
+def toolchain_layer(name: str, store_root: Path | None = None) -> Layer:
+    """The layer of toolchain ``name``, materialised on this node and held for the life of the process: built
+    into the store (``store_root``, default :func:`default_store_root`) on first use, then cached."""
+    get_spec(name)  # a bad name fails before a store folder is made
+    root = Path(store_root or default_store_root()).absolute()
+    store = LayerStore(root)
+    manifest = build_toolchain(store, name)
+    with _lock:
+        handle = _held.get((str(root), manifest.key))
+        if handle is None:
+            cache = _caches.get(str(root)) or _caches.setdefault(str(root), LayerCache(store, LayerCacheConfig()))
+            handle = _held[(str(root), manifest.key)] = cache.acquire(manifest.key)
+    return Layer(handle.path, name=manifest.key)
+
+
+def release_toolchain_layers() -> None:
+    """Release the layers :func:`toolchain_layer` holds (end of a process or a test)."""
+    with _lock:
+        handles, caches = list(_held.values()), list(_caches.values())
+        _held.clear()
+        _caches.clear()
+    for handle in handles:
+        handle.release()
+    for cache in caches:
+        cache.close()
