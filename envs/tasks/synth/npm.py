@@ -39,7 +39,9 @@ TEST_DIRS = ("test", "tests", "__tests__", "spec")
 """Folders a package keeps its tests in (the first ones present are run)."""
 NODE_TOOLCHAINS: tuple[str, ...] = ()
 """The toolchain layers a JavaScript env names (``EnvSpec.toolchains``). Empty: the host's node/npm, which every
-sandbox sees through its /usr bind; ('node',) once toolchain layers (envs/cache/toolchains.py) are merged."""
+sandbox sees through its /usr bind. ('node',) builds on the node toolchain layer, but synthesis's sandboxes
+(``synth/env.py``), ``tasks validate``'s layers and the log grader's environment do not stack toolchain layers
+yet (episodes do), so those runs would still find the host's node: switch once they do."""
 INSTALL = "npm install --ignore-scripts --no-audit --no-fund --no-package-lock"
 """The env build's install: dependencies and devDependencies, no lifecycle scripts (they may download
 binaries, which no build may need), no lock file written into the tree."""
@@ -144,8 +146,8 @@ def env_spec(repo: str | Path, commit: str, python: str) -> EnvSpec:
     """The env of a JavaScript project: the repository with its npm dependencies installed in /testbed.
 
     A venv is still built (``python``): the log grader's monitor runs on the env's interpreter."""
-    toolchains = {"toolchains": NODE_TOOLCHAINS} if NODE_TOOLCHAINS else {}  # a field only with toolchain layers
-    return EnvSpec(source=str(repo), commit=commit, python=python, install=(INSTALL,), test_deps=(), **toolchains)
+    return EnvSpec(source=str(repo), commit=commit, python=python, install=(INSTALL,), test_deps=(),
+                   toolchains=NODE_TOOLCHAINS)
 
 
 def test_cmd(tests: tuple[str, ...]) -> str:
