@@ -1,7 +1,8 @@
 """``swebox tasks synth``: synthesise validated tasks from real projects (see envs/tasks/synth/pipeline.py).
 
-    swebox tasks synth (--project toolz==1.2.0 | --repo /path/to/git | --recipe configs/corpus/default.yaml)
-                       --out DIR [--max-tasks N] [--jobs N] [--seed N] [--tests PATH ...] [--max-candidates N]
+    swebox tasks synth (--project toolz==1.2.0 | --project npm:minimist@1.2.8 | --repo /path/to/git
+                        | --recipe configs/corpus/default.yaml) --out DIR [--max-tasks N] [--jobs N]
+                       [--seed N] [--tests PATH ...] [--max-candidates N]
 
 ``add_arguments(subparsers)`` adds the ``synth`` sub-command to the ``tasks`` command's sub-parsers.
 """
@@ -26,7 +27,9 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPa
     )
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument(
-        "--project", help="a pinned PyPI requirement, e.g. toolz==1.2.0 (its sdist must ship tests)"
+        "--project",
+        help="a pinned PyPI requirement, e.g. toolz==1.2.0 (its sdist must ship tests), or an npm package, "
+        "e.g. npm:minimist@1.2.8 (its tarball must ship a test folder; run with node --test)",
     )
     source.add_argument("--repo", help="a local git repository (its HEAD is the snapshot)")
     source.add_argument("--recipe", help="a corpus recipe YAML, e.g. configs/corpus/default.yaml")
@@ -54,7 +57,12 @@ def recipes_from_args(args: argparse.Namespace) -> list:
     """The projects the command line names."""
     import shlex
 
-    from swebox.envs.tasks.synth.recipe import load_recipe, project_from_repo, project_from_requirement
+    from swebox.envs.tasks.synth.recipe import (
+        load_recipe,
+        project_from_npm,
+        project_from_repo,
+        project_from_requirement,
+    )
 
     if args.recipe:
         return load_recipe(args.recipe)
@@ -63,6 +71,8 @@ def recipes_from_args(args: argparse.Namespace) -> list:
         overrides["tests"] = tuple(args.tests)
     if args.pytest_args:
         overrides["pytest_args"] = tuple(shlex.split(args.pytest_args))
+    if args.project and args.project.startswith("npm:"):
+        return [project_from_npm(args.project, **overrides)]
     if args.project:
         return [project_from_requirement(args.project, **overrides)]
     return [project_from_repo(args.repo, **overrides)]

@@ -27,6 +27,7 @@ from swebox.envs.tasks import adapters_multi
 from swebox.envs.tasks.adapters_r2e import from_r2e
 from swebox.envs.tasks.graders.diffs import reverse_diff
 from swebox.envs.tasks.recipes import Recipe, swebench_recipe, swesmith_recipe, system_metadata
+from swebox.envs.tasks.recipes_js import custom_test_cmd
 from swebox.envs.tasks.rows import TASK_FIELDS, extra, id_list
 from swebox.envs.tasks.schema import LIST_FIELDS, Task, TaskError
 from swebox.envs.tasks.testids import file_of_test
@@ -103,6 +104,11 @@ def from_swebench(row: dict[str, Any]) -> dict[str, Any]:
     _start_from(fields, _github_env(repo, setup, recipe), base, "", recipe.repo_commands)
     if recipe.grader == "junit":  # a recipe of one's own for a pytest suite: swebox's runner reads JUnit
         fields["test_cmd"] = f"/venv/bin/python -m {recipe.test_cmd}"
+    elif recipe.language != "python":  # SWE-bench Multilingual: the spec's commands as they are, no directives
+        fields["test_cmd"] = custom_test_cmd(row) or recipe.test_cmd
+        fields["grader"], fields["log_parser"] = "log", recipe.log_parser or log_parser_for(repo)
+        fields["language"], fields["eval_commands"] = recipe.language, list(recipe.eval_commands)
+        fields["metadata"]["node_version"] = recipe.node_version
     else:
         directives = _directives(repo, str(row.get("test_patch") or ""))
         fields["test_cmd"] = " ".join([recipe.test_cmd, *directives])

@@ -38,8 +38,9 @@ LIST_FIELDS = _LIST_FIELDS
 """The fields that hold lists of strings (a loaded row may give them as a JSON string of one)."""
 _ID = re.compile(r"^[^\s/]+$")
 GRADERS = ("junit", "log", "harbor")
-LANGUAGES = frozenset({"python", "go", "rust", "c", "cpp"})
-"""Task.language values swebox grades (other languages than Python are read from their test log)."""
+LANGUAGES = frozenset({"python", "javascript", "typescript", "go", "rust", "c", "cpp"})
+"""Task.language values swebox grades: Python with either grader; the others from their test log (grader='log':
+SWE-bench's JavaScript, Go, Rust and C/C++ parsers read their runners' logs; swebox's JUnit runner is pytest's)."""
 
 
 class TaskError(ValueError):
@@ -150,6 +151,10 @@ class Task:
         if self.language not in LANGUAGES:
             raise _fail("language", f"one of {sorted(LANGUAGES)}", self.language,
                         "Name the repository's language as swebox does (Multi-SWE-bench's 'c++' is 'cpp').")
+        if self.language != "python" and self.grader == "junit":
+            raise _fail("grader", f"'log' (or 'harbor') for a {self.language} task", self.grader,
+                        "Grade it from its runner's log with that language's parser (log_parser 'tap', 'go_test', "
+                        "'cargo', ...).")
 
     def _check_tests(self) -> None:
         if not self.FAIL_TO_PASS and self.grader != "harbor":  # a Harbor task's test.sh says the reward

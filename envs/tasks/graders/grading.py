@@ -234,7 +234,7 @@ def grade(
     ``rewrite_cache_on``: reuse pytest's assertion rewriting of the pristine test files across grades
     (:mod:`swebox.envs.tasks.graders.rewrite_cache`; the pytest kind only). The verdict is the same either way.
 
-    Raises only for the caller's mistakes (a bad ``reward_mode``, a task that is not python) and for a
+    Raises only for the caller's mistakes (a bad ``reward_mode``, a junit task that is not python) and for a
     sandbox that cannot start. Whatever the agent's diff or its code does after that — a diff no parser
     agrees on, a crash, a killed shell, a forged verdict — ends in a report with reward 0 and the reason in
     ``errors``: an episode whose code broke its own grading earns 0; it is not an environment failure.

@@ -18,7 +18,8 @@ canaries (``LogCanaries.skipped`` says why).
 Go and Rust (parsers of :mod:`.lang_parsers`): the canaries are a ``func TestXxx(t *testing.T)`` appended to a
 ``_test.go`` file of ``test_patch`` that imports "testing", or a ``#[test] fn`` appended to a ``.rs`` file of
 ``test_patch`` that already holds ``#[test]`` (so it is compiled by ``cargo test``); C and C++ runners differ
-per project (a test is registered in a list, a CMake file, a Tcl suite), so their runs get none.
+per project (a test is registered in a list, a CMake file, a Tcl suite), so their runs get none. JavaScript
+runs get canary *files* instead (:mod:`.node_canaries`: Node's runner reports per file).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from swebox.envs.sandbox import Sandbox
-from swebox.envs.tasks.graders import lang_parsers
+from swebox.envs.tasks.graders import lang_parsers, node_canaries
 from swebox.envs.tasks.graders.diffs import changed_paths
 from swebox.envs.tasks.graders.verdict import word
 from swebox.envs.tasks.schema import Task
@@ -47,7 +48,8 @@ class LogCanaries:
     """The two tests planted in one log-graded run (or why there are none)."""
 
     file: str = ""
-    """The repository-relative test file they were appended to ('' when none were planted)."""
+    """The repository-relative test file they were appended to, or the folder canary files were written to
+    (:mod:`.node_canaries`); '' when none were planted."""
     expected: dict[str, str] = field(default_factory=dict)
     """Unique test name -> the SWE-bench status it must get ('PASSED' or 'FAILED')."""
     skipped: str = ""
@@ -96,6 +98,8 @@ def plant(sb: Sandbox, task: Task, workdir: str) -> LogCanaries:
     """Append the canaries to one of :func:`host_files` that exists in /testbed, chosen at random."""
     if task.log_parser in NO_CANARIES:
         return LogCanaries(skipped=NO_CANARIES[task.log_parser])
+    if task.language in ("javascript", "typescript"):  # a JS runner runs only its own kind of test file
+        return LogCanaries(*node_canaries.plant(sb, task))
     language = lang_parsers.language_of(task.log_parser)
     if language in ("c", "cpp"):
         return LogCanaries(skipped="C/C++ test runners register tests per project; no file to add them to")

@@ -2,7 +2,10 @@
 
 A log-graded task (``Task.grader == 'log'``) names its parser in ``Task.log_parser``: a repository key of
 SWE-bench's ``MAP_REPO_TO_PARSER_PY`` ('django/django', 'sympy/sympy', 'sphinx-doc/sphinx', ...; that
-repository's parser) or ``'pytest'`` (SWE-bench's plain ``pytest -rA`` parser). The parsers are swebench's own
+repository's parser) or ``'pytest'`` (SWE-bench's plain ``pytest -rA`` parser); for JavaScript/TypeScript a
+repository key of ``MAP_REPO_TO_PARSER_JS`` (SWE-bench Multilingual's: 'axios/axios', 'vuejs/core', ...) or
+one of the generic names of :data:`JS_PARSERS` ('tap', 'jest', 'vitest', ...: the same functions those
+repositories use, for any project whose runner prints that format). The parsers are swebench's own
 (:mod:`swebox.envs.tasks.graders.swebench_harness`), so a status map is exactly what the official harness computes.
 
 Ids follow each parser's format. SWE-bench's ids *are* parser output (a pytest-family parser keeps the text
@@ -27,12 +30,19 @@ from swebox.envs.tasks.graders import lang_parsers, swebench_harness
 PYTEST = "pytest"
 """The parser name for plain ``pytest -rA`` logs (SWE-bench's ``parse_log_pytest``)."""
 
+JS_PARSERS = {"tap": "parse_log_tap", "jest": "parse_log_jest", "jest-json": "parse_log_jest_json",
+              "vitest": "parse_log_vitest", "karma": "parse_log_karma"}
+"""Generic parser names -> the function of ``swebench.harness.log_parsers.javascript`` they name: SWE-bench's
+parsers of one output format each (TAP from node --test/tape/node-tap, jest's verbose, vitest's, karma's)."""
+NEEDS_INSTANCE = {"immutable-js/immutable-js": "its SWE-bench parser picks a log format by the instance id"}
+"""JavaScript repository keys left out: their parser reads SWE-bench's TestSpec, which a Task does not carry."""
 STATUS_NAMES = {"PASSED": "passed", "FAILED": "failed", "ERROR": "error", "SKIPPED": "skipped", "XFAIL": "xfailed"}
 """SWE-bench's TestStatus values -> swebox's statuses (grading.TestOutcome.status)."""
 _REPO = re.compile(r"^[\w.-]+/[\w.-]+$")
 # One-line logs that report `{id}` as passed in the formats of the parsers: pytest -rA's short summary
-# (pytest, matplotlib, seaborn, sphinx, ...), unittest verbosity 2 (Django) and sympy's bin/test.
-_PROBES = ("PASSED {id}", "{id} ... ok", "{id} ok", "--- PASS: {id} (0.00s)", "test {id} ... ok")
+# (pytest, matplotlib, seaborn, sphinx, ...), unittest verbosity 2 (Django), sympy's bin/test, go test -v,
+# cargo test and TAP.
+_PROBES = ("PASSED {id}", "{id} ... ok", "{id} ok", "--- PASS: {id} (0.00s)", "test {id} ... ok", "ok 1 {id}")
 
 
 class UnparsableLog(ValueError):
@@ -51,9 +61,10 @@ def normal_status(status: object) -> str | None:
 
 
 def parser_names() -> list[str]:
-    """Every name Task.log_parser accepts ('pytest', SWE-bench's repository keys and :mod:`.lang_parsers`'s
-    names); needs swebench."""
-    return [PYTEST, *sorted({*swebench_harness.python_parsers(), *lang_parsers.parsers()})]
+    """Every name Task.log_parser accepts ('pytest', the generic JavaScript names, SWE-bench's repository keys
+    and :mod:`.lang_parsers`'s names); needs swebench."""
+    js_repos = [r for r in swebench_harness.javascript_parsers() if r not in NEEDS_INSTANCE]
+    return [PYTEST, *JS_PARSERS, *sorted({*swebench_harness.python_parsers(), *js_repos, *lang_parsers.parsers()})]
 
 
 def check_parser_name(name: str) -> str:
@@ -62,11 +73,14 @@ def check_parser_name(name: str) -> str:
     Without swebench installed only the form is checked here ('pytest' or 'owner/name'): grading then fails
     with the install command. With it, the name must be one of its parsers.
     """
-    if name == PYTEST or name in lang_parsers.offline_names():
+    if name == PYTEST or name in JS_PARSERS or name in lang_parsers.offline_names():
         return ""
+    if name in NEEDS_INSTANCE:
+        return f"{name!r} is not supported: {NEEDS_INSTANCE[name]}; name its format instead ('jest', 'jest-json')."
     if not _REPO.match(name or ""):
-        return ("Use 'pytest' for pytest -rA logs, a SWE-bench repository key such as 'django/django', or a "
-                "parser name such as 'go_test', 'cargo' or 'parse_log_gotest' (docs/tasks.md, 'Log graders').")
+        return (f"Use 'pytest' for pytest -rA logs, one of {sorted(JS_PARSERS)} for JavaScript runners, a "
+                "SWE-bench repository key such as 'django/django' or 'axios/axios', or a parser name such as "
+                "'go_test', 'cargo' or 'parse_log_gotest' (docs/tasks.md, 'Log graders').")
     try:
         known = parser_names()
     except swebench_harness.HarnessUnavailable:
@@ -86,9 +100,13 @@ def get_parser(name: str) -> Callable[[str], dict[str, str]]:
         parse = swebench_harness.module("harness.log_parsers.python").parse_log_pytest
     elif (native := lang_parsers.parser(name)) is not None:
         return native
-    else:
+    elif name in JS_PARSERS:
+        parse = getattr(swebench_harness.module("harness.log_parsers.javascript"), JS_PARSERS[name])
+    elif name in swebench_harness.python_parsers():
         parse = swebench_harness.python_parsers()[name]
-    # The Python parsers take a TestSpec only to share a signature with other languages; they never read it.
+    else:
+        parse = swebench_harness.javascript_parsers()[name]
+    # The parsers take a TestSpec to share one signature; only NEEDS_INSTANCE's (not offered) read it.
     return lambda log: parse(log, None)
 
 

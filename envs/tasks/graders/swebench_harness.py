@@ -73,6 +73,17 @@ def python_parsers() -> dict:
     return module("harness.log_parsers.python").MAP_REPO_TO_PARSER_PY
 
 
+def javascript_parsers() -> dict:
+    """SWE-bench's ``MAP_REPO_TO_PARSER_JS``: repo ('owner/name') -> log parser function (SWE-bench
+    Multilingual's JavaScript/TypeScript repositories)."""
+    return module("harness.log_parsers.javascript").MAP_REPO_TO_PARSER_JS
+
+
+def javascript_specs() -> dict:
+    """SWE-bench's ``MAP_REPO_VERSION_TO_SPECS_JS``: repo -> version -> spec (its ``test_cmd`` a string or a list)."""
+    return module("harness.constants.javascript").MAP_REPO_VERSION_TO_SPECS_JS
+
+
 def get_test_directives(repo: str, test_patch: str) -> list[str]:
     """SWE-bench's ``get_test_directives`` for one instance."""
     return list(module("harness.test_spec.python").get_test_directives({"repo": repo, "test_patch": test_patch}))

@@ -28,10 +28,11 @@ from typing import Any, Protocol
 
 from swebox.envs.tasks.graders.diffs import diff_lines
 from swebox.envs.tasks.schema import Task
-from swebox.envs.tasks.synth.mutations import Candidate, Mutation, is_mutable_path, mutations
+from swebox.envs.tasks.synth.languages import BugSite, Runner, bug_sites, grading_fields, make_runner
+from swebox.envs.tasks.synth.mutations import Candidate
 from swebox.envs.tasks.synth.reach import Reach
 from swebox.envs.tasks.synth.recipe import ProjectRecipe, find_test_paths
-from swebox.envs.tasks.synth.runner import RunResult, SandboxRunner
+from swebox.envs.tasks.synth.runner import RunResult
 from swebox.envs.tasks.synth.statement import Failure, problem_statement
 from swebox.envs.tasks.testids import file_of_test
 
@@ -115,10 +116,10 @@ def fix_diff(path: str, buggy: str, fixed: str) -> str:
     return "".join(out)
 
 
-def interleave(items: Sequence[Mutation], seed: int) -> list[Mutation]:
+def interleave(items: Sequence[BugSite], seed: int) -> list[BugSite]:
     """Shuffle, then alternate techniques so a small budget still sees every kind of bug."""
     rng = random.Random(seed)
-    buckets: dict[str, list[Mutation]] = {}
+    buckets: dict[str, list[BugSite]] = {}
     for m in items:
         buckets.setdefault(m.technique, []).append(m)
     for bucket in buckets.values():
@@ -218,13 +219,13 @@ class ProjectSynth:
     def run(self) -> ProjectReport:
         if self.wanted == 0:
             return self.report
-        runners: queue.Queue[SandboxRunner] = queue.Queue()
+        runners: queue.Queue[Runner] = queue.Queue()
         sandboxes = []
         try:
             for _ in range(self.config.jobs):
                 sb = self.env.sandbox()
                 sandboxes.append(sb)
-                runners.put(SandboxRunner(sb, self.recipe.pytest_args, self.recipe.env))
+                runners.put(make_runner(sb, self.recipe))
             first = runners.get()
             ok = self._prepare(first)
             runners.put(first)
@@ -236,7 +237,7 @@ class ProjectSynth:
         return self.report
 
     # -- preparation ----------------------------------------------------------------------------------
-    def _prepare(self, runner: SandboxRunner) -> bool:
+    def _prepare(self, runner: Runner) -> bool:
         files = sorted(runner.files)
         self.originals: dict[str, str] = {}
         read = self._cached_reader(runner)
@@ -266,18 +267,11 @@ class ProjectSynth:
             self.recipe.timeout_s, max(self.config.min_timeout_s, 10 * max(r.duration_s for r in runs))
         )
         self.reach = Reach(files, read, self.tests)
-        pool: list[Mutation] = []
-        for rel in files:
-            if not is_mutable_path(rel):
-                continue
-            try:
-                pool += mutations(read(rel), path=rel, seed=self.config.seed)
-            except (ValueError, UnicodeDecodeError):
-                continue
-        self.pool = interleave(pool, self.config.seed)
+        self.files = files
+        self.pool = interleave(bug_sites(self.recipe, files, read, self.config.seed), self.config.seed)
         return True
 
-    def _cached_reader(self, runner: SandboxRunner) -> Callable[[str], str]:
+    def _cached_reader(self, runner: Runner) -> Callable[[str], str]:
         def read(rel: str) -> str:
             if rel not in self.originals:
                 self.originals[rel] = runner.read_text(rel)
@@ -305,7 +299,7 @@ class ProjectSynth:
             for future in running:
                 future.cancel()
 
-    def _validate_with(self, runners: queue.Queue, mutation: Mutation) -> Outcome:
+    def _validate_with(self, runners: queue.Queue, mutation: BugSite) -> Outcome:
         if self.wanted <= 0:
             return Outcome(None, "budget")
         runner = runners.get()
@@ -314,7 +308,7 @@ class ProjectSynth:
         finally:
             runners.put(runner)
 
-    def validate(self, runner: SandboxRunner, mutation: Mutation) -> Outcome:
+    def validate(self, runner: Runner, mutation: BugSite) -> Outcome:
         """Run one candidate twice; a valid bug splits the stable tests the same way both times."""
         candidate = mutation.candidate()
         if candidate is None:
@@ -323,11 +317,14 @@ class ProjectSynth:
             if candidate.key in self._seen or self.journal.seen(candidate.key):
                 return Outcome(None, "duplicate")
             self._seen.add(candidate.key)
-        # only files whose tests passed on the clean snapshot: others may not even collect (mypy cases)
-        tests = [t for t in self.reach.tests_for(candidate.path) if t in self.stable_files] or sorted(
-            self.stable_files
-        )
-        considered = {t for t in self.stable if file_of_test(t) in set(tests)}
+        if self.stable_files:
+            # only files whose tests passed on the clean snapshot: others may not even collect (mypy cases)
+            tests = [t for t in self.reach.tests_for(candidate.path) if t in self.stable_files] or sorted(
+                self.stable_files
+            )
+            considered = {t for t in self.stable if file_of_test(t) in set(tests)}
+        else:  # ids that name no pytest file (a log-graded runner's): the whole command, every stable test
+            tests, considered = list(self.tests), set(self.stable)
         splits = []
         details: dict[str, tuple[str, str]] = {}
         for _ in range(2):
@@ -386,20 +383,22 @@ class ProjectSynth:
         named = {file_of_test(t) for t in tests} | {self.defined_in[t] for t in tests if t in self.defined_in}
         files = sorted(f for f in named if f is not None)
         spec = self.recipe.env_spec()
+        grading = grading_fields(self.recipe, self.files)  # JavaScript: the log grader, its parser, test folders
         return Task(
             instance_id=f"{self.recipe.label}.{c.technique}.{c.key[:10]}",
             repo=self.recipe.name,
             base_commit=commit,
             patch=patch,
             problem_statement=statement,
-            version=self.recipe.version,
+            version=self.recipe.task_version,
             FAIL_TO_PASS=outcome.fail_to_pass,
             PASS_TO_PASS=outcome.pass_to_pass,
             created_at=dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
             env=spec,
             task_layer_key=layer_key,
             test_cmd=self.recipe.test_cmd(),
-            test_files=tuple(files),
+            test_files=grading.pop("test_files", tuple(files)),
+            **grading,
             metadata={
                 "synth": {
                     "project": self.recipe.label,

@@ -18,6 +18,7 @@ import tomllib
 import yaml
 from swebox.envs.cache import EnvSpec
 from swebox.envs.sandbox.strict import checked_fields
+from swebox.envs.tasks.synth import npm
 
 _REQUIREMENT = re.compile(
     r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z0-9][A-Za-z0-9.+!_-]*)$"
@@ -52,9 +53,20 @@ class ProjectRecipe:
     max_tasks: int = 40
     """Validated tasks to keep for this project."""
     python: str = "3.11"
-    """Interpreter version of the environment."""
+    """Interpreter version of the environment (JavaScript projects too: the log grader's monitor runs on it)."""
+    language: str = "python"
+    """'python' (pytest, read from JUnit XML) or 'javascript' (Node's runner, its TAP log read by SWE-bench's
+    parser: :mod:`.npm`)."""
+    package: str = ""
+    """The registry package a local repository was made from ('npm:minimist@1.2.8'); names the label."""
 
     def __post_init__(self) -> None:
+        if self.language not in ("python", "javascript"):
+            raise RecipeError(f"project {self.name!r}: language must be 'python' or 'javascript'; found "
+                              f"{self.language!r}.")
+        if self.language == "javascript" and not (self.repo_path and self.tests):
+            raise RecipeError(f"project {self.name!r}: a JavaScript project needs repo_path and tests (its test "
+                              "folders); make it with project_from_npm('npm:NAME@VERSION').")
         if bool(self.version) == bool(self.repo_path):
             raise RecipeError(
                 f"project {self.name!r}: expected exactly one of version (PyPI) or repo_path (local git); "
@@ -77,8 +89,20 @@ class ProjectRecipe:
 
     @property
     def label(self) -> str:
-        """'toolz-1.2.0' or the repository name plus its short commit."""
+        """'toolz-1.2.0', 'minimist-1.2.8' (an npm package) or the repository's name."""
+        if self.package:
+            return f"{self.name}-{self.package.rpartition('@')[2]}"
         return f"{self.name}-{self.version}" if self.version else self.name
+
+    @property
+    def task_version(self) -> str:
+        """Task.version of the project's tasks: the PyPI or npm version ('' for a local repository)."""
+        return self.package.rpartition("@")[2] if self.package else self.version
+
+    @property
+    def log_parser(self) -> str:
+        """The parser of the project's test log ('' for pytest projects: their runner reads JUnit XML)."""
+        return npm.LOG_PARSER if self.language == "javascript" else ""
 
     def env_spec(self) -> EnvSpec:
         """The environment the project's tasks run in."""
@@ -88,12 +112,16 @@ class ProjectRecipe:
         commit = subprocess.run(
             ["git", "-C", self.repo_path, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
         ).stdout.strip()
+        if self.language == "javascript":
+            return npm.env_spec(self.repo_path, commit, self.python)
         return EnvSpec(source=self.repo_path, commit=commit, python=self.python, test_deps=deps)
 
     def test_cmd(self) -> str:
-        """The Task.test_cmd: the interpreter plus the recipe's pytest options."""
+        """The Task.test_cmd: the interpreter plus the recipe's pytest options (JavaScript: Node's runner)."""
         import shlex
 
+        if self.language == "javascript":
+            return npm.test_cmd(self.tests)
         return " ".join(["/venv/bin/python", "-m", "pytest", *(shlex.quote(a) for a in self.pytest_args)])
 
 
@@ -148,6 +176,22 @@ def project_from_requirement(requirement: str, **overrides: Any) -> ProjectRecip
     if not match:
         raise RecipeError(f"--project: expected NAME==VERSION with an exact pin; found {requirement!r}.")
     return ProjectRecipe(name=match["name"], version=match["version"], **overrides)
+
+
+def project_from_npm(spec: str, cache: str | Path | None = None, **overrides: Any) -> ProjectRecipe:
+    """``"npm:minimist@1.2.8"`` -> a JavaScript recipe over the package's one-commit repository (downloaded
+    once into ``cache``, default :func:`npm.default_cache`); its tests are the test folders it ships."""
+    try:
+        name, _ = npm.parse_spec(spec)
+        repo = npm.npm_repository(spec, cache or npm.default_cache())
+    except npm.NpmError as exc:
+        raise RecipeError(str(exc)) from None
+    tests = tuple(overrides.pop("tests", None) or npm.test_paths(repo))
+    if not tests:
+        raise RecipeError(f"{spec}: expected a test folder ({', '.join(npm.TEST_DIRS)}) in the published package; "
+                          "found none: the package does not ship its tests, pick another or another version.")
+    return ProjectRecipe(name=name, repo_path=str(repo), language="javascript", package=spec, tests=tests,
+                         **overrides)
 
 
 def project_from_repo(path: str | Path, **overrides: Any) -> ProjectRecipe:
