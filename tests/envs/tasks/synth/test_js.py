@@ -71,7 +71,7 @@ def test_javascript_parser_names():
 def test_schema_languages():
     base = {"instance_id": "x-1", "FAIL_TO_PASS": ["- /testbed/test/a.js"], "test_cmd": "node --test test"}
     assert Task(**base, grader="log", log_parser="tap", language="javascript").language == "javascript"
-    with pytest.raises(TaskError, match="Task.grader: expected 'log' for a javascript task"):
+    with pytest.raises(TaskError, match=r"Task.grader: expected 'log' \(or 'harbor'\) for a javascript task"):
         Task(**{**base, "test_cmd": "/venv/bin/python -m pytest"}, language="javascript")
     with pytest.raises(TaskError, match="Task.language: expected one of"):
         Task(**base, grader="log", log_parser="tap", language="cobol")
