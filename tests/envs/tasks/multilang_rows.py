@@ -1,5 +1,5 @@
 """Rows of Multi-SWE-bench, SWE-rebench-V2 and SWE-smith in their own column formats, made from real projects:
-Debian's go-cmp 0.5.9 (Go) and hex 0.4.3 (Rust) in a git mirror (``OWNER__NAME.git``, read through
+Debian's go-cmp 0.5.9 (Go), hex 0.4.3 (Rust) and GoogleTest 1.12.1 (C++, SWE-rebench-V2 only) in a git mirror (``OWNER__NAME.git``, read through
 ``$SWEBOX_GIT_MIRROR``), each with a real one-line bug and a test file that catches it (the fixtures of
 ``tests/envs/tasks/graders/test_lang_logs.py``). Shared by the loader tests and the validate run.
 """
@@ -10,6 +10,13 @@ import subprocess
 from pathlib import Path
 
 from tests.envs.tasks.graders.test_lang_logs import (
+    GT_BUG,
+    GT_CMD,
+    GT_FILE,
+    GT_FIX,
+    GT_TEST_FILE,
+    GT_TESTS,
+    GT_WRONG,
     GO_BUG,
     GO_FILE,
     GO_FIX,
@@ -153,3 +160,26 @@ def rust_rows(c: dict[str, str]) -> dict[str, dict]:
                  repo=f"swesmith/{RS_OWNER}__{RS_NAME}.{c['clean'][:8]}", FAIL_TO_PASS=RS_SMITH_F2P,
                  PASS_TO_PASS=RS_SMITH_P2P)
     return {"msb": msb, "rebench": rebench, "smith": smith}
+
+
+GT_OWNER, GT_NAME = "google", "googletest"
+GT_F2P = ["IsPrimeSquaresTest.NineIsNotPrime", "IsPrimeSquaresTest.OddSquaresAreNotPrime"]
+GT_P2P = ["IsPrimeSquaresTest.OddPrimes", "IsPrimeTest.Positive", "FactorialTest.Positive"]
+
+
+def make_gtest_mirror(source: Path, mirror: Path) -> dict[str, str]:
+    """The same for GoogleTest's own tree (gtest and its samples), the bug in samples/sample1.cc."""
+    c = _mirror(source, mirror, f"{GT_OWNER}__{GT_NAME}", GT_FILE, GT_FIX, GT_BUG, GT_TEST_FILE, GT_TESTS, None)
+    return {**c, "wrong": line_patch(GT_FILE, c["buggy"], GT_BUG, GT_WRONG)}
+
+
+def gtest_rebench_row(c: dict[str, str]) -> dict:
+    """A C++ SWE-rebench-V2 row: its install config names the test command (compile and run the gtest binary)
+    and ``parse_log_googletest``."""
+    row = swe_rebench_v2_row(c)
+    row.update(instance_id=f"{GT_OWNER}__{GT_NAME}-rebench-1", repo=f"{GT_OWNER}/{GT_NAME}", language="cpp",
+               problem_statement="IsPrime(9) and IsPrime(25) return true.", version="1.12",
+               FAIL_TO_PASS=GT_F2P, PASS_TO_PASS=GT_P2P, image_name="swerebench/googletest:1",
+               install_config={"base_image_name": "gcc:12", "install": [], "log_parser": "parse_log_googletest",
+                               "test_cmd": GT_CMD})
+    return row

@@ -1,6 +1,7 @@
 """Loaders of Multi-SWE-bench, SWE-rebench-V2 and SWE-smith's Go rows: each format becomes a log-graded Go task
 with the same start rule as the Python datasets; and (e2e) rows of each format, built locally from Debian's
 go-cmp, pass ``swebox tasks validate`` on the Go toolchain layer: gold resolved, empty not; a wrong fix not.
+The same for Rust (hex) and, as a SWE-rebench-V2 row, C++ (GoogleTest's samples on the cc toolchain layer).
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from swebox.envs.tasks.validate import StoreLayers
 
 from tests.envs.tasks.multilang_rows import (
     F2P,
+    GT_F2P,
+    gtest_rebench_row,
+    make_gtest_mirror,
     P2P,
     make_mirror,
     make_rust_mirror,
@@ -146,8 +150,23 @@ def hex_rows(tmp_path: Path) -> tuple[dict[str, dict], dict[str, str], tuple[str
     return rust_rows(commits), commits, ("decode_upper_case", "decode_lower_case")
 
 
+def gtest_rows(tmp_path: Path) -> tuple[dict[str, dict], dict[str, str], tuple[str, str]]:
+    from tests.debian_tools import unpacked
+
+    source = unpacked("googletest", ("googletest",)) / "usr/src/googletest/googletest"
+    commits = make_gtest_mirror(source, tmp_path / "mirror")
+    return {"rebench": gtest_rebench_row(commits)}, commits, tuple(GT_F2P)
+
+
+def test_swe_rebench_v2_cpp_row_is_a_googletest_task_on_the_cc_toolchain():
+    task = to_task(gtest_rebench_row(fake_commits()))
+    assert (task.language, task.grader, task.log_parser) == ("cpp", "log", "parse_log_googletest")
+    assert task.env.toolchains == ("cc",) and task.test_cmd.endswith("&& /tmp/samples_unittest")
+    assert list(task.FAIL_TO_PASS) == GT_F2P and task.repo == "google/googletest"
+
+
 @pytest.mark.e2e
-@pytest.mark.parametrize("make_rows", [go_rows, hex_rows], ids=["go", "rust"])
+@pytest.mark.parametrize("make_rows", [go_rows, hex_rows, gtest_rows], ids=["go", "rust", "cpp"])
 def test_rows_of_each_format_validate_on_the_toolchain_layer(tmp_path, make_rows):
     rows, commits, (passes, fails) = make_rows(tmp_path)
     assert commits["wrong"] != commits["fix"]
@@ -168,7 +187,7 @@ def test_rows_of_each_format_validate_on_the_toolchain_layer(tmp_path, make_rows
         assert [r["passed"] for r in report] == [True], report
         assert report[0]["gold"]["resolved"] and not report[0]["empty"]["resolved"]
     # a wrong fix does not resolve, on the same layers
-    task = load(tmp_path / "msb.jsonl")[0]
+    task = load(tmp_path / f"{next(iter(rows))}.jsonl")[0]
     resolve = StoreLayers(store)
     try:
         bad = grade(task, commits["wrong"], layers=resolve(task), timeout=900)
