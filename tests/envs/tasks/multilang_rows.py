@@ -1,6 +1,6 @@
 """Rows of Multi-SWE-bench, SWE-rebench-V2 and SWE-smith in their own column formats, made from real projects:
-Debian's go-cmp 0.5.9 (Go), hex 0.4.3 (Rust) and GoogleTest 1.12.1 (C++, SWE-rebench-V2 only) in a git mirror (``OWNER__NAME.git``, read through
-``$SWEBOX_GIT_MIRROR``), each with a real one-line bug and a test file that catches it (the fixtures of
+Debian's go-cmp 0.5.9 (Go), hex 0.4.3 (Rust) and GoogleTest 1.12.1 (C++, SWE-rebench-V2 only) in a git mirror
+(``OWNER__NAME.git``, read through ``$SWEBOX_GIT_MIRROR``), each with a real one-line bug and a test file that catches it (the fixtures of
 ``tests/envs/tasks/graders/test_lang_logs.py``). Shared by the loader tests and the validate run.
 """
 
@@ -10,6 +10,11 @@ import subprocess
 from pathlib import Path
 
 from tests.envs.tasks.graders.test_lang_logs import (
+    GO_BUG,
+    GO_FILE,
+    GO_FIX,
+    GO_TESTS,
+    GO_WRONG,
     GT_BUG,
     GT_CMD,
     GT_FILE,
@@ -17,11 +22,6 @@ from tests.envs.tasks.graders.test_lang_logs import (
     GT_TEST_FILE,
     GT_TESTS,
     GT_WRONG,
-    GO_BUG,
-    GO_FILE,
-    GO_FIX,
-    GO_TESTS,
-    GO_WRONG,
     RS_BUG,
     RS_FILE,
     RS_FIX,

@@ -23,9 +23,9 @@ from swebox.envs.tasks.validate import StoreLayers
 from tests.envs.tasks.multilang_rows import (
     F2P,
     GT_F2P,
+    P2P,
     gtest_rebench_row,
     make_gtest_mirror,
-    P2P,
     make_mirror,
     make_rust_mirror,
     multi_swe_bench_row,
