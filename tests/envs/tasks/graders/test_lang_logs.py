@@ -1,6 +1,7 @@
 """Go, Rust and C++ log grading on real test suites in real sandboxes: Debian's go-cmp with ``go test -v`` and
 Debian's hex crate with ``cargo test``, built by Debian's own Go 1.19 and rustc 1.63 (:mod:`tests.debian_tools`),
-and GoogleTest 1.12.1's samples (Debian's googletest) built by the cc toolchain layer, run as one gtest binary.
+and GoogleTest 1.12.1's samples (Debian's googletest) and doctest 2.4.9's examples (doctest-dev) built by the cc
+toolchain layer.
 
 Each project gets a real one-line bug in its base commit; a test patch adds tests that fail on the bug. The
 gold patch resolves, the empty diff does not, a wrong fix does not, and the planted canaries come out as
@@ -390,6 +391,79 @@ def test_the_real_googletest_log_reads_the_same_under_each_googletest_name(gtest
     assert maps["googletest"]["IsPrimeSquaresTest.OddSquaresAreNotPrime"] == "PASSED"
     assert all(maps[n] == maps["googletest"] for n in names)
     assert lang_parsers.language_of("parse_log_googletest") == "c" and lang_parsers.language_of("fmtlib/fmt") == "cpp"
+
+
+# -- C++: doctest 2.4.9's own example suite (doctest-dev), its XML report read by parse_log_doctest -------------
+DT_FILE = "doctest/doctest.h"
+DT_FIX = "           rhs.m_epsilon * (rhs.m_scale + std::max<double>(std::fabs(lhs), std::fabs(rhs.m_value)));\n"
+DT_BUG = DT_FIX.replace("std::max<double>", "std::min<double>")  # the margin scales with the smaller value
+DT_WRONG = "           rhs.m_epsilon * (rhs.m_scale + std::fabs(lhs));\n"  # with the left-hand value only
+DT_TEST_FILE = "tests/approx.cpp"
+DT_TESTS = """#include <doctest/doctest.h>
+
+TEST_CASE("approx within a relative margin") {
+    SUBCASE("the larger value on the right") { CHECK(100.0 == doctest::Approx(110.5).epsilon(0.1)); }
+    SUBCASE("the larger value on the left") { CHECK(110.5 == doctest::Approx(100.0).epsilon(0.1)); }
+    SUBCASE("far apart") { CHECK_FALSE(100.0 == doctest::Approx(200.0).epsilon(0.1)); }
+}
+"""
+_DT_EX = "examples/all_features"
+DT_CMD = (f"g++ -std=c++11 -I. -o /tmp/doctest_run {_DT_EX}/main.cpp {_DT_EX}/asserts_used_outside_of_tests.cpp "
+          f"{_DT_EX}/subcases.cpp {DT_TEST_FILE} && /tmp/doctest_run -s -r=xml")
+"""doctest's example main with its subcase examples (some fail on purpose: they show doctest's failure
+output) and the test patch's file; ``-s -r=xml`` is the report SWE-bench's ``parse_log_doctest`` reads."""
+
+
+@pytest.fixture(scope="module")
+def doctest_src(tmp_path_factory) -> Path:
+    """doctest's header and its examples as one tree (Debian installs them in two folders)."""
+    root = unpacked("doctest", ("doctest-dev",))
+    tree = tmp_path_factory.mktemp("doctest") / "doctest-2.4.9"
+    shutil.copytree(root / "usr/include/doctest", tree / "doctest")
+    shutil.copytree(root / "usr/share/doc/doctest-dev/examples", tree / "examples")
+    os.chmod(tree.parent, 0o755)
+    return tree
+
+
+@pytest.fixture(scope="module")
+def doctest_layer(doctest_src):
+    layer = project_layer(doctest_src, {DT_FILE: (DT_FIX, DT_BUG)})
+    yield layer
+    discard(layer)
+
+
+def doctest_task(doctest_src: Path, parser: str = "parse_log_doctest") -> Task:
+    base = (doctest_src / DT_FILE).read_text().replace(DT_FIX, DT_BUG)
+    case = "approx within a relative margin > "
+    return Task(
+        instance_id="doctest__doctest-approx", repo="doctest/doctest", language="cpp",
+        patch=line_patch(DT_FILE, base, DT_BUG, DT_FIX), test_patch=new_file_patch(DT_TEST_FILE, DT_TESTS),
+        FAIL_TO_PASS=(case + "the larger value on the right", case + "the larger value on the left"),
+        PASS_TO_PASS=(case + "far apart", "subcases with changing names > outer 0",
+                      "subcases can be used in a separate function as well > sc1"),
+        grader="log", log_parser=parser, test_cmd=DT_CMD,
+        eval_commands=("export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in toolchain_env(["cc"]).items()),),
+    )
+
+
+def test_doctest_xml_log_gold_resolves_empty_and_wrong_do_not(doctest_layer, cc_layer, doctest_src, monkeypatch):
+    task = doctest_task(doctest_src)
+    canaries = planted(monkeypatch)
+    layers, policy = [cc_layer, doctest_layer], SandboxPolicy(network="none")
+    gold = grade(task, task.patch, layers=layers, policy=policy, timeout=900)
+    assert gold.log_status == "ok" and gold.errors == [] and gold.tampered == [], (gold.errors, gold.output_tail)
+    assert gold.resolved and {o.status for o in gold.tests.values()} == {"passed"}
+    empty = grade(task, "", layers=layers, policy=policy, timeout=900)
+    assert empty.log_status == "ok" and not empty.resolved and empty.tampered == [], (empty.errors, empty.output_tail)
+    assert [empty.tests[t].status for t in task.FAIL_TO_PASS] == ["failed", "failed"]
+    assert empty.p2p_passed == empty.p2p_total == 3
+    wrong = task.patch.replace("+" + DT_FIX, "+" + DT_WRONG)
+    assert wrong != task.patch
+    bad = grade(task, wrong, layers=layers, policy=policy, timeout=900)
+    assert bad.applied and not bad.resolved and bad.tampered == [], (bad.errors, bad.output_tail)
+    assert bad.tests[task.FAIL_TO_PASS[1]].status == "passed" and bad.tests[task.FAIL_TO_PASS[0]].status == "failed"
+    # doctest registers its tests per binary and reports XML: no canaries (LogCanaries.skipped says why)
+    assert all(c.file == "" and "other than GoogleTest" in c.skipped for c in canaries) and len(canaries) == 3
 
 
 def test_parsers_know_their_language_and_names_resolve():
