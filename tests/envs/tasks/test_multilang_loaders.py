@@ -1,7 +1,7 @@
 """Loaders of Multi-SWE-bench, SWE-rebench-V2 and SWE-smith's Go rows: each format becomes a log-graded Go task
 with the same start rule as the Python datasets; and (e2e) rows of each format, built locally from Debian's
 go-cmp, pass ``swebox tasks validate`` on the Go toolchain layer: gold resolved, empty not; a wrong fix not.
-The same for Rust (hex) and, as a SWE-rebench-V2 row, C++ (GoogleTest's samples on the cc toolchain layer).
+The same for Rust (hex) and, as a SWE-rebench-V2 row, C++ (GoogleTest's samples and doctest's examples on the cc toolchain layer).
 """
 
 from __future__ import annotations
@@ -22,9 +22,12 @@ from swebox.envs.tasks.validate import StoreLayers
 
 from tests.envs.tasks.multilang_rows import (
     F2P,
+    DT_F2P,
     GT_F2P,
+    doctest_rebench_row,
     P2P,
     gtest_rebench_row,
+    make_doctest_mirror,
     make_gtest_mirror,
     make_mirror,
     make_rust_mirror,
@@ -158,6 +161,13 @@ def gtest_rows(tmp_path: Path) -> tuple[dict[str, dict], dict[str, str], tuple[s
     return {"rebench": gtest_rebench_row(commits)}, commits, tuple(GT_F2P)
 
 
+def doctest_rows(tmp_path: Path) -> tuple[dict[str, dict], dict[str, str], tuple[str, str]]:
+    from tests.envs.tasks.graders.test_lang_logs import doctest_tree
+
+    commits = make_doctest_mirror(doctest_tree(tmp_path / "src"), tmp_path / "mirror")
+    return {"rebench": doctest_rebench_row(commits)}, commits, tuple(DT_F2P)
+
+
 def test_swe_rebench_v2_cpp_row_is_a_googletest_task_on_the_cc_toolchain():
     task = to_task(gtest_rebench_row(fake_commits()))
     assert (task.language, task.grader, task.log_parser) == ("cpp", "log", "parse_log_googletest")
@@ -166,7 +176,8 @@ def test_swe_rebench_v2_cpp_row_is_a_googletest_task_on_the_cc_toolchain():
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("make_rows", [go_rows, hex_rows, gtest_rows], ids=["go", "rust", "cpp"])
+@pytest.mark.parametrize("make_rows", [go_rows, hex_rows, gtest_rows, doctest_rows],
+                         ids=["go", "rust", "cpp-gtest", "cpp-doctest"])
 def test_rows_of_each_format_validate_on_the_toolchain_layer(tmp_path, make_rows):
     rows, commits, (passes, fails) = make_rows(tmp_path)
     assert commits["wrong"] != commits["fix"]

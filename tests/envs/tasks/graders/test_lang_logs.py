@@ -414,15 +414,19 @@ DT_CMD = (f"g++ -std=c++11 -I. -o /tmp/doctest_run {_DT_EX}/main.cpp {_DT_EX}/as
 output) and the test patch's file; ``-s -r=xml`` is the report SWE-bench's ``parse_log_doctest`` reads."""
 
 
-@pytest.fixture(scope="module")
-def doctest_src(tmp_path_factory) -> Path:
-    """doctest's header and its examples as one tree (Debian installs them in two folders)."""
+def doctest_tree(parent: Path) -> Path:
+    """doctest's header and its examples as one tree below ``parent`` (Debian installs them in two folders)."""
     root = unpacked("doctest", ("doctest-dev",))
-    tree = tmp_path_factory.mktemp("doctest") / "doctest-2.4.9"
+    tree = parent / "doctest-2.4.9"
     shutil.copytree(root / "usr/include/doctest", tree / "doctest")
     shutil.copytree(root / "usr/share/doc/doctest-dev/examples", tree / "examples")
-    os.chmod(tree.parent, 0o755)
+    os.chmod(parent, 0o755)
     return tree
+
+
+@pytest.fixture(scope="module")
+def doctest_src(tmp_path_factory) -> Path:
+    return doctest_tree(tmp_path_factory.mktemp("doctest"))
 
 
 @pytest.fixture(scope="module")
