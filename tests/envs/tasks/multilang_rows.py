@@ -1,8 +1,8 @@
 """Rows of Multi-SWE-bench, SWE-rebench-V2 and SWE-smith in their own column formats, made from real projects:
-Debian's go-cmp 0.5.9 (Go), hex 0.4.3 (Rust) and GoogleTest 1.12.1 and doctest 2.4.9 (C++, SWE-rebench-V2 only) in a git mirror
-(``OWNER__NAME.git``, read through ``$SWEBOX_GIT_MIRROR``), each with a real one-line bug and a test file that
-catches it (the fixtures of ``tests/envs/tasks/graders/test_lang_logs.py``).
-Shared by the loader tests and the validate run.
+Debian's go-cmp 0.5.9 (Go), hex 0.4.3 (Rust), GoogleTest 1.12.1 and doctest 2.4.9 (C++, SWE-rebench-V2 only)
+in a git mirror (``OWNER__NAME.git``, read through ``$SWEBOX_GIT_MIRROR``), each with a real one-line bug and a
+test file that catches it (the fixtures of ``tests/envs/tasks/graders/test_lang_logs.py``). Shared by the
+loader tests and the validate run.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Loaders of Multi-SWE-bench, SWE-rebench-V2 and SWE-smith's Go rows: each format becomes a log-graded Go task
 with the same start rule as the Python datasets; and (e2e) rows of each format, built locally from Debian's
 go-cmp, pass ``swebox tasks validate`` on the Go toolchain layer: gold resolved, empty not; a wrong fix not.
-The same for Rust (hex) and, as a SWE-rebench-V2 row, C++ (GoogleTest's samples and doctest's examples on the cc toolchain layer).
+The same for Rust (hex) and, as SWE-rebench-V2 rows, C++ (GoogleTest's samples and doctest's examples, on the
+cc toolchain layer).
 """
 
 from __future__ import annotations
@@ -21,11 +22,11 @@ from swebox.envs.tasks.schema import TaskError
 from swebox.envs.tasks.validate import StoreLayers
 
 from tests.envs.tasks.multilang_rows import (
-    F2P,
     DT_F2P,
+    F2P,
     GT_F2P,
-    doctest_rebench_row,
     P2P,
+    doctest_rebench_row,
     gtest_rebench_row,
     make_doctest_mirror,
     make_gtest_mirror,
