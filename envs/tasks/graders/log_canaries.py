@@ -42,12 +42,15 @@ from swebox.envs.tasks.schema import Task
 NO_CANARIES = {"sympy/sympy": "sympy's parser does not read a file's last test, so appending one changes the verdict"}
 """Parsers whose runs get no canaries, with the reason."""
 _TEST_FILE = re.compile(r"(^|/)(test[^/]*|[^/]*_test|tests)\.py$")
-_NATIVE = {"go": ("_test.go", '"testing"'), "rust": (".rs", r"#\[test\]"),
-           "gtest": (".cc", r"^[[:space:]]*TEST(_F|_P)?[[:space:]]*\(")}
-"""kind -> (suffix of a test_patch file that can take the canaries, an ERE a line of the file must match)."""
+_NATIVE: dict[str, tuple[str | tuple[str, ...], str]] = {
+    "go": ("_test.go", '"testing"'), "rust": (".rs", r"#\[test\]"),
+    "gtest": ((".cc", ".cpp", ".cxx"), r"^[[:space:]]*TEST(_F|_P)?[[:space:]]*\("),
+}
+"""kind (a language, or 'gtest') -> (suffixes of a test_patch file that can take the canaries, an ERE a line of
+the file must match)."""
 _GTEST_PARSERS = frozenset({lang_parsers.GOOGLETEST, "parse_log_googletest", "fmtlib/fmt"})
 """Parser names whose parser is SWE-bench's ``parse_log_googletest`` (fmt's key is its repository's)."""
-_CPP_SUFFIXES = (".cc", ".cpp", ".cxx")
+_CMD_WORDS = re.compile(r"[\s'\";&|()<>]+")
 _GO_TEST_ID = re.compile(r"^(Test|Example|Benchmark|Fuzz)")
 
 
@@ -64,14 +67,22 @@ class LogCanaries:
     """Why no canaries were planted ('' when they were)."""
 
 
+def _kind(task: Task) -> str:
+    """'gtest' for a GoogleTest parser, else the parser's language ('' for Python's)."""
+    return "gtest" if task.log_parser in _GTEST_PARSERS else lang_parsers.language_of(task.log_parser)
+
+
 def host_files(task: Task) -> list[str]:
     """Test files the task's command runs: those of its pytest-style ids, then test_patch's test modules
-    (Go and Rust: test_patch's files of that language)."""
-    if task.log_parser in _GTEST_PARSERS:  # only files the command itself compiles (see the module's note)
-        return [p for p in changed_paths(task.test_patch) if p.endswith(_CPP_SUFFIXES) and p in task.test_cmd]
-    native = _NATIVE.get(lang_parsers.language_of(task.log_parser))
+    (Go and Rust: test_patch's files of that language; GoogleTest: its C++ files the test command names)."""
+    kind = _kind(task)
+    native = _NATIVE.get(kind)
     if native:
-        return [p for p in changed_paths(task.test_patch) if p.endswith(native[0])]
+        files = [p for p in changed_paths(task.test_patch) if p.endswith(native[0])]
+        if kind == "gtest":  # only files the command itself compiles (see the module's note)
+            named = set(_CMD_WORDS.split(task.test_cmd))
+            files = [p for p in files if p in named or f"./{p}" in named]
+        return files
     from_ids = [t.split("::", 1)[0] for t in (*task.FAIL_TO_PASS, *task.PASS_TO_PASS) if "::" in t]
     from_patch = [p for p in changed_paths(task.test_patch) if _TEST_FILE.search(p)]
     return [p for p in dict.fromkeys(from_ids + from_patch) if p.endswith(".py")]
@@ -123,7 +134,7 @@ def plant(sb: Sandbox, task: Task, workdir: str) -> LogCanaries:
     if task.log_parser == lang_parsers.MSB_GO and any(not _GO_TEST_ID.match(t) for t in (*task.FAIL_TO_PASS,
                                                                                          *task.PASS_TO_PASS)):
         return LogCanaries(skipped="a task id is a Go package, whose FAIL line the failing canary would print")
-    kind = "gtest" if task.log_parser in _GTEST_PARSERS else language
+    kind = _kind(task)
     holds = _NATIVE[kind][1] if kind in _NATIVE else ""
     rng = random.SystemRandom()
     files = host_files(task)

@@ -517,6 +517,9 @@ def test_googletest_canaries_go_only_into_a_test_patch_file_the_command_compiles
     # a CMake build may not compile a file its command does not name: no canary that could be missing
     cmake = Task(**base, log_parser="googletest", test_cmd="cmake --build build && ctest --test-dir build -V")
     assert log_canaries.host_files(cmake) == []
+    # named as a word of the command, not inside another path
+    other = Task(**base, log_parser="googletest", test_cmd=GT_CMD.replace(GT_TEST_FILE, "x/" + GT_TEST_FILE))
+    assert log_canaries.host_files(other) == []
     assert "that the test command names" in log_canaries.plant(None, cmake, "/x").skipped
     redis = Task(**base, log_parser="parse_log_redis", test_cmd=GT_CMD)
     assert "other than GoogleTest" in log_canaries.plant(None, redis, "/x").skipped
