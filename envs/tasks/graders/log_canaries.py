@@ -17,8 +17,12 @@ canaries (``LogCanaries.skipped`` says why).
 
 Go and Rust (parsers of :mod:`.lang_parsers`): the canaries are a ``func TestXxx(t *testing.T)`` appended to a
 ``_test.go`` file of ``test_patch`` that imports "testing", or a ``#[test] fn`` appended to a ``.rs`` file of
-``test_patch`` that already holds ``#[test]`` (so it is compiled by ``cargo test``); C and C++ runners differ
-per project (a test is registered in a list, a CMake file, a Tcl suite), so their runs get none. JavaScript
+``test_patch`` that already holds ``#[test]`` (so it is compiled by ``cargo test``). GoogleTest runs (parsers
+reading ``[       OK ] Suite.Name``): a ``TEST(Suite, Name)`` appended to a C++ file of ``test_patch`` that
+already holds a ``TEST``/``TEST_F``/``TEST_P`` and that the test command names (so the command compiles it into
+the run; a file only a CMake or make rule builds may be left out of the binary that runs, and a canary missing
+for that reason would score a gold patch 0, so such runs get none). Other C and C++ runners register tests per
+project (a list, a Tcl suite, doctest's XML report), so their runs get none. JavaScript
 runs get canary *files* instead (:mod:`.node_canaries`: Node's runner reports per file).
 """
 
@@ -38,8 +42,15 @@ from swebox.envs.tasks.schema import Task
 NO_CANARIES = {"sympy/sympy": "sympy's parser does not read a file's last test, so appending one changes the verdict"}
 """Parsers whose runs get no canaries, with the reason."""
 _TEST_FILE = re.compile(r"(^|/)(test[^/]*|[^/]*_test|tests)\.py$")
-_NATIVE = {"go": ("_test.go", '"testing"'), "rust": (".rs", "#[test]")}
-"""language -> (suffix of a test_patch file that can take the canaries, text the file must already hold)."""
+_NATIVE: dict[str, tuple[str | tuple[str, ...], str]] = {
+    "go": ("_test.go", '"testing"'), "rust": (".rs", r"#\[test\]"),
+    "gtest": ((".cc", ".cpp", ".cxx"), r"^[[:space:]]*TEST(_F|_P)?[[:space:]]*\("),
+}
+"""kind (a language, or 'gtest') -> (suffixes of a test_patch file that can take the canaries, an ERE a line of
+the file must match)."""
+_GTEST_PARSERS = frozenset({lang_parsers.GOOGLETEST, "parse_log_googletest", "fmtlib/fmt"})
+"""Parser names whose parser is SWE-bench's ``parse_log_googletest`` (fmt's key is its repository's)."""
+_CMD_WORDS = re.compile(r"[\s'\";&|()<>]+")
 _GO_TEST_ID = re.compile(r"^(Test|Example|Benchmark|Fuzz)")
 
 
@@ -56,12 +67,22 @@ class LogCanaries:
     """Why no canaries were planted ('' when they were)."""
 
 
+def _kind(task: Task) -> str:
+    """'gtest' for a GoogleTest parser, else the parser's language ('' for Python's)."""
+    return "gtest" if task.log_parser in _GTEST_PARSERS else lang_parsers.language_of(task.log_parser)
+
+
 def host_files(task: Task) -> list[str]:
     """Test files the task's command runs: those of its pytest-style ids, then test_patch's test modules
-    (Go and Rust: test_patch's files of that language)."""
-    native = _NATIVE.get(lang_parsers.language_of(task.log_parser))
+    (Go and Rust: test_patch's files of that language; GoogleTest: its C++ files the test command names)."""
+    kind = _kind(task)
+    native = _NATIVE.get(kind)
     if native:
-        return [p for p in changed_paths(task.test_patch) if p.endswith(native[0])]
+        files = [p for p in changed_paths(task.test_patch) if p.endswith(native[0])]
+        if kind == "gtest":  # only files the command itself compiles (see the module's note)
+            named = set(_CMD_WORDS.split(task.test_cmd))
+            files = [p for p in files if p in named or f"./{p}" in named]
+        return files
     from_ids = [t.split("::", 1)[0] for t in (*task.FAIL_TO_PASS, *task.PASS_TO_PASS) if "::" in t]
     from_patch = [p for p in changed_paths(task.test_patch) if _TEST_FILE.search(p)]
     return [p for p in dict.fromkeys(from_ids + from_patch) if p.endswith(".py")]
@@ -80,6 +101,12 @@ def source(task: Task, rng: random.SystemRandom) -> tuple[str, dict[str, str]]:
         body = "".join(f"\n\nfunc {name}(t *testing.T) {{\n\tif {n}*({n}-1)/2 != {value} {{\n\t\tt.Fatal(\"sum\")\n"
                        f"\t}}\n}}\n" for name, value, _ in tests)
         return body, {name: status for name, _, status in tests}
+    if task.log_parser in _GTEST_PARSERS:  # GoogleTest names are identifiers; the log says Suite.Name
+        suite = f"{word(rng).capitalize()}{word(rng).capitalize()}"
+        tests = [(name.title().replace("_", ""), value, status) for name, value, status in tests]
+        body = "".join(f"\n\nTEST({suite}, {name}) {{\n  EXPECT_EQ({n} * ({n} - 1) / 2, {value});\n}}\n"
+                       for name, value, _ in tests)
+        return body, {f"{suite}.{name}": status for name, _, status in tests}
     if language == "rust":
         body = "".join(f"\n\n#[test]\nfn {name}() {{\n    assert_eq!((0..{n}u64).sum::<u64>(), {value});\n}}\n"
                        for name, value, _ in tests)
@@ -101,12 +128,14 @@ def plant(sb: Sandbox, task: Task, workdir: str) -> LogCanaries:
     if task.language in ("javascript", "typescript"):  # a JS runner runs only its own kind of test file
         return LogCanaries(*node_canaries.plant(sb, task))
     language = lang_parsers.language_of(task.log_parser)
-    if language in ("c", "cpp"):
-        return LogCanaries(skipped="C/C++ test runners register tests per project; no file to add them to")
+    if language in ("c", "cpp") and task.log_parser not in _GTEST_PARSERS:
+        return LogCanaries(skipped="C/C++ test runners other than GoogleTest register tests per project; no file "
+                                   "to add them to")
     if task.log_parser == lang_parsers.MSB_GO and any(not _GO_TEST_ID.match(t) for t in (*task.FAIL_TO_PASS,
                                                                                          *task.PASS_TO_PASS)):
         return LogCanaries(skipped="a task id is a Go package, whose FAIL line the failing canary would print")
-    holds = _NATIVE[language][1] if language in _NATIVE else ""
+    kind = _kind(task)
+    holds = _NATIVE[kind][1] if kind in _NATIVE else ""
     rng = random.SystemRandom()
     files = host_files(task)
     rng.shuffle(files)
@@ -115,11 +144,14 @@ def plant(sb: Sandbox, task: Task, workdir: str) -> LogCanaries:
         sb.write_file(f"{workdir}/canaries.py", text)
         q = shlex.quote(f"/testbed/{path}")
         # the text leaves the grading folder at once: no file there names the canaries during the run
-        must = f"grep -qF {shlex.quote(holds)} {q} && " if holds else ""
+        must = f"grep -qE {shlex.quote(holds)} {q} && " if holds else ""
         appended = sb.exec(f"test -f {q} && ! test -L {q} && {must}cat {workdir}/canaries.py >> {q}; s=$?; "
                            f"rm -f {workdir}/canaries.py; exit $s", timeout=30)
         if appended.exit_code == 0:
             return LogCanaries(path, expected)
+    if kind == "gtest":
+        return LogCanaries(skipped="no C++ test file of test_patch that holds a TEST and that the test command "
+                                   "names (a file only the build compiles may not be in the run)")
     return LogCanaries(skipped="no test file of the task's ids or test_patch to add them to")
 
 

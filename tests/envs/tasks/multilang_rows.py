@@ -1,7 +1,8 @@
 """Rows of Multi-SWE-bench, SWE-rebench-V2 and SWE-smith in their own column formats, made from real projects:
-Debian's go-cmp 0.5.9 (Go) and hex 0.4.3 (Rust) in a git mirror (``OWNER__NAME.git``, read through
-``$SWEBOX_GIT_MIRROR``), each with a real one-line bug and a test file that catches it (the fixtures of
-``tests/envs/tasks/graders/test_lang_logs.py``). Shared by the loader tests and the validate run.
+Debian's go-cmp 0.5.9 (Go), hex 0.4.3 (Rust), GoogleTest 1.12.1 and doctest 2.4.9 (C++, SWE-rebench-V2 only)
+in a git mirror (``OWNER__NAME.git``, read through ``$SWEBOX_GIT_MIRROR``), each with a real one-line bug and a
+test file that catches it (the fixtures of ``tests/envs/tasks/graders/test_lang_logs.py``). Shared by the
+loader tests and the validate run.
 """
 
 from __future__ import annotations
@@ -10,11 +11,25 @@ import subprocess
 from pathlib import Path
 
 from tests.envs.tasks.graders.test_lang_logs import (
+    DT_BUG,
+    DT_CMD,
+    DT_FILE,
+    DT_FIX,
+    DT_TEST_FILE,
+    DT_TESTS,
+    DT_WRONG,
     GO_BUG,
     GO_FILE,
     GO_FIX,
     GO_TESTS,
     GO_WRONG,
+    GT_BUG,
+    GT_CMD,
+    GT_FILE,
+    GT_FIX,
+    GT_TEST_FILE,
+    GT_TESTS,
+    GT_WRONG,
     RS_BUG,
     RS_FILE,
     RS_FIX,
@@ -153,3 +168,49 @@ def rust_rows(c: dict[str, str]) -> dict[str, dict]:
                  repo=f"swesmith/{RS_OWNER}__{RS_NAME}.{c['clean'][:8]}", FAIL_TO_PASS=RS_SMITH_F2P,
                  PASS_TO_PASS=RS_SMITH_P2P)
     return {"msb": msb, "rebench": rebench, "smith": smith}
+
+
+GT_OWNER, GT_NAME = "google", "googletest"
+GT_F2P = ["IsPrimeSquaresTest.NineIsNotPrime", "IsPrimeSquaresTest.OddSquaresAreNotPrime"]
+GT_P2P = ["IsPrimeSquaresTest.OddPrimes", "IsPrimeTest.Positive", "FactorialTest.Positive"]
+
+
+def make_gtest_mirror(source: Path, mirror: Path) -> dict[str, str]:
+    """The same for GoogleTest's own tree (gtest and its samples), the bug in samples/sample1.cc."""
+    c = _mirror(source, mirror, f"{GT_OWNER}__{GT_NAME}", GT_FILE, GT_FIX, GT_BUG, GT_TEST_FILE, GT_TESTS, None)
+    return {**c, "wrong": line_patch(GT_FILE, c["buggy"], GT_BUG, GT_WRONG)}
+
+
+def gtest_rebench_row(c: dict[str, str]) -> dict:
+    """A C++ SWE-rebench-V2 row: its install config names the test command (compile and run the gtest binary)
+    and ``parse_log_googletest``."""
+    row = swe_rebench_v2_row(c)
+    row.update(instance_id=f"{GT_OWNER}__{GT_NAME}-rebench-1", repo=f"{GT_OWNER}/{GT_NAME}", language="cpp",
+               problem_statement="IsPrime(9) and IsPrime(25) return true.", version="1.12",
+               FAIL_TO_PASS=GT_F2P, PASS_TO_PASS=GT_P2P, image_name="swerebench/googletest:1",
+               install_config={"base_image_name": "gcc:12", "install": [], "log_parser": "parse_log_googletest",
+                               "test_cmd": GT_CMD})
+    return row
+
+
+DT_OWNER, DT_NAME = "doctest", "doctest"
+DT_CASE = "approx within a relative margin > "
+DT_F2P = [DT_CASE + "the larger value on the left", DT_CASE + "the larger value on the right"]
+DT_P2P = [DT_CASE + "far apart", "subcases with changing names > outer 0"]
+
+
+def make_doctest_mirror(source: Path, mirror: Path) -> dict[str, str]:
+    """The same for doctest's header and example suite, the bug in doctest.h's Approx."""
+    c = _mirror(source, mirror, f"{DT_OWNER}__{DT_NAME}", DT_FILE, DT_FIX, DT_BUG, DT_TEST_FILE, DT_TESTS, None)
+    return {**c, "wrong": line_patch(DT_FILE, c["buggy"], DT_BUG, DT_WRONG)}
+
+
+def doctest_rebench_row(c: dict[str, str]) -> dict:
+    """A C++ SWE-rebench-V2 row read by ``parse_log_doctest`` (the test binary's ``-s -r=xml`` report)."""
+    row = swe_rebench_v2_row(c)
+    row.update(instance_id=f"{DT_OWNER}__{DT_NAME}-rebench-1", repo=f"{DT_OWNER}/{DT_NAME}", language="cpp",
+               problem_statement="Approx(110.5).epsilon(0.1) does not equal 100.0.", version="2.4",
+               FAIL_TO_PASS=DT_F2P, PASS_TO_PASS=DT_P2P, image_name="swerebench/doctest:1",
+               install_config={"base_image_name": "gcc:12", "install": [], "log_parser": "parse_log_doctest",
+                               "test_cmd": DT_CMD})
+    return row

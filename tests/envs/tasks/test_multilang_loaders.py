@@ -1,6 +1,8 @@
 """Loaders of Multi-SWE-bench, SWE-rebench-V2 and SWE-smith's Go rows: each format becomes a log-graded Go task
 with the same start rule as the Python datasets; and (e2e) rows of each format, built locally from Debian's
 go-cmp, pass ``swebox tasks validate`` on the Go toolchain layer: gold resolved, empty not; a wrong fix not.
+The same for Rust (hex) and, as SWE-rebench-V2 rows, C++ (GoogleTest's samples and doctest's examples, on the
+cc toolchain layer).
 """
 
 from __future__ import annotations
@@ -20,8 +22,14 @@ from swebox.envs.tasks.schema import TaskError
 from swebox.envs.tasks.validate import StoreLayers
 
 from tests.envs.tasks.multilang_rows import (
+    DT_F2P,
     F2P,
+    GT_F2P,
     P2P,
+    doctest_rebench_row,
+    gtest_rebench_row,
+    make_doctest_mirror,
+    make_gtest_mirror,
     make_mirror,
     make_rust_mirror,
     multi_swe_bench_row,
@@ -146,8 +154,31 @@ def hex_rows(tmp_path: Path) -> tuple[dict[str, dict], dict[str, str], tuple[str
     return rust_rows(commits), commits, ("decode_upper_case", "decode_lower_case")
 
 
+def gtest_rows(tmp_path: Path) -> tuple[dict[str, dict], dict[str, str], tuple[str, str]]:
+    from tests.debian_tools import unpacked
+
+    source = unpacked("googletest", ("googletest",)) / "usr/src/googletest/googletest"
+    commits = make_gtest_mirror(source, tmp_path / "mirror")
+    return {"rebench": gtest_rebench_row(commits)}, commits, tuple(GT_F2P)
+
+
+def doctest_rows(tmp_path: Path) -> tuple[dict[str, dict], dict[str, str], tuple[str, str]]:
+    from tests.envs.tasks.graders.test_lang_logs import doctest_tree
+
+    commits = make_doctest_mirror(doctest_tree(tmp_path / "src"), tmp_path / "mirror")
+    return {"rebench": doctest_rebench_row(commits)}, commits, tuple(DT_F2P)
+
+
+def test_swe_rebench_v2_cpp_row_is_a_googletest_task_on_the_cc_toolchain():
+    task = to_task(gtest_rebench_row(fake_commits()))
+    assert (task.language, task.grader, task.log_parser) == ("cpp", "log", "parse_log_googletest")
+    assert task.env.toolchains == ("cc",) and task.test_cmd.endswith("&& /tmp/samples_unittest")
+    assert list(task.FAIL_TO_PASS) == GT_F2P and task.repo == "google/googletest"
+
+
 @pytest.mark.e2e
-@pytest.mark.parametrize("make_rows", [go_rows, hex_rows], ids=["go", "rust"])
+@pytest.mark.parametrize("make_rows", [go_rows, hex_rows, gtest_rows, doctest_rows],
+                         ids=["go", "rust", "cpp-gtest", "cpp-doctest"])
 def test_rows_of_each_format_validate_on_the_toolchain_layer(tmp_path, make_rows):
     rows, commits, (passes, fails) = make_rows(tmp_path)
     assert commits["wrong"] != commits["fix"]
@@ -168,7 +199,7 @@ def test_rows_of_each_format_validate_on_the_toolchain_layer(tmp_path, make_rows
         assert [r["passed"] for r in report] == [True], report
         assert report[0]["gold"]["resolved"] and not report[0]["empty"]["resolved"]
     # a wrong fix does not resolve, on the same layers
-    task = load(tmp_path / "msb.jsonl")[0]
+    task = load(tmp_path / f"{next(iter(rows))}.jsonl")[0]
     resolve = StoreLayers(store)
     try:
         bad = grade(task, commits["wrong"], layers=resolve(task), timeout=900)

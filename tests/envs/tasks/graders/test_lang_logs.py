@@ -1,5 +1,7 @@
-"""Go and Rust log grading on real test suites in real sandboxes: Debian's go-cmp with ``go test -v`` and
-Debian's hex crate with ``cargo test``, built by Debian's own Go 1.19 and rustc 1.63 (:mod:`tests.debian_tools`).
+"""Go, Rust and C++ log grading on real test suites in real sandboxes: Debian's go-cmp with ``go test -v`` and
+Debian's hex crate with ``cargo test``, built by Debian's own Go 1.19 and rustc 1.63 (:mod:`tests.debian_tools`),
+and GoogleTest 1.12.1's samples (Debian's googletest) and doctest 2.4.9's examples (doctest-dev) built by the cc
+toolchain layer.
 
 Each project gets a real one-line bug in its base commit; a test patch adds tests that fail on the bug. The
 gold patch resolves, the empty diff does not, a wrong fix does not, and the planted canaries come out as
@@ -9,12 +11,16 @@ keys and function names, the generic names, Multi-SWE-bench's rules).
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
 import shutil
 from pathlib import Path
 
 import pytest
+from swebox.envs.cache.toolchains import toolchain_env
 from swebox.envs.sandbox import Layer, Sandbox, SandboxPolicy
+from swebox.envs.sandbox.policy import DEFAULT_ENV
 from swebox.envs.tasks import Task
 from swebox.envs.tasks.graders import lang_parsers, log_canaries, log_parsers
 from swebox.envs.tasks.graders.grading import grade
@@ -278,6 +284,190 @@ def test_the_real_cargo_log_reads_the_same_under_each_rust_parser_name(rust_laye
     maps = {n: log_parsers.parse_log(n, log) for n in names}
     assert maps["cargo"]["decode_upper_case"] == "PASSED" and maps["cargo"]["test::test_decode"] == "PASSED"
     assert all(maps[n] == maps["cargo"] for n in names), maps
+
+
+# -- C++: GoogleTest 1.12.1's samples (googletest), built by the cc toolchain layer (Debian's gcc 12) ------------
+GT_FILE = "samples/sample1.cc"
+GT_FIX = "    if (i > n / i) break;\n"
+GT_BUG = "    if (i >= n / i) break;\n"  # stops one divisor early: the odd squares of primes (9, 25, 49) are "prime"
+GT_WRONG = "    if (i >= n / i) return n != 9;\n"  # special-cases the reported number, not the rule
+GT_TEST_FILE = "samples/prime_squares_unittest.cc"
+GT_TESTS = """#include "sample1.h"
+#include "gtest/gtest.h"
+
+TEST(IsPrimeSquaresTest, NineIsNotPrime) { EXPECT_FALSE(IsPrime(9)); }
+
+TEST(IsPrimeSquaresTest, OddSquaresAreNotPrime) {
+  EXPECT_FALSE(IsPrime(25));
+  EXPECT_FALSE(IsPrime(49));
+}
+
+TEST(IsPrimeSquaresTest, OddPrimes) {
+  EXPECT_TRUE(IsPrime(3));
+  EXPECT_TRUE(IsPrime(29));
+}
+"""
+GT_CMD = ("g++ -std=c++14 -pthread -Iinclude -I. -o /tmp/samples_unittest samples/sample1.cc "
+          f"samples/sample1_unittest.cc {GT_TEST_FILE} src/gtest-all.cc src/gtest_main.cc && /tmp/samples_unittest")
+"""Compiles GoogleTest itself with the samples (as its own CMake build does) and runs the one binary; it names
+the test_patch file, so the run gets canaries (:mod:`swebox.envs.tasks.graders.log_canaries`)."""
+
+
+@pytest.fixture(scope="module")
+def gtest_src() -> Path:
+    return unpacked("googletest", ("googletest",)) / "usr/src/googletest/googletest"
+
+
+@pytest.fixture(scope="module")
+def cc_layer() -> Layer:
+    """The cc toolchain layer (gcc, g++, make from Debian's packages), in the toolchain store the loader tests use."""
+    from swebox.envs.cache.toolchains import release_toolchain_layers, toolchain_layer
+
+    yield toolchain_layer("cc", toolchain_store())
+    release_toolchain_layers()
+
+
+def toolchain_store() -> Path:
+    return Path(os.environ.get("SWEBOX_TEST_TOOLCHAIN_STORE") or Path.home() / ".cache/swebox/toolchain-store")
+
+
+@pytest.fixture(scope="module")
+def gtest_layer(gtest_src):
+    layer = project_layer(gtest_src, {GT_FILE: (GT_FIX, GT_BUG)})
+    yield layer
+    discard(layer)
+
+
+def gtest_task(gtest_src: Path, parser: str = "googletest") -> Task:
+    base = (gtest_src / GT_FILE).read_text().replace(GT_FIX, GT_BUG)
+    return Task(
+        instance_id="google__googletest-prime-squares", repo="google/googletest", language="cpp",
+        patch=line_patch(GT_FILE, base, GT_BUG, GT_FIX), test_patch=new_file_patch(GT_TEST_FILE, GT_TESTS),
+        FAIL_TO_PASS=("IsPrimeSquaresTest.NineIsNotPrime", "IsPrimeSquaresTest.OddSquaresAreNotPrime"),
+        PASS_TO_PASS=("IsPrimeSquaresTest.OddPrimes", "IsPrimeTest.Positive", "FactorialTest.Positive"),
+        grader="log", log_parser=parser, test_cmd=GT_CMD,
+        # the cc layer's PATH (what a task env with toolchains=("cc",) gets from the grader)
+        eval_commands=("export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in toolchain_env(["cc"]).items()),),
+    )
+
+
+def test_googletest_log_gold_resolves_empty_and_wrong_do_not(gtest_layer, cc_layer, gtest_src, monkeypatch):
+    task = gtest_task(gtest_src)
+    canaries = planted(monkeypatch)
+    policy = SandboxPolicy(network="none")
+    gold = grade(task, task.patch, layers=[cc_layer, gtest_layer], policy=policy, timeout=900)
+    assert gold.log_status == "ok" and gold.errors == [] and gold.tampered == [], (gold.errors, gold.output_tail)
+    assert gold.resolved and gold.reward == 1.0
+    assert {o.status for o in gold.tests.values()} == {"passed"}
+    empty = grade(task, "", layers=[cc_layer, gtest_layer], policy=policy, timeout=900)
+    assert empty.log_status == "ok" and not empty.resolved and empty.tampered == [], (empty.errors, empty.output_tail)
+    assert [empty.tests[t].status for t in task.FAIL_TO_PASS] == ["failed", "failed"]
+    assert empty.p2p_passed == empty.p2p_total == 3
+    wrong = task.patch.replace("+" + GT_FIX, "+" + GT_WRONG)
+    assert wrong != task.patch
+    bad = grade(task, wrong, layers=[cc_layer, gtest_layer], policy=policy, timeout=900)
+    assert bad.applied and not bad.resolved and bad.tampered == [], (bad.errors, bad.output_tail)
+    assert bad.tests["IsPrimeSquaresTest.NineIsNotPrime"].status == "passed"
+    assert bad.tests["IsPrimeSquaresTest.OddSquaresAreNotPrime"].status == "failed"
+    # a TEST(Suite, Name) pair in the test patch's file (the command compiles it), read back as planted
+    assert [c.file for c in canaries] == [GT_TEST_FILE] * 3
+    assert all(sorted(c.expected.values()) == ["FAILED", "PASSED"] for c in canaries)
+    assert all(re.fullmatch(r"[A-Za-z]+\.[A-Za-z]+", name) for c in canaries for name in c.expected)
+
+
+def test_the_real_googletest_log_reads_the_same_under_each_googletest_name(gtest_layer, cc_layer, gtest_src):
+    """One real run, read by the generic name, SWE-bench's function name and fmt's repository key."""
+    task = gtest_task(gtest_src)
+    with Sandbox([cc_layer, gtest_layer], SandboxPolicy(network="none",
+                                                        env={**DEFAULT_ENV, **toolchain_env(["cc"])})) as sb:
+        for i, patch in enumerate((task.patch, task.test_patch)):
+            sb.write_file(f"/tmp/p{i}.diff", patch)
+            assert sb.exec(f"cd /testbed && git apply /tmp/p{i}.diff", timeout=60).exit_code == 0
+        assert sb.exec("command -v g++", timeout=30).output.startswith("/opt/toolchains/cc/")  # the layer's
+        log = sb.exec(f"cd /testbed && {task.test_cmd} 2>&1", timeout=900).output
+    assert "[  PASSED  ] 9 tests." in log, log[-2000:]  # sample1's 6 tests and the 3 new ones
+    names = ["googletest", "parse_log_googletest", "fmtlib/fmt"]
+    maps = {n: log_parsers.parse_log(n, log) for n in names}
+    assert maps["googletest"]["IsPrimeSquaresTest.OddSquaresAreNotPrime"] == "PASSED"
+    assert all(maps[n] == maps["googletest"] for n in names)
+    assert lang_parsers.language_of("parse_log_googletest") == "c" and lang_parsers.language_of("fmtlib/fmt") == "cpp"
+
+
+# -- C++: doctest 2.4.9's own example suite (doctest-dev), its XML report read by parse_log_doctest -------------
+DT_FILE = "doctest/doctest.h"
+DT_FIX = "           rhs.m_epsilon * (rhs.m_scale + std::max<double>(std::fabs(lhs), std::fabs(rhs.m_value)));\n"
+DT_BUG = DT_FIX.replace("std::max<double>", "std::min<double>")  # the margin scales with the smaller value
+DT_WRONG = "           rhs.m_epsilon * (rhs.m_scale + std::fabs(lhs));\n"  # with the left-hand value only
+DT_TEST_FILE = "tests/approx.cpp"
+DT_TESTS = """#include <doctest/doctest.h>
+
+TEST_CASE("approx within a relative margin") {
+    SUBCASE("the larger value on the right") { CHECK(100.0 == doctest::Approx(110.5).epsilon(0.1)); }
+    SUBCASE("the larger value on the left") { CHECK(110.5 == doctest::Approx(100.0).epsilon(0.1)); }
+    SUBCASE("far apart") { CHECK_FALSE(100.0 == doctest::Approx(200.0).epsilon(0.1)); }
+}
+"""
+_DT_EX = "examples/all_features"
+DT_CMD = (f"g++ -std=c++11 -I. -o /tmp/doctest_run {_DT_EX}/main.cpp {_DT_EX}/asserts_used_outside_of_tests.cpp "
+          f"{_DT_EX}/subcases.cpp {DT_TEST_FILE} && /tmp/doctest_run -s -r=xml")
+"""doctest's example main with its subcase examples (some fail on purpose: they show doctest's failure
+output) and the test patch's file; ``-s -r=xml`` is the report SWE-bench's ``parse_log_doctest`` reads."""
+
+
+def doctest_tree(parent: Path) -> Path:
+    """doctest's header and its examples as one tree below ``parent`` (Debian installs them in two folders)."""
+    root = unpacked("doctest", ("doctest-dev",))
+    tree = parent / "doctest-2.4.9"
+    shutil.copytree(root / "usr/include/doctest", tree / "doctest")
+    shutil.copytree(root / "usr/share/doc/doctest-dev/examples", tree / "examples")
+    os.chmod(parent, 0o755)
+    return tree
+
+
+@pytest.fixture(scope="module")
+def doctest_src(tmp_path_factory) -> Path:
+    return doctest_tree(tmp_path_factory.mktemp("doctest"))
+
+
+@pytest.fixture(scope="module")
+def doctest_layer(doctest_src):
+    layer = project_layer(doctest_src, {DT_FILE: (DT_FIX, DT_BUG)})
+    yield layer
+    discard(layer)
+
+
+def doctest_task(doctest_src: Path, parser: str = "parse_log_doctest") -> Task:
+    base = (doctest_src / DT_FILE).read_text().replace(DT_FIX, DT_BUG)
+    case = "approx within a relative margin > "
+    return Task(
+        instance_id="doctest__doctest-approx", repo="doctest/doctest", language="cpp",
+        patch=line_patch(DT_FILE, base, DT_BUG, DT_FIX), test_patch=new_file_patch(DT_TEST_FILE, DT_TESTS),
+        FAIL_TO_PASS=(case + "the larger value on the right", case + "the larger value on the left"),
+        PASS_TO_PASS=(case + "far apart", "subcases with changing names > outer 0",
+                      "subcases can be used in a separate function as well > sc1"),
+        grader="log", log_parser=parser, test_cmd=DT_CMD,
+        eval_commands=("export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in toolchain_env(["cc"]).items()),),
+    )
+
+
+def test_doctest_xml_log_gold_resolves_empty_and_wrong_do_not(doctest_layer, cc_layer, doctest_src, monkeypatch):
+    task = doctest_task(doctest_src)
+    canaries = planted(monkeypatch)
+    layers, policy = [cc_layer, doctest_layer], SandboxPolicy(network="none")
+    gold = grade(task, task.patch, layers=layers, policy=policy, timeout=900)
+    assert gold.log_status == "ok" and gold.errors == [] and gold.tampered == [], (gold.errors, gold.output_tail)
+    assert gold.resolved and {o.status for o in gold.tests.values()} == {"passed"}
+    empty = grade(task, "", layers=layers, policy=policy, timeout=900)
+    assert empty.log_status == "ok" and not empty.resolved and empty.tampered == [], (empty.errors, empty.output_tail)
+    assert [empty.tests[t].status for t in task.FAIL_TO_PASS] == ["failed", "failed"]
+    assert empty.p2p_passed == empty.p2p_total == 3
+    wrong = task.patch.replace("+" + DT_FIX, "+" + DT_WRONG)
+    assert wrong != task.patch
+    bad = grade(task, wrong, layers=layers, policy=policy, timeout=900)
+    assert bad.applied and not bad.resolved and bad.tampered == [], (bad.errors, bad.output_tail)
+    assert bad.tests[task.FAIL_TO_PASS[1]].status == "passed" and bad.tests[task.FAIL_TO_PASS[0]].status == "failed"
+    # doctest registers its tests per binary and reports XML: no canaries (LogCanaries.skipped says why)
+    assert all(c.file == "" and "other than GoogleTest" in c.skipped for c in canaries) and len(canaries) == 3
 
 
 def test_parsers_know_their_language_and_names_resolve():

@@ -499,3 +499,27 @@ def test_a_log_line_that_crashes_the_parser_scores_zero_instead_of_raising(calc_
 def test_the_same_fix_without_the_crashing_line_resolves_under_that_parser(calc_layer, calc_task, gold):
     report = grade(calc_log_task(calc_task, parser="mwaskom/seaborn"), gold["add"], layers=[calc_layer])
     assert report.log_status == "ok" and report.resolved and report.reward == 1.0, report.to_dict()
+
+
+def test_googletest_canaries_go_only_into_a_test_patch_file_the_command_compiles():
+    import random
+
+    from tests.envs.tasks.graders.test_lang_logs import GT_CMD, GT_TEST_FILE, GT_TESTS, new_file_patch
+
+    base = dict(instance_id="g__t-1", repo="google/googletest", language="cpp", patch="", grader="log",
+                FAIL_TO_PASS=("A.B",), test_patch=new_file_patch(GT_TEST_FILE, GT_TESTS))
+    named = Task(**base, log_parser="parse_log_googletest", test_cmd=GT_CMD)
+    assert log_canaries.host_files(named) == [GT_TEST_FILE]
+    text, expected = log_canaries.source(named, random.SystemRandom())
+    suites = {name.split(".")[0] for name in expected}
+    assert len(suites) == 1 and sorted(expected.values()) == ["FAILED", "PASSED"]
+    assert all(f"TEST({suite}, {name.split('.')[1]})" in text for suite in suites for name in expected)
+    # a CMake build may not compile a file its command does not name: no canary that could be missing
+    cmake = Task(**base, log_parser="googletest", test_cmd="cmake --build build && ctest --test-dir build -V")
+    assert log_canaries.host_files(cmake) == []
+    # named as a word of the command, not inside another path
+    other = Task(**base, log_parser="googletest", test_cmd=GT_CMD.replace(GT_TEST_FILE, "x/" + GT_TEST_FILE))
+    assert log_canaries.host_files(other) == []
+    assert "that the test command names" in log_canaries.plant(None, cmake, "/x").skipped
+    redis = Task(**base, log_parser="parse_log_redis", test_cmd=GT_CMD)
+    assert "other than GoogleTest" in log_canaries.plant(None, redis, "/x").skipped
