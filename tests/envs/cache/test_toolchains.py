@@ -28,6 +28,8 @@ from swebox.envs.cache.toolchains import (
 from swebox.envs.sandbox import Sandbox, SandboxPolicy
 from swebox.envs.sandbox.policy import DEFAULT_ENV
 
+from tests.debian_tools import toolchain_store
+
 from .conftest import IS_ROOT
 
 pytestmark = pytest.mark.skipif(not IS_ROOT or shutil.which("apt-get") is None or shutil.which("mksquashfs") is None,
@@ -38,7 +40,7 @@ pytestmark = pytest.mark.skipif(not IS_ROOT or shutil.which("apt-get") is None o
 def store_root(tmp_path_factory) -> Path:
     """The shared test store; the layers are mounted in a node cache of this module's own (never the user's
     shared /var/tmp one, whose layers other processes use), unmounted at its end."""
-    root = Path(os.environ.get("SWEBOX_TEST_TOOLCHAIN_STORE") or "/var/tmp/swebox-test-toolchains")
+    root = toolchain_store()
     before = os.environ.get("SWEBOX_LAYER_CACHE")
     os.environ["SWEBOX_LAYER_CACHE"] = str(tmp_path_factory.mktemp("node-cache"))
     yield root

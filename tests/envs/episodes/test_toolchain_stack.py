@@ -20,6 +20,8 @@ from swebox.envs.episodes.layers_resolver import LayerSource, acquire_layers, cl
 from swebox.envs.sandbox import Sandbox
 from swebox.envs.tasks.schema import Task
 
+from tests.debian_tools import toolchain_store
+
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("apt-get") is None
                                 or shutil.which("mksquashfs") is None,
                                 reason="needs apt-get, mksquashfs and root (loop mounts of squashfs layers)")
@@ -58,7 +60,7 @@ def test_spec_without_toolchains_keeps_its_key():
 
 def test_env_layer_on_a_toolchain_runs_go_test_where_episodes_run(tmp_path, monkeypatch):
     monkeypatch.setenv("SWEBOX_LAYER_CACHE", str(tmp_path / "node"))
-    shared = LayerStore(os.environ.get("SWEBOX_TEST_TOOLCHAIN_STORE") or "/var/tmp/swebox-test-toolchains")
+    shared = LayerStore(toolchain_store())
     store = LayerStore(tmp_path / "store")
     go = build_toolchain(shared, "go")
     copy_layers(shared, store, [go.key])

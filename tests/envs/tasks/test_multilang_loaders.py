@@ -21,6 +21,7 @@ from swebox.envs.tasks.graders.grading import grade
 from swebox.envs.tasks.schema import TaskError
 from swebox.envs.tasks.validate import StoreLayers
 
+from tests.debian_tools import toolchain_store
 from tests.envs.tasks.multilang_rows import (
     DT_F2P,
     F2P,
@@ -182,7 +183,7 @@ def test_swe_rebench_v2_cpp_row_is_a_googletest_task_on_the_cc_toolchain():
 def test_rows_of_each_format_validate_on_the_toolchain_layer(tmp_path, make_rows):
     rows, commits, (passes, fails) = make_rows(tmp_path)
     assert commits["wrong"] != commits["fix"]
-    store = os.environ.get("SWEBOX_TEST_TOOLCHAIN_STORE", str(Path.home() / ".cache/swebox/toolchain-store"))
+    store = str(toolchain_store())
     env = {**os.environ, "SWEBOX_GIT_MIRROR": str(tmp_path / "mirror")}
     swebox = [sys.executable, "-m", "swebox.scripts.cli"]
     for name, row in rows.items():

@@ -1,7 +1,7 @@
 """Go, Rust and C++ log grading on real test suites in real sandboxes: Debian's go-cmp with ``go test -v`` and
-Debian's hex crate with ``cargo test``, built by Debian's own Go 1.19 and rustc 1.63 (:mod:`tests.debian_tools`),
-and GoogleTest 1.12.1's samples (Debian's googletest) and doctest 2.4.9's examples (doctest-dev) built by the cc
-toolchain layer.
+Debian's hex crate with ``cargo test``, built by the go and rust toolchain layers (Debian's Go 1.19 and rustc
+1.63), and GoogleTest 1.12.1's samples (Debian's googletest) and doctest 2.4.9's examples (doctest-dev) built by
+the cc toolchain layer. The projects' sources come from Debian's packages too (:mod:`tests.debian_tools`).
 
 Each project gets a real one-line bug in its base commit; a test patch adds tests that fail on the bug. The
 gold patch resolves, the empty diff does not, a wrong fix does not, and the planted canaries come out as
@@ -25,7 +25,7 @@ from swebox.envs.tasks import Task
 from swebox.envs.tasks.graders import lang_parsers, log_canaries, log_parsers
 from swebox.envs.tasks.graders.grading import grade
 
-from tests.debian_tools import GO, RUST, go_env, rust_env, unpacked
+from tests.debian_tools import toolchain_store, unpacked
 from tests.fixture_env import PYTEST, build_layer, wheels
 
 pytestmark = pytest.mark.e2e
@@ -103,9 +103,29 @@ def discard(layer: Layer) -> None:
     record_path(layer.path).unlink(missing_ok=True)
 
 
-@pytest.fixture(scope="module")
-def go_tools() -> Path:
-    return unpacked("go-1.19", GO)
+def toolchain_fixture(name: str):
+    """A module fixture: the toolchain layer ``name`` from the shared test store, released at the module's end."""
+
+    @pytest.fixture(scope="module")
+    def layer():
+        from swebox.envs.cache.toolchains import release_toolchain_layers, toolchain_layer
+
+        yield toolchain_layer(name, toolchain_store())
+        release_toolchain_layers()
+
+    return layer
+
+
+def exports(name: str, **offline: str) -> tuple[str, ...]:
+    """The eval command that puts toolchain ``name``'s environment first (what a task env with that toolchain
+    gets from the grader), plus ``offline`` settings."""
+    env = {**toolchain_env([name]), **offline}
+    return ("export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()),)
+
+
+go_toolchain = toolchain_fixture("go")
+rust_toolchain = toolchain_fixture("rust")
+cc_layer = toolchain_fixture("cc")
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +140,7 @@ def go_layer(go_cmp):
     discard(layer)
 
 
-def go_task(go_cmp: Path, go_tools: Path, parser: str = "go_test") -> Task:
+def go_task(go_cmp: Path, parser: str = "go_test") -> Task:
     base = (go_cmp / GO_FILE).read_text().replace(GO_FIX, GO_BUG)
     return Task(
         instance_id="google__go-cmp-approx", repo="google/go-cmp", language="go",
@@ -129,7 +149,7 @@ def go_task(go_cmp: Path, go_tools: Path, parser: str = "go_test") -> Task:
         FAIL_TO_PASS=("TestEquateApproxMargin", "TestEquateApproxFraction"),
         PASS_TO_PASS=("TestEquateApproxFar", "TestPanic"),
         grader="log", log_parser=parser, test_cmd="go test -v -count=1 ./cmp/cmpopts/",
-        eval_commands=go_env(go_tools),
+        eval_commands=exports("go", GOPROXY="off", GOFLAGS="-mod=mod", CGO_ENABLED="0"),
     )
 
 
@@ -141,21 +161,21 @@ def planted(monkeypatch) -> list[log_canaries.LogCanaries]:
     return seen
 
 
-def test_go_test_log_gold_resolves_empty_and_wrong_do_not(go_layer, go_cmp, go_tools, monkeypatch):
-    task = go_task(go_cmp, go_tools)
+def test_go_test_log_gold_resolves_empty_and_wrong_do_not(go_layer, go_cmp, go_toolchain, monkeypatch):
+    task = go_task(go_cmp)
     canaries = planted(monkeypatch)
-    policy = SandboxPolicy(network="none", ro_binds=(str(go_tools),))
-    gold = grade(task, task.patch, layers=[go_layer], policy=policy, timeout=600)
+    policy = SandboxPolicy(network="none")
+    gold = grade(task, task.patch, layers=[go_toolchain, go_layer], policy=policy, timeout=600)
     assert gold.log_status == "ok" and gold.errors == [] and gold.tampered == [], (gold.errors, gold.output_tail)
     assert gold.resolved and gold.reward == 1.0
     assert {o.status for o in gold.tests.values()} == {"passed"}
-    empty = grade(task, "", layers=[go_layer], policy=policy, timeout=600)
+    empty = grade(task, "", layers=[go_toolchain, go_layer], policy=policy, timeout=600)
     assert empty.log_status == "ok" and not empty.resolved and empty.tampered == []
     assert [empty.tests[t].status for t in task.FAIL_TO_PASS] == ["failed", "failed"]
     assert empty.p2p_passed == empty.p2p_total == 2
     wrong = task.patch.replace("+" + GO_FIX, "+" + GO_WRONG)
     assert wrong != task.patch
-    bad = grade(task, wrong, layers=[go_layer], policy=policy, timeout=600)
+    bad = grade(task, wrong, layers=[go_toolchain, go_layer], policy=policy, timeout=600)
     assert bad.applied and not bad.resolved and bad.tampered == []
     assert bad.tests["TestEquateApproxMargin"].status == "passed"
     assert bad.tests["TestEquateApproxFraction"].status == "failed"
@@ -164,10 +184,10 @@ def test_go_test_log_gold_resolves_empty_and_wrong_do_not(go_layer, go_cmp, go_t
     assert all(sorted(c.expected.values()) == ["FAILED", "PASSED"] for c in canaries)
 
 
-def test_the_real_go_log_reads_the_same_under_each_go_parser_name(go_layer, go_cmp, go_tools):
+def test_the_real_go_log_reads_the_same_under_each_go_parser_name(go_layer, go_cmp, go_toolchain):
     """One real run, read by SWE-bench's key and function name, the generic name and Multi-SWE-bench's rule."""
-    task = go_task(go_cmp, go_tools)
-    log = run_log(go_layer, task, task.patch, go_tools)
+    task = go_task(go_cmp)
+    log = run_log([go_toolchain, go_layer], task, task.patch)
     names = ["go_test", "parse_log_gotest", "gin-gonic/gin", lang_parsers.MSB_GO]
     maps = {n: log_parsers.parse_log(n, log) for n in names}
     tests = {k: v for k, v in maps["go_test"].items()}
@@ -177,9 +197,9 @@ def test_the_real_go_log_reads_the_same_under_each_go_parser_name(go_layer, go_c
     assert maps[lang_parsers.MSB_GO] == {**tests, "github.com/google/go-cmp/cmp/cmpopts": "PASSED"}
 
 
-def run_log(layer: Layer, task: Task, diff: str, tools: Path) -> str:
+def run_log(layers: list[Layer], task: Task, diff: str) -> str:
     """The raw output of the task's command on ``diff`` + test_patch (no grader around it)."""
-    with Sandbox([layer], SandboxPolicy(network="none", ro_binds=(str(tools),))) as sb:
+    with Sandbox(layers, SandboxPolicy(network="none")) as sb:
         for i, patch in enumerate((diff, task.test_patch)):
             sb.write_file(f"/tmp/p{i}.diff", patch)
             assert sb.exec(f"cd /testbed && git apply /tmp/p{i}.diff", timeout=60).exit_code == 0
@@ -219,11 +239,6 @@ def offline_manifest(text: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def rust_tools() -> Path:
-    return unpacked("rust-1.63", RUST)
-
-
-@pytest.fixture(scope="module")
 def hex_crate() -> Path:
     return unpacked("hex", ("librust-hex-dev",)) / "usr/share/cargo/registry/hex-0.4.3"
 
@@ -241,7 +256,7 @@ def rust_layer(hex_crate):
     discard(layer)
 
 
-def rust_task(hex_crate: Path, rust_tools: Path, parser: str = "cargo") -> Task:
+def rust_task(hex_crate: Path, parser: str = "cargo") -> Task:
     base = (hex_crate / RS_FILE).read_text().replace("    use pretty_assertions::assert_eq;\n", "")
     base = base.replace(RS_FIX, RS_BUG)
     return Task(
@@ -251,25 +266,25 @@ def rust_task(hex_crate: Path, rust_tools: Path, parser: str = "cargo") -> Task:
         FAIL_TO_PASS=("decode_upper_case", "decode_mixed_case"),
         PASS_TO_PASS=("decode_lower_case", "test::test_decode", "test::test_encode"),
         grader="log", log_parser=parser, test_cmd="cargo test --offline --no-fail-fast",
-        eval_commands=rust_env(rust_tools),
+        eval_commands=exports("rust", CARGO_TARGET_DIR="/tmp/cargo-target", CARGO_NET_OFFLINE="true"),
     )
 
 
-def test_cargo_test_log_gold_resolves_empty_and_wrong_do_not(rust_layer, hex_crate, rust_tools, monkeypatch):
-    task = rust_task(hex_crate, rust_tools)
+def test_cargo_test_log_gold_resolves_empty_and_wrong_do_not(rust_layer, hex_crate, rust_toolchain, monkeypatch):
+    task = rust_task(hex_crate)
     canaries = planted(monkeypatch)
-    policy = SandboxPolicy(network="none", ro_binds=(str(rust_tools),))
-    gold = grade(task, task.patch, layers=[rust_layer], policy=policy, timeout=600)
+    policy = SandboxPolicy(network="none")
+    gold = grade(task, task.patch, layers=[rust_toolchain, rust_layer], policy=policy, timeout=600)
     assert gold.log_status == "ok" and gold.errors == [] and gold.tampered == [], (gold.errors, gold.output_tail)
     assert gold.resolved and {o.status for o in gold.tests.values()} == {"passed"}
-    empty = grade(task, "", layers=[rust_layer], policy=policy, timeout=600)
+    empty = grade(task, "", layers=[rust_toolchain, rust_layer], policy=policy, timeout=600)
     assert empty.log_status == "ok" and not empty.resolved and empty.tampered == []
     assert [empty.tests[t].status for t in task.FAIL_TO_PASS] == ["failed", "failed"]
     assert empty.p2p_passed == empty.p2p_total == 3
     # fixes upper case and breaks lower case: the F2P tests pass, a P2P one fails
     wrong = task.patch.replace(" " + RS_LOWER, "-" + RS_LOWER + "+" + RS_LOWER.replace(" + 10", ""))
     assert wrong != task.patch
-    bad = grade(task, wrong, layers=[rust_layer], policy=policy, timeout=600)
+    bad = grade(task, wrong, layers=[rust_toolchain, rust_layer], policy=policy, timeout=600)
     assert bad.applied and not bad.resolved and bad.tampered == [], (bad.errors, bad.output_tail)
     assert bad.tests["decode_upper_case"].status == "passed"
     assert bad.tests["decode_lower_case"].status == "failed"
@@ -277,9 +292,9 @@ def test_cargo_test_log_gold_resolves_empty_and_wrong_do_not(rust_layer, hex_cra
     assert all(sorted(c.expected.values()) == ["FAILED", "PASSED"] for c in canaries)
 
 
-def test_the_real_cargo_log_reads_the_same_under_each_rust_parser_name(rust_layer, hex_crate, rust_tools):
-    task = rust_task(hex_crate, rust_tools)
-    log = run_log(rust_layer, task, task.patch, rust_tools)
+def test_the_real_cargo_log_reads_the_same_under_each_rust_parser_name(rust_layer, hex_crate, rust_toolchain):
+    task = rust_task(hex_crate)
+    log = run_log([rust_toolchain, rust_layer], task, task.patch)
     names = ["cargo", "parse_log_cargo", "tokio-rs/tokio", lang_parsers.MSB_RUST]
     maps = {n: log_parsers.parse_log(n, log) for n in names}
     assert maps["cargo"]["decode_upper_case"] == "PASSED" and maps["cargo"]["test::test_decode"] == "PASSED"
@@ -319,19 +334,6 @@ def gtest_src() -> Path:
 
 
 @pytest.fixture(scope="module")
-def cc_layer() -> Layer:
-    """The cc toolchain layer (gcc, g++, make from Debian's packages), in the toolchain store the loader tests use."""
-    from swebox.envs.cache.toolchains import release_toolchain_layers, toolchain_layer
-
-    yield toolchain_layer("cc", toolchain_store())
-    release_toolchain_layers()
-
-
-def toolchain_store() -> Path:
-    return Path(os.environ.get("SWEBOX_TEST_TOOLCHAIN_STORE") or Path.home() / ".cache/swebox/toolchain-store")
-
-
-@pytest.fixture(scope="module")
 def gtest_layer(gtest_src):
     layer = project_layer(gtest_src, {GT_FILE: (GT_FIX, GT_BUG)})
     yield layer
@@ -347,7 +349,7 @@ def gtest_task(gtest_src: Path, parser: str = "googletest") -> Task:
         PASS_TO_PASS=("IsPrimeSquaresTest.OddPrimes", "IsPrimeTest.Positive", "FactorialTest.Positive"),
         grader="log", log_parser=parser, test_cmd=GT_CMD,
         # the cc layer's PATH (what a task env with toolchains=("cc",) gets from the grader)
-        eval_commands=("export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in toolchain_env(["cc"]).items()),),
+        eval_commands=exports("cc"),
     )
 
 
@@ -446,7 +448,7 @@ def doctest_task(doctest_src: Path, parser: str = "parse_log_doctest") -> Task:
         PASS_TO_PASS=(case + "far apart", "subcases with changing names > outer 0",
                       "subcases can be used in a separate function as well > sc1"),
         grader="log", log_parser=parser, test_cmd=DT_CMD,
-        eval_commands=("export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in toolchain_env(["cc"]).items()),),
+        eval_commands=exports("cc"),
     )
 
 
