@@ -198,7 +198,8 @@ def test_rows_of_each_format_validate_on_the_toolchain_layer(tmp_path, make_rows
     rows, commits, (passes, fails) = make_rows(tmp_path)
     assert commits["wrong"] != commits["fix"]
     store = os.environ.get("SWEBOX_TEST_TOOLCHAIN_STORE", str(Path.home() / ".cache/swebox/toolchain-store"))
-    env = {**os.environ, "SWEBOX_GIT_MIRROR": str(tmp_path / "mirror"), "SWEBOX_SWE_SPECS": str(tmp_path / "specs.json")}
+    env = {**os.environ, "SWEBOX_GIT_MIRROR": str(tmp_path / "mirror"),
+           "SWEBOX_SWE_SPECS": str(tmp_path / "specs.json")}
     swebox = [sys.executable, "-m", "swebox.scripts.cli"]
     for name, row in rows.items():
         rows_file = str(tmp_path / f"{name}.jsonl")
