@@ -100,6 +100,22 @@ def test_tests_run_on_the_node_toolchain_layer(synth):
     assert path.startswith(f"{PREFIX_ROOT}/node/") and version.startswith("v18."), ran.output
     # node 18's runner speaks TAP (passing or failing: the file may be one the bug breaks), as the parser reads
     assert re.search(r"^(not )?ok 1 - /testbed/test/short\.js$", tap.output, re.M), tap.output
+    # synthesis's own sandboxes (where mutants are tested) stack the same layer, with its environment
+    from swebox.envs.tasks.synth.env import CacheEnvironments
+    from swebox.envs.tasks.synth.recipe import project_from_npm
+
+    envs = CacheEnvironments(synth["out"])
+    try:
+        env = envs(project_from_npm(SPEC, synth["cache"]))
+        assert list(env.toolchains) == ["node"]
+        sb = env.sandbox()
+        try:
+            ran = sb.exec("node -p process.execPath", timeout=120)
+        finally:
+            sb.close()
+        assert ran.exit_code == 0 and ran.output.startswith(f"{PREFIX_ROOT}/node/"), ran.output
+    finally:
+        envs.close()
 
 
 def test_validate_resolves_gold_and_not_empty(synth):
