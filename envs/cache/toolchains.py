@@ -248,6 +248,27 @@ def _check(spec: ToolchainSpec, tree: Path, log: list[str]) -> None:
                            + "\n".join(result.output.splitlines()[-15:]), "\n".join(log))
 
 
+class ToolchainMissing(LookupError):
+    """An env layer's toolchain layer that its store lacks; the message says how to build it."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def env_toolchains(store: LayerStore, env_key: str) -> dict[str, str]:
+    """Toolchain name -> layer key of the toolchain layers the env layer ``env_key`` was built on (its manifest
+    names them; {} for an env without any, or one the store lacks). Every sandbox over the env stacks these
+    below it, in this order, with :func:`toolchain_env` of the names: the build's tools are the tests' tools."""
+    manifest = store.get(env_key)
+    tools = dict((manifest.meta.get("toolchains") if manifest is not None else None) or {})
+    for name, key in tools.items():
+        if store.get(key) is None:
+            raise ToolchainMissing(f"env layer {env_key}: expected its toolchain layer {key} ({name}) in the store "
+                                   f"{store.root}; found none. Build it with:\n    swebox cache --store "
+                                   f"{store.root} toolchain build {name}")
+    return tools
+
+
 _caches: dict[str, LayerCache] = {}
 _held: dict[tuple[str, str], LayerHandle] = {}
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from swebox.envs.cache import LayerCache, LayerCacheConfig, LayerHandle, LayerStore
 from swebox.envs.cache.images import acquire_image, get_image, image_sandbox
-from swebox.envs.cache.toolchains import toolchain_env
+from swebox.envs.cache.toolchains import ToolchainMissing, env_toolchains, toolchain_env
 from swebox.envs.sandbox.policy import DEFAULT_ENV
 from swebox.envs.sandbox.strict import strict_from_dict
 from swebox.envs.tasks.schema import Task
@@ -222,12 +222,11 @@ def _with_toolchains(store: LayerStore, keys: list[tuple[str, str]]) -> list[tup
     out: list[tuple[str, str]] = []
     for kind, key in keys:
         if kind == "env":
-            for name, tool_key in (store.get(key).meta.get("toolchains") or {}).items():
-                if store.get(tool_key) is None:
-                    raise LayersMissing(f"env layer {key}: its toolchain layer {tool_key} ({name}) is missing from "
-                                        f"the store {store.root}; build it with:\n    swebox cache --store "
-                                        f"{store.root} toolchain build {name}")
-                out.append(("toolchain:" + name, tool_key))
+            try:
+                tools = env_toolchains(store, key)
+            except ToolchainMissing as exc:
+                raise LayersMissing(str(exc)) from None
+            out.extend(("toolchain:" + name, tool_key) for name, tool_key in tools.items())
         out.append((kind, key))
     return out
 

@@ -27,7 +27,7 @@ from swebox.envs.tasks import adapters_multi
 from swebox.envs.tasks.adapters_r2e import from_r2e
 from swebox.envs.tasks.graders.diffs import reverse_diff
 from swebox.envs.tasks.recipes import Recipe, swebench_recipe, swesmith_recipe, system_metadata
-from swebox.envs.tasks.recipes_js import custom_test_cmd
+from swebox.envs.tasks.recipes_multilingual import custom_test_cmd
 from swebox.envs.tasks.rows import TASK_FIELDS, extra, id_list
 from swebox.envs.tasks.schema import LIST_FIELDS, Task, TaskError
 from swebox.envs.tasks.testids import file_of_test
@@ -40,7 +40,7 @@ _SWESMITH_REPO = re.compile(
 
 def _github_env(repo: str, commit: str, recipe: Recipe) -> EnvSpec:
     return EnvSpec(source=f"git+https://github.com/{repo}.git", commit=commit, python=recipe.python,
-                   install=recipe.env_install, test_deps=())
+                   install=recipe.env_install, test_deps=(), toolchains=recipe.toolchains)
 
 
 def _commit(row: dict[str, Any], key: str) -> str:
@@ -108,7 +108,7 @@ def from_swebench(row: dict[str, Any]) -> dict[str, Any]:
         fields["test_cmd"] = custom_test_cmd(row) or recipe.test_cmd
         fields["grader"], fields["log_parser"] = "log", recipe.log_parser or log_parser_for(repo)
         fields["language"], fields["eval_commands"] = recipe.language, list(recipe.eval_commands)
-        fields["metadata"]["node_version"] = recipe.node_version
+        fields["metadata"].update(dict(recipe.tool_versions))
     else:
         directives = _directives(repo, str(row.get("test_patch") or ""))
         fields["test_cmd"] = " ".join([recipe.test_cmd, *directives])

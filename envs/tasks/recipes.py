@@ -39,7 +39,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from swebox.envs.tasks.recipes_js import is_javascript_spec, javascript_recipe, swebench_javascript_recipe
+from swebox.envs.tasks.recipes_multilingual import (
+    is_multilingual_spec,
+    multilingual_recipe,
+    swebench_multilingual_recipe,
+)
 from swebox.envs.tasks.schema import TaskError
 
 SWEBENCH_VERSION = "4.1.0"
@@ -127,11 +131,14 @@ class Recipe:
     """'log' (the harness's test command, its log read by the repo's parser) or, for recipes of one's own
     (a spec's ``"grader": "junit"``, pytest suites only), 'junit': swebox's pytest runner."""
     language: str = "python"
-    """Task.language of the rows: 'python', or 'javascript'/'typescript' (:mod:`.recipes_js`)."""
+    """Task.language of the rows: 'python', or 'javascript'/'typescript'/'go'/'rust' (:mod:`.recipes_multilingual`)."""
     log_parser: str = ""
     """The parser name when it is not the row's repository key ('' for Python recipes: :func:`log_parser_for`)."""
-    node_version: str = ""
-    """The Node.js version the dataset's image has (JavaScript specs' ``docker_specs``); recorded, not installed."""
+    toolchains: tuple[str, ...] = ()
+    """The toolchain layers the env is built and tested on (``EnvSpec.toolchains``: ('node',), ('go',) ...)."""
+    tool_versions: tuple[tuple[str, str], ...] = ()
+    """The toolchain versions the dataset's image has (a spec's ``docker_specs``: ``node_version``,
+    ``go_version``, ``rust_version``); recorded in the task's metadata, not installed."""
 
 
 def _load_file(path: Path, name: str) -> Any:
@@ -192,8 +199,8 @@ def user_recipe(repo: str, version: str) -> Recipe | None:
     """The recipe ``$SWEBOX_SWE_SPECS`` gives ``repo`` at ``version`` (or under ``"*"``, any version)."""
     user = user_specs().get(repo, {})
     spec = user.get(version, user.get("*"))
-    if spec is not None and is_javascript_spec(spec):
-        return javascript_recipe(spec, repo)
+    if spec is not None and is_multilingual_spec(spec):
+        return multilingual_recipe(spec, repo)
     return None if spec is None else _own(spec)
 
 
@@ -204,9 +211,9 @@ def swebench_recipe(repo: str, version: str) -> Recipe:
     if own is not None:
         return own
     table, reqs, ymls = _swebench_tables()
-    javascript = None if repo in table else swebench_javascript_recipe(repo, version)
-    if javascript is not None:
-        return javascript
+    multilingual = None if repo in table else swebench_multilingual_recipe(repo, version)
+    if multilingual is not None:
+        return multilingual
     if repo not in table:
         raise TaskError(
             f"Task.repo: expected a repository with an environment recipe (swebench {SWEBENCH_VERSION} knows "

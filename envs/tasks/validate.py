@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from swebox.envs.cache.toolchains import env_toolchains
 from swebox.envs.tasks import progress
 from swebox.envs.tasks.graders.grading import GradeReport, grade
 from swebox.envs.tasks.graders.log_parsers import normal_status
@@ -95,9 +96,7 @@ class StoreLayers:
                              f"{self.cache.store.root}; build them with `swebox cache --store {self.cache.store.root} "
                              "build --tasks TASKS` (or `swebox tasks synth`).")
         # the toolchain layers the env layer was built on (its manifest names them) go below it, as in episodes
-        env_manifest = self.cache.store.get(task.env_key)
-        tools = (env_manifest.meta.get("toolchains") if env_manifest else None) or {}
-        keys = [*tools.values(), *keys]
+        keys = [*env_toolchains(self.cache.store, task.env_key).values(), *keys]
         held, paths = self._held.setdefault(task.instance_id, []), []
         for key in keys:  # held one by one: if the task layer fails, release() still frees the env layer
             handle = self.cache.acquire(key)

@@ -1,7 +1,8 @@
 """The environment synthesis works in: an env layer built (once) by the cache, and task layers stored there.
 
 ``CacheEnvironment(recipe, store, cache)`` builds or reuses the project's env layer in a LayerStore, holds it
-materialised in a node-local LayerCache while synthesis runs, starts sandboxes over it, and stores each
+(and the toolchain layers it was built on: a JavaScript env's node) materialised in a node-local LayerCache
+while synthesis runs, starts sandboxes over them, and stores each
 validated bug as a task layer (a new root commit with the buggy file, the clean objects removed).
 """
 
@@ -15,7 +16,9 @@ from pathlib import Path
 from swebox.envs.cache import LayerCache, LayerCacheConfig, LayerStore
 from swebox.envs.cache.builder import build_env
 from swebox.envs.cache.task_layer import build_task_layer
+from swebox.envs.cache.toolchains import env_toolchains, toolchain_env
 from swebox.envs.sandbox import Sandbox, SandboxPolicy
+from swebox.envs.sandbox.policy import DEFAULT_ENV
 from swebox.envs.tasks.synth.recipe import ProjectRecipe
 
 LAYERS_DIR = "layers"
@@ -34,14 +37,24 @@ class CacheEnvironment:
         self.spec = recipe.env_spec()
         self.env_key = self.spec.key()
         build_env(store, self.spec)
-        self.handle = cache.acquire(self.env_key)
+        # the toolchain layers the env was built on go below it, and their PATH/NODE_PATH/GOROOT... into the
+        # policy, as in episodes and grading: the mutants' tests run on the tools the env was built with
+        self.toolchains = env_toolchains(store, self.env_key)
+        self.handles = []
+        try:
+            for key in [*self.toolchains.values(), self.env_key]:  # one by one: close() frees what was held
+                self.handles.append(cache.acquire(key))
+        except BaseException:
+            self.close()
+            raise
         self.policy = SandboxPolicy(
-            network="none", memory_mb=SANDBOX_MEMORY_MB, command_timeout_s=recipe.timeout_s + 60
+            network="none", memory_mb=SANDBOX_MEMORY_MB, command_timeout_s=recipe.timeout_s + 60,
+            env={**DEFAULT_ENV, **toolchain_env(tuple(self.toolchains))},
         )
 
     def sandbox(self) -> Sandbox:
-        """A started sandbox over the env layer."""
-        return Sandbox([self.handle.path], self.policy).start()
+        """A started sandbox over the toolchain layers (if any) and the env layer."""
+        return Sandbox([h.path for h in self.handles], self.policy).start()
 
     def task_layer(self, changes: dict[str, bytes], message: str) -> tuple[str, str]:
         """Store the task layer of ``changes``; returns (layer key, the buggy snapshot's commit id)."""
@@ -49,7 +62,9 @@ class CacheEnvironment:
         return manifest.key, str(manifest.meta.get("commit", ""))
 
     def close(self) -> None:
-        self.handle.release()
+        handles, self.handles = self.handles, []
+        for handle in handles:
+            handle.release()
 
 
 class CacheEnvironments:

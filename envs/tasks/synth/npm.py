@@ -7,7 +7,7 @@ author published, without the ``.gitignore`` of its repository: one ignoring ``n
 the env build's ``npm install`` (its devDependencies: the test runner and what the tests require) never
 lands in the tree the agent sees or the task's diff.
 
-The environment runs Node from the toolchains :data:`NODE_TOOLCHAINS` names (today none: the host's), and
+The environment runs Node from the toolchain layer :data:`NODE_TOOLCHAINS` names (Debian's node 18), and
 the tests with Node's own runner: ``node --test --test-reporter=tap`` over the package's test folder runs
 every test file (tape, node:test or plain assert scripts alike) and reports one TAP result per file, which
 SWE-bench's TAP parser (``log_parser='tap'``) reads. The registry is needed once per package (download)
@@ -37,11 +37,12 @@ LOG_PARSER = "tap"
 """SWE-bench's TAP parser reads ``node --test --test-reporter=tap``."""
 TEST_DIRS = ("test", "tests", "__tests__", "spec")
 """Folders a package keeps its tests in (the first ones present are run)."""
-NODE_TOOLCHAINS: tuple[str, ...] = ()
-"""The toolchain layers a JavaScript env names (``EnvSpec.toolchains``). Empty: the host's node/npm, which every
-sandbox sees through its /usr bind. ('node',) builds on the node toolchain layer, but synthesis's sandboxes
-(``synth/env.py``), ``tasks validate``'s layers and the log grader's environment do not stack toolchain layers
-yet (episodes do), so those runs would still find the host's node: switch once they do."""
+NODE_TOOLCHAINS: tuple[str, ...] = ("node",)
+"""The toolchain layers a JavaScript env names (``EnvSpec.toolchains``): Debian bookworm's node 18 and npm 9,
+built into the store on first use. The env build, synthesis's sandboxes (``synth/env.py``), ``tasks validate``,
+the log grader and episodes all stack it below the env layer with its PATH and NODE_PATH, so a task's tests
+run on the node its ``npm install`` ran on, never the host's. ``()`` would run them on the host's node (the
+sandbox's /usr bind), which differs from host to host."""
 INSTALL = "npm install --ignore-scripts --no-audit --no-fund --no-package-lock"
 """The env build's install: dependencies and devDependencies, no lifecycle scripts (they may download
 binaries, which no build may need), no lock file written into the tree."""

@@ -192,3 +192,20 @@ def test_export_import_copies_and_checks(layer_tree, tmp_path):
     with pytest.raises(LayerCorruptError, match=str(blob)):
         copy_layers(src, other)
     assert other.ls() == [] and list((tmp_path / "other" / "tmp").iterdir()) == []
+
+
+def test_env_toolchains_reads_the_manifest_and_names_a_missing_layer(tmp_path):
+    from swebox.envs.cache.toolchains import ToolchainMissing, env_toolchains
+
+    store = LayerStore(tmp_path / "store", fmt="tar.zst")
+    with store.lock("env-plain"):
+        store.publish("env-plain", make_layer_tree(tmp_path / "plain"), kind="env")
+    with store.lock("env-node"):
+        store.publish("env-node", make_layer_tree(tmp_path / "env-node"), kind="env",
+                      meta={"toolchains": {"node": "toolchain-node-1"}})
+    assert env_toolchains(store, "env-plain") == {} and env_toolchains(store, "env-absent") == {}
+    with pytest.raises(ToolchainMissing, match="toolchain build node"):  # what every sandbox over it would lack
+        env_toolchains(store, "env-node")
+    with store.lock("toolchain-node-1"):
+        store.publish("toolchain-node-1", make_layer_tree(tmp_path / "node"), kind="toolchain")
+    assert env_toolchains(store, "env-node") == {"node": "toolchain-node-1"}

@@ -214,3 +214,23 @@ def doctest_rebench_row(c: dict[str, str]) -> dict:
                install_config={"base_image_name": "gcc:12", "install": [], "log_parser": "parse_log_doctest",
                                "test_cmd": DT_CMD})
     return row
+
+
+def swe_bench_multilingual_row(c: dict[str, str], language: str) -> tuple[dict, dict]:
+    """A SWE-bench Multilingual row (SWE-bench's keys only) of go-cmp or hex, and the ``$SWEBOX_SWE_SPECS`` table
+    that gives its recipe (swebench's Go/Rust tables know neither repository): swebench's spec keys, and the
+    parser of a SWE-bench Multilingual repository of the language by its key (gin's ``parse_log_gotest``, tokio's
+    ``parse_log_cargo``), as a row of those repositories is read."""
+    go = language == "go"
+    repo = f"{OWNER}/{NAME}" if go else f"{RS_OWNER}/{RS_NAME}"
+    row = {
+        "repo": repo, "instance_id": f"{repo.replace('/', '__')}-multilingual-1", "base_commit": c["base"],
+        "environment_setup_commit": c["base"], "patch": c["fix"], "test_patch": c["test"],
+        "problem_statement": "EquateApprox ignores the margin." if go else "decode rejects upper case hex.",
+        "hints_text": "", "created_at": "2026-12-06T00:00:00Z", "version": "1.0",
+        "FAIL_TO_PASS": F2P if go else RS_F2P, "PASS_TO_PASS": P2P if go else RS_P2P,
+    }
+    spec = {"language": language, "log_parser": "gin-gonic/gin" if go else "tokio-rs/tokio", "install": [],
+            "test_cmd": ["go test -v -count=1 ./cmp/cmpopts/"] if go else ["cargo test --offline --no-fail-fast"],
+            "docker_specs": {"go_version": "1.19"} if go else {"rust_version": "1.63"}}
+    return row, {repo: {"1.0": spec}}

@@ -1,8 +1,8 @@
-"""Loaders of Multi-SWE-bench, SWE-rebench-V2 and SWE-smith's Go rows: each format becomes a log-graded Go task
-with the same start rule as the Python datasets; and (e2e) rows of each format, built locally from Debian's
-go-cmp, pass ``swebox tasks validate`` on the Go toolchain layer: gold resolved, empty not; a wrong fix not.
-The same for Rust (hex) and, as SWE-rebench-V2 rows, C++ (GoogleTest's samples and doctest's examples, on the
-cc toolchain layer).
+"""Loaders of Multi-SWE-bench, SWE-rebench-V2, SWE-smith's and SWE-bench Multilingual's Go and Rust rows: each
+format becomes a log-graded task with the same start rule as the Python datasets; and (e2e) rows of each format,
+built locally from Debian's go-cmp and hex, pass ``swebox tasks validate`` on the Go or Rust toolchain layer:
+gold resolved, empty not; a wrong fix not. The same for C++ as SWE-rebench-V2 rows (GoogleTest's samples and
+doctest's examples, on the cc toolchain layer).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from tests.envs.tasks.multilang_rows import (
     make_rust_mirror,
     multi_swe_bench_row,
     rust_rows,
+    swe_bench_multilingual_row,
     swe_rebench_v2_row,
     swe_smith_row,
 )
@@ -131,6 +132,40 @@ def test_rust_rows_of_each_format_become_rust_log_tasks():
     assert tasks["msb"].repo == "KokaKiwi/rust-hex" and tasks["smith"].bug_patch
 
 
+def _swebench_row(repo: str, version: str) -> dict:
+    return {"repo": repo, "instance_id": f"{repo.replace('/', '__')}-1", "base_commit": "b" * 40, "patch": "",
+            "test_patch": "", "problem_statement": "p", "hints_text": "", "created_at": "2025-01-01",
+            "version": version, "environment_setup_commit": "a" * 40, "FAIL_TO_PASS": '["TestA"]', "PASS_TO_PASS": "[]"}
+
+
+def test_swe_bench_multilingual_go_and_rust_rows_load_from_swebench_specs():
+    """Rows of SWE-bench Multilingual's Go and Rust repositories take swebench 4.1.0's install and test
+    commands for their repo/version (constants/go.py, rust.py) and their repository's parser."""
+    gin, ripgrep = to_task(_swebench_row("gin-gonic/gin", "3820")), to_task(_swebench_row("burntsushi/ripgrep", "2576"))
+    assert (gin.language, gin.grader, gin.log_parser, gin.env.toolchains) == ("go", "log", "gin-gonic/gin", ("go",))
+    assert gin.env.commit == "a" * 40 and gin.base_commit == "b" * 40 and gin.metadata["go_version"]
+    assert gin.test_cmd.startswith("go test -v") and gin.env.install
+    assert (ripgrep.language, ripgrep.log_parser, ripgrep.env.toolchains) == ("rust", "burntsushi/ripgrep", ("rust",))
+    assert ripgrep.test_cmd == "RUSTFLAGS=-Awarnings cargo test --package ripgrep --test integration -- regression"
+    assert ripgrep.metadata["rust_version"] == "1.81"
+    with pytest.raises(TaskError, match="expected a version of gin-gonic/gin"):
+        to_task(_swebench_row("gin-gonic/gin", "0.1"))
+
+
+def test_swe_bench_multilingual_rows_of_ones_own_specs(tmp_path, monkeypatch):
+    for language, toolchains in (("go", ("go",)), ("rust", ("rust",))):
+        row, specs = swe_bench_multilingual_row(fake_commits(), language)
+        (tmp_path / "specs.json").write_text(json.dumps(specs))
+        monkeypatch.setenv("SWEBOX_SWE_SPECS", str(tmp_path / "specs.json"))
+        task = to_task(row)
+        assert (task.language, task.env.toolchains, task.env.install) == (language, toolchains, ())
+        assert task.log_parser in ("gin-gonic/gin", "tokio-rs/tokio") and task.env.commit == row["base_commit"]
+        del specs[row["repo"]]["1.0"]["log_parser"]
+        (tmp_path / "specs.json").write_text(json.dumps(specs))
+        with pytest.raises(TaskError, match="expected a log parser"):
+            to_task({**row, "instance_id": row["instance_id"] + "x"})
+
+
 # -- e2e: swebox tasks validate on rows of each format ------------------------------------------------------------
 def go_rows(tmp_path: Path) -> tuple[dict[str, dict], dict[str, str], tuple[str, str]]:
     from tests.debian_tools import unpacked
@@ -141,6 +176,7 @@ def go_rows(tmp_path: Path) -> tuple[dict[str, dict], dict[str, str], tuple[str,
             "smith": swe_smith_row(commits)}
     rows["msb"]["instance_id"] = "google__go-cmp-msb-1"
     rows["rebench"]["instance_id"] = "google__go-cmp-rebench-1"
+    rows["multilingual"] = _multilingual(tmp_path, commits, "go")
     return rows, commits, ("TestEquateApproxMargin", "TestEquateApproxFraction")
 
 
@@ -152,7 +188,16 @@ def hex_rows(tmp_path: Path) -> tuple[dict[str, dict], dict[str, str], tuple[str
     lower = "        b'a'..=b'f' => Ok(c - b'a' + 10),\n"
     # fixes upper case and breaks lower case
     commits["wrong"] = commits["fix"].replace(" " + lower, "-" + lower + "+" + lower.replace(" + 10", ""))
-    return rust_rows(commits), commits, ("decode_upper_case", "decode_lower_case")
+    rows = {**rust_rows(commits), "multilingual": _multilingual(tmp_path, commits, "rust")}
+    return rows, commits, ("decode_upper_case", "decode_lower_case")
+
+
+def _multilingual(tmp_path: Path, commits: dict[str, str], language: str) -> dict:
+    """The SWE-bench Multilingual row; its recipe goes to ``specs.json``, which the e2e run names by
+    $SWEBOX_SWE_SPECS (swebench's tables do not know go-cmp or hex)."""
+    row, specs = swe_bench_multilingual_row(commits, language)
+    (tmp_path / "specs.json").write_text(json.dumps(specs))
+    return row
 
 
 def gtest_rows(tmp_path: Path) -> tuple[dict[str, dict], dict[str, str], tuple[str, str]]:
@@ -184,7 +229,8 @@ def test_rows_of_each_format_validate_on_the_toolchain_layer(tmp_path, make_rows
     rows, commits, (passes, fails) = make_rows(tmp_path)
     assert commits["wrong"] != commits["fix"]
     store = str(toolchain_store())
-    env = {**os.environ, "SWEBOX_GIT_MIRROR": str(tmp_path / "mirror")}
+    env = {**os.environ, "SWEBOX_GIT_MIRROR": str(tmp_path / "mirror"),
+           "SWEBOX_SWE_SPECS": str(tmp_path / "specs.json")}
     swebox = [sys.executable, "-m", "swebox.scripts.cli"]
     for name, row in rows.items():
         rows_file = str(tmp_path / f"{name}.jsonl")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -76,6 +77,45 @@ def test_synthesised_rows_are_log_graded_javascript_tasks(synth):
         assert all(npm.test_file(t) in task.test_files for t in (*task.FAIL_TO_PASS, *task.PASS_TO_PASS))
         assert "test/unknown.js" in task.test_files and not any("node_modules" in f for f in task.test_files)
         assert task.patch.startswith("diff --git a/") and "test/" not in task.patch.split("\n", 1)[0]
+
+
+def test_tests_run_on_the_node_toolchain_layer(synth):
+    """The env was built on the node toolchain layer (Debian's node 18, not the host's node), and the task's
+    layers (what validate, the grader and episodes stack) run that node: its path is below /opt/toolchains."""
+    from swebox.envs.cache import LayerStore
+    from swebox.envs.cache.toolchains import PREFIX_ROOT, toolchain_env
+    from swebox.envs.sandbox import Sandbox, SandboxPolicy
+    from swebox.envs.sandbox.policy import DEFAULT_ENV
+
+    task = synth["tasks"][0]
+    assert task.env.toolchains == npm.NODE_TOOLCHAINS == ("node",)
+    manifest = LayerStore(synth["out"] / "layers").get(task.env_key)
+    assert list(manifest.meta["toolchains"]) == ["node"]
+    policy = SandboxPolicy(network="none", env={**DEFAULT_ENV, **toolchain_env(task.env.toolchains)})
+    with Sandbox(synth["layers"](task), policy) as sb:
+        ran = sb.exec("node -p process.execPath && node --version", timeout=120)
+        tap = sb.exec("cd /testbed && node --test --test-reporter=tap test/short.js", timeout=300)
+    assert ran.exit_code == 0, ran.output
+    path, version = ran.output.split("\n")[:2]
+    assert path.startswith(f"{PREFIX_ROOT}/node/") and version.startswith("v18."), ran.output
+    # node 18's runner speaks TAP (passing or failing: the file may be one the bug breaks), as the parser reads
+    assert re.search(r"^(not )?ok 1 - /testbed/test/short\.js$", tap.output, re.M), tap.output
+    # synthesis's own sandboxes (where mutants are tested) stack the same layer, with its environment
+    from swebox.envs.tasks.synth.env import CacheEnvironments
+    from swebox.envs.tasks.synth.recipe import project_from_npm
+
+    envs = CacheEnvironments(synth["out"])
+    try:
+        env = envs(project_from_npm(SPEC, synth["cache"]))
+        assert list(env.toolchains) == ["node"]
+        sb = env.sandbox()
+        try:
+            ran = sb.exec("node -p process.execPath", timeout=120)
+        finally:
+            sb.close()
+        assert ran.exit_code == 0 and ran.output.startswith(f"{PREFIX_ROOT}/node/"), ran.output
+    finally:
+        envs.close()
 
 
 def test_validate_resolves_gold_and_not_empty(synth):
@@ -145,6 +185,7 @@ def _multilingual(synth, name: str, work: Path, recipe: dict, row: dict) -> Task
         (loaded,) = load(rows)
         assert (loaded.language, loaded.grader) == ("javascript", "log") and loaded.env.commit == row[
             "environment_setup_commit"]
+        assert loaded.env.toolchains == ("node",)  # built and graded on the node layer, as synthesis's tasks
         layers = StoreLayers(root / "store")
         try:  # a diff elsewhere: the bug stays
             wrong = ("diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1,2 @@\n"
