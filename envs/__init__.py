@@ -28,9 +28,14 @@ def _register_gymnasium(gymnasium: Any) -> None:
     if GYM_ID in gymnasium.registry:
         return
     grade_on_truncation = gymnasium.envs.registration.WrapperSpec(
-        name="GradeOnTruncation", entry_point="swebox.envs.frameworks.gym_env:GradeOnTruncation", kwargs={})
-    gymnasium.register(id=GYM_ID, entry_point="swebox.envs.frameworks.gym_env:SWEGymEnv", nondeterministic=True,
-                       additional_wrappers=(grade_on_truncation,))
+        name="GradeOnTruncation", entry_point="swebox.envs.frameworks.gym_env:GradeOnTruncation", kwargs={}
+    )
+    gymnasium.register(
+        id=GYM_ID,
+        entry_point="swebox.envs.frameworks.gym_env:SWEGymEnv",
+        nondeterministic=True,
+        additional_wrappers=(grade_on_truncation,),
+    )
 
 
 class _WhenGymnasiumLoads:

@@ -46,8 +46,18 @@ def bwrap_version() -> str | None:
 
 def bwrap_argv(layer: Path, policy: SandboxPolicy, command: list[str]) -> list[str]:
     """A bwrap command line that shows `command` the tree a swebox sandbox on `layer` would see."""
-    argv = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-            "--clearenv", "--setenv", "PATH", "/venv/bin:/usr/local/bin:/usr/bin:/bin"]
+    argv = [
+        "bwrap",
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--clearenv",
+        "--setenv",
+        "PATH",
+        "/venv/bin:/usr/local/bin:/usr/bin:/bin",
+    ]
     for bind in rootfs.binds(policy, [Layer(layer)]):
         if bind["kind"] == "symlink":
             argv += ["--symlink", bind["target"], bind["dst"]]
@@ -64,8 +74,7 @@ class BwrapShell:
     """One bash inside bwrap that runs commands sent on its stdin, like swebox's session shell."""
 
     def __init__(self, argv: list[str]) -> None:
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
     def exec(self, command: str) -> bytes:
         self.proc.stdin.write(f"{command}; echo {MARKER.decode()}\n".encode())
@@ -76,7 +85,7 @@ class BwrapShell:
             if not chunk:
                 raise SystemExit(f"the shell inside bwrap exited: {out[-2000:]!r}")
             out += chunk
-        return out[:-len(MARKER) - 1]
+        return out[: -len(MARKER) - 1]
 
     def close(self) -> None:
         self.proc.stdin.close()
@@ -140,8 +149,16 @@ def compare(layer: Path, reps: int) -> dict[str, dict[str, list[float]]] | None:
         return None
     policy = SandboxPolicy(backend="overlay")
     once = bwrap_argv(layer, policy, ["true"])
-    rows = ("start -> first `true`", "reset -> first `true`", "reset, warm_reset off", 'exec("true")', "close()",
-            "close(wait=False)", "start, shell -> `true`", "exec(4 KB command)")
+    rows = (
+        "start -> first `true`",
+        "reset -> first `true`",
+        "reset, warm_reset off",
+        'exec("true")',
+        "close()",
+        "close(wait=False)",
+        "start, shell -> `true`",
+        "exec(4 KB command)",
+    )
     samples: dict[str, dict[str, list[float]]] = {row: {"swebox": [], "bwrap": []} for row in rows}
     cold_policy = dataclasses.replace(policy, warm_reset=False)
     with Sandbox([Layer(layer)], policy) as sb, Sandbox([Layer(layer)], cold_policy) as cold:
@@ -184,13 +201,19 @@ def compare(layer: Path, reps: int) -> dict[str, dict[str, list[float]]] | None:
 
 
 def report(samples: dict[str, dict[str, list[float]]], reps: int, pct) -> None:
-    header = f"| {'operation (p50)':<22} | {'swebox p50':>10} | {'swebox p99':>10} | {'bwrap p50':>10} | " \
-             f"{'bwrap p99':>10} | {'swebox/bwrap (p50)':>18} |"
+    header = (
+        f"| {'operation (p50)':<22} | {'swebox p50':>10} | {'swebox p99':>10} | {'bwrap p50':>10} | "
+        f"{'bwrap p99':>10} | {'swebox/bwrap (p50)':>18} |"
+    )
     print(header)
     print("|" + "|".join("-" * len(c) for c in header.split("|")[1:-1]) + "|")
     for row, by_system in samples.items():
         s, b = by_system["swebox"], by_system["bwrap"]
-        print(f"| {row:<22} | {pct(s, 0.5) * 1e3:>7.2f} ms | {pct(s, 0.99) * 1e3:>7.2f} ms | "
-              f"{pct(b, 0.5) * 1e3:>7.2f} ms | {pct(b, 0.99) * 1e3:>7.2f} ms | {pct(s, 0.5) / pct(b, 0.5):>17.2f}x |")
-    print(f"\nreps: {reps} per row and system, interleaved; load average {os.getloadavg()[0]:.1f}; "
-          f"python {sys.version.split()[0]}; {os.cpu_count()} CPUs")
+        print(
+            f"| {row:<22} | {pct(s, 0.5) * 1e3:>7.2f} ms | {pct(s, 0.99) * 1e3:>7.2f} ms | "
+            f"{pct(b, 0.5) * 1e3:>7.2f} ms | {pct(b, 0.99) * 1e3:>7.2f} ms | {pct(s, 0.5) / pct(b, 0.5):>17.2f}x |"
+        )
+    print(
+        f"\nreps: {reps} per row and system, interleaved; load average {os.getloadavg()[0]:.1f}; "
+        f"python {sys.version.split()[0]}; {os.cpu_count()} CPUs"
+    )

@@ -40,16 +40,22 @@ def _project(root: Path, n_modules: int) -> None:
     rng = random.Random(0)
     (root / "src" / "proj").mkdir(parents=True)
     (root / "tests").mkdir()
-    (root / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools>=61"]\n'
-                                         'build-backend = "setuptools.build_meta"\n[project]\nname = "proj"\n'
-                                         'version = "0.1"\n')
+    (root / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=61"]\n'
+        'build-backend = "setuptools.build_meta"\n[project]\nname = "proj"\n'
+        'version = "0.1"\n'
+    )
     (root / "src" / "proj" / "__init__.py").write_text("")
     for i in range(n_modules):
-        body = "".join(f'def f{i}_{k}(x):\n    """{" ".join(rng.randbytes(4).hex() for _ in range(12))}"""\n'
-                       f"    return x * {k} + {i}\n\n\n" for k in range(100))
+        body = "".join(
+            f'def f{i}_{k}(x):\n    """{" ".join(rng.randbytes(4).hex() for _ in range(12))}"""\n'
+            f"    return x * {k} + {i}\n\n\n"
+            for k in range(100)
+        )
         (root / "src" / "proj" / f"m{i}.py").write_text(body)
-        (root / "tests" / f"test_m{i}.py").write_text(f"from proj.m{i} import f{i}_3\n\n\n"
-                                                      f"def test_f():\n    assert f{i}_3(1) == {3 + i}\n")
+        (root / "tests" / f"test_m{i}.py").write_text(
+            f"from proj.m{i} import f{i}_3\n\n\ndef test_f():\n    assert f{i}_3(1) == {3 + i}\n"
+        )
     git = ["git", "-C", str(root), "-c", "user.name=b", "-c", "user.email=b@b"]
     subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
 
@@ -111,15 +117,21 @@ def storage_table(work: Path, store: LayerStore, envs: list[str], tasks: dict[st
     full = sum((venv_gz[e] + repo_gz[e]) * len(ks) for e, ks in tasks.items())
     increments = [store.get(k).size for ks in tasks.values() for k in ks]
     repo_mb = statistics.mean(repo_gz.values()) / 1e6
-    print(f"\n### Storage: {n_tasks} tasks over {len(envs)} envs (repo incl. .git: {repo_mb:.2f} MB as tar.gz; "
-          f"venv: {statistics.mean(venv_gz.values()) / 1e6:.2f} MB as tar.gz)\n")
+    print(
+        f"\n### Storage: {n_tasks} tasks over {len(envs)} envs (repo incl. .git: {repo_mb:.2f} MB as tar.gz; "
+        f"venv: {statistics.mean(venv_gz.values()) / 1e6:.2f} MB as tar.gz)\n"
+    )
     print("| layout | total MB | vs swebox |\n|---|---:|---:|")
-    for name, size in [("swebox (squashfs env layers + task layers)", ours),
-                       ("paper-style (venv.tar.gz per env + repo.tar.gz per task)", paper),
-                       ("full copy per task (venv + repo tar.gz)", full)]:
+    for name, size in [
+        ("swebox (squashfs env layers + task layers)", ours),
+        ("paper-style (venv.tar.gz per env + repo.tar.gz per task)", paper),
+        ("full copy per task (venv + repo tar.gz)", full),
+    ]:
         print(f"| {name} | {size / 1e6:.2f} | {size / ours:.1f}x |")
-    print(f"\nper-task increment: mean {statistics.mean(increments) / 1024:.1f} KB, "
-          f"max {max(increments) / 1024:.1f} KB; swebox / paper = {ours / paper:.3f}")
+    print(
+        f"\nper-task increment: mean {statistics.mean(increments) / 1024:.1f} KB, "
+        f"max {max(increments) / 1024:.1f} KB; swebox / paper = {ours / paper:.3f}"
+    )
 
 
 def restore_table(work: Path, store: LayerStore, env: str, task: str) -> None:
@@ -157,8 +169,10 @@ def restore_table(work: Path, store: LayerStore, env: str, task: str) -> None:
         subprocess.run(["tar", "-C", str(out), "-xzf", str(work / f"{env}.repo.tar.gz")], check=True)
         shutil.rmtree(out)
 
-    print(f"| paper-style per-rollout extraction (venv + repo tar.gz) | {_median_ms(paper_restore, 5):.1f} "
-          f"| same, every rollout |")
+    print(
+        f"| paper-style per-rollout extraction (venv + repo tar.gz) | {_median_ms(paper_restore, 5):.1f} "
+        f"| same, every rollout |"
+    )
 
 
 def concurrency_table(work: Path, envs: list[str], n: int, budget_mb: int) -> None:

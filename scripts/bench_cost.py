@@ -70,9 +70,14 @@ def run(args: argparse.Namespace) -> int:
 
     tasks, source = bench_tasks(args)
     tokenizer = build_builtin_tokenizer()
-    base = ["generation.max_context_tokens=65536", "model.max_position_embeddings=65536",
-            "generation.max_new_tokens=16384", "env.max_turns=4", "env.grade_cache=false",
-            f"rollout.max_parallel_episodes={args.parallel}"]
+    base = [
+        "generation.max_context_tokens=65536",
+        "model.max_position_embeddings=65536",
+        "generation.max_new_tokens=16384",
+        "env.max_turns=4",
+        "env.grade_cache=false",
+        f"rollout.max_parallel_episodes={args.parallel}",
+    ]
     config = load_config(None, base).env.episode()
     prompts = {tokenizer.decode(prompt_ids(tokenizer, first_messages(t, config))): gold_replies(t) for t in tasks}
     times: dict[str, list[float]] = {"off": [], "on": []}
@@ -82,8 +87,9 @@ def run(args: argparse.Namespace) -> int:
 
     def step(mode: str, timer: TimedUsage) -> float:
         cfg = load_config(None, [*base, f"env.cost={mode == 'on'}"])
-        worker = RolloutWorker(cfg, swe_episode_factory(cfg, source=source), tokenizer=tokenizer,
-                               backend=GoldBackend(tokenizer, prompts))
+        worker = RolloutWorker(
+            cfg, swe_episode_factory(cfg, source=source), tokenizer=tokenizer, backend=GoldBackend(tokenizer, prompts)
+        )
         before = len(timer.calls)
         t0 = time.perf_counter()
         trajs = worker.run(list(tasks), args.group_size)
@@ -99,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with TimedUsage() as timer:
             for rep in range(args.reps):
-                for mode in (("off", "on") if rep % 2 == 0 else ("on", "off")):
+                for mode in ("off", "on") if rep % 2 == 0 else ("on", "off"):
                     times[mode].append(step(mode, timer))
                 loads.append(os.getloadavg()[0])
             calls = len(timer.calls)
@@ -110,14 +116,18 @@ def run(args: argparse.Namespace) -> int:
     off, on = statistics.median(times["off"]), statistics.median(times["on"])
     collect = statistics.median(per_episode)
     procfs = statistics.median(timer.procfs) * (calls / (args.reps * episodes))
-    print(f"{len(tasks)} tasks x {args.group_size} rollouts ({episodes} episodes, {args.parallel} in flight), "
-          f"{args.reps} reps per mode; load average (1 min) {min(loads):.2f}-{max(loads):.2f}")
+    print(
+        f"{len(tasks)} tasks x {args.group_size} rollouts ({episodes} episodes, {args.parallel} in flight), "
+        f"{args.reps} reps per mode; load average (1 min) {min(loads):.2f}-{max(loads):.2f}"
+    )
     print("| env.cost | rollout phase p50 | runs (s) |")
     print("|---|---|---|")
     for mode, value in (("off", off), ("on", on)):
         print(f"| {mode} | {value:.2f} s | {', '.join(f'{t:.2f}' for t in times[mode])} |")
-    print(f"on/off: {on / off:.3f}x; reading the cost, timed in place: {collect * 1000:.2f} ms per episode "
-          f"({calls / (args.reps * episodes):.1f} reads), {collect * episodes / off:.2%} of the off step's "
-          f"rollout phase; the procfs fallback: {procfs * 1000:.2f} ms per episode "
-          f"({procfs * episodes / off:.2%})")
+    print(
+        f"on/off: {on / off:.3f}x; reading the cost, timed in place: {collect * 1000:.2f} ms per episode "
+        f"({calls / (args.reps * episodes):.1f} reads), {collect * episodes / off:.2%} of the off step's "
+        f"rollout phase; the procfs fallback: {procfs * 1000:.2f} ms per episode "
+        f"({procfs * episodes / off:.2%})"
+    )
     return 0

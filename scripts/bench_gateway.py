@@ -39,21 +39,28 @@ class Instant:
     """Answers every call at once: a 40-token reply."""
 
     def complete(self, messages, max_tokens, seed):
-        return Completion(text="```bash\nls\n```", prompt_ids=list(range(100)), token_ids=list(range(40)),
-                          logprobs=[-0.1] * 40)
+        return Completion(
+            text="```bash\nls\n```", prompt_ids=list(range(100)), token_ids=list(range(40)), logprobs=[-0.1] * 40
+        )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--calls", type=int, default=300, help="calls to time (default 300)")
-    parser.add_argument("--prompt-chars", type=int, default=20_000, help="characters of each call's prompt "
-                        "(default 20000: a mid-episode conversation)")
+    parser.add_argument(
+        "--prompt-chars",
+        type=int,
+        default=20_000,
+        help="characters of each call's prompt (default 20000: a mid-episode conversation)",
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.calls < 1 or args.prompt_chars < 1:
-        raise SystemExit(f"swebox bench gateway: expected --calls >= 1 and --prompt-chars >= 1, found "
-                         f"{args.calls} and {args.prompt_chars}")
+        raise SystemExit(
+            f"swebox bench gateway: expected --calls >= 1 and --prompt-chars >= 1, found "
+            f"{args.calls} and {args.prompt_chars}"
+        )
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="swebox-bench-gateway-", dir="/tmp") as root:
         os.chmod(root, 0o711)
@@ -61,8 +68,10 @@ def run(args: argparse.Namespace) -> int:
         os.mkdir(layer, 0o755)
         policy = SandboxPolicy(work_root=os.path.join(root, "work"), command_timeout_s=600)
         os.mkdir(policy.work_root, 0o711)
-        with Sandbox([layer], policy) as sandbox, \
-                Gateway(Instant(), GatewayLimits(max_calls=args.calls, max_tokens=40 * args.calls)) as gateway:
+        with (
+            Sandbox([layer], policy) as sandbox,
+            Gateway(Instant(), GatewayLimits(max_calls=args.calls, max_tokens=40 * args.calls)) as gateway,
+        ):
             url = gateway.serve_inside(sandbox.pid)
             result = sandbox.exec(CLIENT.format(url=url, calls=args.calls, chars=args.prompt_chars), timeout=600)
             if result.exit_code != 0:
@@ -72,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
     p90 = ms[min(len(ms) - 1, int(0.9 * len(ms)))]
     print("| calls | prompt chars | median ms/call | p90 ms/call | load before | load after |")
     print("|---|---|---|---|---|---|")
-    print(f"| {len(ms)} | {args.prompt_chars} | {statistics.median(ms):.2f} | {p90:.2f} | "
-          f"{load_before[0]:.1f} | {os.getloadavg()[0]:.1f} |")
+    print(
+        f"| {len(ms)} | {args.prompt_chars} | {statistics.median(ms):.2f} | {p90:.2f} | "
+        f"{load_before[0]:.1f} | {os.getloadavg()[0]:.1f} |"
+    )
     return 0

@@ -59,19 +59,27 @@ def run(args: argparse.Namespace) -> int:
 
     tasks, source = bench_tasks(args)
     tokenizer = build_builtin_tokenizer()
-    base = ["generation.max_context_tokens=65536", "model.max_position_embeddings=65536",
-            "generation.max_new_tokens=16384", "env.max_turns=4",
-            f"rollout.max_parallel_episodes={args.parallel}"]
+    base = [
+        "generation.max_context_tokens=65536",
+        "model.max_position_embeddings=65536",
+        "generation.max_new_tokens=16384",
+        "env.max_turns=4",
+        f"rollout.max_parallel_episodes={args.parallel}",
+    ]
     config = load_config(None, base).env.episode()
     prompts = {tokenizer.decode(prompt_ids(tokenizer, first_messages(t, config))): gold_replies(t) for t in tasks}
     times: dict[tuple[str, int], list[float]] = {}
     counts: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
     try:
         for rep in range(args.reps):
-            for mode in (("off", "on") if rep % 2 == 0 else ("on", "off")):
+            for mode in ("off", "on") if rep % 2 == 0 else ("on", "off"):
                 cfg = load_config(None, [*base, f"env.grade_cache={mode == 'on'}"])
-                worker = RolloutWorker(cfg, swe_episode_factory(cfg, source=source), tokenizer=tokenizer,
-                                       backend=GoldBackend(tokenizer, prompts))
+                worker = RolloutWorker(
+                    cfg,
+                    swe_episode_factory(cfg, source=source),
+                    tokenizer=tokenizer,
+                    backend=GoldBackend(tokenizer, prompts),
+                )
                 for step in (1, 2):
                     t0 = time.perf_counter()
                     trajs = worker.run(list(tasks), args.group_size)
@@ -80,22 +88,30 @@ def run(args: argparse.Namespace) -> int:
                         raise SystemExit(f"a rollout failed: {next(t['error'] for t in trajs if t['failed'])}")
                     hits = sum(t["metrics"].get("env/grade_cache_hits", 0.0) for t in trajs)
                     counts.setdefault((mode, step), []).append(
-                        (hits, statistics.mean(t["reward"] for t in trajs),
-                         statistics.mean(t["metrics"].get("env/grade_s", 0.0) for t in trajs)))
+                        (
+                            hits,
+                            statistics.mean(t["reward"] for t in trajs),
+                            statistics.mean(t["metrics"].get("env/grade_s", 0.0) for t in trajs),
+                        )
+                    )
     finally:
         close_shared_caches()
     episodes = len(tasks) * args.group_size
-    print(f"{len(tasks)} tasks x {args.group_size} rollouts ({episodes} episodes, {args.parallel} in flight), "
-          f"{args.reps} reps; load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"{len(tasks)} tasks x {args.group_size} rollouts ({episodes} episodes, {args.parallel} in flight), "
+        f"{args.reps} reps; load average {os.getloadavg()[0]:.2f}"
+    )
     print("| step | cache | rollout p50 | graded (tests run) | served from cache | reward/mean | env/grade_s |")
     print("|---|---|---|---|---|---|---|")
     for step in (1, 2):
         for mode in ("off", "on"):
             rows = counts[(mode, step)]
             hits = statistics.median(r[0] for r in rows)
-            print(f"| {step} | {mode} | {statistics.median(times[(mode, step)]):.2f} s | {episodes - hits:.0f} | "
-                  f"{hits:.0f} | {statistics.median(r[1] for r in rows):.2f} | "
-                  f"{statistics.median(r[2] for r in rows):.2f} s |")
+            print(
+                f"| {step} | {mode} | {statistics.median(times[(mode, step)]):.2f} s | {episodes - hits:.0f} | "
+                f"{hits:.0f} | {statistics.median(r[1] for r in rows):.2f} | "
+                f"{statistics.median(r[2] for r in rows):.2f} s |"
+            )
         off, on = statistics.median(times[("off", step)]), statistics.median(times[("on", step)])
         print(f"| {step} | off/on | {off / on:.2f}x | | | | |")
     return 0

@@ -26,10 +26,12 @@ from swebox.scripts.bench_tasks import add_task_arguments, bench_tasks
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_task_arguments(parser, limit=10, limit_help="tasks to measure", reps=5,
-                       reps_help="repetitions per task and mode")
-    parser.add_argument("--no-cache-too", action="store_true",
-                        help="also time grades without the rewritten-test cache, side by side")
+    add_task_arguments(
+        parser, limit=10, limit_help="tasks to measure", reps=5, reps_help="repetitions per task and mode"
+    )
+    parser.add_argument(
+        "--no-cache-too", action="store_true", help="also time grades without the rewritten-test cache, side by side"
+    )
     parser.set_defaults(func=run)
 
 
@@ -38,8 +40,10 @@ def direct_command(task) -> str:
     PYTHONDONTWRITEBYTECODE) so the second run reuses pytest's rewritten tests and the project's pycs."""
     files = " ".join(shlex.quote(f) for f in task.all_test_files())
     options = " ".join(shlex.quote(o) for o in task.pytest_options)
-    return (f"cd /testbed && env -u PYTHONDONTWRITEBYTECODE {shlex.quote(task.python)} -m pytest -q "
-            f"-p no:cacheprovider {options} {files}")
+    return (
+        f"cd /testbed && env -u PYTHONDONTWRITEBYTECODE {shlex.quote(task.python)} -m pytest -q "
+        f"-p no:cacheprovider {options} {files}"
+    )
 
 
 def _graded(task, layers, cache_on: bool) -> tuple[float, float]:
@@ -80,12 +84,19 @@ def run(args: argparse.Namespace) -> int:
         close_shared_caches()
     load_after = os.getloadavg()
     columns = ["direct", *modes, *(m + " tests" for m in modes)]
-    titles = {"direct": "direct p50", "cached": "graded p50", "uncached": "graded, no cache p50",
-              "cached tests": "its test command p50", "uncached tests": "no cache: test command p50"}
+    titles = {
+        "direct": "direct p50",
+        "cached": "graded p50",
+        "uncached": "graded, no cache p50",
+        "cached tests": "its test command p50",
+        "uncached tests": "no cache: test command p50",
+    }
     ratios = [("graded/direct", "cached", "direct")]
     if args.no_cache_too:
-        ratios += [("graded/no cache", "cached", "uncached"),
-                   ("test command/no cache", "cached tests", "uncached tests")]
+        ratios += [
+            ("graded/no cache", "cached", "uncached"),
+            ("test command/no cache", "cached tests", "uncached tests"),
+        ]
     head = ["task", *(titles[c] for c in columns), *(r[0] for r in ratios)]
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("-" * (len(h) + 2) for h in head) + "|")
@@ -94,7 +105,9 @@ def run(args: argparse.Namespace) -> int:
         cells = [name, *(f"{med[c]:.3f} s" for c in columns), *(f"{med[a] / med[b]:.2f}x" for _, a, b in ratios)]
         print("| " + " | ".join(cells) + " |")
     alternating = " / ".join(["direct", *modes])
-    print(f"\n{len(rows)} tasks x {args.reps} reps, {alternating} alternating rep by rep; "
-          f"load average (1/5/15 min) before {'/'.join(f'{x:.2f}' for x in load_before)}, "
-          f"after {'/'.join(f'{x:.2f}' for x in load_after)}")
+    print(
+        f"\n{len(rows)} tasks x {args.reps} reps, {alternating} alternating rep by rep; "
+        f"load average (1/5/15 min) before {'/'.join(f'{x:.2f}' for x in load_before)}, "
+        f"after {'/'.join(f'{x:.2f}' for x in load_after)}"
+    )
     return 0

@@ -73,10 +73,14 @@ def idle(env: Path, count: int, seconds: float) -> int:
         share = (cpu1 - cpu0) / (t1 - t0)
         print("| live idle sandboxes | processes each | PSS each | CPU of all, share of one core | per sandbox |")
         print("|---|---|---|---|---|")
-        print(f"| {count} | {len(pids) / count:.1f} | {pss / count / 1024:.2f} MB | {share * 100:.2f}% | "
-              f"{share / count * 100:.4f}% |")
-        print(f"\nidle for {t1 - t0:.1f} s; load average before {load_before[0]:.2f}, after {os.getloadavg()[0]:.2f}; "
-              f"{os.cpu_count()} CPUs")
+        print(
+            f"| {count} | {len(pids) / count:.1f} | {pss / count / 1024:.2f} MB | {share * 100:.2f}% | "
+            f"{share / count * 100:.4f}% |"
+        )
+        print(
+            f"\nidle for {t1 - t0:.1f} s; load average before {load_before[0]:.2f}, after {os.getloadavg()[0]:.2f}; "
+            f"{os.cpu_count()} CPUs"
+        )
     finally:
         for sb in sandboxes:
             sb.close()

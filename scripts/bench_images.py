@@ -33,8 +33,13 @@ DEFAULT_LAYERS = ("/usr/bin,/usr/lib/x86_64-linux-gnu,/usr/lib64", "/usr/share",
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--layer", action="append", default=[], help="comma-separated host folders making one "
-                        f"layer, base first (repeatable; default {' | '.join(DEFAULT_LAYERS)})")
+    parser.add_argument(
+        "--layer",
+        action="append",
+        default=[],
+        help="comma-separated host folders making one "
+        f"layer, base first (repeatable; default {' | '.join(DEFAULT_LAYERS)})",
+    )
     parser.add_argument("--resets", type=int, default=20, help="resets to time (default 20)")
     parser.add_argument("--work", default="", help="work folder (default: a temporary folder, removed)")
     parser.set_defaults(func=run)
@@ -78,8 +83,9 @@ def _layout(root: Path, layers: list[list[str]]) -> Path:
         diff_id, digest = _layer(folders, tmp)
         size = tmp.stat().st_size
         os.rename(tmp, blobs / digest)
-        descriptors.append({"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
-                            "digest": f"sha256:{digest}", "size": size})
+        descriptors.append(
+            {"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": f"sha256:{digest}", "size": size}
+        )
         diff_ids.append(f"sha256:{diff_id}")
 
     def blob(data: bytes) -> dict:
@@ -87,13 +93,23 @@ def _layout(root: Path, layers: list[list[str]]) -> Path:
         (blobs / digest).write_bytes(data)
         return {"digest": f"sha256:{digest}", "size": len(data)}
 
-    config = {"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": diff_ids},
-              "config": {"Env": ["PATH=/usr/bin:/bin"], "WorkingDir": "/"}}
-    manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
-                           **blob(json.dumps(config).encode())}, "layers": descriptors}
-    top = {"mediaType": manifest["mediaType"], **blob(json.dumps(manifest).encode()),
-           "annotations": {"org.opencontainers.image.ref.name": "bench"}}
+    config = {
+        "architecture": "amd64",
+        "os": "linux",
+        "rootfs": {"type": "layers", "diff_ids": diff_ids},
+        "config": {"Env": ["PATH=/usr/bin:/bin"], "WorkingDir": "/"},
+    }
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **blob(json.dumps(config).encode())},
+        "layers": descriptors,
+    }
+    top = {
+        "mediaType": manifest["mediaType"],
+        **blob(json.dumps(manifest).encode()),
+        "annotations": {"org.opencontainers.image.ref.name": "bench"},
+    }
     (root / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [top]}))
     (root / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}')
     return root
@@ -103,10 +119,13 @@ def _registry(work: Path) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    (work / "registry.yml").write_text(f"version: 0.1\nlog: {{level: error}}\nstorage:\n  filesystem: "
-                                       f"{{rootdirectory: {work / 'registry'}}}\nhttp: {{addr: '127.0.0.1:{port}'}}\n")
-    proc = subprocess.Popen(["docker-registry", "serve", str(work / "registry.yml")], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    (work / "registry.yml").write_text(
+        f"version: 0.1\nlog: {{level: error}}\nstorage:\n  filesystem: "
+        f"{{rootdirectory: {work / 'registry'}}}\nhttp: {{addr: '127.0.0.1:{port}'}}\n"
+    )
+    proc = subprocess.Popen(
+        ["docker-registry", "serve", str(work / "registry.yml")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     for _ in range(200):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
@@ -128,8 +147,17 @@ def run(args: argparse.Namespace) -> int:
         store = LayerStore(work / "store")
         if shutil.which("docker-registry") and shutil.which("skopeo"):
             registry, address = _registry(work)
-            subprocess.run(["skopeo", "copy", "--quiet", "--dest-tls-verify=false", f"oci:{layout}:bench",
-                            f"docker://{address}/bench/image:1"], check=True)
+            subprocess.run(
+                [
+                    "skopeo",
+                    "copy",
+                    "--quiet",
+                    "--dest-tls-verify=false",
+                    f"oci:{layout}:bench",
+                    f"docker://{address}/bench/image:1",
+                ],
+                check=True,
+            )
             ref, how = f"{address}/bench/image:1", "pull from a loopback registry + convert"
             t0 = time.perf_counter()
             record = pull(store, ref, Platform("linux", "amd64"), RegistryConfig(insecure=True))
@@ -162,13 +190,17 @@ def run(args: argparse.Namespace) -> int:
         finally:
             cache.close()
         load = os.getloadavg()[0]
-        print(f"\nimage: {len(manifests)} layers, {files} entries, {unpacked / 1e9:.2f} GB of files unpacked; "
-              f"load average {load:.1f}; sandbox sees {check[0]} entries in /usr/share")
+        print(
+            f"\nimage: {len(manifests)} layers, {files} entries, {unpacked / 1e9:.2f} GB of files unpacked; "
+            f"load average {load:.1f}; sandbox sees {check[0]} entries in /usr/share"
+        )
         print("| measure | value |\n|---|---:|")
         print(f"| {how}, s | {pull_s:.1f} |")
         print(f"| compressed layers (gzip, as served), MB | {record.compressed_bytes / 1e6:.0f} |")
-        print(f"| stored as squashfs layers, MB | {stored / 1e6:.0f} ({stored / record.compressed_bytes:.2f}x "
-              f"the compressed layers, {stored / unpacked:.2f}x unpacked) |")
+        print(
+            f"| stored as squashfs layers, MB | {stored / 1e6:.0f} ({stored / record.compressed_bytes:.2f}x "
+            f"the compressed layers, {stored / unpacked:.2f}x unpacked) |"
+        )
         print(f"| cold start (materialise {len(record.stack())} layers + sandbox + `true`), ms | {cold_s * 1e3:.0f} |")
         print(f"| warm start (new sandbox on materialised layers), ms | {warm_s * 1e3:.0f} |")
         print(f"| reset + `true`, median of {len(resets)}, ms | {statistics.median(resets) * 1e3:.1f} |")

@@ -39,30 +39,59 @@ STAT_CMD = "du -s /venv /testbed >/dev/null"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--work", default=os.path.expanduser("~/.cache/swebox/bench-sandbox"),
-                        help="folder for the generated environments (kept between runs)")
+    parser.add_argument(
+        "--work",
+        default=os.path.expanduser("~/.cache/swebox/bench-sandbox"),
+        help="folder for the generated environments (kept between runs)",
+    )
     parser.add_argument("--reps", type=int, default=100, help="repetitions per measurement (default 100)")
-    parser.add_argument("--extract-reps", type=int, default=20,
-                        help="repetitions of start and reset for the extract backend, which take seconds each "
-                             "(default 20; its exec measurements use --reps)")
+    parser.add_argument(
+        "--extract-reps",
+        type=int,
+        default=20,
+        help="repetitions of start and reset for the extract backend, which take seconds each "
+        "(default 20; its exec measurements use --reps)",
+    )
     parser.add_argument("--scale", type=int, default=10, help="size factor of the large environment (default 10)")
     parser.add_argument("--python", default=sys.executable, help="interpreter for the environment's venv")
-    parser.add_argument("--compare-seccomp", action="store_true",
-                        help="only measure reset and exec with the seccomp filter on against off (overlay)")
-    parser.add_argument("--compare-cpu-share", action="store_true",
-                        help="only measure a sandbox's exec under another sandbox's CPU hog, with and without a "
-                             "CPU cgroup per sandbox")
-    parser.add_argument("--extract-resets", type=int, default=0, metavar="N",
-                        help="only time start and N resets (each + exec of `true`) of one extract sandbox on the "
-                             "environment's folder, to see whether restores slow down or fail over time")
-    parser.add_argument("--compare-bwrap", action="store_true",
-                        help="only measure start, reset and exec against bubblewrap on the same environment")
-    parser.add_argument("--idle", type=int, default=0, metavar="N",
-                        help="only measure N live, idle sandboxes: CPU of all, processes and PSS per sandbox")
+    parser.add_argument(
+        "--compare-seccomp",
+        action="store_true",
+        help="only measure reset and exec with the seccomp filter on against off (overlay)",
+    )
+    parser.add_argument(
+        "--compare-cpu-share",
+        action="store_true",
+        help="only measure a sandbox's exec under another sandbox's CPU hog, with and without a CPU cgroup per sandbox",
+    )
+    parser.add_argument(
+        "--extract-resets",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only time start and N resets (each + exec of `true`) of one extract sandbox on the "
+        "environment's folder, to see whether restores slow down or fail over time",
+    )
+    parser.add_argument(
+        "--compare-bwrap",
+        action="store_true",
+        help="only measure start, reset and exec against bubblewrap on the same environment",
+    )
+    parser.add_argument(
+        "--idle",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only measure N live, idle sandboxes: CPU of all, processes and PSS per sandbox",
+    )
     parser.add_argument("--idle-seconds", type=float, default=20.0, help="how long --idle watches (default 20)")
-    parser.add_argument("--cycles", type=float, default=0.0, metavar="SECONDS",
-                        help="only count start -> exec(true) -> close cycles per second for SECONDS, in as many "
-                             "threads as CPUs")
+    parser.add_argument(
+        "--cycles",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="only count start -> exec(true) -> close cycles per second for SECONDS, in as many threads as CPUs",
+    )
     parser.set_defaults(func=run)
 
 
@@ -76,8 +105,22 @@ def build_environment(work: Path, python: str) -> Path:
     subprocess.run([python, "-m", "venv", str(layer / "venv")], check=True)
     subprocess.run([str(layer / "venv/bin/python"), "-m", "pip", "install", "-q", *PACKAGES], check=True)
     download = work / "download"
-    subprocess.run([str(layer / "venv/bin/python"), "-m", "pip", "download", "-q", "--no-deps", "--no-binary",
-                    ":all:", "-d", str(download), PROJECT], check=True)
+    subprocess.run(
+        [
+            str(layer / "venv/bin/python"),
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "-d",
+            str(download),
+            PROJECT,
+        ],
+        check=True,
+    )
     sdist = next(download.glob("*.tar.gz"))
     with tarfile.open(sdist) as tar:
         tar.extractall(work / "src", filter="data")
@@ -89,8 +132,9 @@ def build_environment(work: Path, python: str) -> Path:
 
 def _recorded(layer: Path, python: str) -> Path:
     """Declare, beside the layer, the interpreter its venv needs (as the env builder does in its manifest)."""
-    prefix = subprocess.run([python, "-c", "import sys; print(sys.base_prefix)"], capture_output=True, text=True,
-                            check=True).stdout.strip()
+    prefix = subprocess.run(
+        [python, "-c", "import sys; print(sys.base_prefix)"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     write_record(layer, [prefix])
     return layer
 
@@ -172,10 +216,13 @@ def compare_seccomp(env: Path, reps: int) -> int:
     """p50/p99 of reset and exec with the filter on and off; the two sandboxes alternate, and which goes first
     flips rep by rep, so machine noise and the warmth of the caches hit both alike."""
     commands = {'exec("true")': "true", "exec(python import)": IMPORT_CMD, "exec(du, 12k fstatat)": STAT_CMD}
-    samples: dict[tuple[str, bool], list[float]] = {(name, on): [] for name in ("reset", *commands)
-                                                     for on in (True, False)}
-    with Sandbox([Layer(env)], SandboxPolicy(backend="overlay", seccomp=True)) as on_sb, \
-            Sandbox([Layer(env)], SandboxPolicy(backend="overlay", seccomp=False)) as off_sb:
+    samples: dict[tuple[str, bool], list[float]] = {
+        (name, on): [] for name in ("reset", *commands) for on in (True, False)
+    }
+    with (
+        Sandbox([Layer(env)], SandboxPolicy(backend="overlay", seccomp=True)) as on_sb,
+        Sandbox([Layer(env)], SandboxPolicy(backend="overlay", seccomp=False)) as off_sb,
+    ):
         print(f"on: {on_sb.limits_in_force()['syscalls']}\noff: {off_sb.limits_in_force()['syscalls']}")
         pairs = [((True, on_sb), (False, off_sb))[:: 1 if rep % 2 == 0 else -1] for rep in range(reps)]
         for pair in pairs:  # a new session installs the filter; its own loop: the first exec after a reset is slow
@@ -188,15 +235,19 @@ def compare_seccomp(env: Path, reps: int) -> int:
             for name, command in commands.items():
                 for on, sb in pair:
                     samples[(name, on)] += timed(lambda sb=sb, command=command: _check(sb.exec(command)), 1)
-    header = f"| {'operation':<22} | {'seccomp on p50':>14} | {'on p99':>9} | {'seccomp off p50':>15} | " \
-             f"{'off p99':>9} | {'on/off (p50)':>12} |"
+    header = (
+        f"| {'operation':<22} | {'seccomp on p50':>14} | {'on p99':>9} | {'seccomp off p50':>15} | "
+        f"{'off p99':>9} | {'on/off (p50)':>12} |"
+    )
     print(header)
     print("|" + "|".join("-" * len(c) for c in header.split("|")[1:-1]) + "|")
     for name in ("reset", *commands):
         on, off = samples[(name, True)], samples[(name, False)]
-        print(f"| {name:<22} | {pct(on, 0.5) * 1e3:>11.2f} ms | {pct(on, 0.99) * 1e3:>6.2f} ms | "
-              f"{pct(off, 0.5) * 1e3:>12.2f} ms | {pct(off, 0.99) * 1e3:>6.2f} ms | "
-              f"{pct(on, 0.5) / pct(off, 0.5):>11.3f}x |")
+        print(
+            f"| {name:<22} | {pct(on, 0.5) * 1e3:>11.2f} ms | {pct(on, 0.99) * 1e3:>6.2f} ms | "
+            f"{pct(off, 0.5) * 1e3:>12.2f} ms | {pct(off, 0.99) * 1e3:>6.2f} ms | "
+            f"{pct(on, 0.5) / pct(off, 0.5):>11.3f}x |"
+        )
     print(f"\nreps: {reps} per row and setting; python {sys.version.split()[0]}; {os.cpu_count()} CPUs")
     return 0
 
@@ -211,10 +262,16 @@ def compare_cpu_share(env: Path, reps: int) -> int:
     samples: dict[str, list[float]] = {"idle": [], "hog, cpu_weight=100": [], "hog, cpu_weight=0": []}
     policies = {weight: SandboxPolicy(backend="overlay", cpu_weight=weight) for weight in (100, 0)}
     layers = [Layer(env)]
-    with Sandbox(layers, policies[100]) as hog_on, Sandbox(layers, policies[100]) as victim_on, \
-            Sandbox(layers, policies[0]) as hog_off, Sandbox(layers, policies[0]) as victim_off:
-        print(f"cpu_weight=100: {hog_on.limits_in_force()['cpu_share']}\n"
-              f"cpu_weight=0: {hog_off.limits_in_force()['cpu_share']}")
+    with (
+        Sandbox(layers, policies[100]) as hog_on,
+        Sandbox(layers, policies[100]) as victim_on,
+        Sandbox(layers, policies[0]) as hog_off,
+        Sandbox(layers, policies[0]) as victim_off,
+    ):
+        print(
+            f"cpu_weight=100: {hog_on.limits_in_force()['cpu_share']}\n"
+            f"cpu_weight=0: {hog_off.limits_in_force()['cpu_share']}"
+        )
         for victim in (victim_on, victim_off):
             _check(victim.exec(PASS_CMD))  # warm the page cache
         samples["idle"] = timed(lambda: _check(victim_on.exec(PASS_CMD)), reps)
@@ -230,8 +287,10 @@ def compare_cpu_share(env: Path, reps: int) -> int:
     print("|" + "|".join("-" * len(c) for c in header.split("|")[1:-1]) + "|")
     idle = pct(samples["idle"], 0.5)
     for name, values in samples.items():
-        print(f"| {name:<28} | {pct(values, 0.5) * 1e3:>6.1f} ms | {pct(values, 0.99) * 1e3:>6.1f} ms | "
-              f"{pct(values, 0.5) / idle:>13.1f}x |")
+        print(
+            f"| {name:<28} | {pct(values, 0.5) * 1e3:>6.1f} ms | {pct(values, 0.99) * 1e3:>6.1f} ms | "
+            f"{pct(values, 0.5) / idle:>13.1f}x |"
+        )
     print(f"\nreps: {reps} per row; load average {os.getloadavg()[0]:.1f}; {os.cpu_count()} CPUs")
     return 0
 
@@ -257,35 +316,51 @@ def run(args: argparse.Namespace) -> int:
     env_archive = archive(env)
     files, total = size_of(env)
     big_files, big_total = size_of(big)
-    print(f"environment: {total / 1e6:.0f} MB in {files} files (tar.gz {env_archive.stat().st_size / 1e6:.0f} MB); "
-          f"large: {big_total / 1e6:.0f} MB in {big_files} files", flush=True)
+    print(
+        f"environment: {total / 1e6:.0f} MB in {files} files (tar.gz {env_archive.stat().st_size / 1e6:.0f} MB); "
+        f"large: {big_total / 1e6:.0f} MB in {big_files} files",
+        flush=True,
+    )
 
     overlay = measure([Layer(env)], SandboxPolicy(backend="overlay"), args.reps, args.reps)
-    extract = measure([Layer(env, archive=env_archive)], SandboxPolicy(backend="extract"), args.reps,
-                      args.extract_reps)
+    extract = measure([Layer(env, archive=env_archive)], SandboxPolicy(backend="extract"), args.reps, args.extract_reps)
     # the size comparison alternates the two sandboxes rep by rep, so machine noise hits both alike
     small_reset, big_reset = [], []
-    with Sandbox([Layer(env)], SandboxPolicy(backend="overlay")) as small_sb, \
-            Sandbox([Layer(big)], SandboxPolicy(backend="overlay")) as big_sb:
+    with (
+        Sandbox([Layer(env)], SandboxPolicy(backend="overlay")) as small_sb,
+        Sandbox([Layer(big)], SandboxPolicy(backend="overlay")) as big_sb,
+    ):
         for _ in range(args.reps):
             small_reset += timed(small_sb.reset, 1)
             big_reset += timed(big_sb.reset, 1)
 
-    header = f"| {'operation':<22} | {'overlay p50':>11} | {'overlay p99':>11} | {'extract p50':>11} | " \
-             f"{'extract p99':>11} | {'extract/overlay (p50)':>21} |"
+    header = (
+        f"| {'operation':<22} | {'overlay p50':>11} | {'overlay p99':>11} | {'extract p50':>11} | "
+        f"{'extract p99':>11} | {'extract/overlay (p50)':>21} |"
+    )
     print(header)
     print("|" + "|".join("-" * (len(c) + 0) for c in header.split("|")[1:-1]) + "|")
     for name in overlay:
-        o50, o99, e50, e99 = (pct(overlay[name], 0.5), pct(overlay[name], 0.99), pct(extract[name], 0.5),
-                              pct(extract[name], 0.99))
-        print(f"| {name:<22} | {o50 * 1e3:>8.2f} ms | {o99 * 1e3:>8.2f} ms | {e50 * 1e3:>8.1f} ms | "
-              f"{e99 * 1e3:>8.1f} ms | {e50 / o50:>20.1f}x |")
+        o50, o99, e50, e99 = (
+            pct(overlay[name], 0.5),
+            pct(overlay[name], 0.99),
+            pct(extract[name], 0.5),
+            pct(extract[name], 0.99),
+        )
+        print(
+            f"| {name:<22} | {o50 * 1e3:>8.2f} ms | {o99 * 1e3:>8.2f} ms | {e50 * 1e3:>8.1f} ms | "
+            f"{e99 * 1e3:>8.1f} ms | {e50 / o50:>20.1f}x |"
+        )
     b50, b99 = pct(big_reset, 0.5), pct(big_reset, 0.99)
-    print(f"| {f'reset, {args.scale}x environment':<22} | {b50 * 1e3:>8.2f} ms | {b99 * 1e3:>8.2f} ms | "
-          f"{'':>11} | {'':>11} | {b50 / pct(small_reset, 0.5):>11.2f}x of 1x |")
-    print(f"\nreps: {args.reps} (extract start and reset: {args.extract_reps}); environment {total / 1e6:.0f} MB / "
-          f"{files} files; large {big_total / 1e6:.0f} MB / {big_files} files; python {sys.version.split()[0]}; "
-          f"{os.cpu_count()} CPUs\n")
+    print(
+        f"| {f'reset, {args.scale}x environment':<22} | {b50 * 1e3:>8.2f} ms | {b99 * 1e3:>8.2f} ms | "
+        f"{'':>11} | {'':>11} | {b50 / pct(small_reset, 0.5):>11.2f}x of 1x |"
+    )
+    print(
+        f"\nreps: {args.reps} (extract start and reset: {args.extract_reps}); environment {total / 1e6:.0f} MB / "
+        f"{files} files; large {big_total / 1e6:.0f} MB / {big_files} files; python {sys.version.split()[0]}; "
+        f"{os.cpu_count()} CPUs\n"
+    )
     return compare_bwrap(env, args.reps)
 
 
@@ -313,8 +388,10 @@ def cycles(env: Path, seconds: float) -> int:
             total = sum(pool.map(_cycle_loop, [env] * threads, [start + seconds] * threads, [wait] * threads))
         wait_for_closes()
         elapsed = time.monotonic() - start
-        print(f"start -> exec(true) -> close(wait={wait}): {total / elapsed:.1f} cycles/s over {elapsed:.1f} s in "
-              f"{threads} threads ({total} cycles); load average {os.getloadavg()[0]:.1f}")
+        print(
+            f"start -> exec(true) -> close(wait={wait}): {total / elapsed:.1f} cycles/s over {elapsed:.1f} s in "
+            f"{threads} threads ({total} cycles); load average {os.getloadavg()[0]:.1f}"
+        )
     return 0
 
 
@@ -326,8 +403,11 @@ def extract_resets(env: Path, resets: int) -> int:
         times += [timed(lambda: (sb.reset(), _check(sb.exec("true"))), 1)[0] for _ in range(resets)]
     finally:
         sb.close()
-    print(f"extract start {times[0]:.2f} s; resets: " + ", ".join(f"{t:.2f}" for t in times[1:]) +
-          f" s; p50 {pct(times[1:], 0.5):.2f} s; load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"extract start {times[0]:.2f} s; resets: "
+        + ", ".join(f"{t:.2f}" for t in times[1:])
+        + f" s; p50 {pct(times[1:], 0.5):.2f} s; load average {os.getloadavg()[0]:.1f}"
+    )
     return 0
 
 

@@ -31,8 +31,9 @@ from swebox.scripts.bench_tasks import add_task_arguments, bench_tasks
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_task_arguments(parser, limit=3, limit_help="tasks to measure", reps=5,
-                       reps_help="repetitions per task and mode")
+    add_task_arguments(
+        parser, limit=3, limit_help="tasks to measure", reps=5, reps_help="repetitions per task and mode"
+    )
     parser.add_argument("--turns", type=int, default=4, help="turns played before the fork (default 4)")
     parser.add_argument("--starts", type=int, default=8, help="N of the N-starts comparison (default 8)")
     parser.set_defaults(func=run)
@@ -42,9 +43,11 @@ def agent_turns(task, k: int) -> list[str]:
     """k bash_block replies: look around, run the task's tests, edit a file, in turn."""
     tests = " ".join(shlex.quote(f) for f in task.all_test_files())
     argv = shlex.join([task.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *task.pytest_options])
-    cycle = ["cd /testbed && git status --short && ls",
-             f"cd /testbed && {argv} {tests} 2>&1 | tail -n 3",
-             "cd /testbed && echo '# note' >> README* 2>/dev/null; git diff --stat"]
+    cycle = [
+        "cd /testbed && git status --short && ls",
+        f"cd /testbed && {argv} {tests} 2>&1 | tail -n 3",
+        "cd /testbed && echo '# note' >> README* 2>/dev/null; git diff --stat",
+    ]
     return [command_reply(cycle[i % len(cycle)], "bash_block") for i in range(k)]
 
 
@@ -75,6 +78,7 @@ def measure_task(task, layers: list, args: argparse.Namespace) -> dict[str, floa
         _play(parent, replies)
         try:
             for _ in range(args.reps):
+
                 def fork():
                     child = parent.fork(1)[0]
                     child.sandbox.exec("true")
@@ -116,13 +120,19 @@ def run(args: argparse.Namespace) -> int:
     finally:
         close_shared_caches()
     print(f"load average {os.getloadavg()[0]:.2f}; {args.reps} reps per task; medians in ms")
-    print(f"{'task':44} {'fork@' + str(args.turns):>9} {'replay':>9} {'ratio':>7} "
-          f"{str(args.starts) + ' forked':>10} {str(args.starts) + ' cold':>9} {'ratio':>7}")
+    print(
+        f"{'task':44} {'fork@' + str(args.turns):>9} {'replay':>9} {'ratio':>7} "
+        f"{str(args.starts) + ' forked':>10} {str(args.starts) + ' cold':>9} {'ratio':>7}"
+    )
     for task_id, t in rows:
-        print(f"{task_id:44} {t['fork'] * 1e3:9.1f} {t['replay'] * 1e3:9.1f} {t['replay'] / t['fork']:6.1f}x "
-              f"{t['forked'] * 1e3:10.1f} {t['cold'] * 1e3:9.1f} {t['cold'] / t['forked']:6.1f}x")
+        print(
+            f"{task_id:44} {t['fork'] * 1e3:9.1f} {t['replay'] * 1e3:9.1f} {t['replay'] / t['fork']:6.1f}x "
+            f"{t['forked'] * 1e3:10.1f} {t['cold'] * 1e3:9.1f} {t['cold'] / t['forked']:6.1f}x"
+        )
     fork, replay = (statistics.median(t[k] for _, t in rows) for k in ("fork", "replay"))
     forked, cold = (statistics.median(t[k] for _, t in rows) for k in ("forked", "cold"))
-    print(f"{'median over tasks':44} {fork * 1e3:9.1f} {replay * 1e3:9.1f} {replay / fork:6.1f}x "
-          f"{forked * 1e3:10.1f} {cold * 1e3:9.1f} {cold / forked:6.1f}x")
+    print(
+        f"{'median over tasks':44} {fork * 1e3:9.1f} {replay * 1e3:9.1f} {replay / fork:6.1f}x "
+        f"{forked * 1e3:10.1f} {cold * 1e3:9.1f} {cold / forked:6.1f}x"
+    )
     return 0

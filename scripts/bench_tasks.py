@@ -9,8 +9,9 @@ from swebox.envs.tasks import load
 from swebox.envs.tasks.schema import Task
 
 
-def add_task_arguments(parser: argparse.ArgumentParser, *, limit: int, limit_help: str, reps: int,
-                       reps_help: str) -> None:
+def add_task_arguments(
+    parser: argparse.ArgumentParser, *, limit: int, limit_help: str, reps: int, reps_help: str
+) -> None:
     """--tasks, --store, --limit (``limit_help``, default ``limit``) and --reps (``reps_help``, default ``reps``)."""
     parser.add_argument("--tasks", required=True, help="tasks file whose layers are in the store")
     parser.add_argument("--store", default="", help="layer store (default $SWEBOX_LAYER_STORE or runs/layers)")

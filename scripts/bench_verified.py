@@ -21,15 +21,22 @@ from pathlib import Path
 
 # (repository, version, rows): the cheap repositories get more rows; one or two per expensive one
 SAMPLE = [
-    ("psf/requests", "2.0", 1), ("psf/requests", "2.26", 1), ("psf/requests", "2.27", 1),
+    ("psf/requests", "2.0", 1),
+    ("psf/requests", "2.26", 1),
+    ("psf/requests", "2.27", 1),
     ("pallets/flask", "2.3", 1),
-    ("pylint-dev/pylint", "2.15", 2), ("pylint-dev/pylint", "2.14", 1),
-    ("pytest-dev/pytest", "5.4", 2), ("pytest-dev/pytest", "7.2", 2),
+    ("pylint-dev/pylint", "2.15", 2),
+    ("pylint-dev/pylint", "2.14", 1),
+    ("pytest-dev/pytest", "5.4", 2),
+    ("pytest-dev/pytest", "7.2", 2),
     ("mwaskom/seaborn", "0.12", 2),
-    ("pydata/xarray", "0.12", 1), ("pydata/xarray", "2022.06", 1),
+    ("pydata/xarray", "0.12", 1),
+    ("pydata/xarray", "2022.06", 1),
     ("sphinx-doc/sphinx", "4.1", 2),
-    ("astropy/astropy", "5.1", 1), ("astropy/astropy", "5.2", 1),
-    ("sympy/sympy", "1.1", 1), ("sympy/sympy", "1.12", 2),
+    ("astropy/astropy", "5.1", 1),
+    ("astropy/astropy", "5.2", 1),
+    ("sympy/sympy", "1.1", 1),
+    ("sympy/sympy", "1.12", 2),
 ]
 EXTRA = ("astropy__astropy-13453",)
 """Rows added by id: an astropy row whose commits the mirror holds whole (5.1's and 5.2's lack a data file)."""
@@ -43,8 +50,9 @@ def sample(verified: str, out: str) -> None:
     rows = pq.read_table(verified).to_pylist()
     picked = []
     for repo, version, count in SAMPLE:
-        mine = sorted((r for r in rows if r["repo"] == repo and r["version"] == version),
-                      key=lambda r: r["instance_id"])
+        mine = sorted(
+            (r for r in rows if r["repo"] == repo and r["version"] == version), key=lambda r: r["instance_id"]
+        )
         picked += mine[:count]
     picked += [r for r in rows if r["instance_id"] in EXTRA]
     pq.write_table(pa.Table.from_pylist(picked), out)
@@ -71,8 +79,10 @@ def predictions(rows_file: str, which: str, out: str) -> None:
     with open(out, "w", encoding="utf-8") as fh:
         for row in pq.read_table(rows_file).to_pylist():
             patch = row["patch"] if which == "gold" else ""
-            fh.write(json.dumps({"instance_id": row["instance_id"], "model_name_or_path": which,
-                                 "model_patch": patch}) + "\n")
+            fh.write(
+                json.dumps({"instance_id": row["instance_id"], "model_name_or_path": which, "model_patch": patch})
+                + "\n"
+            )
 
 
 def _layers(store: Path) -> dict[str, dict]:
@@ -107,15 +117,16 @@ def report(rows_file: str, store: str, validate_jsonl: str, errors_file: str = "
         keys = [k for k in (task.instance_id, task.env_key, task.task_layer_key) if k]
         why = next((e for e in errors if any(k in e for k in keys)), "")
         verdict = "ok" if entry and entry["passed"] else (entry["problem"] if entry else why or "not graded")
-        print(f"| {task.instance_id} | {task.env.python if task.env else '-'} | {env_cell} | "
-              f"{'yes' if start else 'no'} | {gold} | {empty} | {seconds} | {verdict[:160]} |")
+        print(
+            f"| {task.instance_id} | {task.env.python if task.env else '-'} | {env_cell} | "
+            f"{'yes' if start else 'no'} | {gold} | {empty} | {seconds} | {verdict[:160]} |"
+        )
 
 
 def main(argv: list[str]) -> int:
     commands = {"sample": sample, "mirror": mirror, "predictions": predictions, "report": report}
     if not argv or argv[0] not in commands:
-        print(f"usage: bench_verified {{{'|'.join(commands)}}} ARGS... (see the module's docstring)",
-              file=sys.stderr)
+        print(f"usage: bench_verified {{{'|'.join(commands)}}} ARGS... (see the module's docstring)", file=sys.stderr)
         return 2
     commands[argv[0]](*argv[1:])
     return 0

@@ -31,22 +31,35 @@ def _default_store() -> str:
 def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     """Add ``cache`` and its sub-commands to the top-level ``swebox`` sub-parsers."""
     cache = subparsers.add_parser("cache", help="build, list, verify, gc, export and import env layers")
-    cache.add_argument("--store", default=_default_store(),
-                       help=f"layer store folder (default $SWEBOX_LAYER_STORE or {DEFAULT_STORE})")
+    cache.add_argument(
+        "--store", default=_default_store(), help=f"layer store folder (default $SWEBOX_LAYER_STORE or {DEFAULT_STORE})"
+    )
     sub = cache.add_subparsers(dest="cache_command", required=True)
 
     build = sub.add_parser("build", help="build the env layers of a task set (each distinct env once)")
     build.add_argument("--tasks", required=True, help="tasks file (JSONL rows with an 'env' dict)")
     build.add_argument("--jobs", type=int, default=1, help="builds at once (default 1)")
-    build.add_argument("--format", choices=FORMATS, default=None, help="layer format (default: squashfs if "
-                       "mksquashfs is installed, else tar.zst)")
+    build.add_argument(
+        "--format",
+        choices=FORMATS,
+        default=None,
+        help="layer format (default: squashfs if mksquashfs is installed, else tar.zst)",
+    )
     build.add_argument("--force", action="store_true", help="rebuild layers that failed before")
-    build.add_argument("--git-mirror", default=None, metavar="DIR",
-                       help="read GitHub repositories OWNER/NAME from DIR/OWNER__NAME.git (bare or shallow) "
-                       "instead of cloning (default $SWEBOX_GIT_MIRROR)")
-    build.add_argument("--env-source", choices=("auto", "image", "build"), default="auto",
-                       help="image: pull the container image each row names; build: build envs from the rows' "
-                            "recipes; auto (default): the image where a row names one and it can be had, else build")
+    build.add_argument(
+        "--git-mirror",
+        default=None,
+        metavar="DIR",
+        help="read GitHub repositories OWNER/NAME from DIR/OWNER__NAME.git (bare or shallow) "
+        "instead of cloning (default $SWEBOX_GIT_MIRROR)",
+    )
+    build.add_argument(
+        "--env-source",
+        choices=("auto", "image", "build"),
+        default="auto",
+        help="image: pull the container image each row names; build: build envs from the rows' "
+        "recipes; auto (default): the image where a row names one and it can be had, else build",
+    )
     images_cli.add_registry_arguments(build)
     build.set_defaults(func=cmd_build)
 
@@ -76,12 +89,14 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     tbuild.add_argument("names", nargs="+", metavar="NAME", help="toolchain names (`swebox cache toolchain list`)")
     tbuild.add_argument("--force", action="store_true", help="rebuild one whose last build failed")
     tbuild.set_defaults(func=cmd_toolchain_build)
-    tsub.add_parser("list", help="the toolchains, their packages, keys and whether the store has them"
-                    ).set_defaults(func=cmd_toolchain_list)
+    tsub.add_parser("list", help="the toolchains, their packages, keys and whether the store has them").set_defaults(
+        func=cmd_toolchain_list
+    )
     # `swebox cache build ... --store DIR` works too (error messages say so)
     for command in [*sub.choices.values(), *tsub.choices.values()]:
-        command.add_argument("--store", default=argparse.SUPPRESS, help="layer store folder (as before the "
-                             "sub-command)")
+        command.add_argument(
+            "--store", default=argparse.SUPPRESS, help="layer store folder (as before the sub-command)"
+        )
 
 
 def _progress(total: int, desc: str):
@@ -95,8 +110,9 @@ def read_env_specs(path: str, skip: set[str] | frozenset[str] = frozenset()) -> 
     return read_build_plan(path, skip)[0]
 
 
-def read_build_plan(path: str, skip: set[str] | frozenset[str] = frozenset()
-                    ) -> tuple[list[EnvSpec], list[CheckoutSpec], list[str]]:
+def read_build_plan(
+    path: str, skip: set[str] | frozenset[str] = frozenset()
+) -> tuple[list[EnvSpec], list[CheckoutSpec], list[str]]:
     """What ``cache build`` makes for a task file: distinct env layers, distinct checkout layers (the starting
     trees of dataset rows, see :mod:`.checkout`), and one error per task it cannot build, naming the task.
     Rows whose instance_id is in ``skip`` (served by their container image) need neither. The tasks loader is
@@ -113,20 +129,26 @@ def read_build_plan(path: str, skip: set[str] | frozenset[str] = frozenset()
             continue
         if task.env is None:
             if task.metadata.get("source") == "r2e-gym":  # R2E-Gym publishes images only, no recipes
-                how = (f"give {task.repo or 'its repository'} a recipe under version \"r2e\" in $SWEBOX_SWE_SPECS, "
-                       f"or build from its image {task.metadata.get('docker_image') or '(none named)'} with "
-                       f"--env-source image (docs/datasets.md, 'R2E-Gym')")
+                how = (
+                    f"give {task.repo or 'its repository'} a recipe under version \"r2e\" in $SWEBOX_SWE_SPECS, "
+                    f"or build from its image {task.metadata.get('docker_image') or '(none named)'} with "
+                    f"--env-source image (docs/datasets.md, 'R2E-Gym')"
+                )
             else:
                 how = "give it an 'env', or see docs/datasets.md"
-            errors.append(f"task {task.instance_id}: expected an env recipe; found none (the row names no "
-                          f"environment swebox can build: {how})")
+            errors.append(
+                f"task {task.instance_id}: expected an env recipe; found none (the row names no "
+                f"environment swebox can build: {how})"
+            )
             continue
         if task.metadata.get("recipe_unbuildable"):
-            errors.append(unbuildable_error(task.instance_id, list(task.metadata["recipe_unbuildable"]),
-                                            image_of(task)))
+            errors.append(
+                unbuildable_error(task.instance_id, list(task.metadata["recipe_unbuildable"]), image_of(task))
+            )
             continue
-        needs_conda = conda_only_error(task.instance_id, list(task.metadata.get("recipe_conda_only", ())),
-                                       [*task.FAIL_TO_PASS, *task.PASS_TO_PASS])
+        needs_conda = conda_only_error(
+            task.instance_id, list(task.metadata.get("recipe_conda_only", ())), [*task.FAIL_TO_PASS, *task.PASS_TO_PASS]
+        )
         if needs_conda:
             errors.append(needs_conda)
             continue
@@ -136,8 +158,10 @@ def read_build_plan(path: str, skip: set[str] | frozenset[str] = frozenset()
             continue  # synthesised tasks: their task layers are made by `swebox tasks synth`
         spec = checkout_from_dict(task.env, checkout, task.bug_patch)
         if spec.key() != task.task_layer_key:
-            errors.append(f"task {task.instance_id}: its task_layer_key {task.task_layer_key} is not the key of "
-                          f"its checkout {spec.key()} (metadata.checkout or bug_patch edited?); reload the row")
+            errors.append(
+                f"task {task.instance_id}: its task_layer_key {task.task_layer_key} is not the key of "
+                f"its checkout {spec.key()} (metadata.checkout or bug_patch edited?); reload the row"
+            )
             continue
         checkouts.setdefault(spec.key(), spec)
     return list(envs.values()), list(checkouts.values()), errors
@@ -167,28 +191,33 @@ def cmd_build(args: argparse.Namespace) -> int:
         raise SystemExit(f"--jobs: expected at least 1; found {args.jobs}.")
     mirror = resolve_mirror(args.git_mirror)
     if mirror and not Path(mirror).is_dir():
-        raise SystemExit(f"--git-mirror: expected a folder of OWNER__NAME.git repositories; found nothing at "
-                         f"{mirror}.")
+        raise SystemExit(f"--git-mirror: expected a folder of OWNER__NAME.git repositories; found nothing at {mirror}.")
     store = open_store(args, args.format, create=True)
     served, image_failed = images_cli.build_images(args, store)
     specs, checkouts, errors = read_build_plan(args.tasks, served)  # a bad row: LoadError, one line, exit 2
     t0 = time.perf_counter()
     had = {s.key(): store.get(s.key()) is not None for s in [*specs, *checkouts]}
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool, \
-            _progress(len(specs) + len(checkouts), "layers") as bar:
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool, _progress(len(specs) + len(checkouts), "layers") as bar:
         built, reused, env_failed = _build_all(
-            pool, specs, lambda s: build_env(store, s, force=args.force, mirror=mirror), bar, had)
+            pool, specs, lambda s: build_env(store, s, force=args.force, mirror=mirror), bar, had
+        )
         bad_envs = {key for key, _ in env_failed}
-        blocked = [(c.key(), f"not built: its env layer {c.env.key()} failed") for c in checkouts
-                   if c.env.key() in bad_envs]
+        blocked = [
+            (c.key(), f"not built: its env layer {c.env.key()} failed") for c in checkouts if c.env.key() in bad_envs
+        ]
         todo = [c for c in checkouts if c.env.key() not in bad_envs]
         t_built, t_reused, t_failed = _build_all(
-            pool, todo, lambda c: build_checkout_layer(store, c, mirror=mirror, force=args.force), bar, had)
-    print(f"{len(specs)} envs: {built} built, {reused} reused, {len(env_failed)} failed "
-          f"in {time.perf_counter() - t0:.1f} s; store {store.root} holds {store.total_bytes() / 1e6:.1f} MB")
+            pool, todo, lambda c: build_checkout_layer(store, c, mirror=mirror, force=args.force), bar, had
+        )
+    print(
+        f"{len(specs)} envs: {built} built, {reused} reused, {len(env_failed)} failed "
+        f"in {time.perf_counter() - t0:.1f} s; store {store.root} holds {store.total_bytes() / 1e6:.1f} MB"
+    )
     if checkouts:
-        print(f"{len(checkouts)} task layers (starting trees): {t_built} built, {t_reused} reused, "
-              f"{len(t_failed) + len(blocked)} failed")
+        print(
+            f"{len(checkouts)} task layers (starting trees): {t_built} built, {t_reused} reused, "
+            f"{len(t_failed) + len(blocked)} failed"
+        )
     if errors:
         print(f"{len(errors)} tasks cannot be built (listed below)")
     failed = image_failed + env_failed + blocked + t_failed
@@ -233,8 +262,10 @@ def cmd_gc(args: argparse.Namespace) -> int:
     store = open_store(args)
     before = store.total_bytes()
     removed = store.gc(int(args.keep_gb * 1e9))
-    print(f"removed {len(removed)} layers ({(before - store.total_bytes()) / 1e6:.1f} MB); "
-          f"{store.total_bytes() / 1e6:.1f} MB kept")
+    print(
+        f"removed {len(removed)} layers ({(before - store.total_bytes()) / 1e6:.1f} MB); "
+        f"{store.total_bytes() / 1e6:.1f} MB kept"
+    )
     return 0
 
 
@@ -258,16 +289,20 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_toolchain_build(args: argparse.Namespace) -> int:
     unknown = [n for n in args.names if n not in TOOLCHAINS]
     if unknown:
-        print(f"swebox cache toolchain build: expected names among {', '.join(TOOLCHAINS)}; found "
-              f"{', '.join(map(repr, unknown))}. Fix: name one of those (`swebox cache toolchain list`).",
-              file=sys.stderr)
+        print(
+            f"swebox cache toolchain build: expected names among {', '.join(TOOLCHAINS)}; found "
+            f"{', '.join(map(repr, unknown))}. Fix: name one of those (`swebox cache toolchain list`).",
+            file=sys.stderr,
+        )
         return 2
     store = open_store(args, create=True)
     for name in dict.fromkeys(args.names):
         had = store.get(toolchain_key(name, store)) is not None
         manifest = build_toolchain(store, name, force=args.force)
-        print(f"{name}: {manifest.key} ({len(manifest.meta['debs'])} packages, "
-              f"{manifest.size / 1e6:.1f} MB{', already built' if had else ''})")
+        print(
+            f"{name}: {manifest.key} ({len(manifest.meta['debs'])} packages, "
+            f"{manifest.size / 1e6:.1f} MB{', already built' if had else ''})"
+        )
     return 0
 
 

@@ -33,16 +33,24 @@ def writable_store(path: str) -> None:
     subs = [folder / s for s in ("", "blobs", "manifests", "tmp", "locks") if (folder / s).exists()]
     denied = [p for p in subs if not os.access(p, os.W_OK | os.X_OK)]
     if denied:
-        raise PermissionError(errno.EACCES, f"this user (uid {os.geteuid()}) cannot write the layer store: "
-                              f"expected a folder of its own; found {denied[0]} owned by uid "
-                              f"{denied[0].stat().st_uid}. Pass `--store` a folder this user owns (a rootless "
-                              f"store: its layers are packed as this user's files), or run as that folder's "
-                              f"owner", path)
+        raise PermissionError(
+            errno.EACCES,
+            f"this user (uid {os.geteuid()}) cannot write the layer store: "
+            f"expected a folder of its own; found {denied[0]} owned by uid "
+            f"{denied[0].stat().st_uid}. Pass `--store` a folder this user owns (a rootless "
+            f"store: its layers are packed as this user's files), or run as that folder's "
+            f"owner",
+            path,
+        )
 
 
 def existing_store(path: str) -> None:
     """Reading commands on a mistyped store must say so, not create an empty store and list nothing."""
     if not (Path(path) / "manifests").is_dir():
-        raise FileNotFoundError(errno.ENOENT, "no layer store here (expected a folder written by `swebox cache "
-                                "build` or `swebox tasks synth`, with manifests/ inside); pass `swebox cache "
-                                "--store PATH ls` (or build, verify, ...) or set $SWEBOX_LAYER_STORE", path)
+        raise FileNotFoundError(
+            errno.ENOENT,
+            "no layer store here (expected a folder written by `swebox cache "
+            "build` or `swebox tasks synth`, with manifests/ inside); pass `swebox cache "
+            "--store PATH ls` (or build, verify, ...) or set $SWEBOX_LAYER_STORE",
+            path,
+        )

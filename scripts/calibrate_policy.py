@@ -36,8 +36,15 @@ def policy_player(policy: str, cfg: Any, model: str = ""):
 
         def play_hf(episode: Any, task: Task, run: int) -> bool:
             # each run its own sampling stream, so K runs are K samples of the policy, not one sample K times
-            traj = play_episode(episode, backend, tokenizer, cfg, task.instance_id, task.instance_id,
-                                seed=sample_seed(cfg.seed, f"calibrate-{run}", task.instance_id))
+            traj = play_episode(
+                episode,
+                backend,
+                tokenizer,
+                cfg,
+                task.instance_id,
+                task.instance_id,
+                seed=sample_seed(cfg.seed, f"calibrate-{run}", task.instance_id),
+            )
             return bool(traj.metrics.get("env/resolved", 0.0))
 
         return play_hf
@@ -63,13 +70,16 @@ def policy_config(args: argparse.Namespace) -> Any:
         _check_hf_folder(args.policy[3:])
     cfg = load_config(args.config, list(args.overrides))
     if cfg.env.harness:  # a harness plays through its own gateway loop (swebox eval --harness); not wired here
-        raise ConfigError(f"swebox tasks calibrate --policy: expected the text loop (env.harness empty); found "
-                          f"env.harness={cfg.env.harness!r}; calibrate with a text policy")
+        raise ConfigError(
+            f"swebox tasks calibrate --policy: expected the text loop (env.harness empty); found "
+            f"env.harness={cfg.env.harness!r}; calibrate with a text policy"
+        )
     return cfg
 
 
-def play_policy(tasks: list[Task], results: list[TaskCalibration], args: argparse.Namespace, cfg: Any,
-                echo=print) -> None:
+def play_policy(
+    tasks: list[Task], results: list[TaskCalibration], args: argparse.Namespace, cfg: Any, echo=print
+) -> None:
     """Play ``args.policy`` ``args.policy_runs`` times on each task (episodes as ``cfg`` says: :func:`policy_config`)
     and set each calibration's ``policy`` entry."""
     from swebox.envs.episodes.groups import group
@@ -77,8 +87,12 @@ def play_policy(tasks: list[Task], results: list[TaskCalibration], args: argpars
     from swebox.envs.tasks.calibrate import policy_row
 
     plain = not (Path(args.layers) / "manifests").is_dir()
-    source = LayerSource(store="" if plain else args.layers, dirs=args.layers if plain else "",
-                         cache_root=cfg.env.cache_dir, tasks_file=str(args.tasks))
+    source = LayerSource(
+        store="" if plain else args.layers,
+        dirs=args.layers if plain else "",
+        cache_root=cfg.env.cache_dir,
+        tasks_file=str(args.tasks),
+    )
     play = policy_player(args.policy, cfg, args.model)
     econf = cfg.env.episode()
     width = max([40, *(len(t.instance_id) for t in tasks)])
@@ -90,8 +104,7 @@ def play_policy(tasks: list[Task], results: list[TaskCalibration], args: argpars
                     resolved += play(g[0], task, run)
             except Exception as exc:  # one broken episode must not end the calibration; it is counted
                 errors += 1
-                print(f"{task.instance_id}: policy run {run + 1}: {type(exc).__name__}: {exc}"[:500],
-                      file=sys.stderr)
+                print(f"{task.instance_id}: policy run {run + 1}: {type(exc).__name__}: {exc}"[:500], file=sys.stderr)
         cal.policy = {"name": args.policy, "resolved": resolved, "runs": args.policy_runs, "errors": errors}
         echo(policy_row(cal, width))
     runs = sum(c.policy["runs"] for c in results if c.policy)

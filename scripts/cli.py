@@ -16,8 +16,7 @@ class UserError(Exception):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="swebox", description=__doc__)
-    parser.add_argument("--debug", action="store_true",
-                        help=f"show the traceback of an error (also ${DEBUG_ENV}=1)")
+    parser.add_argument("--debug", action="store_true", help=f"show the traceback of an error (also ${DEBUG_ENV}=1)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     from swebox.scripts import (
@@ -37,8 +36,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench_cache.add_arguments(bench_sub.add_parser("cache", help="layer storage and restore times by format"))
     bench_grading.add_arguments(bench_sub.add_parser("grading", help="grading overhead over a direct test run"))
     bench_images.add_arguments(bench_sub.add_parser("images", help="images: pull+convert, size, cold start, reset"))
-    bench_grade_cache.add_arguments(bench_sub.add_parser("grade-cache", help="GRPO rollouts with and without "
-                                                         "grade memoisation (a converged policy)"))
+    bench_grade_cache.add_arguments(
+        bench_sub.add_parser(
+            "grade-cache", help="GRPO rollouts with and without grade memoisation (a converged policy)"
+        )
+    )
     bench_gateway.add_arguments(bench_sub.add_parser("gateway", help="the model gateway's overhead per call"))
     bench_search.add_arguments(bench_sub.add_parser("search", help="fork at turn k vs replay; forked vs cold starts"))
     bench_cost.add_arguments(bench_sub.add_parser("cost", help="rollouts with and without measuring their cost"))
@@ -110,10 +112,20 @@ def user_error_types() -> tuple[type[BaseException], ...]:
     from swebox.envs.tasks.selection import SelectionError
     from swebox.envs.tasks.synth.recipe import RecipeError
 
-    kinds: list[type[BaseException]] = [UserError, LoadError, TaskError, RecipeError, LayersMissing, SelectionError,
-                                        InterpreterNotFound, yaml.YAMLError, FileNotFoundError, NotADirectoryError,
-                                        IsADirectoryError,
-                                        PermissionError]  # a store of another user's, a layer packed for one
+    kinds: list[type[BaseException]] = [
+        UserError,
+        LoadError,
+        TaskError,
+        RecipeError,
+        LayersMissing,
+        SelectionError,
+        InterpreterNotFound,
+        yaml.YAMLError,
+        FileNotFoundError,
+        NotADirectoryError,
+        IsADirectoryError,
+        PermissionError,
+    ]  # a store of another user's, a layer packed for one
     try:
         from swebox.scripts.demo import DemoError
         from swebox.trainers.run.config import ConfigError
@@ -129,8 +141,11 @@ def one_line(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.filename:
         if exc.errno is not None and exc.strerror != os.strerror(exc.errno):
             return f"{exc.filename}: {exc.strerror}"  # a message of ours, not the OS's
-        kind = {FileNotFoundError: "not found", IsADirectoryError: "is a folder, expected a file",
-                NotADirectoryError: "is not a folder"}.get(type(exc), exc.strerror or "cannot be read")
+        kind = {
+            FileNotFoundError: "not found",
+            IsADirectoryError: "is a folder, expected a file",
+            NotADirectoryError: "is not a folder",
+        }.get(type(exc), exc.strerror or "cannot be read")
         return f"{exc.filename}: {kind}; check the path (relative paths start at {os.getcwd()})"
     text = str(exc).strip() or type(exc).__name__
     return "; ".join(line.strip() for line in text.splitlines() if line.strip())
@@ -155,8 +170,9 @@ def main(argv: list[str] | None = None) -> int:
             print(hint(exc, args.command), file=sys.stderr)
             return 2
         if not debug and disk_full(exc):
-            print(f"swebox {args.command}: error: {disk_full(exc)} [swebox --debug shows the traceback]",
-                  file=sys.stderr)
+            print(
+                f"swebox {args.command}: error: {disk_full(exc)} [swebox --debug shows the traceback]", file=sys.stderr
+            )
             return 1
         if debug or not isinstance(exc, user_error_types()):
             raise
@@ -172,8 +188,10 @@ def disk_full(exc: BaseException) -> str:
     while exc is not None and seen < 10:
         if isinstance(exc, OSError) and exc.errno in DISK_FULL:
             where = f" writing {exc.filename}" if exc.filename else ""
-            return (f"no space left on the disk{where} ({exc.strerror or os.strerror(exc.errno)}); free space, or "
-                    "point the command's output (--out, logging.run_dir, checkpoint.dir) at a larger disk, and rerun")
+            return (
+                f"no space left on the disk{where} ({exc.strerror or os.strerror(exc.errno)}); free space, or "
+                "point the command's output (--out, logging.run_dir, checkpoint.dir) at a larger disk, and rerun"
+            )
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
     return ""
 

@@ -72,13 +72,15 @@ def select_projects(recipe_path: str | Path, names: Sequence[str]) -> list[Any]:
     recipes = {r.name: r for r in load_recipe(recipe_path)}
     missing = [n for n in names if n not in recipes]
     if missing:
-        raise DemoError(f"--projects: expected names from {recipe_path}; found unknown {missing}; "
-                        f"pick from {sorted(recipes)}")
+        raise DemoError(
+            f"--projects: expected names from {recipe_path}; found unknown {missing}; pick from {sorted(recipes)}"
+        )
     return [recipes[n] for n in names]
 
 
-def build_corpus(recipes: Sequence[Any], out: Path, max_tasks: int, jobs: int,
-                 echo=print) -> tuple[Path, dict[str, str]]:
+def build_corpus(
+    recipes: Sequence[Any], out: Path, max_tasks: int, jobs: int, echo=print
+) -> tuple[Path, dict[str, str]]:
     """Synthesise up to ``max_tasks`` validated tasks per project into ``out``; returns tasks.jsonl and the
     projects whose synthesis failed, with why."""
     from swebox.envs.tasks.synth.env import CacheEnvironments
@@ -90,22 +92,32 @@ def build_corpus(recipes: Sequence[Any], out: Path, max_tasks: int, jobs: int,
     finally:
         environments.close()
     for r in reports:
-        echo(f"[demo]   {r.label}: {r.tasks} new tasks from {r.tried} candidates in {r.seconds:.0f} s"
-             + (f" (error: {r.error})" if r.error else ""))
+        echo(
+            f"[demo]   {r.label}: {r.tasks} new tasks from {r.tried} candidates in {r.seconds:.0f} s"
+            + (f" (error: {r.error})" if r.error else "")
+        )
     tasks = out / TASKS_FILE
     count = sum(1 for line in tasks.read_text().splitlines() if line.strip()) if tasks.exists() else 0
     if count == 0:
         errors = "; ".join(f"{r.label}: {r.error}" for r in reports if r.error) or "no candidate validated"
-        raise DemoError(f"corpus: expected validated tasks in {tasks}; found none ({errors}); check that "
-                        "PyPI is reachable (pip download) and that sandboxes work (swebox bench sandbox)")
+        raise DemoError(
+            f"corpus: expected validated tasks in {tasks}; found none ({errors}); check that "
+            "PyPI is reachable (pip download) and that sandboxes work (swebox bench sandbox)"
+        )
     return tasks, {r.label: r.error for r in reports if r.error}
 
 
 def project_counts(labels: Sequence[str], tasks: Sequence[Any], failed: dict[str, str]) -> list[dict]:
     """Per project: how many of the corpus's tasks (Task objects) are its own (ids start with its label) and why
     it failed."""
-    return [{"label": label, "tasks": sum(t.instance_id.startswith(f"{label}.") for t in tasks),
-             "error": failed.get(label, "")} for label in labels]
+    return [
+        {
+            "label": label,
+            "tasks": sum(t.instance_id.startswith(f"{label}.") for t in tasks),
+            "error": failed.get(label, ""),
+        }
+        for label in labels
+    ]
 
 
 def demo_config(config_path: str | Path, out: Path, tasks_file: Path, overrides: Sequence[str]) -> Any:
@@ -142,8 +154,13 @@ def cache_layers(store_root: Path, keys: Sequence[str], cache_root: str, nodes: 
     config = LayerCacheConfig(root=cache_root)
     refs = [ref for node in nodes for ref in materialise_on_node(store, list(keys), node, config)]
     done = ray.get(refs)
-    return {"layers": len(keys), "nodes": len(nodes), "materialised": len(done),
-            "bytes": sum(store.require(k).size for k in keys), "seconds": time.monotonic() - started}
+    return {
+        "layers": len(keys),
+        "nodes": len(nodes),
+        "materialised": len(done),
+        "bytes": sum(store.require(k).size for k in keys),
+        "seconds": time.monotonic() - started,
+    }
 
 
 def split_tasks(tasks: Sequence[Any]) -> tuple[list[Any], list[Any]]:
@@ -168,8 +185,9 @@ def from_policy(cfg: Any, policy: Path, checkpoint: Path | None = None) -> Any:
     import dataclasses
 
     optim = dataclasses.replace(cfg.optim, moments_from=str(checkpoint)) if checkpoint else cfg.optim
-    return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, init="pretrained", path=str(policy),
-                                                              tokenizer=""), optim=optim)
+    return dataclasses.replace(
+        cfg, model=dataclasses.replace(cfg.model, init="pretrained", path=str(policy), tokenizer=""), optim=optim
+    )
 
 
 def learning(records: Sequence[dict[str, Any]], k: int = 2) -> dict[str, float]:
@@ -178,8 +196,12 @@ def learning(records: Sequence[dict[str, Any]], k: int = 2) -> dict[str, float]:
     if not rewards:
         return {}
     k = max(1, min(k, len(rewards) // 2 or 1))
-    return {"first": sum(rewards[:k]) / k, "last": sum(rewards[-k:]) / k, "steps": float(len(rewards)),
-            "window": float(k)}
+    return {
+        "first": sum(rewards[:k]) / k,
+        "last": sum(rewards[-k:]) / k,
+        "steps": float(len(rewards)),
+        "window": float(k),
+    }
 
 
 def evaluate(pool: Any, tasks: Sequence[Any]) -> dict[str, float]:
@@ -191,8 +213,17 @@ def evaluate(pool: Any, tasks: Sequence[Any]) -> dict[str, float]:
     started = time.monotonic()
     trajectories = pool.run_groups(list(tasks), 1)
     metrics = rollout_metrics(trajectories)
-    keep = ("reward/mean", "reward/resolved_rate", "env/reset_s", "env/exec_s", "env/grade_s", "env/errors",
-            "timing/generate_s", "timing/env_s", "timing/grade_s")
+    keep = (
+        "reward/mean",
+        "reward/resolved_rate",
+        "env/reset_s",
+        "env/exec_s",
+        "env/grade_s",
+        "env/errors",
+        "timing/generate_s",
+        "timing/env_s",
+        "timing/grade_s",
+    )
     out = {k: metrics[k] for k in keep if k in metrics}
     out.update({"episodes": float(len(trajectories)), "wall_s": time.monotonic() - started})
     return out
@@ -204,9 +235,19 @@ def log_evaluation(cfg: Any, run_dir: Path, evaluation: dict[str, dict[str, floa
     from swebox.trainers.run.tracking import Tracker
 
     values = {f"eval/{split}/{k.replace('/', '_')}": v for split, m in evaluation.items() for k, v in m.items()}
-    with Tracker(run_dir, {"split": sorted(evaluation)}, cfg.logging.project, f"{Path(cfg.logging.run_dir).name}-eval",
-                 cfg.logging.wandb, cfg.logging.wandb_entity, cfg.logging.tags, echo=echo, group=cfg.logging.group,
-                 job_type="eval", system=cfg.logging.wandb_system) as tracker:
+    with Tracker(
+        run_dir,
+        {"split": sorted(evaluation)},
+        cfg.logging.project,
+        f"{Path(cfg.logging.run_dir).name}-eval",
+        cfg.logging.wandb,
+        cfg.logging.wandb_entity,
+        cfg.logging.tags,
+        echo=echo,
+        group=cfg.logging.group,
+        job_type="eval",
+        system=cfg.logging.wandb_system,
+    ) as tracker:
         tracker.log(cfg.total_steps, values)
 
 
@@ -223,8 +264,18 @@ def time_summary(records: Sequence[dict[str, Any]]) -> dict[str, float]:
     steps = [r for r in records if isinstance(r.get("timing/step_s"), (int, float))]
     if not steps:
         return {}
-    names = ("timing/step_s", "timing/rollout_s", "timing/generate_s", "timing/env_s", "timing/grade_s",
-             "timing/update_s", "timing/sync_s", "env/reset_s", "env/exec_s", "env/grade_s")
+    names = (
+        "timing/step_s",
+        "timing/rollout_s",
+        "timing/generate_s",
+        "timing/env_s",
+        "timing/grade_s",
+        "timing/update_s",
+        "timing/sync_s",
+        "env/reset_s",
+        "env/exec_s",
+        "env/grade_s",
+    )
     out = {}
     for name in names:
         values = [float(r[name]) for r in steps if isinstance(r.get(name), (int, float))]
@@ -242,9 +293,13 @@ def time_summary(records: Sequence[dict[str, Any]]) -> dict[str, float]:
 def summary_markdown(summary: dict[str, Any]) -> str:
     """``summary.md``: the stages, the time of a training step by part, and the evaluation."""
     made = ", ".join(f"{p['label']} ({p['tasks']})" for p in summary["projects"] if p["tasks"]) or "no project"
-    lines = ["# swebox demo", "", f"Tasks: {summary['tasks']} from {made} ({summary['train_tasks']} for training, "
-             f"{summary['held_out_tasks']} held out); a warm start of {summary['sft']['steps']} SFT steps on expert "
-             f"episodes, then {summary['steps']} GRPO steps on {summary['nodes']} Ray node(s)."]
+    lines = [
+        "# swebox demo",
+        "",
+        f"Tasks: {summary['tasks']} from {made} ({summary['train_tasks']} for training, "
+        f"{summary['held_out_tasks']} held out); a warm start of {summary['sft']['steps']} SFT steps on expert "
+        f"episodes, then {summary['steps']} GRPO steps on {summary['nodes']} Ray node(s).",
+    ]
     for p in summary["projects"]:  # a project that gave nothing is said, never left out silently
         if not p["tasks"] or p["error"]:
             lines.append(f"**{p['label']}: {p['tasks']} tasks** ({p['error'] or 'no candidate validated'}).")
@@ -252,21 +307,43 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     lines += shows(summary)
     lines += ["", "## Stages", "", "| stage | seconds |", "|---|---|"]
     lines += [f"| {name} | {sec:.1f} |" for name, sec in summary["stages"].items()]
-    lines += [f"| **total** | **{sum(summary['stages'].values()):.1f}** |", "", "## A training step (mean)", "",
-              "| part | seconds | share of the step |", "|---|---|---|"]
+    lines += [
+        f"| **total** | **{sum(summary['stages'].values()):.1f}** |",
+        "",
+        "## A training step (mean)",
+        "",
+        "| part | seconds | share of the step |",
+        "|---|---|---|",
+    ]
     step = summary["step"]
     total = step.get("timing/step_s", 0.0) or 1.0
-    for name in ("timing/step_s", "timing/rollout_s", "timing/generate_s", "timing/env_s", "timing/grade_s",
-                 "timing/rollout_other_s", "timing/update_s", "timing/sync_s"):
+    for name in (
+        "timing/step_s",
+        "timing/rollout_s",
+        "timing/generate_s",
+        "timing/env_s",
+        "timing/grade_s",
+        "timing/rollout_other_s",
+        "timing/update_s",
+        "timing/sync_s",
+    ):
         if name in step:
             lines.append(f"| `{name}` | {step[name]:.2f} | {step[name] / total:.0%} |")
-    lines += ["", "`timing/rollout_other_s` is the rollout's time outside generation, commands and grading: preparing "
-              "each group's start state (task layer, setup, the fork of G sandboxes) and the calls to the Ray actors."]
-    lines += ["", f"Environment share of a step (resets + commands + grading): **{step.get('share/env', 0):.0%}**; "
-              f"generation {step.get('share/generate', 0):.0%}; update + weight sync "
-              f"{step.get('share/update', 0):.0%}. Per episode: reset {step.get('env/reset_s', 0):.2f} s, "
-              f"commands {step.get('env/exec_s', 0):.2f} s, grading {step.get('env/grade_s', 0):.2f} s.",
-              "", "## Evaluation (one episode per task, trained policy)", ""]
+    lines += [
+        "",
+        "`timing/rollout_other_s` is the rollout's time outside generation, commands and grading: preparing "
+        "each group's start state (task layer, setup, the fork of G sandboxes) and the calls to the Ray actors.",
+    ]
+    lines += [
+        "",
+        f"Environment share of a step (resets + commands + grading): **{step.get('share/env', 0):.0%}**; "
+        f"generation {step.get('share/generate', 0):.0%}; update + weight sync "
+        f"{step.get('share/update', 0):.0%}. Per episode: reset {step.get('env/reset_s', 0):.2f} s, "
+        f"commands {step.get('env/exec_s', 0):.2f} s, grading {step.get('env/grade_s', 0):.2f} s.",
+        "",
+        "## Evaluation (one episode per task, trained policy)",
+        "",
+    ]
     for part, title in (("train", "training tasks"), ("held_out", "held-out tasks (never trained on)")):
         lines += [f"### {title}", ""] + [f"- `{k}`: {v:.3f}" for k, v in summary["eval"][part].items()] + [""]
     return "\n".join(lines)
@@ -278,23 +355,32 @@ def shows(summary: dict[str, Any]) -> list[str]:
     rose = bool(rise) and rise["last"] >= rise["first"] + 0.2
     out = []
     if warm:
-        out.append(f"- Warm start: {warm['steps']} SFT steps on {warm['kept']} expert episodes (each task's gold "
-                   f"patch played in a sandbox and graded), stopped once the policy samples them exactly with a "
-                   f"mean probability of {warm['sequence_prob']:.2f}: partly right on purpose, so that a GRPO "
-                   "group holds both resolved and unresolved episodes.")
+        out.append(
+            f"- Warm start: {warm['steps']} SFT steps on {warm['kept']} expert episodes (each task's gold "
+            f"patch played in a sandbox and graded), stopped once the policy samples them exactly with a "
+            f"mean probability of {warm['sequence_prob']:.2f}: partly right on purpose, so that a GRPO "
+            "group holds both resolved and unresolved episodes."
+        )
     if rise:
         w = int(rise["window"])
         verdict = "rises" if rose else "does NOT rise clearly in this run"
-        out.append(f"- GRPO on the training tasks: `reward/mean` {verdict}, {rise['first']:.2f} over the first {w} "
-                   f"steps -> {rise['last']:.2f} over the last {w} (`plots/reward.png`). Every reward is the verdict "
-                   "of the task's tests run in a sandbox on the episode's diff (a diff already graded in this run "
-                   "reuses its verdict: `env/grade_cache_hits`).")
-    out.append(f"- After training: resolved {ev['train'].get('reward/resolved_rate', 0):.0%} of the training tasks "
-               f"and {ev['held_out'].get('reward/resolved_rate', 0):.0%} of the held-out tasks (never trained on; "
-               "one episode per task). A tiny model can at best memorise the fixes it was trained on; it does "
-               "not generalise to bugs it has not seen. "
-               + ("The demo shows that the loop learns, not a useful agent." if rose else
-                  "This run does not show learning by GRPO; it shows the pipeline and where the time goes."))
+        out.append(
+            f"- GRPO on the training tasks: `reward/mean` {verdict}, {rise['first']:.2f} over the first {w} "
+            f"steps -> {rise['last']:.2f} over the last {w} (`plots/reward.png`). Every reward is the verdict "
+            "of the task's tests run in a sandbox on the episode's diff (a diff already graded in this run "
+            "reuses its verdict: `env/grade_cache_hits`)."
+        )
+    out.append(
+        f"- After training: resolved {ev['train'].get('reward/resolved_rate', 0):.0%} of the training tasks "
+        f"and {ev['held_out'].get('reward/resolved_rate', 0):.0%} of the held-out tasks (never trained on; "
+        "one episode per task). A tiny model can at best memorise the fixes it was trained on; it does "
+        "not generalise to bugs it has not seen. "
+        + (
+            "The demo shows that the loop learns, not a useful agent."
+            if rose
+            else "This run does not show learning by GRPO; it shows the pipeline and where the time goes."
+        )
+    )
     return out
 
 
@@ -340,8 +426,10 @@ def run_demo(args: argparse.Namespace, echo=print) -> dict[str, Any]:
         held_out += [t for t in train_tasks if t.instance_id not in trained]
         train_tasks = [t for t in train_tasks if t.instance_id in trained]
         cfg = from_policy(cfg, warm.policy, warm.checkpoint)
-        with stages.stage("train", f"{cfg.total_steps} GRPO steps x {cfg.rollout.tasks_per_step} tasks x "
-                                   f"{cfg.rollout.group_size} rollouts"):
+        with stages.stage(
+            "train",
+            f"{cfg.total_steps} GRPO steps x {cfg.rollout.tasks_per_step} tasks x {cfg.rollout.group_size} rollouts",
+        ):
             pool = RayWorkerPool(cfg)
             trainer = Trainer(cfg, pool=pool, tasks=train_tasks, echo=echo)
             trainer.train()
@@ -364,15 +452,32 @@ def run_demo(args: argparse.Namespace, echo=print) -> dict[str, Any]:
         plots = plot_run(out)
     records = read_metrics(out)
     summary = {
-        "projects": project_counts([r.label for r in recipes], tasks, failed), "tasks": len(tasks),
-        "train_tasks": len(train_tasks), "held_out_tasks": len(held_out),
-        "sft": {"steps": len(warm.records), "kept": warm.report.kept, "data": str(warm.report),
-                "sequence_prob": warm.records[-1]["sft/sequence_prob"] if warm.records else 0.0},
-        "steps": len(records), "nodes": len(nodes), "learning": learning(records),
-        "cache": cached, "stages": stages.seconds, "step": time_summary(records), "eval": evaluation,
-        "files": {"metrics": str(out / "metrics.jsonl"), "plots": [str(p) for p in plots],
-                  "wandb": str(out / "wandb"), "policy": str(out / "policy"), "tasks": str(tasks_file),
-                  "layers": str(store_root), "sft": str(out / "sft")},
+        "projects": project_counts([r.label for r in recipes], tasks, failed),
+        "tasks": len(tasks),
+        "train_tasks": len(train_tasks),
+        "held_out_tasks": len(held_out),
+        "sft": {
+            "steps": len(warm.records),
+            "kept": warm.report.kept,
+            "data": str(warm.report),
+            "sequence_prob": warm.records[-1]["sft/sequence_prob"] if warm.records else 0.0,
+        },
+        "steps": len(records),
+        "nodes": len(nodes),
+        "learning": learning(records),
+        "cache": cached,
+        "stages": stages.seconds,
+        "step": time_summary(records),
+        "eval": evaluation,
+        "files": {
+            "metrics": str(out / "metrics.jsonl"),
+            "plots": [str(p) for p in plots],
+            "wandb": str(out / "wandb"),
+            "policy": str(out / "policy"),
+            "tasks": str(tasks_file),
+            "layers": str(store_root),
+            "sft": str(out / "sft"),
+        },
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     (out / "summary.md").write_text(summary_markdown(summary))
@@ -394,19 +499,27 @@ def print_locations(summary: dict[str, Any], out: Path, echo=print) -> None:
     echo(f"  policy       {files['policy']}")
     echo(f"  summary      {out / 'summary.md'}")
     if step:
-        echo(f"  a step took {step.get('timing/step_s', 0):.1f} s: env (resets, commands, grading) "
-             f"{step.get('share/env', 0):.0%}, generation {step.get('share/generate', 0):.0%}, "
-             f"update + sync {step.get('share/update', 0):.0%}")
-    echo(f"  sft          {files['sft']}  (warm start: {summary['sft']['steps']} steps on {summary['sft']['kept']} "
-         "expert episodes)")
+        echo(
+            f"  a step took {step.get('timing/step_s', 0):.1f} s: env (resets, commands, grading) "
+            f"{step.get('share/env', 0):.0%}, generation {step.get('share/generate', 0):.0%}, "
+            f"update + sync {step.get('share/update', 0):.0%}"
+        )
+    echo(
+        f"  sft          {files['sft']}  (warm start: {summary['sft']['steps']} steps on {summary['sft']['kept']} "
+        "expert episodes)"
+    )
     for line in shows(summary):
         echo("  " + line)
 
 
 def add_arguments(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register ``swebox demo``."""
-    p = subparsers.add_parser("demo", help="the whole pipeline in minutes: tasks, cache, Ray, GRPO, eval, plots",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "demo",
+        help="the whole pipeline in minutes: tasks, cache, Ray, GRPO, eval, plots",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--out", default="runs/demo", help="output folder (default: runs/demo)")
     p.add_argument("--config", default=str(DEFAULT_CONFIG), help="training config (default: configs/demo.yaml)")
     p.add_argument("--recipe", default=str(DEFAULT_RECIPE), help="corpus recipe the projects come from")

@@ -42,15 +42,19 @@ def apply_turn_contexts(run: Path, tokenizer) -> dict[str, tuple[list[int], list
                     continue
                 messages = list(r["prompt"])
                 for turn in r["turns"][:-1]:
-                    messages += [{"role": "assistant", "content": turn["text"]},
-                                 {"role": "user", "content": turn["observation"]}]
+                    messages += [
+                        {"role": "assistant", "content": turn["text"]},
+                        {"role": "user", "content": turn["observation"]},
+                    ]
                 messages.append({"role": "assistant", "content": r["turns"][-1]["text"]})
                 t = trajectory_from_messages(tokenizer, messages, r["task_id"])
                 last = max(i for i, m in enumerate(t.loss_mask) if m == 0) + 1  # the last model turn starts here
                 found[r["task_id"]] = (t.prompt_ids + t.response_ids[:last], t.response_ids[last:])
     if not found:
-        raise SystemExit(f"demo_levers: expected resolved episodes in {run}/trajectories; found none; run "
-                         "`swebox demo --out RUN` first")
+        raise SystemExit(
+            f"demo_levers: expected resolved episodes in {run}/trajectories; found none; run "
+            "`swebox demo --out RUN` first"
+        )
     return found
 
 
@@ -74,11 +78,23 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(0)
     from swebox.scripts.demo import DEFAULT_CONFIG
 
-    cfg = load_config(DEFAULT_CONFIG, [*args.overrides, f"total_steps={args.steps}", "model.init=pretrained",
-                                       f"model.path={args.run / 'sft' / 'policy'}", "model.tokenizer=''"])
+    cfg = load_config(
+        DEFAULT_CONFIG,
+        [
+            *args.overrides,
+            f"total_steps={args.steps}",
+            "model.init=pretrained",
+            f"model.path={args.run / 'sft' / 'policy'}",
+            "model.tokenizer=''",
+        ],
+    )
     if args.moments:
-        cfg = dataclasses.replace(cfg, optim=dataclasses.replace(
-            cfg.optim, moments_from=str(ckpt.latest_checkpoint(args.run / "sft" / "checkpoints"))))
+        cfg = dataclasses.replace(
+            cfg,
+            optim=dataclasses.replace(
+                cfg.optim, moments_from=str(ckpt.latest_checkpoint(args.run / "sft" / "checkpoints"))
+            ),
+        )
     tokenizer = build_tokenizer(cfg.model)
     pad, eos = int(tokenizer.pad_token_id), int(tokenizer.eos_token_id)
     contexts = apply_turn_contexts(args.run, tokenizer)
@@ -91,11 +107,19 @@ def main(argv: list[str] | None = None) -> int:
             probs.append(expert_prob(model, context, target, pad))
             model.eval()
             with torch.no_grad():
-                out = model.generate(torch.tensor([context]), do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
-                                     max_new_tokens=cfg.generation.max_new_tokens, num_return_sequences=size,
-                                     eos_token_id=eos, pad_token_id=pad)
+                out = model.generate(
+                    torch.tensor([context]),
+                    do_sample=True,
+                    temperature=1.0,
+                    top_k=0,
+                    top_p=1.0,
+                    max_new_tokens=cfg.generation.max_new_tokens,
+                    num_return_sequences=size,
+                    eos_token_id=eos,
+                    pad_token_id=pad,
+                )
             model.train()
-            for row in out[:, len(context):].tolist():
+            for row in out[:, len(context) :].tolist():
                 row = row[: row.index(eos) + 1] if eos in row else row
                 trajs.append(Trajectory(task_id, task_id, context, row, [1] * len(row), [0.0] * len(row)))
                 rewards.append(float(row == target))
@@ -107,9 +131,17 @@ def main(argv: list[str] | None = None) -> int:
         batch = make_batch(trajs, adv, valid, pad)
         metrics = learner.recompute_old_logprobs(batch)
         metrics.update(learner.update(batch))
-        print(json.dumps({"step": step, "reward": round(float(reward.mean()), 3),
-                          "expert_prob": [round(p, 3) for p in probs],
-                          "entropy": round(metrics["policy/entropy"], 3)}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "step": step,
+                    "reward": round(float(reward.mean()), 3),
+                    "expert_prob": [round(p, 3) for p in probs],
+                    "entropy": round(metrics["policy/entropy"], 3),
+                }
+            ),
+            flush=True,
+        )
     return 0
 
 

@@ -73,11 +73,19 @@ def sandbox_start() -> Check:
                 backend = sb.backend
         except Exception as exc:  # whatever stops a sandbox here is this check's finding
             text = " ".join(str(exc).split())[:400]
-            return Check("sandbox", "FAIL", f"a sandbox did not start ({type(exc).__name__}: {text})",
-                         "see docs/sandbox.md, 'What each backend needs'; `swebox --debug doctor` shows the traceback")
+            return Check(
+                "sandbox",
+                "FAIL",
+                f"a sandbox did not start ({type(exc).__name__}: {text})",
+                "see docs/sandbox.md, 'What each backend needs'; `swebox --debug doctor` shows the traceback",
+            )
     if result.exit_code != 0 or "swebox-doctor" not in result.output:
-        return Check("sandbox", "FAIL", f"`echo` in a sandbox gave exit {result.exit_code}: {result.output[:200]!r}",
-                     "see docs/sandbox.md")
+        return Check(
+            "sandbox",
+            "FAIL",
+            f"`echo` in a sandbox gave exit {result.exit_code}: {result.output[:200]!r}",
+            "see docs/sandbox.md",
+        )
     return Check("sandbox", "ok", f"started, ran a command and stopped (backend {backend})")
 
 
@@ -87,11 +95,15 @@ def overlay_backend() -> Check:
     if overlay_available():
         return Check("copy-on-write", "ok", "kernel overlayfs (millisecond resets)")
     if fuse_overlayfs_available():
-        return Check("copy-on-write", "warn", "no kernel overlayfs; fuse-overlayfs will be used (slower)",
-                     "`modprobe overlay`")
-    return Check("copy-on-write", "warn", "neither overlayfs nor fuse-overlayfs: each reset copies the layers "
-                 "(backend extract, slow)", "`modprobe overlay`, or `apt-get install fuse-overlayfs fuse3` and "
-                 "`chmod 0666 /dev/fuse`")
+        return Check(
+            "copy-on-write", "warn", "no kernel overlayfs; fuse-overlayfs will be used (slower)", "`modprobe overlay`"
+        )
+    return Check(
+        "copy-on-write",
+        "warn",
+        "neither overlayfs nor fuse-overlayfs: each reset copies the layers (backend extract, slow)",
+        "`modprobe overlay`, or `apt-get install fuse-overlayfs fuse3` and `chmod 0666 /dev/fuse`",
+    )
 
 
 def cgroups() -> Check:
@@ -105,24 +117,36 @@ def cgroups() -> Check:
         limits.release()
     if memory.startswith("cgroup"):
         return Check("cgroups", "ok", f"memory and processes per sandbox ({memory.split(' (')[0]})")
-    return Check("cgroups", "warn", "no writable cgroup with the memory and pids controllers: rlimits bound each "
-                 "process instead of each sandbox", "run as root, or delegate a cgroup v2 subtree to this user "
-                 "(systemd-run --user --scope -p Delegate=yes ...)")
+    return Check(
+        "cgroups",
+        "warn",
+        "no writable cgroup with the memory and pids controllers: rlimits bound each process instead of each sandbox",
+        "run as root, or delegate a cgroup v2 subtree to this user (systemd-run --user --scope -p Delegate=yes ...)",
+    )
 
 
 def squashfs_tools() -> Check:
     missing = [tool for tool in ("mksquashfs", "squashfuse") if shutil.which(tool) is None]
     if not missing:
-        return Check("squashfs tools", "ok", "mksquashfs and squashfuse on PATH (layers packed and mounted as "
-                     "squashfs)")
-    return Check("squashfs tools", "warn", f"{' and '.join(missing)} not on PATH: layers are packed as tar.gz and "
-                 "unpacked once per node", "apt-get install squashfs-tools squashfuse")
+        return Check(
+            "squashfs tools", "ok", "mksquashfs and squashfuse on PATH (layers packed and mounted as squashfs)"
+        )
+    return Check(
+        "squashfs tools",
+        "warn",
+        f"{' and '.join(missing)} not on PATH: layers are packed as tar.gz and unpacked once per node",
+        "apt-get install squashfs-tools squashfuse",
+    )
 
 
 def git() -> Check:
     if shutil.which("git") is None:
-        return Check("git", "FAIL", "not on PATH: grading takes the agent's diff with git, the cache checks "
-                     "repositories out with it", "apt-get install git")
+        return Check(
+            "git",
+            "FAIL",
+            "not on PATH: grading takes the agent's diff with git, the cache checks repositories out with it",
+            "apt-get install git",
+        )
     return Check("git", "ok", shutil.which("git") or "")
 
 
@@ -132,9 +156,12 @@ def interpreters() -> Check:
     found = discover()
     reachable = sorted({i.version.rsplit(".", 1)[0] for i in found if i.reachable})
     if not reachable:
-        return Check("python interpreters", "FAIL", "none that a sandbox's unprivileged user can reach (env layers' "
-                     "venvs point at one)", "install Python under /usr (apt-get install python3) or make its "
-                     "folders world-searchable (chmod o+x)")
+        return Check(
+            "python interpreters",
+            "FAIL",
+            "none that a sandbox's unprivileged user can reach (env layers' venvs point at one)",
+            "install Python under /usr (apt-get install python3) or make its folders world-searchable (chmod o+x)",
+        )
     return Check("python interpreters", "ok", ", ".join(reachable))
 
 
@@ -145,9 +172,14 @@ def ray_loopback() -> Check:
         return Check("ray", "ok", "not installed (only `swebox train --ray` needs it: pip install 'swebox[train]')")
     if os.environ.get(CLUSTER_ENV) == "0":
         return Check("ray", "ok", f"installed; {CLUSTER_ENV}=0 (loopback clusters keep 127.0.0.1)")
-    return Check("ray", "warn", f"installed; {CLUSTER_ENV} is not 0: a `ray start --head --node-ip-address "
-                 "127.0.0.1` started by hand advertises this machine's network address and a driver waits there "
-                 "(swebox train and scripts/ray_head.sh set it themselves)", f"export {CLUSTER_ENV}=0")
+    return Check(
+        "ray",
+        "warn",
+        f"installed; {CLUSTER_ENV} is not 0: a `ray start --head --node-ip-address "
+        "127.0.0.1` started by hand advertises this machine's network address and a driver waits there "
+        "(swebox train and scripts/ray_head.sh set it themselves)",
+        f"export {CLUSTER_ENV}=0",
+    )
 
 
 def free_disk(folder: str = "runs") -> Check:
@@ -156,21 +188,43 @@ def free_disk(folder: str = "runs") -> Check:
         where = where.parent if where.parent != where else Path(".")
     free = shutil.disk_usage(where).free / 2**30
     if free < 1:
-        return Check("disk", "FAIL", f"{free:.1f} GiB free at {where.resolve()}", "free space (layers and runs "
-                     "need several GiB), or point --out, logging.run_dir and the layer store at a larger disk")
+        return Check(
+            "disk",
+            "FAIL",
+            f"{free:.1f} GiB free at {where.resolve()}",
+            "free space (layers and runs "
+            "need several GiB), or point --out, logging.run_dir and the layer store at a larger disk",
+        )
     if free < 5:
-        return Check("disk", "warn", f"{free:.1f} GiB free at {where.resolve()} (the demo's layers and runs take "
-                     "about 2 GiB; a corpus far more)", "free space or use a larger disk")
+        return Check(
+            "disk",
+            "warn",
+            f"{free:.1f} GiB free at {where.resolve()} (the demo's layers and runs take "
+            "about 2 GiB; a corpus far more)",
+            "free space or use a larger disk",
+        )
     return Check("disk", "ok", f"{free:.1f} GiB free at {where.resolve()}")
 
 
-CHECKS: tuple[Callable[[], Check], ...] = (user_namespaces, sandbox_start, overlay_backend, cgroups, squashfs_tools,
-                                           git, interpreters, ray_loopback, free_disk)
+CHECKS: tuple[Callable[[], Check], ...] = (
+    user_namespaces,
+    sandbox_start,
+    overlay_backend,
+    cgroups,
+    squashfs_tools,
+    git,
+    interpreters,
+    ray_loopback,
+    free_disk,
+)
 
 
 def add_arguments(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("doctor", help="check this machine for swebox in seconds: namespaces, sandbox, "
-                              "overlay, cgroups, squashfs tools, git, interpreters, Ray loopback, disk")
+    p = subparsers.add_parser(
+        "doctor",
+        help="check this machine for swebox in seconds: namespaces, sandbox, "
+        "overlay, cgroups, squashfs tools, git, interpreters, Ray loopback, disk",
+    )
     p.set_defaults(func=run_cli)
 
 
@@ -185,6 +239,8 @@ def run_cli(args: argparse.Namespace) -> int:
         print(result.line(), flush=True)
     failed = [r.name for r in results if r.status == "FAIL"]
     warned = [r.name for r in results if r.status == "warn"]
-    print(f"{len(results) - len(failed) - len(warned)} ok, {len(warned)} warn, {len(failed)} failed"
-          + (f": {', '.join(failed)}" if failed else ""))
+    print(
+        f"{len(results) - len(failed) - len(warned)} ok, {len(warned)} warn, {len(failed)} failed"
+        + (f": {', '.join(failed)}" if failed else "")
+    )
     return 1 if failed else 0

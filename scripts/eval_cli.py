@@ -39,18 +39,32 @@ if TYPE_CHECKING:
 def add_score_options(p: argparse.ArgumentParser) -> None:
     """``--predictions`` (and its report's options), ``--verify``, ``--instance-ids`` and ``--limit`` of ``swebox eval``
     (``--tasks`` and ``--layers`` come with the parser)."""
-    p.add_argument("--predictions", default="", help="score SWE-bench predictions (instance_id, "
-                   "model_name_or_path, model_patch; .json or .jsonl) with each task's grader")
-    p.add_argument("--run-id", default="swebox", help="with --predictions: names the report "
-                   "<model>.<run-id>.json (default swebox)")
+    p.add_argument(
+        "--predictions",
+        default="",
+        help="score SWE-bench predictions (instance_id, "
+        "model_name_or_path, model_patch; .json or .jsonl) with each task's grader",
+    )
+    p.add_argument(
+        "--run-id", default="swebox", help="with --predictions: names the report <model>.<run-id>.json (default swebox)"
+    )
     p.add_argument("--jobs", type=int, default=1, help="with --predictions: patches graded at once (default 1)")
     p.add_argument("--timeout", type=float, default=1800.0, help="with --predictions: seconds per test run")
-    p.add_argument("--instance-ids", nargs="+", default=[], metavar="ID",
-                   help="only these tasks (space separated, as SWE-bench's --instance_ids); an id the dataset "
-                   "lacks is refused before anything runs")
+    p.add_argument(
+        "--instance-ids",
+        nargs="+",
+        default=[],
+        metavar="ID",
+        help="only these tasks (space separated, as SWE-bench's --instance_ids); an id the dataset "
+        "lacks is refused before anything runs",
+    )
     p.add_argument("--limit", type=int, default=0, help="only the first N tasks (after --instance-ids; 0: all)")
-    p.add_argument("--verify", default="", help="grade the diffs of recorded episodes (eval --out lines, "
-                   "trajectories/step_*.jsonl.gz) again and say whether each verdict is the same")
+    p.add_argument(
+        "--verify",
+        default="",
+        help="grade the diffs of recorded episodes (eval --out lines, "
+        "trajectories/step_*.jsonl.gz) again and say whether each verdict is the same",
+    )
 
 
 def run_scoring(args: argparse.Namespace) -> int:
@@ -88,8 +102,13 @@ def run_scoring(args: argparse.Namespace) -> int:
     def show(o: Outcome) -> None:
         graded.append(o)
         root = log_root(out, args.run_id, o.prediction.model_name_or_path)
-        write_instance_logs(root, o.prediction.instance_id, o.prediction.model_patch, instance_entry(o, tasks),
-                            o.report.output_tail if o.report else "")
+        write_instance_logs(
+            root,
+            o.prediction.instance_id,
+            o.prediction.model_patch,
+            instance_entry(o, tasks),
+            o.report.output_tail if o.report else "",
+        )
         why = o.error or ("; ".join(o.report.errors[:2]) if o.report else "")
         print(f"{shown(o.prediction.instance_id):<40} {o.kind:<12} {shown(why)}", flush=True)
 
@@ -99,8 +118,12 @@ def run_scoring(args: argparse.Namespace) -> int:
         # what was graded is kept: a report of those instances, then the process ends at once (a grading run
         # in flight cannot be interrupted; its sandbox dies with the process)
         written = write_report_or_reason(out, run_report(list(graded), tasks))
-        print(f"interrupted: {len(graded)} of {len(preds)} graded; " + (
-            f"their report: {out}" if written is None else f"no report ({written})"), file=sys.stderr, flush=True)
+        print(
+            f"interrupted: {len(graded)} of {len(preds)} graded; "
+            + (f"their report: {out}" if written is None else f"no report ({written})"),
+            file=sys.stderr,
+            flush=True,
+        )
         sys.stdout.flush()
         os._exit(130)
     finally:
@@ -112,12 +135,13 @@ def run_scoring(args: argparse.Namespace) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 1
     logs = log_root(out, args.run_id, preds[0].model_name_or_path if preds else "none")
-    print(f"submitted {report['submitted_instances']}, completed {report['completed_instances']}, resolved "
-          f"{report['resolved_instances']}, unresolved {report['unresolved_instances']}, empty patch "
-          f"{report['empty_patch_instances']}, error {report['error_instances']}; report: {shown(out)}; "
-          f"per-instance logs: {shown(logs)}/<instance_id>/")
+    print(
+        f"submitted {report['submitted_instances']}, completed {report['completed_instances']}, resolved "
+        f"{report['resolved_instances']}, unresolved {report['unresolved_instances']}, empty patch "
+        f"{report['empty_patch_instances']}, error {report['error_instances']}; report: {shown(out)}; "
+        f"per-instance logs: {shown(logs)}/<instance_id>/"
+    )
     return 0
-
 
 
 def run_verify(args: argparse.Namespace) -> int:
@@ -140,8 +164,11 @@ def run_verify(args: argparse.Namespace) -> int:
             v = verify_record(record, tasks, resolver, timeout=args.timeout)
             results.append(v)
             verdict = "error" if v.error else ("same" if v.same else "DIFFERENT")
-            print(f"{ascii(v.task_id)[1:-1]:<40} {verdict:<9} recorded {v.recorded} now {v.now} "
-                  f"{v.error}{'; '.join(v.differences)}", flush=True)
+            print(
+                f"{ascii(v.task_id)[1:-1]:<40} {verdict:<9} recorded {v.recorded} now {v.now} "
+                f"{v.error}{'; '.join(v.differences)}",
+                flush=True,
+            )
     finally:
         if isinstance(resolver, StoreLayers):
             resolver.close()
@@ -155,15 +182,33 @@ def add_search_options(ev: argparse.ArgumentParser) -> None:
     from swebox.envs.search import BUILTIN_RULES
 
     group = ev.add_argument_group("search at inference (docs/envs.md)")
-    group.add_argument("--samples", type=int, default=0, metavar="N",
-                       help="N attempts per task from one prepared start state: report pass@k for k <= N")
-    group.add_argument("--best-of", type=int, default=0, metavar="N",
-                       help="N attempts per task, keep the one --select picks: report best-of-N (and pass@k)")
-    group.add_argument("--select", default="visible_tests", metavar="RULE",
-                       help=f"how best-of-N and beam pick: {', '.join(BUILTIN_RULES)} (labelled the oracle: it "
-                            "reads the hidden tests) or MODULE:FUNCTION (default visible_tests)")
-    group.add_argument("--search", choices=("beam",), default=None,
-                       help="branch mid-episode: a beam over tool calls (--width, --depth)")
+    group.add_argument(
+        "--samples",
+        type=int,
+        default=0,
+        metavar="N",
+        help="N attempts per task from one prepared start state: report pass@k for k <= N",
+    )
+    group.add_argument(
+        "--best-of",
+        type=int,
+        default=0,
+        metavar="N",
+        help="N attempts per task, keep the one --select picks: report best-of-N (and pass@k)",
+    )
+    group.add_argument(
+        "--select",
+        default="visible_tests",
+        metavar="RULE",
+        help=f"how best-of-N and beam pick: {', '.join(BUILTIN_RULES)} (labelled the oracle: it "
+        "reads the hidden tests) or MODULE:FUNCTION (default visible_tests)",
+    )
+    group.add_argument(
+        "--search",
+        choices=("beam",),
+        default=None,
+        help="branch mid-episode: a beam over tool calls (--width, --depth)",
+    )
     group.add_argument("--width", type=int, default=2, help="beam width: children per line and lines kept")
     group.add_argument("--depth", type=int, default=2, help="beam depth: turns at which lines branch")
     group.add_argument("--max-search-turns", type=int, default=0, help="turns per task over all its lines (0: none)")
@@ -175,7 +220,15 @@ def search_options(args: argparse.Namespace) -> SearchOptions:
     """The search ``swebox eval`` was asked for (all zeros: one episode per task)."""
     from swebox.trainers.evaluation.eval_search import SearchOptions
 
-    return SearchOptions(samples=args.samples, best_of=args.best_of, select=args.select, search=args.search,
-                         width=args.width, depth=args.depth, max_search_turns=args.max_search_turns,
-                         max_sandboxes=args.max_sandboxes, search_wall_s=args.search_wall_s,
-                         parallel=args.parallel)
+    return SearchOptions(
+        samples=args.samples,
+        best_of=args.best_of,
+        select=args.select,
+        search=args.search,
+        width=args.width,
+        depth=args.depth,
+        max_search_turns=args.max_search_turns,
+        max_sandboxes=args.max_sandboxes,
+        search_wall_s=args.search_wall_s,
+        parallel=args.parallel,
+    )

@@ -11,12 +11,25 @@ belongs to no extra is a bug, not a missing extra, and keeps its traceback.
 from __future__ import annotations
 
 EXTRA_OF = {
-    "torch": "train", "transformers": "train", "ray": "train", "wandb": "train", "omegaconf": "train",
-    "matplotlib": "train", "openai": "train", "rich": "train",
+    "torch": "train",
+    "transformers": "train",
+    "ray": "train",
+    "wandb": "train",
+    "omegaconf": "train",
+    "matplotlib": "train",
+    "openai": "train",
+    "rich": "train",
     "pyarrow": "train",  # also in 'skyrl'; 'train' is what most commands that read parquet need
-    "skyrl_gym": "skyrl", "flask": "view", "libcst": "synth", "datasets": "hf", "vllm": "vllm",
-    "swebench": "swe-recipes", "swesmith": "swe-recipes",
-    "unidiff": "logs", "dotenv": "logs", "requests": "logs",
+    "skyrl_gym": "skyrl",
+    "flask": "view",
+    "libcst": "synth",
+    "datasets": "hf",
+    "vllm": "vllm",
+    "swebench": "swe-recipes",
+    "swesmith": "swe-recipes",
+    "unidiff": "logs",
+    "dotenv": "logs",
+    "requests": "logs",
 }
 """Top-level module name -> the extra of setup.cfg that installs it."""
 
@@ -38,5 +51,7 @@ def missing_extra(exc: BaseException, command: str = "") -> str:
 def hint(exc: ModuleNotFoundError, command: str) -> str:
     """The one line for a missing extra."""
     extra = missing_extra(exc, command)
-    return (f"swebox {command}: needs the '{extra}' extra ({exc.name.split('.')[0]} is not installed); install it: "
-            f"pip install 'swebox[{extra}]'")
+    return (
+        f"swebox {command}: needs the '{extra}' extra ({exc.name.split('.')[0]} is not installed); install it: "
+        f"pip install 'swebox[{extra}]'"
+    )

@@ -9,15 +9,23 @@ import sys
 
 def add_arguments(subparsers) -> None:
     """Add ``harbor-import`` and ``export`` to the ``tasks`` sub-parsers."""
-    p = subparsers.add_parser("harbor-import", help="load Harbor task folders, build their environments, "
-                              "write a task file")
+    p = subparsers.add_parser(
+        "harbor-import", help="load Harbor task folders, build their environments, write a task file"
+    )
     p.add_argument("folder", help="a Harbor task folder (with task.toml) or a folder of them")
-    p.add_argument("--store", default=os.environ.get("SWEBOX_LAYER_STORE", "runs/layers"),
-                   help="the layer store holding the FROM images (swebox cache pull IMAGE); the environment "
-                        "layers are built into it (default $SWEBOX_LAYER_STORE or runs/layers)")
+    p.add_argument(
+        "--store",
+        default=os.environ.get("SWEBOX_LAYER_STORE", "runs/layers"),
+        help="the layer store holding the FROM images (swebox cache pull IMAGE); the environment "
+        "layers are built into it (default $SWEBOX_LAYER_STORE or runs/layers)",
+    )
     p.add_argument("--out", required=True, help="the task file to write (.jsonl)")
-    p.add_argument("--network", default="none", choices=("none", "user"),
-                   help="network of the Dockerfile's RUN lines (user: outbound through slirp4netns)")
+    p.add_argument(
+        "--network",
+        default="none",
+        choices=("none", "user"),
+        help="network of the Dockerfile's RUN lines (user: outbound through slirp4netns)",
+    )
     p.add_argument("--skip-invalid", action="store_true", help="skip bad task folders (listed) instead of failing")
     p.set_defaults(func=run_import)
     e = subparsers.add_parser("export", help="write tasks in another format (harbor: Harbor task folders)")

@@ -1,4 +1,5 @@
-"""Run ruff over the project, then mypy over the type-checked packages; settings in pyproject.toml.
+"""Run ruff (lint, then the format check) over the project, then mypy over the type-checked packages;
+settings in pyproject.toml.
 
 Usage: ``python scripts/lint.py [ruff check args...]`` (``make lint``); e.g. ``--fix`` or ``--select I``.
 Exits non-zero when either finds a problem.
@@ -39,8 +40,10 @@ def mypy() -> int:
 
 def main(argv: list[str]) -> int:
     ruff = subprocess.call([sys.executable, "-m", "ruff", "check", *argv, str(ROOT)], cwd=ROOT)
+    # the layout is ruff format's ([tool.ruff.format]); `ruff format .` rewrites what this reports
+    formatted = subprocess.call([sys.executable, "-m", "ruff", "format", "--check", str(ROOT)], cwd=ROOT)
     typed = mypy()
-    return ruff or typed
+    return ruff or formatted or typed
 
 
 if __name__ == "__main__":

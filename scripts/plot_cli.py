@@ -27,10 +27,14 @@ def run(args: argparse.Namespace) -> int:
     wall, episodes = plot.mean_breakdown(records), plot.mean_breakdown(records, plot.episode_breakdown)
     if wall:
         total = sum(wall.values()) or 1.0
-        print("mean wall-clock time per step: " + ", ".join(
-            f"{part} {sec:.2f}s ({sec / total:.0%})" for part, sec in wall.items()))
-        print("mean episode time per step, summed over parallel episodes: " + ", ".join(
-            f"{part} {sec:.2f}s" for part, sec in episodes.items()))
+        print(
+            "mean wall-clock time per step: "
+            + ", ".join(f"{part} {sec:.2f}s ({sec / total:.0%})" for part, sec in wall.items())
+        )
+        print(
+            "mean episode time per step, summed over parallel episodes: "
+            + ", ".join(f"{part} {sec:.2f}s" for part, sec in episodes.items())
+        )
     for note in plot.flat_reasons(records):
         print(f"note: {note}")
     return 0

@@ -34,9 +34,7 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPa
     source.add_argument("--repo", help="a local git repository (its HEAD is the snapshot)")
     source.add_argument("--recipe", help="a corpus recipe YAML, e.g. configs/corpus/default.yaml")
     p.add_argument("--out", required=True, help="output folder: tasks.jsonl, rejected.jsonl, layers/")
-    p.add_argument(
-        "--max-tasks", type=int, default=None, help="validated tasks per project (default: recipe's)"
-    )
+    p.add_argument("--max-tasks", type=int, default=None, help="validated tasks per project (default: recipe's)")
     p.add_argument("--jobs", type=int, default=max(1, os.cpu_count() or 1), help="sandboxes testing at once")
     p.add_argument("--seed", type=int, default=0, help="seed of the candidate order")
     p.add_argument(
@@ -46,9 +44,7 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPa
         help="test paths for --project/--repo (default: pytest's testpaths, else the tests/ or test/ folders)",
     )
     p.add_argument("--pytest-args", default="", help="extra pytest options for --project/--repo (one string)")
-    p.add_argument(
-        "--max-candidates", type=int, default=0, help="candidates tried per project at most (0: no cap)"
-    )
+    p.add_argument("--max-candidates", type=int, default=0, help="candidates tried per project at most (0: no cap)")
     p.set_defaults(func=run)
     return p
 

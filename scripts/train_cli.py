@@ -49,8 +49,12 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
 
     sft = subparsers.add_parser("sft", help="supervised / rejection-sampling fine-tuning on trajectories")
     sft.add_argument("--config", required=True, help="a YAML file of configs/ (fields of TrainConfig, sft.* too)")
-    sft.add_argument("--data", default="", help="gold (expert episodes from the tasks' patches) or a records file "
-                     "of `swebox eval --out` (its resolved episodes train); default: the config's sft.data")
+    sft.add_argument(
+        "--data",
+        default="",
+        help="gold (expert episodes from the tasks' patches) or a records file "
+        "of `swebox eval --out` (its resolved episodes train); default: the config's sft.data",
+    )
     sft.add_argument("--tasks", default="", help="tasks.jsonl for --data gold (default: the config's env.tasks)")
     sft.add_argument("overrides", nargs="*", help="dotted overrides, e.g. sft.epochs=5 logging.run_dir=runs/sft")
     sft.set_defaults(func=run_sft)
@@ -58,27 +62,58 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     ev = subparsers.add_parser("eval", help="resolved rate and time breakdown of a policy over a task set")
     ev.add_argument("--tasks", required=True, help="tasks.jsonl (or any source swebox.envs.tasks.load reads)")
     ev.add_argument("--policy", default="", help="gold | empty (or giveup) | hf:MODEL_FOLDER | openai:BASE_URL")
-    ev.add_argument("--harness", default="", help="an agent program plays instead of the text loop: mini-swe-agent "
-                    "or 'command:SHELL COMMAND' (sets env.harness; docs/envs.md, 'Harness episodes')")
-    ev.add_argument("--harness-install", default="", help="host folder of the harness's install, e.g. a venv with "
-                    "mini-swe-agent (sets env.harness_install)")
+    ev.add_argument(
+        "--harness",
+        default="",
+        help="an agent program plays instead of the text loop: mini-swe-agent "
+        "or 'command:SHELL COMMAND' (sets env.harness; docs/envs.md, 'Harness episodes')",
+    )
+    ev.add_argument(
+        "--harness-install",
+        default="",
+        help="host folder of the harness's install, e.g. a venv with mini-swe-agent (sets env.harness_install)",
+    )
     ev.add_argument("--model", default="", help="model name sent to an openai: server")
     ev.add_argument("--config", default=None, help="a training config whose env/generation sections to use")
-    ev.add_argument("--layers", default="", help="layer store (default $SWEBOX_LAYER_STORE or runs/layers), or a "
-                    "folder of unpacked layer folders named by key")
-    ev.add_argument("--calibration", default="", help="a `swebox tasks calibrate` file: leave out unsolvable and "
-                    "trivial tasks, quarantine flaky tests (a summary line says what was left out)")
+    ev.add_argument(
+        "--layers",
+        default="",
+        help="layer store (default $SWEBOX_LAYER_STORE or runs/layers), or a "
+        "folder of unpacked layer folders named by key",
+    )
+    ev.add_argument(
+        "--calibration",
+        default="",
+        help="a `swebox tasks calibrate` file: leave out unsolvable and "
+        "trivial tasks, quarantine flaky tests (a summary line says what was left out)",
+    )
     ev.add_argument("--parallel", type=int, default=2, help="episodes at once (default 2)")
-    ev.add_argument("--out", default="", help="write one JSON record per task (docs/training.md) to this file, "
-                    "and the per-task table as Markdown next to it (OUT.md); with --predictions: the report "
-                    "(default <model>.<run-id>.json)")
-    ev.add_argument("--predictions-out", default="", help="also write the episodes' diffs as SWE-bench predictions "
-                    "(JSON lines: instance_id, model_name_or_path, model_patch) for --predictions or the harness")
-    ev.add_argument("--wandb", default="disabled", choices=["auto", "online", "offline", "disabled"],
-                    help="also log the per-task table (wandb Table `eval`) and the summary to a wandb run in "
-                    "OUT's folder (needs --out; default disabled)")
-    ev.add_argument("--wandb-group", default="", help="with --wandb: the wandb group (e.g. the training run's "
-                    "logging.group), so that the evaluation sits next to the runs it evaluates")
+    ev.add_argument(
+        "--out",
+        default="",
+        help="write one JSON record per task (docs/training.md) to this file, "
+        "and the per-task table as Markdown next to it (OUT.md); with --predictions: the report "
+        "(default <model>.<run-id>.json)",
+    )
+    ev.add_argument(
+        "--predictions-out",
+        default="",
+        help="also write the episodes' diffs as SWE-bench predictions "
+        "(JSON lines: instance_id, model_name_or_path, model_patch) for --predictions or the harness",
+    )
+    ev.add_argument(
+        "--wandb",
+        default="disabled",
+        choices=["auto", "online", "offline", "disabled"],
+        help="also log the per-task table (wandb Table `eval`) and the summary to a wandb run in "
+        "OUT's folder (needs --out; default disabled)",
+    )
+    ev.add_argument(
+        "--wandb-group",
+        default="",
+        help="with --wandb: the wandb group (e.g. the training run's "
+        "logging.group), so that the evaluation sits next to the runs it evaluates",
+    )
     ev.add_argument("overrides", nargs="*", help="dotted config overrides, e.g. env.max_turns=10")
     from swebox.scripts.eval_cli import add_score_options, add_search_options
 
@@ -111,10 +146,13 @@ def run_train(args: argparse.Namespace) -> int:
         raise SystemExit(130) from None
     if records:
         last = records[-1]
-        print(f"step {last['step']}: reward/mean {last['reward/mean']:.3f}, "
-              f"resolved {last['reward/resolved_rate']:.3f}")
-    print(f"run folder: {cfg.logging.run_dir} (metrics.jsonl, checkpoints/, policy/); plots: swebox plot "
-          f"{cfg.logging.run_dir}")
+        print(
+            f"step {last['step']}: reward/mean {last['reward/mean']:.3f}, resolved {last['reward/resolved_rate']:.3f}"
+        )
+    print(
+        f"run folder: {cfg.logging.run_dir} (metrics.jsonl, checkpoints/, policy/); plots: swebox plot "
+        f"{cfg.logging.run_dir}"
+    )
     return 0
 
 
@@ -126,8 +164,7 @@ def interrupted_train(cfg: Any, trainer: Any) -> str:
     where = f"at step {trainer.step_count} of {cfg.total_steps}" if trainer is not None else "before step 1"
     if newest is None:
         return f"interrupted {where}; no checkpoint yet: rerun the command to start again"
-    return (f"interrupted {where}; the newest checkpoint is {newest}: add --resume to the command to continue "
-            "from it")
+    return f"interrupted {where}; the newest checkpoint is {newest}: add --resume to the command to continue from it"
 
 
 def refuse_earlier_run(cfg: Any, resumable: bool = True) -> None:
@@ -143,8 +180,10 @@ def refuse_earlier_run(cfg: Any, resumable: bool = True) -> None:
     held = earlier_run(run_dir, cfg.checkpoint.dir or Path(run_dir) / "checkpoints")
     if held:
         go_on = "Continue it with --resume, or start" if resumable else "Start"
-        raise ConfigError(f"logging.run_dir={run_dir}: expected a new or empty run folder; found an earlier run "
-                          f"({held}). {go_on} a new run with logging.run_dir=ANOTHER_FOLDER (or delete the folder)")
+        raise ConfigError(
+            f"logging.run_dir={run_dir}: expected a new or empty run folder; found an earlier run "
+            f"({held}). {go_on} a new run with logging.run_dir=ANOTHER_FOLDER (or delete the folder)"
+        )
 
 
 def run_sft(args: argparse.Namespace) -> int:
@@ -156,10 +195,14 @@ def run_sft(args: argparse.Namespace) -> int:
     refuse_earlier_run(cfg, resumable=False)
     result = fine_tune(cfg)
     first, last = result.records[0], result.records[-1]
-    print(f"sft: {last['step']} steps on {result.report.kept} trajectories; loss {first['sft/loss']:.3f} -> "
-          f"{last['sft/loss']:.3f}, token accuracy {last['sft/token_accuracy']:.3f}")
-    print(f"policy: {result.policy}; GRPO from it: swebox train --config CONFIG model.init=pretrained "
-          f"model.path={result.policy}")
+    print(
+        f"sft: {last['step']} steps on {result.report.kept} trajectories; loss {first['sft/loss']:.3f} -> "
+        f"{last['sft/loss']:.3f}, token accuracy {last['sft/token_accuracy']:.3f}"
+    )
+    print(
+        f"policy: {result.policy}; GRPO from it: swebox train --config CONFIG model.init=pretrained "
+        f"model.path={result.policy}"
+    )
     return 0
 
 
@@ -200,32 +243,50 @@ def play_text_episode(episode: Episode, reply, max_turns: int) -> dict[str, Any]
         messages.append({"role": "user", "content": result.observation})
     metrics = info.get("metrics") or {}
     resolved = bool(metrics.get("env/resolved", 0.0))
-    return {"reward": reward, "resolved": resolved, "error": info.get("error", ""),
-            "model_s": model_s, "env_s": env_s - metrics.get("env/grade_s", 0.0), "metrics": metrics,
-            "task_id": str(info.get("task_id", "")), "failed": bool(info.get("error")), "truncated": False,
-            "num_turns": len(turns), "reason": str(info.get("reason", "")), "prompt": prompt, "turns": turns,
-            "diff": str(info.get("diff") or ""), "grade": info.get("grade"), "messages": messages,
-            "audit": info.get("audit"), "provenance": info.get("provenance"), "cost": info.get("cost")}
+    return {
+        "reward": reward,
+        "resolved": resolved,
+        "error": info.get("error", ""),
+        "model_s": model_s,
+        "env_s": env_s - metrics.get("env/grade_s", 0.0),
+        "metrics": metrics,
+        "task_id": str(info.get("task_id", "")),
+        "failed": bool(info.get("error")),
+        "truncated": False,
+        "num_turns": len(turns),
+        "reason": str(info.get("reason", "")),
+        "prompt": prompt,
+        "turns": turns,
+        "diff": str(info.get("diff") or ""),
+        "grade": info.get("grade"),
+        "messages": messages,
+        "audit": info.get("audit"),
+        "provenance": info.get("provenance"),
+        "cost": info.get("cost"),
+    }
 
 
 def _text_policy(args: argparse.Namespace, cfg: Any):
     """(replies factory per task) for gold / empty / openai policies."""
     if args.policy == "gold":
+
         def for_task(task):
             replies = gold_replies(task)
             # a function of the conversation, not a running iterator: forked lines replay it independently
             return lambda messages: replies[min(sum(m["role"] == "assistant" for m in messages), len(replies) - 1)]
+
         return for_task
     if args.policy in ("empty", "giveup"):
         from swebox.envs.agent.formats import SUBMIT_REPLIES
 
-        return lambda task: (lambda messages: SUBMIT_REPLIES["bash_block"])
+        return lambda task: lambda messages: SUBMIT_REPLIES["bash_block"]
     from swebox.trainers.policy.generation import OpenAIBackend
 
-    gen = dataclasses.replace(cfg.generation, backend="openai", openai_base_url=args.policy[len("openai:"):],
-                              openai_model=args.model)
+    gen = dataclasses.replace(
+        cfg.generation, backend="openai", openai_base_url=args.policy[len("openai:") :], openai_model=args.model
+    )
     backend = OpenAIBackend(gen)
-    return lambda task: (lambda messages: backend.chat(messages)[0])
+    return lambda task: lambda messages: backend.chat(messages)[0]
 
 
 def _hf_text_policy(backend: Any, tokenizer: Any, cfg: Any):
@@ -247,14 +308,21 @@ def _check_hf_folder(path: str) -> None:
     from swebox.trainers.run.config import ConfigError
 
     folder = Path(path)
-    missing = ("no folder there" if not folder.is_dir() else
-               "no config.json in it" if not (folder / "config.json").is_file() else
-               "no tokenizer in it (tokenizer.json or tokenizer_config.json)" if not any(
-                   (folder / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")) else "")
+    missing = (
+        "no folder there"
+        if not folder.is_dir()
+        else "no config.json in it"
+        if not (folder / "config.json").is_file()
+        else "no tokenizer in it (tokenizer.json or tokenizer_config.json)"
+        if not any((folder / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json"))
+        else ""
+    )
     if missing:
-        raise ConfigError(f"--policy hf:{path}: expected a transformers model folder with its tokenizer (config.json, "
-                          f"weights, tokenizer.json: e.g. a run's policy/, which swebox train and swebox sft write); "
-                          f"found {missing} (relative paths start at {Path.cwd()})")
+        raise ConfigError(
+            f"--policy hf:{path}: expected a transformers model folder with its tokenizer (config.json, "
+            f"weights, tokenizer.json: e.g. a run's policy/, which swebox train and swebox sft write); "
+            f"found {missing} (relative paths start at {Path.cwd()})"
+        )
 
 
 def _check_policy(policy: str) -> None:
@@ -287,12 +355,20 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.policy.startswith("hf:"):  # the flags first, then the tasks and their layers
         _check_hf_folder(args.policy[3:])
     if args.predictions_out and eval_search.wanted(search):  # a search gives several diffs per task, not one
-        raise SystemExit("--predictions-out: expected one episode per task; found --samples/--best-of/--search. "
-                         "Export without them (with --out, a rerun plays nothing again)")
+        raise SystemExit(
+            "--predictions-out: expected one episode per task; found --samples/--best-of/--search. "
+            "Export without them (with --out, a rerun plays nothing again)"
+        )
     if args.wandb != "disabled" and not args.out:
         raise SystemExit("--wandb: expected --out FILE as well (the wandb run goes next to it); found no --out")
-    overrides = [*args.overrides, *(f"env.{key}={value}" for key, value in (
-        ("harness", args.harness), ("harness_install", args.harness_install)) if value)]
+    overrides = [
+        *args.overrides,
+        *(
+            f"env.{key}={value}"
+            for key, value in (("harness", args.harness), ("harness_install", args.harness_install))
+            if value
+        ),
+    ]
     cfg = load_config(args.config, overrides)
     tasks = select(list(load(args.tasks)), args.instance_ids, args.limit, args.tasks)
     if not tasks:
@@ -308,13 +384,18 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.layers and layers_flag_error(args.layers):
         raise ConfigError(layers_flag_error(args.layers))
     plain = bool(args.layers) and not (Path(args.layers) / "manifests").is_dir()
-    source = LayerSource(store="" if plain else args.layers, dirs=args.layers if plain else "",
-                         cache_root=cfg.env.cache_dir, tasks_file=args.tasks)
+    source = LayerSource(
+        store="" if plain else args.layers,
+        dirs=args.layers if plain else "",
+        cache_root=cfg.env.cache_dir,
+        tasks_file=args.tasks,
+    )
     refuse_missing_layers(tasks, source)
     econf = cfg.env.episode()
     if args.policy.startswith("hf:"):
-        cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, init="pretrained", path=args.policy[3:],
-                                                                 tokenizer=""))
+        cfg = dataclasses.replace(
+            cfg, model=dataclasses.replace(cfg.model, init="pretrained", path=args.policy[3:], tokenizer="")
+        )
         from swebox.trainers.policy.generation import make_backend
         from swebox.trainers.policy.models import build_model, build_tokenizer
 
@@ -337,20 +418,27 @@ def run_eval(args: argparse.Namespace) -> int:
     todo = out.todo(tasks) if out is not None else tasks
     if out is not None and out.previous:
         done = len(tasks) - len(todo)
-        print(f"resuming: {done} of {len(tasks)} tasks already recorded in {args.out}; playing the other "
-              f"{len(todo)} (delete {args.out} to start over)")
+        print(
+            f"resuming: {done} of {len(tasks)} tasks already recorded in {args.out}; playing the other "
+            f"{len(todo)} (delete {args.out} to start over)"
+        )
 
     if eval_search.wanted(search):
         if cfg.env.harness:  # search forks the text loop's turns; a program's own state cannot be forked
-            raise SystemExit(f"swebox eval: expected no search options (--samples, --beam...) with --harness; found "
-                             f"env.harness={cfg.env.harness!r}: a harness episode plays once per task")
+            raise SystemExit(
+                f"swebox eval: expected no search options (--samples, --beam...) with --harness; found "
+                f"env.harness={cfg.env.harness!r}: a harness episode plays once per task"
+            )
         if args.policy.startswith("hf:"):
             replies_for = _hf_text_policy(backend, tokenizer, cfg)
         searched = eval_search.run(search, tasks, replies_for, source, econf, out=out)
         broken = [r.task_id for r in searched if any(b.startswith("error: ") for b in r.budgets_hit)]
         if broken:  # a task whose search crashed counts as unresolved in the report; the exit status says so
-            print(f"swebox eval: {len(broken)} of {len(searched)} tasks could not be searched (e.g. {broken[0]}); "
-                  "the report counts them unresolved", file=sys.stderr)
+            print(
+                f"swebox eval: {len(broken)} of {len(searched)} tasks could not be searched (e.g. {broken[0]}); "
+                "the report counts them unresolved",
+                file=sys.stderr,
+            )
             return 1
         return 0
 
@@ -359,30 +447,63 @@ def run_eval(args: argparse.Namespace) -> int:
         try:
             with group(task, 1, source=source, config=econf) as g:
                 if cfg.env.harness:
-                    traj = play_harness_episode(g[0], harness_model(args, cfg, task, backend, tokenizer),
-                                                tokenizer, cfg.env.harness_config(), task.instance_id,
-                                                task.instance_id, seed=sample_seed(cfg.seed, "eval", task.instance_id))
+                    traj = play_harness_episode(
+                        g[0],
+                        harness_model(args, cfg, task, backend, tokenizer),
+                        tokenizer,
+                        cfg.env.harness_config(),
+                        task.instance_id,
+                        task.instance_id,
+                        seed=sample_seed(cfg.seed, "eval", task.instance_id),
+                    )
                     m = traj.metrics
-                    rec = {**episode_fields(traj), "model_s": m.get("timing/generate_s", 0.0),
-                           "env_s": m.get("timing/env_s", 0.0)}
+                    rec = {
+                        **episode_fields(traj),
+                        "model_s": m.get("timing/generate_s", 0.0),
+                        "env_s": m.get("timing/env_s", 0.0),
+                    }
                     if traj.response_ids:
-                        rec.update(prompt_ids=traj.prompt_ids, response_ids=traj.response_ids,
-                                   loss_mask=traj.loss_mask)
+                        rec.update(prompt_ids=traj.prompt_ids, response_ids=traj.response_ids, loss_mask=traj.loss_mask)
                 elif args.policy.startswith("hf:"):
                     # its own sampling stream: the tasks play in parallel threads, in any order
-                    traj = play_episode(g[0], backend, tokenizer, cfg, task.instance_id, task.instance_id,
-                                        seed=sample_seed(cfg.seed, "eval", task.instance_id))
+                    traj = play_episode(
+                        g[0],
+                        backend,
+                        tokenizer,
+                        cfg,
+                        task.instance_id,
+                        task.instance_id,
+                        seed=sample_seed(cfg.seed, "eval", task.instance_id),
+                    )
                     m = traj.metrics
-                    rec = {**episode_fields(traj), "model_s": m.get("timing/generate_s", 0.0),
-                           "env_s": m.get("timing/env_s", 0.0), "prompt_ids": traj.prompt_ids,
-                           "response_ids": traj.response_ids, "loss_mask": traj.loss_mask}
+                    rec = {
+                        **episode_fields(traj),
+                        "model_s": m.get("timing/generate_s", 0.0),
+                        "env_s": m.get("timing/env_s", 0.0),
+                        "prompt_ids": traj.prompt_ids,
+                        "response_ids": traj.response_ids,
+                        "loss_mask": traj.loss_mask,
+                    }
                 else:
                     rec = play_text_episode(g[0], replies_for(task), cfg.env.max_turns)
         except Exception as exc:  # one broken task must not end the evaluation
-            rec = {"reward": 0.0, "resolved": False, "error": f"{type(exc).__name__}: {exc}", "model_s": 0.0,
-                   "env_s": 0.0, "metrics": {"env/errors": 1.0}, "task_id": task.instance_id, "failed": True,
-                   "truncated": False, "num_turns": 0, "reason": "error", "prompt": [], "turns": [], "diff": "",
-                   "grade": None}
+            rec = {
+                "reward": 0.0,
+                "resolved": False,
+                "error": f"{type(exc).__name__}: {exc}",
+                "model_s": 0.0,
+                "env_s": 0.0,
+                "metrics": {"env/errors": 1.0},
+                "task_id": task.instance_id,
+                "failed": True,
+                "truncated": False,
+                "num_turns": 0,
+                "reason": "error",
+                "prompt": [],
+                "turns": [],
+                "diff": "",
+                "grade": None,
+            }
         rec.update(instance_id=task.instance_id, total_s=time.monotonic() - started)
         return rec
 
@@ -396,17 +517,24 @@ def run_eval(args: argparse.Namespace) -> int:
         report = report_path(args.out)
         try:
             out.finish(new, [t.instance_id for t in tasks])
-            write_atomic(report, f"# swebox eval: {args.policy}\n\ntasks: `{args.tasks}`\n\n{table}\n\n"
-                         + summary(results, args.policy).replace("\n", "\n\n") + "\n")
+            write_atomic(
+                report,
+                f"# swebox eval: {args.policy}\n\ntasks: `{args.tasks}`\n\n{table}\n\n"
+                + summary(results, args.policy).replace("\n", "\n\n")
+                + "\n",
+            )
         except RecordsError as exc:
             raise SystemExit(f"swebox eval: {exc}") from None
         except OSError as exc:  # the table only: every record is in --out already
-            raise SystemExit(f"swebox eval: {report}: cannot write the table ({exc.strerror or exc}); the "
-                             f"records are whole in {args.out}") from None
+            raise SystemExit(
+                f"swebox eval: {report}: cannot write the table ({exc.strerror or exc}); the "
+                f"records are whole in {args.out}"
+            ) from None
         print(f"results: {args.out} (one JSON record per task; swebox view {args.out}); table: {report}")
         if args.wandb != "disabled":
-            log_eval_to_wandb(results, out=args.out, tasks=args.tasks, policy=args.policy, mode=args.wandb,
-                              group=args.wandb_group)
+            log_eval_to_wandb(
+                results, out=args.out, tasks=args.tasks, policy=args.policy, mode=args.wandb, group=args.wandb_group
+            )
     return finish_eval(args, results)
 
 
@@ -430,12 +558,17 @@ def finish_eval(args: argparse.Namespace, results: list[dict[str, Any]]) -> int:
             n = write_predictions(args.predictions_out, results, args.model or args.policy)
         except RecordsError as exc:
             raise SystemExit(f"swebox eval: {exc}") from None
-        print(f"predictions: {args.predictions_out} ({n} of {len(results)} tasks; score them with swebox eval "
-              f"--predictions {args.predictions_out} --tasks {args.tasks})")
+        print(
+            f"predictions: {args.predictions_out} ({n} of {len(results)} tasks; score them with swebox eval "
+            f"--predictions {args.predictions_out} --tasks {args.tasks})"
+        )
     failed = [r["instance_id"] for r in results if r.get("error")]
     if failed:
         first = next(r for r in results if r.get("error"))
-        print(f"swebox eval: {len(failed)} of {len(results)} tasks could not be played (e.g. {first['instance_id']}: "
-              f"{str(first['error']).splitlines()[0][:200]}); their records hold the errors", file=sys.stderr)
+        print(
+            f"swebox eval: {len(failed)} of {len(results)} tasks could not be played (e.g. {first['instance_id']}: "
+            f"{str(first['error']).splitlines()[0][:200]}); their records hold the errors",
+            file=sys.stderr,
+        )
         return 1
     return 0

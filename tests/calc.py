@@ -77,7 +77,6 @@ GOLD_DIV = (
 )
 
 
-
 CALC_ENV = EnvSpec(source="/fixture/calc", commit="0123456789abcdef")
 """A stand-in env spec: its key names the calc layer's folder in a layer-dirs folder."""
 
@@ -116,8 +115,12 @@ FLAKY_TEST_PATCH = (
 def flaky_task() -> Task:
     """The calc task plus the hidden flaky test (a P2P test), over its own task layer ``flaky``."""
     good = calc_task()
-    return calc_task(instance_id="calc-flaky", task_layer_key="flaky", test_patch=FLAKY_TEST_PATCH,
-                     PASS_TO_PASS=[*good.PASS_TO_PASS, FLAKY_ID])
+    return calc_task(
+        instance_id="calc-flaky",
+        task_layer_key="flaky",
+        test_patch=FLAKY_TEST_PATCH,
+        PASS_TO_PASS=[*good.PASS_TO_PASS, FLAKY_ID],
+    )
 
 
 def flaky_layer(root: Path) -> Path:

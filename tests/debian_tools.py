@@ -30,8 +30,9 @@ def unpacked(name: str, packages: tuple[str, ...]) -> Path:
     os.chmod(CACHE, 0o755)
     with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory(dir=CACHE) as part:
         os.chmod(tmp, 0o777)  # apt's _apt user writes the downloads
-        got = subprocess.run(["apt-get", "download", "-q", *packages], cwd=tmp, capture_output=True, text=True,
-                             timeout=600)
+        got = subprocess.run(
+            ["apt-get", "download", "-q", *packages], cwd=tmp, capture_output=True, text=True, timeout=600
+        )
         if got.returncode != 0:
             pytest.skip(f"apt-get download {' '.join(packages)} failed: {got.stderr.strip()[-300:]}")
         tree = Path(part) / "tree"
@@ -45,7 +46,6 @@ def unpacked(name: str, packages: tuple[str, ...]) -> Path:
             if not (root / ".complete").is_file():
                 raise
     return root
-
 
 
 def toolchain_store() -> Path:

@@ -23,6 +23,7 @@ CACHED_WHEELS = Path(os.path.expanduser("~/.cache/swebox/test-wheels"))
 def wheels(requirements: list[str], *, deps: bool = True) -> Path:
     """A folder holding the wheels of ``requirements`` (name==version each; their dependencies too unless
     ``deps`` is False): the machine's local wheel folder when it has them, else CACHED_WHEELS."""
+
     def have(folder: Path) -> bool:
         return all(any(folder.glob(f"{r.split('==')[0]}-{r.split('==')[1]}-*.whl")) for r in requirements)
 
@@ -30,15 +31,29 @@ def wheels(requirements: list[str], *, deps: bool = True) -> Path:
         return LOCAL_WHEELS
     if not have(CACHED_WHEELS):
         CACHED_WHEELS.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:",
-                        *([] if deps else ["--no-deps"]), "-d", str(CACHED_WHEELS), *requirements],
-                       check=True, timeout=600)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--only-binary=:all:",
+                *([] if deps else ["--no-deps"]),
+                "-d",
+                str(CACHED_WHEELS),
+                *requirements,
+            ],
+            check=True,
+            timeout=600,
+        )
         os.chmod(CACHED_WHEELS, 0o755)
     return CACHED_WHEELS
 
 
-def build_layer(prepare: Callable[[Sandbox], None], requirements: list[str], folder: Path, pth: str,
-                binds: tuple[str, ...] = ()) -> Layer:
+def build_layer(
+    prepare: Callable[[Sandbox], None], requirements: list[str], folder: Path, pth: str, binds: tuple[str, ...] = ()
+) -> Layer:
     """An env layer: ``prepare(sandbox)`` writes /testbed, which is committed in git; /venv is made from this
     interpreter with ``requirements`` installed from the wheels in ``folder`` and /testbed importable through
     ``pth``.pth. ``binds``: host folders ``prepare`` reads (read-only)."""
@@ -67,6 +82,7 @@ def build_layer(prepare: Callable[[Sandbox], None], requirements: list[str], fol
 
 def build_env_layer(files: dict[str, str], package: str) -> Layer:
     """An env layer: `files` (repository-relative) committed in /testbed, `package` importable from /venv."""
+
     def prepare(sb: Sandbox) -> None:
         sb.exec("mkdir -p " + " ".join(sorted({str(Path("/testbed", name).parent) for name in files})))
         for name, text in files.items():

@@ -21,9 +21,15 @@ async def main(task_dir: Path, store: str, work: Path) -> dict:
     trial_paths = TrialPaths(work / "trial")
     trial_paths.mkdir()
     env = EnvironmentFactory.create_environment_from_import_path(
-        "swebox.envs.frameworks.harbor_env:SweboxEnvironment", environment_dir=task.paths.environment_dir,
-        environment_name=task.name, session_id="contract__env", trial_paths=trial_paths,
-        task_env_config=task.config.environment, store=store, cache_root=str(work / "node"))
+        "swebox.envs.frameworks.harbor_env:SweboxEnvironment",
+        environment_dir=task.paths.environment_dir,
+        environment_name=task.name,
+        session_id="contract__env",
+        trial_paths=trial_paths,
+        task_env_config=task.config.environment,
+        store=store,
+        cache_root=str(work / "node"),
+    )
     seen: dict = {"type": env.type()}
     await env.start(force_build=False)
     try:

@@ -46,15 +46,17 @@ SOLVE_SH = "#!/bin/bash\nset -e\ncd /app\nsed -i 's/name.upper()/name/' greet.py
 
 
 def dockerfile(image: str) -> str:
-    return (f"FROM {image}\n"
-            "# a comment, then a continued RUN line\n"
-            "ENV GREETING_MODE=plain\n"
-            "WORKDIR /app\n"
-            "COPY greet.py ./greet.py\n"
-            "RUN /opt/venv/testbed/bin/python -c \\\n"
-            "      'import sys; print(\"built with Python\", sys.version.split()[0])' \\\n"
-            "      > build-stamp.txt\n"
-            "CMD [\"bash\"]\n")
+    return (
+        f"FROM {image}\n"
+        "# a comment, then a continued RUN line\n"
+        "ENV GREETING_MODE=plain\n"
+        "WORKDIR /app\n"
+        "COPY greet.py ./greet.py\n"
+        "RUN /opt/venv/testbed/bin/python -c \\\n"
+        "      'import sys; print(\"built with Python\", sys.version.split()[0])' \\\n"
+        "      > build-stamp.txt\n"
+        "CMD [\"bash\"]\n"
+    )
 
 
 def write_task(root: Path, image: str, *, reward: str = "txt", name: str = "greet-task") -> Path:
@@ -67,9 +69,11 @@ def write_task(root: Path, image: str, *, reward: str = "txt", name: str = "gree
     (task / "instruction.md").write_text(INSTRUCTION)
     (task / "environment" / "Dockerfile").write_text(dockerfile(image))
     (task / "environment" / "greet.py").write_text(GREET)
-    write = {"txt": "echo $REWARD > /logs/verifier/reward.txt",
-             "json": 'echo "{\\"reward\\": $REWARD, \\"fixed\\": $REWARD}" > /logs/verifier/reward.json',
-             "broken": "echo not-a-number > /logs/verifier/reward.txt"}[reward]
+    write = {
+        "txt": "echo $REWARD > /logs/verifier/reward.txt",
+        "json": 'echo "{\\"reward\\": $REWARD, \\"fixed\\": $REWARD}" > /logs/verifier/reward.json',
+        "broken": "echo not-a-number > /logs/verifier/reward.txt",
+    }[reward]
     (task / "tests" / "test.sh").write_text(TEST_SH.replace("WRITE_REWARD", write))
     (task / "solution" / "solve.sh").write_text(SOLVE_SH)
     (task / "solution" / "solve.sh").chmod(0o755)

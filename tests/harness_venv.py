@@ -19,8 +19,9 @@ def mini_swe_agent_venv() -> Path:
     python = shutil.which("python3", path="/usr/bin")
     if python is None:
         pytest.skip("needs the system's /usr/bin/python3 (mini-swe-agent runs on it inside the sandbox)")
-    version = subprocess.run([python, "-c", "import sys; print(sys.version_info >= (3, 10))"], capture_output=True,
-                             text=True, check=True).stdout.strip()
+    version = subprocess.run(
+        [python, "-c", "import sys; print(sys.version_info >= (3, 10))"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     if version != "True":
         pytest.skip("mini-swe-agent needs Python >= 3.10; /usr/bin/python3 is older")
     return cached_venv("mini-swe-agent", python, [MINI_SWE_AGENT])

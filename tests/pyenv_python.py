@@ -49,8 +49,12 @@ def readable_python(minor: str) -> Path:
     shutil.copy2(build / "bin" / f"python{minor}", staging / "bin" / f"python{minor}")
     _relocate(staging / "bin" / f"python{minor}", str(build / "lib"))
     (staging / "bin" / "python3").symlink_to(f"python{minor}")
-    shutil.copytree(build / "lib", staging / "lib", symlinks=True,
-                    ignore=shutil.ignore_patterns("test", "__pycache__", "idle_test", "tkinter", "idlelib"))
+    shutil.copytree(
+        build / "lib",
+        staging / "lib",
+        symlinks=True,
+        ignore=shutil.ignore_patterns("test", "__pycache__", "idle_test", "tkinter", "idlelib"),
+    )
     shutil.copytree(build / "include", staging / "include", symlinks=True)
     subprocess.run(["chmod", "-R", "a+rX", str(staging)], check=True)
     try:
@@ -73,4 +77,3 @@ def _add_headers(build: Path, target: Path) -> None:
     except OSError:  # another process added them first
         pass
     shutil.rmtree(staging, ignore_errors=True)
-

@@ -22,24 +22,47 @@ SDISTS = Path(os.path.expanduser("~/.cache/swebox/sdists"))
 
 def sdist(name: str, version: str) -> Path:
     """The sdist archive of name==version, fetched from the package index on first use."""
+
     def found() -> list[Path]:
         return sorted({*SDISTS.glob(f"{name}-{version}.tar.gz"), *SDISTS.glob(f"{name.lower()}-{version}.tar.gz")})
 
     if not found():
         SDISTS.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-                        "-d", str(SDISTS), f"{name}=={version}"], check=True, timeout=600)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                "-d",
+                str(SDISTS),
+                f"{name}=={version}",
+            ],
+            check=True,
+            timeout=600,
+        )
         os.chmod(SDISTS, 0o755)
     return found()[0]
 
 
-def build_sdist_layer(archive: Path, requirements: list[str], edits: dict[str, tuple[str, str]],
-                      new_files: dict[str, str] | None = None, reverse: tuple[str, ...] = ()) -> Layer:
+def build_sdist_layer(
+    archive: Path,
+    requirements: list[str],
+    edits: dict[str, tuple[str, str]],
+    new_files: dict[str, str] | None = None,
+    reverse: tuple[str, ...] = (),
+) -> Layer:
     """/testbed = the unpacked sdist with ``edits`` (path -> (old text, new text)), ``new_files`` and the diffs
     ``reverse`` taken back (a released fix undone: the state before it), committed."""
+
     def prepare(sb: Sandbox) -> None:
-        unpack = sb.exec(f"mkdir -p /testbed && tar xzf {archive} -C /testbed --strip-components=1 --no-same-owner",
-                         timeout=300)
+        unpack = sb.exec(
+            f"mkdir -p /testbed && tar xzf {archive} -C /testbed --strip-components=1 --no-same-owner", timeout=300
+        )
         assert unpack.exit_code == 0, unpack.output
         for path, (old, new) in edits.items():
             text = sb.read_file(f"/testbed/{path}").decode()

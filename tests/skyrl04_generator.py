@@ -49,8 +49,15 @@ class ScriptedEngine(InferenceEngineInterface):
         script = SCRIPTS[int(session.rsplit("_", 1)[1])]
         text = script[min(turn, len(script) - 1)]
         ids = self.tokenizer.encode(text, add_special_tokens=False) + [self.tokenizer.eos_token_id]
-        return {"responses": [text], "response_ids": [ids], "stop_reasons": ["stop"], "response_logprobs": None,
-                "prompt_logprobs": None, "rollout_expert_indices": None, "rollout_sample_support": None}
+        return {
+            "responses": [text],
+            "response_ids": [ids],
+            "stop_reasons": ["stop"],
+            "response_logprobs": None,
+            "prompt_logprobs": None,
+            "rollout_expert_indices": None,
+            "rollout_sample_support": None,
+        }
 
     async def finish_session(self, session_id: Any) -> None:
         return None
@@ -101,15 +108,20 @@ def main(data_dir: str, overrides: list[str]) -> dict[str, Any]:
     tokenizer = build_builtin_tokenizer()
     dataset = PromptDataset([f"{data_dir}/train.parquet"], tokenizer, cfg.trainer.max_prompt_length, num_workers=1)
     rows = dataset.collate_fn([dataset[i] for i in range(len(dataset))])
-    batch, _ = prepare_generator_input(rows, 2, {"max_generate_length": 512}, cfg.environment.env_class,
-                                       TRAINING_PHASE_TRAIN, 0)
+    batch, _ = prepare_generator_input(
+        rows, 2, {"max_generate_length": 512}, cfg.environment.env_class, TRAINING_PHASE_TRAIN, 0
+    )
     generator = SkyRLGymGenerator(cfg.generator, cfg.environment.skyrl_gym, ScriptedEngine(tokenizer), tokenizer)
     out = asyncio.run(generator.generate(batch, disable_tqdm=True))
     # SkyRL 0.4 hands per-token rewards to the trainer: the episode's reward sits on its last response token
     rewards = [[float(sum(r)), float(r[-1])] if isinstance(r, list) else [float(r), float(r)] for r in out["rewards"]]
-    return {"rewards": rewards, "stop_reasons": out["stop_reasons"],
-            "metrics": {k: v for k, v in (out["rollout_metrics"] or {}).items() if "swebox" in k or "env/" in k},
-            "env_config": dict(cfg.environment.skyrl_gym.swebox), "config_class": type(cfg).__name__}
+    return {
+        "rewards": rewards,
+        "stop_reasons": out["stop_reasons"],
+        "metrics": {k: v for k, v in (out["rollout_metrics"] or {}).items() if "swebox" in k or "env/" in k},
+        "env_config": dict(cfg.environment.skyrl_gym.swebox),
+        "config_class": type(cfg).__name__,
+    }
 
 
 if __name__ == "__main__":

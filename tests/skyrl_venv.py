@@ -16,12 +16,26 @@ from tests.venvs import cached_venv, python, venv_path
 
 SKYRL = "skyrl==0.4.0"
 REQUIREMENTS = [
-    SKYRL, "skyrl-gym==0.4.0", "ray==2.57.0", "torch",
+    SKYRL,
+    "skyrl-gym==0.4.0",
+    "ray==2.57.0",
+    "torch",
     # skyrl-train's extra, the part its config/generator/entry point import (no vllm, flash-attn, nixl, s5cmd)
-    "loguru", "jaxtyping", "torchdata", "httpx", "aiohttp", "orjson>=3.11.9", "pybase64>=1.4.2", "pydantic",
+    "loguru",
+    "jaxtyping",
+    "torchdata",
+    "httpx",
+    "aiohttp",
+    "orjson>=3.11.9",
+    "pybase64>=1.4.2",
+    "pydantic",
     "omegaconf",
     # swebox's own dependencies, and what its tests use
-    "gymnasium>=1.0", "pyyaml>=6", "tqdm>=4.60", "pyarrow>=14", "pytest",
+    "gymnasium>=1.0",
+    "pyyaml>=6",
+    "tqdm>=4.60",
+    "pyarrow>=14",
+    "pytest",
 ]
 
 

@@ -20,8 +20,13 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "ray", "wandb", "transformers", "vllm")
 # what each part may import of swebox (by dotted prefix)
-_BELOW_EPISODES = ("swebox.envs.agent", "swebox.envs.audit", "swebox.envs.tasks", "swebox.envs.cache",
-                   "swebox.envs.sandbox")
+_BELOW_EPISODES = (
+    "swebox.envs.agent",
+    "swebox.envs.audit",
+    "swebox.envs.tasks",
+    "swebox.envs.cache",
+    "swebox.envs.sandbox",
+)
 ALLOWED = {
     "swebox.envs.sandbox": ("swebox.envs.sandbox",),
     "swebox.envs.cache": ("swebox.envs.cache", "swebox.envs.sandbox"),
@@ -85,23 +90,30 @@ def sources() -> list[Path]:
 
 def test_module_names_cover_the_tree():
     names = {module_name(p) for p in sources()}
-    assert {"swebox.envs.sandbox.sandbox", "swebox.envs.tasks.graders.grading", "swebox.trainers.rl.trainer",
-            "swebox.scripts.cli", "swebox.envs"} <= names
+    assert {
+        "swebox.envs.sandbox.sandbox",
+        "swebox.envs.tasks.graders.grading",
+        "swebox.trainers.rl.trainer",
+        "swebox.scripts.cli",
+        "swebox.envs",
+    } <= names
 
 
 @pytest.mark.parametrize("path", sources(), ids=lambda p: str(p.relative_to(REPO)))
 def test_imports_point_one_way(path):
     here = module_name(path)
     allowed = ALLOWED[_part(here)]
-    wrong = [f"line {line}: {name}" for line, name, _ in imports(path)
-             if name.startswith("swebox") and not any(name == a or name.startswith(a + ".") for a in allowed)]
+    wrong = [
+        f"line {line}: {name}"
+        for line, name, _ in imports(path)
+        if name.startswith("swebox") and not any(name == a or name.startswith(a + ".") for a in allowed)
+    ]
     assert not wrong, f"{here} imports against the design's direction: {wrong}"
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "envs").rglob("*.py")), ids=lambda p: str(p.relative_to(REPO)))
 def test_envs_import_no_heavy_package_at_module_level(path):
-    heavy = [f"line {line}: {name}" for line, name, top in imports(path)
-             if top and name.split(".")[0] in HEAVY]
+    heavy = [f"line {line}: {name}" for line, name, top in imports(path) if top and name.split(".")[0] in HEAVY]
     assert not heavy, f"{module_name(path)} imports at module level: {heavy} (import them inside the function)"
 
 
@@ -109,8 +121,10 @@ def test_the_sandbox_loads_the_standard_library_only():
     import subprocess
     import sys
 
-    code = ("import sys, swebox.envs.sandbox; "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'gymnasium', 'numpy', 'torch', 'yaml'}))")
+    code = (
+        "import sys, swebox.envs.sandbox; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'gymnasium', 'numpy', 'torch', 'yaml'}))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]"
     code = "import sys, swebox.trainers.run.config; print('torch' in sys.modules)"
@@ -124,11 +138,15 @@ def test_the_sandbox_loads_the_standard_library_only():
 ARGPARSE_ALLOWED: dict[str, str] = {}
 
 
-@pytest.mark.parametrize("path", sorted(p for folder in ("envs", "trainers") for p in (REPO / folder).rglob("*.py")),
-                         ids=lambda p: str(p.relative_to(REPO)))
+@pytest.mark.parametrize(
+    "path",
+    sorted(p for folder in ("envs", "trainers") for p in (REPO / folder).rglob("*.py")),
+    ids=lambda p: str(p.relative_to(REPO)),
+)
 def test_no_argparse_outside_scripts(path):
     here = module_name(path)
     used = [line for line, name, _ in imports(path) if name == "argparse" or name.startswith("argparse.")]
     assert not used or here in ARGPARSE_ALLOWED, (
         f"{here} imports argparse (line {used[0] if used else '?'}): expected parsers in scripts/ (the command's "
-        "room, dispatched by scripts/cli.py) and functions or typed options in the library; move the parser there")
+        "room, dispatched by scripts/cli.py) and functions or typed options in the library; move the parser there"
+    )

@@ -57,8 +57,13 @@ def test_from_old_import_and_mock_patch_on_an_old_name_reach_the_real_module():
 def test_python_dash_m_runs_the_moved_module_under_its_old_name(tmp_path):
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"files": {}, "out": str(tmp_path)}))
-    out = subprocess.run([sys.executable, "-m", "swebox.envs.tasks.rewrite_tests", str(spec)],
-                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-m", "swebox.envs.tasks.rewrite_tests", str(spec)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == {"written": []}
 

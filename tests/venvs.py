@@ -57,10 +57,16 @@ def cached_venv(name: str, interpreter: str, requirements: list[str], *, pip_tim
     return venv
 
 
-def run_in(venv: Path, *argv: str, timeout: float = 600, cwd: Path | None = None,
-           env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def run_in(
+    venv: Path, *argv: str, timeout: float = 600, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """A command of the venv (its bin/ first on PATH), output captured; litellm kept off the network."""
-    environ = {**os.environ, "PATH": f"{venv / 'bin'}:{os.environ['PATH']}", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-               "VIRTUAL_ENV": str(venv), **(env or {})}
+    environ = {
+        **os.environ,
+        "PATH": f"{venv / 'bin'}:{os.environ['PATH']}",
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "VIRTUAL_ENV": str(venv),
+        **(env or {}),
+    }
     environ.pop("PYTHONPATH", None)
     return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, env=environ, cwd=cwd)

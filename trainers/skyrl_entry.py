@@ -37,8 +37,10 @@ def settings_from_environment(environ: dict[str, str] | None = None) -> dict[str
     try:
         settings = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"${SETTINGS_ENV}: expected a JSON object such as '{{\"max_turns\": 30}}'; found "
-                         f"invalid JSON ({exc.msg} at column {exc.colno}).") from None
+        raise ValueError(
+            f"${SETTINGS_ENV}: expected a JSON object such as '{{\"max_turns\": 30}}'; found "
+            f"invalid JSON ({exc.msg} at column {exc.colno})."
+        ) from None
     if not isinstance(settings, dict):
         raise ValueError(f"${SETTINGS_ENV}: expected a JSON object; found {type(settings).__name__}.")
     return settings
@@ -68,8 +70,10 @@ def _import_first(*names: str) -> ModuleType:
             return importlib.import_module(name)
         except ImportError as exc:
             errors.append(f"{name}: {exc}")
-    raise ImportError("SkyRL's trainer is not installed (`pip install skyrl[fsdp]` on the training cluster, see "
-                      "configs/skyrl/run_swebox_grpo.sh); tried " + "; ".join(errors))
+    raise ImportError(
+        "SkyRL's trainer is not installed (`pip install skyrl[fsdp]` on the training cluster, see "
+        "configs/skyrl/run_swebox_grpo.sh); tried " + "; ".join(errors)
+    )
 
 
 def skyrl_config_module() -> ModuleType:
@@ -163,8 +167,10 @@ def cli(argv: list[str] | None = None) -> int:
         if os.environ.get("SWEBOX_DEBUG", "") not in ("", "0"):
             raise
         text = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
-        print(f"python -m swebox.trainers.skyrl_entry: error: {text} [SWEBOX_DEBUG=1 shows the traceback]",
-              file=sys.stderr)
+        print(
+            f"python -m swebox.trainers.skyrl_entry: error: {text} [SWEBOX_DEBUG=1 shows the traceback]",
+            file=sys.stderr,
+        )
         return 2
     return 0
 

@@ -198,9 +198,7 @@ def _strip_one_newline(value: str) -> str:
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
 
-def _parse_json_tool_call(
-    text: str, tool_calls: list[Any] | None
-) -> tuple[str, dict[str, Any], str | None] | str:
+def _parse_json_tool_call(text: str, tool_calls: list[Any] | None) -> tuple[str, dict[str, Any], str | None] | str:
     if tool_calls is not None:
         return _parse_openai_tool_calls(tool_calls)
     bodies = _TOOL_CALL.findall(text)

@@ -107,8 +107,7 @@ class Editor:
         if kind != "missing":
             what = "a directory" if kind == "dir" else "a file"
             raise EditorError(
-                f"{path} already exists as {what}; `create` never overwrites. Use `str_replace` to edit "
-                "a file."
+                f"{path} already exists as {what}; `create` never overwrites. Use `str_replace` to edit a file."
             )
         parent = posixpath.dirname(path)
         made = self._sandbox.exec(f"mkdir -p {shlex.quote(parent)}", timeout=self._timeout_s)

@@ -162,8 +162,9 @@ def command_reply(command: str, style: str) -> str:
         return f"<function=bash>\n<parameter=command>{command}</parameter>\n</function>"
     if style == "json_tool_call":
         return "<tool_call>\n" + json.dumps({"name": "bash", "arguments": {"command": command}}) + "\n</tool_call>"
-    raise ValueError(f"action style: expected one of {', '.join(FORMAT_HELP)}; found {style!r}; "
-                     "set env.style to one of them")
+    raise ValueError(
+        f"action style: expected one of {', '.join(FORMAT_HELP)}; found {style!r}; set env.style to one of them"
+    )
 
 
 SUBMIT_REPLIES: dict[str, str] = {

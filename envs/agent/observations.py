@@ -101,9 +101,7 @@ def render_exec(result: ExecResultLike, config: ObservationConfig, turns_left: i
     else:
         head = f"<returncode>{result.exit_code}</returncode>\n"
     note = (
-        "\n[The output passed the sandbox's byte limit: only its head and tail were kept.]"
-        if result.truncated
-        else ""
+        "\n[The output passed the sandbox's byte limit: only its head and tail were kept.]" if result.truncated else ""
     )
     reminder = "" if turns_left is None else turns_left_reminder(turns_left, config)
     frame_open, frame_close = "<output>\n", "\n</output>"

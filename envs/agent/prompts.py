@@ -24,9 +24,7 @@ def system_prompt(style: str) -> str:
     return intro + FORMAT_HELP[style]
 
 
-def task_prompt(
-    problem_statement: str, style: str, repo_dir: str = "/testbed", max_turns: int | None = None
-) -> str:
+def task_prompt(problem_statement: str, style: str, repo_dir: str = "/testbed", max_turns: int | None = None) -> str:
     """The first user message: the issue to fix and how the work is judged and submitted."""
     _check_style(style)
     budget = f"You have at most {max_turns} turns (one action each). " if max_turns else ""

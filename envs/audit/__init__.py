@@ -25,5 +25,19 @@ from swebox.envs.audit.core import (
     unregister_rule,
 )
 
-__all__ = ["MODES", "SEVERITIES", "AuditContext", "AuditRule", "AuditTurn", "EpisodeAudit", "audit_episode",
-           "audit_metrics", "audit_turn", "metric_names", "register_rule", "rules", "summary", "unregister_rule"]
+__all__ = [
+    "MODES",
+    "SEVERITIES",
+    "AuditContext",
+    "AuditRule",
+    "AuditTurn",
+    "EpisodeAudit",
+    "audit_episode",
+    "audit_metrics",
+    "audit_turn",
+    "metric_names",
+    "register_rule",
+    "rules",
+    "summary",
+    "unregister_rule",
+]

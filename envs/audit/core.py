@@ -51,8 +51,14 @@ class AuditTurn:
             return cls(turn, observation=observation)
         args = action.get("arguments") or {}
         tool = str(action.get("tool") or "")
-        return cls(turn, tool, str(args.get("command") or ""), str(args.get("path") or "") if tool != "bash" else "",
-                   str(args.get("file_text") or args.get("new_str") or ""), observation)
+        return cls(
+            turn,
+            tool,
+            str(args.get("command") or ""),
+            str(args.get("path") or "") if tool != "bash" else "",
+            str(args.get("file_text") or args.get("new_str") or ""),
+            observation,
+        )
 
 
 @dataclass(frozen=True)
@@ -90,13 +96,16 @@ class AuditRule:
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
-            raise ValueError(f"AuditRule.name: expected lower-case letters, digits and '_' (a metric name); "
-                             f"found {self.name!r}.")
+            raise ValueError(
+                f"AuditRule.name: expected lower-case letters, digits and '_' (a metric name); found {self.name!r}."
+            )
         if self.severity not in SEVERITIES:
             raise ValueError(f"AuditRule.severity: expected one of {SEVERITIES}; found {self.severity!r}.")
         if not callable(self.check):
-            raise ValueError(f"AuditRule.check: expected a function (turn, context) -> str | None; found "
-                             f"{type(self.check).__name__}.")
+            raise ValueError(
+                f"AuditRule.check: expected a function (turn, context) -> str | None; found "
+                f"{type(self.check).__name__}."
+            )
 
 
 _RULES: dict[str, AuditRule] = {}
@@ -105,8 +114,10 @@ _RULES: dict[str, AuditRule] = {}
 def register_rule(rule: AuditRule, *, replace: bool = False) -> AuditRule:
     """Add ``rule`` to the rules every episode runs; a second rule of one name is an error unless ``replace``."""
     if rule.name in _RULES and not replace:
-        raise ValueError(f"register_rule: a rule named {rule.name!r} is already registered; pass replace=True "
-                         f"to replace it, or pick another name.")
+        raise ValueError(
+            f"register_rule: a rule named {rule.name!r} is already registered; pass replace=True "
+            f"to replace it, or pick another name."
+        )
     _RULES[rule.name] = rule
     return rule
 
@@ -126,8 +137,7 @@ def metric_names() -> list[str]:
     return ["audit/flagged", *(f"audit/{r.name}" for r in rules())]
 
 
-def audit_turn(turn: AuditTurn, context: AuditContext,
-               use: Iterable[AuditRule] | None = None) -> list[dict[str, Any]]:
+def audit_turn(turn: AuditTurn, context: AuditContext, use: Iterable[AuditRule] | None = None) -> list[dict[str, Any]]:
     """The findings of one turn: {rule, severity, reason, turn, evidence} per rule that matched.
 
     A rule that raises is a bug of that rule, not of the agent: it is reported as a 'suspect' finding named
@@ -140,8 +150,15 @@ def audit_turn(turn: AuditTurn, context: AuditContext,
         except Exception as exc:
             evidence, severity = f"the rule failed: {type(exc).__name__}: {exc}", "suspect"
         if evidence:
-            found.append({"rule": rule.name, "severity": severity, "reason": rule.reason, "turn": turn.turn,
-                          "evidence": str(evidence)[:200]})
+            found.append(
+                {
+                    "rule": rule.name,
+                    "severity": severity,
+                    "reason": rule.reason,
+                    "turn": turn.turn,
+                    "evidence": str(evidence)[:200],
+                }
+            )
     return found
 
 
@@ -150,8 +167,13 @@ def summary(findings: list[dict[str, Any]], mode: str) -> dict[str, Any]:
     what the mode did about it ('none', 'zeroed' or 'dropped')."""
     flagged = any(f["severity"] == "exploit" for f in findings)
     action = "none" if not flagged or mode == "report" else ("zeroed" if mode == "zero" else "dropped")
-    return {"mode": mode, "flagged": flagged, "rules": sorted({f["rule"] for f in findings}), "action": action,
-            "findings": findings}
+    return {
+        "mode": mode,
+        "flagged": flagged,
+        "rules": sorted({f["rule"] for f in findings}),
+        "action": action,
+        "findings": findings,
+    }
 
 
 def audit_metrics(findings: list[dict[str, Any]]) -> dict[str, float]:

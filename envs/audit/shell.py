@@ -15,8 +15,24 @@ import shlex
 _SPLIT = re.compile(r"\n|;|&&|\|\||\||(?<![<>&0-9])&(?![>&])")
 _REDIRECT = re.compile(r"(?:^|[^<>&0-9])(?:[0-9]?>>?|&>>?|>\|)\s*([^\s;&|<>]+)")
 # words that only set up the real command
-_PREFIX = {"sudo", "env", "command", "exec", "nohup", "time", "xargs", "timeout", "nice", "builtin", "then", "do",
-           "else", "{", "(", "!"}
+_PREFIX = {
+    "sudo",
+    "env",
+    "command",
+    "exec",
+    "nohup",
+    "time",
+    "xargs",
+    "timeout",
+    "nice",
+    "builtin",
+    "then",
+    "do",
+    "else",
+    "{",
+    "(",
+    "!",
+}
 # commands that change or remove the files they name (cp, install and ln: only their last word)
 WRITERS = {"rm", "unlink", "shred", "mv", "truncate", "tee", "chmod", "chown", "rmdir", "dd"}
 LAST_WORD_WRITERS = {"cp", "install", "ln", "rsync"}
@@ -24,7 +40,8 @@ _CODE_WRITES = re.compile(
     r"""open\(\s*[rbuf]*['"]([^'"]+)['"]\s*,\s*[rbuf]*['"][^'"]*[wax+]"""
     r"""|Path\(\s*[rbuf]*['"]([^'"]+)['"]\s*\)\s*\.\s*(?:write_text|write_bytes|unlink|rename|replace|touch|chmod)"""
     r"""|os\.(?:remove|unlink|rename|replace|truncate|chmod)\(\s*[rbuf]*['"]([^'"]+)['"]"""
-    r"""|shutil\.(?:rmtree|move|copy2?|copyfile)\(\s*[rbuf]*['"]([^'"]+)['"]""")
+    r"""|shutil\.(?:rmtree|move|copy2?|copyfile)\(\s*[rbuf]*['"]([^'"]+)['"]"""
+)
 _PATCH_PATHS = re.compile(r"^(?:\+\+\+ b/|--- a/|diff --git a/\S+ b/)(\S+)", re.MULTILINE)
 
 

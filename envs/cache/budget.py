@@ -29,8 +29,10 @@ class IOBudget:
 
     def __init__(self, budget_mb: int = DEFAULT_BUDGET_MB) -> None:
         if budget_mb < 1:
-            raise ValueError(f"IOBudget.budget_mb: expected at least 1; found {budget_mb}. "
-                             f"Use the default {DEFAULT_BUDGET_MB} or a positive number of MB.")
+            raise ValueError(
+                f"IOBudget.budget_mb: expected at least 1; found {budget_mb}. "
+                f"Use the default {DEFAULT_BUDGET_MB} or a positive number of MB."
+            )
         self.budget_mb = budget_mb
         self.in_flight_mb = 0
         self.peak_mb = 0

@@ -34,14 +34,21 @@ from .store import BUILDER_VERSION, BuildFailure, LayerStore, Manifest
 from .toolchains import CACHE_ROOT, toolchain_env, toolchain_layer
 
 ENV_LAYER_ENTRIES = ("testbed", "venv", "swebox")
-GIT_IDENTITY = {"GIT_AUTHOR_NAME": "swebox", "GIT_AUTHOR_EMAIL": "swebox@localhost",
-                "GIT_COMMITTER_NAME": "swebox", "GIT_COMMITTER_EMAIL": "swebox@localhost",
-                "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z"}
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "swebox",
+    "GIT_AUTHOR_EMAIL": "swebox@localhost",
+    "GIT_COMMITTER_NAME": "swebox",
+    "GIT_COMMITTER_EMAIL": "swebox@localhost",
+    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
+}
 """Fixed identity and dates: the same tree always gets the same commit id."""
-_CLEAN = ("find /testbed /venv /swebox \\( -name __pycache__ -o -name .pytest_cache -o -name .hypothesis "
-          "-o -name .mypy_cache -o -name .ruff_cache \\) -prune -exec rm -rf {} + ; "
-          "find /testbed /venv /swebox \\( -name '*.pyc' -o -name '.coverage' -o -name '.coverage.*' "
-          "-o -name 'coverage.xml' \\) -delete")
+_CLEAN = (
+    "find /testbed /venv /swebox \\( -name __pycache__ -o -name .pytest_cache -o -name .hypothesis "
+    "-o -name .mypy_cache -o -name .ruff_cache \\) -prune -exec rm -rf {} + ; "
+    "find /testbed /venv /swebox \\( -name '*.pyc' -o -name '.coverage' -o -name '.coverage.*' "
+    "-o -name 'coverage.xml' \\) -delete"
+)
 # Byte-compiles the venv's third-party code (pytest and its dependencies: every grade imports them), never the
 # project: files of distributions installed from a local tree (pip's direct_url.json says file://, editable
 # installs included) and anything that resolves under /testbed are skipped, so no bytecode of the clean source
@@ -81,10 +88,12 @@ for site in sites:
                 done += py_compile.compile(path, quiet=2, invalidation_mode=mode.CHECKED_HASH) is not None
 print("byte-compiled %d third-party modules; skipped %d files of the project's own install" % (done, len(own)))
 """
-_ONE_COMMIT = ("cd /testbed && rm -rf .git && git init -q -b main && git config core.logAllRefUpdates false "
-               "&& git config gc.auto 0 && git add -A && git commit -q --no-verify -m 'swebox env snapshot' "
-               "&& rm -rf .git/logs .git/hooks .git/COMMIT_EDITMSG .git/description "
-               "&& git status --porcelain")
+_ONE_COMMIT = (
+    "cd /testbed && rm -rf .git && git init -q -b main && git config core.logAllRefUpdates false "
+    "&& git config gc.auto 0 && git add -A && git commit -q --no-verify -m 'swebox env snapshot' "
+    "&& rm -rf .git/logs .git/hooks .git/COMMIT_EDITMSG .git/description "
+    "&& git status --porcelain"
+)
 
 
 @dataclass
@@ -126,9 +135,8 @@ class _Steps:
         if result.timed_out or result.exit_code != 0:
             why = "timed out" if result.timed_out else f"exit {result.exit_code}"
             text = "\n".join(self.log)
-            tail = "\n".join(text.splitlines()[-self.config.log_tail_lines:])
-            message = (f"env {self.key}: {what} failed ({why}): `{command}`\n"
-                       f"--- last lines of the build log ---\n{tail}")
+            tail = "\n".join(text.splitlines()[-self.config.log_tail_lines :])
+            message = f"env {self.key}: {what} failed ({why}): `{command}`\n--- last lines of the build log ---\n{tail}"
             raise EnvBuildError(message, text) if spec_fault else RuntimeError(message)
         return result.output
 
@@ -140,12 +148,17 @@ def _interpreter(spec: EnvSpec) -> Interpreter:
             f"Python {interp.version} at {interp.path} lies under a folder that other users cannot enter, so "
             f"the sandbox's unprivileged root cannot run it; install Python {spec.python} under a readable "
             f"prefix (e.g. `UV_PYTHON_INSTALL_DIR=/opt/python uv python install {spec.python}`, found there) or "
-            f"make its parent folders o+x.")
+            f"make its parent folders o+x."
+        )
     return interp
 
 
-BUILD_PIP_ENV = {"PIP_NO_CACHE_DIR": "off", "PIP_NO_COMPILE": "1", "PIP_ROOT_USER_ACTION": "ignore",
-                 "PYTHONDONTWRITEBYTECODE": "1"}
+BUILD_PIP_ENV = {
+    "PIP_NO_CACHE_DIR": "off",
+    "PIP_NO_COMPILE": "1",
+    "PIP_ROOT_USER_ACTION": "ignore",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
 """pip's settings of every build. ``PIP_NO_CACHE_DIR=off`` disables the cache in every pip (any value does
 since pip 19); ``=1`` crashes pip 18 (Python 3.6's ensurepip: ``TypeError: expected str, bytes or
 os.PathLike object, not int`` in build_session), which stored the parsed value as the cache folder."""
@@ -168,31 +181,45 @@ def venv_command(interp: Interpreter, spec: EnvSpec) -> str:
         return f"{python} -m venv /venv"
     version = "python" + ".".join(interp.version.split(".")[:2])
     prefix = shlex.quote(interp.prefix)
-    return (f"set -e; mkdir -p /venv/bin /venv/lib/{version}/site-packages; cp {python} /venv/bin/{version}; "
-            f"ln -s {version} /venv/bin/python3; ln -s {version} /venv/bin/python; "
-            f"for f in {prefix}/lib/{version}/*; do if [ \"${{f##*/}}\" != site-packages ]; then ln -s \"$f\" "
-            f"/venv/lib/{version}/; fi; done; for f in {prefix}/lib/libpython3*.so*; do if [ -e \"$f\" ]; then "
-            f"ln -s \"$f\" /venv/lib/; fi; done; if [ -d {prefix}/include ]; then ln -s {prefix}/include "
-            "/venv/include; fi; printf '%s\\n' '# a prefix, not a venv: activating puts its bin first on PATH' "
-            "'export PATH=\"/venv/bin:$PATH\"' 'unset PYTHONHOME' > /venv/bin/activate; "
-            "/venv/bin/python -Im ensurepip --upgrade --default-pip && /venv/bin/python -c 'import sys; "
-            "assert sys.prefix == \"/venv\", sys.prefix'")
+    return (
+        f"set -e; mkdir -p /venv/bin /venv/lib/{version}/site-packages; cp {python} /venv/bin/{version}; "
+        f"ln -s {version} /venv/bin/python3; ln -s {version} /venv/bin/python; "
+        f"for f in {prefix}/lib/{version}/*; do if [ \"${{f##*/}}\" != site-packages ]; then ln -s \"$f\" "
+        f"/venv/lib/{version}/; fi; done; for f in {prefix}/lib/libpython3*.so*; do if [ -e \"$f\" ]; then "
+        f"ln -s \"$f\" /venv/lib/; fi; done; if [ -d {prefix}/include ]; then ln -s {prefix}/include "
+        "/venv/include; fi; printf '%s\\n' '# a prefix, not a venv: activating puts its bin first on PATH' "
+        "'export PATH=\"/venv/bin:$PATH\"' 'unset PYTHONHOME' > /venv/bin/activate; "
+        "/venv/bin/python -Im ensurepip --upgrade --default-pip && /venv/bin/python -c 'import sys; "
+        "assert sys.prefix == \"/venv\", sys.prefix'"
+    )
 
 
-def build_policy(src_root: Path, interp: Interpreter, config: BuilderConfig,
-                 settings: PackageSettings | None = None, toolchains: tuple[str, ...] = ()) -> SandboxPolicy:
+def build_policy(
+    src_root: Path,
+    interp: Interpreter,
+    config: BuilderConfig,
+    settings: PackageSettings | None = None,
+    toolchains: tuple[str, ...] = (),
+) -> SandboxPolicy:
     """The env build's sandbox: network, the sources and the interpreter bound, the host's package settings
     (:mod:`.pip_settings`) in its environment (the builder's own pip settings win), and the environment of
     the spec's toolchain layers."""
     settings = settings or PackageSettings()
     env = {**DEFAULT_ENV, **GIT_IDENTITY, **settings.env, **BUILD_PIP_ENV, **toolchain_env(toolchains)}
-    return SandboxPolicy(network="user", network_host_loopback=settings.loopback,
-                         ro_binds=(str(src_root), interp.prefix, *settings.binds), memory_mb=config.memory_mb,
-                         upper_size_mb=config.upper_size_mb, command_timeout_s=config.step_timeout_s, env=env)
+    return SandboxPolicy(
+        network="user",
+        network_host_loopback=settings.loopback,
+        ro_binds=(str(src_root), interp.prefix, *settings.binds),
+        memory_mb=config.memory_mb,
+        upper_size_mb=config.upper_size_mb,
+        command_timeout_s=config.step_timeout_s,
+        env=env,
+    )
 
 
-def build_env(store: LayerStore, spec: EnvSpec, *, config: BuilderConfig | None = None,
-              force: bool = False, mirror: str = "") -> Manifest:
+def build_env(
+    store: LayerStore, spec: EnvSpec, *, config: BuilderConfig | None = None, force: bool = False, mirror: str = ""
+) -> Manifest:
     """The env layer of ``spec``: reused when the store has it, else built once (across processes).
     ``mirror``: a git mirror folder GitHub sources are read from (see :mod:`.sources`)."""
     config = config or BuilderConfig()
@@ -201,9 +228,10 @@ def build_env(store: LayerStore, spec: EnvSpec, *, config: BuilderConfig | None 
     def build(publish) -> Manifest:
         interp = _interpreter(spec)
         tools = [toolchain_layer(name, store.root) for name in spec.toolchains]  # built once, held
-        log = [f"# swebox env build {key} (builder {BUILDER_VERSION}), "
-               f"python {interp.version} at {interp.path}",
-               f"# spec {spec.canonical_json()}"]
+        log = [
+            f"# swebox env build {key} (builder {BUILDER_VERSION}), python {interp.version} at {interp.path}",
+            f"# spec {spec.canonical_json()}",
+        ]
         work_dir = config.work_dir or "/var/tmp"
         with tempfile.TemporaryDirectory(prefix=f"swebox-build-{key}-", dir=work_dir) as tmp:
             os.chmod(tmp, 0o755)  # the build sandbox's unprivileged root reads the sources through a bind
@@ -217,15 +245,21 @@ def build_env(store: LayerStore, spec: EnvSpec, *, config: BuilderConfig | None 
                 write_files(sb, settings)
                 steps = _Steps(sb, key, log, config)
                 # not cp -a: the bound sources belong to unmapped host ids, which cannot be preserved
-                steps.run(f"cp -R --preserve=mode,links {shlex.quote(str(src))} /testbed && mkdir -p /swebox"
-                          + (f" {CACHE_ROOT}" if tools else ""), "copying the source", spec_fault=False)
+                steps.run(
+                    f"cp -R --preserve=mode,links {shlex.quote(str(src))} /testbed && mkdir -p /swebox"
+                    + (f" {CACHE_ROOT}" if tools else ""),
+                    "copying the source",
+                    spec_fault=False,
+                )
                 steps.run(venv_command(interp, spec), "creating the venv", spec_fault=False)
                 activate = "cd /testbed && . /venv/bin/activate && "
                 for command in spec.install:
                     steps.run(activate + command, "install")
                 if spec.test_deps:
-                    steps.run(activate + "pip install " + " ".join(map(shlex.quote, spec.test_deps)),
-                              "installing test dependencies")
+                    steps.run(
+                        activate + "pip install " + " ".join(map(shlex.quote, spec.test_deps)),
+                        "installing test dependencies",
+                    )
                 for command in spec.setup:
                     steps.run(activate + command, "setup command")
                 if any(re.match(r"pytest(?![\w.-])", d.strip()) for d in spec.test_deps):
@@ -234,22 +268,42 @@ def build_env(store: LayerStore, spec: EnvSpec, *, config: BuilderConfig | None 
                     steps.run(activate + "python -m pytest --version", "the test runner check (pytest imports)")
                 freeze = steps.run(activate + "pip freeze --all", "pip freeze")
                 steps.run(_CLEAN, "removing caches and bytecode", spec_fault=False)
-                steps.run(f"/venv/bin/python -I -c {shlex.quote(_COMPILE_THIRD_PARTY)}",
-                          "byte-compiling third-party code", spec_fault=False)
+                steps.run(
+                    f"/venv/bin/python -I -c {shlex.quote(_COMPILE_THIRD_PARTY)}",
+                    "byte-compiling third-party code",
+                    spec_fault=False,
+                )
                 steps.run(_ONE_COMMIT, "making the one-commit git history", spec_fault=False)
-                info = {"spec": spec.to_dict(), "key": key, "python": interp.version,
-                        "interpreter": interp.path, "pip_freeze": freeze.splitlines(),
-                        "builder_version": BUILDER_VERSION}
+                info = {
+                    "spec": spec.to_dict(),
+                    "key": key,
+                    "python": interp.version,
+                    "interpreter": interp.path,
+                    "pip_freeze": freeze.splitlines(),
+                    "builder_version": BUILDER_VERSION,
+                }
                 sb.write_file("/swebox/env.json", json.dumps(info, indent=1) + "\n")
                 sb.write_file("/swebox/build.log", "\n".join(log) + "\n")
                 layer = sb.snapshot()
                 # the toolchains' package caches (Go modules, cargo's registry, ~/.m2) stay with the env, outside
                 # /testbed: its tests run offline from them
                 entries = (*ENV_LAYER_ENTRIES, CACHE_ROOT.lstrip("/")) if tools else ENV_LAYER_ENTRIES
-                return publish(layer_dir=layer.path, kind="env", log="\n".join(log) + "\n", include=entries,
-                               meta={"spec": spec.to_dict(), "python": interp.version,
-                                     "interpreter": interp.path, "interpreters": [interp.prefix],
-                                     **({"toolchains": {n: t.name for n, t in zip(spec.toolchains, tools,
-                                                                                 strict=True)}} if tools else {})})
+                return publish(
+                    layer_dir=layer.path,
+                    kind="env",
+                    log="\n".join(log) + "\n",
+                    include=entries,
+                    meta={
+                        "spec": spec.to_dict(),
+                        "python": interp.version,
+                        "interpreter": interp.path,
+                        "interpreters": [interp.prefix],
+                        **(
+                            {"toolchains": {n: t.name for n, t in zip(spec.toolchains, tools, strict=True)}}
+                            if tools
+                            else {}
+                        ),
+                    },
+                )
 
     return store.build(key, build, force=force)

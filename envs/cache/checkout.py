@@ -67,14 +67,18 @@ class CheckoutSpec:
 
     def key(self) -> str:
         """``"task-"`` + 20 hex of sha256 over the env key, the commit, the patch's hash and the commands."""
-        body = {"kind": "checkout", "env": self.env.key(), "commit": self.commit, "commands": list(self.commands),
-                "patch": hashlib.sha256(self.patch.encode("utf-8", "surrogateescape")).hexdigest()}
+        body = {
+            "kind": "checkout",
+            "env": self.env.key(),
+            "commit": self.commit,
+            "commands": list(self.commands),
+            "patch": hashlib.sha256(self.patch.encode("utf-8", "surrogateescape")).hexdigest(),
+        }
         return "task-" + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:20]
 
 
 def _git(repo: Path, *args: str, env: dict | None = None, data: bytes | None = None) -> bytes:
-    proc = subprocess.run(["git", *args], cwd=repo, input=data, capture_output=True,
-                          env={**os.environ, **(env or {})})
+    proc = subprocess.run(["git", *args], cwd=repo, input=data, capture_output=True, env={**os.environ, **(env or {})})
     if proc.returncode != 0:
         raise BuildFailure(f"git {' '.join(args[:3])} in {repo} failed: {proc.stderr.decode(errors='replace')[-800:]}")
     return proc.stdout
@@ -88,8 +92,13 @@ def target_tree(repo: Path, commit: str, patch: str) -> str:
         env = {"GIT_INDEX_FILE": f"{tmp}/index"}
         _git(repo, "read-tree", commit, env=env)
         (Path(tmp) / "patch.diff").write_text(patch, encoding="utf-8", errors="surrogateescape")
-        proc = subprocess.run(["git", "apply", "--cached", "--binary", f"{tmp}/patch.diff"], cwd=repo,
-                              capture_output=True, text=True, env={**os.environ, **env})
+        proc = subprocess.run(
+            ["git", "apply", "--cached", "--binary", f"{tmp}/patch.diff"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            env={**os.environ, **env},
+        )
         if proc.returncode != 0:
             raise BuildFailure(f"the task's patch does not apply to {commit}: {proc.stderr.strip()[-800:]}")
         return _git(repo, "write-tree", env=env).decode().strip()
@@ -134,8 +143,12 @@ def nearest_tag(repo: Path, commit: str) -> str:
     history), so the install and any reinstall by the agent see ``5.1.2`` where upstream says
     ``5.1.3.dev12+g8aba863`` (the distance to the tag is not kept).
     """
-    proc = subprocess.run(["git", "describe", "--tags", "--abbrev=0", "--match", "*[0-9]*", commit], cwd=repo,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["git", "describe", "--tags", "--abbrev=0", "--match", "*[0-9]*", commit],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+    )
     name = proc.stdout.strip() if proc.returncode == 0 else ""
     ok = subprocess.run(["git", "check-ref-format", f"refs/tags/{name}"], capture_output=True).returncode == 0
     return name if name and ok else ""
@@ -158,12 +171,16 @@ def clean_keeping_tracked(sb: Sandbox) -> None:
     lost = sorted(set(run_step(sb, listing, "listing deleted files").split("\0")) - before - {""})
     if lost:
         sb.write_file(_RESTORE_LIST, b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in lost))
-        run_step(sb, f"cd /testbed && git checkout-index -f -z --stdin < {_RESTORE_LIST} && rm -f {_RESTORE_LIST}",
-             "restoring tracked files the cleanup removed")
+        run_step(
+            sb,
+            f"cd /testbed && git checkout-index -f -z --stdin < {_RESTORE_LIST} && rm -f {_RESTORE_LIST}",
+            "restoring tracked files the cleanup removed",
+        )
 
 
-def build_checkout_layer(store: LayerStore, spec: CheckoutSpec, *, mirror: str = "",
-                         cache: LayerCache | None = None, force: bool = False) -> Manifest:
+def build_checkout_layer(
+    store: LayerStore, spec: CheckoutSpec, *, mirror: str = "", cache: LayerCache | None = None, force: bool = False
+) -> Manifest:
     """Publish (once) the task layer of ``spec`` over its env layer (which must be in the store)."""
     key = spec.key()
     env_key = spec.env.key()
@@ -183,24 +200,33 @@ def build_checkout_layer(store: LayerStore, spec: CheckoutSpec, *, mirror: str =
                 raise
             tag = nearest_tag(repo, new)
         paths = written + deleted
-        log.append(f"# {len(written)} files written, {len(deleted)} deleted; "
-                   + (f"tagged {tag} (the nearest tag of {new[:12]})" if tag else f"no tag reaches {new[:12]}"))
+        log.append(
+            f"# {len(written)} files written, {len(deleted)} deleted; "
+            + (f"tagged {tag} (the nearest tag of {new[:12]})" if tag else f"no tag reaches {new[:12]}")
+        )
         own_cache = cache is None
         node = cache or LayerCache(store, LayerCacheConfig())
         try:
             # pip may fetch build dependencies when the install commands run, like the env build
             settings = host_package_settings(spec.env.python) if spec.commands else PackageSettings()
             log.append(f"# the host's package settings: {', '.join(settings.sources) or 'none'}")
-            policy = SandboxPolicy(network="host" if spec.commands else "none", ro_binds=settings.binds,
-                                   network_host_loopback=settings.loopback,
-                                   env={**DEFAULT_ENV, **GIT_IDENTITY, **settings.env, **BUILD_PIP_ENV})
+            policy = SandboxPolicy(
+                network="host" if spec.commands else "none",
+                ro_binds=settings.binds,
+                network_host_loopback=settings.loopback,
+                env={**DEFAULT_ENV, **GIT_IDENTITY, **settings.env, **BUILD_PIP_ENV},
+            )
             with node.acquire(env_key) as env, Sandbox([env.path], policy) as sb:
                 write_files(sb, settings)
                 old_objects = objects_before(sb, paths)  # with no paths: the env's commit object only
                 sb.write_file("/swebox-checkout.tar", tar)
                 rm = " ".join(shlex.quote(p) for p in deleted)
-                run_step(sb, "cd /testbed && tar -xf /swebox-checkout.tar --no-same-owner && rm -f /swebox-checkout.tar"
-                     + (f" && rm -f -- {rm}" if rm else ""), "writing the starting tree")
+                run_step(
+                    sb,
+                    "cd /testbed && tar -xf /swebox-checkout.tar --no-same-owner && rm -f /swebox-checkout.tar"
+                    + (f" && rm -f -- {rm}" if rm else ""),
+                    "writing the starting tree",
+                )
                 message = f"swebox task start {spec.commit}"
                 # committed before the commands run, as SWE-bench installs at a clean checkout of base_commit
                 commit = _tag(sb, commit_paths(sb, message, paths), tag)
@@ -209,12 +235,16 @@ def build_checkout_layer(store: LayerStore, spec: CheckoutSpec, *, mirror: str =
                     result = sb.exec(f"cd /testbed && . /venv/bin/activate && {command}", timeout=1800)
                     log.append(result.output.rstrip("\n"))
                     if result.exit_code != 0:
-                        raise BuildFailure(f"checkout layer {key}: `{command}` failed (exit {result.exit_code}):\n"
-                                           + "\n".join("\n".join(log).splitlines()[-40:]), "\n".join(log))
+                        raise BuildFailure(
+                            f"checkout layer {key}: `{command}` failed (exit {result.exit_code}):\n"
+                            + "\n".join("\n".join(log).splitlines()[-40:]),
+                            "\n".join(log),
+                        )
                 clean_keeping_tracked(sb)
                 # what the commands changed in tracked or untracked-but-not-ignored files joins the commit
-                status = run_step(sb, "cd /testbed && git status --porcelain=v1 -z --untracked-files=all",
-                              "listing the changed files")
+                status = run_step(
+                    sb, "cd /testbed && git status --porcelain=v1 -z --untracked-files=all", "listing the changed files"
+                )
                 touched = sorted({e[3:] for e in status.split("\0") if len(e) > 3})
                 if touched:
                     commit = _tag(sb, commit_paths(sb, message, touched), tag)
@@ -224,10 +254,20 @@ def build_checkout_layer(store: LayerStore, spec: CheckoutSpec, *, mirror: str =
                     raise BuildFailure(f"checkout layer {key}: files left uncommitted: {left[:500]}")
                 layer = sb.snapshot()
                 include = ("testbed", "venv") if spec.commands else ("testbed",)
-                return publish(layer_dir=layer.path, kind="task", parent=env_key, include=include,
-                               log="\n".join(log) + "\n",
-                               meta={"checkout": spec.commit, "commit": commit, "removed_objects": removed,
-                                     "changed": len(paths), "tag": tag})
+                return publish(
+                    layer_dir=layer.path,
+                    kind="task",
+                    parent=env_key,
+                    include=include,
+                    log="\n".join(log) + "\n",
+                    meta={
+                        "checkout": spec.commit,
+                        "commit": commit,
+                        "removed_objects": removed,
+                        "changed": len(paths),
+                        "tag": tag,
+                    },
+                )
         finally:
             if own_cache:
                 node.close()
@@ -237,5 +277,6 @@ def build_checkout_layer(store: LayerStore, spec: CheckoutSpec, *, mirror: str =
 
 def checkout_from_dict(env: EnvSpec, data: dict[str, Any], patch: str = "") -> CheckoutSpec:
     """A CheckoutSpec from the ``{"commit", "commands"}`` a task keeps in its metadata."""
-    return CheckoutSpec(env=env, commit=str(data.get("commit", "")), patch=patch,
-                        commands=tuple(data.get("commands", ())))
+    return CheckoutSpec(
+        env=env, commit=str(data.get("commit", "")), patch=patch, commands=tuple(data.get("commands", ()))
+    )

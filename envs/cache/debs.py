@@ -40,8 +40,13 @@ class Deb:
     """Bytes of the .deb."""
 
     def to_dict(self) -> dict[str, object]:
-        return {"package": self.name, "version": self.version, "arch": self.arch, "sha256": self.sha256,
-                "size": self.size}
+        return {
+            "package": self.name,
+            "version": self.version,
+            "arch": self.arch,
+            "sha256": self.sha256,
+            "size": self.size,
+        }
 
 
 def _run(argv: list[str], what: str, cwd: str | None = None, timeout: float = 1800) -> str:
@@ -49,8 +54,10 @@ def _run(argv: list[str], what: str, cwd: str | None = None, timeout: float = 18
     proc = subprocess.run(argv, capture_output=True, text=True, cwd=cwd, timeout=timeout, env=env)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-        raise DebError(f"{what}: `{' '.join(argv[:6])} ...` exited {proc.returncode}:\n{tail}\n(check the "
-                       "package names and that apt's lists are current: `apt-get update` as root)")
+        raise DebError(
+            f"{what}: `{' '.join(argv[:6])} ...` exited {proc.returncode}:\n{tail}\n(check the "
+            "package names and that apt's lists are current: `apt-get update` as root)"
+        )
     return proc.stdout
 
 
@@ -58,8 +65,21 @@ def resolve(roots: tuple[str, ...]) -> list[Deb]:
     """Every package ``roots`` need (Depends and Pre-Depends, no Recommends), at the candidate versions of
     apt's lists, as if nothing were installed; sorted by name."""
     with tempfile.NamedTemporaryFile(prefix="swebox-empty-dpkg-status-") as empty:
-        out = _run(["apt-get", "-s", "-q", "-o", f"Dir::State::status={empty.name}", "-o", "Debug::NoLocking=1",
-                    "install", "--no-install-recommends", *roots], f"resolving {' '.join(roots)}")
+        out = _run(
+            [
+                "apt-get",
+                "-s",
+                "-q",
+                "-o",
+                f"Dir::State::status={empty.name}",
+                "-o",
+                "Debug::NoLocking=1",
+                "install",
+                "--no-install-recommends",
+                *roots,
+            ],
+            f"resolving {' '.join(roots)}",
+        )
     found = {m["name"].split(":")[0]: (m["version"], m["arch"]) for m in map(_INST.match, out.splitlines()) if m}
     if not found:
         raise DebError(f"resolving {' '.join(roots)}: apt planned no installs; expected at least the roots")
@@ -74,8 +94,13 @@ def _index_entries(wanted: dict[str, tuple[str, str]]) -> list[Deb]:
         fields = dict(line.split(": ", 1) for line in record.splitlines() if ": " in line and line[0] != " ")
         name = fields.get("Package", "")
         if name in wanted and name not in debs and fields.get("Version") == wanted[name][0]:
-            debs[name] = Deb(name, fields["Version"], fields.get("Architecture", wanted[name][1]),
-                             fields["SHA256"], int(fields["Size"]))
+            debs[name] = Deb(
+                name,
+                fields["Version"],
+                fields.get("Architecture", wanted[name][1]),
+                fields["SHA256"],
+                int(fields["Size"]),
+            )
     missing = sorted(set(wanted) - set(debs))
     if missing:
         raise DebError(f"apt's index has no SHA256 for {', '.join(missing)}; run `apt-get update` as root")
@@ -96,8 +121,10 @@ def download(debs: list[Deb], folder: Path) -> list[Path]:
     for deb in debs:
         matches = [p for p in folder.glob(f"{deb.name}_*.deb") if _digest(p) == deb.sha256]
         if not matches:
-            raise DebError(f"downloaded {deb.name} {deb.version}: no .deb in {folder} has the index's sha256 "
-                           f"{deb.sha256}; run `apt-get update` as root and build again")
+            raise DebError(
+                f"downloaded {deb.name} {deb.version}: no .deb in {folder} has the index's sha256 "
+                f"{deb.sha256}; run `apt-get update` as root and build again"
+            )
         files.append(matches[0])
     return files
 
@@ -146,8 +173,10 @@ def patch_paths(tree: Path, old: str, new: str) -> list[str]:
     """Replace the absolute path ``old`` by ``new`` (same length, so offsets stay) in every ELF file of
     ``tree``; returns the files changed, relative to ``tree``."""
     if len(old) != len(new):
-        raise ValueError(f"patch_paths: expected paths of one length; found {old!r} ({len(old)}) and "
-                         f"{new!r} ({len(new)}). Choose an alias of {len(old)} characters.")
+        raise ValueError(
+            f"patch_paths: expected paths of one length; found {old!r} ({len(old)}) and "
+            f"{new!r} ({len(new)}). Choose an alias of {len(old)} characters."
+        )
     changed = []
     for folder, _, names in os.walk(tree):
         for name in names:

@@ -50,11 +50,10 @@ def append_line(path: str | os.PathLike, line: str) -> None:
         try:
             view = memoryview(data)
             while view:  # a short write (the disk filling up mid-line) is followed by the error on the next one
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             os.fsync(fd)
         except BaseException:
             os.ftruncate(fd, start)
             raise
     finally:
         os.close(fd)
-

@@ -17,9 +17,11 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-_PROBE = ("import json, os, sys; print(json.dumps({'version': '%d.%d.%d' % sys.version_info[:3], "
-          "'prefix': sys.base_prefix, 'venv': sys.prefix != sys.base_prefix, "
-          "'executable': os.path.realpath(sys.executable)}))")
+_PROBE = (
+    "import json, os, sys; print(json.dumps({'version': '%d.%d.%d' % sys.version_info[:3], "
+    "'prefix': sys.base_prefix, 'venv': sys.prefix != sys.base_prefix, "
+    "'executable': os.path.realpath(sys.executable)}))"
+)
 
 
 @dataclass(frozen=True)
@@ -44,18 +46,31 @@ def _candidate_paths() -> list[str]:
     home = Path.home()
     roots = [os.environ.get("PYENV_ROOT", ""), str(home / ".pyenv")]
     patterns = [f"{r}/versions/*/bin/python3" for r in roots if r]
-    patterns += [f"{home}/.local/share/uv/python/*/bin/python3", os.environ.get("UV_PYTHON_INSTALL_DIR", "")
-                 and f"{os.environ['UV_PYTHON_INSTALL_DIR']}/*/bin/python3"]
-    conda_roots = [os.environ.get("CONDA_PREFIX", ""), str(home / "miniconda3"), str(home / "anaconda3"),
-                   str(home / "miniforge3"), "/opt/conda"]
+    patterns += [
+        f"{home}/.local/share/uv/python/*/bin/python3",
+        os.environ.get("UV_PYTHON_INSTALL_DIR", "") and f"{os.environ['UV_PYTHON_INSTALL_DIR']}/*/bin/python3",
+    ]
+    conda_roots = [
+        os.environ.get("CONDA_PREFIX", ""),
+        str(home / "miniconda3"),
+        str(home / "anaconda3"),
+        str(home / "miniforge3"),
+        "/opt/conda",
+    ]
     for root in filter(None, conda_roots):
         patterns += [f"{root}/bin/python3", f"{root}/envs/*/bin/python3"]
     # readable prefixes other users can use: /opt/python/3.9 (where the error below says to put one),
     # python.org/`make altinstall` builds under /opt or /usr/local, SWEBOX_PYTHONS (colon-separated prefixes)
     extra = [p for p in os.environ.get("SWEBOX_PYTHONS", "").split(os.pathsep) if p]
     patterns += [f"{prefix}/bin/python3" for prefix in extra]
-    patterns += ["/opt/python/*/bin/python3", "/opt/python*/bin/python3", "/opt/*/bin/python3.*",
-                 "/usr/local/python*/bin/python3", "/usr/bin/python3.*", "/usr/local/bin/python3.*"]
+    patterns += [
+        "/opt/python/*/bin/python3",
+        "/opt/python*/bin/python3",
+        "/opt/*/bin/python3.*",
+        "/usr/local/python*/bin/python3",
+        "/usr/bin/python3.*",
+        "/usr/local/bin/python3.*",
+    ]
     for folder in os.environ.get("PATH", "").split(os.pathsep):
         patterns += [f"{folder}/python3", f"{folder}/python3.*"] if folder else []
     found: list[str] = []
@@ -96,8 +111,7 @@ def discover() -> tuple[Interpreter, ...]:
         if info["venv"] or not info["version"].startswith("3."):
             continue  # a venv's python cannot be the home of another venv portably
         exe = info["executable"]
-        seen[real] = seen.get(exe) or Interpreter(exe, info["version"], info["prefix"],
-                                                  reachable_by_others(exe))
+        seen[real] = seen.get(exe) or Interpreter(exe, info["version"], info["prefix"], reachable_by_others(exe))
     return tuple({i.path: i for i in seen.values()}.values())
 
 
@@ -121,5 +135,6 @@ def find_interpreter(wanted: str, candidates: tuple[Interpreter, ...] | None = N
             f"every user can read it (sandboxes run as an unprivileged uid), e.g. "
             f"`UV_PYTHON_INSTALL_DIR=/opt/python uv python install {wanted}` (found under /opt/python), a "
             f"system package (`apt-get install python{wanted}` where the release has it, e.g. Debian bullseye "
-            f"has 3.9), or a prefix named in $SWEBOX_PYTHONS; or change the spec's python.")
+            f"has 3.9), or a prefix named in $SWEBOX_PYTHONS; or change the spec's python."
+        )
     return max(hits, key=lambda i: (i.reachable, _version_tuple(i.version)))

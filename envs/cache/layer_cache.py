@@ -63,8 +63,9 @@ class LayerCacheConfig:
         if self.quota_gb <= 0:
             raise ValueError(f"LayerCacheConfig.quota_gb: expected > 0; found {self.quota_gb}.")
         if self.mount not in ("auto", "kernel", "squashfuse"):
-            raise ValueError(f"LayerCacheConfig.mount: expected 'auto', 'kernel' or 'squashfuse'; "
-                             f"found {self.mount!r}.")
+            raise ValueError(
+                f"LayerCacheConfig.mount: expected 'auto', 'kernel' or 'squashfuse'; found {self.mount!r}."
+            )
         self.root = str(Path(self.root or default_root()).absolute())
 
 
@@ -93,7 +94,8 @@ def check_owner(manifest: Manifest, store_root: Path) -> None:
             f"layer {manifest.key} in {store_root}: expected files owned by uid {uid} (a rootless sandbox maps "
             f"only its user's uid); found a layer packed for uid {owner}, whose files the sandbox would show as "
             f"read-only 'nobody'. Pull or build it again as this user into a store of your own (`swebox cache "
-            f"--store DIR pull IMAGE` or `build`), or run as root.")
+            f"--store DIR pull IMAGE` or `build`), or run as root."
+        )
 
 
 @dataclass
@@ -123,8 +125,14 @@ class LayerHandle:
 class LayerCache:
     """Node-local materialisation of a LayerStore's layers, with quota, LRU eviction and I/O budget."""
 
-    def __init__(self, store: LayerStore, config: LayerCacheConfig | None = None, *,
-                 budget: IOBudget | None = None, rebuild: Callable[[str], Manifest] | None = None) -> None:
+    def __init__(
+        self,
+        store: LayerStore,
+        config: LayerCacheConfig | None = None,
+        *,
+        budget: IOBudget | None = None,
+        rebuild: Callable[[str], Manifest] | None = None,
+    ) -> None:
         self.store = store
         self.config = config or LayerCacheConfig()
         self.root = Path(self.config.root)
@@ -260,8 +268,10 @@ class LayerCache:
             if self._mount_local(manifest, node, state):
                 return
         if state and not self._drop_if_unused(node):
-            raise RuntimeError(f"layer {manifest.key} on this node ({node}) is half made or lost its mount but "
-                               "is still in use; close the sandboxes using it first.")
+            raise RuntimeError(
+                f"layer {manifest.key} on this node ({node}) is half made or lost its mount but "
+                "is still in use; close the sandboxes using it first."
+            )
         self._materialise(manifest, node)
 
     def _after_corrupt_blob(self, manifest: Manifest) -> Manifest:
@@ -274,7 +284,8 @@ class LayerCache:
         if self.rebuild is None:
             raise LayerCorruptError(
                 f"layer {manifest.key}: stored file {blob} is corrupt or truncated (sha256 differs from its "
-                f"manifest); it was removed from the store. Rebuild it with `swebox cache build`.")
+                f"manifest); it was removed from the store. Rebuild it with `swebox cache build`."
+            )
         return self.rebuild(manifest.key)
 
     def _reserve(self, manifest: Manifest, node: str, nbytes: int) -> None:
@@ -292,9 +303,18 @@ class LayerCache:
                 raise QuotaError(
                     f"layer cache {self.root}: layer {manifest.key} needs {nbytes / GB:.2f} GB but layers "
                     f"in use hold {used / GB:.2f} GB of the {self.config.quota_gb} GB quota; raise "
-                    f"quota_gb or release sandboxes.")
-            self._write_state({"key": manifest.key, "node_key": node, "sha256": manifest.sha256,
-                               "format": manifest.format, "bytes": nbytes, "status": "materialising"})
+                    f"quota_gb or release sandboxes."
+                )
+            self._write_state(
+                {
+                    "key": manifest.key,
+                    "node_key": node,
+                    "sha256": manifest.sha256,
+                    "format": manifest.format,
+                    "bytes": nbytes,
+                    "status": "materialising",
+                }
+            )
 
     def _materialise(self, manifest: Manifest, node: str) -> None:
         key, target = manifest.key, self.root / "layers" / node
@@ -347,8 +367,11 @@ class LayerCache:
         kind = self.config.mount
         if kind == "auto":
             kind = "kernel" if os.geteuid() == 0 else "squashfuse"
-        cmd = (["mount", "-t", "squashfs", "-o", "loop,ro,nodev,nosuid", str(image), str(target)]
-               if kind == "kernel" else ["squashfuse", "-o", "ro", str(image), str(target)])
+        cmd = (
+            ["mount", "-t", "squashfs", "-o", "loop,ro,nodev,nosuid", str(image), str(target)]
+            if kind == "kernel"
+            else ["squashfuse", "-o", "ro", str(image), str(target)]
+        )
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise OSError(f"mounting {image} on {target} with {cmd[0]} failed: {proc.stderr.strip()}")

@@ -95,8 +95,15 @@ def _run(cmd: list[str] | str, what: str, **kwargs) -> None:
         raise OSError(code, f"{what} failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
 
 
-def pack(src: Path, dest: Path, fmt: str, *, owner: int | None = MAPPED_ROOT_UID,
-         include: Sequence[str] | None = None, zstd_level: int = 3) -> PackResult:
+def pack(
+    src: Path,
+    dest: Path,
+    fmt: str,
+    *,
+    owner: int | None = MAPPED_ROOT_UID,
+    include: Sequence[str] | None = None,
+    zstd_level: int = 3,
+) -> PackResult:
     """Pack ``src`` (or only its top-level entries ``include``) into ``dest``, fsync'd.
 
     ``owner``: uid/gid every entry gets (default: the sandbox's mapped root); None keeps the owners.
@@ -113,8 +120,18 @@ def pack(src: Path, dest: Path, fmt: str, *, owner: int | None = MAPPED_ROOT_UID
             raise FileNotFoundError(f"pack: entries {missing} missing from {src}.")
     if fmt == "squashfs":
         sources = [str(src / n) for n in names] if names else [str(src)]
-        cmd = ["mksquashfs", *sources, str(dest), "-comp", "zstd", "-Xcompression-level", str(zstd_level),
-               "-noappend", "-quiet", "-no-progress"]
+        cmd = [
+            "mksquashfs",
+            *sources,
+            str(dest),
+            "-comp",
+            "zstd",
+            "-Xcompression-level",
+            str(zstd_level),
+            "-noappend",
+            "-quiet",
+            "-no-progress",
+        ]
         if names:
             # several sources get a synthesised root directory: give it a layer root's usual mode
             cmd += ["-root-mode", "755"] + (["-keep-as-directory"] if len(names) == 1 else [])
@@ -122,8 +139,16 @@ def pack(src: Path, dest: Path, fmt: str, *, owner: int | None = MAPPED_ROOT_UID
             cmd += ["-force-uid", str(owner), "-force-gid", str(owner)]
         _run(cmd, f"mksquashfs {src}")
     else:
-        cmd = ["tar", *_TAR_XATTRS, "--sort=name", "-C", str(src), "-cf", str(dest),
-               f"--use-compress-program={_COMPRESSOR[fmt]}"]
+        cmd = [
+            "tar",
+            *_TAR_XATTRS,
+            "--sort=name",
+            "-C",
+            str(src),
+            "-cf",
+            str(dest),
+            f"--use-compress-program={_COMPRESSOR[fmt]}",
+        ]
         if owner is not None:
             cmd += [f"--owner={owner}", f"--group={owner}"]
         _run(cmd + (names or ["."]), f"tar {fmt} {src}")
@@ -162,8 +187,7 @@ class _Vetter:
             raise UnsafeArchiveError(f"{name!r} lies under the symlink {via!r}")
         if kind == "chr":
             if dev != (0, 0):
-                raise UnsafeArchiveError(f"device file {name!r} ({dev[0]}:{dev[1]}); only 0:0 whiteouts "
-                                         f"are allowed")
+                raise UnsafeArchiveError(f"device file {name!r} ({dev[0]}:{dev[1]}); only 0:0 whiteouts are allowed")
         elif kind == "sym":
             # Absolute targets resolve against the sandbox's root, never the host's, so they stay inside;
             # relative ones must not climb out of the layer.
@@ -197,8 +221,7 @@ def _tar_kind(m: tarfile.TarInfo) -> str:
 def vet_tar(archive: Path, fmt: str) -> tuple[int, int]:
     """Refuse unsafe entries (see module doc); returns (entries, bytes of regular files)."""
     check_format(fmt)
-    proc = subprocess.Popen([*_DECOMPRESSOR[fmt], str(archive)], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([*_DECOMPRESSOR[fmt], str(archive)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     vetter, entries, size = _Vetter(), 0, 0
     try:
         with tarfile.open(fileobj=proc.stdout, mode="r|") as tar:
@@ -231,8 +254,18 @@ def unpack(archive: Path, dest: Path, fmt: str) -> tuple[int, int]:
     entries, size = vet_tar(archive, fmt)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:
-        _run(["tar", *_TAR_XATTRS, "-C", str(tmp), "-xf", str(archive),
-              f"--use-compress-program={_DECOMPRESSOR[fmt][0]}"], f"extracting {archive}")
+        _run(
+            [
+                "tar",
+                *_TAR_XATTRS,
+                "-C",
+                str(tmp),
+                "-xf",
+                str(archive),
+                f"--use-compress-program={_DECOMPRESSOR[fmt][0]}",
+            ],
+            f"extracting {archive}",
+        )
         os.chmod(tmp, 0o755)  # mkdtemp makes 0700; the layer root must be traversable by the sandbox uid
         os.rename(tmp, dest)
     except BaseException:

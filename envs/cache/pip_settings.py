@@ -37,18 +37,51 @@ from urllib.parse import unquote, urlparse
 from ..sandbox import Sandbox
 from ..sandbox.usernet import HOST_LOOPBACK
 
-PIP_KEYS = ("index-url", "extra-index-url", "no-index", "find-links", "cert", "client-cert", "trusted-host",
-            "constraint", "proxy", "timeout", "default-timeout", "retries", "pre", "only-binary",
-            "prefer-binary", "keyring-provider")
+PIP_KEYS = (
+    "index-url",
+    "extra-index-url",
+    "no-index",
+    "find-links",
+    "cert",
+    "client-cert",
+    "trusted-host",
+    "constraint",
+    "proxy",
+    "timeout",
+    "default-timeout",
+    "retries",
+    "pre",
+    "only-binary",
+    "prefer-binary",
+    "keyring-provider",
+)
 """pip settings forwarded (config-file spelling; ``PIP_`` + upper case with '_' is the variable)."""
-UV_VARIABLES = ("UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_INDEX", "UV_DEFAULT_INDEX", "UV_FIND_LINKS",
-                "UV_NATIVE_TLS", "UV_CONSTRAINT", "UV_HTTP_TIMEOUT", "UV_INSECURE_HOST", "UV_KEYRING_PROVIDER")
+UV_VARIABLES = (
+    "UV_INDEX_URL",
+    "UV_EXTRA_INDEX_URL",
+    "UV_INDEX",
+    "UV_DEFAULT_INDEX",
+    "UV_FIND_LINKS",
+    "UV_NATIVE_TLS",
+    "UV_CONSTRAINT",
+    "UV_HTTP_TIMEOUT",
+    "UV_INSECURE_HOST",
+    "UV_KEYRING_PROVIDER",
+)
 """uv's settings of the same kinds, forwarded as they are (paths in them are carried like pip's)."""
 TLS_VARIABLES = ("REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR", "CURL_CA_BUNDLE")
 OVERRIDE_PIP_CERT = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
 """pip's vendored requests lets these replace ``--cert`` for every request: left out when pip has a cert."""
-PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy",
-                   "all_proxy")
+PROXY_VARIABLES = (
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "all_proxy",
+)
 FILE_KEYS = {"cert", "client-cert", "constraint"}
 """Settings whose value is a file path."""
 LIST_KEYS = {"extra-index-url", "find-links", "trusted-host", "constraint"}
@@ -166,8 +199,9 @@ class _Carrier:
         return " ".join(items)
 
 
-def host_package_settings(python: str, environ: dict[str, str] | None = None, home: Path | None = None,
-                          etc: Path = Path("/etc")) -> PackageSettings:
+def host_package_settings(
+    python: str, environ: dict[str, str] | None = None, home: Path | None = None, etc: Path = Path("/etc")
+) -> PackageSettings:
     """The host's package settings for a build whose interpreter is Python ``python`` ('3.9', '3.11.7');
     ``environ``, ``home`` and ``etc`` default to the host's (tests name others)."""
     environ = dict(os.environ if environ is None else environ)
@@ -194,9 +228,14 @@ def host_package_settings(python: str, environ: dict[str, str] | None = None, ho
             out.env[name] = carry.file(value)
     for name in UV_VARIABLES:
         if environ.get(name):
-            key = {"UV_CONSTRAINT": "constraint", "UV_FIND_LINKS": "find-links", "UV_INDEX_URL": "index-url",
-                   "UV_DEFAULT_INDEX": "index-url", "UV_EXTRA_INDEX_URL": "extra-index-url",
-                   "UV_INSECURE_HOST": "trusted-host"}.get(name, "")
+            key = {
+                "UV_CONSTRAINT": "constraint",
+                "UV_FIND_LINKS": "find-links",
+                "UV_INDEX_URL": "index-url",
+                "UV_DEFAULT_INDEX": "index-url",
+                "UV_EXTRA_INDEX_URL": "extra-index-url",
+                "UV_INSECURE_HOST": "trusted-host",
+            }.get(name, "")
             out.env[name] = carry.value(key, environ[name]) if key else environ[name]
     for name in PROXY_VARIABLES:
         if environ.get(name):
@@ -204,8 +243,17 @@ def host_package_settings(python: str, environ: dict[str, str] | None = None, ho
     major_minor = tuple(int(x) for x in python.split(".")[:2])
     if major_minor < (3, 10) and "PIP_CERT" not in out.env:
         # no truststore before Python 3.10's pips: without --cert they trust certifi's bundle only
-        bundle = next((environ[n] for n in ("REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "CURL_CA_BUNDLE")
-                       if environ.get(n) and os.path.isfile(environ[n])), "") or _system_bundle()
+        bundle = (
+            next(
+                (
+                    environ[n]
+                    for n in ("REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "CURL_CA_BUNDLE")
+                    if environ.get(n) and os.path.isfile(environ[n])
+                ),
+                "",
+            )
+            or _system_bundle()
+        )
         if bundle:
             out.env["PIP_CERT"] = carry.file(bundle)
             out.sources.append(f"PIP_CERT={bundle} (Python {python}: pip without truststore)")

@@ -38,7 +38,8 @@ def node_budget_mb(node_id: str) -> int:
             if not budget:
                 raise RuntimeError(
                     f"Ray node {node_id} has no {RESOURCE!r} resource; start it with "
-                    f"`ray start --resources='{{\"{RESOURCE}\": {DEFAULT_BUDGET_MB}}}'` (the I/O budget in MB).")
+                    f"`ray start --resources='{{\"{RESOURCE}\": {DEFAULT_BUDGET_MB}}}'` (the I/O budget in MB)."
+                )
             return int(budget)
     raise RuntimeError(f"Ray node {node_id} is not alive in this cluster.")
 
@@ -48,8 +49,11 @@ def io_task_options(node_id: str, nbytes: int, budget_mb: int) -> dict[str, Any]
     node's budget, no CPU (it waits on the disk), and hard affinity to that node."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    return {"num_cpus": 0, "resources": {RESOURCE: float(weight_mb(nbytes, budget_mb))},
-            "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)}
+    return {
+        "num_cpus": 0,
+        "resources": {RESOURCE: float(weight_mb(nbytes, budget_mb))},
+        "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=node_id, soft=False),
+    }
 
 
 def cache_config_for(config: LayerCacheConfig, node_id: str) -> LayerCacheConfig:

@@ -29,7 +29,9 @@ from .spec import EnvSpec, parse_pypi, source_kind
 from .store import BuildFailure
 
 MIRROR_ENV = "SWEBOX_GIT_MIRROR"
-_GITHUB = re.compile(r"^git\+(?:https?://|ssh://git@|git@)github\.com[/:](?P<owner>[^/]+)/(?P<name>[^/]+?)(?:\.git)?/?$")
+_GITHUB = re.compile(
+    r"^git\+(?:https?://|ssh://git@|git@)github\.com[/:](?P<owner>[^/]+)/(?P<name>[^/]+?)(?:\.git)?/?$"
+)
 
 
 class MirrorError(OSError):
@@ -54,9 +56,11 @@ def mirror_path(source: str, mirror: str) -> Path | None:
         return None
     path = Path(mirror) / f"{name[0]}__{name[1]}.git"
     if not path.is_dir():
-        raise MirrorError(f"git mirror {mirror}: expected the repository {name[0]}/{name[1]} at {path} (a bare "
-                          f"or shallow clone, e.g. `git clone --bare https://github.com/{name[0]}/{name[1]} "
-                          f"{path}`); found nothing there.")
+        raise MirrorError(
+            f"git mirror {mirror}: expected the repository {name[0]}/{name[1]} at {path} (a bare "
+            f"or shallow clone, e.g. `git clone --bare https://github.com/{name[0]}/{name[1]} "
+            f"{path}`); found nothing there."
+        )
     return path
 
 
@@ -71,10 +75,14 @@ def require_commit(repo: Path, commit: str, *, from_mirror: bool) -> str:
     if out.returncode == 0:
         return out.stdout.strip()
     if from_mirror:
-        raise MirrorError(f"git mirror {repo}: expected commit {commit}; found no such commit (a stale or "
-                          f"shallow mirror?). Fetch it: `git -C {repo} fetch origin {commit}`.")
-    raise BuildFailure(f"source {repo}: commit {commit} does not exist there; pin a commit of that "
-                       f"repository (`git -C {repo} rev-parse HEAD`).")
+        raise MirrorError(
+            f"git mirror {repo}: expected commit {commit}; found no such commit (a stale or "
+            f"shallow mirror?). Fetch it: `git -C {repo} fetch origin {commit}`."
+        )
+    raise BuildFailure(
+        f"source {repo}: commit {commit} does not exist there; pin a commit of that "
+        f"repository (`git -C {repo} rev-parse HEAD`)."
+    )
 
 
 def git_repository(spec: EnvSpec, scratch: Path, log: list[str], mirror: str = "") -> tuple[Path, bool]:
@@ -84,8 +92,10 @@ def git_repository(spec: EnvSpec, scratch: Path, log: list[str], mirror: str = "
     if kind == "local":
         repo = Path(spec.source)
         if not (repo / ".git").exists() and _git("rev-parse", "--git-dir", cwd=repo).returncode != 0:
-            raise BuildFailure(f"source {repo}: expected a git repository; found "
-                               f"{'a folder without .git' if repo.is_dir() else 'nothing'}.")
+            raise BuildFailure(
+                f"source {repo}: expected a git repository; found "
+                f"{'a folder without .git' if repo.is_dir() else 'nothing'}."
+            )
         return repo, False
     if kind != "git":
         raise ValueError(f"git_repository: expected a git source; found {spec.source!r}.")
@@ -97,8 +107,10 @@ def git_repository(spec: EnvSpec, scratch: Path, log: list[str], mirror: str = "
     proc = _git("clone", "--quiet", "--bare", spec.source[4:], str(scratch))
     log.append(proc.stdout + proc.stderr)
     if proc.returncode != 0:
-        raise OSError(f"cloning {spec.source[4:]} failed (network? not recorded as a broken spec; retry, or "
-                      f"use a git mirror with --git-mirror DIR / ${MIRROR_ENV}): {proc.stderr.strip()[-500:]}")
+        raise OSError(
+            f"cloning {spec.source[4:]} failed (network? not recorded as a broken spec; retry, or "
+            f"use a git mirror with --git-mirror DIR / ${MIRROR_ENV}): {proc.stderr.strip()[-500:]}"
+        )
     return scratch, False
 
 
@@ -114,7 +126,8 @@ def missing_objects(repo: Path, commit: str, limit: int = 5) -> list[str]:
         if len(meta.split()) == 3:
             paths.setdefault(meta.split()[2], path)
     return [f"{sha} ({paths[sha]})" if sha in paths else sha for sha in missing[:limit]] + (
-        [f"and {len(missing) - limit} more"] if len(missing) > limit else [])
+        [f"and {len(missing) - limit} more"] if len(missing) > limit else []
+    )
 
 
 def require_objects(repo: Path, commit: str, *, from_mirror: bool) -> None:
@@ -130,16 +143,17 @@ def require_objects(repo: Path, commit: str, *, from_mirror: bool) -> None:
     raise (MirrorError if from_mirror else OSError)(
         f"{what}: expected every object of commit {commit}; found missing: {', '.join(missing)} (an incomplete "
         f"copy: cut short, pruned, or a partial clone). Fetch them again: `git -C {repo} fetch --refetch "
-        f"origin` (git >= 2.36), or clone the repository again (`git clone --bare URL {repo}`).")
+        f"origin` (git >= 2.36), or clone the repository again (`git clone --bare URL {repo}`)."
+    )
 
 
 def _archive(repo: Path, commit: str, dest: Path, *, from_mirror: bool = False) -> None:
     commit = require_commit(repo, commit, from_mirror=from_mirror)
     dest.mkdir(parents=True)
-    archive = subprocess.Popen(["git", "archive", "--format=tar", commit], cwd=repo, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE)
-    untar = subprocess.run(["tar", "-x", "-C", str(dest)], stdin=archive.stdout, capture_output=True,
-                           text=True)
+    archive = subprocess.Popen(
+        ["git", "archive", "--format=tar", commit], cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    untar = subprocess.run(["tar", "-x", "-C", str(dest)], stdin=archive.stdout, capture_output=True, text=True)
     archive.stdout.close()
     errors = archive.stderr.read().decode(errors="replace")
     archive.stderr.close()
@@ -178,8 +192,18 @@ def fetch_source(spec: EnvSpec, dest: Path, log: list[str], mirror: str = "") ->
     else:
         name, version = parse_pypi(spec.source)
         downloads = dest.parent / "downloads"
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", name, "-d",
-               str(downloads), f"{name}=={version}"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--no-binary",
+            name,
+            "-d",
+            str(downloads),
+            f"{name}=={version}",
+        ]
         log.append("$ " + " ".join(cmd))
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         log.append(proc.stdout + proc.stderr)

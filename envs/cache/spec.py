@@ -91,14 +91,15 @@ class EnvSpec:
                 f"found {self.commit!r}. Pin the snapshot, e.g. `git -C REPO rev-parse HEAD`."
             )
         if not _PYTHON.match(self.python):
-            raise ValueError(
-                f"EnvSpec.python: expected a version like '3.11' or '3.11.7'; found {self.python!r}."
-            )
+            raise ValueError(f"EnvSpec.python: expected a version like '3.11' or '3.11.7'; found {self.python!r}.")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict (tuples become lists; no ``toolchains`` when there are none)."""
-        return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
-                for f in dataclasses.fields(self) if f.name != "toolchains" or self.toolchains}
+        return {
+            f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
+            for f in dataclasses.fields(self)
+            if f.name != "toolchains" or self.toolchains
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EnvSpec:

@@ -110,8 +110,10 @@ class Manifest:
         return strict_from_dict(cls, d, what="layer manifest", fix=STALE_RECORD)
 
 
-STALE_RECORD = ("it was written by another swebox version; make it again (`swebox cache build`, or `swebox cache "
-                "pull` for an image)")
+STALE_RECORD = (
+    "it was written by another swebox version; make it again (`swebox cache build`, or `swebox cache "
+    "pull` for an image)"
+)
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -131,8 +133,11 @@ def default_owner() -> int:
 
 def disk_full_hint(exc: OSError, what: str, root: Path) -> OSError:
     if exc.errno == errno.ENOSPC:
-        return OSError(errno.ENOSPC, f"disk full while {what} in {root}: nothing was published; free space "
-                                     f"(e.g. `swebox cache gc --keep-gb 20`) and build again")
+        return OSError(
+            errno.ENOSPC,
+            f"disk full while {what} in {root}: nothing was published; free space "
+            f"(e.g. `swebox cache gc --keep-gb 20`) and build again",
+        )
     return exc
 
 
@@ -207,9 +212,18 @@ class LayerStore:
             finally:
                 fcntl.flock(f, fcntl.LOCK_UN)
 
-    def publish(self, key: str, layer_dir: str | Path, *, kind: str = "layer", parent: str = "",
-                meta: dict[str, Any] | None = None, log: str = "", include: Sequence[str] | None = None,
-                fmt: str | None = None) -> Manifest:
+    def publish(
+        self,
+        key: str,
+        layer_dir: str | Path,
+        *,
+        kind: str = "layer",
+        parent: str = "",
+        meta: dict[str, Any] | None = None,
+        log: str = "",
+        include: Sequence[str] | None = None,
+        fmt: str | None = None,
+    ) -> Manifest:
         """Pack ``layer_dir`` and publish it under ``key`` atomically. Call with :meth:`lock` held.
 
         The interpreters recorded beside ``layer_dir`` by its maker (``Layer.interpreters``) go into the
@@ -230,16 +244,34 @@ class LayerStore:
         """A fresh temporary path in tmp/ for ``key`` (gc removes it once the key's lock is free)."""
         return self.root / "tmp" / f"{key}.{os.getpid()}.{time.monotonic_ns()}.{suffix}"
 
-    def publish_packed(self, key: str, packed: PackResult, fmt: str, *, kind: str = "layer", parent: str = "",
-                       meta: dict[str, Any] | None = None, log: str = "") -> Manifest:
+    def publish_packed(
+        self,
+        key: str,
+        packed: PackResult,
+        fmt: str,
+        *,
+        kind: str = "layer",
+        parent: str = "",
+        meta: dict[str, Any] | None = None,
+        log: str = "",
+    ) -> Manifest:
         """Publish an already packed, fsync'd file in tmp/ (made by :func:`pack` or by a converter) under
         ``key``: rename it into blobs/, then write the manifest. Call with :meth:`lock` held."""
         tmp = packed.path
         try:
-            manifest = Manifest(key=key, format=check_format(fmt), sha256=packed.sha256, size=packed.size,
-                                files=packed.files, tree_bytes=packed.tree_bytes,
-                                created=time.time(), build_log=f"logs/{key}.log" if log else "", kind=kind,
-                                parent=parent, meta=dict(meta or {}))
+            manifest = Manifest(
+                key=key,
+                format=check_format(fmt),
+                sha256=packed.sha256,
+                size=packed.size,
+                files=packed.files,
+                tree_bytes=packed.tree_bytes,
+                created=time.time(),
+                build_log=f"logs/{key}.log" if log else "",
+                kind=kind,
+                parent=parent,
+                meta=dict(meta or {}),
+            )
             if fmt == "squashfs" and self.owner is not None:
                 manifest.meta.setdefault("owner", self.owner)  # the uid baked into the image (module docstring)
             blob = self.blob_path(manifest)
@@ -261,8 +293,9 @@ class LayerStore:
         data = json.dumps(manifest.to_dict(), indent=1, sort_keys=True).encode()
         write_atomic(self.root / "manifests" / f"{manifest.key}.json", data)
 
-    def build(self, key: str, build_fn: Callable[[Callable[..., Manifest]], Manifest], *,
-              force: bool = False) -> Manifest:
+    def build(
+        self, key: str, build_fn: Callable[[Callable[..., Manifest]], Manifest], *, force: bool = False
+    ) -> Manifest:
         """Build ``key`` once across processes: lock, reuse if present, else build and publish.
 
         ``build_fn(publish)`` builds the layer and calls ``publish(layer_dir=..., kind=..., log=...)``
@@ -383,11 +416,15 @@ class LayerStore:
                 tmp.unlink(missing_ok=True)
 
 
-def copy_layers(src: LayerStore, dst: LayerStore, keys: Iterable[str] | None = None,
-                on_layer: Callable[[Manifest], None] | None = None) -> list[Manifest]:
+def copy_layers(
+    src: LayerStore,
+    dst: LayerStore,
+    keys: Iterable[str] | None = None,
+    on_layer: Callable[[Manifest], None] | None = None,
+) -> list[Manifest]:
     """Copy layers (blob, log, manifest) from ``src`` to ``dst`` with verification: export and import."""
     copied = []
-    for m in (src.ls() if keys is None else [src.require(k) for k in keys]):
+    for m in src.ls() if keys is None else [src.require(k) for k in keys]:
         with dst.lock(m.key):
             have = dst.get(m.key)
             if have is None or have.sha256 != m.sha256:
@@ -404,8 +441,10 @@ def _copy_one(src: LayerStore, dst: LayerStore, m: Manifest) -> None:
         shutil.copyfile(src.blob_path(m), tmp)
         fsync_path(tmp)
         if sha256_file(tmp) != m.sha256:
-            raise LayerCorruptError(f"{src.blob_path(m)} does not match its manifest (sha256); not copied. "
-                                    f"Run `swebox cache verify` on {src.root} and rebuild the layer.")
+            raise LayerCorruptError(
+                f"{src.blob_path(m)} does not match its manifest (sha256); not copied. "
+                f"Run `swebox cache verify` on {src.root} and rebuild the layer."
+            )
         blob = dst.blob_path(m)
         blob.parent.mkdir(exist_ok=True)
         os.rename(tmp, blob)

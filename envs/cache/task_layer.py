@@ -29,16 +29,17 @@ _PATH_LIST = "/tmp/swebox-commit-paths"
 def _check_path(path: str) -> str:
     norm = posixpath.normpath(path)
     if path.startswith("/") or norm.startswith("..") or norm in (".", "") or ".git" in norm.split("/"):
-        raise ValueError(f"build_task_layer: expected a path relative to /testbed outside .git; "
-                         f"found {path!r}.")
+        raise ValueError(f"build_task_layer: expected a path relative to /testbed outside .git; found {path!r}.")
     return norm
 
 
 def task_layer_key(env_key: str, changes: Mapping[str, bytes | None], message: str) -> str:
     """``"task-"`` + 20 hex of sha256 over the env key, each changed path's content hash, and the message."""
-    body = {"env": env_key, "message": message,
-            "changes": {p: (None if d is None else hashlib.sha256(d).hexdigest())
-                        for p, d in sorted(changes.items())}}
+    body = {
+        "env": env_key,
+        "message": message,
+        "changes": {p: (None if d is None else hashlib.sha256(d).hexdigest()) for p, d in sorted(changes.items())},
+    }
     return "task-" + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:20]
 
 
@@ -52,8 +53,9 @@ def run_step(sb: Sandbox, command: str, what: str) -> str:
     """Run one step of a layer build in ``sb``; its output, or BuildFailure naming ``what`` (also checkout.py's)."""
     result = sb.exec(command, timeout=300)
     if result.exit_code != 0:
-        raise BuildFailure(f"task layer: {what} failed (exit {result.exit_code}): {result.output[-1500:]}",
-                           result.output)
+        raise BuildFailure(
+            f"task layer: {what} failed (exit {result.exit_code}): {result.output[-1500:]}", result.output
+        )
     return result.output
 
 
@@ -61,8 +63,13 @@ def objects_before(sb: Sandbox, paths: list[str]) -> set[str]:
     """The ids of HEAD's commit and of its trees and blobs along ``paths``: what a new commit may orphan."""
     specs = ["HEAD"] + [f"HEAD:{d}" if d else "HEAD^{tree}" for p in paths for d in _ancestors(p)]
     specs += [f"HEAD:{p}" for p in paths]
-    out = run_step(sb, "cd /testbed && printf '%s\\n' " + " ".join(map(shlex.quote, specs)) +
-               " | git cat-file --batch-check='%(objectname) %(objecttype)'", "listing the old objects")
+    out = run_step(
+        sb,
+        "cd /testbed && printf '%s\\n' "
+        + " ".join(map(shlex.quote, specs))
+        + " | git cat-file --batch-check='%(objectname) %(objecttype)'",
+        "listing the old objects",
+    )
     return {line.split()[0] for line in out.splitlines() if line and not line.endswith("missing")}
 
 
@@ -89,9 +96,13 @@ def commit_paths(sb: Sandbox, message: str, paths: list[str]) -> str:
     if paths:
         sb.write_file(_PATH_LIST, b"\0".join(p.encode("utf-8", "surrogateescape") for p in paths) + b"\0")
     add = f"git update-index --add --remove -z --stdin < {_PATH_LIST} && rm -f {_PATH_LIST} && " if paths else ""
-    out = run_step(sb, f"cd /testbed && {add}tree=$(git write-tree) && "
-                   f"c=$(printf '%s' {shlex.quote(message)} | git commit-tree $tree) && "
-                   "git update-ref refs/heads/main $c && echo $c", "committing the task state")
+    out = run_step(
+        sb,
+        f"cd /testbed && {add}tree=$(git write-tree) && "
+        f"c=$(printf '%s' {shlex.quote(message)} | git commit-tree $tree) && "
+        "git update-ref refs/heads/main $c && echo $c",
+        "committing the task state",
+    )
     return out.split()[-1]
 
 
@@ -102,14 +113,25 @@ def remove_unreachable(sb: Sandbox, old: set[str]) -> int:
     if not doomed:
         return 0
     files = " ".join(f".git/objects/{sha[:2]}/{sha[2:]}" for sha in doomed)
-    run_step(sb, f"cd /testbed && for f in {files}; do "
-             f"test -f $f || {{ echo \"not loose: $f\"; exit 3; }}; done && "
-             f"rm -f {files}", "removing the old objects (the env layer must keep them loose)")
+    run_step(
+        sb,
+        f"cd /testbed && for f in {files}; do "
+        f"test -f $f || {{ echo \"not loose: $f\"; exit 3; }}; done && "
+        f"rm -f {files}",
+        "removing the old objects (the env layer must keep them loose)",
+    )
     return len(doomed)
 
 
-def build_task_layer(store: LayerStore, env_key: str, changes: Mapping[str, bytes | None], message: str, *,
-                     cache: LayerCache | None = None, force: bool = False) -> Manifest:
+def build_task_layer(
+    store: LayerStore,
+    env_key: str,
+    changes: Mapping[str, bytes | None],
+    message: str,
+    *,
+    cache: LayerCache | None = None,
+    force: bool = False,
+) -> Manifest:
     """Publish (once) the task layer holding ``changes`` (paths under /testbed; None deletes) over the env
     layer ``env_key``; its key is :func:`task_layer_key`."""
     if not changes:
@@ -132,9 +154,13 @@ def build_task_layer(store: LayerStore, env_key: str, changes: Mapping[str, byte
                 if status.strip():
                     raise BuildFailure(f"task layer {key}: files left uncommitted: {status[:500]}")
                 layer = sb.snapshot()
-                return publish(layer_dir=layer.path, kind="task", parent=env_key, include=("testbed",),
-                               meta={"message": message, "commit": commit, "removed_objects": removed,
-                                     "changed": sorted(changes)})
+                return publish(
+                    layer_dir=layer.path,
+                    kind="task",
+                    parent=env_key,
+                    include=("testbed",),
+                    meta={"message": message, "commit": commit, "removed_objects": removed, "changed": sorted(changes)},
+                )
         finally:
             if own_cache:
                 node.close()

@@ -79,40 +79,99 @@ class ToolchainSpec:
 
 
 _NODE = "{prefix}/usr/share/nodejs:{prefix}/usr/lib/nodejs:{prefix}/usr/lib/x86_64-linux-gnu/nodejs"
-TOOLCHAINS: dict[str, ToolchainSpec] = {spec.name: spec for spec in (
-    ToolchainSpec("node", ("nodejs", "npm"), own=("nodejs", "libnode*", "npm", "node-*"),
-                  # Debian's node looks for modules in /usr/share/nodejs (the host's): NODE_PATH names the layer's
-                  env={"NODE_PATH": _NODE, "npm_config_cache": f"{CACHE_ROOT}/npm",
-                       "npm_config_update_notifier": "false", "npm_config_fund": "false",
-                       "npm_config_audit": "false"},
-                  aliases={"/usr/share/nodejs": f"{PREFIX_ROOT}/n"},
-                  check="node --version && node -e 'require(\"assert\")' && npm --version"),
-    ToolchainSpec("go", ("golang-go",), own=("golang-*",), bin_dirs=("usr/lib/go-1.19/bin",),
-                  env={"GOROOT": "{prefix}/usr/lib/go-1.19", "GOPATH": f"{CACHE_ROOT}/go",
-                       "GOMODCACHE": f"{CACHE_ROOT}/go/pkg/mod", "GOCACHE": f"{CACHE_ROOT}/go-build",
-                       "GOFLAGS": "-modcacherw", "GOTOOLCHAIN": "local", "GOTELEMETRY": "off"},
-                  check="go version"),
-    ToolchainSpec("rust", ("rustc", "cargo"), own=("rustc", "cargo", "libstd-rust-*", "librust-*"),
-                  env={"CARGO_HOME": f"{CACHE_ROOT}/cargo"}, check="rustc --version && cargo --version"),
-    ToolchainSpec("jdk", ("openjdk-17-jdk-headless", "maven"), own=("openjdk-17-*", "maven", "libmaven3-core-java"),
-                  bin_dirs=("usr/lib/jvm/java-17-openjdk-amd64/bin", "usr/share/maven/bin"),
-                  env={"JAVA_HOME": "{prefix}/usr/lib/jvm/java-17-openjdk-amd64",
-                       "MAVEN_OPTS": f"-Dmaven.repo.local={CACHE_ROOT}/m2/repository"},
-                  check="java -version && javac -version && mvn --version"),
-    ToolchainSpec("cc", ("gcc", "g++", "make"),
-                  own=("gcc*", "g++*", "cpp*", "make", "binutils*", "libbinutils", "libctf*", "libgprofng*",
-                       "libgcc-*-dev", "libstdc++-*-dev", "libcc1-*", "libisl*", "libmpc*", "libmpfr*",
-                       "libasan*", "liblsan*", "libtsan*", "libubsan*", "libitm*", "libquadmath*", "libgomp*",
-                       "libatomic*", "libjansson*"),
-                  check="gcc --version && g++ --version && make --version"),
-)}
+TOOLCHAINS: dict[str, ToolchainSpec] = {
+    spec.name: spec
+    for spec in (
+        ToolchainSpec(
+            "node",
+            ("nodejs", "npm"),
+            own=("nodejs", "libnode*", "npm", "node-*"),
+            # Debian's node looks for modules in /usr/share/nodejs (the host's): NODE_PATH names the layer's
+            env={
+                "NODE_PATH": _NODE,
+                "npm_config_cache": f"{CACHE_ROOT}/npm",
+                "npm_config_update_notifier": "false",
+                "npm_config_fund": "false",
+                "npm_config_audit": "false",
+            },
+            aliases={"/usr/share/nodejs": f"{PREFIX_ROOT}/n"},
+            check="node --version && node -e 'require(\"assert\")' && npm --version",
+        ),
+        ToolchainSpec(
+            "go",
+            ("golang-go",),
+            own=("golang-*",),
+            bin_dirs=("usr/lib/go-1.19/bin",),
+            env={
+                "GOROOT": "{prefix}/usr/lib/go-1.19",
+                "GOPATH": f"{CACHE_ROOT}/go",
+                "GOMODCACHE": f"{CACHE_ROOT}/go/pkg/mod",
+                "GOCACHE": f"{CACHE_ROOT}/go-build",
+                "GOFLAGS": "-modcacherw",
+                "GOTOOLCHAIN": "local",
+                "GOTELEMETRY": "off",
+            },
+            check="go version",
+        ),
+        ToolchainSpec(
+            "rust",
+            ("rustc", "cargo"),
+            own=("rustc", "cargo", "libstd-rust-*", "librust-*"),
+            env={"CARGO_HOME": f"{CACHE_ROOT}/cargo"},
+            check="rustc --version && cargo --version",
+        ),
+        ToolchainSpec(
+            "jdk",
+            ("openjdk-17-jdk-headless", "maven"),
+            own=("openjdk-17-*", "maven", "libmaven3-core-java"),
+            bin_dirs=("usr/lib/jvm/java-17-openjdk-amd64/bin", "usr/share/maven/bin"),
+            env={
+                "JAVA_HOME": "{prefix}/usr/lib/jvm/java-17-openjdk-amd64",
+                "MAVEN_OPTS": f"-Dmaven.repo.local={CACHE_ROOT}/m2/repository",
+            },
+            check="java -version && javac -version && mvn --version",
+        ),
+        ToolchainSpec(
+            "cc",
+            ("gcc", "g++", "make"),
+            own=(
+                "gcc*",
+                "g++*",
+                "cpp*",
+                "make",
+                "binutils*",
+                "libbinutils",
+                "libctf*",
+                "libgprofng*",
+                "libgcc-*-dev",
+                "libstdc++-*-dev",
+                "libcc1-*",
+                "libisl*",
+                "libmpc*",
+                "libmpfr*",
+                "libasan*",
+                "liblsan*",
+                "libtsan*",
+                "libubsan*",
+                "libitm*",
+                "libquadmath*",
+                "libgomp*",
+                "libatomic*",
+                "libjansson*",
+            ),
+            check="gcc --version && g++ --version && make --version",
+        ),
+    )
+}
 
 
 def get_spec(name: str) -> ToolchainSpec:
     """The spec of ``name``, or a one-line error naming the known ones."""
     if name not in TOOLCHAINS:
-        raise UnknownToolchain(f"toolchain: expected one of {', '.join(TOOLCHAINS)}; found {name!r}. Use one of "
-                               "those names (`swebox cache toolchain list`).")
+        raise UnknownToolchain(
+            f"toolchain: expected one of {', '.join(TOOLCHAINS)}; found {name!r}. Use one of "
+            "those names (`swebox cache toolchain list`)."
+        )
     return TOOLCHAINS[name]
 
 
@@ -171,11 +230,15 @@ def resolve(name: str, cache_dir: Path | None = None) -> dict:
             from_host[deb.name] = host[deb.name]
         else:
             shipped.append(deb)
-    content = {"toolchain": name, "layout": TOOLCHAIN_LAYOUT, "prefix": spec.prefix, "aliases": spec.aliases,
-               "debs": [[d.name, d.version, d.arch, d.sha256] for d in shipped]}
+    content = {
+        "toolchain": name,
+        "layout": TOOLCHAIN_LAYOUT,
+        "prefix": spec.prefix,
+        "aliases": spec.aliases,
+        "debs": [[d.name, d.version, d.arch, d.sha256] for d in shipped],
+    }
     digest = hashlib.sha256(json.dumps(content, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-    result = {"key": f"toolchain-{name}-{digest[:20]}", "debs": [d.to_dict() for d in shipped],
-              "from_host": from_host}
+    result = {"key": f"toolchain-{name}-{digest[:20]}", "debs": [d.to_dict() for d in shipped], "from_host": from_host}
     if saved is not None:
         saved.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(saved, json.dumps(result, indent=1).encode())
@@ -195,6 +258,7 @@ def _resolutions(store: LayerStore | None) -> Path | None:
 
 # ---- building and using
 
+
 def default_store_root() -> Path:
     """$SWEBOX_LAYER_STORE, else runs/layers (what `swebox cache` uses)."""
     return Path(os.environ.get("SWEBOX_LAYER_STORE") or "runs/layers").absolute()
@@ -208,8 +272,9 @@ def build_toolchain(store: LayerStore, name: str, *, force: bool = False, work_d
 
     def build(publish) -> Manifest:
         wanted = [debs.Deb(d["package"], d["version"], d["arch"], d["sha256"], d["size"]) for d in plan["debs"]]
-        log = [f"# swebox toolchain {name} {key}: {len(wanted)} packages, "
-               f"{len(plan['from_host'])} provided by the host"]
+        log = [
+            f"# swebox toolchain {name} {key}: {len(wanted)} packages, {len(plan['from_host'])} provided by the host"
+        ]
         with tempfile.TemporaryDirectory(prefix=f"swebox-{key}-", dir=work_dir) as tmp:
             os.chmod(tmp, 0o755)
             downloads, tree = Path(tmp) / "debs", Path(tmp) / "layer"
@@ -225,13 +290,22 @@ def build_toolchain(store: LayerStore, name: str, *, force: bool = False, work_d
                 link.parent.mkdir(parents=True, exist_ok=True)
                 link.symlink_to(os.path.relpath(root / compiled.lstrip("/"), link.parent))
                 log.append(f"# {compiled} -> {alias} in {', '.join(patched) or 'no file'}")
-            record = {"toolchain": name, "key": key, "prefix": spec.prefix, "debs": plan["debs"],
-                      "from_host": plan["from_host"], "env": toolchain_env([name])}
+            record = {
+                "toolchain": name,
+                "key": key,
+                "prefix": spec.prefix,
+                "debs": plan["debs"],
+                "from_host": plan["from_host"],
+                "env": toolchain_env([name]),
+            }
             (root / "toolchain.json").write_text(json.dumps(record, indent=1) + "\n")
             _check(spec, tree, log)
-            return publish(layer_dir=tree, kind="toolchain", log="\n".join(log) + "\n",
-                           meta={"toolchain": name, "prefix": spec.prefix, "debs": plan["debs"],
-                                 "from_host": plan["from_host"]})
+            return publish(
+                layer_dir=tree,
+                kind="toolchain",
+                log="\n".join(log) + "\n",
+                meta={"toolchain": name, "prefix": spec.prefix, "debs": plan["debs"], "from_host": plan["from_host"]},
+            )
 
     return store.build(key, build, force=force)
 
@@ -244,8 +318,11 @@ def _check(spec: ToolchainSpec, tree: Path, log: list[str]) -> None:
         result = sb.exec(spec.check, timeout=300)
     log += [f"$ {spec.check}", result.output.rstrip("\n")]
     if result.timed_out or result.exit_code != 0:
-        raise BuildFailure(f"toolchain {spec.name}: its check `{spec.check}` failed (exit {result.exit_code}):\n"
-                           + "\n".join(result.output.splitlines()[-15:]), "\n".join(log))
+        raise BuildFailure(
+            f"toolchain {spec.name}: its check `{spec.check}` failed (exit {result.exit_code}):\n"
+            + "\n".join(result.output.splitlines()[-15:]),
+            "\n".join(log),
+        )
 
 
 class ToolchainMissing(LookupError):
@@ -263,9 +340,11 @@ def env_toolchains(store: LayerStore, env_key: str) -> dict[str, str]:
     tools = dict((manifest.meta.get("toolchains") if manifest is not None else None) or {})
     for name, key in tools.items():
         if store.get(key) is None:
-            raise ToolchainMissing(f"env layer {env_key}: expected its toolchain layer {key} ({name}) in the store "
-                                   f"{store.root}; found none. Build it with:\n    swebox cache --store "
-                                   f"{store.root} toolchain build {name}")
+            raise ToolchainMissing(
+                f"env layer {env_key}: expected its toolchain layer {key} ({name}) in the store "
+                f"{store.root}; found none. Build it with:\n    swebox cache --store "
+                f"{store.root} toolchain build {name}"
+            )
     return tools
 
 

@@ -40,9 +40,21 @@ from swebox.envs.tasks.graders.grading import REWARD_MODES, GradeReport, grade
 from swebox.envs.tasks.graders.provenance import provenance
 from swebox.envs.tasks.schema import Task
 
-METRIC_NAMES = ("env/reset_s", "env/exec_s", "env/grade_s", "env/turns", "env/format_errors", "env/timeouts",
-                "env/resolved", "env/f2p_frac", "env/errors", "env/grade_cache_hits", "env/sandbox_deaths",
-                "env/grade_wait_s", *COST_METRICS)
+METRIC_NAMES = (
+    "env/reset_s",
+    "env/exec_s",
+    "env/grade_s",
+    "env/turns",
+    "env/format_errors",
+    "env/timeouts",
+    "env/resolved",
+    "env/f2p_frac",
+    "env/errors",
+    "env/grade_cache_hits",
+    "env/sandbox_deaths",
+    "env/grade_wait_s",
+    *COST_METRICS,
+)
 """Per-episode metrics, as defined in docs/metrics.md."""
 
 
@@ -92,24 +104,29 @@ class EpisodeConfig:
             raise ValueError(f"EpisodeConfig.max_turns: expected a whole number >= 1; found {self.max_turns!r}.")
         for name in ("time_limit_s", "command_timeout_s", "grade_timeout_s", "setup_timeout_s"):
             if not getattr(self, name) > 0:
-                raise ValueError(f"EpisodeConfig.{name}: expected a positive number of seconds; found "
-                                 f"{getattr(self, name)!r}.")
+                raise ValueError(
+                    f"EpisodeConfig.{name}: expected a positive number of seconds; found {getattr(self, name)!r}."
+                )
         if self.style not in STYLES:
             raise ValueError(f"EpisodeConfig.style: expected one of {', '.join(STYLES)}; found {self.style!r}.")
         if self.reward_mode not in REWARD_MODES:
-            raise ValueError(f"EpisodeConfig.reward_mode: expected one of {REWARD_MODES}; found "
-                             f"{self.reward_mode!r}.")
+            raise ValueError(f"EpisodeConfig.reward_mode: expected one of {REWARD_MODES}; found {self.reward_mode!r}.")
         if self.max_prompt_chars < self.max_obs_chars:
-            raise ValueError(f"EpisodeConfig.max_prompt_chars: expected >= max_obs_chars ({self.max_obs_chars}); "
-                             f"found {self.max_prompt_chars}. Raise max_prompt_chars.")
+            raise ValueError(
+                f"EpisodeConfig.max_prompt_chars: expected >= max_obs_chars ({self.max_obs_chars}); "
+                f"found {self.max_prompt_chars}. Raise max_prompt_chars."
+            )
         if not isinstance(self.grade_slots, int) or self.grade_slots < 0:
-            raise ValueError(f"EpisodeConfig.grade_slots: expected a whole number >= 0 (0: one per CPU); found "
-                             f"{self.grade_slots!r}.")
+            raise ValueError(
+                f"EpisodeConfig.grade_slots: expected a whole number >= 0 (0: one per CPU); found {self.grade_slots!r}."
+            )
         if self.max_diff_bytes < 1:
             raise ValueError(f"EpisodeConfig.max_diff_bytes: expected >= 1; found {self.max_diff_bytes}.")
         if self.sandbox.get("network", "none") != "none":
-            raise ValueError(f"EpisodeConfig.sandbox: episodes run without network; found network="
-                             f"{self.sandbox['network']!r}. Drop the key.")
+            raise ValueError(
+                f"EpisodeConfig.sandbox: episodes run without network; found network="
+                f"{self.sandbox['network']!r}. Drop the key."
+            )
         if self.audit not in AUDIT_MODES:
             raise ValueError(f"EpisodeConfig.audit: expected one of {', '.join(AUDIT_MODES)}; found {self.audit!r}.")
         self.actions()
@@ -117,8 +134,11 @@ class EpisodeConfig:
         self.policy()
 
     def actions(self) -> ActionConfig:
-        return ActionConfig(style=self.style, max_reply_chars=self.max_reply_chars,  # type: ignore[arg-type]
-                            command_timeout_s=self.command_timeout_s)
+        return ActionConfig(
+            style=self.style,  # type: ignore[arg-type]
+            max_reply_chars=self.max_reply_chars,
+            command_timeout_s=self.command_timeout_s,
+        )
 
     def observations(self) -> ObservationConfig:
         return ObservationConfig(max_chars=self.max_obs_chars, warn_turns_left=self.warn_turns_left)
@@ -171,8 +191,14 @@ def _new_metrics() -> dict[str, float]:
 class SWEEpisode:
     """One task's episodes in one sandbox: each ``reset()`` starts a new episode from the start state."""
 
-    def __init__(self, task: Task, start: StartState, config: EpisodeConfig | None = None,
-                 sandbox: Sandbox | None = None, grade_cache: GradeCache | None = None) -> None:
+    def __init__(
+        self,
+        task: Task,
+        start: StartState,
+        config: EpisodeConfig | None = None,
+        sandbox: Sandbox | None = None,
+        grade_cache: GradeCache | None = None,
+    ) -> None:
         """``grade_cache``: verdicts shared with other episodes of this process (None: always grade)."""
         self.task = task
         self.grade_cache = grade_cache
@@ -209,8 +235,10 @@ class SWEEpisode:
         if not self.start.prepared:
             self._base_tree = prepare_start(self._sandbox, self.task, self.config.setup_timeout_s)
         if not self._base_tree:
-            raise EpisodeError("StartState.prepared is True but base_tree is empty: prepare it with "
-                               "swebox.envs.episodes.task_episodes.open_task(..., prepare=True)")
+            raise EpisodeError(
+                "StartState.prepared is True but base_tree is empty: prepare it with "
+                "swebox.envs.episodes.task_episodes.open_task(..., prepare=True)"
+            )
         self._runner = ToolRunner(self._sandbox, self.config.actions(), self.config.observations())
         self.metrics["env/reset_s"] = time.monotonic() - t0
         self._started = time.monotonic()
@@ -235,8 +263,9 @@ class SWEEpisode:
         """The agent's changes so far, as grading would take them (the episode goes on)."""
         if self._sandbox is None:
             raise RuntimeError("SWEEpisode.current_diff(): the episode has no sandbox (reset it first)")
-        return agent_diff(self._sandbox, self.start, self.task, self._base_tree, self.policy,
-                          self.config.max_diff_bytes)[0]
+        return agent_diff(
+            self._sandbox, self.start, self.task, self._base_tree, self.policy, self.config.max_diff_bytes
+        )[0]
 
     def fork(self, m: int) -> list[SWEEpisode]:
         """m live copies of this episode at its current turn, for search (swebox.envs.search).
@@ -279,17 +308,22 @@ class SWEEpisode:
         remaining = self.config.time_limit_s - (time.monotonic() - self._started)
         # a command never runs past the episode's wall-clock limit
         self._runner.actions = dataclasses.replace(
-            self._runner.actions, command_timeout_s=max(1.0, min(self.config.command_timeout_s, remaining)))
+            self._runner.actions, command_timeout_s=max(1.0, min(self.config.command_timeout_s, remaining))
+        )
         outcome = self._runner.step(reply, turns_left=self.config.max_turns - self.turns)
         self.metrics["env/exec_s"] += outcome.exec_s
         self.metrics["env/format_errors"] += outcome.format_error
         self.metrics["env/timeouts"] += outcome.timed_out
         action = outcome.action
-        info: dict[str, Any] = {"task_id": self.task.instance_id, "turn": self.turns,
-                                "format_error": outcome.format_error, "timed_out": outcome.timed_out,
-                                "action": None if action is None else {"tool": action.tool,
-                                                                       "arguments": dict(action.arguments)},
-                                "exit_code": outcome.exit_code, "exec_s": outcome.exec_s}
+        info: dict[str, Any] = {
+            "task_id": self.task.instance_id,
+            "turn": self.turns,
+            "format_error": outcome.format_error,
+            "timed_out": outcome.timed_out,
+            "action": None if action is None else {"tool": action.tool, "arguments": dict(action.arguments)},
+            "exit_code": outcome.exit_code,
+            "exec_s": outcome.exec_s,
+        }
         info["audit_turn"] = self.audit.turn(self.turns, info["action"], outcome.observation)
         reason = ""
         if outcome.error and not self._alive():  # the agent's action took the sandbox down: its failure
@@ -307,8 +341,9 @@ class SWEEpisode:
             note = f"\n[The episode ended: the {'turn' if reason == 'max_turns' else 'time'} limit was reached.]"
             observation = truncate_middle(observation, self.config.max_obs_chars - len(note)) + note
         reward = self._finish(reason, info)
-        return StepResult(observation, reward, reason in ("submitted", "sandbox_died"),
-                          reason in ("max_turns", "time_limit"), info)
+        return StepResult(
+            observation, reward, reason in ("submitted", "sandbox_died"), reason in ("max_turns", "time_limit"), info
+        )
 
     def submit_reply(self) -> str | None:
         """The reply that submits in my action style (a trainer ends an episode that filled its context with
@@ -350,8 +385,11 @@ class SWEEpisode:
         info["metrics"] = dict(self.metrics)
         info["grade"] = grade
         info["diff"] = self.diff
-        info["provenance"] = self.report.provenance if self.report is not None else provenance(
-            self.task, list(self.start.grade_layers), self.policy)  # not graded: what would have graded it
+        info["provenance"] = (
+            self.report.provenance
+            if self.report is not None
+            else provenance(self.task, list(self.start.grade_layers), self.policy)
+        )  # not graded: what would have graded it
         return reward
 
     def _grade(self, info: dict[str, Any]) -> float:
@@ -359,8 +397,15 @@ class SWEEpisode:
         try:
             # the episode is over: quiesced, nothing of the agent's runs beside the capture
             assert self._sandbox is not None  # ended, not closed: the sandbox is still there
-            self.diff, info["diff_source"] = agent_diff(self._sandbox, self.start, self.task, self._base_tree,
-                                                        self.policy, self.config.max_diff_bytes, quiesce=True)
+            self.diff, info["diff_source"] = agent_diff(
+                self._sandbox,
+                self.start,
+                self.task,
+                self._base_tree,
+                self.policy,
+                self.config.max_diff_bytes,
+                quiesce=True,
+            )
         except DiffUnavailable as exc:  # the agent's doing (a full disk, a giant file): no reward, no error
             info["diff_error"] = str(exc)
             return 0.0
@@ -378,15 +423,27 @@ class SWEEpisode:
         def run() -> GradeReport:
             nonlocal waited
             with grade_slot(self.config.grade_slots) as waited:  # parallel episodes queue here, not time out
-                return grade(self.task, self.diff, layers=layers, policy=self.policy,
-                             timeout=self.config.grade_timeout_s, reward_mode=self.config.reward_mode)
+                return grade(
+                    self.task,
+                    self.diff,
+                    layers=layers,
+                    policy=self.policy,
+                    timeout=self.config.grade_timeout_s,
+                    reward_mode=self.config.reward_mode,
+                )
 
         try:
             if self.grade_cache is None:
                 self.report = run()
             else:
-                key = grade_key(self.task, self.diff, layers, reward_mode=self.config.reward_mode,
-                                timeout=self.config.grade_timeout_s, policy=self.config.sandbox)
+                key = grade_key(
+                    self.task,
+                    self.diff,
+                    layers,
+                    reward_mode=self.config.reward_mode,
+                    timeout=self.config.grade_timeout_s,
+                    policy=self.config.sandbox,
+                )
                 self.report, hit = self.grade_cache.get_or_grade(key, run)
                 self.metrics["env/grade_cache_hits"] = float(hit)
         except Exception as exc:  # grading infrastructure failed; the trainer masks errored episodes

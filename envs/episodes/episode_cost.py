@@ -60,13 +60,15 @@ class EpisodeCost:
         usage = _read(sandbox)
         graded = (grade or {}).get("usage") or {} if not cache_hit else {}
         cost.update(
-            cpu_s=None if usage is None or usage.cpu_s is None
+            cpu_s=None
+            if usage is None or usage.cpu_s is None
             else self.cpu_carried + max(0.0, usage.cpu_s - self.cpu_base),
             peak_mb=None if usage is None or usage.peak_bytes is None else usage.peak_bytes / MB,
             upper_mb=None if usage is None or usage.upper_bytes is None else usage.upper_bytes / MB,
             grade_cpu_s=graded.get("cpu_s"),
             grade_peak_mb=None if graded.get("peak_bytes") is None else graded["peak_bytes"] / MB,
-            source=usage.source if usage is not None else "unknown")
+            source=usage.source if usage is not None else "unknown",
+        )
         return cost
 
 

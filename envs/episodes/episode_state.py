@@ -32,8 +32,10 @@ REPO = "/testbed"
 # Host commands run with a fixed environment (hostrun.py); git must not read a configuration the agent wrote
 # outside the repository either ($HOME's, /etc's): each capture names a HOME that does not exist.
 GIT_ENV = "GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_ATTR_NOSYSTEM=1"
-GIT = ("git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.quotePath=false "
-       "-c safe.directory='*' -c advice.addIgnoredFile=false -c core.attributesFile=/dev/null -c gc.auto=0")
+GIT = (
+    "git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.quotePath=false "
+    "-c safe.directory='*' -c advice.addIgnoredFile=false -c core.attributesFile=/dev/null -c gc.auto=0"
+)
 DIFF = "diff --cached --binary --full-index --no-color --no-ext-diff --no-textconv --no-renames"
 _TREE = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
 
@@ -93,15 +95,21 @@ def prepare_start(sb: Sandbox, task: Task, timeout: float = 600.0) -> str:
     for command in task.setup_commands:
         result = sb.exec(f"cd {REPO} && {command}", timeout=timeout)
         if result.timed_out or result.exit_code != 0:
-            raise EpisodeError(f"task {task.instance_id}: setup command {command!r} failed "
-                               f"(exit {result.exit_code}, timed out: {result.timed_out}): {result.output[-1500:]}")
+            raise EpisodeError(
+                f"task {task.instance_id}: setup command {command!r} failed "
+                f"(exit {result.exit_code}, timed out: {result.timed_out}): {result.output[-1500:]}"
+            )
     hidden = hidden_test_paths(task)
     if hidden:
         _run(sb, f"cd {REPO} && rm -f -- " + " ".join(shlex.quote(p) for p in hidden), 60, "removing hidden tests")
     git = git_command()
-    out = _run(sb, f"cd {REPO} && {git} add -A . && {git} write-tree", timeout,
-               f"task {task.instance_id}: recording the start state with git (the env layer must hold "
-               f"{REPO} as a git repository)")
+    out = _run(
+        sb,
+        f"cd {REPO} && {git} add -A . && {git} write-tree",
+        timeout,
+        f"task {task.instance_id}: recording the start state with git (the env layer must hold "
+        f"{REPO} as a git repository)",
+    )
     tree = out.strip().splitlines()[-1] if out.strip() else ""
     if not _TREE.match(tree):
         raise EpisodeError(f"task {task.instance_id}: expected a git tree id from `git write-tree`; found {out!r}")
@@ -111,19 +119,22 @@ def prepare_start(sb: Sandbox, task: Task, timeout: float = 600.0) -> str:
 # Every filter driver the repository's configuration names, emptied: a clean filter is a program of the agent's
 # that git would run on each file, recording its output instead of the file. Driver names are words (attribute
 # values hold no whitespace, so a name with a space names no driver), split with globbing off, never evaluated.
-_NO_FILTERS = ("set -f; set --; for name in $({git} config --name-only --get-regexp '^filter[.]'); do "
-               'driver=${{name%.*}}; set -- "$@" -c "$driver.clean=" -c "$driver.smudge=" -c "$driver.process=" '
-               '-c "$driver.required=false"; done; ')
+_NO_FILTERS = (
+    "set -f; set --; for name in $({git} config --name-only --get-regexp '^filter[.]'); do "
+    'driver=${{name%.*}}; set -- "$@" -c "$driver.clean=" -c "$driver.smudge=" -c "$driver.process=" '
+    '-c "$driver.required=false"; done; '
+)
 
 
-def git_diff(sb: Sandbox, base_tree: str, max_bytes: int, timeout: float = 300.0,
-             quiesce: bool = False) -> str | None:
+def git_diff(sb: Sandbox, base_tree: str, max_bytes: int, timeout: float = 300.0, quiesce: bool = False) -> str | None:
     """The agent's changes against ``base_tree`` by git in the episode's sandbox; None when git cannot. The
     agent's processes are held while git reads the tree: killed first with ``quiesce`` (the episode's end),
     else stopped for the command's time."""
     git = git_command()
-    script = (f"test -d {REPO}/.git && test ! -L {REPO} && cd {REPO} || exit 97; {_NO_FILTERS.format(git=git)}"
-              f'{git} "$@" add -A . && {git} "$@" {DIFF} {base_tree}')
+    script = (
+        f"test -d {REPO}/.git && test ! -L {REPO} && cd {REPO} || exit 97; {_NO_FILTERS.format(git=git)}"
+        f'{git} "$@" add -A . && {git} "$@" {DIFF} {base_tree}'
+    )
     result = sb.run(script, timeout=timeout, max_stdout=max_bytes, quiesce=quiesce, freeze=not quiesce)
     if result.truncated:
         raise DiffUnavailable(f"the diff is larger than {max_bytes} bytes")
@@ -132,12 +143,21 @@ def git_diff(sb: Sandbox, base_tree: str, max_bytes: int, timeout: float = 300.0
     return result.stdout.decode("utf-8", errors="surrogateescape")
 
 
-def tree_diff(sb: Sandbox, start: StartState, task: Task, policy: SandboxPolicy, max_bytes: int,
-              timeout: float = 300.0, quiesce: bool = False) -> str:
+def tree_diff(
+    sb: Sandbox,
+    start: StartState,
+    task: Task,
+    policy: SandboxPolicy,
+    max_bytes: int,
+    timeout: float = 300.0,
+    quiesce: bool = False,
+) -> str:
     """The agent's changes without trusting its git: its /testbed (minus .git) replayed in a fresh sandbox."""
     work = f"/swebox-tree-{secrets.token_hex(8)}"
-    pack = (f"if test -d {REPO} && test ! -L {REPO}; then tar -C {REPO} --exclude=./.git -cf - .; "
-            "else tar -cf - -T /dev/null; fi")
+    pack = (
+        f"if test -d {REPO} && test ! -L {REPO}; then tar -C {REPO} --exclude=./.git -cf - .; "
+        "else tar -cf - -T /dev/null; fi"
+    )
     limit = 4 * max_bytes + (64 << 20)
     packed = sb.run(pack, timeout=timeout, max_stdout=limit, quiesce=quiesce, freeze=not quiesce)
     if packed.truncated:
@@ -149,9 +169,12 @@ def tree_diff(sb: Sandbox, start: StartState, task: Task, policy: SandboxPolicy,
         _run(fresh, f"mkdir -p {work}", 30, "making a work folder")
         fresh.write_file(f"{work}/repo.tar", packed.stdout)
         git = git_command()
-        replay = fresh.run(f"cd {REPO} && find . -mindepth 1 -maxdepth 1 ! -name .git -exec rm -rf {{}} + && "
-                           f"tar -xf {work}/repo.tar --no-same-owner && {git} add -A . && {git} {DIFF} {base}",
-                           timeout=timeout, max_stdout=max_bytes)
+        replay = fresh.run(
+            f"cd {REPO} && find . -mindepth 1 -maxdepth 1 ! -name .git -exec rm -rf {{}} + && "
+            f"tar -xf {work}/repo.tar --no-same-owner && {git} add -A . && {git} {DIFF} {base}",
+            timeout=timeout,
+            max_stdout=max_bytes,
+        )
         if replay.truncated:
             raise DiffUnavailable(f"the diff is larger than {max_bytes} bytes")
         if not replay.ok:  # the host's sandbox and layers worked at reset: what fails here is the agent's tree
@@ -160,8 +183,15 @@ def tree_diff(sb: Sandbox, start: StartState, task: Task, policy: SandboxPolicy,
         return replay.stdout.decode("utf-8", errors="surrogateescape")
 
 
-def agent_diff(sb: Sandbox, start: StartState, task: Task, base_tree: str, policy: SandboxPolicy,
-               max_bytes: int, quiesce: bool = False) -> tuple[str, str]:
+def agent_diff(
+    sb: Sandbox,
+    start: StartState,
+    task: Task,
+    base_tree: str,
+    policy: SandboxPolicy,
+    max_bytes: int,
+    quiesce: bool = False,
+) -> tuple[str, str]:
     """(diff, how): by git in the episode's sandbox, else by replaying the tree ('git' or 'tree').
     ``quiesce``: kill every process of the agent first (the episode's end: nothing may run beside the capture)."""
     diff = git_diff(sb, base_tree, max_bytes, quiesce=quiesce)

@@ -43,11 +43,21 @@ def applied_text(task: Task, diff: str) -> str:
     return filter_diff(diff or "", protected_files(task), own_modules(task.repo)).text
 
 
-def grade_key(task: Task, diff: str, layers: list, *, reward_mode: str, timeout: float,
-              policy: dict[str, Any] | None = None) -> str:
+def grade_key(
+    task: Task, diff: str, layers: list, *, reward_mode: str, timeout: float, policy: dict[str, Any] | None = None
+) -> str:
     """The content address of grading ``diff`` for ``task`` over ``layers`` (hex SHA-256)."""
-    context = json.dumps({"task": task.to_dict(), "layers": [str(p) for p in layers], "reward_mode": reward_mode,
-                          "timeout": float(timeout), "policy": policy or {}}, sort_keys=True, default=str)
+    context = json.dumps(
+        {
+            "task": task.to_dict(),
+            "layers": [str(p) for p in layers],
+            "reward_mode": reward_mode,
+            "timeout": float(timeout),
+            "policy": policy or {},
+        },
+        sort_keys=True,
+        default=str,
+    )
     digest = hashlib.sha256()
     digest.update(hashlib.sha256(context.encode()).digest())
     for text in (applied_text(task, diff), diff or ""):  # each hashed first: no two pairs share one stream

@@ -49,8 +49,15 @@ class EpisodeGroup:
         self.close()
 
 
-def group(task: Task, n: int, *, layers: list | None = None, source: LayerSource | dict | None = None,
-          config: EpisodeConfig | dict | None = None, grade_cache: GradeCache | None = None) -> EpisodeGroup:
+def group(
+    task: Task,
+    n: int,
+    *,
+    layers: list | None = None,
+    source: LayerSource | dict | None = None,
+    config: EpisodeConfig | dict | None = None,
+    grade_cache: GradeCache | None = None,
+) -> EpisodeGroup:
     """n independent episodes of ``task`` forked from one prepared start state (call ``reset()`` on each).
 
     ``layers``: the task's layer folders (env first); otherwise they are acquired from ``source`` (a layer

@@ -76,11 +76,12 @@ class LayerSource:
 
     def __post_init__(self) -> None:
         if self.cache_quota_gb <= 0:
-            raise ValueError(f"LayerSource.cache_quota_gb: expected > 0 GB; found {self.cache_quota_gb}. "
-                             "Use e.g. 50.")
+            raise ValueError(f"LayerSource.cache_quota_gb: expected > 0 GB; found {self.cache_quota_gb}. Use e.g. 50.")
         if self.dirs and not Path(self.dirs).is_dir():
-            raise ValueError(f"LayerSource.dirs: expected a folder of layer folders; found no folder at "
-                             f"{self.dirs!r}. Fix the path or use `store` instead.")
+            raise ValueError(
+                f"LayerSource.dirs: expected a folder of layer folders; found no folder at "
+                f"{self.dirs!r}. Fix the path or use `store` instead."
+            )
 
     @property
     def store_root(self) -> Path:
@@ -157,8 +158,10 @@ def build_command(source: LayerSource) -> str:
 
 def _layer_keys(task: Task) -> list[tuple[str, str]]:
     if task.env is None:
-        raise LayersMissing(f"task {task.instance_id}: expected an 'env' spec naming its environment; found "
-                            "none. Add the env (an EnvSpec dict) to the task row, e.g. with `swebox tasks synth`.")
+        raise LayersMissing(
+            f"task {task.instance_id}: expected an 'env' spec naming its environment; found "
+            "none. Add the env (an EnvSpec dict) to the task row, e.g. with `swebox tasks synth`."
+        )
     keys = [("env", task.env_key)]
     if task.task_layer_key:
         keys.append(("task", task.task_layer_key))
@@ -170,22 +173,27 @@ def _missing(task: Task, kind: str, key: str, where: str, source: LayerSource) -
         how = f"build it with:\n    {build_command(source)}"
         what = f"its environment {key} ({task.env.source if task.env else '?'})"
     elif isinstance(task.metadata.get("checkout"), dict):  # a dataset row's starting tree
-        how = (f"build it with:\n    {build_command(source)} --git-mirror DIR  "
-               "(or $SWEBOX_GIT_MIRROR; online: no mirror)")
+        how = (
+            f"build it with:\n    {build_command(source)} --git-mirror DIR  (or $SWEBOX_GIT_MIRROR; online: no mirror)"
+        )
         what = f"its starting tree {key} (commit {task.metadata['checkout'].get('commit', '?')})"
     else:
-        how = ("task layers are made with the task by `swebox tasks synth --project NAME==VERSION --out DIR` "
-               "(they live in DIR/layers); "
-               "copy them with `swebox cache import --from DIR/layers`")
+        how = (
+            "task layers are made with the task by `swebox tasks synth --project NAME==VERSION --out DIR` "
+            "(they live in DIR/layers); "
+            "copy them with `swebox cache import --from DIR/layers`"
+        )
         what = f"its task layer {key}"
     return LayersMissing(f"task {task.instance_id}: {what} is missing from the layer cache {where}; {how}")
 
 
 def _check_store(root: Path) -> None:
     if not (root / "manifests").is_dir():
-        raise LayersMissing(f"layer store {root}: expected a folder made by `swebox cache build` or `swebox "
-                            "tasks synth` (with manifests/); found none. Give the store: --layers (swebox eval, "
-                            "tasks validate), env.layer_store=... (swebox train, sft) or $SWEBOX_LAYER_STORE.")
+        raise LayersMissing(
+            f"layer store {root}: expected a folder made by `swebox cache build` or `swebox "
+            "tasks synth` (with manifests/); found none. Give the store: --layers (swebox eval, "
+            "tasks validate), env.layer_store=... (swebox train, sft) or $SWEBOX_LAYER_STORE."
+        )
 
 
 def _resolve(task: Task, source: LayerSource) -> tuple[str, list[tuple[str, str]]]:
@@ -205,9 +213,11 @@ def _resolve(task: Task, source: LayerSource) -> tuple[str, list[tuple[str, str]
     store = LayerStore(source.store_root)
     if image and (get_image(store, image) is not None or task.env is None):
         if get_image(store, image) is None:
-            raise LayersMissing(f"task {task.instance_id}: its image {image} is not in the layer store "
-                                f"{source.store_root}; pull it with:\n    swebox cache pull {image} --store "
-                                f"{source.store_root}\n(or `{build_command(source)} --env-source image`)")
+            raise LayersMissing(
+                f"task {task.instance_id}: its image {image} is not in the layer store "
+                f"{source.store_root}; pull it with:\n    swebox cache pull {image} --store "
+                f"{source.store_root}\n(or `{build_command(source)} --env-source image`)"
+            )
         keys = [("task", task.task_layer_key)] if task.task_layer_key else []
     else:
         image, keys = "", _layer_keys(task)
@@ -252,8 +262,9 @@ def acquire_layers(task: Task, source: LayerSource | None = None) -> TaskLayers:
     cache = shared_cache(source.store_root, source.cache_root, source.cache_quota_gb)
     if image:
         held = acquire_image(cache, image)
-        layers = TaskLayers(task.instance_id, [Path(p) for p in held.paths], list(held.handles),
-                            image_sandbox(held.record))
+        layers = TaskLayers(
+            task.instance_id, [Path(p) for p in held.paths], list(held.handles), image_sandbox(held.record)
+        )
     else:
         layers = TaskLayers(task.instance_id, [])
     tools = [kind.split(":", 1)[1] for kind, _ in keys if kind.startswith("toolchain:")]

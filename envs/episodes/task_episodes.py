@@ -29,8 +29,9 @@ def prepare_group(task: Task, task_layers: list, policy: SandboxPolicy, timeout:
     with Sandbox(list(task_layers), policy) as template:
         base_tree = prepare_start(template, task, timeout)
         snapshot = template.snapshot()
-    return StartState(layers=[*task_layers, snapshot], grade_layers=list(task_layers), prepared=True,
-                      base_tree=base_tree)
+    return StartState(
+        layers=[*task_layers, snapshot], grade_layers=list(task_layers), prepared=True, base_tree=base_tree
+    )
 
 
 class TaskEpisodes:
@@ -80,8 +81,9 @@ class TaskEpisodes:
         self.close()
 
 
-def open_task(task: Task, layers: Layers = None, config: EpisodeConfig | dict | None = None, *,
-              prepare: bool = False) -> TaskEpisodes:
+def open_task(
+    task: Task, layers: Layers = None, config: EpisodeConfig | dict | None = None, *, prepare: bool = False
+) -> TaskEpisodes:
     """Hold ``task``'s layers on this node and make its start state; episodes then come from ``.episode()``.
 
     ``layers``: see :data:`Layers`; from a LayerSource the handles are released when the result closes, and a
@@ -100,8 +102,11 @@ def open_task(task: Task, layers: Layers = None, config: EpisodeConfig | dict | 
         paths = list(held.paths)
         config = held.configure(config)
     try:
-        start = (prepare_group(task, paths, config.policy(), config.setup_timeout_s) if prepare
-                 else StartState(layers=list(paths), grade_layers=list(paths)))
+        start = (
+            prepare_group(task, paths, config.policy(), config.setup_timeout_s)
+            if prepare
+            else StartState(layers=list(paths), grade_layers=list(paths))
+        )
         return TaskEpisodes(task, config, start, held)
     except BaseException:
         if held is not None:

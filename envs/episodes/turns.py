@@ -41,21 +41,39 @@ class Episode(Protocol):
     def close(self) -> None: ...
 
 
-def turn_record(number: int, text: str, info: Mapping[str, Any], observation: str, generate_s: float,
-                env_s: float, tokens: int | None = None, finish_reason: str = "") -> dict[str, Any]:
+def turn_record(
+    number: int,
+    text: str,
+    info: Mapping[str, Any],
+    observation: str,
+    generate_s: float,
+    env_s: float,
+    tokens: int | None = None,
+    finish_reason: str = "",
+) -> dict[str, Any]:
     """One turn: its number in the episode, the model's text, the action parsed from it, the observation, how
     long each part took and the exploit audit's rules that fired on it (``audit``: [] when none).
     ``tokens`` and ``finish_reason`` are the generation's (None and '' for a text policy)."""
-    return {"turn": number, "text": text, "action": info.get("action"),
-            "format_error": bool(info.get("format_error", False)),
-            "audit": sorted({f["rule"] for f in info.get("audit_turn") or []}), "observation": observation,
-            "exit_code": info.get("exit_code"), "timed_out": bool(info.get("timed_out", False)),
-            "generate_s": generate_s, "env_s": env_s, "exec_s": float(info.get("exec_s", 0.0) or 0.0),
-            "tokens": tokens, "finish_reason": finish_reason}
+    return {
+        "turn": number,
+        "text": text,
+        "action": info.get("action"),
+        "format_error": bool(info.get("format_error", False)),
+        "audit": sorted({f["rule"] for f in info.get("audit_turn") or []}),
+        "observation": observation,
+        "exit_code": info.get("exit_code"),
+        "timed_out": bool(info.get("timed_out", False)),
+        "generate_s": generate_s,
+        "env_s": env_s,
+        "exec_s": float(info.get("exec_s", 0.0) or 0.0),
+        "tokens": tokens,
+        "finish_reason": finish_reason,
+    }
 
 
-def text_turn(episode: Episode, messages: list[dict[str, str]], reply: Callable[[list[dict[str, str]]], str],
-              number: int) -> tuple[Step, dict[str, Any]]:
+def text_turn(
+    episode: Episode, messages: list[dict[str, str]], reply: Callable[[list[dict[str, str]]], str], number: int
+) -> tuple[Step, dict[str, Any]]:
     """One turn of a text policy (``reply(messages) -> str``): the reply, the episode's step, and the turn's
     record; the reply is appended to ``messages`` as the assistant's (the caller adds the observation when the
     episode goes on). ``swebox eval`` and search play their turns with it."""
@@ -63,7 +81,8 @@ def text_turn(episode: Episode, messages: list[dict[str, str]], reply: Callable[
     text = reply(list(messages))
     stepped = time.monotonic()
     result = episode.step(text)
-    record = turn_record(number, text, result.info or {}, result.observation, stepped - started,
-                         time.monotonic() - stepped)
+    record = turn_record(
+        number, text, result.info or {}, result.observation, stepped - started, time.monotonic() - stepped
+    )
     messages.append({"role": "assistant", "content": text})
     return result, record

@@ -98,21 +98,26 @@ class SWEGymEnv(gym.Env[str, str]):
 
     metadata = {"render_modes": ["ansi"]}
 
-    def __init__(self, tasks: str | Path | Sequence[Task | dict],
-                 layers: LayerSource | dict | Callable[[Task], list] | None = None,
-                 config: EpisodeConfig | dict | None = None, render_mode: str | None = None,
-                 **config_fields: Any) -> None:
+    def __init__(
+        self,
+        tasks: str | Path | Sequence[Task | dict],
+        layers: LayerSource | dict | Callable[[Task], list] | None = None,
+        config: EpisodeConfig | dict | None = None,
+        render_mode: str | None = None,
+        **config_fields: Any,
+    ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"SWEGymEnv(render_mode=...): expected None or one of "
-                             f"{self.metadata['render_modes']}; found {render_mode!r}.")
+            raise ValueError(
+                f"SWEGymEnv(render_mode=...): expected None or one of "
+                f"{self.metadata['render_modes']}; found {render_mode!r}."
+            )
         base = EpisodeConfig.from_dict(config).to_dict()
         self.config = EpisodeConfig.from_dict({**base, **config_fields})
         self.tasks = _load_tasks(tasks)
         self._by_id = {t.instance_id: t for t in self.tasks}
         self._layers = layers if callable(layers) else LayerSource.from_dict(layers)
         self.render_mode = render_mode
-        self.observation_space = spaces.Text(min_length=0, max_length=self.config.max_prompt_chars,
-                                             charset=CHARSET)
+        self.observation_space = spaces.Text(min_length=0, max_length=self.config.max_prompt_chars, charset=CHARSET)
         self.action_space = spaces.Text(min_length=0, max_length=self.config.max_reply_chars, charset=CHARSET)
         self._episode: SWEEpisode | None = None
         self._opened: TaskEpisodes | None = None
@@ -124,8 +129,9 @@ class SWEGymEnv(gym.Env[str, str]):
             return self.tasks[int(self.np_random.integers(len(self.tasks)))]
         if task_id not in self._by_id:
             known = ", ".join(list(self._by_id)[:5])
-            raise ValueError(f"reset(options={{'task_id': {task_id!r}}}): no such task; the {len(self.tasks)} "
-                             f"tasks include {known}.")
+            raise ValueError(
+                f"reset(options={{'task_id': {task_id!r}}}): no such task; the {len(self.tasks)} tasks include {known}."
+            )
         return self._by_id[task_id]
 
     def _episode_for(self, task: Task) -> SWEEpisode:

@@ -31,7 +31,8 @@ try:
 except ImportError as exc:  # harbor needs Python >= 3.12; swebox's own tests run on 3.11 too
     raise ImportError(
         f"swebox.envs.frameworks.harbor_env: expected the harbor package (harbor 0.25, Python >= 3.12); found none "
-        f"({exc}). Install it beside swebox: pip install 'harbor==0.25.0' (Python >= 3.12).") from exc
+        f"({exc}). Install it beside swebox: pip install 'harbor==0.25.0' (Python >= 3.12)."
+    ) from exc
 from swebox.envs.cache.images import acquire_image
 from swebox.envs.episodes.layers_resolver import shared_cache
 from swebox.envs.sandbox import Sandbox
@@ -65,7 +66,8 @@ class SweboxEnvironment(BaseEnvironment):
         if not dockerfile_path.is_file() and not self.task_env_config.docker_image:
             raise FileNotFoundError(
                 f"{self.environment_dir}: expected environment/Dockerfile or [environment].docker_image; found "
-                "neither. swebox runs single-container tasks (no docker-compose).")
+                "neither. swebox runs single-container tasks (no docker-compose)."
+            )
 
     def _recipe(self) -> dockerfile.Recipe:
         path = Path(self.environment_dir) / "Dockerfile"
@@ -80,8 +82,9 @@ class SweboxEnvironment(BaseEnvironment):
         recipe = self._recipe()
         cache = shared_cache(self._store_root, self._cache_root)
         files = dockerfile.context_files(Path(self.environment_dir))
-        key, workdir = dockerfile.build_layer(cache.store, cache, recipe, files, network=self._network(),
-                                              repo=False, force=force_build)
+        key, workdir = dockerfile.build_layer(
+            cache.store, cache, recipe, files, network=self._network(), repo=False, force=force_build
+        )
         self._workdir = self.task_env_config.workdir or workdir
         held = acquire_image(cache, recipe.image)
         self._held.append(held)
@@ -116,15 +119,19 @@ class SweboxEnvironment(BaseEnvironment):
     def _sh(self, command: str, timeout: float):
         result = self._box().exec(command, timeout=timeout)
         if result.exit_code != 0 or result.timed_out:
-            raise RuntimeError(f"swebox environment: {command[:200]!r} failed (exit {result.exit_code}): "
-                               f"{result.output[-1000:]}")
+            raise RuntimeError(
+                f"swebox environment: {command[:200]!r} failed (exit {result.exit_code}): {result.output[-1000:]}"
+            )
         return result
 
-    def _exec(self, command: str, cwd: str | None, env: dict[str, str] | None, timeout_sec: float | None,
-              user) -> ExecResult:
+    def _exec(
+        self, command: str, cwd: str | None, env: dict[str, str] | None, timeout_sec: float | None, user
+    ) -> ExecResult:
         if user not in ROOT_USERS:
-            raise ValueError(f"swebox environment: expected user root (a sandbox's shell is uid 0 of its own "
-                             f"namespace); found {user!r}. Drop the task's [agent]/[verifier] user.")
+            raise ValueError(
+                f"swebox environment: expected user root (a sandbox's shell is uid 0 of its own "
+                f"namespace); found {user!r}. Drop the task's [agent]/[verifier] user."
+            )
         sb = self._box()
         err = f"/tmp/.swebox-exec-{secrets.token_hex(6)}.err"
         exports = "".join(f"export {k}={shlex.quote(str(v))}; " for k, v in (env or {}).items())
@@ -140,10 +147,17 @@ class SweboxEnvironment(BaseEnvironment):
         sb.exec(f"rm -f {err}", timeout=30)
         return ExecResult(stdout=result.output, stderr=stderr, return_code=result.exit_code)
 
-    async def exec(self, command: str, cwd: str | None = None, env: dict[str, str] | None = None,
-                   timeout_sec: int | None = None, user: str | int | None = None) -> ExecResult:
-        return await asyncio.to_thread(self._exec, command, cwd, self._merge_env(env), timeout_sec,
-                                       self._resolve_user(user))
+    async def exec(
+        self,
+        command: str,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout_sec: int | None = None,
+        user: str | int | None = None,
+    ) -> ExecResult:
+        return await asyncio.to_thread(
+            self._exec, command, cwd, self._merge_env(env), timeout_sec, self._resolve_user(user)
+        )
 
     # -- files -----------------------------------------------------------------------------------------
     def _upload_file(self, source: Path, target: str) -> None:
@@ -175,8 +189,11 @@ class SweboxEnvironment(BaseEnvironment):
         await asyncio.to_thread(self._download_file, source_path, Path(target_path))
 
     def _download_dir(self, source: str, target: Path) -> None:
-        listing = self._sh(f"cd {shlex.quote(source)} && find . -mindepth 1 \\( -type d -printf 'd %P\\0' \\) -o "
-                           "\\( -type f -printf 'f %P\\0' \\)", 300).output
+        listing = self._sh(
+            f"cd {shlex.quote(source)} && find . -mindepth 1 \\( -type d -printf 'd %P\\0' \\) -o "
+            "\\( -type f -printf 'f %P\\0' \\)",
+            300,
+        ).output
         target.mkdir(parents=True, exist_ok=True)
         for entry in filter(None, listing.split("\0")):
             kind, rel = entry[0], entry[2:]

@@ -29,8 +29,9 @@ from swebox.envs.episodes.task_episodes import TaskEpisodes, open_task
 from swebox.envs.tasks.schema import Task
 
 ENV_ID = "swebox"
-SKYRL_COLUMNS = frozenset({"prompt", "env_class", "data_source", "reward_spec", "extra_info", "max_turns",
-                           "instance", "uid"})
+SKYRL_COLUMNS = frozenset(
+    {"prompt", "env_class", "data_source", "reward_spec", "extra_info", "max_turns", "instance", "uid"}
+)
 """Dataset columns SkyRL or ``swebox skyrl prepare`` add: never task fields."""
 _register_lock = threading.Lock()
 
@@ -58,9 +59,11 @@ def task_from_extras(extras: dict[str, Any]) -> Task:
 
     row = {k: v for k, v in extras.items() if k not in SKYRL_COLUMNS}
     if "instance_id" not in row:
-        raise ValueError("SWESkyRLEnv: expected the task in extras['instance'] (a Task as JSON, written by "
-                         "`swebox skyrl prepare`) or as columns with at least 'instance_id'; found columns "
-                         f"{sorted(extras)}.")
+        raise ValueError(
+            "SWESkyRLEnv: expected the task in extras['instance'] (a Task as JSON, written by "
+            "`swebox skyrl prepare`) or as columns with at least 'instance_id'; found columns "
+            f"{sorted(extras)}."
+        )
     return to_task(row)
 
 
@@ -134,11 +137,18 @@ class SWESkyRLEnv(BaseTextEnv):
         except Exception as exc:
             self._fail(f"step failed: {type(exc).__name__}: {exc}")
             return self._errored()
-        metadata = {k: v for k, v in result.info.items()
-                    if k in ("task_id", "turn", "reason", "error", "audit_turn", "audit", "provenance", "cost")}
+        metadata = {
+            k: v
+            for k, v in result.info.items()
+            if k in ("task_id", "turn", "reason", "error", "audit_turn", "audit", "provenance", "cost")
+        }
         if not result.done:
-            return BaseTextEnvStepOutput(observations=[{"role": "user", "content": result.observation}],
-                                         reward=0.0, done=False, metadata=metadata)
+            return BaseTextEnvStepOutput(
+                observations=[{"role": "user", "content": result.observation}],
+                reward=0.0,
+                done=False,
+                metadata=metadata,
+            )
         self.done = True
         if result.info.get("error"):
             self.error = str(result.info["error"])
@@ -155,8 +165,9 @@ class SWESkyRLEnv(BaseTextEnv):
         self.metrics["env/errors"] = 1.0
         self.metrics["env/turns"] = float(self.turns)
         self.close()
-        return BaseTextEnvStepOutput(observations=[], reward=0.0, done=True,
-                                     metadata={"reason": "error", "error": self.error})
+        return BaseTextEnvStepOutput(
+            observations=[], reward=0.0, done=True, metadata={"reason": "error", "error": self.error}
+        )
 
     def close(self) -> None:
         """Stop the sandbox and release the layers; never raises, safe to call twice."""

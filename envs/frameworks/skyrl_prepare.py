@@ -37,8 +37,11 @@ def task_row(task: Task, config: EpisodeConfig, settings: dict[str, Any], data_s
         "env_class": ENV_CLASS,
         "reward_spec": {"method": "swebox_tests", "ground_truth": task.instance_id},
         "instance": task.to_json(),
-        "extra_info": {"instance_id": task.instance_id, "env_key": task.env_key,
-                       "swebox": json.dumps(settings, sort_keys=True)},
+        "extra_info": {
+            "instance_id": task.instance_id,
+            "env_key": task.env_key,
+            "swebox": json.dumps(settings, sort_keys=True),
+        },
     }
 
 
@@ -52,21 +55,31 @@ def write_parquet(rows: list[dict], path: Path) -> None:
     tmp.rename(path)
 
 
-def prepare(tasks: list[Task], out: str | Path, settings: dict[str, Any], *, val_size: int = 0, seed: int = 0,
-            data_source: str = "swebox") -> dict[str, int]:
+def prepare(
+    tasks: list[Task],
+    out: str | Path,
+    settings: dict[str, Any],
+    *,
+    val_size: int = 0,
+    seed: int = 0,
+    data_source: str = "swebox",
+) -> dict[str, int]:
     """Write ``out/train.parquet`` (and ``out/validation.parquet`` with ``val_size`` tasks drawn with
     ``seed``); returns the row count per file."""
     episode = {k: v for k, v in settings.items() if k != "layers"}
     config = EpisodeConfig.from_dict(episode)
     LayerSource.from_dict(settings.get("layers"))
     if not 0 <= val_size < len(tasks):
-        raise ValueError(f"--val-size: expected 0 to {len(tasks) - 1} (fewer than the {len(tasks)} tasks); "
-                         f"found {val_size}.")
+        raise ValueError(
+            f"--val-size: expected 0 to {len(tasks) - 1} (fewer than the {len(tasks)} tasks); found {val_size}."
+        )
     order = list(range(len(tasks)))
     random.Random(seed).shuffle(order)
     val = set(order[:val_size])
-    splits = {"train": [t for i, t in enumerate(tasks) if i not in val],
-              "validation": [t for i, t in enumerate(tasks) if i in val]}
+    splits = {
+        "train": [t for i, t in enumerate(tasks) if i not in val],
+        "validation": [t for i, t in enumerate(tasks) if i in val],
+    }
     counts = {}
     for name, chosen in splits.items():
         if chosen:

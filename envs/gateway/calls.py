@@ -32,8 +32,10 @@ class Completion:
 
     def __post_init__(self) -> None:
         if len(self.token_ids) != len(self.logprobs):
-            raise ValueError(f"Completion: expected one logprob per sampled token; found {len(self.token_ids)} "
-                             f"tokens and {len(self.logprobs)} logprobs")
+            raise ValueError(
+                f"Completion: expected one logprob per sampled token; found {len(self.token_ids)} "
+                f"tokens and {len(self.logprobs)} logprobs"
+            )
         if self.finish_reason not in ("stop", "length"):
             raise ValueError(f"Completion.finish_reason: expected 'stop' or 'length', found {self.finish_reason!r}")
 

@@ -48,15 +48,23 @@ class HarnessConfig:
         if isinstance(self.limits, dict):
             self.limits = GatewayLimits(**self.limits)
         if self.harness != "mini-swe-agent" and not (self.harness.startswith("command:") and self.harness[8:].strip()):
-            raise ValueError(f"HarnessConfig.harness: expected 'mini-swe-agent' or 'command:<shell command>', found "
-                             f"{self.harness!r}")
+            raise ValueError(
+                f"HarnessConfig.harness: expected 'mini-swe-agent' or 'command:<shell command>', found {self.harness!r}"
+            )
         if self.install and not (os.path.isabs(self.install) and os.path.isdir(self.install)):
-            raise ValueError(f"HarnessConfig.install: expected an absolute path of a folder on this host, found "
-                             f"{self.install!r}; install the harness first (docs/envs.md, 'Harness episodes')")
-        if self.harness == "mini-swe-agent" and self.install and not os.access(
-                os.path.join(self.install, "bin", "mini"), os.X_OK):
-            raise ValueError(f"HarnessConfig.install: expected mini-swe-agent's `mini` in {self.install}/bin, found "
-                             "none; `python3 -m venv DIR && DIR/bin/pip install mini-swe-agent==2.4.6`")
+            raise ValueError(
+                f"HarnessConfig.install: expected an absolute path of a folder on this host, found "
+                f"{self.install!r}; install the harness first (docs/envs.md, 'Harness episodes')"
+            )
+        if (
+            self.harness == "mini-swe-agent"
+            and self.install
+            and not os.access(os.path.join(self.install, "bin", "mini"), os.X_OK)
+        ):
+            raise ValueError(
+                f"HarnessConfig.install: expected mini-swe-agent's `mini` in {self.install}/bin, found "
+                "none; `python3 -m venv DIR && DIR/bin/pip install mini-swe-agent==2.4.6`"
+            )
 
 
 def episode_config(config: EpisodeConfig, harness: HarnessConfig) -> EpisodeConfig:
@@ -72,19 +80,31 @@ def episode_config(config: EpisodeConfig, harness: HarnessConfig) -> EpisodeConf
 
 def command_line(harness: HarnessConfig, base_url: str) -> str:
     """The shell command that runs the harness in the sandbox."""
-    env = {"OPENAI_BASE_URL": base_url, "OPENAI_API_BASE": base_url, "OPENAI_API_KEY": "swebox",
-           "SWEBOX_TASK_FILE": TASK_FILE, "HOME": "/tmp/swebox-harness", "NO_PROXY": "127.0.0.1"}
+    env = {
+        "OPENAI_BASE_URL": base_url,
+        "OPENAI_API_BASE": base_url,
+        "OPENAI_API_KEY": "swebox",
+        "SWEBOX_TASK_FILE": TASK_FILE,
+        "HOME": "/tmp/swebox-harness",
+        "NO_PROXY": "127.0.0.1",
+    }
     if harness.harness == "mini-swe-agent":
         mini = os.path.join(harness.install, "bin", "mini") if harness.install else "mini"
         # text-based mode (bash blocks, no tool calls); first-run setup and cost lookups off: nothing to ask, no
         # network; the gateway's limits bound the run, not a price
-        env.update(MSWEA_CONFIGURED="true", MSWEA_COST_TRACKING="ignore_errors", LITELLM_LOCAL_MODEL_COST_MAP="True",
-                   MSWEA_SILENT_STARTUP="1")
-        program = (f'{shlex.quote(mini)} -c mini_textbased.yaml -c agent.cost_limit=0 -c agent.step_limit=0 '
-                   f'--model-class litellm_textbased -m openai/swebox-policy -y --exit-immediately '
-                   f'-o /tmp/swebox-harness/trajectory.json -t "$(cat {TASK_FILE})"')
+        env.update(
+            MSWEA_CONFIGURED="true",
+            MSWEA_COST_TRACKING="ignore_errors",
+            LITELLM_LOCAL_MODEL_COST_MAP="True",
+            MSWEA_SILENT_STARTUP="1",
+        )
+        program = (
+            f'{shlex.quote(mini)} -c mini_textbased.yaml -c agent.cost_limit=0 -c agent.step_limit=0 '
+            f'--model-class litellm_textbased -m openai/swebox-policy -y --exit-immediately '
+            f'-o /tmp/swebox-harness/trajectory.json -t "$(cat {TASK_FILE})"'
+        )
     else:
-        program = harness.harness[len("command:"):]
+        program = harness.harness[len("command:") :]
     exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     return f"cd {shlex.quote(harness.workdir)} && export {exports} && {program}"
 
@@ -103,9 +123,8 @@ def call_turns(records: list[CallRecord]) -> list[tuple[CallRecord, dict[str, An
             continue
         commands = "\n".join(_FENCE.findall(record.completion.text))
         later = records[i + 1].messages if i + 1 < len(records) else []
-        observation = "\n".join(str(m.get("content") or "") for m in later[len(record.messages) + 1:])
-        turns.append((record, {"tool": "bash", "arguments": {"command": commands}} if commands else None,
-                      observation))
+        observation = "\n".join(str(m.get("content") or "") for m in later[len(record.messages) + 1 :])
+        turns.append((record, {"tool": "bash", "arguments": {"command": commands}} if commands else None, observation))
     return turns
 
 
@@ -115,8 +134,9 @@ def audit_calls(episode: SWEEpisode, records: list[CallRecord]) -> None:
         episode.audit.turn(number, action, observation)
 
 
-def play_harness(episode: SWEEpisode, model: ChatModel, harness: HarnessConfig,
-                 seed: int | None = None) -> tuple[float, dict[str, Any]]:
+def play_harness(
+    episode: SWEEpisode, model: ChatModel, harness: HarnessConfig, seed: int | None = None
+) -> tuple[float, dict[str, Any]]:
     """Reset ``episode``, run the harness in its sandbox until it exits or hits a limit, grade; returns the
     reward and the final info (the text loop's, plus ``harness`` and ``gateway``: the calls as records).
 
@@ -139,14 +159,25 @@ def play_harness(episode: SWEEpisode, model: ChatModel, harness: HarnessConfig,
     reward, info = episode.end("time_limit" if result.timed_out else "submitted")
     tokens = sum(len(r.completion.token_ids) for r in gateway.records if r.completion is not None)
     exit_code = -1 if result.exit_code is None else result.exit_code  # None: timed out (float(None) raised)
-    episode.metrics.update({"harness/seconds": seconds, "harness/exit_code": float(exit_code),
-                            "harness/timed_out": float(result.timed_out), "gateway/calls": float(len(gateway.records)),
-                            "gateway/refused": float(sum(1 for r in gateway.records if r.error)),
-                            "gateway/tokens": float(tokens),
-                            "gateway/model_s": sum(r.seconds for r in gateway.records)})
+    episode.metrics.update(
+        {
+            "harness/seconds": seconds,
+            "harness/exit_code": float(exit_code),
+            "harness/timed_out": float(result.timed_out),
+            "gateway/calls": float(len(gateway.records)),
+            "gateway/refused": float(sum(1 for r in gateway.records if r.error)),
+            "gateway/tokens": float(tokens),
+            "gateway/model_s": sum(r.seconds for r in gateway.records),
+        }
+    )
     info["metrics"] = dict(episode.metrics)
-    info["harness"] = {"harness": harness.harness, "exit_code": result.exit_code, "timed_out": result.timed_out,
-                       "seconds": seconds, "started_at": gateway.started_at,
-                       "output": result.output[-OUTPUT_TAIL_CHARS:]}
+    info["harness"] = {
+        "harness": harness.harness,
+        "exit_code": result.exit_code,
+        "timed_out": result.timed_out,
+        "seconds": seconds,
+        "started_at": gateway.started_at,
+        "output": result.output[-OUTPUT_TAIL_CHARS:],
+    }
     info["gateway"] = [r.to_dict() for r in gateway.records]
     return reward, info

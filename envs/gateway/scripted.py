@@ -21,8 +21,10 @@ def mini_action(command: str, thought: str = "") -> str:
 
 def gold_replies(patch: str) -> list[str]:
     encoded = base64.b64encode(patch.encode()).decode()
-    return [mini_action(f"echo {encoded} | base64 -d | git apply -", "Apply the fix."),
-            mini_action(MINI_SUBMIT, "The fix is in place; submit.")]
+    return [
+        mini_action(f"echo {encoded} | base64 -d | git apply -", "Apply the fix."),
+        mini_action(MINI_SUBMIT, "The fix is in place; submit."),
+    ]
 
 
 def giveup_replies() -> list[str]:
@@ -46,5 +48,10 @@ class ScriptedModel:
         rendered = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         prompt = self.tokenizer.encode(rendered, add_special_tokens=False)
         ids = self.tokenizer.encode(text, add_special_tokens=False)
-        return Completion(text=text, prompt_ids=list(prompt), token_ids=ids, logprobs=[0.0] * len(ids),
-                          template=self.tokenizer.chat_template or "")
+        return Completion(
+            text=text,
+            prompt_ids=list(prompt),
+            token_ids=ids,
+            logprobs=[0.0] * len(ids),
+            template=self.tokenizer.chat_template or "",
+        )

@@ -70,8 +70,12 @@ class Gateway:
         server.daemon_threads = True
         self._server, self.port = server, sock.getsockname()[1]
         self._started, self.started_at = time.monotonic(), time.time()
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
-                                        name=f"swebox-gateway-{sandbox_pid}", daemon=True)
+        self._thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.2},
+            name=f"swebox-gateway-{sandbox_pid}",
+            daemon=True,
+        )
         self._thread.start()
         return self.base_url
 
@@ -101,8 +105,16 @@ class Gateway:
             try:
                 max_tokens = self._budget(body, messages)
             except GatewayRefusal as refusal:
-                self.records.append(CallRecord(index, messages if isinstance(messages, list) else [], None,
-                                               arrived, 0.0, f"{refusal.kind}: {refusal}"))
+                self.records.append(
+                    CallRecord(
+                        index,
+                        messages if isinstance(messages, list) else [],
+                        None,
+                        arrived,
+                        0.0,
+                        f"{refusal.kind}: {refusal}",
+                    )
+                )
                 raise
             assert isinstance(messages, list)  # _budget refused any other body
             seed = body.get("seed") if isinstance(body.get("seed"), int) else None
@@ -112,22 +124,38 @@ class Gateway:
             try:
                 completion = self.model.complete(messages, max_tokens, seed)
             except OverLimit as exc:
-                self.records.append(CallRecord(index, messages, None, arrived, time.monotonic() - t0,
-                                               f"limit_exceeded: {exc}"))
+                self.records.append(
+                    CallRecord(index, messages, None, arrived, time.monotonic() - t0, f"limit_exceeded: {exc}")
+                )
                 raise GatewayRefusal(403, "limit_exceeded", str(exc)) from exc
             except Exception as exc:
-                self.records.append(CallRecord(index, messages, None, arrived, time.monotonic() - t0,
-                                               f"model_error: {type(exc).__name__}: {exc}"))
+                self.records.append(
+                    CallRecord(
+                        index,
+                        messages,
+                        None,
+                        arrived,
+                        time.monotonic() - t0,
+                        f"model_error: {type(exc).__name__}: {exc}",
+                    )
+                )
                 raise GatewayRefusal(500, "model_error", f"the model failed: {type(exc).__name__}: {exc}") from exc
             self.tokens_used += len(completion.token_ids)
             self.records.append(CallRecord(index, messages, completion, arrived, time.monotonic() - t0))
             return completion
 
     def _budget(self, body: Any, messages: Any) -> int:
-        if not isinstance(body, dict) or not isinstance(messages, list) or not messages or not all(
-                isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages):
-            raise GatewayRefusal(400, "invalid_request_error",
-                                 "expected a JSON object with 'messages': a non-empty list of {role, content}")
+        if (
+            not isinstance(body, dict)
+            or not isinstance(messages, list)
+            or not messages
+            or not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages)
+        ):
+            raise GatewayRefusal(
+                400,
+                "invalid_request_error",
+                "expected a JSON object with 'messages': a non-empty list of {role, content}",
+            )
         limits = self.limits
         if len(self.records) >= limits.max_calls:
             raise GatewayRefusal(403, "limit_exceeded", f"the episode's {limits.max_calls} model calls are used up")
@@ -138,8 +166,9 @@ class Gateway:
             raise GatewayRefusal(403, "limit_exceeded", f"the episode's {limits.wall_s:g} s are up")
         asked = body.get("max_completion_tokens", body.get("max_tokens"))
         if asked is not None and (not isinstance(asked, int) or isinstance(asked, bool) or asked < 1):
-            raise GatewayRefusal(400, "invalid_request_error", f"max_tokens: expected a whole number >= 1, "
-                                                               f"found {asked!r}")
+            raise GatewayRefusal(
+                400, "invalid_request_error", f"max_tokens: expected a whole number >= 1, found {asked!r}"
+            )
         return min(asked, left) if asked is not None else left
 
 
@@ -152,8 +181,13 @@ def _handler(gateway: Gateway) -> type[http.server.BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             if self.path.rstrip("/") in ("/v1/models", "/models"):
-                self._json(200, {"object": "list", "data": [
-                    {"id": MODEL_NAME, "object": "model", "created": 0, "owned_by": "swebox"}]})
+                self._json(
+                    200,
+                    {
+                        "object": "list",
+                        "data": [{"id": MODEL_NAME, "object": "model", "created": 0, "owned_by": "swebox"}],
+                    },
+                )
             else:
                 self._error(GatewayRefusal(404, "not_found", f"no such endpoint: GET {self.path}"))
 
@@ -164,8 +198,11 @@ def _handler(gateway: Gateway) -> type[http.server.BaseHTTPRequestHandler]:
             try:
                 length = int(self.headers.get("Content-Length") or 0)
                 if not 0 < length <= MAX_BODY_BYTES:
-                    raise GatewayRefusal(400, "invalid_request_error",
-                                         f"expected a JSON body of 1 to {MAX_BODY_BYTES} bytes, found {length}")
+                    raise GatewayRefusal(
+                        400,
+                        "invalid_request_error",
+                        f"expected a JSON body of 1 to {MAX_BODY_BYTES} bytes, found {length}",
+                    )
                 try:
                     body = json.loads(self.rfile.read(length))
                 except (ValueError, UnicodeDecodeError) as exc:
@@ -188,8 +225,10 @@ def _handler(gateway: Gateway) -> type[http.server.BaseHTTPRequestHandler]:
             self.wfile.write(data)
 
         def _error(self, refusal: GatewayRefusal) -> None:
-            self._json(refusal.status, {"error": {"message": str(refusal), "type": refusal.kind,
-                                                  "code": refusal.kind, "param": None}})
+            self._json(
+                refusal.status,
+                {"error": {"message": str(refusal), "type": refusal.kind, "code": refusal.kind, "param": None}},
+            )
 
         def _stream(self, completion: Completion) -> None:
             self.send_response(200)
@@ -209,8 +248,16 @@ def _response(completion: Completion, chunk: bool) -> dict[str, Any]:
     message = {"role": "assistant", "content": completion.text}
     choice: dict[str, Any] = {"index": 0, "finish_reason": completion.finish_reason, "logprobs": None}
     choice["delta" if chunk else "message"] = message
-    usage = {"prompt_tokens": len(completion.prompt_ids), "completion_tokens": len(completion.token_ids),
-             "total_tokens": len(completion.prompt_ids) + len(completion.token_ids)}
-    return {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion.chunk" if chunk else
-            "chat.completion", "created": int(time.time()), "model": MODEL_NAME, "choices": [choice],
-            "usage": usage}
+    usage = {
+        "prompt_tokens": len(completion.prompt_ids),
+        "completion_tokens": len(completion.token_ids),
+        "total_tokens": len(completion.prompt_ids) + len(completion.token_ids),
+    }
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+        "object": "chat.completion.chunk" if chunk else "chat.completion",
+        "created": int(time.time()),
+        "model": MODEL_NAME,
+        "choices": [choice],
+        "usage": usage,
+    }

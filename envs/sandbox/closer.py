@@ -39,8 +39,11 @@ def _work() -> None:
         try:
             finish()
         except Exception as exc:  # one sandbox's failed cleanup must not stop the others'
-            print(f"swebox: closing a sandbox in the background failed: {type(exc).__name__}: {exc}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"swebox: closing a sandbox in the background failed: {type(exc).__name__}: {exc}",
+                file=sys.stderr,
+                flush=True,
+            )
         finally:
             with _idle:
                 _pending -= 1

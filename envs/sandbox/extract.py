@@ -49,9 +49,11 @@ def overlay_markers(layer: str) -> tuple[list[str], list[str]]:
         rel = os.path.relpath(folder, layer)
         for name in dirs:
             try:
-                marks = {os.getxattr(os.path.join(folder, name), attr, follow_symlinks=False)
-                         for attr in ("user.overlay.opaque", "trusted.overlay.opaque")
-                         if attr in os.listxattr(os.path.join(folder, name), follow_symlinks=False)}
+                marks = {
+                    os.getxattr(os.path.join(folder, name), attr, follow_symlinks=False)
+                    for attr in ("user.overlay.opaque", "trusted.overlay.opaque")
+                    if attr in os.listxattr(os.path.join(folder, name), follow_symlinks=False)
+                }
             except OSError:
                 marks = set()
             if b"y" in marks:
@@ -65,8 +67,14 @@ def overlay_markers(layer: str) -> tuple[list[str], list[str]]:
 
 def run_tool(argv: list[str], pass_fds: list[int] | None = None) -> None:
     """Run cp or tar; a failure says what the tool said (nsinit's own stderr goes nowhere)."""
-    result = subprocess.run(argv, check=False, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, pass_fds=pass_fds or ())
+    result = subprocess.run(
+        argv,
+        check=False,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        pass_fds=pass_fds or (),
+    )
     if result.returncode != 0:
         said = result.stderr.decode(errors="replace").strip()[-2000:]
         raise RuntimeError(f"{' '.join(argv[:2])} ... exited with {result.returncode}: {said}")

@@ -21,8 +21,10 @@ def read_file(root: str, path: str, max_bytes: int) -> bytes:
         while chunk := os.read(fd, 1 << 20):
             size += len(chunk)
             if size > max_bytes:
-                raise SandboxError(f"read_file({path!r}): file is larger than {max_bytes} bytes; read it in parts "
-                                   "with exec('head -c ...') or raise max_bytes")
+                raise SandboxError(
+                    f"read_file({path!r}): file is larger than {max_bytes} bytes; read it in parts "
+                    "with exec('head -c ...') or raise max_bytes"
+                )
             chunks.append(chunk)
         return b"".join(chunks)
     finally:
@@ -53,7 +55,7 @@ def write_file(root: str, path: str, data: bytes, mode: int, owner: tuple[int, i
     try:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
 
@@ -86,8 +88,13 @@ def _open_regular(root: str, path: str, flags: int, what: str, create_mode: int 
 def _require_regular(fd: int, path: str, what: str, close: bool = True) -> None:
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
-        kinds = {stat.S_IFIFO: "a FIFO", stat.S_IFDIR: "a directory", stat.S_IFCHR: "a character device",
-                 stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}
+        kinds = {
+            stat.S_IFIFO: "a FIFO",
+            stat.S_IFDIR: "a directory",
+            stat.S_IFCHR: "a character device",
+            stat.S_IFBLK: "a block device",
+            stat.S_IFSOCK: "a socket",
+        }
         kind = kinds.get(stat.S_IFMT(mode), "another kind of file")
         if close:
             os.close(fd)
@@ -113,7 +120,9 @@ def _resolve(root: str, path: str, flags: int, mode: int = 0o644) -> int:
 
 
 def _error(path: str, exc: OSError) -> SandboxError:
-    hint = {errno.ENOENT: "no such file (or its folder does not exist: create it with exec('mkdir -p ...'))",
-            errno.EROFS: "that path is on a read-only bind of the host system",
-            errno.EISDIR: "that path is a directory"}.get(exc.errno or 0, exc.strerror or str(exc))
+    hint = {
+        errno.ENOENT: "no such file (or its folder does not exist: create it with exec('mkdir -p ...'))",
+        errno.EROFS: "that path is on a read-only bind of the host system",
+        errno.EISDIR: "that path is a directory",
+    }.get(exc.errno or 0, exc.strerror or str(exc))
     return SandboxError(f"{path!r} inside the sandbox: {hint}")

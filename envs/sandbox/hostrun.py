@@ -41,12 +41,24 @@ class RunResult:
 
 def request(command: str, timeout: float, max_stdout: int, quiesce: bool, freeze: bool) -> dict:
     """The session request for one host command."""
-    return {"op": "run", "command": command, "timeout": timeout, "max_output": max_stdout, "quiesce": quiesce,
-            "freeze": freeze}
+    return {
+        "op": "run",
+        "command": command,
+        "timeout": timeout,
+        "max_output": max_stdout,
+        "quiesce": quiesce,
+        "freeze": freeze,
+    }
 
 
 def result(reply: dict, output: bytes) -> RunResult:
     """The RunResult of a "run" reply and the bytes that followed it (stdout, then stderr)."""
     split = int(reply["stdout_bytes"])
-    return RunResult(output[:split], output[split:].decode("utf-8", "replace"), reply["exit_code"],
-                     reply["timed_out"], reply["truncated"], reply["duration_s"])
+    return RunResult(
+        output[:split],
+        output[split:].decode("utf-8", "replace"),
+        reply["exit_code"],
+        reply["timed_out"],
+        reply["truncated"],
+        reply["duration_s"],
+    )

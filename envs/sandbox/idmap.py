@@ -79,8 +79,9 @@ def map_ids(pid: int, layer_ns_pid: int, trees: list[Tree], policy: SandboxPolic
     return Mapped([prepared[tree] for tree in trees], host_uid, why)
 
 
-def _map_layer_trees(layer_ns_pid: int, trees: list[Tree], policy: SandboxPolicy, block: int,
-                     prepared: dict[Tree, int]) -> str:
+def _map_layer_trees(
+    layer_ns_pid: int, trees: list[Tree], policy: SandboxPolicy, block: int, prepared: dict[Tree, int]
+) -> str:
     """Id-map the layer ids' trees onto `block`; on the first that cannot be, undo and say why."""
     _write_maps(layer_ns_pid, f"{policy.host_uid} {block} {policy.uid_count}")
     userns = os.open(f"/proc/{layer_ns_pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)

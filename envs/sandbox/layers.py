@@ -61,8 +61,10 @@ class Layer:
     def check(self) -> None:
         if not self.path.is_dir():
             found = "a file" if self.path.exists() else "nothing"
-            raise SandboxError(f"layer {self.name!r}: expected a directory at {self.path}, found {found}; "
-                               "pass the folder whose contents form the sandbox's root (e.g. one holding testbed/)")
+            raise SandboxError(
+                f"layer {self.name!r}: expected a directory at {self.path}, found {found}; "
+                "pass the folder whose contents form the sandbox's root (e.g. one holding testbed/)"
+            )
         if self.archive is not None and not self.archive.is_file():
             raise SandboxError(f"layer {self.name!r}: archive {self.archive} does not exist")
 
@@ -97,7 +99,6 @@ class Layer:
             self.release()
 
 
-
 def _remove(folder: str) -> None:
     shutil.rmtree(folder, ignore_errors=True)
     record_path(folder).unlink(missing_ok=True)
@@ -126,15 +127,19 @@ def read_record(folder: Path) -> tuple[str, ...]:
     except FileNotFoundError:
         return ()
     if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
-        raise SandboxError(f"layer record {path}: expected a regular file owned by uid {os.geteuid()} and "
-                           f"writable by nobody else, found mode {stat.filemode(st.st_mode)} uid {st.st_uid}; "
-                           "remove it and record the layer again (swebox.envs.sandbox.layers.write_record)")
+        raise SandboxError(
+            f"layer record {path}: expected a regular file owned by uid {os.geteuid()} and "
+            f"writable by nobody else, found mode {stat.filemode(st.st_mode)} uid {st.st_uid}; "
+            "remove it and record the layer again (swebox.envs.sandbox.layers.write_record)"
+        )
     try:
         data = json.loads(path.read_text())
         return tuple(data["interpreters"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise SandboxError(f"layer record {path}: expected JSON {{\"interpreters\": [prefix, ...]}}, could not "
-                           f"read it ({exc}); remove it and record the layer again") from None
+        raise SandboxError(
+            f"layer record {path}: expected JSON {{\"interpreters\": [prefix, ...]}}, could not "
+            f"read it ({exc}); remove it and record the layer again"
+        ) from None
 
 
 def _checked_prefixes(prefixes: Sequence[str], owner: str) -> list[str]:

@@ -53,16 +53,19 @@ class Limits:
         limits = cls(policy)
         if policy.use_cgroups:
             limits._create_cgroups(name)
-        limits.enforced_by.setdefault("cpu_share", "none: per process, like any host process" if policy.cpu_weight
-                                      else "none: cpu_weight=0")
+        limits.enforced_by.setdefault(
+            "cpu_share", "none: per process, like any host process" if policy.cpu_weight else "none: cpu_weight=0"
+        )
         limits.enforced_by.setdefault("memory", "rlimit RLIMIT_AS (per process)")
         limits.enforced_by.setdefault("processes", "rlimit RLIMIT_NPROC (per sandbox user namespace)")
         limits.enforced_by["cpu_seconds"] = "rlimit RLIMIT_CPU (per process)"
         limits.enforced_by["file_size"] = "rlimit RLIMIT_FSIZE"
         limits.enforced_by["open_files"] = "rlimit RLIMIT_NOFILE"
-        limits.enforced_by["disk"] = (f"tmpfs size={policy.upper_size_mb}m,nr_inodes={policy.upper_inodes} for the "
-                                      f"writable layer; size={policy.tmp_size_mb}m,nr_inodes={policy.tmp_inodes} "
-                                      "for /tmp and /dev/shm each")
+        limits.enforced_by["disk"] = (
+            f"tmpfs size={policy.upper_size_mb}m,nr_inodes={policy.upper_inodes} for the "
+            f"writable layer; size={policy.tmp_size_mb}m,nr_inodes={policy.tmp_inodes} "
+            "for /tmp and /dev/shm each"
+        )
         limits.enforced_by["wall_clock"] = "per-command timeout (process tree killed)"
         return limits
 
@@ -95,8 +98,10 @@ class Limits:
                 if weight:
                     self.enforced_by["cpu_share"] = f"cgroup v2 cpu.weight={weight} ({path})"
             return
-        controllers = [("memory", {"memory.limit_in_bytes": self.policy.cgroup_memory_mb * MB}),
-                       ("pids", {"pids.max": self.policy.max_processes})]
+        controllers = [
+            ("memory", {"memory.limit_in_bytes": self.policy.cgroup_memory_mb * MB}),
+            ("pids", {"pids.max": self.policy.max_processes}),
+        ]
         if self.policy.cpu_weight:  # a group of its own: the scheduler shares CPU between groups first
             controllers.append(("cpu", {"cpu.shares": max(2, self.policy.cpu_weight * 1024 // 100)}))
         controllers.append(("cpuacct", {}))  # no limit: the sandbox's CPU seconds (usage.py) come from it
@@ -192,8 +197,9 @@ def sweep_stale_cgroups(prefix: str) -> None:
     means nothing here: their cgroups are theirs to sweep (a fresh one is empty until its nsinit joins it)."""
     ours = f"{prefix}{pid_namespace()}-"
     own = _own_cgroups()
-    parents = [os.path.join(CGROUP_ROOT, c, own[c].lstrip("/")) for c in ("memory", "pids", "cpu", "cpuacct")
-               if c in own]
+    parents = [
+        os.path.join(CGROUP_ROOT, c, own[c].lstrip("/")) for c in ("memory", "pids", "cpu", "cpuacct") if c in own
+    ]
     if "" in own and os.path.exists(os.path.join(CGROUP_ROOT, "cgroup.controllers")):
         parents.append(os.path.join(CGROUP_ROOT, own[""].lstrip("/")))
     for parent in parents:
@@ -202,6 +208,6 @@ def sweep_stale_cgroups(prefix: str) -> None:
         except OSError:
             continue
         for name in names:
-            owner = name[len(ours):].split("-", 1)[0]
+            owner = name[len(ours) :].split("-", 1)[0]
             if owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
                 _rmdir(os.path.join(parent, name))

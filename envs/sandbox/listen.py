@@ -26,8 +26,9 @@ def listen_inside(pid: int, port: int = 0, backlog: int = 16) -> socket.socket:
     """A TCP socket listening on 127.0.0.1:``port`` (0: any free port) in the network namespace of ``pid``
     (a sandbox's ``Sandbox.pid``). Close it to stop serving."""
     if pid <= 0:
-        raise SandboxError(f"listen_inside: expected the host pid of a running sandbox, found {pid}; start the "
-                           "sandbox first")
+        raise SandboxError(
+            f"listen_inside: expected the host pid of a running sandbox, found {pid}; start the sandbox first"
+        )
     made: list[socket.socket] = []
     failed: list[str] = []
 
@@ -40,8 +41,10 @@ def listen_inside(pid: int, port: int = 0, backlog: int = 16) -> socket.socket:
         try:
             if _libc.setns(fd, CLONE_NEWNET) != 0:
                 err = ctypes.get_errno()
-                failed.append(f"setns into the sandbox's network namespace failed: {os.strerror(err)} (it needs "
-                              "root: CAP_SYS_ADMIN over the sandbox's user namespace)")
+                failed.append(
+                    f"setns into the sandbox's network namespace failed: {os.strerror(err)} (it needs "
+                    "root: CAP_SYS_ADMIN over the sandbox's user namespace)"
+                )
                 return
         finally:
             os.close(fd)

@@ -36,9 +36,11 @@ def compiler() -> str:
         path = shutil.which(name)
         if path:
             return path
-    raise SandboxError("swebox builds its sandbox sessions' program (envs/sandbox/csrc) with a C compiler on "
-                       "first use and found none (looked for $CC, cc, gcc): install one (Debian: apt-get install "
-                       "gcc libc6-dev) or point $CC at it")
+    raise SandboxError(
+        "swebox builds its sandbox sessions' program (envs/sandbox/csrc) with a C compiler on "
+        "first use and found none (looked for $CC, cc, gcc): install one (Debian: apt-get install "
+        "gcc libc6-dev) or point $CC at it"
+    )
 
 
 @functools.cache
@@ -60,15 +62,20 @@ def session_binary() -> str:
     try:
         errors = ""
         for link in (["-static"], []):
-            result = subprocess.run([cc, *FLAGS, *link, "-o", tmp, *(str(p) for p in files if p.suffix == ".c")],
-                                    capture_output=True, text=True)
+            result = subprocess.run(
+                [cc, *FLAGS, *link, "-o", tmp, *(str(p) for p in files if p.suffix == ".c")],
+                capture_output=True,
+                text=True,
+            )
             if result.returncode == 0:
                 break
             errors += result.stderr
         else:
-            raise SandboxError(f"building the sandbox's session program with {cc} failed:\n{errors[-3000:]}\n"
-                               "install a working C compiler and C library headers (Debian: apt-get install gcc "
-                               "libc6-dev) or point $CC at one")
+            raise SandboxError(
+                f"building the sandbox's session program with {cc} failed:\n{errors[-3000:]}\n"
+                "install a working C compiler and C library headers (Debian: apt-get install gcc "
+                "libc6-dev) or point $CC at one"
+            )
         os.chmod(tmp, 0o755)
         os.rename(tmp, path)  # another process may have put the same binary there first: either is whole
     except BaseException:

@@ -126,9 +126,19 @@ class SandboxPolicy:
     """Host system folders bound read-only (a symlink such as /bin -> usr/bin is recreated as a symlink),
     unless a layer brings its own."""
 
-    etc_files: tuple[str, ...] = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives",
-                                  "ssl/certs", "ssl/openssl.cnf", "ca-certificates", "mime.types", "protocols",
-                                  "services")
+    etc_files: tuple[str, ...] = (
+        "ld.so.cache",
+        "ld.so.conf",
+        "ld.so.conf.d",
+        "localtime",
+        "alternatives",
+        "ssl/certs",
+        "ssl/openssl.cnf",
+        "ca-certificates",
+        "mime.types",
+        "protocols",
+        "services",
+    )
     """Entries of the host's /etc copied into the sandbox's minimal /etc (passwd, group, hosts, resolv.conf
     and nsswitch.conf are generated). Nothing else of the host's /etc is visible."""
 
@@ -166,30 +176,51 @@ class SandboxPolicy:
             self.network = "user"
         if self.network not in NETWORKS:
             raise SandboxError(f"SandboxPolicy.network: expected one of {NETWORKS}, found {self.network!r}")
-        for name in ("memory_mb", "max_processes", "cpu_seconds", "max_file_mb", "upper_size_mb",
-                     "tmp_size_mb", "max_open_files", "max_output_bytes", "uid_count", "upper_inodes", "tmp_inodes"):
+        for name in (
+            "memory_mb",
+            "max_processes",
+            "cpu_seconds",
+            "max_file_mb",
+            "upper_size_mb",
+            "tmp_size_mb",
+            "max_open_files",
+            "max_output_bytes",
+            "uid_count",
+            "upper_inodes",
+            "tmp_inodes",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise SandboxError(f"SandboxPolicy.{name}: expected a positive integer, found {value!r}")
-        for name in ("seccomp", "seccomp_allow_ptrace", "use_cgroups", "auto_bind_interpreters",
-                     "network_host_loopback"):
+        for name in (
+            "seccomp",
+            "seccomp_allow_ptrace",
+            "use_cgroups",
+            "auto_bind_interpreters",
+            "network_host_loopback",
+        ):
             if not isinstance(getattr(self, name), bool):
                 raise SandboxError(f"SandboxPolicy.{name}: expected True or False, found {getattr(self, name)!r}")
         if not isinstance(self.uid_slots, int) or self.uid_slots <= 0:
             raise SandboxError(f"SandboxPolicy.uid_slots: expected a positive integer, found {self.uid_slots!r}")
         if not isinstance(self.cpu_weight, int) or not 0 <= self.cpu_weight <= 10000:
-            raise SandboxError(f"SandboxPolicy.cpu_weight: expected an integer from 0 (no CPU cgroup) to 10000, "
-                               f"found {self.cpu_weight!r}")
+            raise SandboxError(
+                f"SandboxPolicy.cpu_weight: expected an integer from 0 (no CPU cgroup) to 10000, "
+                f"found {self.cpu_weight!r}"
+            )
         if isinstance(self.host_uid, int) and self.uid_range_end > 2**32 - 2:
-            raise SandboxError(f"SandboxPolicy: host_uid + uid_count * (uid_slots + 1) + uid_slots (the last "
-                               f"sandbox's id block's end) must stay below 2**32 - 1, found {self.uid_range_end} "
-                               f"for {self.host_uid}, {self.uid_count}, {self.uid_slots}; lower them")
+            raise SandboxError(
+                f"SandboxPolicy: host_uid + uid_count * (uid_slots + 1) + uid_slots (the last "
+                f"sandbox's id block's end) must stay below 2**32 - 1, found {self.uid_range_end} "
+                f"for {self.host_uid}, {self.uid_count}, {self.uid_slots}; lower them"
+            )
         if self.command_timeout_s <= 0:
             raise SandboxError(f"SandboxPolicy.command_timeout_s: expected > 0, found {self.command_timeout_s}")
         if self.host_uid <= 0:
             raise SandboxError(
                 f"SandboxPolicy.host_uid: expected an unprivileged host uid (> 0), found {self.host_uid}; "
-                "the sandbox's root must never be host root")
+                "the sandbox's root must never be host root"
+            )
         self.ro_binds = tuple(str(p) for p in self.ro_binds)
         self.system_paths = tuple(self.system_paths)
         self.etc_files = tuple(self.etc_files)
@@ -202,8 +233,10 @@ class SandboxPolicy:
         self.env = {str(k): str(v) for k, v in self.env.items()}
         for name, value in self.env.items():  # they reach the shell as C strings "NAME=VALUE"
             if not name or "=" in name or "\0" in name + value:
-                raise SandboxError(f"SandboxPolicy.env: expected names without '=' and no NUL bytes, found "
-                                   f"{name!r}={value!r}; remove or rename that variable")
+                raise SandboxError(
+                    f"SandboxPolicy.env: expected names without '=' and no NUL bytes, found "
+                    f"{name!r}={value!r}; remove or rename that variable"
+                )
         if not str(self.workdir).startswith("/"):
             raise SandboxError(f"SandboxPolicy.workdir: expected an absolute path, found {self.workdir!r}")
 

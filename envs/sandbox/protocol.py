@@ -71,7 +71,7 @@ def recv_reply(sock: socket.socket, extra_key: str) -> tuple[dict, bytes]:
     if len(data) < end:
         data += recv_exact(sock, end - len(data))
     try:
-        message = json.loads(data[_HEADER.size:end])
+        message = json.loads(data[_HEADER.size : end])
     except ValueError as exc:
         raise ProtocolError(f"not a JSON message: {exc}") from None
     if not isinstance(message, dict):

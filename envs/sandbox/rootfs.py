@@ -34,8 +34,10 @@ def binds(policy: SandboxPolicy, layers: list[Layer]) -> list[dict]:
         if any(path == s or path.startswith(s + "/") for s in system):
             continue  # already visible through a system bind (e.g. /usr/bin/python3)
         if not os.path.isdir(path):
-            raise SandboxError(f"read-only bind {path!r}: expected a host directory, found "
-                               f"{'a file' if os.path.exists(path) else 'nothing'}; bind its folder instead")
+            raise SandboxError(
+                f"read-only bind {path!r}: expected a host directory, found "
+                f"{'a file' if os.path.exists(path) else 'nothing'}; bind its folder instead"
+            )
         binds.append({"kind": "dir", "src": path, "dst": path})
     return binds
 
@@ -72,9 +74,11 @@ def own_folder(path: str, what: str, variable: str) -> None:
     os.makedirs(path, mode=0o711, exist_ok=True)
     st = os.lstat(path)
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
-        raise SandboxError(f"{what} {path!r}: expected a folder owned by uid {os.geteuid()} that only it "
-                           f"can write, found mode {stat.filemode(st.st_mode)} owned by uid {st.st_uid}; remove it "
-                           f"or set {variable} to a folder of your own")
+        raise SandboxError(
+            f"{what} {path!r}: expected a folder owned by uid {os.geteuid()} that only it "
+            f"can write, found mode {stat.filemode(st.st_mode)} owned by uid {st.st_uid}; remove it "
+            f"or set {variable} to a folder of your own"
+        )
 
 
 # A start would spend ~0.8 ms fingerprinting the host's /etc entries (the lstat of ~700 entries); the answer is
@@ -172,9 +176,11 @@ def check_searchable(folder: str) -> None:
     path = os.path.realpath(folder)
     while True:
         if not os.stat(path).st_mode & 0o001:
-            raise SandboxError(f"work_root {folder!r}: expected every folder on its path to be searchable by "
-                               f"others (the sandbox runs as an unprivileged uid), found {path!r} without o+x; "
-                               "use a work_root like /tmp/swebox-0 or `chmod o+x` that folder")
+            raise SandboxError(
+                f"work_root {folder!r}: expected every folder on its path to be searchable by "
+                f"others (the sandbox runs as an unprivileged uid), found {path!r} without o+x; "
+                "use a work_root like /tmp/swebox-0 or `chmod o+x` that folder"
+            )
         if path == "/":
             return
         path = os.path.dirname(path)

@@ -57,8 +57,10 @@ class Sandbox:
 
     def __init__(self, layers: Sequence[str | os.PathLike | Layer], policy: SandboxPolicy | None = None) -> None:
         if isinstance(layers, (str, os.PathLike, Layer)):
-            raise SandboxError("Sandbox(layers=...): expected a list of layers (lowest first), found a single "
-                               f"{type(layers).__name__}; wrap it in a list")
+            raise SandboxError(
+                "Sandbox(layers=...): expected a list of layers (lowest first), found a single "
+                f"{type(layers).__name__}; wrap it in a list"
+            )
         self.layers = [Layer.of(layer) for layer in layers]
         if not self.layers:
             raise SandboxError("Sandbox(layers=[]): expected at least one layer folder")
@@ -146,15 +148,26 @@ class Sandbox:
         host_end, init_end = socket.socketpair()
         self._ctl = host_end
         # archives are opened here: the sandbox's unprivileged uid may not be able to reach their folder
-        archive_fds = [os.open(layer.archive, os.O_RDONLY) if layer.archive and self.backend == "extract"
-                       else -1 for layer in self.layers]
+        archive_fds = [
+            os.open(layer.archive, os.O_RDONLY) if layer.archive and self.backend == "extract" else -1
+            for layer in self.layers
+        ]
         argv = nsinit_args.build(
-            policy=self.policy, backend=self.backend,
-            staging=os.path.join(self._dir, "mnt"), layers=self.layers, archives=[fd >= 0 for fd in archive_fds],
-            binds=binds, etc_layer=etc_layer, tree_owners=self._trees, rootless=self._rootless,
-            owner_uid=self.owner_uid, upper_size_mb=self._upper_size_mb, upper_inodes=self._upper_inodes,
+            policy=self.policy,
+            backend=self.backend,
+            staging=os.path.join(self._dir, "mnt"),
+            layers=self.layers,
+            archives=[fd >= 0 for fd in archive_fds],
+            binds=binds,
+            etc_layer=etc_layer,
+            tree_owners=self._trees,
+            rootless=self._rootless,
+            owner_uid=self.owner_uid,
+            upper_size_mb=self._upper_size_mb,
+            upper_inodes=self._upper_inodes,
             cgroups=limits.cgroup_dirs,
-            rlimits=limits.rlimits())
+            rlimits=limits.rlimits(),
+        )
         try:
             # nsinit is in its cgroups before it makes any process, and starts at once
             self._proc = proc = spawner.spawn(argv, [init_end.fileno(), *(fd for fd in archive_fds if fd >= 0)])
@@ -163,16 +176,16 @@ class Sandbox:
             for fd in archive_fds:
                 if fd >= 0:
                     os.close(fd)
-        self._finalizer = weakref.finalize(self, _emergency_cleanup, self._proc, self._limits, self._dir,
-                                           self._dir_lock)
+        self._finalizer = weakref.finalize(
+            self, _emergency_cleanup, self._proc, self._limits, self._dir, self._dir_lock
+        )
         host_end.settimeout(STARTUP_TIMEOUT_S)
         if not self._rootless:  # nsinit's user namespace exists: we write its maps (rootless, it maps itself)
             reply = self._recv(host_end, "the sandbox did not start")
             if reply.get("op") != "userns_ready":
                 raise SandboxError(f"the sandbox did not start: expected its user namespace, found {reply}")
             assert self._slot is not None  # acquired above: a sandbox that is not rootless has a block of ids
-            mapped = idmap.map_ids(proc.pid, reply.get("layer_ns_pid", 0), self._trees, self.policy,
-                                   self._slot.block)
+            mapped = idmap.map_ids(proc.pid, reply.get("layer_ns_pid", 0), self._trees, self.policy, self._slot.block)
             self.host_uid, self._shared_ids = mapped.host_uid, mapped.shared_why
             fds = mapped.fds
             try:  # one lower per tree, in nsinit_args.trees' order
@@ -181,10 +194,13 @@ class Sandbox:
                 for fd in fds:
                     os.close(fd)
         # nsinit mounts the root and starts the first session without being asked
-        self._take_session("the sandbox did not start", "; see docs/sandbox.md for the host features each backend "
-                           "needs, or try SandboxPolicy(backend='extract')")
+        self._take_session(
+            "the sandbox did not start",
+            "; see docs/sandbox.md for the host features each backend needs, or try SandboxPolicy(backend='extract')",
+        )
         limits.enforced_by["kernel_budgets"] = uidslots.budgets_note(
-            self._rootless, self.host_uid, self.owner_uid, self._shared_ids, self.policy.uid_count)
+            self._rootless, self.host_uid, self.owner_uid, self._shared_ids, self.policy.uid_count
+        )
         if self.policy.network == "user":  # attached to nsinit's network namespace before the first command
             self._net = UserNet(proc.pid, self.policy)
 
@@ -312,15 +328,31 @@ class Sandbox:
             except (protocol.ProtocolError, OSError) as exc:
                 # the supervisor itself died (e.g. chosen by the OOM killer): new shell, same files
                 self._new_session({"op": "session"})
-                return ExecResult(f"[swebox: the sandbox's shell session died ({exc}); a new one was started "
-                                  "on the same files]\n", None, False, False, time.monotonic() - started)
+                return ExecResult(
+                    f"[swebox: the sandbox's shell session died ({exc}); a new one was started on the same files]\n",
+                    None,
+                    False,
+                    False,
+                    time.monotonic() - started,
+                )
             if "error" in reply:
                 raise SandboxError(f"exec: {reply['error']}")
-            return ExecResult(output.decode("utf-8", "replace"), reply["exit_code"], reply["timed_out"],
-                              reply["truncated"], reply["duration_s"])
+            return ExecResult(
+                output.decode("utf-8", "replace"),
+                reply["exit_code"],
+                reply["timed_out"],
+                reply["truncated"],
+                reply["duration_s"],
+            )
 
-    def run(self, command: str, timeout: float = 300.0, max_stdout: int = hostrun.DEFAULT_MAX_STDOUT,
-            quiesce: bool = False, freeze: bool = False) -> hostrun.RunResult:
+    def run(
+        self,
+        command: str,
+        timeout: float = 300.0,
+        max_stdout: int = hostrun.DEFAULT_MAX_STDOUT,
+        quiesce: bool = False,
+        freeze: bool = False,
+    ) -> hostrun.RunResult:
         """Run the host's own `command` with /bin/sh in a fresh process of the session, not in the agent's shell
         (hostrun.py): nothing the agent did to its shell or environment changes it. `quiesce` kills every other
         process of the session first, `freeze` stops them while it runs. Raises SandboxError when the session
@@ -388,8 +420,9 @@ class Sandbox:
                 raise
             # the interpreters come from my layers' makers, never from what my tree now says (a pyvenv.cfg)
             interpreters = tuple(dict.fromkeys(p for layer in self.layers for p in layer.interpreters or ()))
-            return Layer(Path(target), name=f"snapshot-of-{self.layers[-1].name}", ephemeral=True,
-                         interpreters=interpreters)
+            return Layer(
+                Path(target), name=f"snapshot-of-{self.layers[-1].name}", ephemeral=True, interpreters=interpreters
+            )
 
     def fork(self) -> Sandbox:
         """A new, started Sandbox whose layers are mine plus a snapshot of my current state."""

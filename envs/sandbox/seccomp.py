@@ -57,20 +57,57 @@ PERSONALITIES = (0x0, 0x8, 0x20000, 0x20008, 0xFFFFFFFF)
 
 DENIED = (
     # kernel keyrings: not namespaced, a frequent source of kernel bugs, unused by test suites
-    "add_key", "request_key", "keyctl",
+    "add_key",
+    "request_key",
+    "keyctl",
     # kernel programmability and introspection: large attack surface, never needed to run tests
-    "bpf", "perf_event_open", "userfaultfd", "lookup_dcookie", "kcmp",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "lookup_dcookie",
+    "kcmp",
     # io_uring runs operations without passing them through this filter
-    "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
     # the kernel itself: modules, kexec, reboot, swap, accounting, quotas, the log, the clock
-    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "reboot", "swapon",
-    "swapoff", "acct", "quotactl", "quotactl_fd", "syslog", "settimeofday", "clock_settime", "clock_adjtime",
-    "adjtimex", "nfsservctl", "vhangup", "iopl", "ioperm", "uselib",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "reboot",
+    "swapon",
+    "swapoff",
+    "acct",
+    "quotactl",
+    "quotactl_fd",
+    "syslog",
+    "settimeofday",
+    "clock_settime",
+    "clock_adjtime",
+    "adjtimex",
+    "nfsservctl",
+    "vhangup",
+    "iopl",
+    "ioperm",
+    "uselib",
     # mounts and namespaces: the sandbox's view of the filesystem is fixed by its supervisor
-    "mount", "umount2", "pivot_root", "move_mount", "open_tree", "fsopen", "fsmount", "fsconfig", "fspick",
-    "mount_setattr", "unshare", "setns",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "move_mount",
+    "open_tree",
+    "fsopen",
+    "fsmount",
+    "fsconfig",
+    "fspick",
+    "mount_setattr",
+    "unshare",
+    "setns",
     # file handles bypass path lookup (the classic container escape through open_by_handle_at)
-    "open_by_handle_at", "name_to_handle_at",
+    "open_by_handle_at",
+    "name_to_handle_at",
 )
 TRACING = ("ptrace", "process_vm_readv", "process_vm_writev")
 """Denied unless the policy allows tracing: rootless, the supervisor shares the agent's uid and must stay
@@ -78,29 +115,110 @@ dumpable for the host, so ptrace is what would let the agent rewrite its own exe
 
 SYSCALLS: dict[str, dict[str, int]] = {
     "x86_64": {
-        "add_key": 248, "request_key": 249, "keyctl": 250, "bpf": 321, "perf_event_open": 298,
-        "userfaultfd": 323, "lookup_dcookie": 212, "kcmp": 312, "io_uring_setup": 425, "io_uring_enter": 426,
-        "io_uring_register": 427, "kexec_load": 246, "kexec_file_load": 320, "init_module": 175,
-        "finit_module": 313, "delete_module": 176, "reboot": 169, "swapon": 167, "swapoff": 168, "acct": 163,
-        "quotactl": 179, "quotactl_fd": 443, "syslog": 103, "settimeofday": 164, "clock_settime": 227,
-        "clock_adjtime": 305, "adjtimex": 159, "nfsservctl": 180, "vhangup": 153, "iopl": 172, "ioperm": 173,
-        "uselib": 134, "mount": 165, "umount2": 166, "pivot_root": 155, "move_mount": 429, "open_tree": 428,
-        "fsopen": 430, "fsmount": 432, "fsconfig": 431, "fspick": 433, "mount_setattr": 442, "unshare": 272,
-        "setns": 308, "open_by_handle_at": 304, "name_to_handle_at": 303, "ptrace": 101,
-        "process_vm_readv": 310, "process_vm_writev": 311, "personality": 135, "clone": 56, "clone3": 435,
+        "add_key": 248,
+        "request_key": 249,
+        "keyctl": 250,
+        "bpf": 321,
+        "perf_event_open": 298,
+        "userfaultfd": 323,
+        "lookup_dcookie": 212,
+        "kcmp": 312,
+        "io_uring_setup": 425,
+        "io_uring_enter": 426,
+        "io_uring_register": 427,
+        "kexec_load": 246,
+        "kexec_file_load": 320,
+        "init_module": 175,
+        "finit_module": 313,
+        "delete_module": 176,
+        "reboot": 169,
+        "swapon": 167,
+        "swapoff": 168,
+        "acct": 163,
+        "quotactl": 179,
+        "quotactl_fd": 443,
+        "syslog": 103,
+        "settimeofday": 164,
+        "clock_settime": 227,
+        "clock_adjtime": 305,
+        "adjtimex": 159,
+        "nfsservctl": 180,
+        "vhangup": 153,
+        "iopl": 172,
+        "ioperm": 173,
+        "uselib": 134,
+        "mount": 165,
+        "umount2": 166,
+        "pivot_root": 155,
+        "move_mount": 429,
+        "open_tree": 428,
+        "fsopen": 430,
+        "fsmount": 432,
+        "fsconfig": 431,
+        "fspick": 433,
+        "mount_setattr": 442,
+        "unshare": 272,
+        "setns": 308,
+        "open_by_handle_at": 304,
+        "name_to_handle_at": 303,
+        "ptrace": 101,
+        "process_vm_readv": 310,
+        "process_vm_writev": 311,
+        "personality": 135,
+        "clone": 56,
+        "clone3": 435,
     },
     # the generic table (asm-generic/unistd.h); aarch64 has no iopl, ioperm or uselib
     "aarch64": {
-        "add_key": 217, "request_key": 218, "keyctl": 219, "bpf": 280, "perf_event_open": 241,
-        "userfaultfd": 282, "lookup_dcookie": 18, "kcmp": 272, "io_uring_setup": 425, "io_uring_enter": 426,
-        "io_uring_register": 427, "kexec_load": 104, "kexec_file_load": 294, "init_module": 105,
-        "finit_module": 273, "delete_module": 106, "reboot": 142, "swapon": 224, "swapoff": 225, "acct": 89,
-        "quotactl": 60, "quotactl_fd": 443, "syslog": 116, "settimeofday": 170, "clock_settime": 112,
-        "clock_adjtime": 266, "adjtimex": 171, "nfsservctl": 42, "vhangup": 58, "mount": 40, "umount2": 39,
-        "pivot_root": 41, "move_mount": 429, "open_tree": 428, "fsopen": 430, "fsmount": 432, "fsconfig": 431,
-        "fspick": 433, "mount_setattr": 442, "unshare": 97, "setns": 268, "open_by_handle_at": 265,
-        "name_to_handle_at": 264, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
-        "personality": 92, "clone": 220, "clone3": 435,
+        "add_key": 217,
+        "request_key": 218,
+        "keyctl": 219,
+        "bpf": 280,
+        "perf_event_open": 241,
+        "userfaultfd": 282,
+        "lookup_dcookie": 18,
+        "kcmp": 272,
+        "io_uring_setup": 425,
+        "io_uring_enter": 426,
+        "io_uring_register": 427,
+        "kexec_load": 104,
+        "kexec_file_load": 294,
+        "init_module": 105,
+        "finit_module": 273,
+        "delete_module": 106,
+        "reboot": 142,
+        "swapon": 224,
+        "swapoff": 225,
+        "acct": 89,
+        "quotactl": 60,
+        "quotactl_fd": 443,
+        "syslog": 116,
+        "settimeofday": 170,
+        "clock_settime": 112,
+        "clock_adjtime": 266,
+        "adjtimex": 171,
+        "nfsservctl": 42,
+        "vhangup": 58,
+        "mount": 40,
+        "umount2": 39,
+        "pivot_root": 41,
+        "move_mount": 429,
+        "open_tree": 428,
+        "fsopen": 430,
+        "fsmount": 432,
+        "fsconfig": 431,
+        "fspick": 433,
+        "mount_setattr": 442,
+        "unshare": 97,
+        "setns": 268,
+        "open_by_handle_at": 265,
+        "name_to_handle_at": 264,
+        "ptrace": 117,
+        "process_vm_readv": 270,
+        "process_vm_writev": 271,
+        "personality": 92,
+        "clone": 220,
+        "clone3": 435,
     },
 }
 KNOWN = frozenset(name for table in SYSCALLS.values() for name in table)
@@ -116,8 +234,10 @@ def unsupported_reason(arch: str) -> str:
     """Why no filter can be built for `arch`, or "" when one can."""
     if arch in SYSCALLS:
         return ""
-    return (f"no seccomp filter on {arch!r}: syscall tables exist for {sorted(SYSCALLS)} only; the sandbox "
-            "runs without one (every other protection stays in force)")
+    return (
+        f"no seccomp filter on {arch!r}: syscall tables exist for {sorted(SYSCALLS)} only; the sandbox "
+        "runs without one (every other protection stays in force)"
+    )
 
 
 def deny_list(allow_tracing: bool = False) -> tuple[str, ...]:
@@ -132,8 +252,10 @@ def build_program(denied: Iterable[str], arch: str) -> list[Instruction]:
     table = SYSCALLS[arch]
     unknown = sorted(set(denied) - KNOWN)
     if unknown:
-        raise ValueError(f"seccomp deny list: unknown syscalls {unknown}; expected names from {sorted(KNOWN)} "
-                         "(add the numbers for every architecture to SYSCALLS to deny a new one)")
+        raise ValueError(
+            f"seccomp deny list: unknown syscalls {unknown}; expected names from {sorted(KNOWN)} "
+            "(add the numbers for every architecture to SYSCALLS to deny a new one)"
+        )
     eperm, enosys = RET_ERRNO | errno.EPERM, RET_ERRNO | errno.ENOSYS
     program: list[Instruction] = [
         (BPF_LD_W_ABS, 0, 0, OFFSET_ARCH),
@@ -171,9 +293,11 @@ def encode(program: list[Instruction]) -> bytes:
 def describe(program_denied: Iterable[str], arch: str, allow_tracing: bool) -> str:
     """One line for limits_in_force(): what the filter in force does."""
     count = sum(1 for name in dict.fromkeys(program_denied) if name in SYSCALLS[arch])
-    return (f"seccomp-bpf ({arch}): {count} syscalls fail with EPERM (keyrings, bpf, perf, io_uring, mounts, "
-            f"namespaces, modules, clock, ...), ptrace {'allowed' if allow_tracing else 'denied'}, clone3 ENOSYS, "
-            "clone with namespace flags denied, personality limited, other ABIs killed")
+    return (
+        f"seccomp-bpf ({arch}): {count} syscalls fail with EPERM (keyrings, bpf, perf, io_uring, mounts, "
+        f"namespaces, modules, clock, ...), ptrace {'allowed' if allow_tracing else 'denied'}, clone3 ENOSYS, "
+        "clone with namespace flags denied, personality limited, other ABIs killed"
+    )
 
 
 def filter_for(enabled: bool, allow_tracing: bool) -> tuple[bytes, str]:

@@ -58,16 +58,20 @@ class _Copy:
 
     def directory(self, src_fd: int, dst_fd: int, rel: str, depth: int) -> None:
         if depth > MAX_DEPTH:
-            raise SandboxError(f"snapshot: expected folders nested at most {MAX_DEPTH} deep, found deeper ones at "
-                               f"{rel[:200]!r}...; flatten them before snapshotting")
+            raise SandboxError(
+                f"snapshot: expected folders nested at most {MAX_DEPTH} deep, found deeper ones at "
+                f"{rel[:200]!r}...; flatten them before snapshotting"
+            )
         with os.scandir(src_fd) as entries:
             names = [entry.name for entry in entries]
         for name in names:
             if self.entries >= self.max_entries:  # before the copy: never one host file past the cap
-                raise SandboxError(f"snapshot: expected at most {self.max_entries} files, folders and links (the "
-                                   "writable layer's inode cap, SandboxPolicy.upper_inodes), found more; the tree "
-                                   "grew while it was copied, or was made past the cap. Remove files (or reset) "
-                                   "and snapshot again")
+                raise SandboxError(
+                    f"snapshot: expected at most {self.max_entries} files, folders and links (the "
+                    "writable layer's inode cap, SandboxPolicy.upper_inodes), found more; the tree "
+                    "grew while it was copied, or was made past the cap. Remove files (or reset) "
+                    "and snapshot again"
+                )
             try:
                 st = os.stat(name, dir_fd=src_fd, follow_symlinks=False)
             except FileNotFoundError:
@@ -127,8 +131,7 @@ class _Copy:
                 os.link(first, name, src_dir_fd=self.root, dst_dir_fd=dst_fd, follow_symlinks=False)
                 return
             self.links[(st.st_dev, st.st_ino)] = rel
-        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                      dir_fd=dst_fd)
+        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dst_fd)
         try:
             for start, end in _extents(fd, st.st_size):
                 self.charge(end - start)
@@ -147,13 +150,14 @@ class _Copy:
     def charge(self, nbytes: int) -> None:
         self.copied += nbytes
         if self.copied > self.max_bytes:
-            raise SandboxError(f"snapshot: expected at most {self.max_bytes} bytes of data (the writable layer's "
-                               f"size), found more; the tree grew while it was copied. Stop the processes "
-                               "writing to it (reset, or wait for them) and snapshot again")
+            raise SandboxError(
+                f"snapshot: expected at most {self.max_bytes} bytes of data (the writable layer's "
+                f"size), found more; the tree grew while it was copied. Stop the processes "
+                "writing to it (reset, or wait for them) and snapshot again"
+            )
 
     def owner(self, st: os.stat_result) -> tuple[int, int]:
-        return _relative(st.st_uid, self.uid_base, self.uid_count), _relative(st.st_gid, self.uid_base,
-                                                                            self.uid_count)
+        return _relative(st.st_uid, self.uid_base, self.uid_count), _relative(st.st_gid, self.uid_base, self.uid_count)
 
     def meta_fd(self, src_fd: int, out: int, st: os.stat_result) -> None:
         if os.geteuid() == 0:  # rootless copies simply belong to the user, who is the sandbox's root

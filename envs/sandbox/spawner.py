@@ -57,9 +57,16 @@ class _Zygote:
         try:
             # cwd /: a long-lived process must not hold the caller's folder (it would keep a mount busy)
             self.proc = subprocess.Popen(
-                [program, "zygote", str(theirs.fileno())], pass_fds=[theirs.fileno()],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                close_fds=True, start_new_session=True, env={}, cwd="/")
+                [program, "zygote", str(theirs.fileno())],
+                pass_fds=[theirs.fileno()],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                close_fds=True,
+                start_new_session=True,
+                env={},
+                cwd="/",
+            )
         except BaseException:
             ours.close()
             raise
@@ -102,8 +109,10 @@ def spawn(argv: list[str], fds: list[int]) -> Child:
             except (protocol.ProtocolError, OSError) as exc:
                 dead, _zygote, failure = _zygote, None, exc
                 dead.close()
-        raise SandboxError(f"the sandbox launcher (`{native.session_binary()} zygote`) failed twice: {failure}; "
-                           "run `swebox bench sandbox --reps 3` to check the host")
+        raise SandboxError(
+            f"the sandbox launcher (`{native.session_binary()} zygote`) failed twice: {failure}; "
+            "run `swebox bench sandbox --reps 3` to check the host"
+        )
 
 
 def _forget_after_fork() -> None:

@@ -63,8 +63,14 @@ def mount_setattr(mount_fd: int, attr_set: int, userns_fd: int = 0) -> None:
     # struct mount_attr { u64 attr_set, attr_clr, propagation, userns_fd; }
     attr = struct.pack("QQQQ", attr_set, 0, 0, userns_fd)
     buf = ctypes.create_string_buffer(attr, len(attr))
-    _syscall("mount_setattr", ctypes.c_int(mount_fd), ctypes.c_char_p(b""),
-             ctypes.c_uint(AT_EMPTY_PATH | AT_RECURSIVE), buf, ctypes.c_size_t(len(attr)))
+    _syscall(
+        "mount_setattr",
+        ctypes.c_int(mount_fd),
+        ctypes.c_char_p(b""),
+        ctypes.c_uint(AT_EMPTY_PATH | AT_RECURSIVE),
+        buf,
+        ctypes.c_size_t(len(attr)),
+    )
 
 
 def openat2(dirfd: int, path: str, flags: int, mode: int = 0, resolve: int = RESOLVE_IN_ROOT) -> int:
@@ -88,4 +94,3 @@ def filesystem_identity(uid: int, gid: int):
     finally:
         _libc.setfsuid(ctypes.c_uint(old_uid))
         _libc.setfsgid(ctypes.c_uint(old_gid))
-

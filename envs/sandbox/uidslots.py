@@ -55,20 +55,28 @@ def acquire(policy: SandboxPolicy) -> UidSlot:
             lock.close()
             continue
         return UidSlot(policy, index, lock)
-    raise SandboxError(f"SandboxPolicy.uid_slots: expected a free slot among {policy.uid_slots} (namespace-owner "
-                       f"uids from {base}), found all held by live sandboxes; raise uid_slots or close sandboxes")
+    raise SandboxError(
+        f"SandboxPolicy.uid_slots: expected a free slot among {policy.uid_slots} (namespace-owner "
+        f"uids from {base}), found all held by live sandboxes; raise uid_slots or close sandboxes"
+    )
 
 
 def budgets_note(rootless: bool, host_uid: int, owner_uid: int, shared_ids: str, uid_count: int) -> str:
     """limits_in_force()'s line for the per-user kernel budgets of a started sandbox: `shared_ids` says why it
     maps to the layer ids instead of a block of its own ('' when it has one)."""
     if rootless:
-        return (f"shared: rootless, every sandbox of uid {host_uid} runs as it and its namespaces belong "
-                "to it (pipe buffers, epoll watches, inotify, processes, message queues are that user's)")
+        return (
+            f"shared: rootless, every sandbox of uid {host_uid} runs as it and its namespaces belong "
+            "to it (pipe buffers, epoll watches, inotify, processes, message queues are that user's)"
+        )
     if shared_ids:
-        return (f"shared ids: {shared_ids}, so the sandbox maps to the layer ids ({host_uid}..), "
-                "as do all such sandboxes (pipe buffers and epoll watches shared); inotify, processes and "
-                f"message queues count per sandbox (user namespace owned by host uid {owner_uid})")
-    return (f"per sandbox: host ids {host_uid}..{host_uid + uid_count - 1} of its own and "
-            f"a user namespace owned by host uid {owner_uid}: pipe buffers, epoll watches, inotify, "
-            "processes and message queues count per sandbox")
+        return (
+            f"shared ids: {shared_ids}, so the sandbox maps to the layer ids ({host_uid}..), "
+            "as do all such sandboxes (pipe buffers and epoll watches shared); inotify, processes and "
+            f"message queues count per sandbox (user namespace owned by host uid {owner_uid})"
+        )
+    return (
+        f"per sandbox: host ids {host_uid}..{host_uid + uid_count - 1} of its own and "
+        f"a user namespace owned by host uid {owner_uid}: pipe buffers, epoll watches, inotify, "
+        "processes and message queues count per sandbox"
+    )

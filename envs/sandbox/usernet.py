@@ -31,18 +31,35 @@ class UserNet:
     def __init__(self, target_pid: int, policy: SandboxPolicy) -> None:
         exe = shutil.which("slirp4netns")
         if exe is None:
-            raise SandboxError("SandboxPolicy(network='user') needs slirp4netns (a user-mode network stack), found "
-                               "none on PATH; install it with `apt-get install slirp4netns` (`make deps`)")
+            raise SandboxError(
+                "SandboxPolicy(network='user') needs slirp4netns (a user-mode network stack), found "
+                "none on PATH; install it with `apt-get install slirp4netns` (`make deps`)"
+            )
         ready_r, ready_w = os.pipe()
         exit_r, exit_w = os.pipe()
         self._close_exit_pipe = weakref.finalize(self, os.close, exit_w)  # also when never closed
-        args = [exe, "--configure", "--mtu=65520", "--enable-sandbox", "--enable-seccomp",
-                f"--ready-fd={ready_w}", f"--exit-fd={exit_r}", str(target_pid), "tap0"]
+        args = [
+            exe,
+            "--configure",
+            "--mtu=65520",
+            "--enable-sandbox",
+            "--enable-seccomp",
+            f"--ready-fd={ready_w}",
+            f"--exit-fd={exit_r}",
+            str(target_pid),
+            "tap0",
+        ]
         if not policy.network_host_loopback:
             args.insert(1, "--disable-host-loopback")
         try:
-            self.proc = subprocess.Popen(args, pass_fds=(ready_w, exit_r), stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+            self.proc = subprocess.Popen(
+                args,
+                pass_fds=(ready_w, exit_r),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
         finally:
             os.close(ready_w)
             os.close(exit_r)
@@ -51,9 +68,11 @@ class UserNet:
             if not ready or os.read(ready_r, 1) != b"1":
                 self.close()
                 err = self.proc.stderr.read().decode(errors="replace")[-2000:] if self.proc.stderr else ""
-                raise SandboxError(f"slirp4netns did not bring the sandbox's network up within {READY_TIMEOUT_S:g} "
-                                   f"s: {err.strip() or 'no message'}; check that it runs here "
-                                   "(`slirp4netns --version`), or use network='none'")
+                raise SandboxError(
+                    f"slirp4netns did not bring the sandbox's network up within {READY_TIMEOUT_S:g} "
+                    f"s: {err.strip() or 'no message'}; check that it runs here "
+                    "(`slirp4netns --version`), or use network='none'"
+                )
         finally:
             os.close(ready_r)
 

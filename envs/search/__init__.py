@@ -11,6 +11,21 @@ from swebox.envs.search.passk import best_of_n_rate, mean_pass_at_k, pass_at_k, 
 from swebox.envs.search.select import BUILTIN_RULES, Candidate, SelectRule, parse_rule
 from swebox.envs.search.tree import Attempt, Reply, SearchBudget, SearchResult, TaskSearch, beam, sample
 
-__all__ = ["BUILTIN_RULES", "Attempt", "Candidate", "Node", "Reply", "SearchBudget", "SearchResult", "SelectRule",
-           "TaskSearch", "beam", "best_of_n_rate", "mean_pass_at_k", "parse_rule", "pass_at_k", "report_ks",
-           "sample"]
+__all__ = [
+    "BUILTIN_RULES",
+    "Attempt",
+    "Candidate",
+    "Node",
+    "Reply",
+    "SearchBudget",
+    "SearchResult",
+    "SelectRule",
+    "TaskSearch",
+    "beam",
+    "best_of_n_rate",
+    "mean_pass_at_k",
+    "parse_rule",
+    "pass_at_k",
+    "report_ks",
+    "sample",
+]

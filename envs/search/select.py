@@ -75,11 +75,14 @@ def parse_rule(name: str, test_timeout_s: float = 600.0) -> SelectRule:
         try:
             scorer = getattr(importlib.import_module(module), attr)
         except (ImportError, AttributeError) as exc:
-            raise ValueError(f"--select {name}: expected an importable MODULE:FUNCTION; could not load it "
-                             f"({type(exc).__name__}: {exc})") from None
+            raise ValueError(
+                f"--select {name}: expected an importable MODULE:FUNCTION; could not load it "
+                f"({type(exc).__name__}: {exc})"
+            ) from None
         if not callable(scorer):
-            raise ValueError(f"--select {name}: expected a function (task, candidate) -> float; found "
-                             f"{type(scorer).__name__}")
+            raise ValueError(
+                f"--select {name}: expected a function (task, candidate) -> float; found {type(scorer).__name__}"
+            )
         return SelectRule(name, False, scorer)
     raise ValueError(f"--select: expected one of {', '.join(BUILTIN_RULES)} or MODULE:FUNCTION; found {name!r}")
 
@@ -87,21 +90,32 @@ def parse_rule(name: str, test_timeout_s: float = 600.0) -> SelectRule:
 def visible_tests_score(task: Task, candidate: Candidate, timeout_s: float = 600.0) -> float:
     """Passed share of the project's test suite run in the candidate's own sandbox (what the agent sees)."""
     if task.grader != "junit":
-        raise ValueError(f"--select visible_tests: task {task.instance_id} runs its tests with "
-                         f"{task.grader!r}, not pytest; use --select majority or a MODULE:FUNCTION scorer")
+        raise ValueError(
+            f"--select visible_tests: task {task.instance_id} runs its tests with "
+            f"{task.grader!r}, not pytest; use --select majority or a MODULE:FUNCTION scorer"
+        )
     if candidate.sandbox is None:
         raise ValueError("visible_tests: the candidate's sandbox is gone; score before closing it")
     # as grading does, the config's addopts are neutralised: they must not hide tests from the count
-    argv = [task.python, "-m", "pytest", *task.pytest_options, "-o", "addopts=", "-q", "-p", "no:cacheprovider",
-            "--color=no"]
+    argv = [
+        task.python,
+        "-m",
+        "pytest",
+        *task.pytest_options,
+        "-o",
+        "addopts=",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--color=no",
+    ]
     # a host command (Sandbox.run), never the agent's shell (whose functions, aliases and traps are the agent's),
     # in the sandbox policy's environment (the host's, not one the agent exported), with every process of the
     # attempt killed first (quiesce: nothing of the agent runs beside it); the candidate's sandbox is a
     # throwaway fork or about to close, so nothing is lost
     sandbox = candidate.sandbox
     env = " ".join(shlex.quote(f"{k}={v}") for k, v in sandbox.policy.env.items())
-    result = sandbox.run(f"cd /testbed && exec env -i {env} {shlex.join(argv)} 2>&1", timeout=timeout_s,
-                         quiesce=True)
+    result = sandbox.run(f"cd /testbed && exec env -i {env} {shlex.join(argv)} 2>&1", timeout=timeout_s, quiesce=True)
     if result.truncated:
         return 0.0  # pytest's summary is its last line: not read, no score
     counts = Counter()

@@ -152,9 +152,17 @@ class _Line:
 class TaskSearch:
     """One task's search state: its layers, its prepared start, its live lines and its budget."""
 
-    def __init__(self, task: Task, reply: Reply, *, layers: list | None = None,
-                 source: LayerSource | dict | None = None, config: EpisodeConfig | dict | None = None,
-                 rule: str | SelectRule = "visible_tests", budget: SearchBudget | None = None) -> None:
+    def __init__(
+        self,
+        task: Task,
+        reply: Reply,
+        *,
+        layers: list | None = None,
+        source: LayerSource | dict | None = None,
+        config: EpisodeConfig | dict | None = None,
+        rule: str | SelectRule = "visible_tests",
+        budget: SearchBudget | None = None,
+    ) -> None:
         self.task, self.reply = task, reply
         self.config = EpisodeConfig.from_dict(config)
         self.rule = rule if isinstance(rule, SelectRule) else parse_rule(rule, self.config.grade_timeout_s)
@@ -252,8 +260,7 @@ class TaskSearch:
         ranked = sorted(range(len(lines)), key=lambda i: (-values[i], i))
         kept = set(ranked[:width])
         for i, line in enumerate(lines):
-            line.node.values.append({"level": level, "turn": line.episode.turns, "value": values[i],
-                                     "kept": i in kept})
+            line.node.values.append({"level": level, "turn": line.episode.turns, "value": values[i], "kept": i in kept})
         for i in ranked[width:]:
             self.drop(lines[i])
         return [lines[i] for i in ranked[:width]]
@@ -270,8 +277,11 @@ class TaskSearch:
             self.result.sandboxes += 1
             try:
                 reward = self._oracle_reward(diff) if self.rule.oracle else 0.0
-                values.append(float(self.rule.scorer(self.task, Candidate(line.index, diff, line.messages,
-                                                                          probe.sandbox, reward))))
+                values.append(
+                    float(
+                        self.rule.scorer(self.task, Candidate(line.index, diff, line.messages, probe.sandbox, reward))
+                    )
+                )
             finally:
                 probe.close()
         return values
@@ -279,19 +289,37 @@ class TaskSearch:
     def _oracle_reward(self, diff: str) -> float:
         from swebox.envs.tasks.graders.grading import grade
 
-        return grade(self.task, diff, layers=list(self.start.grade_layers), policy=self._policy,
-                     timeout=self.config.grade_timeout_s, reward_mode=self.config.reward_mode).reward
+        return grade(
+            self.task,
+            diff,
+            layers=list(self.start.grade_layers),
+            policy=self._policy,
+            timeout=self.config.grade_timeout_s,
+            reward_mode=self.config.reward_mode,
+        ).reward
 
     def _finish(self, line: _Line, reward: float, info: dict[str, Any]) -> None:
         grade = info.get("grade") or {}
         node = line.node
-        attempt = Attempt(line.index, node.parent, node.forked_at, line.episode.turns, info.get("reason", ""),
-                          reward, bool(grade.get("resolved")), info.get("diff", ""), info.get("grade"),
-                          error=info.get("error", ""))
+        attempt = Attempt(
+            line.index,
+            node.parent,
+            node.forked_at,
+            line.episode.turns,
+            info.get("reason", ""),
+            reward,
+            bool(grade.get("resolved")),
+            info.get("diff", ""),
+            info.get("grade"),
+            error=info.get("error", ""),
+        )
         try:
             if self.rule.scorer is not None:  # scored in place: the diff is taken, the state may change now
-                attempt.score = float(self.rule.scorer(
-                    self.task, Candidate(line.index, attempt.diff, line.messages, line.episode.sandbox, reward)))
+                attempt.score = float(
+                    self.rule.scorer(
+                        self.task, Candidate(line.index, attempt.diff, line.messages, line.episode.sandbox, reward)
+                    )
+                )
         finally:
             self._live.remove(line)
             line.episode.close()

@@ -33,14 +33,18 @@ from swebox.envs.tasks.schema import LIST_FIELDS, Task, TaskError
 from swebox.envs.tasks.testids import file_of_test
 
 _HEX = re.compile(r"^[0-9a-f]{7,64}$")
-_SWESMITH_REPO = re.compile(
-    r"^(?:swesmith/)?(?P<owner>[^/_]+(?:_[^/_]+)*?)__(?P<name>.+)\.(?P<commit>[0-9a-f]{7,40})$"
-)
+_SWESMITH_REPO = re.compile(r"^(?:swesmith/)?(?P<owner>[^/_]+(?:_[^/_]+)*?)__(?P<name>.+)\.(?P<commit>[0-9a-f]{7,40})$")
 
 
 def _github_env(repo: str, commit: str, recipe: Recipe) -> EnvSpec:
-    return EnvSpec(source=f"git+https://github.com/{repo}.git", commit=commit, python=recipe.python,
-                   install=recipe.env_install, test_deps=(), toolchains=recipe.toolchains)
+    return EnvSpec(
+        source=f"git+https://github.com/{repo}.git",
+        commit=commit,
+        python=recipe.python,
+        install=recipe.env_install,
+        test_deps=(),
+        toolchains=recipe.toolchains,
+    )
 
 
 def _commit(row: dict[str, Any], key: str) -> str:
@@ -126,8 +130,9 @@ def _directives(repo: str, test_patch: str) -> list[str]:
     try:
         return log_parsers.test_directives(repo, test_patch)
     except swebench_harness.HarnessUnavailable as exc:
-        raise TaskError(f"Task.test_patch: choosing the tests to run the way SWE-bench does needs its harness; "
-                        f"{exc}") from None
+        raise TaskError(
+            f"Task.test_patch: choosing the tests to run the way SWE-bench does needs its harness; {exc}"
+        ) from None
 
 
 def log_parser_for(repo: str) -> str:
@@ -154,8 +159,9 @@ def from_swesmith(row: dict[str, Any]) -> dict[str, Any]:
         raise TaskError("Task.patch: expected SWE-smith's bug diff; found ''. The row has no bug to fix.")
     match = _SWESMITH_REPO.match(str(row.get("repo", "")))
     if not match:
-        raise TaskError(f"Task.repo: expected SWE-smith's 'swesmith/OWNER__NAME.COMMIT'; found "
-                        f"{str(row.get('repo', ''))[:80]!r}.")
+        raise TaskError(
+            f"Task.repo: expected SWE-smith's 'swesmith/OWNER__NAME.COMMIT'; found {str(row.get('repo', ''))[:80]!r}."
+        )
     fields = {k: row[k] for k in TASK_FIELDS if k in row and k not in ("metadata", "env", "test_cmd")}
     fields["FAIL_TO_PASS"] = id_list(row, "FAIL_TO_PASS")
     fields["PASS_TO_PASS"] = id_list(row, "PASS_TO_PASS")
@@ -192,8 +198,10 @@ def from_swebox(row: dict[str, Any]) -> dict[str, Any]:
             try:
                 decoded = json.loads(value)
             except json.JSONDecodeError:
-                raise TaskError(f"Task.{key}: expected a list of strings or a JSON string of one; found a string "
-                                f"that is not valid JSON {value[:120]!r}. Fix the row's {key}.") from None
+                raise TaskError(
+                    f"Task.{key}: expected a list of strings or a JSON string of one; found a string "
+                    f"that is not valid JSON {value[:120]!r}. Fix the row's {key}."
+                ) from None
             if isinstance(decoded, list):
                 fields[key] = decoded
         elif value is not None and hasattr(value, "tolist"):  # a parquet/numpy array column

@@ -54,9 +54,11 @@ def language(row: dict[str, Any], *keys: str) -> str:
     found = next((str(row[k]) for k in keys if row.get(k)), "")
     name = _LANGUAGE_NAMES.get(found.lower(), found.lower())
     if name not in LANGUAGES:
-        raise TaskError(f"Task.language: expected one of {sorted(LANGUAGES)} in the row's "
-                        f"{' or '.join(repr(k) for k in keys)}; found {found!r}. Load that language's file, or "
-                        "drop rows of languages swebox does not grade yet.")
+        raise TaskError(
+            f"Task.language: expected one of {sorted(LANGUAGES)} in the row's "
+            f"{' or '.join(repr(k) for k in keys)}; found {found!r}. Load that language's file, or "
+            "drop rows of languages swebox does not grade yet."
+        )
     return name
 
 
@@ -70,8 +72,9 @@ def _commit(value: Any, key: str) -> str:
 def _start(fields: dict[str, Any], repo: str, commit: str, bug: str, lang: str, install: tuple[str, ...]) -> None:
     """The env clones ``repo`` at ``commit``; the agent starts from it (+ ``bug``) as one commit."""
     tools = (TOOLCHAIN[lang],) if lang in TOOLCHAIN else ()
-    env = EnvSpec(source=f"git+https://github.com/{repo}.git", commit=commit, install=install, test_deps=(),
-                  toolchains=tools)
+    env = EnvSpec(
+        source=f"git+https://github.com/{repo}.git", commit=commit, install=install, test_deps=(), toolchains=tools
+    )
     fields["env"] = env
     fields["task_layer_key"] = CheckoutSpec(env=env, commit=commit, patch=bug, commands=()).key()
     fields["metadata"]["checkout"] = {"commit": commit, "commands": []}
@@ -82,27 +85,50 @@ def from_multi_swe_bench(row: dict[str, Any]) -> dict[str, Any]:
     """A Multi-SWE-bench / Multi-SWE-RL row (see the module docstring)."""
     org, name, number = str(row.get("org") or ""), str(row.get("repo") or ""), row.get("number")
     if not org or not name or "/" in name:
-        raise TaskError(f"Task.repo: expected Multi-SWE-bench's 'org' and 'repo' (a name without '/'); found "
-                        f"org={org!r}, repo={name!r}.")
+        raise TaskError(
+            f"Task.repo: expected Multi-SWE-bench's 'org' and 'repo' (a name without '/'); found "
+            f"org={org!r}, repo={name!r}."
+        )
     lang = language(row, "language", "lang")
     if lang not in MSB_PARSER:
-        raise TaskError(f"Task.log_parser: Multi-SWE-bench keeps a parser per {lang} repository in its harness, "
-                        f"not in the row; swebox reads its Go and Rust rows only. Found language {lang!r}.")
+        raise TaskError(
+            f"Task.log_parser: Multi-SWE-bench keeps a parser per {lang} repository in its harness, "
+            f"not in the row; swebox reads its Go and Rust rows only. Found language {lang!r}."
+        )
     base = row.get("base") or {}
     if isinstance(base, str):
         base = json.loads(base)
     f2p, p2p = transitions(row)
     issues = row.get("resolved_issues") or []
-    statement = "\n\n".join(f"{i.get('title') or ''}\n{i.get('body') or ''}".strip() for i in issues
-                            if isinstance(i, dict)) or f"{row.get('title') or ''}\n{row.get('body') or ''}".strip()
-    used = {"org", "repo", "number", "base", "fix_patch", "test_patch", "resolved_issues", "instance_id",
-            "language", "lang", *_TRANSITION_KEYS}
+    statement = (
+        "\n\n".join(f"{i.get('title') or ''}\n{i.get('body') or ''}".strip() for i in issues if isinstance(i, dict))
+        or f"{row.get('title') or ''}\n{row.get('body') or ''}".strip()
+    )
+    used = {
+        "org",
+        "repo",
+        "number",
+        "base",
+        "fix_patch",
+        "test_patch",
+        "resolved_issues",
+        "instance_id",
+        "language",
+        "lang",
+        *_TRANSITION_KEYS,
+    }
     fields: dict[str, Any] = {
         "instance_id": str(row.get("instance_id") or f"{org}__{name}-{number}"),
-        "repo": f"{org}/{name}", "base_commit": _commit(base.get("sha"), "base_commit"),
-        "patch": str(row.get("fix_patch") or ""), "test_patch": str(row.get("test_patch") or ""),
-        "problem_statement": statement, "FAIL_TO_PASS": f2p, "PASS_TO_PASS": p2p,
-        "grader": "log", "log_parser": MSB_PARSER[lang], "test_cmd": DEFAULT_TEST_CMD[lang],
+        "repo": f"{org}/{name}",
+        "base_commit": _commit(base.get("sha"), "base_commit"),
+        "patch": str(row.get("fix_patch") or ""),
+        "test_patch": str(row.get("test_patch") or ""),
+        "problem_statement": statement,
+        "FAIL_TO_PASS": f2p,
+        "PASS_TO_PASS": p2p,
+        "grader": "log",
+        "log_parser": MSB_PARSER[lang],
+        "test_cmd": DEFAULT_TEST_CMD[lang],
         "metadata": {**extra(row, used), "source": "multi-swe-bench", "number": number},
     }
     _start(fields, fields["repo"], fields["base_commit"], "", lang, ())
@@ -123,8 +149,10 @@ def transitions(row: dict[str, Any]) -> tuple[list[str], list[str]]:
         if isinstance(tests, str):
             tests = json.loads(tests)
         if not isinstance(tests, dict):
-            raise TaskError(f"Task.FAIL_TO_PASS: expected Multi-SWE-bench's {key} as {{test: {{run, test, fix}}}}; "
-                            f"found {type(tests).__name__}.")
+            raise TaskError(
+                f"Task.FAIL_TO_PASS: expected Multi-SWE-bench's {key} as {{test: {{run, test, fix}}}}; "
+                f"found {type(tests).__name__}."
+            )
         for test, status in tests.items():
             after, before = (status or {}).get("fix"), (status or {}).get("test")
             if after == "PASS":
@@ -141,8 +169,9 @@ def from_swe_rebench_v2(row: dict[str, Any]) -> dict[str, Any]:
     parser = _PYTEST_NAMES.get(parser, parser)
     problem = log_parsers.check_parser_name(parser)
     if problem:
-        raise TaskError(f"Task.log_parser: expected a parser swebox has for install_config.log_parser; found "
-                        f"{parser!r}. {problem}")
+        raise TaskError(
+            f"Task.log_parser: expected a parser swebox has for install_config.log_parser; found {parser!r}. {problem}"
+        )
     test_cmd = _commands(config.get("test_cmd"), "install_config.test_cmd")
     if not test_cmd:
         raise TaskError("Task.test_cmd: expected install_config.test_cmd; found none. The row cannot be graded.")
@@ -154,8 +183,11 @@ def from_swe_rebench_v2(row: dict[str, Any]) -> dict[str, Any]:
     fields["FAIL_TO_PASS"] = [_ANSI.sub("", t).strip() for t in id_list(row, "FAIL_TO_PASS")]
     fields["PASS_TO_PASS"] = [_ANSI.sub("", t).strip() for t in id_list(row, "PASS_TO_PASS")]
     fields.update(grader="log", log_parser=parser, test_cmd="\n".join(test_cmd))
-    fields["metadata"] = {**extra(row, used | set(fields)), "source": "swe-rebench-v2",
-                          "install_config": {k: v for k, v in config.items() if k != "install"}}
+    fields["metadata"] = {
+        **extra(row, used | set(fields)),
+        "source": "swe-rebench-v2",
+        "install_config": {k: v for k, v in config.items() if k != "install"},
+    }
     install = tuple(_commands(config.get("install"), "install_config.install"))
     _start(fields, str(row.get("repo") or ""), _commit(row.get("base_commit"), "base_commit"), "", lang, install)
     return fields

@@ -18,9 +18,15 @@ from swebox.envs.tasks.rows import extra, id_list, loads
 from swebox.envs.tasks.schema import TaskError
 
 R2E_REPOS = {
-    "aiohttp": "aio-libs/aiohttp", "coveragepy": "nedbat/coveragepy", "datalad": "datalad/datalad",
-    "numpy": "numpy/numpy", "orange3": "biolab/orange3", "pandas": "pandas-dev/pandas",
-    "pillow": "python-pillow/Pillow", "pyramid": "Pylons/pyramid", "scrapy": "scrapy/scrapy",
+    "aiohttp": "aio-libs/aiohttp",
+    "coveragepy": "nedbat/coveragepy",
+    "datalad": "datalad/datalad",
+    "numpy": "numpy/numpy",
+    "orange3": "biolab/orange3",
+    "pandas": "pandas-dev/pandas",
+    "pillow": "python-pillow/Pillow",
+    "pyramid": "Pylons/pyramid",
+    "scrapy": "scrapy/scrapy",
     "tornado": "tornadoweb/tornado",
 }
 """R2E-Gym's short repo names -> their GitHub repositories (the owners of its instance ids)."""
@@ -56,9 +62,7 @@ def _render_r2e_diff(file_diff: dict[str, Any]) -> str:
 
 def _new_file_diff(path: str, code: str) -> str:
     lines = diff_lines(code)  # git's lines: str.splitlines would also break at a form feed
-    body = "".join(
-        "+" + (ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n") for ln in lines
-    )
+    body = "".join("+" + (ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n") for ln in lines)
     return (
         f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
         f"@@ -0,0 +1,{len(lines)} @@\n{body}"
@@ -73,8 +77,7 @@ def from_r2e(row: dict[str, Any]) -> dict[str, Any]:
     expected = loads(row, "expected_output_json") or {}
     if not isinstance(expected, dict):
         raise TaskError(
-            f"Task.expected_output_json: expected a JSON object of test -> status; found "
-            f"{type(expected).__name__}."
+            f"Task.expected_output_json: expected a JSON object of test -> status; found {type(expected).__name__}."
         )
     passing = [name for name, status in expected.items() if str(status).upper() in ("PASSED", "XFAIL")]
     execution = loads(row, "execution_result_content") or {}
@@ -112,8 +115,13 @@ def from_r2e(row: dict[str, Any]) -> dict[str, Any]:
     if recipe is not None and old:
         # the env is the repository at the old commit itself: the task starts there, no checkout layer;
         # R2E-Gym's images install the project once, so the install is env work too
-        fields["env"] = EnvSpec(source=f"git+https://github.com/{github}.git", commit=old, python=recipe.python,
-                                install=recipe.env_install + recipe.repo_commands, test_deps=("pytest",))
+        fields["env"] = EnvSpec(
+            source=f"git+https://github.com/{github}.git",
+            commit=old,
+            python=recipe.python,
+            install=recipe.env_install + recipe.repo_commands,
+            test_deps=("pytest",),
+        )
         fields["metadata"].update(system_metadata(recipe))
     # without a recipe the task has no env: `swebox cache build` names it (R2E-Gym publishes images only;
     # give a recipe under "OWNER/NAME": {"r2e": {...}} in $SWEBOX_SWE_SPECS, docs/datasets.md)

@@ -89,18 +89,29 @@ class TaskCalibration:
     def from_dict(cls, data: dict[str, Any]) -> TaskCalibration:
         """Back from :meth:`to_dict`; TypeError for unknown keys or a value of the wrong type."""
         cal = cls(**data)
-        for name, kind in (("instance_id", str), ("task_digest", str), ("problem", str), ("first_error", str),
-                           ("runs", int), ("gold_resolved", int), ("empty_resolved", int), ("gold_stable", int),
-                           ("empty_stable", int), ("mean_grade_s", (int, float)), ("total_s", (int, float))):
+        for name, kind in (
+            ("instance_id", str),
+            ("task_digest", str),
+            ("problem", str),
+            ("first_error", str),
+            ("runs", int),
+            ("gold_resolved", int),
+            ("empty_resolved", int),
+            ("gold_stable", int),
+            ("empty_stable", int),
+            ("mean_grade_s", (int, float)),
+            ("total_s", (int, float)),
+        ):
             if not isinstance(getattr(cal, name), kind) or isinstance(getattr(cal, name), bool):
-                raise TypeError(f"{name} should be {getattr(kind, '__name__', 'a number')}, is "
-                                f"{getattr(cal, name)!r}")
+                raise TypeError(f"{name} should be {getattr(kind, '__name__', 'a number')}, is {getattr(cal, name)!r}")
         if not isinstance(cal.flaky_tests, dict) or not all(
-                isinstance(k, str) and isinstance(v, str) for k, v in cal.flaky_tests.items()):
+            isinstance(k, str) and isinstance(v, str) for k, v in cal.flaky_tests.items()
+        ):
             raise TypeError(f"flaky_tests should map test ids to text, is {cal.flaky_tests!r}")
         if cal.policy is not None and not _policy_entry_ok(cal.policy):
-            raise TypeError(f'policy should be {{"name": text, "resolved": k, "runs": K}} with 0 <= k <= K, is '
-                            f"{cal.policy!r}")
+            raise TypeError(
+                f'policy should be {{"name": text, "resolved": k, "runs": K}} with 0 <= k <= K, is {cal.policy!r}'
+            )
         return cal
 
 
@@ -111,8 +122,11 @@ def _policy_entry_ok(entry: Any) -> bool:
     counts = [entry.get(k) for k in ("resolved", "runs")] + ([entry["errors"]] if "errors" in entry else [])
     if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts):
         return False
-    return set(entry) <= {"name", "resolved", "runs", "errors"} and entry["resolved"] <= entry["runs"] and (
-        entry.get("errors", 0) <= entry["runs"])
+    return (
+        set(entry) <= {"name", "resolved", "runs", "errors"}
+        and entry["resolved"] <= entry["runs"]
+        and (entry.get("errors", 0) <= entry["runs"])
+    )
 
 
 def would_resolve(task: Task, report: GradeReport, quarantined: set[str]) -> bool:
@@ -127,8 +141,12 @@ def would_resolve(task: Task, report: GradeReport, quarantined: set[str]) -> boo
     def status(test_id: str) -> str:
         return report.tests[test_id].status if test_id in report.tests else "missing"
 
-    return (clean and bool(f2p) and all(status(t) in F2P_PASSING for t in f2p)
-            and all(status(t) in P2P_PASSING for t in p2p))
+    return (
+        clean
+        and bool(f2p)
+        and all(status(t) in F2P_PASSING for t in f2p)
+        and all(status(t) in P2P_PASSING for t in p2p)
+    )
 
 
 def flaky_tests(reports: dict[str, list[GradeReport]]) -> dict[str, str]:
@@ -144,8 +162,14 @@ def flaky_tests(reports: dict[str, list[GradeReport]]) -> dict[str, str]:
     return out
 
 
-def calibrate_task(task: Task, resolve: LayerResolver, *, runs: int = 3, timeout: float = 900.0,
-                   on_run: Callable[[str, str, int, GradeReport], None] | None = None) -> TaskCalibration:
+def calibrate_task(
+    task: Task,
+    resolve: LayerResolver,
+    *,
+    runs: int = 3,
+    timeout: float = 900.0,
+    on_run: Callable[[str, str, int, GradeReport], None] | None = None,
+) -> TaskCalibration:
     """Grade the gold patch and the empty diff ``runs`` times each (fresh sandboxes), gold and empty taking
     turns so that a slow period of the host weighs on both; ``on_run(id, kind, i, report)`` after each grade."""
     if runs < 1:
@@ -183,17 +207,26 @@ def calibrate_task(task: Task, resolve: LayerResolver, *, runs: int = 3, timeout
     return cal
 
 
-def calibrate(tasks: Iterable[Task], resolve: LayerResolver, *, runs: int = 3, timeout: float = 900.0,
-              jobs: int = 1, on_result: Callable[[TaskCalibration], None] | None = None,
-              on_run: Callable[[str, str, int, GradeReport], None] | None = None) -> list[TaskCalibration]:
+def calibrate(
+    tasks: Iterable[Task],
+    resolve: LayerResolver,
+    *,
+    runs: int = 3,
+    timeout: float = 900.0,
+    jobs: int = 1,
+    on_result: Callable[[TaskCalibration], None] | None = None,
+    on_run: Callable[[str, str, int, GradeReport], None] | None = None,
+) -> list[TaskCalibration]:
     """Calibrate every task, ``jobs`` tasks at a time; results in the tasks' order."""
     if jobs < 1:
         raise ValueError(f"calibrate(jobs=...): expected jobs >= 1; found {jobs}.")
     tasks = list(tasks)
     results: dict[int, TaskCalibration] = {}  # by input position: every future fills its slot or raises
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="calibrate") as pool:
-        futures = {pool.submit(calibrate_task, t, resolve, runs=runs, timeout=timeout, on_run=on_run): i
-                   for i, t in enumerate(tasks)}
+        futures = {
+            pool.submit(calibrate_task, t, resolve, runs=runs, timeout=timeout, on_run=on_run): i
+            for i, t in enumerate(tasks)
+        }
         for future in as_completed(futures):
             results[futures[future]] = future.result()
             if on_result is not None:
@@ -203,8 +236,13 @@ def calibrate(tasks: Iterable[Task], resolve: LayerResolver, *, runs: int = 3, t
 
 def write_calibration(path: str | Path, results: list[TaskCalibration], *, source: str = "") -> None:
     """Save the table (whole or not at all): ``{"format", "source", "runs", "created", "tasks": [...]}``."""
-    doc = {"format": FORMAT, "source": source, "runs": max((c.runs for c in results), default=0),
-           "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "tasks": [c.to_dict() for c in results]}
+    doc = {
+        "format": FORMAT,
+        "source": source,
+        "runs": max((c.runs for c in results), default=0),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "tasks": [c.to_dict() for c in results],
+    }
     write_atomic(path, json.dumps(doc, indent=1) + "\n")
 
 
@@ -212,16 +250,20 @@ def row(cal: TaskCalibration, width: int = 40) -> str:
     """One line of ``swebox tasks calibrate``'s table."""
     verdict = "ok" if not cal.unusable() else "SKIP"
     flaky = f"{len(cal.flaky_tests)} flaky" if cal.flaky_tests else "-"
-    return (f"{cal.instance_id:<{width}} {verdict:<5} {cal.gold_resolved}/{cal.runs:<6} {cal.empty_resolved}/"
-            f"{cal.runs:<6} {flaky:<9} {cal.mean_grade_s:>7.2f}  {cal.unusable()}")
+    return (
+        f"{cal.instance_id:<{width}} {verdict:<5} {cal.gold_resolved}/{cal.runs:<6} {cal.empty_resolved}/"
+        f"{cal.runs:<6} {flaky:<9} {cal.mean_grade_s:>7.2f}  {cal.unusable()}"
+    )
 
 
 def policy_row(cal: TaskCalibration, width: int = 40) -> str:
     """One line of the policy table: ``ID  policy NAME resolved k/K`` (and the runs that could not be played)."""
     p = cal.policy or {}
     errors = f" ({p['errors']} could not be played)" if p.get("errors") else ""
-    return f"{cal.instance_id:<{width}} policy {p.get('name', '?')} resolved {p.get('resolved', 0)}/" \
-           f"{p.get('runs', 0)}{errors}"
+    return (
+        f"{cal.instance_id:<{width}} policy {p.get('name', '?')} resolved {p.get('resolved', 0)}/"
+        f"{p.get('runs', 0)}{errors}"
+    )
 
 
 def header(width: int = 40) -> str:
@@ -231,10 +273,15 @@ def header(width: int = 40) -> str:
 
 def summary(results: list[TaskCalibration]) -> str:
     """``N usable, M not (unsolvable U, empty resolves E, could not grade C); F flaky tests in T tasks``."""
-    why = Counter(("could not grade" if c.problem else "unsolvable" if c.gold_stable < c.runs
-                   else "empty resolves") for c in results if c.unusable())
+    why = Counter(
+        ("could not grade" if c.problem else "unsolvable" if c.gold_stable < c.runs else "empty resolves")
+        for c in results
+        if c.unusable()
+    )
     flaky = [c for c in results if c.flaky_tests]
     bad = sum(why.values())
     detail = ", ".join(f"{k} {v}" for k, v in sorted(why.items()))
-    return (f"{len(results) - bad} usable, {bad} not{f' ({detail})' if detail else ''}; "
-            f"{sum(len(c.flaky_tests) for c in flaky)} flaky tests in {len(flaky)} tasks")
+    return (
+        f"{len(results) - bad} usable, {bad} not{f' ({detail})' if detail else ''}; "
+        f"{sum(len(c.flaky_tests) for c in flaky)} flaky tests in {len(flaky)} tasks"
+    )

@@ -51,8 +51,10 @@ class Selection:
             parts.append("left out 0")
         n_tests = sum(len(v) for v in self.quarantined.values())
         parts.append(f"quarantined {n_tests} flaky tests in {len(self.quarantined)} tasks")
-        parts.append(f"uncalibrated {len(self.uncalibrated)}"
-                     + (f" ({', '.join(self.uncalibrated[:5])})" if self.uncalibrated else ""))
+        parts.append(
+            f"uncalibrated {len(self.uncalibrated)}"
+            + (f" ({', '.join(self.uncalibrated[:5])})" if self.uncalibrated else "")
+        )
         return "; ".join(parts)
 
 
@@ -62,23 +64,31 @@ def load_calibration(path: str | Path) -> dict[str, TaskCalibration]:
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise CalibrationError(f"{where}: expected a calibration file; found no file there (write one with "
-                               "`swebox tasks calibrate TASKS --out FILE`)") from None
+        raise CalibrationError(
+            f"{where}: expected a calibration file; found no file there (write one with "
+            "`swebox tasks calibrate TASKS --out FILE`)"
+        ) from None
     except (OSError, UnicodeError, json.JSONDecodeError) as exc:
-        raise CalibrationError(f"{where}: expected a JSON calibration file; found unreadable content ({exc}); "
-                               "write it again with `swebox tasks calibrate`") from None
+        raise CalibrationError(
+            f"{where}: expected a JSON calibration file; found unreadable content ({exc}); "
+            "write it again with `swebox tasks calibrate`"
+        ) from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("tasks"), list):
         found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
-        raise CalibrationError(f"{where}: expected a swebox calibration file of format {FORMAT} (a JSON object "
-                               f"with format and tasks); found format {found!r}; write it again with "
-                               "`swebox tasks calibrate`")
+        raise CalibrationError(
+            f"{where}: expected a swebox calibration file of format {FORMAT} (a JSON object "
+            f"with format and tasks); found format {found!r}; write it again with "
+            "`swebox tasks calibrate`"
+        )
     out: dict[str, TaskCalibration] = {}
     for i, entry in enumerate(doc["tasks"]):
         try:
             cal = TaskCalibration.from_dict(entry)
         except TypeError as exc:
-            raise CalibrationError(f"{where}: tasks[{i}]: expected the fields of a task calibration; found "
-                                   f"{exc}; write the file again with `swebox tasks calibrate`") from None
+            raise CalibrationError(
+                f"{where}: tasks[{i}]: expected the fields of a task calibration; found "
+                f"{exc}; write the file again with `swebox tasks calibrate`"
+            ) from None
         out[cal.instance_id] = cal
     return out
 
@@ -126,16 +136,21 @@ def apply_calibration(tasks: list[Task], path: str | Path, echo=print, order: st
     if order != "none":
         echo(order_line)
     if not sel.kept:
-        raise CalibrationError(f"--calibration {path}: expected at least one usable task; found none of "
-                               f"{len(tasks)} ({sel.summary()}); fix the tasks or calibrate again")
+        raise CalibrationError(
+            f"--calibration {path}: expected at least one usable task; found none of "
+            f"{len(tasks)} ({sel.summary()}); fix the tasks or calibrate again"
+        )
     return sel.kept
 
 
 ORDERS = ("none", "easy_first", "hard_first")
 
 
-def order_by_solve_rate(tasks: list[Task], calibration: dict[str, TaskCalibration], order: str,
-                        ) -> tuple[list[Task], str]:
+def order_by_solve_rate(
+    tasks: list[Task],
+    calibration: dict[str, TaskCalibration],
+    order: str,
+) -> tuple[list[Task], str]:
     """A curriculum: the tasks by the policy's solve rate (``easy_first``: highest first; ``hard_first``: lowest
     first; ties by task id), then the tasks the file has no current policy entry for in their own order; and the
     one line saying so. ``none`` returns the tasks as they are."""
@@ -156,6 +171,8 @@ def order_by_solve_rate(tasks: list[Task], calibration: dict[str, TaskCalibratio
     sign = -1.0 if order == "easy_first" else 1.0
     rated.sort(key=lambda r: (sign * r[0], r[1]))
     shown = ", ".join(f"{tid} {rate:.2f}" for rate, tid, _ in rated[:5]) + (" ..." if len(rated) > 5 else "")
-    line = (f"calibration order: {order} by the policy's solve rate over {len(rated)} tasks ({shown or 'none'}); "
-            f"{len(unrated)} without a policy entry last")
+    line = (
+        f"calibration order: {order} by the policy's solve rate over {len(rated)} tasks ({shown or 'none'}); "
+        f"{len(unrated)} without a policy entry last"
+    )
     return [t for _, _, t in rated] + unrated, line

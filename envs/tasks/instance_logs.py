@@ -33,8 +33,9 @@ def test_output(entry: dict[str, Any], output_tail: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_instance_logs(root: Path, instance_id: str, patch: str | None, entry: dict[str, Any],
-                        output_tail: str) -> Path:
+def write_instance_logs(
+    root: Path, instance_id: str, patch: str | None, entry: dict[str, Any], output_tail: str
+) -> Path:
     """Write one instance's three files under ``root/<instance_id>``; returns that folder."""
     from swebox.envs.tasks.predictions import name_part
 

@@ -90,17 +90,19 @@ def _read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
             except UnicodeDecodeError as exc:
                 yield index, TaskError(f"expected UTF-8 text; found invalid bytes ({exc.reason}).")
             except json.JSONDecodeError as exc:  # its own "line 1" would contradict the file's line number
-                yield index, TaskError(f"expected one JSON object per line; found invalid JSON at column "
-                                       f"{exc.colno} ({exc.msg}).")
+                yield (
+                    index,
+                    TaskError(
+                        f"expected one JSON object per line; found invalid JSON at column {exc.colno} ({exc.msg})."
+                    ),
+                )
 
 
 def _read_json(path: Path) -> Iterator[tuple[int, Any]]:
     try:
         data = json.loads(path.read_bytes().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise LoadError(
-            f"{path}: expected a JSON list of task objects; found invalid JSON ({exc})."
-        ) from None
+        raise LoadError(f"{path}: expected a JSON list of task objects; found invalid JSON ({exc}).") from None
     if isinstance(data, dict):
         for key in ("tasks", "instances", "data", "rows"):
             if isinstance(data.get(key), list):
@@ -143,9 +145,7 @@ def _files_of(folder: Path, split: str) -> list[Path]:
         and "manifests" not in p.relative_to(folder).parts[:-1]  # a layer store's manifests/ (e.g. DIR/layers)
     )
     by_split = [
-        p
-        for p in files
-        if p.name.startswith(split) or f"/{split}/" in p.as_posix() or p.name.startswith(f"{split}-")
+        p for p in files if p.name.startswith(split) or f"/{split}/" in p.as_posix() or p.name.startswith(f"{split}-")
     ]
     return by_split or files
 
@@ -216,9 +216,7 @@ def _rows(source: str | Path, split: str) -> Iterator[tuple[int, Any]]:
         return _read_folder(path, split)
     if path.is_file():
         if path.suffix not in _READERS:
-            raise LoadError(
-                f"{path}: expected a .jsonl, .json or .parquet file; found suffix {path.suffix!r}."
-            )
+            raise LoadError(f"{path}: expected a .jsonl, .json or .parquet file; found suffix {path.suffix!r}.")
         return _READERS[path.suffix](path)
     if isinstance(source, str) and re.match(r"^[\w.-]+/[\w.-]+$", source) and not path.suffix:
         return _read_hf(source, split)
@@ -257,7 +255,8 @@ def load(source: str | Path, *, skip_invalid: bool = False, split: str = "test")
             if not skip_invalid:
                 raise LoadError(
                     f"{err}\n(to skip bad rows and list them: `swebox tasks validate {source} --skip-invalid`, or "
-                    f"load(..., skip_invalid=True))", err
+                    f"load(..., skip_invalid=True))",
+                    err,
                 ) from None
             skipped.append(err)
             continue

@@ -126,14 +126,17 @@ def _entries(path: Path) -> list[tuple[str, Any]]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise PredictionError(f"{path}: expected JSON (a list or an object keyed by instance_id) or a .jsonl file; "
-                              f"found invalid JSON ({exc}).") from None
+        raise PredictionError(
+            f"{path}: expected JSON (a list or an object keyed by instance_id) or a .jsonl file; "
+            f"found invalid JSON ({exc})."
+        ) from None
     if isinstance(data, dict):
         return [(f"key {k!r}", v) for k, v in data.items()]
     if isinstance(data, list):
         return [(f"entry {i}", v) for i, v in enumerate(data)]
-    raise PredictionError(f"{path}: expected a list of predictions or an object keyed by instance_id; "
-                          f"found {type(data).__name__}.")
+    raise PredictionError(
+        f"{path}: expected a list of predictions or an object keyed by instance_id; found {type(data).__name__}."
+    )
 
 
 def load_predictions(path: str | Path) -> list[Prediction]:
@@ -146,12 +149,16 @@ def load_predictions(path: str | Path) -> list[Prediction]:
     for where, entry in _entries(path):
         if not isinstance(entry, dict) or any(k not in entry for k in KEYS):
             found = sorted(entry) if isinstance(entry, dict) else type(entry).__name__
-            raise PredictionError(f"{path}: {where}: expected an object with keys {list(KEYS)}; found {found}. "
-                                  f"This is SWE-bench's predictions format.")
+            raise PredictionError(
+                f"{path}: {where}: expected an object with keys {list(KEYS)}; found {found}. "
+                f"This is SWE-bench's predictions format."
+            )
         iid, patch = entry["instance_id"], entry["model_patch"]
         if not isinstance(iid, str) or not (patch is None or isinstance(patch, str)):
-            raise PredictionError(f"{path}: {where}: expected a string instance_id and a string (or null) "
-                                  f"model_patch; found {type(iid).__name__} and {type(patch).__name__}.")
+            raise PredictionError(
+                f"{path}: {where}: expected a string instance_id and a string (or null) "
+                f"model_patch; found {type(iid).__name__} and {type(patch).__name__}."
+            )
         if iid in seen:
             raise PredictionError(f"{path}: {where}: instance {iid!r} is predicted twice; keep one.")
         seen.add(iid)
@@ -281,8 +288,9 @@ def instance_entry(o: Outcome, tasks: dict[str, Task]) -> dict[str, Any]:
     return entry
 
 
-def chosen_predictions(preds: list[Prediction], dataset: list[Task], predictions_flag: str, tasks_flag: str
-                       ) -> list[Prediction]:
+def chosen_predictions(
+    preds: list[Prediction], dataset: list[Task], predictions_flag: str, tasks_flag: str
+) -> list[Prediction]:
     """The predictions, refused before anything is graded when one is for an instance the dataset lacks (the
     harness's "Some prediction IDs not found in dataset!"); the flags name the files in the error line."""
     held = {t.instance_id for t in dataset}

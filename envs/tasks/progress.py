@@ -17,8 +17,9 @@ def bar(total: int, desc: str, unit: str, enabled: bool = True) -> Any:
     """A tqdm bar of ``total`` ``unit``s on stderr; off when not ``enabled`` or stderr is not a terminal."""
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=None if enabled else True,
-                dynamic_ncols=True)
+    return tqdm(
+        total=total, desc=desc, unit=unit, file=sys.stderr, disable=None if enabled else True, dynamic_ncols=True
+    )
 
 
 @contextlib.contextmanager

@@ -159,8 +159,10 @@ def _package_dir(package: str, pin: str) -> Path:
         )
     version = importlib.metadata.version(package)
     if version != pin:
-        raise TaskError(f"Task.version: expected {package}=={pin} (its recipe table is what swebox reads); found "
-                        f"{package} {version}. Install `pip install --no-deps {package}=={pin}`.")
+        raise TaskError(
+            f"Task.version: expected {package}=={pin} (its recipe table is what swebox reads); found "
+            f"{package} {version}. Install `pip install --no-deps {package}=={pin}`."
+        )
     return Path(list(found.submodule_search_locations)[0])
 
 
@@ -176,8 +178,10 @@ def _user_table(path: str, mtime: float) -> dict:
     try:
         table = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise TaskError(f"Task.version: ${SPECS_ENV}={path}: expected a JSON file of "
-                        f'{{"owner/name": {{"version": {{spec}}}}}}; found {exc}.') from None
+        raise TaskError(
+            f"Task.version: ${SPECS_ENV}={path}: expected a JSON file of "
+            f'{{"owner/name": {{"version": {{spec}}}}}}; found {exc}.'
+        ) from None
     if not isinstance(table, dict) or not all(isinstance(v, dict) for v in table.values()):
         raise TaskError(f"Task.version: ${SPECS_ENV}={path}: expected an object of repo -> version -> spec.")
     return table
@@ -234,14 +238,18 @@ def _requirements_command(paths: list[str]) -> str:
     # SWE-bench reads the first of the repo's requirements files that exists at the setup commit and drops
     # lines starting with '-e .', '#' and '.[test' (the project itself is installed later, at base_commit)
     if not paths:
-        raise TaskError("Task.version: the recipe installs 'requirements.txt' but names no requirements file; "
-                        "add \"requirements_paths\" to the spec.")
+        raise TaskError(
+            "Task.version: the recipe installs 'requirements.txt' but names no requirements file; "
+            "add \"requirements_paths\" to the spec."
+        )
     candidates = " ".join(shlex.quote(p) for p in paths)
-    return (f"f=; for p in {candidates}; do if [ -f \"$p\" ]; then f=$p; break; fi; done; "
-            f"[ -n \"$f\" ] || {{ echo 'none of the requirements files exists: {' '.join(paths)}' >&2; exit 1; }}; "
-            "grep -Ev '^[[:space:]]*(-e \\.|#|\\.\\[test)' \"$f\" > \"$f.swebox\"; "
-            "cd \"$(dirname \"$f\")\" && pip install -r \"$(basename \"$f\").swebox\"; s=$?; "
-            "rm -f \"$f.swebox\"; exit $s")
+    return (
+        f"f=; for p in {candidates}; do if [ -f \"$p\" ]; then f=$p; break; fi; done; "
+        f"[ -n \"$f\" ] || {{ echo 'none of the requirements files exists: {' '.join(paths)}' >&2; exit 1; }}; "
+        "grep -Ev '^[[:space:]]*(-e \\.|#|\\.\\[test)' \"$f\" > \"$f.swebox\"; "
+        "cd \"$(dirname \"$f\")\" && pip install -r \"$(basename \"$f\").swebox\"; s=$?; "
+        "rm -f \"$f.swebox\"; exit $s"
+    )
 
 
 def _script(text: str) -> str:
@@ -261,12 +269,15 @@ def recipe_from_spec(spec: dict, reqs_paths=(), yml_paths=()) -> Recipe:
     elif packages == "environment.yml":
         script = shlex.quote(_YML_TO_PIP)
         candidates = " ".join(shlex.quote(p) for p in (yml_paths or ("environment.yml",)))
-        env.append(_script(
-            f"f=; for p in {candidates}; do [ -f \"$p\" ] && f=$p && break; done; "
-            f"[ -n \"$f\" ] || {{ echo 'none of the environment files exists: {candidates}' >&2; exit 1; }}; "
-            f"python -c {script} \"$f\" {shlex.quote(json.dumps(CONDA_TO_PIP))} "
-            f"{shlex.quote(json.dumps(CONDA_ONLY))} > /tmp/swebox-env-yml.txt && cat /tmp/swebox-env-yml.txt && "
-            "pip install -r /tmp/swebox-env-yml.txt"))
+        env.append(
+            _script(
+                f"f=; for p in {candidates}; do [ -f \"$p\" ] && f=$p && break; done; "
+                f"[ -n \"$f\" ] || {{ echo 'none of the environment files exists: {candidates}' >&2; exit 1; }}; "
+                f"python -c {script} \"$f\" {shlex.quote(json.dumps(CONDA_TO_PIP))} "
+                f"{shlex.quote(json.dumps(CONDA_ONLY))} > /tmp/swebox-env-yml.txt && cat /tmp/swebox-env-yml.txt && "
+                "pip install -r /tmp/swebox-env-yml.txt"
+            )
+        )
     elif packages:
         env.append("pip install " + " ".join(shlex.quote(p) for p in shlex.split(packages)))
     if spec.get("pip_packages"):
@@ -283,23 +294,37 @@ def recipe_from_spec(spec: dict, reqs_paths=(), yml_paths=()) -> Recipe:
         test_cmd = " && ".join(test_cmd)
     grader = spec.get("grader", "log")
     if grader not in ("log", "junit") or (grader == "junit" and not str(test_cmd).startswith("pytest")):
-        raise TaskError(f"Task.version: a spec's grader must be 'log', or 'junit' with a 'pytest ...' test_cmd; "
-                        f"found grader {grader!r} with test_cmd {test_cmd!r}.")
+        raise TaskError(
+            f"Task.version: a spec's grader must be 'log', or 'junit' with a 'pytest ...' test_cmd; "
+            f"found grader {grader!r} with test_cmd {test_cmd!r}."
+        )
     kept_evals = tuple(c for c in evals if not _SYSTEM.search(c))
     if _locale_commands(skipped):
         kept_evals = (f"export LOCPATH={LOCALE_DIR}", *kept_evals)
-    return Recipe(python=str(spec["python"]), env_install=tuple(env), repo_commands=repo, test_cmd=str(test_cmd),
-                  eval_commands=kept_evals, skipped=skipped, grader=grader, unbuildable=_unbuildable(skipped),
-                  conda_only=tuple(sorted(CONDA_ONLY)) if packages == "environment.yml" else ())
+    return Recipe(
+        python=str(spec["python"]),
+        env_install=tuple(env),
+        repo_commands=repo,
+        test_cmd=str(test_cmd),
+        eval_commands=kept_evals,
+        skipped=skipped,
+        grader=grader,
+        unbuildable=_unbuildable(skipped),
+        conda_only=tuple(sorted(CONDA_ONLY)) if packages == "environment.yml" else (),
+    )
 
 
 def _locale_commands(skipped: tuple[str, ...]) -> list[str]:
     """What the skipped locale lines make (``locale-gen``), made without root by glibc's ``localedef``."""
     locale_lines = [c for c in skipped if _LOCALE_LINE.search(c)]
-    locales = sorted({m for c in locale_lines for m in _LOCALE_NAME.findall(c)}
-                     or ({("en_US", "UTF-8")} if locale_lines else set()))  # `apt-get install locales` alone
-    return [f"mkdir -p {LOCALE_DIR} && (localedef -i {where} -f {charmap} {LOCALE_DIR}/{where}.{charmap} || "
-            f"test -f {LOCALE_DIR}/{where}.{charmap}/LC_CTYPE)" for where, charmap in locales]
+    locales = sorted(
+        {m for c in locale_lines for m in _LOCALE_NAME.findall(c)} or ({("en_US", "UTF-8")} if locale_lines else set())
+    )  # `apt-get install locales` alone
+    return [
+        f"mkdir -p {LOCALE_DIR} && (localedef -i {where} -f {charmap} {LOCALE_DIR}/{where}.{charmap} || "
+        f"test -f {LOCALE_DIR}/{where}.{charmap}/LC_CTYPE)"
+        for where, charmap in locales
+    ]
 
 
 def _unbuildable(skipped: tuple[str, ...]) -> tuple[str, ...]:
@@ -310,8 +335,11 @@ def system_metadata(recipe: Recipe) -> dict[str, list[str]]:
     """A task's metadata about its recipe's system lines: those left out (``recipe_skipped``) and those with no
     rootless equivalent (``recipe_unbuildable``: the row still loads, an image can serve it, and ``swebox
     cache build`` refuses its recipe with :func:`unbuildable_error`)."""
-    out = {"recipe_skipped": list(recipe.skipped), "recipe_unbuildable": list(recipe.unbuildable),
-           "recipe_conda_only": list(recipe.conda_only)}
+    out = {
+        "recipe_skipped": list(recipe.skipped),
+        "recipe_unbuildable": list(recipe.unbuildable),
+        "recipe_conda_only": list(recipe.conda_only),
+    }
     return {k: v for k, v in out.items() if v}
 
 
@@ -322,10 +350,12 @@ def conda_only_error(instance_id: str, conda_only: list[str], test_ids: list[str
     if not hits:
         return ""
     names = sorted(name for name in conda_only if any(name in t.lower() for t in hits))
-    return (f"task {instance_id}: expected graded tests that need no conda-only package; found {len(hits)} "
-            f"naming {', '.join(names)} (e.g. {hits[0]}), which pip cannot install. Use the row's SWE-bench image "
-            f"(swebench/sweb.eval.x86_64.{instance_id.replace('__', '_1776_')}:latest) with `swebox cache build "
-            f"--env-source image` (docs/cache.md)")
+    return (
+        f"task {instance_id}: expected graded tests that need no conda-only package; found {len(hits)} "
+        f"naming {', '.join(names)} (e.g. {hits[0]}), which pip cannot install. Use the row's SWE-bench image "
+        f"(swebench/sweb.eval.x86_64.{instance_id.replace('__', '_1776_')}:latest) with `swebox cache build "
+        f"--env-source image` (docs/cache.md)"
+    )
 
 
 def unbuildable_error(instance_id: str, lines: list[str], image: str = "") -> str:
@@ -336,11 +366,15 @@ def unbuildable_error(instance_id: str, lines: list[str], image: str = "") -> st
         use = f"its image {image}: `swebox cache build --tasks ROWS --env-source image` (docs/cache.md)"
     else:
         swebench = f"swebench/sweb.eval.x86_64.{instance_id.replace('__', '_1776_')}:latest"
-        use = (f"its image: set the row's metadata.image (for SWE-bench, {swebench}) and run `swebox cache build "
-               f"--tasks ROWS --env-source image` (docs/cache.md)")
-    return (f"task {instance_id}: its recipe runs {lines[0]!r}{more}, which installs system packages a "
-            f"rootless build cannot install; building without them would give the row another environment. "
-            f"Use {use}.")
+        use = (
+            f"its image: set the row's metadata.image (for SWE-bench, {swebench}) and run `swebox cache build "
+            f"--tasks ROWS --env-source image` (docs/cache.md)"
+        )
+    return (
+        f"task {instance_id}: its recipe runs {lines[0]!r}{more}, which installs system packages a "
+        f"rootless build cannot install; building without them would give the row another environment. "
+        f"Use {use}."
+    )
 
 
 def _literal(node: ast.AST) -> Any:
@@ -392,13 +426,20 @@ def swesmith_recipe(owner: str, name: str, commit: str) -> Recipe:
         return dataclasses.replace(recipe, env_install=recipe.env_install + recipe.repo_commands, repo_commands=())
     profiles = [p for p in swesmith_profiles().get((owner, name), []) if str(p["commit"]).startswith(commit)]
     if not profiles:
-        raise TaskError(f"Task.repo: expected a SWE-smith repository with a profile in swesmith 0.0.9; found none "
-                        f"for {owner}/{name} at {commit}. Give its recipe in ${SPECS_ENV} under "
-                        f'"{owner}/{name}": {{"{commit}": {{...}}}}.')
+        raise TaskError(
+            f"Task.repo: expected a SWE-smith repository with a profile in swesmith 0.0.9; found none "
+            f"for {owner}/{name} at {commit}. Give its recipe in ${SPECS_ENV} under "
+            f'"{owner}/{name}": {{"{commit}": {{...}}}}.'
+        )
     p = profiles[0]
     commands = tuple(p.get("install_cmds", ()))
     skipped = tuple(c for c in commands if _SYSTEM.search(c))  # 6 of swesmith 0.0.9's profiles run apt-get
     install = (*_locale_commands(skipped), *(c for c in commands if c not in skipped))
-    return Recipe(python=str(p.get("python_version", "3.10")), env_install=install, repo_commands=(),
-                  test_cmd="pytest --disable-warnings --color=no --tb=no --verbose", skipped=skipped,
-                  unbuildable=_unbuildable(skipped))
+    return Recipe(
+        python=str(p.get("python_version", "3.10")),
+        env_install=install,
+        repo_commands=(),
+        test_cmd="pytest --disable-warnings --color=no --tb=no --verbose",
+        skipped=skipped,
+        unbuildable=_unbuildable(skipped),
+    )

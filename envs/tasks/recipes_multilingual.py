@@ -27,12 +27,20 @@ from swebox.envs.tasks.synth.npm import NODE_TOOLCHAINS
 LANGUAGE_OF_EXT = {"js": "javascript", "ts": "typescript", "go": "go", "rs": "rust"}
 """swebench's ``MAP_REPO_TO_EXT`` values -> Task.language."""
 TOOLCHAINS_OF_LANGUAGE: dict[str, tuple[str, ...]] = {
-    "javascript": NODE_TOOLCHAINS, "typescript": NODE_TOOLCHAINS, "go": ("go",), "rust": ("rust",)}
+    "javascript": NODE_TOOLCHAINS,
+    "typescript": NODE_TOOLCHAINS,
+    "go": ("go",),
+    "rust": ("rust",),
+}
 """Task.language -> the toolchain layers its env is built and tested on (``EnvSpec.toolchains``)."""
 _TABLES = {"javascript": ("javascript", "JS"), "go": ("go", "GO"), "rust": ("rust", "RUST")}
 """Language -> (swebench's ``harness.constants`` module, its tables' suffix)."""
-_PARSER_HINT = {"javascript": "'tap', 'jest', 'vitest'", "typescript": "'tap', 'jest', 'vitest'",
-                "go": "'go_test'", "rust": "'cargo'"}
+_PARSER_HINT = {
+    "javascript": "'tap', 'jest', 'vitest'",
+    "typescript": "'tap', 'jest', 'vitest'",
+    "go": "'go_test'",
+    "rust": "'cargo'",
+}
 
 
 def _commands(spec: dict, key: str) -> tuple[str, ...]:
@@ -52,17 +60,27 @@ def multilingual_recipe(spec: dict, repo: str, default_parser: str = "") -> Any:
     language = str(spec.get("language") or "javascript")
     tests = _commands(spec, "test_cmd")
     if not tests:
-        raise TaskError(f"Task.version: expected a {language} spec of {repo} with a 'test_cmd'; found keys "
-                        f"{sorted(spec)}.")
+        raise TaskError(
+            f"Task.version: expected a {language} spec of {repo} with a 'test_cmd'; found keys {sorted(spec)}."
+        )
     parser = str(spec.get("log_parser") or default_parser)
     if not parser:
-        raise TaskError(f"Task.repo: expected a log parser for {repo}: swebench has none; name one with "
-                        f"\"log_parser\" in its $SWEBOX_SWE_SPECS entry ({_PARSER_HINT[language]}, ...).")
+        raise TaskError(
+            f"Task.repo: expected a log parser for {repo}: swebench has none; name one with "
+            f"\"log_parser\" in its $SWEBOX_SWE_SPECS entry ({_PARSER_HINT[language]}, ...)."
+        )
     versions = tuple((k, str(v)) for k, v in (spec.get("docker_specs") or {}).items() if k.endswith("_version"))
-    return Recipe(python=str(spec.get("python", "3.11")), env_install=(*_commands(spec, "pre_install"),
-                  *_commands(spec, "install")), repo_commands=(), test_cmd=" ; ".join(tests),
-                  eval_commands=_commands(spec, "build"), language=language, log_parser=parser,
-                  toolchains=TOOLCHAINS_OF_LANGUAGE[language], tool_versions=versions)
+    return Recipe(
+        python=str(spec.get("python", "3.11")),
+        env_install=(*_commands(spec, "pre_install"), *_commands(spec, "install")),
+        repo_commands=(),
+        test_cmd=" ; ".join(tests),
+        eval_commands=_commands(spec, "build"),
+        language=language,
+        log_parser=parser,
+        toolchains=TOOLCHAINS_OF_LANGUAGE[language],
+        tool_versions=versions,
+    )
 
 
 def swebench_multilingual_recipe(repo: str, version: str) -> Any:
@@ -71,15 +89,18 @@ def swebench_multilingual_recipe(repo: str, version: str) -> Any:
 
     for language, (module, suffix) in _TABLES.items():
         try:
-            table = getattr(swebench_harness.module(f"harness.constants.{module}"),
-                            f"MAP_REPO_VERSION_TO_SPECS_{suffix}")
+            table = getattr(
+                swebench_harness.module(f"harness.constants.{module}"), f"MAP_REPO_VERSION_TO_SPECS_{suffix}"
+            )
         except swebench_harness.HarnessUnavailable:
             return None
         if repo not in table:
             continue
         if version not in table[repo]:
-            raise TaskError(f"Task.version: expected a version of {repo} with a recipe "
-                            f"({', '.join(sorted(table[repo]))}); found {version!r}.")
+            raise TaskError(
+                f"Task.version: expected a version of {repo} with a recipe "
+                f"({', '.join(sorted(table[repo]))}); found {version!r}."
+            )
         ext = swebench_harness.module("harness.constants").MAP_REPO_TO_EXT.get(repo)
         language = LANGUAGE_OF_EXT.get(str(ext), language)
         return multilingual_recipe({**table[repo][version], "language": language}, repo, repo)

@@ -48,9 +48,7 @@ def id_list(row: dict[str, Any], key: str) -> list[str]:
     if hasattr(value, "tolist"):
         value = value.tolist()
     if not isinstance(value, (list, tuple)):
-        raise TaskError(
-            f"Task.{key}: expected a list of test ids; found {type(value).__name__}. Fix the row's {key}."
-        )
+        raise TaskError(f"Task.{key}: expected a list of test ids; found {type(value).__name__}. Fix the row's {key}.")
     return list(value)
 
 
@@ -68,7 +66,5 @@ def loads(row: dict[str, Any], key: str) -> Any:
         try:
             return json.loads(value)
         except json.JSONDecodeError:
-            raise TaskError(
-                f"Task.{key}: expected a JSON string; found invalid JSON {value[:120]!r}."
-            ) from None
+            raise TaskError(f"Task.{key}: expected a JSON string; found invalid JSON {value[:120]!r}.") from None
     return value

@@ -149,12 +149,20 @@ class Task:
         except (TypeError, ValueError) as exc:
             raise _fail("metadata", "JSON-serialisable values", self.metadata, f"({exc}).") from None
         if self.language not in LANGUAGES:
-            raise _fail("language", f"one of {sorted(LANGUAGES)}", self.language,
-                        "Name the repository's language as swebox does (Multi-SWE-bench's 'c++' is 'cpp').")
+            raise _fail(
+                "language",
+                f"one of {sorted(LANGUAGES)}",
+                self.language,
+                "Name the repository's language as swebox does (Multi-SWE-bench's 'c++' is 'cpp').",
+            )
         if self.language != "python" and self.grader == "junit":
-            raise _fail("grader", f"'log' (or 'harbor') for a {self.language} task", self.grader,
-                        "Grade it from its runner's log with that language's parser (log_parser 'tap', 'go_test', "
-                        "'cargo', ...).")
+            raise _fail(
+                "grader",
+                f"'log' (or 'harbor') for a {self.language} task",
+                self.grader,
+                "Grade it from its runner's log with that language's parser (log_parser 'tap', 'go_test', "
+                "'cargo', ...).",
+            )
 
     def _check_tests(self) -> None:
         if not self.FAIL_TO_PASS and self.grader != "harbor":  # a Harbor task's test.sh says the reward
@@ -180,31 +188,58 @@ class Task:
         from swebox.envs.tasks.graders import log_parsers  # the parsers' names and statuses live with them
 
         if self.grader not in GRADERS:
-            raise _fail("grader", f"one of {list(GRADERS)}", self.grader,
-                        "Use 'junit' for swebox's own tasks, 'log' for SWE-bench-family rows, 'harbor' for "
-                        "Harbor task folders.")
+            raise _fail(
+                "grader",
+                f"one of {list(GRADERS)}",
+                self.grader,
+                "Use 'junit' for swebox's own tasks, 'log' for SWE-bench-family rows, 'harbor' for "
+                "Harbor task folders.",
+            )
         if self.grader == "harbor" and (self.log_parser or self.eval_commands):
-            raise _fail("log_parser", "'' and no eval_commands with grader='harbor'", self.log_parser,
-                        "A Harbor task's tests/test.sh grades it; drop log_parser/eval_commands.")
+            raise _fail(
+                "log_parser",
+                "'' and no eval_commands with grader='harbor'",
+                self.log_parser,
+                "A Harbor task's tests/test.sh grades it; drop log_parser/eval_commands.",
+            )
         if self.grader == "junit" and (self.log_parser or self.eval_commands):
             found = {"log_parser": self.log_parser, "eval_commands": list(self.eval_commands)}
-            raise _fail("log_parser", "'' and no eval_commands with grader='junit'", found,
-                        "Set grader='log' to grade from the test log, or drop log_parser/eval_commands.")
+            raise _fail(
+                "log_parser",
+                "'' and no eval_commands with grader='junit'",
+                found,
+                "Set grader='log' to grade from the test log, or drop log_parser/eval_commands.",
+            )
         if self.grader == "log":
             problem = log_parsers.check_parser_name(self.log_parser)
             if problem:
                 raise _fail("log_parser", "a parser name with grader='log'", self.log_parser, problem)
             if not self.test_cmd.strip():
-                raise _fail("test_cmd", "the shell command that runs the tests", self.test_cmd,
-                            "With grader='log' it is SWE-bench's test command with the test directives appended.")
+                raise _fail(
+                    "test_cmd",
+                    "the shell command that runs the tests",
+                    self.test_cmd,
+                    "With grader='log' it is SWE-bench's test command with the test directives appended.",
+                )
         if not isinstance(self.expected_status, dict):
-            raise _fail("expected_status", "a JSON object of test id -> status", self.expected_status,
-                        "Use {} when the task has none.")
-        bad = {k: v for k, v in self.expected_status.items()
-               if not (isinstance(k, str) and k.strip()) or log_parsers.normal_status(v) is None}
+            raise _fail(
+                "expected_status",
+                "a JSON object of test id -> status",
+                self.expected_status,
+                "Use {} when the task has none.",
+            )
+        bad = {
+            k: v
+            for k, v in self.expected_status.items()
+            if not (isinstance(k, str) and k.strip()) or log_parsers.normal_status(v) is None
+        }
         if bad:
-            raise _fail("expected_status", f"non-empty test ids mapped to one of {list(log_parsers.STATUS_NAMES)}",
-                        bad, "Write statuses as R2E-Gym does (PASSED, FAILED, ...) or swebox's (passed, ...).")
+            raise _fail(
+                "expected_status",
+                f"non-empty test ids mapped to one of {list(log_parsers.STATUS_NAMES)}",
+                bad,
+                "Write statuses as R2E-Gym does (PASSED, FAILED, ...) or swebox's (passed, ...).",
+            )
 
     def _check_test_cmd(self) -> None:
         if self.grader != "junit":
@@ -256,9 +291,14 @@ class Task:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Task:
         """Inverse of :meth:`to_dict`; unknown or missing keys are errors that name them."""
-        return strict_from_dict(cls, data, what="Task", error=TaskError,
-                         fix="One task (a JSON object) per line: put extra information under 'metadata', or load "
-                             "a dataset's file with swebox.envs.tasks.load (it maps foreign rows).")
+        return strict_from_dict(
+            cls,
+            data,
+            what="Task",
+            error=TaskError,
+            fix="One task (a JSON object) per line: put extra information under 'metadata', or load "
+            "a dataset's file with swebox.envs.tasks.load (it maps foreign rows).",
+        )
 
     def to_json(self) -> str:
         """One line of JSON."""

@@ -30,12 +30,13 @@ def _named(ids: Sequence[str]) -> str:
 def unknown_ids_error(flag: str, unknown: Sequence[str], known: Sequence[str], tasks_flag: str) -> SelectionError:
     """The one line for ids that ``tasks_flag``'s dataset does not hold."""
     offer = f"; it holds {_named(list(known))}" if known else "; it holds no task"
-    return SelectionError(f"{flag}: expected ids of --tasks {tasks_flag}; found {len(unknown)} it does not hold: "
-                          f"{_named(list(unknown))}{offer}. Fix the ids or the dataset")
+    return SelectionError(
+        f"{flag}: expected ids of --tasks {tasks_flag}; found {len(unknown)} it does not hold: "
+        f"{_named(list(unknown))}{offer}. Fix the ids or the dataset"
+    )
 
 
-def select(tasks: Sequence[T], ids: Sequence[str], limit: int, tasks_flag: str, key=lambda t: t.instance_id
-           ) -> list[T]:
+def select(tasks: Sequence[T], ids: Sequence[str], limit: int, tasks_flag: str, key=lambda t: t.instance_id) -> list[T]:
     """The tasks named by ``ids`` (all when empty), in the dataset's order, then the first ``limit`` (0: all)."""
     if limit < 0:
         raise SelectionError(f"--limit: expected a number >= 0 (0: all tasks); found {limit}")

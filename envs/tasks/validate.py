@@ -92,9 +92,11 @@ class StoreLayers:
         keys = [task.env_key] + ([task.task_layer_key] if task.task_layer_key else [])
         missing = [k for k in keys if not k or self.cache.store.get(k) is None]
         if missing:
-            raise ValueError(f"task {task.instance_id}: expected layers {missing} in the store "
-                             f"{self.cache.store.root}; build them with `swebox cache --store {self.cache.store.root} "
-                             "build --tasks TASKS` (or `swebox tasks synth`).")
+            raise ValueError(
+                f"task {task.instance_id}: expected layers {missing} in the store "
+                f"{self.cache.store.root}; build them with `swebox cache --store {self.cache.store.root} "
+                "build --tasks TASKS` (or `swebox tasks synth`)."
+            )
         # the toolchain layers the env layer was built on (its manifest names them) go below it, as in episodes
         keys = [*env_toolchains(self.cache.store, task.env_key).values(), *keys]
         held, paths = self._held.setdefault(task.instance_id, []), []
@@ -123,9 +125,11 @@ def layers_flag_error(value: str | Path) -> str:
     """'' when ``--layers VALUE`` is a folder; else the one-line error that names the flag and how to fix it."""
     if Path(value).is_dir():
         return ""
-    return (f"--layers {value}: expected a layer store (a folder with manifests/, which `swebox cache build` and "
-            "`swebox tasks synth` write) or a folder of layer folders named by key; found no folder there "
-            f"(relative paths start at {Path.cwd()}); fix the path, or build the layers first")
+    return (
+        f"--layers {value}: expected a layer store (a folder with manifests/, which `swebox cache build` and "
+        "`swebox tasks synth` write) or a folder of layer folders named by key; found no folder there "
+        f"(relative paths start at {Path.cwd()}); fix the path, or build the layers first"
+    )
 
 
 def validate_task(task: Task, resolve: LayerResolver, *, timeout: float = 900.0) -> Validation:
@@ -161,8 +165,10 @@ def validate(
         raise ValueError(f"validate(jobs=...): expected jobs >= 1; found {jobs}.")
     tasks = list(tasks)
     results: dict[int, Validation] = {}  # by input position: every future fills its slot or raises
-    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="validate") as pool, \
-            progress.bar(len(tasks), "validate", "task") as shown:
+    with (
+        ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="validate") as pool,
+        progress.bar(len(tasks), "validate", "task") as shown,
+    ):
         futures = {pool.submit(validate_task, task, resolve, timeout=timeout): i for i, task in enumerate(tasks)}
         for future in as_completed(futures):
             results[futures[future]] = future.result()
@@ -189,6 +195,7 @@ def report_lines(task: Task, v: Validation) -> list[str]:
     F2P tests must fail before the fix (empty diff) and pass after it (gold); P2P tests pass in both;
     ``expected_status`` entries must end (gold) with the status given. A line that disagrees is marked DIFFERS.
     """
+
     def status(r: GradeReport | None, test_id: str) -> str:
         return r.tests[test_id].status if r is not None and test_id in r.tests else "-"
 
@@ -196,8 +203,10 @@ def report_lines(task: Task, v: Validation) -> list[str]:
     rows: list[tuple[str, str, str, Callable[..., bool]]]
     rows = [("F2P", t, "fail->pass", lambda g, e: g in passing and e not in passing) for t in task.FAIL_TO_PASS]
     rows += [("P2P", t, "pass->pass", lambda g, e: g in passing and e in passing) for t in task.PASS_TO_PASS]
-    rows += [("EXP", t, f"->{want}", lambda g, e, want=want: g == normal_status(want))
-             for t, want in task.expected_status.items()]
+    rows += [
+        ("EXP", t, f"->{want}", lambda g, e, want=want: g == normal_status(want))
+        for t, want in task.expected_status.items()
+    ]
     out = [f"  {'':<4} {'dataset':<12} {'gold':<9} {'empty':<9} {'':<8} test"]
     for kind, test_id, says, agrees in rows:
         gold, empty = status(v.gold, test_id), status(v.empty, test_id)

@@ -22,8 +22,10 @@ from swebox.scripts.viewer.data import FILTERS, RunData, diff_groups
 from swebox.scripts.viewer.tree import action_summary, search_tree
 
 PAGE_SIZE = 100
-CUT = re.compile(r"(\[\.\.\. \d+ characters cut from the middle of the output \.\.\.\]|"
-                 r"\[The output passed the sandbox's byte limit[^\]]*\]|\[The episode ended:[^\]]*\])")
+CUT = re.compile(
+    r"(\[\.\.\. \d+ characters cut from the middle of the output \.\.\.\]|"
+    r"\[The output passed the sandbox's byte limit[^\]]*\]|\[The episode ended:[^\]]*\])"
+)
 TIME_PARTS = ("timing/generate_s", "timing/env_s", "timing/grade_s", "timing/update_s", "timing/sync_s")
 
 
@@ -32,10 +34,16 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     view.add_argument("run", help="a training run folder (logging.run_dir), or a `swebox eval --out` file")
     view.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
     view.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    view.add_argument("--tasks", default="", help="tasks.jsonl for the task pages' statements and gold patches "
-                      "(default: the run's config.yaml env.tasks)")
-    view.add_argument("--calibration", default="", help="a `swebox tasks calibrate` file for the task pages "
-                      "(default: the run's config.yaml env.calibration)")
+    view.add_argument(
+        "--tasks",
+        default="",
+        help="tasks.jsonl for the task pages' statements and gold patches (default: the run's config.yaml env.tasks)",
+    )
+    view.add_argument(
+        "--calibration",
+        default="",
+        help="a `swebox tasks calibrate` file for the task pages (default: the run's config.yaml env.calibration)",
+    )
     view.set_defaults(func=run)
 
 
@@ -68,18 +76,21 @@ def cost_fields(cost: Any) -> dict[str, Any]:
     hand-made record must not break the page)."""
     if not isinstance(cost, dict):
         return {}
-    return {k: v for k, v in cost.items() if (k == "source" and isinstance(v, str))
-            or (isinstance(v, (int, float)) and not isinstance(v, bool))}
+    return {
+        k: v
+        for k, v in cost.items()
+        if (k == "source" and isinstance(v, str)) or (isinstance(v, (int, float)) and not isinstance(v, bool))
+    }
 
 
-def create_app(run_path: str | Path, tasks_file: str | Path | None = None,
-               calibration_file: str | Path | None = None):
+def create_app(run_path: str | Path, tasks_file: str | Path | None = None, calibration_file: str | Path | None = None):
     from flask import Flask, abort, render_template, request
 
     data = RunData(run_path, tasks_file, calibration_file)
     app = Flask(__name__, static_folder="static", template_folder="templates")
-    app.jinja_env.globals.update(filters=list(FILTERS), run=data, diff_lines=diff_lines, marked=marked,
-                                  action_summary=action_summary)
+    app.jinja_env.globals.update(
+        filters=list(FILTERS), run=data, diff_lines=diff_lines, marked=marked, action_summary=action_summary
+    )
 
     def page(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int, int]:
         pages = max(1, -(-len(rows) // PAGE_SIZE))
@@ -91,23 +102,46 @@ def create_app(run_path: str | Path, tasks_file: str | Path | None = None,
         steps = data.steps()
         logged = [s for s in steps if s["metrics"]]
         xs = [s["step"] for s in logged]
-        reward = charts.line_chart("reward/mean and reward/resolved_rate", xs, {
-            "reward/mean": [s["metrics"].get("reward/mean") for s in logged],
-            "resolved_rate": [s["metrics"].get("reward/resolved_rate") for s in logged]}, lo=0.0)
-        timing = charts.stacked_bars("time per step by part (s)", xs, {
-            name.removeprefix("timing/"): [float(s["metrics"].get(name) or 0.0) for s in logged]
-            for name in TIME_PARTS})
+        reward = charts.line_chart(
+            "reward/mean and reward/resolved_rate",
+            xs,
+            {
+                "reward/mean": [s["metrics"].get("reward/mean") for s in logged],
+                "resolved_rate": [s["metrics"].get("reward/resolved_rate") for s in logged],
+            },
+            lo=0.0,
+        )
+        timing = charts.stacked_bars(
+            "time per step by part (s)",
+            xs,
+            {
+                name.removeprefix("timing/"): [float(s["metrics"].get(name) or 0.0) for s in logged]
+                for name in TIME_PARTS
+            },
+        )
         filter_name, query = request.args.get("filter", ""), request.args.get("q", "").strip()
         matching = data.rows(filter_name, query)
         rows, number, pages = page(matching)
         calibration, calibration_file, calibration_problems = data.calibration()
         problems = data.metrics().problems + data.index().problems + calibration_problems
         usable = sum(not c["unusable"] for c in calibration.values())
-        return render_template("run.html", steps=steps, reward_chart=reward, timing_chart=timing, rows=rows,
-                               filter_name=filter_name, query=query, page=number, pages=pages,
-                               total=len(matching), problems=problems, calibration=calibration,
-                               calibration_file=calibration_file, usable=usable,
-                               flaky=sum(bool(c["flaky_tests"]) for c in calibration.values()))
+        return render_template(
+            "run.html",
+            steps=steps,
+            reward_chart=reward,
+            timing_chart=timing,
+            rows=rows,
+            filter_name=filter_name,
+            query=query,
+            page=number,
+            pages=pages,
+            total=len(matching),
+            problems=problems,
+            calibration=calibration,
+            calibration_file=calibration_file,
+            usable=usable,
+            flaky=sum(bool(c["flaky_tests"]) for c in calibration.values()),
+        )
 
     @app.get("/step/<int:step>")
     def step_page(step: int):
@@ -119,8 +153,14 @@ def create_app(run_path: str | Path, tasks_file: str | Path | None = None,
         for r in loaded.records:
             groups.setdefault(str(r.get("group_id") or r.get("task_id")), []).append(r)
         metrics = known.get(step, {}).get("metrics", {})
-        return render_template("step.html", step=step, groups=groups, letters=diff_groups(loaded.records),
-                               metrics=metrics, problems=loaded.problems)
+        return render_template(
+            "step.html",
+            step=step,
+            groups=groups,
+            letters=diff_groups(loaded.records),
+            metrics=metrics,
+            problems=loaded.problems,
+        )
 
     @app.get("/rollout/<int:step>/<int:index>")
     def rollout_page(step: int, index: int):
@@ -128,8 +168,15 @@ def create_app(run_path: str | Path, tasks_file: str | Path | None = None,
         if record is None:
             return render_template("missing.html", what=f"rollout {index} of step {step}", problems=problems), 404
         grade = record.get("grade") or {}
-        return render_template("rollout.html", r=record, step=step, grade=grade, problems=problems,
-                               tree=search_tree(record), cost=cost_fields(record.get("cost")))
+        return render_template(
+            "rollout.html",
+            r=record,
+            step=step,
+            grade=grade,
+            problems=problems,
+            tree=search_tree(record),
+            cost=cost_fields(record.get("cost")),
+        )
 
     @app.get("/task/<path:task_id>")
     def task_page(task_id: str):
@@ -143,8 +190,14 @@ def create_app(run_path: str | Path, tasks_file: str | Path | None = None,
         calibration, calibration_file, problems = data.calibration()
         if not rows and not info["source"] and task_id not in calibration:
             abort(404)
-        return render_template("task.html", task=info, rows=rows, cal=calibration.get(task_id),
-                               calibration_file=calibration_file, problems=problems)
+        return render_template(
+            "task.html",
+            task=info,
+            rows=rows,
+            cal=calibration.get(task_id),
+            calibration_file=calibration_file,
+            problems=problems,
+        )
 
     @app.after_request
     def read_only_headers(response):
@@ -156,8 +209,13 @@ def create_app(run_path: str | Path, tasks_file: str | Path | None = None,
     return app
 
 
-def make_server(run_path: str | Path, host: str = "127.0.0.1", port: int = 8765,
-                tasks_file: str | Path | None = None, calibration_file: str | Path | None = None):
+def make_server(
+    run_path: str | Path,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    tasks_file: str | Path | None = None,
+    calibration_file: str | Path | None = None,
+):
     """A threaded Werkzeug server for the viewer (``.serve_forever()``, ``.shutdown()``, ``.port``)."""
     from werkzeug.serving import make_server as werkzeug_server
 

@@ -15,12 +15,14 @@ def _scale(values: list[float], lo: float | None = None, hi: float | None = None
 
 
 def _frame(title: str, lo: float, hi: float, steps: list[int]) -> list[str]:
-    parts = [f'<svg class="chart" viewBox="0 0 {W} {H}" role="img" aria-label="{escape(title)}">',
-             f'<text x="{PAD}" y="14" class="chart-title">{escape(title)}</text>',
-             f'<line x1="{PAD}" y1="{H - PAD}" x2="{W - 8}" y2="{H - PAD}" class="axis"/>',
-             f'<line x1="{PAD}" y1="22" x2="{PAD}" y2="{H - PAD}" class="axis"/>',
-             f'<text x="4" y="{H - PAD}" class="tick">{lo:.3g}</text>',
-             f'<text x="4" y="30" class="tick">{hi:.3g}</text>']
+    parts = [
+        f'<svg class="chart" viewBox="0 0 {W} {H}" role="img" aria-label="{escape(title)}">',
+        f'<text x="{PAD}" y="14" class="chart-title">{escape(title)}</text>',
+        f'<line x1="{PAD}" y1="{H - PAD}" x2="{W - 8}" y2="{H - PAD}" class="axis"/>',
+        f'<line x1="{PAD}" y1="22" x2="{PAD}" y2="{H - PAD}" class="axis"/>',
+        f'<text x="4" y="{H - PAD}" class="tick">{lo:.3g}</text>',
+        f'<text x="4" y="30" class="tick">{hi:.3g}</text>',
+    ]
     if steps:
         parts.append(f'<text x="{PAD}" y="{H - PAD + 14}" class="tick">step {steps[0]}</text>')
         parts.append(f'<text x="{W - 60}" y="{H - PAD + 14}" class="tick">step {steps[-1]}</text>')
@@ -35,8 +37,13 @@ def _y(v: float, lo: float, hi: float) -> float:
     return H - PAD - (H - PAD - 24) * ((v - lo) / (hi - lo))
 
 
-def line_chart(title: str, steps: list[int], series: dict[str, list[float | None]], lo: float | None = None,
-               hi: float | None = None) -> str:
+def line_chart(
+    title: str,
+    steps: list[int],
+    series: dict[str, list[float | None]],
+    lo: float | None = None,
+    hi: float | None = None,
+) -> str:
     """Lines over steps; None values are gaps."""
     values = [v for vs in series.values() for v in vs if v is not None]
     if not steps or not values:
@@ -68,11 +75,15 @@ def stacked_bars(title: str, steps: list[int], parts_by_name: dict[str, list[flo
         for k, vs in enumerate(parts_by_name.values()):
             top = base + vs[i]
             y0, y1 = _y(base, lo, hi), _y(top, lo, hi)
-            parts.append(f'<rect x="{x:.1f}" y="{y1:.1f}" width="{width:.1f}" height="{max(0.0, y0 - y1):.1f}" '
-                         f'fill="{COLORS[k % len(COLORS)]}"/>')
+            parts.append(
+                f'<rect x="{x:.1f}" y="{y1:.1f}" width="{width:.1f}" height="{max(0.0, y0 - y1):.1f}" '
+                f'fill="{COLORS[k % len(COLORS)]}"/>'
+            )
             base = top
     for k, name in enumerate(parts_by_name):
-        parts.append(f'<text x="{W - 150}" y="{14 + 12 * k}" class="legend" fill="{COLORS[k % len(COLORS)]}">'
-                     f'{escape(name)}</text>')
+        parts.append(
+            f'<text x="{W - 150}" y="{14 + 12 * k}" class="legend" fill="{COLORS[k % len(COLORS)]}">'
+            f'{escape(name)}</text>'
+        )
     parts.append("</svg>")
     return "".join(parts)

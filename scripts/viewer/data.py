@@ -45,8 +45,9 @@ class _Files:
         try:
             st = path.stat()
         except OSError:
-            return Loaded(problems=[f"{path}: not found (deleted by logging.trajectories_keep_last, or not "
-                                    f"written yet)"])
+            return Loaded(
+                problems=[f"{path}: not found (deleted by logging.trajectories_keep_last, or not written yet)"]
+            )
         key = (str(path), st.st_size, st.st_mtime_ns)
         with self._lock:
             if key in self._cache:
@@ -78,22 +79,27 @@ def diff_groups(records: list[dict[str, Any]]) -> dict[int, str]:
 class RunData:
     """One training run folder or eval output, as the viewer's pages need it."""
 
-    def __init__(self, path: str | Path, tasks_file: str | Path | None = None,
-                 calibration_file: str | Path | None = None) -> None:
+    def __init__(
+        self, path: str | Path, tasks_file: str | Path | None = None, calibration_file: str | Path | None = None
+    ) -> None:
         """``tasks_file``: where task pages find statements and gold patches (default: config.yaml's env.tasks);
         ``calibration_file``: a ``swebox tasks calibrate`` file (default: config.yaml's env.calibration)."""
         self.path = Path(path).resolve()
         self.calibration_file = Path(calibration_file) if calibration_file else None
         if self.calibration_file is not None and not self.calibration_file.is_file():
-            raise FileNotFoundError(f"swebox view --calibration: expected a calibration file (swebox tasks "
-                                    f"calibrate --out); found nothing at {self.calibration_file}")
+            raise FileNotFoundError(
+                f"swebox view --calibration: expected a calibration file (swebox tasks "
+                f"calibrate --out); found nothing at {self.calibration_file}"
+            )
         self.tasks_file = Path(tasks_file) if tasks_file else None
         if self.tasks_file is not None and not self.tasks_file.is_file():
-            raise FileNotFoundError(f"swebox view --tasks: expected a tasks.jsonl file; found nothing at "
-                                    f"{self.tasks_file}")
+            raise FileNotFoundError(
+                f"swebox view --tasks: expected a tasks.jsonl file; found nothing at {self.tasks_file}"
+            )
         if not self.path.exists():
-            raise FileNotFoundError(f"swebox view: expected a run folder or an eval --out file; found nothing at "
-                                    f"{self.path}")
+            raise FileNotFoundError(
+                f"swebox view: expected a run folder or an eval --out file; found nothing at {self.path}"
+            )
         self.files = _Files()
         if self.path.is_file():
             self.kind, self.eval_files = "eval", [self.path]
@@ -132,10 +138,16 @@ class RunData:
         out = []
         for step in sorted(set(metrics) | set(counts)):
             rows = counts.get(step, [])
-            out.append({"step": step, "metrics": metrics.get(step, {}), "rollouts": len(rows),
-                        "resolved": sum(bool(r.get("resolved")) for r in rows),
-                        "reward": (sum(r.get("reward") or 0.0 for r in rows) / len(rows)) if rows else None,
-                        "on_disk": self.kind == "eval" or step_file(self.path, step).exists()})
+            out.append(
+                {
+                    "step": step,
+                    "metrics": metrics.get(step, {}),
+                    "rollouts": len(rows),
+                    "resolved": sum(bool(r.get("resolved")) for r in rows),
+                    "reward": (sum(r.get("reward") or 0.0 for r in rows) / len(rows)) if rows else None,
+                    "on_disk": self.kind == "eval" or step_file(self.path, step).exists(),
+                }
+            )
         return out
 
     # -- a step and a rollout --------------------------------------------------------------------------
@@ -151,9 +163,15 @@ class RunData:
             loaded = self.files.read(path)
             out.problems += loaded.problems
             for record in loaded.records:
-                out.records.append({**record, "step": 0, "index": len(out.records),
-                                    "task_id": record.get("task_id") or record.get("instance_id", ""),
-                                    "num_turns": record.get("num_turns", len(record.get("turns") or []))})
+                out.records.append(
+                    {
+                        **record,
+                        "step": 0,
+                        "index": len(out.records),
+                        "task_id": record.get("task_id") or record.get("instance_id", ""),
+                        "num_turns": record.get("num_turns", len(record.get("turns") or [])),
+                    }
+                )
         return out
 
     def rollout(self, step: int, index: int) -> tuple[dict[str, Any] | None, list[str]]:
@@ -183,9 +201,13 @@ class RunData:
                 except json.JSONDecodeError:
                     continue
                 if task.get("instance_id") == task_id:
-                    info.update(problem_statement=task.get("problem_statement", ""), patch=task.get("patch", ""),
-                                FAIL_TO_PASS=task.get("FAIL_TO_PASS", []), PASS_TO_PASS=task.get("PASS_TO_PASS", []),
-                                source=str(tasks_file))
+                    info.update(
+                        problem_statement=task.get("problem_statement", ""),
+                        patch=task.get("patch", ""),
+                        FAIL_TO_PASS=task.get("FAIL_TO_PASS", []),
+                        PASS_TO_PASS=task.get("PASS_TO_PASS", []),
+                        source=str(tasks_file),
+                    )
                     break
         return info
 

@@ -42,16 +42,27 @@ def search_tree(record: dict[str, Any]) -> dict[str, Any] | None:
     def item(node: dict[str, Any], seen: frozenset[int]) -> dict[str, Any]:
         at = node.get("attempt", -1)
         kids = sorted(children.get(node["index"], []), key=lambda c: (c.get("forked_at", 0), c["index"]))
-        return {"node": node, "attempt": attempts[at] if isinstance(at, int) and 0 <= at < len(attempts) else None,
-                "chosen": node["index"] in chosen, "picked": node["index"] == picked_line,
-                "children": [item(k, seen | {k["index"]}) for k in kids if k["index"] not in seen]}
+        return {
+            "node": node,
+            "attempt": attempts[at] if isinstance(at, int) and 0 <= at < len(attempts) else None,
+            "chosen": node["index"] in chosen,
+            "picked": node["index"] == picked_line,
+            "children": [item(k, seen | {k["index"]}) for k in kids if k["index"] not in seen],
+        }
 
     known = {n["index"] for n in nodes}
     roots = [n for n in nodes if n.get("parent") not in known]  # a damaged parent link still shows its line
     oracle = bool(search.get("oracle"))
-    return {"roots": [item(n, frozenset({n["index"]})) for n in roots], "oracle": oracle,
-            "rule": ORACLE_LABEL if oracle else str(search.get("rule", "")), "picked_line": picked_line,
-            "lines": len(nodes), "pruned": sum(n.get("status") == "pruned" for n in nodes),
-            "resolved": search.get("resolved_count", 0), "attempts": len(attempts),
-            "sandboxes": search.get("sandboxes", 0), "forks": search.get("forks", 0),
-            "budgets_hit": search.get("budgets_hit") or []}
+    return {
+        "roots": [item(n, frozenset({n["index"]})) for n in roots],
+        "oracle": oracle,
+        "rule": ORACLE_LABEL if oracle else str(search.get("rule", "")),
+        "picked_line": picked_line,
+        "lines": len(nodes),
+        "pruned": sum(n.get("status") == "pruned" for n in nodes),
+        "resolved": search.get("resolved_count", 0),
+        "attempts": len(attempts),
+        "sandboxes": search.get("sandboxes", 0),
+        "forks": search.get("forks", 0),
+        "budgets_hit": search.get("budgets_hit") or [],
+    }

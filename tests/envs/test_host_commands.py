@@ -32,24 +32,27 @@ ATTACKS = {
     "function named /usr/bin/env": "/usr/bin/env() { /tmp/forge /usr/bin/env \"$@\"; }",
     "exported function git": "git() { /tmp/forge git \"$@\"; }; export -f git",
     "alias": "shopt -s expand_aliases; alias __swebox_run='mapfile -t -d \"\" -n 1 -u 100 c; "
-             "/tmp/forge \"$c\" </dev/null 100<&-'",
+    "/tmp/forge \"$c\" </dev/null 100<&-'",
     "PATH prefix with a fake git": "mkdir -p /tmp/bin && printf '#!/bin/sh\\nexec /tmp/forge git \"$@\"\\n' "
-                                   "> /tmp/bin/git && chmod +x /tmp/bin/git && export PATH=/tmp/bin:$PATH",
+    "> /tmp/bin/git && chmod +x /tmp/bin/git && export PATH=/tmp/bin:$PATH",
     "enable -n eval with eval on PATH": "mkdir -p /tmp/bin && ln -sf /tmp/forge /tmp/bin/eval && "
-                                        "export PATH=/tmp/bin:$PATH && enable -n eval",
+    "export PATH=/tmp/bin:$PATH && enable -n eval",
     "trap DEBUG": "set -T; trap '[[ $__swebox_cmd == *swebox-diff-* ]] && "
-                  "__swebox_cmd=\"/tmp/forge $(printf %q \"$__swebox_cmd\")\"' DEBUG",
+    "__swebox_cmd=\"/tmp/forge $(printf %q \"$__swebox_cmd\")\"' DEBUG",
     "PROMPT_COMMAND": f"PROMPT_COMMAND={shlex.quote(RUN_HIJACK)}; export PROMPT_COMMAND",
     # typed into the shell's stdin by a background process, through /proc, between two commands
     "writing /proc/<shell>/fd/0": (
         f"( sleep 1; printf '%s\\n' {shlex.quote(RUN_HIJACK)} > /proc/$$/fd/0 && echo typed > /tmp/typed "
-        "|| echo refused > /tmp/typed ) >/dev/null 2>&1 &"),
+        "|| echo refused > /tmp/typed ) >/dev/null 2>&1 &"
+    ),
 }
 
 
 def _prepare(mask: bool) -> str:
-    return bash(f"cat > /tmp/forge <<'SWEBOX_EOF'\n{FORGE}SWEBOX_EOF\nchmod +x /tmp/forge && "
-                f"cat > /tmp/gold.diff <<'SWEBOX_EOF'\n{GOLD}SWEBOX_EOF\n" + ("touch /tmp/mask" if mask else "true"))
+    return bash(
+        f"cat > /tmp/forge <<'SWEBOX_EOF'\n{FORGE}SWEBOX_EOF\nchmod +x /tmp/forge && "
+        f"cat > /tmp/gold.diff <<'SWEBOX_EOF'\n{GOLD}SWEBOX_EOF\n" + ("touch /tmp/mask" if mask else "true")
+    )
 
 
 @pytest.fixture
@@ -107,8 +110,12 @@ def test_the_final_capture_runs_alone(episode):
     ep = episode()
     ep.reset()
     # a background process that keeps putting the fix into the tree and taking it out again
-    ep.step(bash("(while :; do sed -i '2s/a - b/a + b/' /testbed/calc/ops.py; "
-                 "sed -i '2s/a + b/a - b/' /testbed/calc/ops.py; done) >/dev/null 2>&1 &"))
+    ep.step(
+        bash(
+            "(while :; do sed -i '2s/a - b/a + b/' /testbed/calc/ops.py; "
+            "sed -i '2s/a + b/a - b/' /testbed/calc/ops.py; done) >/dev/null 2>&1 &"
+        )
+    )
     last = ep.step(SUBMIT)
     assert last.info["metrics"]["env/errors"] == 0.0
     # every process of the agent was killed before the capture: no bash or sed is left, and
@@ -123,10 +130,12 @@ GIT_CONFIG_ATTACKS = {
     # a clean filter makes `git add` record the filter's output instead of the file: the fix, the tree the bug
     "the repository's configuration": (
         f"cd /testbed && git config filter.fix.clean '{FILTER}' && echo 'calc/ops.py filter=fix' "
-        ">> .git/info/attributes && touch calc/ops.py"),
+        ">> .git/info/attributes && touch calc/ops.py"
+    ),
     "the global configuration in $HOME, with its own attributes file": (
         f"git config --file /root/.gitconfig filter.fix.clean '{FILTER}' && git config --file /root/.gitconfig "
-        "core.attributesFile /root/attrs && echo 'calc/ops.py filter=fix' > /root/attrs && touch /testbed/calc/ops.py"),
+        "core.attributesFile /root/attrs && echo 'calc/ops.py filter=fix' > /root/attrs && touch /testbed/calc/ops.py"
+    ),
 }
 
 
@@ -144,8 +153,12 @@ def test_git_configuration_of_the_agents_cannot_forge_the_recorded_diff(episode,
 def test_a_capture_mid_episode_holds_the_agents_processes_and_lets_them_go_on(episode):
     ep = episode()
     ep.reset()
-    ep.step(bash("(while :; do sed -i '2s/a - b/a + b/' /testbed/calc/ops.py; "
-                 "sed -i '2s/a + b/a - b/' /testbed/calc/ops.py; done) >/dev/null 2>&1 & echo $! > /tmp/loop"))
+    ep.step(
+        bash(
+            "(while :; do sed -i '2s/a - b/a + b/' /testbed/calc/ops.py; "
+            "sed -i '2s/a + b/a - b/' /testbed/calc/ops.py; done) >/dev/null 2>&1 & echo $! > /tmp/loop"
+        )
+    )
     fixed = ep.current_diff()  # stopped for the capture (freeze), not killed: the episode goes on
     assert fixed == "" or "+    return a + b" in fixed
     alive = ep.step(bash("kill -0 $(cat /tmp/loop) && echo running"))

@@ -94,8 +94,10 @@ def _sandbox_folders() -> set[str]:
 def test_best_of_n_with_an_agent_visible_rule_beats_one_sample_and_the_oracle_bounds_it(calc_layer):
     config = {"max_turns": 3}
     fixes = [WRONG_MUL, apply_patch(GOLD), WRONG_MUL, WRONG_NOOP]  # 1 of 4 attempts resolves
-    results = {rule: sample(calc_task(), 4, Cycling(fixes), layers=[calc_layer], config=config, rule=rule)
-               for rule in ("visible_tests", "majority", "oracle")}
+    results = {
+        rule: sample(calc_task(), 4, Cycling(fixes), layers=[calc_layer], config=config, rule=rule)
+        for rule in ("visible_tests", "majority", "oracle")
+    }
     for result in results.values():
         assert [a.resolved for a in result.attempts] == [False, True, False, False]
         assert result.pass_at(1) == pytest.approx(0.25) and result.pass_at(4) == 1.0
@@ -138,8 +140,15 @@ def test_a_fork_mid_episode_sees_the_parents_files_and_not_its_siblings(calc_lay
 def test_beam_search_finds_the_branch_that_solves_it(calc_layer):
     # depth 1, width 3: the first turn is forked into 3 lines; each tries the next fix in the cycle
     before = _sandbox_folders()
-    result = beam(calc_task(), Cycling([WRONG_NOOP, apply_patch(GOLD), WRONG_MUL]), width=3, depth=1,
-                  layers=[calc_layer], config={"max_turns": 4}, rule="visible_tests")
+    result = beam(
+        calc_task(),
+        Cycling([WRONG_NOOP, apply_patch(GOLD), WRONG_MUL]),
+        width=3,
+        depth=1,
+        layers=[calc_layer],
+        config={"max_turns": 4},
+        rule="visible_tests",
+    )
     assert result.forks == 1 and len(result.attempts) == 3 and result.resolved_count == 1
     assert result.picked_resolved and result.attempts[result.picked].forked_at == 0
     assert _sandbox_folders() <= before  # every sandbox closed
@@ -167,8 +176,15 @@ def test_beam_records_its_tree_and_the_chosen_path(calc_layer):
     # width 2, depth 2: line 0 forks line 1 at turn 0; they try the wrong and the gold fix; the visible tests
     # rank line 1 first, so at level 2 it forks line 2 at turn 1, then line 0 forks line 3; all four look, and
     # the two gold lines (1, 2) are kept
-    result = beam(calc_task(), FixLookSubmit([WRONG_MUL, apply_patch(GOLD)]), width=2, depth=2,
-                  layers=[calc_layer], config={"max_turns": 5}, rule="visible_tests")
+    result = beam(
+        calc_task(),
+        FixLookSubmit([WRONG_MUL, apply_patch(GOLD)]),
+        width=2,
+        depth=2,
+        layers=[calc_layer],
+        config={"max_turns": 5},
+        rule="visible_tests",
+    )
     tree = {n.index: n for n in result.tree}
     assert [(n.parent, n.forked_at) for n in result.tree] == [(None, 0), (0, 0), (1, 1), (0, 1)]
     assert [n.status for n in result.tree] == ["pruned", "ended", "ended", "pruned"]
@@ -178,8 +194,10 @@ def test_beam_records_its_tree_and_the_chosen_path(calc_layer):
     assert "2:    return a + b" in tree[2].turns[0]["observation"] and tree[2].turns[0]["exit_code"] == 0
     assert "2:    return a * b" in tree[3].turns[0]["observation"]
     # the rule's values: 7 visible tests, div buggy everywhere, the wrong fix fails test_add too
-    assert [(v["level"], v["value"], v["kept"]) for v in tree[0].values] == [(1, pytest.approx(5 / 7), True),
-                                                                            (2, pytest.approx(5 / 7), False)]
+    assert [(v["level"], v["value"], v["kept"]) for v in tree[0].values] == [
+        (1, pytest.approx(5 / 7), True),
+        (2, pytest.approx(5 / 7), False),
+    ]
     assert [(v["level"], v["kept"]) for v in tree[1].values] == [(1, True), (2, True)]
     assert [(v["value"], v["kept"]) for v in tree[2].values] == [(pytest.approx(6 / 7), True)]
     assert [(v["value"], v["kept"]) for v in tree[3].values] == [(pytest.approx(5 / 7), False)]
@@ -207,12 +225,27 @@ def test_budgets_stop_the_search_and_leave_nothing_behind(calc_layer):
     def stalling(messages):  # never submits: only budgets end its lines
         return bash("true")
 
-    result = sample(calc_task(), 5, stalling, layers=[calc_layer], config={"max_turns": 50}, rule="majority",
-                    budget=SearchBudget(max_turns=7))
+    result = sample(
+        calc_task(),
+        5,
+        stalling,
+        layers=[calc_layer],
+        config={"max_turns": 50},
+        rule="majority",
+        budget=SearchBudget(max_turns=7),
+    )
     assert result.turns == 7 and result.budgets_hit == ["max_turns"]
     assert [a.reason for a in result.attempts] == ["budget"]  # one line took every turn; no second started
-    result = beam(calc_task(), stalling, width=4, depth=2, layers=[calc_layer], config={"max_turns": 50},
-                  rule="majority", budget=SearchBudget(max_sandboxes=3, max_turns=12))
+    result = beam(
+        calc_task(),
+        stalling,
+        width=4,
+        depth=2,
+        layers=[calc_layer],
+        config={"max_turns": 50},
+        rule="majority",
+        budget=SearchBudget(max_sandboxes=3, max_turns=12),
+    )
     assert result.budgets_hit == ["max_sandboxes", "max_turns"] and result.turns == 12
     assert result.sandboxes <= 3 and all(a.reason == "budget" for a in result.attempts)
     with pytest.raises(ValueError, match="max_sandboxes: expected 0 or >= 2"):
@@ -228,8 +261,15 @@ def test_one_hundred_searches_leak_nothing(calc_layer):
         if i % 2:
             sample(calc_task(), 1, lambda m: bash("true"), layers=[calc_layer], config=config, rule="majority")
         else:
-            beam(calc_task(), lambda m: bash("true"), width=2, depth=1, layers=[calc_layer],
-                 config={**config, "max_turns": 2}, rule="majority")
+            beam(
+                calc_task(),
+                lambda m: bash("true"),
+                width=2,
+                depth=1,
+                layers=[calc_layer],
+                config={**config, "max_turns": 2},
+                rule="majority",
+            )
     assert _sandbox_folders() <= before
     assert len(os.listdir("/proc/self/fd")) <= fds + 2
 
@@ -256,7 +296,9 @@ def test_swebox_eval_reports_pass_at_k_best_of_n_and_beam(calc_layer, tmp_path, 
     assert main([*common, "--policy", "empty", "--best-of", "2", "--select", "oracle"]) == 0
     out = capsys.readouterr().out
     assert "best-of-2, selected by the ORACLE (hidden tests; research only): resolved 0/2 (0.0%)" in out
-    assert main([*common, "--policy", "gold", "--search", "beam", "--width", "2", "--depth", "1",
-                 "--select", "majority"]) == 0
+    assert (
+        main([*common, "--policy", "gold", "--search", "beam", "--width", "2", "--depth", "1", "--select", "majority"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "beam width 2 depth 1, selected by majority: resolved 2/2 (100.0%)" in out and "forks 2" in out

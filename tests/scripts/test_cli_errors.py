@@ -53,8 +53,9 @@ def test_train_config_mistakes_are_one_line(tmp_path, capsys, tasks_file):
     assert code == 2
     assert_one_line(err, "unknown config key 'envx'", "valid keys")
 
-    code, err = run(capsys, "train", "--config", TINY, f"env.tasks={tmp_path / 'none.jsonl'}",
-                    f"logging.run_dir={run_dir}")
+    code, err = run(
+        capsys, "train", "--config", TINY, f"env.tasks={tmp_path / 'none.jsonl'}", f"logging.run_dir={run_dir}"
+    )
     assert code == 2
     assert_one_line(err, "none.jsonl", "expected an existing file")
     assert not run_dir.exists()  # nothing is created before the inputs are checked
@@ -135,14 +136,18 @@ def test_the_layer_store_beside_a_task_file_is_found(tmp_path, monkeypatch):
 def test_a_missing_layers_folder_is_one_line_naming_the_flag(tmp_path, capsys):
     # it was a traceback naming the internal `LayerSource.dirs` (eval), or a "could not grade" row per task
     tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text(json.dumps({"instance_id": "x", "FAIL_TO_PASS": ["tests/test_a.py::test_a"],
-                                 "patch": "diff --git a/a b/a\n"}) + "\n")
+    tasks.write_text(
+        json.dumps({"instance_id": "x", "FAIL_TO_PASS": ["tests/test_a.py::test_a"], "patch": "diff --git a/a b/a\n"})
+        + "\n"
+    )
     preds = tmp_path / "preds.json"
     preds.write_text(json.dumps([{"instance_id": "x", "model_name_or_path": "m", "model_patch": "diff"}]))
     nowhere = str(tmp_path / "nowhere")
-    for argv in (["eval", "--tasks", str(tasks), "--policy", "gold", "--layers", nowhere],
-                 ["tasks", "validate", str(tasks), "--layers", nowhere],
-                 ["eval", "--predictions", str(preds), "--tasks", str(tasks), "--layers", nowhere]):
+    for argv in (
+        ["eval", "--tasks", str(tasks), "--policy", "gold", "--layers", nowhere],
+        ["tasks", "validate", str(tasks), "--layers", nowhere],
+        ["eval", "--predictions", str(preds), "--tasks", str(tasks), "--layers", nowhere],
+    ):
         code, err = run(capsys, *argv)
         assert code == 2, argv
         assert_one_line(err, f"--layers {nowhere}: expected a layer store", "found no folder there")
@@ -152,14 +157,34 @@ def test_a_missing_layers_folder_is_one_line_naming_the_flag(tmp_path, capsys):
 
 def test_sft_with_nothing_to_train_on_is_one_line_saying_why(tmp_path, capsys):
     records = tmp_path / "records.jsonl"
-    records.write_text(json.dumps({"instance_id": "x", "resolved": False, "reward": 0.0,
-                                   "messages": [{"role": "user", "content": "fix it"},
-                                                {"role": "assistant", "content": "no"}]}) + "\n")
-    code, err = run(capsys, "sft", "--config", TINY, "--data", str(records), f"logging.run_dir={tmp_path / 'sft'}",
-                    "logging.wandb=disabled")
+    records.write_text(
+        json.dumps(
+            {
+                "instance_id": "x",
+                "resolved": False,
+                "reward": 0.0,
+                "messages": [{"role": "user", "content": "fix it"}, {"role": "assistant", "content": "no"}],
+            }
+        )
+        + "\n"
+    )
+    code, err = run(
+        capsys,
+        "sft",
+        "--config",
+        TINY,
+        "--data",
+        str(records),
+        f"logging.run_dir={tmp_path / 'sft'}",
+        "logging.wandb=disabled",
+    )
     assert code == 2
-    assert_one_line(err, "swebox sft: error: sft.data=", "expected trajectories to train on; found none "
-                    "(0 kept; left out: 1 not resolved (e.g. x))", "swebox eval --policy gold")
+    assert_one_line(
+        err,
+        "swebox sft: error: sft.data=",
+        "expected trajectories to train on; found none (0 kept; left out: 1 not resolved (e.g. x))",
+        "swebox eval --policy gold",
+    )
 
 
 PLOT_ON_A_FULL_DISK = """
@@ -175,15 +200,29 @@ sys.exit(main(["plot", sys.argv[1]]))
 def test_a_full_disk_is_one_line(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    (run_dir / "metrics.jsonl").write_text("".join(
-        json.dumps({"step": i, "reward/mean": 0.1 * i, "reward/resolved_rate": 0.1 * i, "timing/step_s": 1.0})
-        + "\n" for i in range(1, 4)))
+    (run_dir / "metrics.jsonl").write_text(
+        "".join(
+            json.dumps({"step": i, "reward/mean": 0.1 * i, "reward/resolved_rate": 0.1 * i, "timing/step_s": 1.0})
+            + "\n"
+            for i in range(1, 4)
+        )
+    )
     env = {**os.environ, "MPLCONFIGDIR": str(tmp_path / "mpl")}
     # first with room (matplotlib builds its font cache), then with a disk that fills up
-    subprocess.run([sys.executable, "-c", PLOT_ON_A_FULL_DISK, str(run_dir), "room"], env=env, timeout=300,
-                   capture_output=True, check=True)
-    done = subprocess.run([sys.executable, "-c", PLOT_ON_A_FULL_DISK, str(run_dir), "full"], env=env,
-                          timeout=300, capture_output=True, text=True)
+    subprocess.run(
+        [sys.executable, "-c", PLOT_ON_A_FULL_DISK, str(run_dir), "room"],
+        env=env,
+        timeout=300,
+        capture_output=True,
+        check=True,
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", PLOT_ON_A_FULL_DISK, str(run_dir), "full"],
+        env=env,
+        timeout=300,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 1
     assert_one_line(done.stderr, "swebox plot: error: no space left on the disk", "free space")
 
@@ -205,8 +244,11 @@ def test_a_policy_folder_that_is_not_a_model_is_one_line_naming_the_flag(tmp_pat
     (tmp_path / "empty").mkdir()
     (tmp_path / "weights").mkdir()
     (tmp_path / "weights" / "config.json").write_text("{}")
-    for folder, found in (("nowhere", "no folder there"), ("empty", "no config.json in it"),
-                          ("weights", "no tokenizer in it")):
+    for folder, found in (
+        ("nowhere", "no folder there"),
+        ("empty", "no config.json in it"),
+        ("weights", "no tokenizer in it"),
+    ):
         code, err = run(capsys, "eval", "--tasks", str(tasks), "--policy", f"hf:{tmp_path / folder}")
         assert code == 2
         assert_one_line(err, f"--policy hf:{tmp_path / folder}: expected a transformers model folder", found)

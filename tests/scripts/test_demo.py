@@ -25,10 +25,28 @@ def parse(*argv: str) -> argparse.Namespace:
 
 def test_time_summary_means_and_shares():
     records = [
-        {"step": 1, "timing/step_s": 10.0, "timing/rollout_s": 8.0, "timing/generate_s": 2.0, "timing/env_s": 1.0,
-         "timing/grade_s": 3.0, "timing/update_s": 1.5, "timing/sync_s": 0.5, "env/reset_s": 0.01},
-        {"step": 2, "timing/step_s": 6.0, "timing/rollout_s": 4.0, "timing/generate_s": 2.0, "timing/env_s": 0.0,
-         "timing/grade_s": 1.0, "timing/update_s": 1.5, "timing/sync_s": 0.5, "env/reset_s": 0.03},
+        {
+            "step": 1,
+            "timing/step_s": 10.0,
+            "timing/rollout_s": 8.0,
+            "timing/generate_s": 2.0,
+            "timing/env_s": 1.0,
+            "timing/grade_s": 3.0,
+            "timing/update_s": 1.5,
+            "timing/sync_s": 0.5,
+            "env/reset_s": 0.01,
+        },
+        {
+            "step": 2,
+            "timing/step_s": 6.0,
+            "timing/rollout_s": 4.0,
+            "timing/generate_s": 2.0,
+            "timing/env_s": 0.0,
+            "timing/grade_s": 1.0,
+            "timing/update_s": 1.5,
+            "timing/sync_s": 0.5,
+            "env/reset_s": 0.03,
+        },
         {"step": 3, "reward/mean": 1.0},  # a record without timing does not count
     ]
     out = demo.time_summary(records)
@@ -44,16 +62,32 @@ def test_time_summary_means_and_shares():
 
 def summary_of(first: float, last: float) -> dict:
     return {
-        "projects": [{"label": "toolz-1.2.0", "tasks": 6, "error": ""},
-                     {"label": "voluptuous-0.16.0", "tasks": 0, "error": "SandboxError: reset: umount ..."}],
-        "tasks": 6, "train_tasks": 3, "held_out_tasks": 3, "steps": 8, "nodes": 1,
+        "projects": [
+            {"label": "toolz-1.2.0", "tasks": 6, "error": ""},
+            {"label": "voluptuous-0.16.0", "tasks": 0, "error": "SandboxError: reset: umount ..."},
+        ],
+        "tasks": 6,
+        "train_tasks": 3,
+        "held_out_tasks": 3,
+        "steps": 8,
+        "nodes": 1,
         "sft": {"steps": 90, "kept": 3, "data": "3 kept", "sequence_prob": 0.21},
         "learning": {"first": first, "last": last, "steps": 8.0, "window": 2.0},
         "stages": {"corpus": 50.0, "train": 25.0},
-        "step": {"timing/step_s": 8.0, "timing/grade_s": 2.0, "share/env": 0.3125, "share/generate": 0.25,
-                 "share/update": 0.25, "env/reset_s": 0.02, "env/exec_s": 0.1, "env/grade_s": 1.5},
-        "eval": {"train": {"reward/resolved_rate": 1.0, "episodes": 3.0},
-                 "held_out": {"reward/resolved_rate": 0.0, "episodes": 3.0}},
+        "step": {
+            "timing/step_s": 8.0,
+            "timing/grade_s": 2.0,
+            "share/env": 0.3125,
+            "share/generate": 0.25,
+            "share/update": 0.25,
+            "env/reset_s": 0.02,
+            "env/exec_s": 0.1,
+            "env/grade_s": 1.5,
+        },
+        "eval": {
+            "train": {"reward/resolved_rate": 1.0, "episodes": 3.0},
+            "held_out": {"reward/resolved_rate": 0.0, "episodes": 3.0},
+        },
     }
 
 
@@ -81,8 +115,10 @@ def test_summary_markdown_shows_what_it_learnt_stages_step_and_eval():
 def test_split_tasks_holds_out_the_last_task_of_each_repository():
     from swebox.envs.tasks import Task
 
-    tasks = [Task(instance_id=i, repo=r, FAIL_TO_PASS=("t.py::t",))
-             for i, r in (("a1", "a"), ("b1", "b"), ("a2", "a"), ("c1", "c"), ("b2", "b"), ("a3", "a"))]
+    tasks = [
+        Task(instance_id=i, repo=r, FAIL_TO_PASS=("t.py::t",))
+        for i, r in (("a1", "a"), ("b1", "b"), ("a2", "a"), ("c1", "c"), ("b2", "b"), ("a3", "a"))
+    ]
     train, held = demo.split_tasks(tasks)
     assert [t.instance_id for t in train] == ["a1", "b1", "a2", "c1"]  # c has one task: it trains
     assert [t.instance_id for t in held] == ["b2", "a3"]
@@ -98,7 +134,9 @@ def test_learning_windows_of_the_reward_curve():
 def test_project_counts_by_task_id():
     tasks = [Task(instance_id=i, FAIL_TO_PASS=("t::a",)) for i in ("toolz-1.2.0.op_swap.1", "toolz-1.2.0.invert_if.2")]
     assert demo.project_counts(["toolz-1.2.0", "voluptuous-0.16.0"], tasks, {"voluptuous-0.16.0": "boom"}) == [
-        {"label": "toolz-1.2.0", "tasks": 2, "error": ""}, {"label": "voluptuous-0.16.0", "tasks": 0, "error": "boom"}]
+        {"label": "toolz-1.2.0", "tasks": 2, "error": ""},
+        {"label": "voluptuous-0.16.0", "tasks": 0, "error": "boom"},
+    ]
 
 
 def test_select_projects_keeps_recipes_and_order():
@@ -127,8 +165,14 @@ def test_the_demos_evaluation_is_logged_in_its_group(tmp_path):
     from swebox.trainers.run.tracking import read_metrics
 
     cfg = demo.demo_config(demo.DEFAULT_CONFIG, tmp_path, tmp_path / "t.jsonl", ["logging.wandb=disabled"])
-    demo.log_evaluation(cfg, tmp_path / "eval", {"train": {"reward/resolved_rate": 0.5, "episodes": 4.0},
-                                                 "held_out": {"reward/resolved_rate": 0.0, "episodes": 2.0}})
+    demo.log_evaluation(
+        cfg,
+        tmp_path / "eval",
+        {
+            "train": {"reward/resolved_rate": 0.5, "episodes": 4.0},
+            "held_out": {"reward/resolved_rate": 0.0, "episodes": 2.0},
+        },
+    )
     [record] = read_metrics(tmp_path / "eval")
     assert record["step"] == cfg.total_steps and record["eval/train/reward_resolved_rate"] == 0.5
     assert record["eval/held_out/episodes"] == 2.0
@@ -136,11 +180,19 @@ def test_the_demos_evaluation_is_logged_in_its_group(tmp_path):
 
 def test_layer_keys_env_layers_first_each_once():
     spec = EnvSpec(source="pypi:toolz==1.2.0", python="3.11", test_deps=("pytest",))
-    base = {"repo": "toolz", "patch": "", "problem_statement": "p", "FAIL_TO_PASS": ["t::a"],
-            "PASS_TO_PASS": ["t::b"], "env": spec.to_dict()}
-    tasks = [Task.from_dict({**base, "instance_id": "a", "task_layer_key": "task-1"}),
-             Task.from_dict({**base, "instance_id": "b", "task_layer_key": "task-2"}),
-             Task.from_dict({**base, "instance_id": "c", "task_layer_key": "task-1"})]
+    base = {
+        "repo": "toolz",
+        "patch": "",
+        "problem_statement": "p",
+        "FAIL_TO_PASS": ["t::a"],
+        "PASS_TO_PASS": ["t::b"],
+        "env": spec.to_dict(),
+    }
+    tasks = [
+        Task.from_dict({**base, "instance_id": "a", "task_layer_key": "task-1"}),
+        Task.from_dict({**base, "instance_id": "b", "task_layer_key": "task-2"}),
+        Task.from_dict({**base, "instance_id": "c", "task_layer_key": "task-1"}),
+    ]
     assert demo.layer_keys(tasks) == [spec.key(), "task-1", "task-2"]
 
 
@@ -162,9 +214,19 @@ def test_demo_warm_start_then_grpo(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     monkeypatch.setenv("SWEBOX_LAYER_CACHE", str(tmp_path / "node-cache"))
     out = tmp_path / "demo"
-    args = parse("--out", str(out), "--projects", "toolz", "--max-tasks", "2", "total_steps=3",
-                 "rollout.tasks_per_step=1", "rollout.group_size=4", f"env.cache_dir={tmp_path / 'node-cache'}",
-                 "logging.progress=false")
+    args = parse(
+        "--out",
+        str(out),
+        "--projects",
+        "toolz",
+        "--max-tasks",
+        "2",
+        "total_steps=3",
+        "rollout.tasks_per_step=1",
+        "rollout.group_size=4",
+        f"env.cache_dir={tmp_path / 'node-cache'}",
+        "logging.progress=false",
+    )
     try:
         assert demo.run(args) == 0
     finally:  # the node cache keeps layers mounted for later runs; this test's cache must go with tmp_path

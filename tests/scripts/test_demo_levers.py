@@ -26,8 +26,12 @@ def test_it_takes_each_tasks_last_turn_and_makes_grpo_updates_from_the_sft_momen
     optimizer.step()
     ckpt.save_checkpoint(run / "sft" / "checkpoints", 1, model, optimizer)
     prompt = [{"role": "system", "content": "s"}, {"role": "user", "content": "fix it"}]
-    resolved = {"task_id": "t1", "resolved": True, "prompt": prompt,
-                "turns": [{"text": "```bash\nls\n```", "observation": "a.py"}, {"text": APPLY, "observation": ""}]}
+    resolved = {
+        "task_id": "t1",
+        "resolved": True,
+        "prompt": prompt,
+        "turns": [{"text": "```bash\nls\n```", "observation": "a.py"}, {"text": APPLY, "observation": ""}],
+    }
     failed = {**resolved, "task_id": "t2", "resolved": False}
     (run / "trajectories").mkdir()
     with gzip.open(run / "trajectories" / "step_000001.jsonl.gz", "wt") as f:
@@ -39,8 +43,12 @@ def test_it_takes_each_tasks_last_turn_and_makes_grpo_updates_from_the_sft_momen
     assert tokenizer.decode(target) == APPLY + tokenizer.eos_token
     assert tokenizer.decode(context).endswith("a.py<|im_end|>\n<|im_start|>assistant\n")
 
-    assert demo_levers.main(["--run", str(run), "--steps", "2", "--moments", "rollout.group_size=2",
-                             "generation.max_new_tokens=8"]) == 0
+    assert (
+        demo_levers.main(
+            ["--run", str(run), "--steps", "2", "--moments", "rollout.group_size=2", "generation.max_new_tokens=8"]
+        )
+        == 0
+    )
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
     assert [line["step"] for line in lines] == [1, 2]
     assert all(len(line["expert_prob"]) == 1 and 0 <= line["expert_prob"][0] <= 1 for line in lines)

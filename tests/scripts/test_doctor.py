@@ -8,13 +8,28 @@ import sys
 
 from swebox.scripts import doctor
 
-EXPECTED = ["user namespaces", "sandbox", "copy-on-write", "cgroups", "squashfs tools", "git",
-            "python interpreters", "ray", "disk"]
+EXPECTED = [
+    "user namespaces",
+    "sandbox",
+    "copy-on-write",
+    "cgroups",
+    "squashfs tools",
+    "git",
+    "python interpreters",
+    "ray",
+    "disk",
+]
 
 
 def run(env: dict[str, str] | None = None, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "swebox.scripts.cli", "doctor"], capture_output=True, text=True,
-                          timeout=300, env=env, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "swebox.scripts.cli", "doctor"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=cwd,
+    )
 
 
 def test_doctor_checks_this_machine_one_line_each(tmp_path):
@@ -28,7 +43,8 @@ def test_doctor_checks_this_machine_one_line_each(tmp_path):
     assert lines[1].startswith("ok    sandbox: started, ran a command and stopped (backend "), done.stdout
     failed = [line for line in lines[:-1] if line.startswith("FAIL")]
     assert done.returncode == (1 if failed else 0) and lines[-1].endswith(
-        f"{len(failed)} failed" + (": " + ", ".join(f.split(":")[0][6:] for f in failed) if failed else ""))
+        f"{len(failed)} failed" + (": " + ", ".join(f.split(":")[0][6:] for f in failed) if failed else "")
+    )
     assert "Traceback" not in done.stderr
     assert not [p for p in os.listdir(tempfile_root()) if p.startswith("swebox-doctor-")]
 
@@ -56,13 +72,17 @@ def test_namespaces_off_is_a_failure_with_its_fix_and_skips_the_sandbox(monkeypa
     from swebox.envs.sandbox.policy import SandboxError
 
     def off(rootless: bool) -> None:
-        raise SandboxError("user namespaces are disabled (/proc/sys/user/max_user_namespaces = 0); "
-                           "enable them with `sysctl -w user.max_user_namespaces=15000`")
+        raise SandboxError(
+            "user namespaces are disabled (/proc/sys/user/max_user_namespaces = 0); "
+            "enable them with `sysctl -w user.max_user_namespaces=15000`"
+        )
 
     monkeypatch.setattr("swebox.envs.sandbox.probe.check_user_namespaces", off)
     assert doctor.run_cli(None) == 1
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == ("FAIL  user namespaces: user namespaces are disabled (/proc/sys/user/max_user_namespaces = 0);"
-                        " fix: enable them with `sysctl -w user.max_user_namespaces=15000`")
+    assert lines[0] == (
+        "FAIL  user namespaces: user namespaces are disabled (/proc/sys/user/max_user_namespaces = 0);"
+        " fix: enable them with `sysctl -w user.max_user_namespaces=15000`"
+    )
     assert lines[1] == "FAIL  sandbox: not tried: user namespaces are off; fix: fix the line above"
     assert lines[-1].split("failed: ")[1].split(", ")[:2] == ["user namespaces", "sandbox"], lines[-1]

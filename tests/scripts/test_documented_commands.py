@@ -113,8 +113,9 @@ def test_suggested_command_parses(where, command):
     argv = _argv(command)
     if any(t.startswith("-") for t in argv):
         problem = _parse(argv)
-        if any(p in problem for p in _INCOMPLETE) and (not problem.endswith("expected one argument")
-                                                       or argv[-1].startswith("-")):
+        if any(p in problem for p in _INCOMPLETE) and (
+            not problem.endswith("expected one argument") or argv[-1].startswith("-")
+        ):
             problem = ""  # incomplete, not wrong: every option it names exists and takes what it is given
     else:  # a command's name in prose: the words must name a real (sub-)command
         problem = _parse([*argv, "--help"])

@@ -29,38 +29,69 @@ from tests.scripts.test_documented_commands import _fences
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-TINY_MODEL = ["model.hidden_size=32", "model.num_layers=1", "model.num_heads=2", "model.num_kv_heads=2",
-              "model.intermediate_size=64", "logging.wandb=disabled", "logging.progress=false"]
+TINY_MODEL = [
+    "model.hidden_size=32",
+    "model.num_layers=1",
+    "model.num_heads=2",
+    "model.num_kv_heads=2",
+    "model.intermediate_size=64",
+    "logging.wandb=disabled",
+    "logging.progress=false",
+]
 
 # (prefix of a documented command, "run" | "help", what a run adds or replaces). Order: the order runs happen in.
 PLAN: list[tuple[str, str, dict]] = [
-    ("swebox tasks synth --project toolz==1.2.0 --out runs/toolz", "run", {"replace": ("--max-tasks 3",
-                                                                                        "--max-tasks 1")}),
+    (
+        "swebox tasks synth --project toolz==1.2.0 --out runs/toolz",
+        "run",
+        {"replace": ("--max-tasks 3", "--max-tasks 1")},
+    ),
     ("swebox tasks validate runs/toolz/tasks.jsonl --layers runs/toolz/layers", "run", {}),
     ("swebox cache --store runs/toolz/layers ls", "run", {}),
-    ("swebox train --config configs/grpo_tiny_cpu.yaml env.tasks=runs/toolz/tasks.jsonl", "run",
-     {"replace": ("total_steps=2", "total_steps=1"), "add": [*TINY_MODEL, "rollout.tasks_per_step=1",
-                                                            "rollout.group_size=2", "optim.micro_batch_size=2",
-                                                            "env.max_turns=2"]}),
+    (
+        "swebox train --config configs/grpo_tiny_cpu.yaml env.tasks=runs/toolz/tasks.jsonl",
+        "run",
+        {
+            "replace": ("total_steps=2", "total_steps=1"),
+            "add": [
+                *TINY_MODEL,
+                "rollout.tasks_per_step=1",
+                "rollout.group_size=2",
+                "optim.micro_batch_size=2",
+                "env.max_turns=2",
+            ],
+        },
+    ),
     ("swebox plot runs/grpo_tiny_cpu", "run", {}),
     ("swebox eval --tasks runs/toolz/tasks.jsonl --policy gold --layers runs/toolz/layers --out", "run", {}),
-    ("swebox eval --tasks runs/toolz/tasks.jsonl --policy gold --layers runs/toolz/layers --samples", "run",
-     {"replace": ("--samples 4", "--samples 2")}),
-    ("swebox sft --config configs/grpo_tiny_cpu.yaml --data gold --tasks runs/toolz/tasks.jsonl", "run",
-     {"add": TINY_MODEL}),
+    (
+        "swebox eval --tasks runs/toolz/tasks.jsonl --policy gold --layers runs/toolz/layers --samples",
+        "run",
+        {"replace": ("--samples 4", "--samples 2")},
+    ),
+    (
+        "swebox sft --config configs/grpo_tiny_cpu.yaml --data gold --tasks runs/toolz/tasks.jsonl",
+        "run",
+        {"add": TINY_MODEL},
+    ),
     ("swebox eval --tasks runs/toolz/tasks.jsonl --layers runs/toolz/layers --policy gold --limit 2", "run", {}),
     ("swebox eval --predictions runs/eval/gold-preds.jsonl", "run", {}),
     # the rest: --help (or make -n)
-    ("make ", "help", {}), ("scripts/", "help", {}),
+    ("make ", "help", {}),
+    ("scripts/", "help", {}),
     ("swebox view ", "help", {}),  # a server that runs until Ctrl-C (tests/scripts/test_view.py drives it)
     ("swebox bench ", "help", {}),  # docs/benchmarks.md: minutes to hours each, on an idle machine
     ("swebox demo", "help", {}),  # `make demo`'s job, run by the demo's own tests
-    ("swebox tasks synth --recipe", "help", {}), ("swebox tasks synth (", "help", {}),
+    ("swebox tasks synth --recipe", "help", {}),
+    ("swebox tasks synth (", "help", {}),
     ("swebox tasks synth --project", "help", {}),  # other flags than the README's run (docs/benchmarks.md)
-    ("swebox tasks validate runs/corpus", "help", {}), ("swebox tasks validate tasks.jsonl", "help", {}),
-    ("swebox tasks validate smith.parquet", "help", {}), ("swebox tasks harbor-import", "help", {}),
+    ("swebox tasks validate runs/corpus", "help", {}),
+    ("swebox tasks validate tasks.jsonl", "help", {}),
+    ("swebox tasks validate smith.parquet", "help", {}),
+    ("swebox tasks harbor-import", "help", {}),
     ("swebox tasks export", "help", {}),
-    ("swebox eval --predictions preds.jsonl", "help", {}), ("swebox eval --predictions gold.jsonl", "help", {}),
+    ("swebox eval --predictions preds.jsonl", "help", {}),
+    ("swebox eval --predictions gold.jsonl", "help", {}),
     ("swebox eval --verify", "help", {}),
     ("swebox eval --tasks runs/demo/corpus", "help", {}),
     ("swebox cache ", "help", {}),
@@ -73,7 +104,8 @@ PLAN: list[tuple[str, str, dict]] = [
     ("swebox sft --config configs/grpo_tiny_cpu.yaml --data gold --tasks runs/demo", "help", {}),
     ("swebox sft --config configs/grpo_tiny_cpu.yaml --data runs/sft/eval.jsonl", "help", {}),
     ("swebox skyrl prepare", "help", {}),
-    ("swebox tasks calibrate", "help", {}), ("swebox train --config CONFIG env.calibration", "help", {}),
+    ("swebox tasks calibrate", "help", {}),
+    ("swebox train --config CONFIG env.calibration", "help", {}),
     ("swebox eval --tasks tasks.jsonl --policy gold --calibration", "help", {}),
     ("swebox eval --tasks runs/toolz/tasks.jsonl --layers runs/toolz/layers --policy gold --harness", "help", {}),
     ("swebox doctor", "run", {}),

@@ -17,9 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def run_without(module: str, argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    code = (f"import sys; sys.modules[{module!r}] = None\n"
-            "from swebox.scripts.cli import main\n"
-            f"sys.exit(main({argv!r}))")
+    code = f"import sys; sys.modules[{module!r}] = None\nfrom swebox.scripts.cli import main\nsys.exit(main({argv!r}))"
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
@@ -32,14 +30,18 @@ def tasks_file(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("module", "extra", "argv"), [
-    ("flask", "view", ["view", "{run}"]),
-    ("pyarrow", "skyrl", ["skyrl", "prepare", "--tasks", "{tasks}", "--out", "{out}", "--no-layer-check"]),
-    ("torch", "train", ["train", "--config", str(REPO / "configs/grpo_tiny_cpu.yaml"), "total_steps=1"]),
-    ("torch", "train", ["sft", "--config", str(REPO / "configs/grpo_tiny_cpu.yaml")]),
-    ("torch", "train", ["eval", "--tasks", "{tasks}", "--policy", "gold"]),
-    ("matplotlib", "train", ["plot", "{run}"]),
-], ids=["view", "skyrl-prepare", "train", "sft", "eval-policy", "plot"])
+@pytest.mark.parametrize(
+    ("module", "extra", "argv"),
+    [
+        ("flask", "view", ["view", "{run}"]),
+        ("pyarrow", "skyrl", ["skyrl", "prepare", "--tasks", "{tasks}", "--out", "{out}", "--no-layer-check"]),
+        ("torch", "train", ["train", "--config", str(REPO / "configs/grpo_tiny_cpu.yaml"), "total_steps=1"]),
+        ("torch", "train", ["sft", "--config", str(REPO / "configs/grpo_tiny_cpu.yaml")]),
+        ("torch", "train", ["eval", "--tasks", "{tasks}", "--policy", "gold"]),
+        ("matplotlib", "train", ["plot", "{run}"]),
+    ],
+    ids=["view", "skyrl-prepare", "train", "sft", "eval-policy", "plot"],
+)
 def test_a_missing_extra_is_one_line_with_the_pip_command(tmp_path, tasks_file, module, extra, argv):
     run = tmp_path / "run"
     run.mkdir()
@@ -48,8 +50,10 @@ def test_a_missing_extra_is_one_line_with_the_pip_command(tmp_path, tasks_file, 
     done = run_without(module, argv, tmp_path)
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2 and len(lines) == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
-    assert lines[0] == (f"swebox {argv[0]}: needs the '{extra}' extra ({module} is not installed); install it: "
-                        f"pip install 'swebox[{extra}]'")
+    assert lines[0] == (
+        f"swebox {argv[0]}: needs the '{extra}' extra ({module} is not installed); install it: "
+        f"pip install 'swebox[{extra}]'"
+    )
 
 
 def test_a_module_of_no_extra_is_not_taken_for_one():

@@ -30,12 +30,12 @@ def dry_run(script: str, *args: str) -> tuple[dict[str, str], list[str]]:
     """(environment, argv) of the printed `env VAR=... ray start ...` line."""
     # --dry-run goes before the options: anything after `--` is passed to `ray start`
     head = [a for a in args[:1] if ":" in a]  # ray_worker.sh takes the head's address first
-    out = sh(script, *head, "--dry-run", *args[len(head):])
+    out = sh(script, *head, "--dry-run", *args[len(head) :])
     assert out.returncode == 0, out.stderr
     words = shlex.split(out.stdout)
     assert words[0] == "env"
     assignments = [w for w in words[1:] if "=" in w and not w.startswith("-") and "/" not in w.split("=")[0]]
-    return dict(w.split("=", 1) for w in assignments), words[1 + len(assignments):]
+    return dict(w.split("=", 1) for w in assignments), words[1 + len(assignments) :]
 
 
 def dry_run_argv(script: str, *args: str) -> list[str]:
@@ -77,9 +77,25 @@ def test_head_defaults_are_loopback_with_swebox_resources():
 
 
 def test_head_options_and_passthrough():
-    env, argv = dry_run(str(SCRIPTS / "ray_head.sh"), "--ip", "10.1.2.3", "--port", "7000", "--num-cpus", "8",
-                        "--num-gpus", "2", "--io-budget-mb", "500", "--node-resource", "my_node", "--block",
-                        "--no-auth", "--", "--object-store-memory=1000000000")
+    env, argv = dry_run(
+        str(SCRIPTS / "ray_head.sh"),
+        "--ip",
+        "10.1.2.3",
+        "--port",
+        "7000",
+        "--num-cpus",
+        "8",
+        "--num-gpus",
+        "2",
+        "--io-budget-mb",
+        "500",
+        "--node-resource",
+        "my_node",
+        "--block",
+        "--no-auth",
+        "--",
+        "--object-store-memory=1000000000",
+    )
     assert env == {"RAY_AUTH_MODE": "disabled", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}
     assert option(argv, "--node-ip-address") == "10.1.2.3"
     assert option(argv, "--num-cpus") == "8" and option(argv, "--num-gpus") == "2"
@@ -227,10 +243,26 @@ def test_two_node_launch_on_loopback(short_tmp):
 
 def launch(tmp_path: Path, port: int, env: dict, head_log, worker_log) -> None:
     head = subprocess.Popen(
-        ["bash", str(SCRIPTS / "ray_head.sh"), "--port", str(port), "--num-cpus", "1", "--io-budget-mb", "300",
-         "--temp-dir", str(tmp_path), "--block", "--", f"--ray-client-server-port={free_port()}",
-         f"--dashboard-agent-listen-port={free_port()}"],
-        stdout=head_log, stderr=subprocess.STDOUT, start_new_session=True, env=env,
+        [
+            "bash",
+            str(SCRIPTS / "ray_head.sh"),
+            "--port",
+            str(port),
+            "--num-cpus",
+            "1",
+            "--io-budget-mb",
+            "300",
+            "--temp-dir",
+            str(tmp_path),
+            "--block",
+            "--",
+            f"--ray-client-server-port={free_port()}",
+            f"--dashboard-agent-listen-port={free_port()}",
+        ],
+        stdout=head_log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env=env,
     )
     worker = None
     try:
@@ -241,16 +273,34 @@ def launch(tmp_path: Path, port: int, env: dict, head_log, worker_log) -> None:
         resources = wait_for_nodes(probe, port, 1, head, env)
         assert (tmp_path / ".ray" / "auth_token").stat().st_size > 0  # token authentication is on
         worker = subprocess.Popen(
-            ["bash", str(SCRIPTS / "ray_worker.sh"), f"127.0.0.1:{port}", "--num-cpus", "1", "--io-budget-mb",
-             "200", "--temp-dir", str(tmp_path)],
-            stdout=worker_log, stderr=subprocess.STDOUT, start_new_session=True, env=env,
+            [
+                "bash",
+                str(SCRIPTS / "ray_worker.sh"),
+                f"127.0.0.1:{port}",
+                "--num-cpus",
+                "1",
+                "--io-budget-mb",
+                "200",
+                "--temp-dir",
+                str(tmp_path),
+            ],
+            stdout=worker_log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
         )
         resources = wait_for_nodes(probe, port, 2, worker, env)
         assert sorted(r["swebox_io_mb"] for r in resources) == [200.0, 300.0]
         assert all(r["swebox_node"] == 1.0 for r in resources)
         # the trainer's pool joins this cluster and runs groups on both nodes
-        pooled = subprocess.run([sys.executable, "-c", POOL_PROBE, f"127.0.0.1:{port}"], capture_output=True,
-                                text=True, timeout=120, env=env, cwd=ROOT)
+        pooled = subprocess.run(
+            [sys.executable, "-c", POOL_PROBE, f"127.0.0.1:{port}"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            cwd=ROOT,
+        )
         assert pooled.returncode == 0, pooled.stderr[-3000:]
         assert json.loads(pooled.stdout.strip().splitlines()[-1]) == {"nodes": 2, "placed_on": 2}
         addresses = listening_addresses(session_pids(head.pid) + session_pids(worker.pid))
@@ -288,8 +338,9 @@ def wait_for_nodes(probe: str, port: int, count: int, proc: subprocess.Popen, en
         except OSError:
             time.sleep(1)
             continue
-        out = subprocess.run([sys.executable, "-c", probe, f"127.0.0.1:{port}"], capture_output=True, text=True,
-                             timeout=60, env=env)
+        out = subprocess.run(
+            [sys.executable, "-c", probe, f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=60, env=env
+        )
         if out.returncode == 0:
             nodes = json.loads(out.stdout.strip().splitlines()[-1])
             if len(nodes) == count:

@@ -16,8 +16,14 @@ SCRIPT = ROOT / "scripts" / "gpu_smoke.sh"
 
 
 def smoke(*args: str, env: dict | None = None, timeout: int = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})}, cwd=ROOT)
+    return subprocess.run(
+        ["bash", str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        cwd=ROOT,
+    )
 
 
 @pytest.fixture
@@ -80,9 +86,20 @@ def test_two_grpo_steps_on_cpu(model_dir, calc_layer, tmp_path):
     tasks.write_text("".join(calc_task(instance_id=f"calc-add-{i}").to_json() + "\n" for i in range(2)))
     cache = tmp_path / "node-cache"
     try:
-        out = smoke(str(model_dir), str(tasks), "--backend", "transformers", "--out", str(tmp_path / "run"), "--",
-                    "generation.max_new_tokens=16", "rollout.group_size=2", "env.max_turns=1",
-                    f"env.cache_dir={cache}", timeout=540)
+        out = smoke(
+            str(model_dir),
+            str(tasks),
+            "--backend",
+            "transformers",
+            "--out",
+            str(tmp_path / "run"),
+            "--",
+            "generation.max_new_tokens=16",
+            "rollout.group_size=2",
+            "env.max_turns=1",
+            f"env.cache_dir={cache}",
+            timeout=540,
+        )
     finally:
         LayerCache(store, LayerCacheConfig(root=str(cache))).close()
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]

@@ -39,10 +39,21 @@ def test_train_with_a_task_whose_layers_are_missing_stops_before_step_1(tmp_path
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text(json.dumps({"instance_id": "x", "FAIL_TO_PASS": ["tests/test_a.py::test_a"]}) + "\n")
     run = tmp_path / "run"
-    args = parser().parse_args([
-        "train", "--config", "configs/grpo_tiny_cpu.yaml", "total_steps=1", f"env.tasks={tasks}",
-        f"logging.run_dir={run}", "logging.wandb=disabled", "logging.progress=false", "rollout.tasks_per_step=1",
-        "rollout.group_size=2", "optim.micro_batch_size=2"])
+    args = parser().parse_args(
+        [
+            "train",
+            "--config",
+            "configs/grpo_tiny_cpu.yaml",
+            "total_steps=1",
+            f"env.tasks={tasks}",
+            f"logging.run_dir={run}",
+            "logging.wandb=disabled",
+            "logging.progress=false",
+            "rollout.tasks_per_step=1",
+            "rollout.group_size=2",
+            "optim.micro_batch_size=2",
+        ]
+    )
     with pytest.raises(SystemExit, match=r"(?s)preflight: expected every task's layers.*task x: expected an 'env'"):
         args.func(args)
     assert not (run / "metrics.jsonl").exists() and not (run / "checkpoints").exists()
@@ -58,9 +69,17 @@ def test_gold_replies_write_apply_and_submit():
 
 
 def test_summary_reports_rate_and_breakdown():
-    results = [{"resolved": True, "reward": 1.0, "error": "", "model_s": 1.0, "total_s": 4.0,
-                "metrics": {"env/reset_s": 0.5, "env/exec_s": 1.0, "env/grade_s": 1.5}},
-               {"resolved": False, "reward": 0.0, "error": "boom", "model_s": 0.0, "total_s": 4.0, "metrics": {}}]
+    results = [
+        {
+            "resolved": True,
+            "reward": 1.0,
+            "error": "",
+            "model_s": 1.0,
+            "total_s": 4.0,
+            "metrics": {"env/reset_s": 0.5, "env/exec_s": 1.0, "env/grade_s": 1.5},
+        },
+        {"resolved": False, "reward": 0.0, "error": "boom", "model_s": 0.0, "total_s": 4.0, "metrics": {}},
+    ]
     text = summary(results, "gold")
     assert "resolved 1/2 (50.0%)" in text and "mean reward 0.500" in text and "errors 1" in text
     assert "env reset 0.50s (6%)" in text and "grading 1.50s (19%)" in text
@@ -72,8 +91,19 @@ def test_eval_gold_resolves_and_empty_does_not(shapes_env, tmp_path, capsys):
     dirs = shapes_files(shapes_env, tmp_path, 2)
     for policy, expected in (("gold", "resolved 2/2"), ("empty", "resolved 0/2")):
         out = tmp_path / f"{policy}.jsonl"
-        args = parser().parse_args(["eval", "--tasks", str(tmp_path / "tasks.jsonl"), "--policy", policy,
-                                    "--layers", str(dirs), "--out", str(out)])
+        args = parser().parse_args(
+            [
+                "eval",
+                "--tasks",
+                str(tmp_path / "tasks.jsonl"),
+                "--policy",
+                policy,
+                "--layers",
+                str(dirs),
+                "--out",
+                str(out),
+            ]
+        )
         assert args.func(args) == 0
         printed = capsys.readouterr().out
         assert expected in printed and "errors 0" in printed, printed
@@ -92,12 +122,26 @@ def test_eval_hf_policy_plays_real_episodes(shapes_env, tmp_path, capsys):
     tok = build_builtin_tokenizer()
     torch.manual_seed(0)
     build_model(ModelConfig(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=2), tok).save_pretrained(
-        tmp_path / "policy")
+        tmp_path / "policy"
+    )
     tok.save_pretrained(tmp_path / "policy")
     out = tmp_path / "hf.jsonl"
     policy = f"hf:{tmp_path / 'policy'}"
-    args = parser().parse_args(["eval", "--tasks", str(tmp_path / "tasks.jsonl"), "--policy", policy, "--layers",
-                                str(dirs), "--out", str(out), "env.max_turns=2", "generation.max_new_tokens=8"])
+    args = parser().parse_args(
+        [
+            "eval",
+            "--tasks",
+            str(tmp_path / "tasks.jsonl"),
+            "--policy",
+            policy,
+            "--layers",
+            str(dirs),
+            "--out",
+            str(out),
+            "env.max_turns=2",
+            "generation.max_new_tokens=8",
+        ]
+    )
     assert args.func(args) == 0
     printed = capsys.readouterr().out
     assert "resolved 0/1" in printed and "errors 0" in printed, printed  # a random policy: format errors, no fix
@@ -111,10 +155,17 @@ def test_the_terminal_table_keeps_its_columns_with_long_ids():
     from swebox.scripts.train_cli import print_task_table, task_table
 
     long_id = "psf__requests-" + "x" * 70
-    results = [{"instance_id": long_id, "resolved": True, "reward": 1.0, "num_turns": 3, "total_s": 12.5,
-                "error": ""},
-               {"instance_id": "a-1", "resolved": False, "reward": 0.0, "num_turns": 1, "total_s": 0.5,
-                "error": "grading failed: boom\nmore"}]
+    results = [
+        {"instance_id": long_id, "resolved": True, "reward": 1.0, "num_turns": 3, "total_s": 12.5, "error": ""},
+        {
+            "instance_id": "a-1",
+            "resolved": False,
+            "reward": 0.0,
+            "num_turns": 1,
+            "total_s": 0.5,
+            "error": "grading failed: boom\nmore",
+        },
+    ]
     out = io.StringIO()
     print_task_table(results, file=out)
     lines = [line for line in out.getvalue().splitlines() if line.strip()]

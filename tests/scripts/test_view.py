@@ -19,9 +19,14 @@ import pytest
 from tests.calc import layer_dirs
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-pytestmark = [pytest.mark.e2e,
-              pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="needs Debian's chromium and chromium-driver "
-                                 "(apt-get install chromium chromium-driver; make setup installs them)")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        not (CHROMIUM and DRIVER),
+        reason="needs Debian's chromium and chromium-driver "
+        "(apt-get install chromium chromium-driver; make setup installs them)",
+    ),
+]
 DOCS_IMG = Path(__file__).parents[2] / "docs" / "img"
 
 
@@ -42,8 +47,15 @@ def browser():
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1280,1500", "--no-proxy-server", "--disable-extensions"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,1500",
+        "--no-proxy-server",
+        "--disable-extensions",
+    ):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(DRIVER), options=options)
     driver.set_page_load_timeout(60)
@@ -143,8 +155,9 @@ def test_run_step_rollout_turn_and_task_pages_of_a_real_run(tiny_run, browser, t
         box = browser.find_element(By.CSS_SELECTOR, "input[name=q]")
         box.send_keys("calc-div")
         box.submit()  # a script's form.submit(): unlike a click, WebDriver does not wait for the next page
-        WebDriverWait(browser, 30).until(lambda b: "q=calc-div" in b.current_url
-                                         and b.execute_script("return document.readyState") == "complete")
+        WebDriverWait(browser, 30).until(
+            lambda b: "q=calc-div" in b.current_url and b.execute_script("return document.readyState") == "complete"
+        )
         rows = browser.find_elements(By.CSS_SELECTOR, "table.rows tbody tr")
         assert len(rows) == 8 and all("calc-div" in r.text for r in rows)  # 4 per step
         assert browser.find_elements(By.CSS_SELECTOR, "link[href^='http'], script[src]") == []  # nothing external
@@ -159,8 +172,19 @@ def test_an_eval_output(calc_layer, tmp_path, browser, capsys):
 
     save_jsonl(calc_tasks(), tmp_path / "tasks.jsonl")
     out = tmp_path / "gold.jsonl"
-    args = build_parser().parse_args(["eval", "--tasks", str(tmp_path / "tasks.jsonl"), "--policy", "gold",
-                                      "--layers", str(layer_dirs(tmp_path, calc_layer)), "--out", str(out)])
+    args = build_parser().parse_args(
+        [
+            "eval",
+            "--tasks",
+            str(tmp_path / "tasks.jsonl"),
+            "--policy",
+            "gold",
+            "--layers",
+            str(layer_dirs(tmp_path, calc_layer)),
+            "--out",
+            str(out),
+        ]
+    )
     assert args.func(args) == 0
     capsys.readouterr()
     with Served(out, tmp_path / "tasks.jsonl") as served:
@@ -224,17 +248,45 @@ def test_a_beam_search_tree(calc_layer, tmp_path, browser, capsys, monkeypatch):
 
     save_jsonl([calc_task()], tmp_path / "tasks.jsonl")
     # the command's text policy (here: --policy gold's) is replaced by the scripted one; the rest is swebox eval's
-    monkeypatch.setattr("swebox.scripts.train_cli._text_policy",
-                        lambda args, cfg: lambda task: FixLookSubmit([WRONG_MUL, apply_patch(GOLD)]))
+    monkeypatch.setattr(
+        "swebox.scripts.train_cli._text_policy",
+        lambda args, cfg: lambda task: FixLookSubmit([WRONG_MUL, apply_patch(GOLD)]),
+    )
     out = tmp_path / "beam.jsonl"
-    assert main(["eval", "--tasks", str(tmp_path / "tasks.jsonl"), "--policy", "gold", "--layers",
-                 str(layer_dirs(tmp_path, calc_layer)), "env.max_turns=5", "--search", "beam", "--width", "2",
-                 "--depth", "2", "--select", "oracle", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--tasks",
+                str(tmp_path / "tasks.jsonl"),
+                "--policy",
+                "gold",
+                "--layers",
+                str(layer_dirs(tmp_path, calc_layer)),
+                "env.max_turns=5",
+                "--search",
+                "beam",
+                "--width",
+                "2",
+                "--depth",
+                "2",
+                "--select",
+                "oracle",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert "selected by the ORACLE (hidden tests; research only): resolved 1/1" in capsys.readouterr().out
     search = json.loads(out.read_text())["search"]
     # the oracle keeps the gold line (1) first: it forks line 2 at turn 1, line 0 forks line 3; 1 and 2 live on
     assert [(n["parent"], n["forked_at"], n["status"]) for n in search["tree"]] == [
-        (None, 0, "pruned"), (0, 0, "ended"), (1, 1, "ended"), (0, 1, "pruned")]
+        (None, 0, "pruned"),
+        (0, 0, "ended"),
+        (1, 1, "ended"),
+        (0, 1, "pruned"),
+    ]
     with Served(out) as served:
         browser.get(served.url + "/rollout/0/0")
         page = text(browser)
@@ -242,7 +294,8 @@ def test_a_beam_search_tree(calc_layer, tmp_path, browser, capsys, monkeypatch):
         assert "Search tree 4 lines · 2 graded (2 resolved) · 2 pruned · 3 forks" in page
         rule = browser.find_element(By.ID, "search-rule")
         assert "selected by the ORACLE (hidden tests; research only)" in rule.text and "oracle" in rule.get_attribute(
-            "class")
+            "class"
+        )
         lines = {n: browser.find_element(By.ID, f"line-{n}") for n in range(4)}
         # nested as forked: 1 and 3 under 0, 2 under 1
         assert lines[1].find_element(By.XPATH, "../..").get_attribute("id") == "line-0"
@@ -321,8 +374,21 @@ def test_calibration_and_cost_per_rollout(calc_layer, tmp_path, browser, capsys)
     cal = tmp_path / "cal.json"
     write_calibration(cal, calibrate(tasks, layers_from_dirs(dirs), runs=2, on_run=flip))
     out = tmp_path / "gold.jsonl"
-    args = build_parser().parse_args(["eval", "--tasks", str(tmp_path / "tasks.jsonl"), "--policy", "gold",
-                                      "--layers", str(dirs), "--calibration", str(cal), "--out", str(out)])
+    args = build_parser().parse_args(
+        [
+            "eval",
+            "--tasks",
+            str(tmp_path / "tasks.jsonl"),
+            "--policy",
+            "gold",
+            "--layers",
+            str(dirs),
+            "--calibration",
+            str(cal),
+            "--out",
+            str(out),
+        ]
+    )
     assert args.func(args) == 0
     printed = capsys.readouterr().out
     assert f"calibration {cal}: kept 2 of 3 tasks; left out 1: calc-wrong (gold resolved 0/2)" in printed

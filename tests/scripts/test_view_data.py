@@ -16,16 +16,39 @@ def big_run(tmp_path_factory):
     run = tmp_path_factory.mktemp("big") / "run"
     writer = TrajectoryWriter(run)
     for step in range(1, STEPS + 1):
-        records = [{"step": step, "index": i, "task_id": f"task-{i % 16}", "group_id": f"g{i // 4}",
-                    "reward": float(i % 4 == 0), "advantage": 0.5, "valid": True, "resolved": i % 4 == 0,
-                    "failed": i == 7, "truncated": False, "num_turns": 2, "reason": "submitted",
-                    "prompt": [], "turns": [{"text": "x", "action": None, "format_error": True, "observation": "o",
-                                             "exit_code": None, "timed_out": False}],
-                    "diff": "", "grade": None, "metrics": {"env/format_errors": 1.0 if i % 2 else 0.0}}
-                   for i in range(PER_STEP)]
+        records = [
+            {
+                "step": step,
+                "index": i,
+                "task_id": f"task-{i % 16}",
+                "group_id": f"g{i // 4}",
+                "reward": float(i % 4 == 0),
+                "advantage": 0.5,
+                "valid": True,
+                "resolved": i % 4 == 0,
+                "failed": i == 7,
+                "truncated": False,
+                "num_turns": 2,
+                "reason": "submitted",
+                "prompt": [],
+                "turns": [
+                    {
+                        "text": "x",
+                        "action": None,
+                        "format_error": True,
+                        "observation": "o",
+                        "exit_code": None,
+                        "timed_out": False,
+                    }
+                ],
+                "diff": "",
+                "grade": None,
+                "metrics": {"env/format_errors": 1.0 if i % 2 else 0.0},
+            }
+            for i in range(PER_STEP)
+        ]
         writer.write(step, records)
-    (run / "metrics.jsonl").write_text("".join(f'{{"step": {s}, "reward/mean": 0.25}}\n'
-                                               for s in range(1, STEPS + 1)))
+    (run / "metrics.jsonl").write_text("".join(f'{{"step": {s}, "reward/mean": 0.25}}\n' for s in range(1, STEPS + 1)))
     return run
 
 
@@ -80,11 +103,23 @@ def test_search_tree_of_plain_and_damaged_records():
     from swebox.scripts.viewer.tree import ORACLE_LABEL, action_summary, search_tree
 
     assert search_tree({"turns": []}) is None and search_tree({"search": {"tree": []}}) is None
-    nodes = [{"index": 0, "parent": None, "forked_at": 0, "status": "pruned", "attempt": -1},
-             {"index": 1, "parent": 0, "forked_at": 2, "status": "ended", "attempt": 0},
-             {"index": 5, "parent": 9, "forked_at": 1, "status": "ended", "attempt": 7}]  # parent and attempt gone
-    tree = search_tree({"search": {"tree": nodes, "attempts": [{"index": 1, "resolved": True}], "picked": 0,
-                                   "chosen": [0, 1], "oracle": True, "rule": "oracle"}})
+    nodes = [
+        {"index": 0, "parent": None, "forked_at": 0, "status": "pruned", "attempt": -1},
+        {"index": 1, "parent": 0, "forked_at": 2, "status": "ended", "attempt": 0},
+        {"index": 5, "parent": 9, "forked_at": 1, "status": "ended", "attempt": 7},
+    ]  # parent and attempt gone
+    tree = search_tree(
+        {
+            "search": {
+                "tree": nodes,
+                "attempts": [{"index": 1, "resolved": True}],
+                "picked": 0,
+                "chosen": [0, 1],
+                "oracle": True,
+                "rule": "oracle",
+            }
+        }
+    )
     assert tree["rule"] == ORACLE_LABEL and tree["picked_line"] == 1 and tree["pruned"] == 1
     assert [r["node"]["index"] for r in tree["roots"]] == [0, 5]  # a line whose parent is missing still shows
     assert tree["roots"][0]["chosen"] and tree["roots"][0]["children"][0]["picked"]

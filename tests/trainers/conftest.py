@@ -16,13 +16,21 @@ def shapes_env(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("shapes")
     candidates = candidate_diffs(tmp)
-    files = {"shapes/__init__.py": "", "shapes/ops.py": _ops({name: b for name, (b, _) in BUGGY.items()}),
-             "tests/test_ops.py": TESTS}
+    files = {
+        "shapes/__init__.py": "",
+        "shapes/ops.py": _ops({name: b for name, (b, _) in BUGGY.items()}),
+        "tests/test_ops.py": TESTS,
+    }
     layer = build_env_layer(files, "shapes")
     tasks = [
-        Task(instance_id=f"shapes-{name}", repo="local/shapes", patch=candidates[name][ORDER[i][0]],
-             problem_statement=f"{name} returns the wrong value.",
-             FAIL_TO_PASS=[f"tests/test_ops.py::test_{name}"], PASS_TO_PASS=["tests/test_ops.py::test_double"])
+        Task(
+            instance_id=f"shapes-{name}",
+            repo="local/shapes",
+            patch=candidates[name][ORDER[i][0]],
+            problem_statement=f"{name} returns the wrong value.",
+            FAIL_TO_PASS=[f"tests/test_ops.py::test_{name}"],
+            PASS_TO_PASS=["tests/test_ops.py::test_double"],
+        )
         for i, name in enumerate(BUGGY)
     ]
     yield layer, tasks, candidates

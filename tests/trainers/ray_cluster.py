@@ -22,13 +22,16 @@ SWEBOX_NODE = {"swebox_node": 1.0, **node_resources(500)}
 
 
 @contextlib.contextmanager
-def swebox_cluster(head_cpus: float = 1, workers: Sequence[Mapping[str, Any]] = ({"num_cpus": 1},)
-                   ) -> Iterator[Cluster]:
+def swebox_cluster(
+    head_cpus: float = 1, workers: Sequence[Mapping[str, Any]] = ({"num_cpus": 1},)
+) -> Iterator[Cluster]:
     """A head and one node per entry of ``workers`` (``Cluster.add_node`` arguments, e.g. ``num_gpus``; its
     ``resources`` add to the swebox ones), all swebox nodes, with this process connected to it; Ray is shut down
     and every node stopped on exit."""
-    cluster = Cluster(initialize_head=True,
-                      head_node_args={"num_cpus": head_cpus, "resources": SWEBOX_NODE, "include_dashboard": False})
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": head_cpus, "resources": SWEBOX_NODE, "include_dashboard": False},
+    )
     try:
         for node in workers:
             add_swebox_node(cluster, **node)

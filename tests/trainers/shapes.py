@@ -20,10 +20,12 @@ BUGGY = {  # function -> (buggy body, [candidate bodies]); candidate CORRECT[i] 
 }
 ORDER = [[2, 0, 3, 1], [0, 1, 2, 3], [3, 2, 1, 0], [1, 3, 0, 2]]  # candidate positions: the fix is at ORDER[i][0]
 ARGS = {"area_square": "s", "area_rect": "w, h", "perimeter_square": "s", "perimeter_rect": "w, h"}
-CHECKS = {"area_square": "area_square(3) == 9 and area_square(1) == 1",
-          "area_rect": "area_rect(2, 5) == 10 and area_rect(3, 3) == 9",
-          "perimeter_square": "perimeter_square(3) == 12",
-          "perimeter_rect": "perimeter_rect(2, 5) == 14 and perimeter_rect(1, 1) == 4"}
+CHECKS = {
+    "area_square": "area_square(3) == 9 and area_square(1) == 1",
+    "area_rect": "area_rect(2, 5) == 10 and area_rect(3, 3) == 9",
+    "perimeter_square": "perimeter_square(3) == 12",
+    "perimeter_rect": "perimeter_rect(2, 5) == 14 and perimeter_rect(1, 1) == 4",
+}
 
 
 def _ops(bodies: dict[str, str]) -> str:

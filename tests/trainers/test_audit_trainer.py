@@ -35,12 +35,26 @@ class Probing:
 
     def step(self, reply: str) -> StepResult:
         findings = [FINDING] if self.probes else []
-        audit = {"mode": "drop", "flagged": self.probes, "rules": ["git_history"] if self.probes else [],
-                 "action": "dropped" if self.probes else "none", "findings": findings}
-        metrics = {"env/resolved": 1.0, "env/turns": 1.0, "audit/flagged": float(self.probes),
-                   "audit/git_history": float(self.probes)}
-        info = {"action": {"tool": "bash", "arguments": {"command": "git log --all"}}, "audit_turn": findings,
-                "audit": audit, "provenance": {"task": {"id": "t"}}, "metrics": metrics}
+        audit = {
+            "mode": "drop",
+            "flagged": self.probes,
+            "rules": ["git_history"] if self.probes else [],
+            "action": "dropped" if self.probes else "none",
+            "findings": findings,
+        }
+        metrics = {
+            "env/resolved": 1.0,
+            "env/turns": 1.0,
+            "audit/flagged": float(self.probes),
+            "audit/git_history": float(self.probes),
+        }
+        info = {
+            "action": {"tool": "bash", "arguments": {"command": "git log --all"}},
+            "audit_turn": findings,
+            "audit": audit,
+            "provenance": {"task": {"id": "t"}},
+            "metrics": metrics,
+        }
         return StepResult("", 1.0, True, False, info)
 
 
@@ -53,8 +67,12 @@ def test_env_audit_is_a_typed_field_of_the_env_section():
 
 def test_dropped_rollouts_are_masked_and_counted(tmp_path):
     cfg = load_config(None, [*SMALL, f"logging.run_dir={tmp_path / 'run'}", "env.audit=drop"])
-    trainer = Trainer(cfg, tasks=[stub_task("t0"), stub_task("t1")], echo=lambda *_: None,
-                      episode_factory=lambda task, n: [Probing() for _ in range(n)])
+    trainer = Trainer(
+        cfg,
+        tasks=[stub_task("t0"), stub_task("t1")],
+        echo=lambda *_: None,
+        episode_factory=lambda task, n: [Probing() for _ in range(n)],
+    )
     try:
         trajs = trainer.pool.run_groups(trainer.tasks, 4)
         _, _, valid = trainer._signals(trajs)

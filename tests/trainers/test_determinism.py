@@ -28,9 +28,17 @@ from tests.calc import GOLD_DIV, calc_task
 
 pytestmark = pytest.mark.e2e
 
-SMALL = ["logging.wandb=disabled", "logging.progress=false", "checkpoint.every_steps=0",
-         "rollout.tasks_per_step=2", "rollout.group_size=4", "rollout.max_parallel_episodes=8",
-         "env.command_timeout_s=60", "env.grade_timeout_s=300", "env.time_limit_s=900"]
+SMALL = [
+    "logging.wandb=disabled",
+    "logging.progress=false",
+    "checkpoint.every_steps=0",
+    "rollout.tasks_per_step=2",
+    "rollout.group_size=4",
+    "rollout.max_parallel_episodes=8",
+    "env.command_timeout_s=60",
+    "env.grade_timeout_s=300",
+    "env.time_limit_s=900",
+]
 
 
 def _numbers(run_dir: Path) -> list[dict[str, float]]:
@@ -45,8 +53,7 @@ def cpu_hog() -> Iterator[None]:
     if shutil.which("stress-ng"):
         cmd = ["stress-ng", "--cpu", "2", "--cpu-load", "50", "--timeout", "900", "--quiet"]
     else:
-        loop = ("import time\nwhile True:\n t=time.monotonic()\n while time.monotonic()-t<0.05: pass\n"
-                " time.sleep(0.05)")
+        loop = "import time\nwhile True:\n t=time.monotonic()\n while time.monotonic()-t<0.05: pass\n time.sleep(0.05)"
         cmd = ["sh", "-c", f'{sys.executable} -c "{loop}" & {sys.executable} -c "{loop}" & wait']
     hog = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -61,29 +68,52 @@ def cpu_hog() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def calc_tasks_file(tmp_path_factory) -> Path:
-    div = calc_task(instance_id="calc-div", patch=GOLD_DIV, problem_statement="div(7, 2) returns 3, not 3.5.",
-                    FAIL_TO_PASS=["tests/test_ops.py::test_div"])
+    div = calc_task(
+        instance_id="calc-div",
+        patch=GOLD_DIV,
+        problem_statement="div(7, 2) returns 3, not 3.5.",
+        FAIL_TO_PASS=["tests/test_ops.py::test_div"],
+    )
     path = tmp_path_factory.mktemp("tasks") / "tasks.jsonl"
     save_jsonl([calc_task(), div], path)
     return path
 
 
 def _sft(run_dir: Path, tasks: Path, layer: Path):
-    cfg = load_config("configs/demo.yaml", [*SMALL, f"logging.run_dir={run_dir}", f"env.tasks={tasks}",
-                                            "sft.epochs=100", "sft.stop_at_sequence_prob=0.25"])
+    cfg = load_config(
+        "configs/demo.yaml",
+        [
+            *SMALL,
+            f"logging.run_dir={run_dir}",
+            f"env.tasks={tasks}",
+            "sft.epochs=100",
+            "sft.stop_at_sequence_prob=0.25",
+        ],
+    )
     return run_sft(cfg, episode_factory=swe_episode_factory(cfg, layers=[layer]), echo=lambda *_: None)
 
 
 def _grpo(run_dir: Path, tasks: Path, layer: Path, policy: Path) -> None:
-    cfg = load_config("configs/demo.yaml", [*SMALL, f"logging.run_dir={run_dir}", f"env.tasks={tasks}",
-                                            "total_steps=2", "model.init=pretrained", f"model.path={policy}",
-                                            "generation.max_new_tokens=256", "optim.lr=3e-3"])
+    cfg = load_config(
+        "configs/demo.yaml",
+        [
+            *SMALL,
+            f"logging.run_dir={run_dir}",
+            f"env.tasks={tasks}",
+            "total_steps=2",
+            "model.init=pretrained",
+            f"model.path={policy}",
+            "generation.max_new_tokens=256",
+            "optim.lr=3e-3",
+        ],
+    )
     pool = LocalWorkerPool(cfg, swe_episode_factory(cfg, layers=[layer]))
     Trainer(cfg, pool, echo=lambda *_: None).train()
 
 
-def test_a_seeded_sft_and_grpo_run_give_the_same_numbers_idle_and_beside_a_cpu_hog(tmp_path, calc_layer,
-                                                                                      calc_tasks_file):
+def test_a_seeded_sft_and_grpo_run_give_the_same_numbers_idle_and_beside_a_cpu_hog(
+    tmp_path, calc_layer, calc_tasks_file
+):
     idle = _sft(tmp_path / "sft-idle", calc_tasks_file, calc_layer)
     with cpu_hog():
         busy = _sft(tmp_path / "sft-busy", calc_tasks_file, calc_layer)

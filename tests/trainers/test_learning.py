@@ -136,13 +136,25 @@ def test_grpo_learns_to_pick_the_fix(shapes_env, grades, seed, tmp_path):
         t, cands = by_id[task.instance_id]
         return [ChoiceEpisode(t, cands, grades) for _ in range(n)]
 
-    cfg = load_config("configs/grpo_tiny_cpu.yaml", [
-        f"seed={seed}", "total_steps=60", f"logging.run_dir={tmp_path / 'run'}", "logging.wandb=disabled",
-        "logging.progress=false", "generation.max_new_tokens=1", "generation.max_context_tokens=1024",
-        "rollout.tasks_per_step=4", "rollout.group_size=8", "optim.lr=3e-3", "optim.mini_batches=2",
-        "optim.micro_batch_size=16",
-        "checkpoint.every_steps=0", "rollout.max_parallel_episodes=1",
-    ])
+    cfg = load_config(
+        "configs/grpo_tiny_cpu.yaml",
+        [
+            f"seed={seed}",
+            "total_steps=60",
+            f"logging.run_dir={tmp_path / 'run'}",
+            "logging.wandb=disabled",
+            "logging.progress=false",
+            "generation.max_new_tokens=1",
+            "generation.max_context_tokens=1024",
+            "rollout.tasks_per_step=4",
+            "rollout.group_size=8",
+            "optim.lr=3e-3",
+            "optim.mini_batches=2",
+            "optim.micro_batch_size=16",
+            "checkpoint.every_steps=0",
+            "rollout.max_parallel_episodes=1",
+        ],
+    )
     trainer = Trainer(cfg, tasks=list(tasks), episode_factory=factory, echo=lambda *_: None)
     records = []
     while trainer.step_count < cfg.total_steps:
@@ -219,11 +231,23 @@ def test_real_swe_episodes_multi_turn_alignment_and_rewards(shapes_env, tmp_path
         return f"```bash\ncd /testbed && git apply /candidates/{tasks[task_index].instance_id}/{k}.diff\n```"
 
     look = "```bash\ncd /testbed && git status --short && sed -n 1,3p shapes/ops.py\n```"
-    replies = {names[0]: [look, apply(0, ORDER[0][0]), submit],        # the fix: resolved
-               names[1]: [look, apply(1, (ORDER[1][0] + 1) % K), submit]}  # a wrong candidate: not resolved
-    cfg = load_config(None, ["generation.max_context_tokens=4096", "generation.max_new_tokens=128",
-                             "env.max_turns=5", "rollout.max_parallel_episodes=2", "model.hidden_size=32",
-                             "model.num_layers=1", "model.num_heads=2", "model.num_kv_heads=2"])
+    replies = {
+        names[0]: [look, apply(0, ORDER[0][0]), submit],  # the fix: resolved
+        names[1]: [look, apply(1, (ORDER[1][0] + 1) % K), submit],
+    }  # a wrong candidate: not resolved
+    cfg = load_config(
+        None,
+        [
+            "generation.max_context_tokens=4096",
+            "generation.max_new_tokens=128",
+            "env.max_turns=5",
+            "rollout.max_parallel_episodes=2",
+            "model.hidden_size=32",
+            "model.num_layers=1",
+            "model.num_heads=2",
+            "model.num_kv_heads=2",
+        ],
+    )
     tok = build_builtin_tokenizer()
     worker = RolloutWorker(cfg, swe_episode_factory(cfg, layers=layers), tokenizer=tok)
     worker.backend = backend = ReplyBackend(tok, replies)

@@ -24,8 +24,10 @@ def test_register_inside_the_entrypoint_is_idempotent():
     assert skyrl_entry.register({}) is False
 
 
-@pytest.mark.skipif(importlib.util.find_spec("skyrl") is not None or importlib.util.find_spec("skyrl_train")
-                    is not None, reason="SkyRL's trainer is installed")
+@pytest.mark.skipif(
+    importlib.util.find_spec("skyrl") is not None or importlib.util.find_spec("skyrl_train") is not None,
+    reason="SkyRL's trainer is installed",
+)
 def test_without_skyrl_the_error_says_how_to_install_it():
     with pytest.raises(ImportError, match="SkyRL's trainer is not installed"):
         skyrl_entry.skyrl_modules()
@@ -38,10 +40,13 @@ def test_a_misconfigured_entry_point_is_one_line():
 
     env = {**os.environ, "SWEBOX_SKYRL_SETTINGS": "{bad"}
     env.pop("SWEBOX_DEBUG", None)
-    done = subprocess.run([sys.executable, "-m", "swebox.trainers.skyrl_entry"], env=env, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "swebox.trainers.skyrl_entry"], env=env, capture_output=True, text=True, timeout=300
+    )
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-    assert lines == ["python -m swebox.trainers.skyrl_entry: error: $SWEBOX_SKYRL_SETTINGS: expected a JSON object "
-                     "such as '{\"max_turns\": 30}'; found invalid JSON (Expecting property name enclosed in double "
-                     "quotes at column 2). [SWEBOX_DEBUG=1 shows the traceback]"]
+    assert lines == [
+        "python -m swebox.trainers.skyrl_entry: error: $SWEBOX_SKYRL_SETTINGS: expected a JSON object "
+        "such as '{\"max_turns\": 30}'; found invalid JSON (Expecting property name enclosed in double "
+        "quotes at column 2). [SWEBOX_DEBUG=1 shows the traceback]"
+    ]

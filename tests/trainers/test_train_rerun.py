@@ -39,11 +39,26 @@ def train_command(tmp_path: Path, calc_layer: Path) -> list[str]:
         store.publish(CALC_ENV.key(), calc_layer, kind="env")
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text(json.dumps(calc_task().to_dict()) + "\n")
-    return ["train", "--config", TINY, f"env.tasks={tasks}", f"env.layer_store={store.root}",
-            f"env.cache_dir={tmp_path / 'node'}", f"logging.run_dir={tmp_path / 'run'}", "logging.wandb=disabled",
-            "logging.progress=false", "rollout.tasks_per_step=1", "rollout.group_size=2",
-            "optim.micro_batch_size=2", "generation.max_new_tokens=8", "env.max_turns=1", "model.hidden_size=32",
-            "model.num_layers=1", "model.num_heads=2", "model.num_kv_heads=2"]
+    return [
+        "train",
+        "--config",
+        TINY,
+        f"env.tasks={tasks}",
+        f"env.layer_store={store.root}",
+        f"env.cache_dir={tmp_path / 'node'}",
+        f"logging.run_dir={tmp_path / 'run'}",
+        "logging.wandb=disabled",
+        "logging.progress=false",
+        "rollout.tasks_per_step=1",
+        "rollout.group_size=2",
+        "optim.micro_batch_size=2",
+        "generation.max_new_tokens=8",
+        "env.max_turns=1",
+        "model.hidden_size=32",
+        "model.num_layers=1",
+        "model.num_heads=2",
+        "model.num_kv_heads=2",
+    ]
 
 
 @pytest.mark.e2e
@@ -63,9 +78,11 @@ def test_a_rerun_into_a_run_folder_is_refused_and_resume_continues(tmp_path, cal
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in err, err
-    assert (f"logging.run_dir={run}: expected a new or empty run folder; found an earlier run (metrics.jsonl up "
-            f"to step 1, checkpoint {newest}, policy/). Continue it with --resume, or start a new run with "
-            "logging.run_dir=ANOTHER_FOLDER") in lines[0]
+    assert (
+        f"logging.run_dir={run}: expected a new or empty run folder; found an earlier run (metrics.jsonl up "
+        f"to step 1, checkpoint {newest}, policy/). Continue it with --resume, or start a new run with "
+        "logging.run_dir=ANOTHER_FOLDER"
+    ) in lines[0]
     assert (run / "metrics.jsonl").read_bytes() == metrics
     assert {p: p.stat().st_mtime_ns for p in run.rglob("*")} == stamps
 
@@ -79,8 +96,14 @@ def test_a_rerun_into_a_run_folder_is_refused_and_resume_continues(tmp_path, cal
 @pytest.mark.e2e
 @pytest.mark.timeout(900)
 def test_ctrl_c_in_train_is_one_line_naming_the_checkpoint_to_resume_from(tmp_path, calc_layer):
-    command = [sys.executable, "-m", "swebox.scripts.cli", *train_command(tmp_path, calc_layer), "total_steps=200",
-               "checkpoint.every_steps=1"]
+    command = [
+        sys.executable,
+        "-m",
+        "swebox.scripts.cli",
+        *train_command(tmp_path, calc_layer),
+        "total_steps=200",
+        "checkpoint.every_steps=1",
+    ]
     run = tmp_path / "run"
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     try:
@@ -99,6 +122,7 @@ def test_ctrl_c_in_train_is_one_line_naming_the_checkpoint_to_resume_from(tmp_pa
     newest = ckpt.latest_checkpoint(run / "checkpoints")
     step = int(newest.name.rsplit("_", 1)[1])
     assert lines[-1].startswith("swebox train: interrupted at step "), lines
-    assert lines[-1].endswith(f"of 200; the newest checkpoint is {newest}: add --resume to the command to "
-                              "continue from it"), lines
+    assert lines[-1].endswith(
+        f"of 200; the newest checkpoint is {newest}: add --resume to the command to continue from it"
+    ), lines
     assert int(lines[-1].split("at step ")[1].split()[0]) >= step >= 1

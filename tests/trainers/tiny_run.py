@@ -20,22 +20,39 @@ from tests.calc import GOLD, GOLD_DIV, SUBMIT, apply_patch, bash, calc_task
 
 WRONG_ADD = GOLD.replace("+    return a + b", "+    return a * b")
 SCRIPTS = {
-    "calc-add": [[bash("cat /testbed/calc/ops.py"), apply_patch(GOLD), SUBMIT],
-                 [apply_patch(WRONG_ADD), SUBMIT],
-                 ["I think the bug is in add, but I will not say how.", SUBMIT],
-                 [bash("sleep 30"), SUBMIT]],
+    "calc-add": [
+        [bash("cat /testbed/calc/ops.py"), apply_patch(GOLD), SUBMIT],
+        [apply_patch(WRONG_ADD), SUBMIT],
+        ["I think the bug is in add, but I will not say how.", SUBMIT],
+        [bash("sleep 30"), SUBMIT],
+    ],
     "calc-div": [[apply_patch(GOLD_DIV), SUBMIT], [SUBMIT]],
 }
-SMALL = ["model.hidden_size=32", "model.num_layers=1", "model.num_heads=2", "model.num_kv_heads=2",
-         "generation.max_new_tokens=512", "generation.max_context_tokens=4096", "env.max_turns=4",
-         "env.command_timeout_s=1", "rollout.group_size=4", "optim.micro_batch_size=4",
-         "logging.wandb=disabled", "logging.progress=false", "rollout.max_parallel_episodes=2",
-         "checkpoint.every_steps=0"]
+SMALL = [
+    "model.hidden_size=32",
+    "model.num_layers=1",
+    "model.num_heads=2",
+    "model.num_kv_heads=2",
+    "generation.max_new_tokens=512",
+    "generation.max_context_tokens=4096",
+    "env.max_turns=4",
+    "env.command_timeout_s=1",
+    "rollout.group_size=4",
+    "optim.micro_batch_size=4",
+    "logging.wandb=disabled",
+    "logging.progress=false",
+    "rollout.max_parallel_episodes=2",
+    "checkpoint.every_steps=0",
+]
 
 
 def calc_tasks() -> list[Task]:
-    div = calc_task(instance_id="calc-div", patch=GOLD_DIV, problem_statement="div(7, 2) returns 3, not 3.5.",
-                    FAIL_TO_PASS=["tests/test_ops.py::test_div"])
+    div = calc_task(
+        instance_id="calc-div",
+        patch=GOLD_DIV,
+        problem_statement="div(7, 2) returns 3, not 3.5.",
+        FAIL_TO_PASS=["tests/test_ops.py::test_div"],
+    )
     return [calc_task(), div]
 
 
@@ -74,11 +91,13 @@ def make_trainer(run_dir: Path, layer: Path, *overrides: str) -> Trainer:
 
     tasks_file = Path(run_dir).parent / "calc-tasks.jsonl"
     save_jsonl(calc_tasks(), tasks_file)
-    cfg = load_config(None, [*SMALL, f"logging.run_dir={run_dir}", f"env.tasks={tasks_file}",
-                             "rollout.tasks_per_step=2", *overrides])
+    cfg = load_config(
+        None, [*SMALL, f"logging.run_dir={run_dir}", f"env.tasks={tasks_file}", "rollout.tasks_per_step=2", *overrides]
+    )
 
     tokenizer = build_tokenizer(cfg.model)
-    pool = LocalWorkerPool(cfg, swe_episode_factory(cfg, layers=[layer]), model=build_model(cfg.model, tokenizer),
-                           tokenizer=tokenizer)
+    pool = LocalWorkerPool(
+        cfg, swe_episode_factory(cfg, layers=[layer]), model=build_model(cfg.model, tokenizer), tokenizer=tokenizer
+    )
     pool.worker.backend = ScriptedBackend(pool.worker.tokenizer)
     return Trainer(cfg, pool, echo=lambda *_: None)

@@ -21,8 +21,8 @@ def records(path: Path) -> list[bytes]:
         if BLOCK_BYTES - pos % BLOCK_BYTES < CHUNK_HEADER:  # a block's tail too short for a chunk is padding
             pos += BLOCK_BYTES - pos % BLOCK_BYTES
             continue
-        _, length, kind = struct.unpack("<IHB", data[pos:pos + CHUNK_HEADER])
-        chunk = data[pos + CHUNK_HEADER:pos + CHUNK_HEADER + length]
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + CHUNK_HEADER])
+        chunk = data[pos + CHUNK_HEADER : pos + CHUNK_HEADER + length]
         pos += CHUNK_HEADER + length
         if kind == FULL:
             out.append(chunk)
@@ -48,10 +48,10 @@ def history(sync_dir: Path) -> dict[int, dict[str, float]]:
             record.ParseFromString(payload)
             if record.WhichOneof("record_type") != "history":
                 continue
-            items = {item.key or "/".join(item.nested_key): json.loads(item.value_json)
-                     for item in record.history.item}
+            items = {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
             rows.setdefault(int(items.pop("_step", record.history.step.num)), {}).update(
-                {k: v for k, v in items.items() if not k.startswith("_")})
+                {k: v for k, v in items.items() if not k.startswith("_")}
+            )
     return rows
 
 

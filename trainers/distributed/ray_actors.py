@@ -62,8 +62,9 @@ class RolloutActor:
     with a ServerClient of that server, and each run reports the weight versions that answered its episodes.
     """
 
-    def __init__(self, cfg: TrainConfig, actors: int, worker_factory: Callable[..., Any],
-                 server: Any | None = None) -> None:
+    def __init__(
+        self, cfg: TrainConfig, actors: int, worker_factory: Callable[..., Any], server: Any | None = None
+    ) -> None:
         import ray
 
         self.node_id = ray.get_runtime_context().get_node_id()
@@ -85,8 +86,12 @@ class RolloutActor:
         started = time.monotonic()
         trajectories = self.worker.run(tasks, group_size)
         versions = self.client.take_versions() if self.client is not None else []
-        return {"node_id": self.node_id, "trajectories": trajectories, "seconds": time.monotonic() - started,
-                "generation_versions": versions}
+        return {
+            "node_id": self.node_id,
+            "trajectories": trajectories,
+            "seconds": time.monotonic() - started,
+            "generation_versions": versions,
+        }
 
     def close(self) -> None:
         self.worker.close()
@@ -109,8 +114,13 @@ class ActorSet:
     load yet, or the weights live in generation servers).
     """
 
-    def __init__(self, start: Callable[[str, int], Any], live_nodes: Callable[[], list[str]],
-                 load_weights: Callable[[Any], Any], echo: Callable[[str], Any] = print) -> None:
+    def __init__(
+        self,
+        start: Callable[[str, int], Any],
+        live_nodes: Callable[[], list[str]],
+        load_weights: Callable[[Any], Any],
+        echo: Callable[[str], Any] = print,
+    ) -> None:
         self.start, self.live_nodes, self.load_weights, self.echo = start, live_nodes, load_weights, echo
         self.handles: list[Any] = []
         self.nodes: list[str] = []
@@ -162,13 +172,17 @@ class ActorSet:
             handle, where = self._start_on(candidates, slot)
             if handle is None:
                 self.handles[slot] = None
-                self.echo(f"ray pool: rollout actor {slot} on node {short(old_node)} died {when}; no live swebox "
-                          "node has room for a replacement; the pool continues without it")
+                self.echo(
+                    f"ray pool: rollout actor {slot} on node {short(old_node)} died {when}; no live swebox "
+                    "node has room for a replacement; the pool continues without it"
+                )
                 continue
             self.handles[slot], self.nodes[slot] = handle, where
             self.restarts += 1
-            self.echo(f"ray pool: rollout actor {slot} on node {short(old_node)} died {when}; replaced on node "
-                      f"{short(where)} ({self.restarts} replacement(s) so far)")
+            self.echo(
+                f"ray pool: rollout actor {slot} on node {short(old_node)} died {when}; replaced on node "
+                f"{short(where)} ({self.restarts} replacement(s) so far)"
+            )
         keep = [i for i, h in enumerate(self.handles) if h is not None]
         self.handles = [self.handles[i] for i in keep]
         self.nodes = [self.nodes[i] for i in keep]

@@ -52,16 +52,17 @@ def _wait_for_port(address: str, deadline: float, timeout_s: float) -> None:
     last: OSError | None = None
     while time.monotonic() < deadline:
         try:
-            socket.create_connection((host, int(port)), timeout=min(2.0, max(0.1, deadline - time.monotonic()))
-                                     ).close()
+            socket.create_connection((host, int(port)), timeout=min(2.0, max(0.1, deadline - time.monotonic()))).close()
             return
         except OSError as exc:
             last = exc
             time.sleep(0.5)
     why = last.strerror if last is not None and last.strerror else last
-    raise ConnectError(f"ray.address={address}: expected a Ray head listening there; found nothing within "
-                       f"ray.connect_timeout_s={timeout_s:g} ({why}); start one with scripts/ray_head.sh (it "
-                       "prints the address), or check the address")
+    raise ConnectError(
+        f"ray.address={address}: expected a Ray head listening there; found nothing within "
+        f"ray.connect_timeout_s={timeout_s:g} ({why}); start one with scripts/ray_head.sh (it "
+        "prints the address), or check the address"
+    )
 
 
 def connect(address: str, timeout_s: float, **init_args: Any) -> None:
@@ -87,10 +88,12 @@ def connect(address: str, timeout_s: float, **init_args: Any) -> None:
     joining.start()
     joining.join(max(0.0, deadline - time.monotonic()))
     if joining.is_alive():
-        hint = ("" if is_loopback(address) else "; a head started on 127.0.0.1 is reached as 127.0.0.1:PORT only")
-        raise ConnectError(f"ray.address={address}: the head answers but Ray did not let the trainer join within "
-                           f"ray.connect_timeout_s={timeout_s:g}; check that the address is the one "
-                           f"scripts/ray_head.sh printed and that this machine can reach every node{hint}")
+        hint = "" if is_loopback(address) else "; a head started on 127.0.0.1 is reached as 127.0.0.1:PORT only"
+        raise ConnectError(
+            f"ray.address={address}: the head answers but Ray did not let the trainer join within "
+            f"ray.connect_timeout_s={timeout_s:g}; check that the address is the one "
+            f"scripts/ray_head.sh printed and that this machine can reach every node{hint}"
+        )
     if failed:
         exc = failed[0]
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -101,14 +104,19 @@ def absolute_paths(cfg: Any) -> Any:
     """``cfg`` with the paths rollout actors open made absolute from this (the driver's) working folder:
     ``env.tasks``, ``env.layer_store``, ``env.cache_dir``, and ``model.path``/``model.tokenizer`` when they name
     a local folder. Also the PATH_ENV variables of this process, which the actors get."""
+
     def absolute(value: str) -> str:
         return str(Path(value).absolute()) if value and not Path(value).is_absolute() else value
 
     for name in PATH_ENV:
         if os.environ.get(name):
             os.environ[name] = absolute(os.environ[name])
-    env = dataclasses.replace(cfg.env, tasks=absolute(cfg.env.tasks), layer_store=absolute(cfg.env.layer_store),
-                              cache_dir=absolute(cfg.env.cache_dir))
+    env = dataclasses.replace(
+        cfg.env,
+        tasks=absolute(cfg.env.tasks),
+        layer_store=absolute(cfg.env.layer_store),
+        cache_dir=absolute(cfg.env.cache_dir),
+    )
     model = cfg.model
     for field in ("path", "tokenizer"):
         value = getattr(model, field)

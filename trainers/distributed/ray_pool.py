@@ -139,8 +139,14 @@ def init_ray(cfg: TrainConfig, io_budget_mb: int = DEFAULT_BUDGET_MB) -> bool:
         resources = {cfg.ray.node_resource: 1.0, **node_resources(io_budget_mb)}
         # address="local": a new local Ray even when `ray start` left a cluster on this machine (ray.init()
         # would join that one, and refuse num_cpus and resources)
-        ray.init(address="local", num_cpus=cfg.ray.num_cpus, resources=resources, namespace=cfg.ray.namespace,
-                 include_dashboard=False, log_to_driver=False)
+        ray.init(
+            address="local",
+            num_cpus=cfg.ray.num_cpus,
+            resources=resources,
+            namespace=cfg.ray.namespace,
+            include_dashboard=False,
+            log_to_driver=False,
+        )
     return True
 
 
@@ -148,8 +154,11 @@ def swebox_nodes(node_resource: str, min_gpus: float = 0.0) -> list[str]:
     """Ids of the live nodes advertising ``node_resource`` (and at least ``min_gpus`` GPUs), in a stable order."""
     import ray
 
-    return sorted(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get(node_resource, 0) > 0
-                  and n["Resources"].get("GPU", 0) >= min_gpus)
+    return sorted(
+        n["NodeID"]
+        for n in ray.nodes()
+        if n["Alive"] and n["Resources"].get(node_resource, 0) > 0 and n["Resources"].get("GPU", 0) >= min_gpus
+    )
 
 
 def actor_gpus(cfg: TrainConfig) -> float:
@@ -171,8 +180,12 @@ class RayWorkerPool:
     it must be importable or picklable by Ray. The default builds a RolloutWorker.
     """
 
-    def __init__(self, cfg: TrainConfig, worker_factory: Callable[[TrainConfig], Any] | None = None,
-                 echo: Callable[[str], Any] = print) -> None:
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        worker_factory: Callable[[TrainConfig], Any] | None = None,
+        echo: Callable[[str], Any] = print,
+    ) -> None:
         import ray
 
         # the actors run in their node's folder, not the trainer's: relative paths must not leave this process

@@ -1,2 +1,1 @@
-"""``swebox eval``'s library half: search-based evaluation and its crash-safe records.
-"""
+"""``swebox eval``'s library half: search-based evaluation and its crash-safe records."""

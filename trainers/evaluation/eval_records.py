@@ -55,17 +55,23 @@ class EvalOut:
         path = Path(path)
         out = cls(path, policy)
         if path.is_dir():
-            raise RecordsError(f"--out {path}: expected a file for the records; found a folder. Name a file, "
-                               "e.g. --out runs/eval/gold.jsonl")
+            raise RecordsError(
+                f"--out {path}: expected a file for the records; found a folder. Name a file, "
+                "e.g. --out runs/eval/gold.jsonl"
+            )
         path.parent.mkdir(parents=True, exist_ok=True)
         for n, record in enumerate(_read(path), 1):
             iid = record.get("instance_id") if isinstance(record, dict) else None
             if not isinstance(iid, str):
-                raise RecordsError(f"--out {path}: line {n}: expected a record of swebox eval (with an "
-                                   f"instance_id); found {str(record)[:60]!r}. Choose another --out file")
+                raise RecordsError(
+                    f"--out {path}: line {n}: expected a record of swebox eval (with an "
+                    f"instance_id); found {str(record)[:60]!r}. Choose another --out file"
+                )
             if record.get("policy", policy) != policy:
-                raise RecordsError(f"--out {path}: holds records of --policy {record['policy']}; found --policy "
-                                   f"{policy}. Choose another --out (or delete {path} to start over)")
+                raise RecordsError(
+                    f"--out {path}: holds records of --policy {record['policy']}; found --policy "
+                    f"{policy}. Choose another --out (or delete {path} to start over)"
+                )
             out.previous[iid] = record
         return out
 
@@ -102,8 +108,10 @@ class EvalOut:
 
     def _write_error(self, exc: OSError, total: int) -> str:
         what = "no space left" if exc.errno in DISK_FULL else "cannot write"
-        return (f"--out {self.path}: {what} ({exc.strerror or exc}) with {self.count} of {total} records "
-                "written (all whole); free space and rerun the same command: it resumes")
+        return (
+            f"--out {self.path}: {what} ({exc.strerror or exc}) with {self.count} of {total} records "
+            "written (all whole); free space and rerun the same command: it resumes"
+        )
 
 
 @contextlib.contextmanager
@@ -146,13 +154,22 @@ def _read(path: Path) -> list[Any]:
         try:
             records.append(json.loads(line))
         except ValueError:
-            raise RecordsError(f"--out {path}: line {n}: expected one JSON record; found invalid JSON. Choose "
-                               "another --out file") from None
+            raise RecordsError(
+                f"--out {path}: line {n}: expected one JSON record; found invalid JSON. Choose another --out file"
+            ) from None
     return records
 
 
-def run_tasks(todo: list[Any], one: Callable[[Any], Any], *, parallel: int, out: EvalOut | None, total: int,
-              desc: str, record: Callable[[Any], dict[str, Any]] = lambda r: r) -> dict[str, Any]:
+def run_tasks(
+    todo: list[Any],
+    one: Callable[[Any], Any],
+    *,
+    parallel: int,
+    out: EvalOut | None,
+    total: int,
+    desc: str,
+    record: Callable[[Any], dict[str, Any]] = lambda r: r,
+) -> dict[str, Any]:
     """Run ``one(task)`` for each task, ``parallel`` at once, appending ``record(result)`` to ``out`` as each
     ends; returns instance_id -> result. Ctrl-C or a full disk ends the process with one line."""
     from tqdm import tqdm
@@ -196,13 +213,18 @@ def write_predictions(path: str | Path, records: list[dict[str, Any]], model: st
     ``instance_id``, ``model_name_or_path``, ``model_patch``: the episode's diff, '' when it made none), which
     ``swebox eval --predictions FILE`` and SWE-bench's harness score; written atomically. Records that ended in
     an error are left out (the harness would count them as empty patches). Returns the predictions written."""
-    rows = [{"instance_id": r["instance_id"], "model_name_or_path": model, "model_patch": str(r.get("diff") or "")}
-            for r in records if not r.get("error")]
+    rows = [
+        {"instance_id": r["instance_id"], "model_name_or_path": model, "model_patch": str(r.get("diff") or "")}
+        for r in records
+        if not r.get("error")
+    ]
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         write_atomic(path, "".join(json.dumps(row) + "\n" for row in rows))
     except OSError as exc:
-        raise RecordsError(f"--predictions-out {path}: cannot write ({exc.strerror or exc}); free space or choose "
-                           "another file, and rerun the same command (with --out it plays nothing again)") from exc
+        raise RecordsError(
+            f"--predictions-out {path}: cannot write ({exc.strerror or exc}); free space or choose "
+            "another file, and rerun the same command (with --out it plays nothing again)"
+        ) from exc
     return len(rows)

@@ -79,8 +79,15 @@ def label(opts: SearchOptions) -> str:
     return f" --samples {opts.samples}" if opts.samples else ""
 
 
-def run(opts: SearchOptions, tasks: list, reply_for: Callable[[Any], Callable], source: Any, econf: Any,
-        echo=print, out: Any = None) -> list[SearchResult]:
+def run(
+    opts: SearchOptions,
+    tasks: list,
+    reply_for: Callable[[Any], Callable],
+    source: Any,
+    econf: Any,
+    echo=print,
+    out: Any = None,
+) -> list[SearchResult]:
     """Search every task; print the report; append each task's record to ``out`` (an
     :class:`~swebox.trainers.evaluation.eval_records.EvalOut`) as it ends. Tasks ``out`` already holds are not searched
     again; the report covers the tasks searched by this run."""
@@ -103,8 +110,7 @@ def run(opts: SearchOptions, tasks: list, reply_for: Callable[[Any], Callable], 
             return failed
 
     todo = out.todo(tasks) if out is not None else tasks
-    done = run_tasks(todo, one, parallel=opts.parallel, out=out, total=len(tasks), desc="eval search",
-                     record=record)
+    done = run_tasks(todo, one, parallel=opts.parallel, out=out, total=len(tasks), desc="eval search", record=record)
     results = [done[t.instance_id] for t in todo]
     if out is not None:
         try:
@@ -131,12 +137,26 @@ def record(result: SearchResult) -> dict[str, Any]:
         messages.append({"role": "assistant", "content": turn["text"]})
         if i < len(turns) - 1:
             messages.append({"role": "user", "content": turn["observation"]})
-    return {"format": FORMAT_VERSION, "task_id": result.task_id, "instance_id": result.task_id,
-            "reward": picked.reward if picked else 0.0, "resolved": bool(picked and picked.resolved),
-            "failed": bool(error), "truncated": False, "error": error or (picked.error if picked else ""),
-            "num_turns": len(turns), "reason": picked.reason if picked else "error", "prompt": result.prompt,
-            "turns": turns, "diff": picked.diff if picked else "", "grade": picked.grade if picked else None,
-            "metrics": {}, "total_s": result.wall_s, "messages": messages, "search": result.to_dict()}
+    return {
+        "format": FORMAT_VERSION,
+        "task_id": result.task_id,
+        "instance_id": result.task_id,
+        "reward": picked.reward if picked else 0.0,
+        "resolved": bool(picked and picked.resolved),
+        "failed": bool(error),
+        "truncated": False,
+        "error": error or (picked.error if picked else ""),
+        "num_turns": len(turns),
+        "reason": picked.reason if picked else "error",
+        "prompt": result.prompt,
+        "turns": turns,
+        "diff": picked.diff if picked else "",
+        "grade": picked.grade if picked else None,
+        "metrics": {},
+        "total_s": result.wall_s,
+        "messages": messages,
+        "search": result.to_dict(),
+    }
 
 
 def report(results: list[SearchResult], opts: SearchOptions) -> str:
@@ -157,15 +177,22 @@ def report(results: list[SearchResult], opts: SearchOptions) -> str:
     n = min((len(r.attempts) for r in graded), default=0)
     if n:
         counts = [(len(r.attempts), r.resolved_count) for r in graded]
-        lines.append("pass@k over " + f"{len(graded)} tasks: " + ", ".join(
-            f"pass@{k} {mean_pass_at_k(counts, k):.3f}" for k in report_ks(n)))
+        lines.append(
+            "pass@k over "
+            + f"{len(graded)} tasks: "
+            + ", ".join(f"pass@{k} {mean_pass_at_k(counts, k):.3f}" for k in report_ks(n))
+        )
     if (opts.best_of or opts.search) and results:
         label = "the ORACLE (hidden tests; research only)" if opts.select == "oracle" else opts.select
         what = f"beam width {opts.width} depth {opts.depth}" if opts.search else f"best-of-{opts.best_of}"
         rate = best_of_n_rate([r.picked_resolved for r in results])
-        lines.append(f"{what}, selected by {label}: resolved {sum(r.picked_resolved for r in results)}/"
-                     f"{len(results)} ({rate:.1%})")
-    lines.append(f"sandboxes {sum(r.sandboxes for r in results)}, forks {sum(r.forks for r in results)} "
-                 f"({sum(r.fork_s for r in results):.2f} s), turns {sum(r.turns for r in results)}, "
-                 f"wall {sum(r.wall_s for r in results):.1f} s summed over tasks")
+        lines.append(
+            f"{what}, selected by {label}: resolved {sum(r.picked_resolved for r in results)}/"
+            f"{len(results)} ({rate:.1%})"
+        )
+    lines.append(
+        f"sandboxes {sum(r.sandboxes for r in results)}, forks {sum(r.forks for r in results)} "
+        f"({sum(r.fork_s for r in results):.2f} s), turns {sum(r.turns for r in results)}, "
+        f"wall {sum(r.wall_s for r in results):.1f} s summed over tasks"
+    )
     return "\n".join(lines)

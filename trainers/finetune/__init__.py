@@ -1,2 +1,1 @@
-"""Supervised and rejection-sampling fine-tuning (sft.py) on trajectories (sft_data.py).
-"""
+"""Supervised and rejection-sampling fine-tuning (sft.py) on trajectories (sft_data.py)."""

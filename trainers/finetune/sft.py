@@ -60,8 +60,12 @@ class SFTResult:
     under that budget cannot reproduce them (expert turns are bound by the context only)."""
 
 
-def build_data(cfg: TrainConfig, tokenizer: Any, tasks: list[Task | dict] | None = None,
-               episode_factory: EpisodeFactory | None = None) -> tuple[list[Trajectory], DataReport]:
+def build_data(
+    cfg: TrainConfig,
+    tokenizer: Any,
+    tasks: list[Task | dict] | None = None,
+    episode_factory: EpisodeFactory | None = None,
+) -> tuple[list[Trajectory], DataReport]:
     """The trajectories of ``sft.data``: expert episodes of ``tasks`` (default env.tasks), or a records file."""
     if cfg.sft.data == "gold":
         tasks = as_tasks(tasks) if tasks is not None else load_tasks(cfg.env.tasks)
@@ -69,9 +73,14 @@ def build_data(cfg: TrainConfig, tokenizer: Any, tasks: list[Task | dict] | None
     return record_trajectories(read_records(cfg.sft.data), tokenizer, cfg, source=cfg.sft.data)
 
 
-def run_sft(cfg: TrainConfig, *, tasks: list[Task | dict] | None = None,
-            episode_factory: EpisodeFactory | None = None, trajectories: list[Trajectory] | None = None,
-            echo=print) -> SFTResult:
+def run_sft(
+    cfg: TrainConfig,
+    *,
+    tasks: list[Task | dict] | None = None,
+    episode_factory: EpisodeFactory | None = None,
+    trajectories: list[Trajectory] | None = None,
+    echo=print,
+) -> SFTResult:
     """Fine-tune ``cfg.model`` on ``trajectories`` (default: :func:`build_data`); see the module docstring."""
     seed_everything(cfg.seed)
     tokenizer = build_tokenizer(cfg.model)
@@ -82,15 +91,19 @@ def run_sft(cfg: TrainConfig, *, tasks: list[Task | dict] | None = None,
         report = DataReport(kept=len(trajectories))
     echo(f"sft data ({cfg.sft.data}): {report}")
     if not trajectories:
-        advice = report.advice() or ("give tasks (--tasks) or a records file with resolved episodes" if not
-                                     report.dropped else "")
-        raise ConfigError(f"sft.data={cfg.sft.data}: expected trajectories to train on; found none ({report}); "
-                          f"{advice}")
+        advice = report.advice() or (
+            "give tasks (--tasks) or a records file with resolved episodes" if not report.dropped else ""
+        )
+        raise ConfigError(
+            f"sft.data={cfg.sft.data}: expected trajectories to train on; found none ({report}); {advice}"
+        )
     if report.longest_turn > cfg.generation.max_new_tokens:
         # expert turns are not bounded by the sampling budget (sft_data.expert_generation), the policy's are
-        echo(f"sft data: the longest expert turn is {report.longest_turn} tokens, more than "
-             f"generation.max_new_tokens={cfg.generation.max_new_tokens}: a policy sampling such turns is cut at "
-             f"that budget; give GRPO from this policy generation.max_new_tokens>={report.longest_turn}")
+        echo(
+            f"sft data: the longest expert turn is {report.longest_turn} tokens, more than "
+            f"generation.max_new_tokens={cfg.generation.max_new_tokens}: a policy sampling such turns is cut at "
+            f"that budget; give GRPO from this policy generation.max_new_tokens>={report.longest_turn}"
+        )
     s = cfg.sft
     per_epoch = math.ceil(len(trajectories) / s.batch_size)
     steps = s.epochs * per_epoch
@@ -102,9 +115,20 @@ def run_sft(cfg: TrainConfig, *, tasks: list[Task | dict] | None = None,
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(cfg, run_dir / "config.yaml")
     ckpt_dir = Path(cfg.checkpoint.dir or run_dir / "checkpoints")
-    tracker = Tracker(run_dir, to_dict(cfg), cfg.logging.project, cfg.logging.run_name, cfg.logging.wandb,
-                      cfg.logging.wandb_entity, cfg.logging.tags, None, echo=echo, group=cfg.logging.group,
-                      job_type="sft", system=cfg.logging.wandb_system)
+    tracker = Tracker(
+        run_dir,
+        to_dict(cfg),
+        cfg.logging.project,
+        cfg.logging.run_name,
+        cfg.logging.wandb,
+        cfg.logging.wandb_entity,
+        cfg.logging.tags,
+        None,
+        echo=echo,
+        group=cfg.logging.group,
+        job_type="sft",
+        system=cfg.logging.wandb_system,
+    )
     pad = int(tokenizer.pad_token_id)
     records, step = [], 0
     shown = progress.bar(steps, "sft", "step", cfg.logging.progress)
@@ -119,20 +143,33 @@ def run_sft(cfg: TrainConfig, *, tasks: list[Task | dict] | None = None,
                 batch = make_batch(chosen, torch.zeros(len(chosen)), torch.ones(len(chosen), dtype=torch.bool), pad)
                 metrics = learner.sft_update(batch)
                 step += 1
-                metrics.update({"sft/epoch": float(epoch + 1), "sft/examples": float(len(trajectories)),
-                                "timing/step_s": time.monotonic() - started})
+                metrics.update(
+                    {
+                        "sft/epoch": float(epoch + 1),
+                        "sft/examples": float(len(trajectories)),
+                        "timing/step_s": time.monotonic() - started,
+                    }
+                )
                 records.append(tracker.log(step, metrics))
                 shown.update()
                 epoch_prob += metrics["sft/sequence_prob"] * len(chosen) / len(trajectories)
                 done = step == steps or (i + 1 == per_epoch and 0 < s.stop_at_sequence_prob <= epoch_prob)
                 every = cfg.checkpoint.every_steps
                 if (every and step % every == 0) or done:
-                    ckpt.save_checkpoint(ckpt_dir, step, learner.model, learner.optimizer, learner.scheduler,
-                                         data_position={"epoch": epoch, "index": i + 1},
-                                         keep_last=cfg.checkpoint.keep_last)
+                    ckpt.save_checkpoint(
+                        ckpt_dir,
+                        step,
+                        learner.model,
+                        learner.optimizer,
+                        learner.scheduler,
+                        data_position={"epoch": epoch, "index": i + 1},
+                        keep_last=cfg.checkpoint.keep_last,
+                    )
             if done and step < steps:
-                echo(f"sft: stopped after epoch {epoch + 1} of {s.epochs}: mean sft/sequence_prob {epoch_prob:.3f} "
-                     f">= sft.stop_at_sequence_prob {s.stop_at_sequence_prob}")
+                echo(
+                    f"sft: stopped after epoch {epoch + 1} of {s.epochs}: mean sft/sequence_prob {epoch_prob:.3f} "
+                    f">= sft.stop_at_sequence_prob {s.stop_at_sequence_prob}"
+                )
                 break
         policy = run_dir / "policy"
         learner.model.save_pretrained(policy)
@@ -142,5 +179,11 @@ def run_sft(cfg: TrainConfig, *, tasks: list[Task | dict] | None = None,
         tracker.finish()
     budget = cfg.generation.max_new_tokens
     long_turns = [t.task_id for t in trajectories if any(int(turn.get("tokens") or 0) > budget for turn in t.turns)]
-    return SFTResult(records, report, policy, list(dict.fromkeys(t.task_id for t in trajectories)),
-                     ckpt.latest_checkpoint(ckpt_dir), list(dict.fromkeys(long_turns)))
+    return SFTResult(
+        records,
+        report,
+        policy,
+        list(dict.fromkeys(t.task_id for t in trajectories)),
+        ckpt.latest_checkpoint(ckpt_dir),
+        list(dict.fromkeys(long_turns)),
+    )

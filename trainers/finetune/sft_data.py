@@ -142,8 +142,9 @@ class ScriptedBackend:
     def __init__(self, tokenizer: Any, replies: list[str]) -> None:
         self.tokenizer, self.replies, self.turn = tokenizer, list(replies), 0
 
-    def generate(self, prompts: list[list[int]], max_new_tokens: int,
-                 seeds: list[int] | None = None) -> list[Generated]:
+    def generate(
+        self, prompts: list[list[int]], max_new_tokens: int, seeds: list[int] | None = None
+    ) -> list[Generated]:
         text = self.replies[min(self.turn, len(self.replies) - 1)]
         self.turn += 1
         ids = [*encode(self.tokenizer, text), int(self.tokenizer.eos_token_id)]
@@ -180,12 +181,16 @@ class DataReport:
         """What to change so that the left-out examples train, by reason."""
         fixes = []
         if any(why.startswith(("longer than", "turn cut")) for why in self.dropped):
-            fixes.append("raise generation.max_context_tokens (and model.max_position_embeddings) or "
-                         "generation.max_new_tokens, whichever the reason names, or set sft.minimal_patch=true "
-                         "(a patch without context lines)")
+            fixes.append(
+                "raise generation.max_context_tokens (and model.max_position_embeddings) or "
+                "generation.max_new_tokens, whichever the reason names, or set sft.minimal_patch=true "
+                "(a patch without context lines)"
+            )
         if "not resolved" in self.dropped:
-            fixes.append("check the tasks with `swebox eval --policy gold` (a gold patch that does not resolve "
-                         "is a broken task), or use a records file with resolved episodes")
+            fixes.append(
+                "check the tasks with `swebox eval --policy gold` (a gold patch that does not resolve "
+                "is a broken task), or use a records file with resolved episodes"
+            )
         if "failed" in self.dropped:
             fixes.append("fix the environment errors (`swebox eval --policy gold` shows each task's error)")
         return "; ".join(fixes)
@@ -200,8 +205,9 @@ def expert_generation(cfg: TrainConfig) -> TrainConfig:
     return dataclasses.replace(cfg, generation=gen)
 
 
-def expert_trajectories(tasks: list[Task], cfg: TrainConfig, factory: EpisodeFactory,
-                        tokenizer: Any) -> tuple[list[Trajectory], DataReport]:
+def expert_trajectories(
+    tasks: list[Task], cfg: TrainConfig, factory: EpisodeFactory, tokenizer: Any
+) -> tuple[list[Trajectory], DataReport]:
     """One expert episode per task (real sandbox, real grading); the resolved ones, in task order."""
     played_cfg = expert_generation(cfg)
 
@@ -209,13 +215,21 @@ def expert_trajectories(tasks: list[Task], cfg: TrainConfig, factory: EpisodeFac
         replies = expert_replies(task, cfg.env.style, cfg.sft.minimal_patch)
         episodes = factory(task, 1)
         try:
-            return play_episode(list(episodes)[0], ScriptedBackend(tokenizer, replies), tokenizer, played_cfg,
-                                task.instance_id, f"expert:{task.instance_id}")
+            return play_episode(
+                list(episodes)[0],
+                ScriptedBackend(tokenizer, replies),
+                tokenizer,
+                played_cfg,
+                task.instance_id,
+                f"expert:{task.instance_id}",
+            )
         finally:
             close_episodes(episodes)
 
-    with ThreadPoolExecutor(max_workers=max(1, cfg.rollout.max_parallel_episodes)) as pool, \
-            progress.bar(len(tasks), "sft expert episodes", "episode", cfg.logging.progress) as shown:
+    with (
+        ThreadPoolExecutor(max_workers=max(1, cfg.rollout.max_parallel_episodes)) as pool,
+        progress.bar(len(tasks), "sft expert episodes", "episode", cfg.logging.progress) as shown,
+    ):
         played = []
         for traj in pool.map(one, tasks):
             played.append(traj)
@@ -264,8 +278,9 @@ def trajectory_from_messages(tokenizer: Any, messages: list[dict[str, str]], tas
         raise ValueError(f"record {task_id}: expected messages with an assistant turn; found roles {roles}")
     first = roles.index("assistant")
     if first == 0:
-        raise ValueError(f"record {task_id}: expected the prompt's messages before the first assistant turn; "
-                         f"found roles {roles}")
+        raise ValueError(
+            f"record {task_id}: expected the prompt's messages before the first assistant turn; found roles {roles}"
+        )
     traj = Trajectory(task_id=task_id, group_id=f"record:{task_id}", prompt_ids=prompt_ids(tokenizer, messages[:first]))
     rest = messages[first:]
     while rest and rest[-1].get("role") != "assistant":
@@ -273,8 +288,10 @@ def trajectory_from_messages(tokenizer: Any, messages: list[dict[str, str]], tas
     for i, message in enumerate(rest):
         want = "assistant" if i % 2 == 0 else "user"
         if message.get("role") != want:
-            raise ValueError(f"record {task_id}: expected assistant and user turns to alternate after the prompt; "
-                             f"found {message.get('role')!r} at turn {i}; roles {roles}")
+            raise ValueError(
+                f"record {task_id}: expected assistant and user turns to alternate after the prompt; "
+                f"found {message.get('role')!r} at turn {i}; roles {roles}"
+            )
         if want == "assistant":
             ids = [*encode(tokenizer, str(message.get("content", ""))), int(tokenizer.eos_token_id)]
             mask = 1
@@ -303,8 +320,10 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     """JSON lines (``.gz``: gzip-compressed), one record per line; a bad line is an error naming it."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"sft.data: expected 'gold' or a JSON-lines file of episode records; found "
-                                f"{str(path)!r}, which is not a file; write one with `swebox eval --out FILE`")
+        raise FileNotFoundError(
+            f"sft.data: expected 'gold' or a JSON-lines file of episode records; found "
+            f"{str(path)!r}, which is not a file; write one with `swebox eval --out FILE`"
+        )
     opener = gzip.open if path.suffix == ".gz" else open
     records = []
     with opener(path, "rt") as f:
@@ -314,36 +333,50 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
             try:
                 records.append(json.loads(line))
             except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{n}: expected one JSON object per line; found {line[:80]!r} "
-                                 f"({exc})") from None
+                raise ValueError(
+                    f"{path}:{n}: expected one JSON object per line; found {line[:80]!r} ({exc})"
+                ) from None
     return records
 
 
-def record_trajectories(records: list[dict[str, Any]], tokenizer: Any, cfg: TrainConfig,
-                        source: str = "records") -> tuple[list[Trajectory], DataReport]:
+def record_trajectories(
+    records: list[dict[str, Any]], tokenizer: Any, cfg: TrainConfig, source: str = "records"
+) -> tuple[list[Trajectory], DataReport]:
     """Rejection sampling over episode records: the resolved ones as trajectories (see the module docstring)."""
     trajs = []
     vocab = len(tokenizer)
     for n, r in enumerate(records, 1):
         task_id = str(r.get("instance_id", f"#{n}"))
         if "resolved" not in r:
-            raise ValueError(f"{source} record {n} ({task_id}): expected a 'resolved' field (rejection sampling "
-                             f"keeps resolved episodes); found keys {sorted(r)}; write records with swebox eval --out")
+            raise ValueError(
+                f"{source} record {n} ({task_id}): expected a 'resolved' field (rejection sampling "
+                f"keeps resolved episodes); found keys {sorted(r)}; write records with swebox eval --out"
+            )
         if all(k in r for k in ("prompt_ids", "response_ids", "loss_mask")):
             ids = [*r["prompt_ids"], *r["response_ids"]]
             if ids and max(ids) >= vocab:
-                raise ValueError(f"{source} record {n} ({task_id}): expected token ids of this tokenizer "
-                                 f"(< {vocab}); found {max(ids)}; use the tokenizer the records were made with")
-            t = Trajectory(task_id, f"record:{task_id}", list(r["prompt_ids"]), list(r["response_ids"]),
-                           list(r["loss_mask"]), [0.0] * len(r["response_ids"]))
+                raise ValueError(
+                    f"{source} record {n} ({task_id}): expected token ids of this tokenizer "
+                    f"(< {vocab}); found {max(ids)}; use the tokenizer the records were made with"
+                )
+            t = Trajectory(
+                task_id,
+                f"record:{task_id}",
+                list(r["prompt_ids"]),
+                list(r["response_ids"]),
+                list(r["loss_mask"]),
+                [0.0] * len(r["response_ids"]),
+            )
         elif isinstance(r.get("messages"), list):
             t = trajectory_from_messages(tokenizer, r["messages"], task_id)
         elif r.get("prompt") and r.get("turns") and isinstance(r["prompt"], list) and isinstance(r["turns"], list):
             t = trajectory_from_messages(tokenizer, turn_messages(r["prompt"], r["turns"]), task_id)
         else:
-            raise ValueError(f"{source} record {n} ({task_id}): expected the episode as 'messages', as "
-                             f"'prompt' and 'turns', or as 'prompt_ids'/'response_ids'/'loss_mask'; found keys "
-                             f"{sorted(r)}; write records with a swebox eval that records them (--out)")
+            raise ValueError(
+                f"{source} record {n} ({task_id}): expected the episode as 'messages', as "
+                f"'prompt' and 'turns', or as 'prompt_ids'/'response_ids'/'loss_mask'; found keys "
+                f"{sorted(r)}; write records with a swebox eval that records them (--out)"
+            )
         t.reward = float(r.get("reward", 0.0))
         t.metrics = {"env/resolved": 1.0 if r["resolved"] else 0.0}
         t.failed = bool(r.get("error"))

@@ -80,15 +80,19 @@ def place_servers(nodes: Sequence[tuple[str, float]], per_server: float, count: 
             room[node] -= 1
     if len(placed) < count:
         gpus = {node[:8]: g for node, g in nodes}
-        fix = (f"start GPU nodes with scripts/ray_head.sh / scripts/ray_worker.sh --num-gpus N, lower "
-               f"generation.num_servers, or lower {setting or 'the GPUs per server'}")
+        fix = (
+            f"start GPU nodes with scripts/ray_head.sh / scripts/ray_worker.sh --num-gpus N, lower "
+            f"generation.num_servers, or lower {setting or 'the GPUs per server'}"
+        )
         if not placed:
             raise ServerPlacementError(
                 f"expected a swebox node with {per_server:g} GPU(s) for a generation server; found none "
-                f"(GPUs per swebox node: {gpus}); {fix}")
+                f"(GPUs per swebox node: {gpus}); {fix}"
+            )
         raise ServerPlacementError(
             f"expected room for {count} generation server(s) of {per_server:g} GPU(s) each on the swebox nodes; "
-            f"found room for {len(placed)} (GPUs per swebox node: {gpus}); {fix}")
+            f"found room for {len(placed)} (GPUs per swebox node: {gpus}); {fix}"
+        )
     return placed
 
 
@@ -109,8 +113,11 @@ def swebox_node_gpus(node_resource: str, first: str = "") -> list[tuple[str, flo
     """(node id, GPUs) of the live swebox nodes, node ``first`` (the trainer's) first, then in a stable order."""
     import ray
 
-    nodes = [(n["NodeID"], float(n["Resources"].get("GPU", 0))) for n in ray.nodes()
-             if n["Alive"] and n["Resources"].get(node_resource, 0) > 0]
+    nodes = [
+        (n["NodeID"], float(n["Resources"].get("GPU", 0)))
+        for n in ray.nodes()
+        if n["Alive"] and n["Resources"].get(node_resource, 0) > 0
+    ]
     return sorted(nodes, key=lambda n: (n[0] != first, n[0]))
 
 
@@ -120,21 +127,25 @@ def start_pool_servers(cfg: TrainConfig, in_flight: int) -> list[Any]:
     import ray
 
     here = ray.get_runtime_context().get_node_id()
-    nodes = place_servers(swebox_node_gpus(cfg.ray.node_resource, here), server_gpus(cfg),
-                          cfg.generation.num_servers, gpu_setting(cfg))
+    nodes = place_servers(
+        swebox_node_gpus(cfg.ray.node_resource, here), server_gpus(cfg), cfg.generation.num_servers, gpu_setting(cfg)
+    )
     return start_servers(cfg, nodes, in_flight + CONTROL_CALLS)
 
 
-def start_servers(cfg: TrainConfig, nodes: Sequence[str], concurrency: int,
-                  backend_factory: Callable[[TrainConfig], GenerationBackend] | None = None) -> list[Any]:
+def start_servers(
+    cfg: TrainConfig,
+    nodes: Sequence[str],
+    concurrency: int,
+    backend_factory: Callable[[TrainConfig], GenerationBackend] | None = None,
+) -> list[Any]:
     """One GenerationServer actor per entry of ``nodes``, each ready (its backend built) when this returns.
 
     A server that cannot build its backend raises here; the caller ends the others (``ray.kill``)."""
     import ray
 
     remote = ray.remote(GenerationServer)
-    servers = [remote.options(**server_options(cfg, node, concurrency)).remote(cfg, backend_factory)
-               for node in nodes]
+    servers = [remote.options(**server_options(cfg, node, concurrency)).remote(cfg, backend_factory) for node in nodes]
     try:
         placed = ray.get([s.ready.remote() for s in servers])
     except BaseException:
@@ -185,8 +196,9 @@ class ServerStats:
 class GenerationServer:
     """The body of one generation-server Ray actor: one backend, batched calls, versioned weights."""
 
-    def __init__(self, cfg: TrainConfig,
-                 backend_factory: Callable[[TrainConfig], GenerationBackend] | None = None) -> None:
+    def __init__(
+        self, cfg: TrainConfig, backend_factory: Callable[[TrainConfig], GenerationBackend] | None = None
+    ) -> None:
         import ray
 
         self.node_id = ray.get_runtime_context().get_node_id()
@@ -208,8 +220,9 @@ class GenerationServer:
         """The version of the weights the next engine call uses."""
         return self.version
 
-    def generate(self, prompts: list[list[int]], max_new_tokens: int,
-                 seeds: list[int] | None = None) -> tuple[int, list[Generated]]:
+    def generate(
+        self, prompts: list[list[int]], max_new_tokens: int, seeds: list[int] | None = None
+    ) -> tuple[int, list[Generated]]:
         """(version of the weights that produced them, one continuation per prompt)."""
         arrived = time.monotonic()
         for p in prompts:  # the batcher hands these very objects to _run_batch, which finds them by id
@@ -226,8 +239,7 @@ class GenerationServer:
             self._stats.requests += 1
         return version, out
 
-    def _run_batch(self, prompts: list[list[int]], max_new_tokens: int,
-                   seeds: list[int] | None) -> list[Generated]:
+    def _run_batch(self, prompts: list[list[int]], max_new_tokens: int, seeds: list[int] | None) -> list[Generated]:
         with self._engine:
             start = time.monotonic()
             for p in prompts:
@@ -265,15 +277,19 @@ class GenerationServer:
     def parameter(self, name: str) -> torch.Tensor:
         """A parameter of the served model on the CPU (transformers backend; for checks and tests)."""
         if not isinstance(self.backend, TransformersBackend):
-            raise ValueError(f"GenerationServer.parameter: expected a transformers backend; found "
-                             f"{type(self.backend).__name__}; read weights of vLLM through its own API")
+            raise ValueError(
+                f"GenerationServer.parameter: expected a transformers backend; found "
+                f"{type(self.backend).__name__}; read weights of vLLM through its own API"
+            )
         return self.backend.model.state_dict()[name].detach().cpu()
 
 
 def merge_server_stats(stats: Sequence[Mapping[str, float]]) -> dict[str, float]:
     """The step's ``gen/server_*`` metrics from every server's :meth:`GenerationServer.take_stats`."""
-    total = {key: sum(float(s.get(key, 0.0)) for s in stats) for key in ("requests", "prompts", "batches",
-                                                                          "queue_s", "busy_s")}
+    total = {
+        key: sum(float(s.get(key, 0.0)) for s in stats)
+        for key in ("requests", "prompts", "batches", "queue_s", "busy_s")
+    }
     return {
         "gen/server_requests": total["requests"],
         "gen/server_batches": total["batches"],
@@ -301,8 +317,9 @@ class ServerClient:
         self._versions: set[int] = set()
         self._lock = threading.Lock()
 
-    def generate(self, prompts: list[list[int]], max_new_tokens: int,
-                 seeds: list[int] | None = None) -> list[Generated]:
+    def generate(
+        self, prompts: list[list[int]], max_new_tokens: int, seeds: list[int] | None = None
+    ) -> list[Generated]:
         import ray
 
         version, out = ray.get(self.server.generate.remote(prompts, max_new_tokens, seeds))
@@ -316,8 +333,11 @@ class ServerClient:
         client used on its own)."""
         import ray
 
-        state = (state_dict_or_model.state_dict() if isinstance(state_dict_or_model, torch.nn.Module)
-                 else dict(state_dict_or_model))
+        state = (
+            state_dict_or_model.state_dict()
+            if isinstance(state_dict_or_model, torch.nn.Module)
+            else dict(state_dict_or_model)
+        )
         ray.get(self.server.update_weights.remote({k: v.detach().cpu() for k, v in state.items()}))
 
     def take_versions(self) -> list[int]:
@@ -331,8 +351,13 @@ class ServedRolloutWorker(RolloutWorker):
     """A RolloutWorker whose generation goes to a server (``backend``, a :class:`ServerClient`): it loads no
     policy of its own, only the tokenizer, so it runs on nodes without GPUs."""
 
-    def __init__(self, cfg: TrainConfig, backend: GenerationBackend, episode_factory: EpisodeFactory | None = None,
-                 tokenizer: Any | None = None) -> None:
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        backend: GenerationBackend,
+        episode_factory: EpisodeFactory | None = None,
+        tokenizer: Any | None = None,
+    ) -> None:
         super().__init__(cfg, episode_factory, tokenizer=tokenizer, backend=backend)
 
     def set_weights(self, state_dict: Any, version: int) -> None:

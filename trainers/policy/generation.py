@@ -50,8 +50,9 @@ class Generated:
 class GenerationBackend(Protocol):
     """What the rollout code needs from whoever samples the policy."""
 
-    def generate(self, prompts: list[list[int]], max_new_tokens: int,
-                 seeds: list[int] | None = None) -> list[Generated]:
+    def generate(
+        self, prompts: list[list[int]], max_new_tokens: int, seeds: list[int] | None = None
+    ) -> list[Generated]:
         """One continuation per prompt (token ids), at most ``max_new_tokens`` each, in prompt order. ``seeds``:
         one sampling seed per prompt (trainers/policy/sampling.py ``sample_seed``); a backend that can samples each
         prompt from its own stream, so that a prompt's continuation depends on its seed, not on its
@@ -138,11 +139,11 @@ class RequestBatcher:
             self._expected = max(0, self._expected - 1)
             self._state.notify_all()
 
-    def submit(self, prompts: list[list[int]], max_new_tokens: int,
-               seeds: list[int] | None = None) -> list[Generated]:
+    def submit(self, prompts: list[list[int]], max_new_tokens: int, seeds: list[int] | None = None) -> list[Generated]:
         if seeds is not None and len(seeds) != len(prompts):
-            raise ValueError(f"generate: expected one seed per prompt; found {len(seeds)} seeds for "
-                             f"{len(prompts)} prompts")
+            raise ValueError(
+                f"generate: expected one seed per prompt; found {len(seeds)} seeds for {len(prompts)} prompts"
+            )
         request = _Request(prompts, max_new_tokens, seeds)
         with self._state:
             self._pending.append(request)
@@ -251,12 +252,14 @@ class TransformersBackend:
         self.cfg = cfg
         self.eos_token_id = int(tokenizer.eos_token_id)
         self.pad_token_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_token_id)
-        self._batcher = RequestBatcher(self._generate_batch, cfg.batch_size, cfg.batch_wait_s,
-                                       lockstep=cfg.batching == "lockstep")
+        self._batcher = RequestBatcher(
+            self._generate_batch, cfg.batch_size, cfg.batch_wait_s, lockstep=cfg.batching == "lockstep"
+        )
         self._weights_lock = threading.Lock()
 
-    def generate(self, prompts: list[list[int]], max_new_tokens: int,
-                 seeds: list[int] | None = None) -> list[Generated]:
+    def generate(
+        self, prompts: list[list[int]], max_new_tokens: int, seeds: list[int] | None = None
+    ) -> list[Generated]:
         return self._batcher.submit(prompts, max_new_tokens, seeds)
 
     def join(self, callers: int) -> None:
@@ -275,16 +278,18 @@ class TransformersBackend:
             self.model.load_state_dict(state)
 
     @torch.no_grad()
-    def _generate_batch(self, prompts: list[list[int]], max_new_tokens: int,
-                        seeds: list[int] | None = None) -> list[Generated]:
+    def _generate_batch(
+        self, prompts: list[list[int]], max_new_tokens: int, seeds: list[int] | None = None
+    ) -> list[Generated]:
         out: list[Generated] = []
         for start in range(0, len(prompts), self.cfg.batch_size):
             chunk = slice(start, start + self.cfg.batch_size)
             out += self._generate_chunk(prompts[chunk], max_new_tokens, seeds[chunk] if seeds is not None else None)
         return out
 
-    def _generate_chunk(self, prompts: list[list[int]], max_new_tokens: int,
-                        seeds: list[int] | None) -> list[Generated]:
+    def _generate_chunk(
+        self, prompts: list[list[int]], max_new_tokens: int, seeds: list[int] | None
+    ) -> list[Generated]:
         device = next(self.model.parameters()).device
         width = max(len(p) for p in prompts)
         ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
@@ -297,11 +302,13 @@ class TransformersBackend:
         seeded = None
         if sampling and seeds is not None:  # greedy decoding of Gumbel-perturbed scores: a seeded sample per row
             seeded = SeededGumbel(seeds)
-            kwargs.update(output_scores=False, logits_processor=LogitsProcessorList(
-                [*_warpers(self.cfg), seeded]))
+            kwargs.update(output_scores=False, logits_processor=LogitsProcessorList([*_warpers(self.cfg), seeded]))
         elif sampling:
-            kwargs.update(temperature=self.cfg.temperature, top_p=self.cfg.top_p,
-                          top_k=self.cfg.top_k if self.cfg.top_k > 0 else 0)
+            kwargs.update(
+                temperature=self.cfg.temperature,
+                top_p=self.cfg.top_p,
+                top_k=self.cfg.top_k if self.cfg.top_k > 0 else 0,
+            )
         was_training = self.model.training
         self.model.eval()
         with self._weights_lock:
@@ -360,8 +367,9 @@ class VLLMBackend:
             enable_prefix_caching=True,
         )
 
-    def generate(self, prompts: list[list[int]], max_new_tokens: int,
-                 seeds: list[int] | None = None) -> list[Generated]:
+    def generate(
+        self, prompts: list[list[int]], max_new_tokens: int, seeds: list[int] | None = None
+    ) -> list[Generated]:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
@@ -431,8 +439,12 @@ class OpenAIBackend:
         self.tokenizer = tokenizer
         self.base_url = cfg.openai_base_url.rstrip("/")
         # vLLM and most local servers need no key, but the client insists on one
-        self.client = openai.OpenAI(base_url=self.base_url, api_key=os.environ.get(cfg.openai_api_key_env) or "none",
-                                    timeout=cfg.openai_timeout_s, max_retries=cfg.openai_max_retries)
+        self.client = openai.OpenAI(
+            base_url=self.base_url,
+            api_key=os.environ.get(cfg.openai_api_key_env) or "none",
+            timeout=cfg.openai_timeout_s,
+            max_retries=cfg.openai_max_retries,
+        )
 
     def _call(self, create, route: str, **body: Any) -> Any:
         import openai
@@ -443,35 +455,52 @@ class OpenAIBackend:
             raise RuntimeError(
                 f"OpenAI server {self.base_url}/{route}: expected HTTP 200; found {exc.status_code} after "
                 f"{self.cfg.openai_max_retries} retries: {str(exc.message)[:500]}; check "
-                "generation.openai_base_url and generation.openai_model") from exc
+                "generation.openai_base_url and generation.openai_model"
+            ) from exc
         except openai.APIConnectionError as exc:  # also timeouts
             raise RuntimeError(
                 f"OpenAI server {self.base_url}/{route}: no answer after {self.cfg.openai_max_retries} retries "
-                f"({type(exc).__name__}: {exc}); check that the server runs and generation.openai_timeout_s") from exc
+                f"({type(exc).__name__}: {exc}); check that the server runs and generation.openai_timeout_s"
+            ) from exc
 
     def _sampling(self, max_new_tokens: int) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.cfg.openai_model, "max_tokens": max_new_tokens,
-                                "temperature": self.cfg.temperature, "top_p": self.cfg.top_p}
+        body: dict[str, Any] = {
+            "model": self.cfg.openai_model,
+            "max_tokens": max_new_tokens,
+            "temperature": self.cfg.temperature,
+            "top_p": self.cfg.top_p,
+        }
         if self.cfg.top_k > 0:
             body["extra_body"] = {"top_k": self.cfg.top_k}  # an extension most servers accept
         return body
 
     def chat(self, messages: list[dict[str, str]], max_new_tokens: int | None = None) -> tuple[str, FinishReason]:
         """The server's reply to a conversation, and why it ended."""
-        reply = self._call(self.client.chat.completions.create, "chat/completions", messages=messages,
-                           **self._sampling(max_new_tokens or self.cfg.max_new_tokens))
+        reply = self._call(
+            self.client.chat.completions.create,
+            "chat/completions",
+            messages=messages,
+            **self._sampling(max_new_tokens or self.cfg.max_new_tokens),
+        )
         choice = reply.choices[0]
         return choice.message.content or "", "length" if choice.finish_reason == "length" else "stop"
 
-    def generate(self, prompts: list[list[int]], max_new_tokens: int,
-                 seeds: list[int] | None = None) -> list[Generated]:
+    def generate(
+        self, prompts: list[list[int]], max_new_tokens: int, seeds: list[int] | None = None
+    ) -> list[Generated]:
         if self.tokenizer is None:
             raise ValueError("OpenAIBackend.generate: expected a tokenizer; found None; pass the served model's")
         results = []
         for i, prompt in enumerate(prompts):
             seed = {"seed": seeds[i]} if seeds is not None else {}  # OpenAI's best-effort reproducible sampling
-            reply = self._call(self.client.completions.create, "completions", prompt=self.tokenizer.decode(prompt),
-                               logprobs=1, **seed, **self._sampling(max_new_tokens))
+            reply = self._call(
+                self.client.completions.create,
+                "completions",
+                prompt=self.tokenizer.decode(prompt),
+                logprobs=1,
+                **seed,
+                **self._sampling(max_new_tokens),
+            )
             choice = reply.choices[0]
             tokens = self.tokenizer.encode(choice.text or "", add_special_tokens=False)
             server_logprobs = (choice.logprobs.token_logprobs if choice.logprobs else None) or []

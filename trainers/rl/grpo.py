@@ -39,9 +39,7 @@ def masked_mean(values: torch.Tensor, mask: torch.Tensor, dim: int | None = None
 def _check_same_shape(**tensors: torch.Tensor) -> None:
     shapes = {name: tuple(t.shape) for name, t in tensors.items()}
     if len(set(shapes.values())) > 1:
-        raise ValueError(
-            f"expected tensors of one shape; found {shapes}; pass [B, T] tensors aligned token by token"
-        )
+        raise ValueError(f"expected tensors of one shape; found {shapes}; pass [B, T] tensors aligned token by token")
 
 
 # --------------------------------------------------------------------------------------------- advantages
@@ -59,9 +57,7 @@ class GroupStats:
     """[num_groups] number of valid trajectories in the group."""
 
 
-def group_stats(
-    rewards: torch.Tensor, group_ids: torch.Tensor, valid: torch.Tensor | None = None
-) -> GroupStats:
+def group_stats(rewards: torch.Tensor, group_ids: torch.Tensor, valid: torch.Tensor | None = None) -> GroupStats:
     """Mean and unbiased std of the rewards of each group, over valid trajectories only.
 
     ``group_ids`` are non-negative integers, one per trajectory; the result has ``max(id) + 1`` entries
@@ -211,9 +207,7 @@ def policy_loss(
             "typical values are 0.2 and 0.2 (PPO) or 0.2 and 0.28 (DAPO clip-higher)"
         )
     if dual_clip_c is not None and dual_clip_c <= 1.0:
-        raise ValueError(
-            f"expected dual_clip_c > 1 (or None to disable); found {dual_clip_c}; a common value is 3"
-        )
+        raise ValueError(f"expected dual_clip_c > 1 (or None to disable); found {dual_clip_c}; a common value is 3")
 
     # Masked positions are set to ratio 1 before anything else, so that NaN or inf there (padding) can
     # reach neither the loss nor, through the backward pass, the gradient of the unmasked tokens.
@@ -242,9 +236,7 @@ def policy_loss(
     return loss, metrics
 
 
-def kl_penalty(
-    logprobs: torch.Tensor, ref_logprobs: torch.Tensor, estimator: KLEstimator = "k3"
-) -> torch.Tensor:
+def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, estimator: KLEstimator = "k3") -> torch.Tensor:
     """Per-token estimate of ``KL(pi || pi_ref)`` from samples of ``pi`` (Schulman, "Approximating KL").
 
     With ``d = logp - logp_ref``:
@@ -303,8 +295,7 @@ def mask_trajectories(response_mask: torch.Tensor, keep: torch.Tensor) -> torch.
     """
     if keep.shape != response_mask.shape[:1]:
         raise ValueError(
-            f"expected one keep flag per trajectory ({response_mask.shape[0]}); "
-            f"found shape {tuple(keep.shape)}"
+            f"expected one keep flag per trajectory ({response_mask.shape[0]}); found shape {tuple(keep.shape)}"
         )
     return response_mask * keep.to(response_mask.dtype)[:, None]
 
@@ -376,9 +367,7 @@ def select_informative_groups(
     )
 
 
-def frac_zero_std_groups(
-    rewards: torch.Tensor, group_ids: torch.Tensor, valid: torch.Tensor | None = None
-) -> float:
+def frac_zero_std_groups(rewards: torch.Tensor, group_ids: torch.Tensor, valid: torch.Tensor | None = None) -> float:
     """Fraction of groups whose valid rewards are all equal (``reward/frac_zero_std_groups``)."""
     std = group_stats(rewards, group_ids, valid).std
     present = torch.bincount(group_ids.long(), minlength=len(std)) > 0

@@ -28,8 +28,9 @@ from swebox.trainers.rl.rollout import Trajectory, encode, render
 class PolicyModel:
     """The policy behind a generation backend, as the gateway's model."""
 
-    def __init__(self, backend: GenerationBackend, tokenizer: Any, max_new_tokens: int,
-                 max_context_tokens: int) -> None:
+    def __init__(
+        self, backend: GenerationBackend, tokenizer: Any, max_new_tokens: int, max_context_tokens: int
+    ) -> None:
         self.backend, self.tokenizer = backend, tokenizer
         self.max_new_tokens, self.max_context_tokens = max_new_tokens, max_context_tokens
 
@@ -37,13 +38,19 @@ class PolicyModel:
         prompt = encode(self.tokenizer, render(self.tokenizer, _plain(messages), add_generation_prompt=True))
         room = self.max_context_tokens - len(prompt)
         if room <= 0:
-            raise OverLimit(f"the prompt is {len(prompt)} tokens; generation.max_context_tokens is "
-                             f"{self.max_context_tokens}")
+            raise OverLimit(
+                f"the prompt is {len(prompt)} tokens; generation.max_context_tokens is {self.max_context_tokens}"
+            )
         budget = min(self.max_new_tokens, room, max_tokens or self.max_new_tokens)
         out = self.backend.generate([prompt], budget, [seed] if seed is not None else None)[0]
-        return Completion(text=self.tokenizer.decode(out.token_ids, skip_special_tokens=True), prompt_ids=prompt,
-                          token_ids=list(out.token_ids), logprobs=list(out.logprobs),
-                          finish_reason=out.finish_reason, template=self.tokenizer.chat_template or "")
+        return Completion(
+            text=self.tokenizer.decode(out.token_ids, skip_special_tokens=True),
+            prompt_ids=prompt,
+            token_ids=list(out.token_ids),
+            logprobs=list(out.logprobs),
+            finish_reason=out.finish_reason,
+            template=self.tokenizer.chat_template or "",
+        )
 
 
 def _plain(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
@@ -61,8 +68,9 @@ def trajectory_of(records: list[CallRecord], tokenizer: Any, task_id: str, group
     """The merged trajectory of a harness episode's calls, and how many answered calls did not extend it."""
     answered = [r for r in records if r.completion is not None]
     if not answered or tokenizer is None or not answered[0].completion.prompt_ids:  # a model without tokens
-        return Trajectory(task_id, group_id, [], num_turns=len(answered),
-                          prompt=_plain(answered[0].messages) if answered else []), len(answered)
+        return Trajectory(
+            task_id, group_id, [], num_turns=len(answered), prompt=_plain(answered[0].messages) if answered else []
+        ), len(answered)
     first, previous_text = answered[0], ""
     traj = Trajectory(task_id, group_id, list(first.completion.prompt_ids), prompt=_plain(first.messages))
     history = _plain(first.messages)
@@ -80,7 +88,7 @@ def trajectory_of(records: list[CallRecord], tokenizer: Any, task_id: str, group
             end = before.rfind(eos)
             if not after.startswith(before) or end < 0:
                 break
-            delta = encode(tokenizer, before[end + len(eos):] + after[len(before):])
+            delta = encode(tokenizer, before[end + len(eos) :] + after[len(before) :])
             if completion.finish_reason != "stop":  # the sampled ids lack the end of turn the template writes
                 delta = [int(tokenizer.eos_token_id), *delta]
             traj.response_ids += delta
@@ -96,8 +104,15 @@ def trajectory_of(records: list[CallRecord], tokenizer: Any, task_id: str, group
     return traj, len(answered) - merged
 
 
-def play_harness_episode(episode: SWEEpisode, model: ChatModel, tokenizer: Any, harness: HarnessConfig,
-                         task_id: str, group_id: str, seed: int | None) -> Trajectory:
+def play_harness_episode(
+    episode: SWEEpisode,
+    model: ChatModel,
+    tokenizer: Any,
+    harness: HarnessConfig,
+    task_id: str,
+    group_id: str,
+    seed: int | None,
+) -> Trajectory:
     """One harness episode as a trajectory; never raises for an environment failure (the trajectory is failed
     and masked, as in the text loop)."""
     started, wall = time.monotonic(), time.time()
@@ -106,8 +121,10 @@ def play_harness_episode(episode: SWEEpisode, model: ChatModel, tokenizer: Any, 
         reward, info = play_harness(episode, model, harness, seed)
         at = info["harness"]["started_at"]
         intervals = [("generate", at + r["started_s"], at + r["started_s"] + r["seconds"]) for r in info["gateway"]]
-        records = [CallRecord(**{**r, "completion": Completion(**r["completion"]) if r["completion"] else None})
-                   for r in info["gateway"]]
+        records = [
+            CallRecord(**{**r, "completion": Completion(**r["completion"]) if r["completion"] else None})
+            for r in info["gateway"]
+        ]
         traj, unmerged = trajectory_of(records, tokenizer, task_id, group_id)
         traj.turns = _turns(records)
         traj.reward = float(reward)
@@ -118,13 +135,23 @@ def play_harness_episode(episode: SWEEpisode, model: ChatModel, tokenizer: Any, 
         metrics = {k: float(v) for k, v in (info.get("metrics") or {}).items() if isinstance(v, (int, float))}
         metrics["gateway/unmerged_calls"] = float(unmerged)
     except Exception as exc:  # the environment failed, not the policy: masked
-        traj = Trajectory(task_id, group_id, [], failed=True, reward=0.0,
-                          error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}")
+        traj = Trajectory(
+            task_id,
+            group_id,
+            [],
+            failed=True,
+            reward=0.0,
+            error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}",
+        )
         metrics = {"env/errors": 1.0}
     model_s = metrics.get("gateway/model_s", 0.0)
-    traj.metrics = {**metrics, "timing/generate_s": model_s,
-                    "timing/env_s": max(0.0, time.monotonic() - started - model_s - metrics.get("env/grade_s", 0.0)),
-                    "timing/grade_s": metrics.get("env/grade_s", 0.0), "timing/episode_s": time.monotonic() - started}
+    traj.metrics = {
+        **metrics,
+        "timing/generate_s": model_s,
+        "timing/env_s": max(0.0, time.monotonic() - started - model_s - metrics.get("env/grade_s", 0.0)),
+        "timing/grade_s": metrics.get("env/grade_s", 0.0),
+        "timing/episode_s": time.monotonic() - started,
+    }
     # the calls are generation; the time around them (the harness's commands, its startup, grading) the env's
     edges = [wall, *(t for _, start, end in intervals for t in (start, end)), time.time()]
     gaps = [("env", edges[i], edges[i + 1]) for i in range(0, len(edges) - 1, 2) if edges[i + 1] > edges[i]]
@@ -135,10 +162,20 @@ def play_harness_episode(episode: SWEEpisode, model: ChatModel, tokenizer: Any, 
 def _turns(records: list[CallRecord]) -> list[dict[str, Any]]:
     """Per answered call, a turn record as the viewer shows it: the reply, its commands, what the harness sent
     back next."""
-    return [turn_record(number, record.completion.text, {"action": action}, observation, record.seconds, 0.0,
-                        len(record.completion.token_ids), record.completion.finish_reason)
-            for number, (record, action, observation) in enumerate(call_turns(records), 1)
-            if record.completion is not None]
+    return [
+        turn_record(
+            number,
+            record.completion.text,
+            {"action": action},
+            observation,
+            record.seconds,
+            0.0,
+            len(record.completion.token_ids),
+            record.completion.finish_reason,
+        )
+        for number, (record, action, observation) in enumerate(call_turns(records), 1)
+        if record.completion is not None
+    ]
 
 
 def harness_model(args: Any, cfg: Any, task: Any, backend: GenerationBackend | None, tokenizer: Any) -> ChatModel:
@@ -157,8 +194,11 @@ def harness_model(args: Any, cfg: Any, task: Any, backend: GenerationBackend | N
 
     from swebox.trainers.policy.generation import OpenAIBackend
 
-    served = OpenAIBackend(dataclasses.replace(gen, backend="openai", openai_base_url=args.policy[len("openai:"):],
-                                               openai_model=args.model))
+    served = OpenAIBackend(
+        dataclasses.replace(
+            gen, backend="openai", openai_base_url=args.policy[len("openai:") :], openai_model=args.model
+        )
+    )
     return _ServedModel(served)
 
 

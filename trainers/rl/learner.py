@@ -75,8 +75,9 @@ def _rows(batch: Batch, index: torch.Tensor, device: torch.device) -> Batch:
     )
 
 
-def token_logprobs(model: torch.nn.Module, mb: Batch, temperature: float = 1.0,
-                   with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+def token_logprobs(
+    model: torch.nn.Module, mb: Batch, temperature: float = 1.0, with_entropy: bool = False
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log p(target) per target position, of the sampling distribution (logits / temperature)."""
     logits = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits[:, :-1]
     if temperature > 0 and temperature != 1.0:
@@ -107,12 +108,14 @@ class Learner:
         self.model = model.to(self.device)
         self.model.train()
         o = cfg.optim
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=o.lr, betas=tuple(o.betas),
-                                           weight_decay=o.weight_decay)
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=o.lr, betas=tuple(o.betas), weight_decay=o.weight_decay
+        )
         if o.moments_from:
             load_optimizer_moments(o.moments_from, self.optimizer)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda s: lr_factor(s, o.warmup_steps, cfg.total_steps, o.schedule))
+            self.optimizer, lambda s: lr_factor(s, o.warmup_steps, cfg.total_steps, o.schedule)
+        )
         self.ref_model = None
         if cfg.algorithm.kl_beta > 0:
             import copy
@@ -180,14 +183,24 @@ class Learner:
                 for start in range(0, len(trained), cfg.optim.micro_batch_size):
                     mb = _rows(batch, trained[start : start + cfg.optim.micro_batch_size], self.device)
                     tokens = float(mb.mask.sum())
-                    logp, entropy = token_logprobs(self.model, mb, cfg.generation.temperature,
-                                                   with_entropy=a.entropy_coef != 0)
+                    logp, entropy = token_logprobs(
+                        self.model, mb, cfg.generation.temperature, with_entropy=a.entropy_coef != 0
+                    )
                     loss, stats = grpo.policy_loss(
-                        logp, mb.old_logprobs, mb.advantages, mb.mask, a.clip_low, a.clip_high, a.dual_clip_c,
-                        a.loss_agg_mode, denominator)
+                        logp,
+                        mb.old_logprobs,
+                        mb.advantages,
+                        mb.mask,
+                        a.clip_low,
+                        a.clip_high,
+                        a.dual_clip_c,
+                        a.loss_agg_mode,
+                        denominator,
+                    )
                     if entropy is not None:
-                        loss = loss - a.entropy_coef * grpo.aggregate_loss(entropy, mb.mask, a.loss_agg_mode,
-                                                                           denominator)
+                        loss = loss - a.entropy_coef * grpo.aggregate_loss(
+                            entropy, mb.mask, a.loss_agg_mode, denominator
+                        )
                     if self.ref_model is not None:
                         with torch.no_grad():
                             ref_logp, _ = token_logprobs(self.ref_model, mb, cfg.generation.temperature)
@@ -249,9 +262,14 @@ class Learner:
         lr = float(self.optimizer.param_groups[0]["lr"])
         self.optimizer.step()
         self.scheduler.step()
-        return {"sft/loss": loss_sum, "sft/token_accuracy": correct / max(tokens, 1.0),
-                "sft/sequence_prob": sequence_prob / max(n, 1), "sft/tokens": tokens, "policy/grad_norm": grad_norm,
-                "policy/lr": lr}
+        return {
+            "sft/loss": loss_sum,
+            "sft/token_accuracy": correct / max(tokens, 1.0),
+            "sft/sequence_prob": sequence_prob / max(n, 1),
+            "sft/tokens": tokens,
+            "policy/grad_norm": grad_norm,
+            "policy/lr": lr,
+        }
 
     def state_dict(self) -> dict[str, Any]:
         """The policy's weights on the CPU (what rollout workers load)."""

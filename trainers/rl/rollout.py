@@ -158,8 +158,15 @@ def _env_call(clock: _Clock, fn: Callable[[], Any]) -> Any:
         clock.span("env", start)
 
 
-def play_episode(episode: Episode, backend: GenerationBackend, tokenizer: Any, cfg: TrainConfig,
-                 task_id: str = "", group_id: str = "", seed: int | None = None) -> Trajectory:
+def play_episode(
+    episode: Episode,
+    backend: GenerationBackend,
+    tokenizer: Any,
+    cfg: TrainConfig,
+    task_id: str = "",
+    group_id: str = "",
+    seed: int | None = None,
+) -> Trajectory:
     """Play one episode with the policy behind ``backend``; never raises for an environment failure.
 
     ``seed``: the episode's sampling seed; turn ``t`` samples with ``sample_seed(seed, t)``, so the episode's
@@ -187,8 +194,9 @@ def play_episode(episode: Episode, backend: GenerationBackend, tokenizer: Any, c
                 break
             t0 = time.time()
             seeds = [sample_seed(seed, traj.num_turns)] if seed is not None else None
-            out = backend.generate([traj.prompt_ids + traj.response_ids], min(cfg.generation.max_new_tokens, room),
-                                   seeds)[0]
+            out = backend.generate(
+                [traj.prompt_ids + traj.response_ids], min(cfg.generation.max_new_tokens, room), seeds
+            )[0]
             clock.span("generate", t0)
             traj.response_ids += out.token_ids
             traj.loss_mask += [1] * len(out.token_ids)
@@ -198,8 +206,18 @@ def play_episode(episode: Episode, backend: GenerationBackend, tokenizer: Any, c
             t1 = time.time()
             result = _env_call(clock, lambda text=text: episode.step(text))
             info = dict(result.info or {})
-            traj.turns.append(turn_record(traj.num_turns, text, info, result.observation, t1 - t0, time.time() - t1,
-                                          len(out.token_ids), out.finish_reason))
+            traj.turns.append(
+                turn_record(
+                    traj.num_turns,
+                    text,
+                    info,
+                    result.observation,
+                    t1 - t0,
+                    time.time() - t1,
+                    len(out.token_ids),
+                    out.finish_reason,
+                )
+            )
             traj.reward = float(result.reward)
             if result.terminated or result.truncated:
                 break
@@ -278,8 +296,11 @@ class SWEEpisodeFactory:
         from swebox.envs.episodes.grade_cache import GradeCache
         from swebox.envs.episodes.layers_resolver import LayerSource
 
-        self.source = source if source is not None else LayerSource(
-            store=cfg.env.layer_store, cache_root=cfg.env.cache_dir, tasks_file=cfg.env.tasks)
+        self.source = (
+            source
+            if source is not None
+            else LayerSource(store=cfg.env.layer_store, cache_root=cfg.env.cache_dir, tasks_file=cfg.env.tasks)
+        )
         self.layers = list(layers) if layers is not None else None
         self.config = cfg.env.episode()
         # one per worker (per process, per Ray actor): the verdicts of a run's diffs, shared by its episodes
@@ -327,9 +348,14 @@ def close_episodes(made: Sequence[Episode], quiet: bool = False) -> None:
 class RolloutWorker:
     """A generation backend plus the env side; runs groups of episodes. Built once per process/actor."""
 
-    def __init__(self, cfg: TrainConfig, episode_factory: EpisodeFactory | None = None,
-                 model: Any | None = None, tokenizer: Any | None = None,
-                 backend: GenerationBackend | None = None) -> None:
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        episode_factory: EpisodeFactory | None = None,
+        model: Any | None = None,
+        tokenizer: Any | None = None,
+        backend: GenerationBackend | None = None,
+    ) -> None:
         """``backend`` given (a generation server's client): no policy of its own is built or loaded."""
         from swebox.trainers.policy.models import build_model, build_tokenizer
 
@@ -382,12 +408,14 @@ class RolloutWorker:
             except Exception as exc:  # preparing the group failed: G failed trajectories keep the batch shape
                 made_error = f"{type(exc).__name__}: {exc}"
                 for _ in range(group_size):
-                    results.append(Trajectory(task_id, group_id, [], failed=True, error=made_error,
-                                              metrics={"env/errors": 1.0}))
+                    results.append(
+                        Trajectory(task_id, group_id, [], failed=True, error=made_error, metrics={"env/errors": 1.0})
+                    )
                 continue
             for index, episode in enumerate(episodes):
-                jobs.append((task, group_id, episode,
-                             sample_seed(self.cfg.seed, self.version, task_id, occurrence, index)))
+                jobs.append(
+                    (task, group_id, episode, sample_seed(self.cfg.seed, self.version, task_id, occurrence, index))
+                )
                 results.append(None)
         slots = [i for i, r in enumerate(results) if r is None]
         parallel = self.cfg.rollout.max_parallel_episodes
@@ -401,8 +429,9 @@ class RolloutWorker:
                     batch = jobs[first : first + wave]
                     if isinstance(self.backend, BatchingBackend):  # its batches wait for these episodes' turns
                         self.backend.join(len(batch))
-                    futures = [pool.submit(self._play, ep, task.instance_id, gid, seed)
-                               for task, gid, ep, seed in batch]
+                    futures = [
+                        pool.submit(self._play, ep, task.instance_id, gid, seed) for task, gid, ep, seed in batch
+                    ]
                     for slot, future in zip(slots[first : first + wave], futures, strict=True):
                         results[slot] = future.result()
         finally:
@@ -417,8 +446,9 @@ class RolloutWorker:
 
                 gen = self.cfg.generation
                 model = PolicyModel(self.backend, self.tokenizer, gen.max_new_tokens, gen.max_context_tokens)
-                return play_harness_episode(episode, model, self.tokenizer, self.cfg.env.harness_config(), task_id,
-                                            group_id, seed)
+                return play_harness_episode(
+                    episode, model, self.tokenizer, self.cfg.env.harness_config(), task_id, group_id, seed
+                )
             return play_episode(episode, self.backend, self.tokenizer, self.cfg, task_id, group_id, seed)
         finally:
             if isinstance(self.backend, BatchingBackend):
@@ -464,8 +494,13 @@ class WorkerPool(Protocol):
 class LocalWorkerPool:
     """One :class:`RolloutWorker` in this process."""
 
-    def __init__(self, cfg: TrainConfig, episode_factory: EpisodeFactory | None = None,
-                 model: Any | None = None, tokenizer: Any | None = None) -> None:
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        episode_factory: EpisodeFactory | None = None,
+        model: Any | None = None,
+        tokenizer: Any | None = None,
+    ) -> None:
         self.worker = RolloutWorker(cfg, episode_factory, model=model, tokenizer=tokenizer)
 
     def set_weights(self, state_dict: Any, version: int) -> None:

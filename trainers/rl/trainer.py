@@ -158,8 +158,16 @@ class Trainer:
     ``ray.address`` is set) and otherwise one in-process worker (``episode_factory`` goes to it).
     """
 
-    def __init__(self, cfg: TrainConfig, pool: WorkerPool | None = None, *, tasks: list[Task | dict] | None = None,
-                 episode_factory: Any | None = None, use_ray: bool | None = None, echo=print) -> None:
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        pool: WorkerPool | None = None,
+        *,
+        tasks: list[Task | dict] | None = None,
+        episode_factory: Any | None = None,
+        use_ray: bool | None = None,
+        echo=print,
+    ) -> None:
         self.cfg = cfg
         self.echo = echo
         # the inputs first: a wrong tasks path must not leave a run folder behind
@@ -168,8 +176,9 @@ class Trainer:
             from swebox.envs.tasks.calibrate_select import CalibrationError, apply_calibration
 
             try:
-                self.tasks = apply_calibration(self.tasks, cfg.env.calibration, echo=echo,
-                                               order=cfg.env.calibration_order)
+                self.tasks = apply_calibration(
+                    self.tasks, cfg.env.calibration, echo=echo, order=cfg.env.calibration_order
+                )
             except CalibrationError as exc:
                 raise ConfigError(str(exc).replace("--calibration", "env.calibration", 1)) from None
         self.run_dir = Path(cfg.logging.run_dir)
@@ -180,8 +189,9 @@ class Trainer:
         device = "cuda" if torch.cuda.is_available() else "cpu"
         self.learner = Learner(cfg, build_model(cfg.model, self.tokenizer), device)
         # a curriculum (env.calibration_order) is an order: shuffling would undo it, so it replaces the shuffle
-        self.sampler = TaskSampler(len(self.tasks), cfg.seed,
-                                   cfg.rollout.shuffle and cfg.env.calibration_order == "none")
+        self.sampler = TaskSampler(
+            len(self.tasks), cfg.seed, cfg.rollout.shuffle and cfg.env.calibration_order == "none"
+        )
         self.step_count = 0
         self.last: StepData | None = None
         resume_step = self._resume() if cfg.checkpoint.resume else None
@@ -204,11 +214,23 @@ class Trainer:
             raise
         self.pool.set_weights(self.learner.state_dict(), self.step_count)
         save_config(cfg, self.run_dir / "config.yaml")
-        self.trajectories = trajectories.TrajectoryWriter(self.run_dir, cfg.logging.trajectories_every,
-                                                          cfg.logging.trajectories_keep_last)
-        self.tracker = Tracker(self.run_dir, to_dict(cfg), cfg.logging.project, cfg.logging.run_name,
-                               cfg.logging.wandb, cfg.logging.wandb_entity, cfg.logging.tags, resume_step, echo=echo,
-                               group=cfg.logging.group, job_type="grpo", system=cfg.logging.wandb_system)
+        self.trajectories = trajectories.TrajectoryWriter(
+            self.run_dir, cfg.logging.trajectories_every, cfg.logging.trajectories_keep_last
+        )
+        self.tracker = Tracker(
+            self.run_dir,
+            to_dict(cfg),
+            cfg.logging.project,
+            cfg.logging.run_name,
+            cfg.logging.wandb,
+            cfg.logging.wandb_entity,
+            cfg.logging.tags,
+            resume_step,
+            echo=echo,
+            group=cfg.logging.group,
+            job_type="grpo",
+            system=cfg.logging.wandb_system,
+        )
 
     def _resume(self) -> int | None:
         if self.ckpt_dir.is_dir():  # a save the last process did not finish: free its space before anything is written
@@ -217,8 +239,9 @@ class Trainer:
         if found is None:
             self.echo(f"resume: no complete checkpoint in {self.ckpt_dir}; starting at step 0")
             return None
-        state = ckpt.load_checkpoint(found, self.learner.model, self.learner.optimizer, self.learner.scheduler,
-                                     map_location=self.learner.device)
+        state = ckpt.load_checkpoint(
+            found, self.learner.model, self.learner.optimizer, self.learner.scheduler, map_location=self.learner.device
+        )
         self.step_count = state.step
         self.sampler.load(state.data_position)
         self.echo(f"resume: continuing from {found} (step {state.step})")
@@ -229,11 +252,14 @@ class Trainer:
         stops before step 1 with the list of what is missing and the command that builds it."""
         problems = self.pool.preflight(self.tasks)
         if problems:
-            shown = "\n  ".join(problems[:20]) + (f"\n  ... and {len(problems) - 20} more" if len(problems) > 20
-                                                 else "")
-            raise TrainingError(f"preflight: expected every task's layers on every rollout node; found "
-                                f"{len(problems)} problem(s):\n  {shown}\nbuild what is missing, or drop those "
-                                "tasks from env.tasks, and start again")
+            shown = "\n  ".join(problems[:20]) + (
+                f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+            )
+            raise TrainingError(
+                f"preflight: expected every task's layers on every rollout node; found "
+                f"{len(problems)} problem(s):\n  {shown}\nbuild what is missing, or drop those "
+                "tasks from env.tasks, and start again"
+            )
 
     def _check_errors(self, trajs: list[Trajectory]) -> None:
         """Log each task's first environment error; stop when the step's error share passes the threshold."""
@@ -242,8 +268,9 @@ class Trainer:
             if t.task_id not in self.errored_tasks:
                 self.errored_tasks[t.task_id] = t.error
                 first_line = (t.error.strip().splitlines() or ["(no message)"])[0]
-                self.echo(f"episode error in task {t.task_id} (step {self.step_count}, first for this task): "
-                          f"{first_line}")
+                self.echo(
+                    f"episode error in task {t.task_id} (step {self.step_count}, first for this task): {first_line}"
+                )
         frac = len(failed) / max(1, len(trajs))
         if frac > self.cfg.rollout.max_error_frac:
             tasks = sorted({t.task_id for t in failed})
@@ -302,15 +329,25 @@ class Trainer:
         rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float32)
         if cfg.algorithm.overlong_buffer_len > 0:
             lengths = torch.tensor([len(t.prompt_ids) + len(t.response_ids) for t in trajs])
-            rewards = rewards + grpo.overlong_penalty(lengths, cfg.generation.max_context_tokens,
-                                                      cfg.algorithm.overlong_buffer_len,
-                                                      cfg.algorithm.overlong_penalty_factor)
+            rewards = rewards + grpo.overlong_penalty(
+                lengths,
+                cfg.generation.max_context_tokens,
+                cfg.algorithm.overlong_buffer_len,
+                cfg.algorithm.overlong_penalty_factor,
+            )
         ids: dict[str, int] = {}
         gids = torch.tensor([ids.setdefault(t.group_id, len(ids)) for t in trajs], dtype=torch.long)
         masked_overflow = cfg.rollout.on_context_overflow == "mask"
-        valid = torch.tensor([not ((t.failed and cfg.algorithm.mask_errored) or (t.truncated and masked_overflow)
-                                   or (t.audit or {}).get("action") == "dropped")  # env.audit: drop
-                              for t in trajs])
+        valid = torch.tensor(
+            [
+                not (
+                    (t.failed and cfg.algorithm.mask_errored)
+                    or (t.truncated and masked_overflow)
+                    or (t.audit or {}).get("action") == "dropped"
+                )  # env.audit: drop
+                for t in trajs
+            ]
+        )
         return rewards, gids, valid
 
     def step(self) -> dict[str, Any]:
@@ -351,8 +388,9 @@ class Trainer:
         metrics.update({"timing/rollout_s": rollout_s, "timing/update_s": update_s, "timing/sync_s": sync_s})
         metrics["timing/step_s"] = time.monotonic() - t_step
         # throughput over the whole step (rollouts, update, sync): what a change of hardware or settings moves
-        metrics["throughput/tokens_per_s"] = sum(t.num_model_tokens for t in trajs) / max(metrics["timing/step_s"],
-                                                                                          1e-9)
+        metrics["throughput/tokens_per_s"] = sum(t.num_model_tokens for t in trajs) / max(
+            metrics["timing/step_s"], 1e-9
+        )
         metrics["throughput/episodes_per_s"] = len(trajs) / max(metrics["timing/step_s"], 1e-9)
         # the metrics are durable before the checkpoint: a kill between the two redoes the step on resume
         record = self.tracker.log(self.step_count, metrics)
@@ -370,14 +408,16 @@ class Trainer:
         if os.environ.get(KILL_AT_ENV) == f"{phase}:{step}":
             os.kill(os.getpid(), signal.SIGKILL)
 
-    def _write_rollouts(self, trajs: list[Trajectory], rewards: torch.Tensor, advantages: torch.Tensor,
-                        valid: torch.Tensor) -> None:
+    def _write_rollouts(
+        self, trajs: list[Trajectory], rewards: torch.Tensor, advantages: torch.Tensor, valid: torch.Tensor
+    ) -> None:
         """The step's rollouts to trajectories/ and, every logging.wandb_rollouts_every steps, to wandb."""
         every = self.cfg.logging.wandb_rollouts_every
         if not (self.trajectories.due(self.step_count) or (every and self.step_count % every == 0)):
             return
-        records = trajectories.step_records(self.step_count, trajs, rewards.tolist(), advantages.tolist(),
-                                            valid.tolist())
+        records = trajectories.step_records(
+            self.step_count, trajs, rewards.tolist(), advantages.tolist(), valid.tolist()
+        )
         self.trajectories.write(self.step_count, records)
         if every and self.step_count % every == 0:
             self.tracker.log_rollouts(self.step_count, records)
@@ -385,9 +425,15 @@ class Trainer:
     # ------------------------------------------------------------------------------------------ saving
 
     def save_checkpoint(self) -> Path:
-        return ckpt.save_checkpoint(self.ckpt_dir, self.step_count, self.learner.model, self.learner.optimizer,
-                                    self.learner.scheduler, data_position=self.sampler.state(),
-                                    keep_last=self.cfg.checkpoint.keep_last)
+        return ckpt.save_checkpoint(
+            self.ckpt_dir,
+            self.step_count,
+            self.learner.model,
+            self.learner.optimizer,
+            self.learner.scheduler,
+            data_position=self.sampler.state(),
+            keep_last=self.cfg.checkpoint.keep_last,
+        )
 
     def save_policy(self, folder: Path) -> Path:
         """The policy as a transformers folder (weights, config, tokenizer), for

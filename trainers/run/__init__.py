@@ -1,2 +1,1 @@
-"""What a run reads and writes: its config, checkpoints, metrics, trajectories and plots.
-"""
+"""What a run reads and writes: its config, checkpoints, metrics, trajectories and plots."""

@@ -80,12 +80,14 @@ def restore_rng_state(state: dict[str, Any]) -> None:
     """Inverse of :func:`capture_rng_state`."""
     random.setstate(_as_tuples(state["python"]))
     n = state["numpy"]
-    np.random.set_state({
-        "bit_generator": n["bit_generator"],
-        "state": {"key": n["key"].numpy().astype(np.uint32), "pos": n["pos"]},
-        "has_gauss": n["has_gauss"],
-        "gauss": n["gauss"],
-    })
+    np.random.set_state(
+        {
+            "bit_generator": n["bit_generator"],
+            "state": {"key": n["key"].numpy().astype(np.uint32), "pos": n["pos"]},
+            "has_gauss": n["has_gauss"],
+            "gauss": n["gauss"],
+        }
+    )
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
@@ -222,7 +224,7 @@ def list_checkpoints(root: str | Path) -> list[Path]:
         return []
     found = []
     for path in root.glob(f"{PREFIX}*"):
-        step = path.name[len(PREFIX):]
+        step = path.name[len(PREFIX) :]
         if path.is_dir() and step.isdigit() and is_complete(path):
             found.append((int(step), path))
     return [path for _, path in sorted(found)]
@@ -278,25 +280,32 @@ def load_optimizer_moments(path: str | Path, optimizer: torch.optim.Optimizer) -
     """
     path = Path(path)
     if not is_complete(path) or not (path / "optimizer.pt").exists():
-        raise CheckpointError(f"optim.moments_from: expected a complete checkpoint folder with optimizer.pt; "
-                              f"found {path} incomplete, missing or without it; pass a step_N folder of a run's "
-                              "checkpoints (e.g. a warm start's OUT/sft/checkpoints/step_N)")
+        raise CheckpointError(
+            f"optim.moments_from: expected a complete checkpoint folder with optimizer.pt; "
+            f"found {path} incomplete, missing or without it; pass a step_N folder of a run's "
+            "checkpoints (e.g. a warm start's OUT/sft/checkpoints/step_N)"
+        )
     saved = torch.load(path / "optimizer.pt", map_location="cpu", weights_only=True)
     params = [p for group in optimizer.param_groups for p in group["params"]]
     saved_ids = [i for group in saved["param_groups"] for i in group["params"]]
     if len(saved_ids) != len(params):
-        raise CheckpointError(f"optim.moments_from={path}: expected moments for {len(params)} parameters; found "
-                              f"{len(saved_ids)}; use a checkpoint of the same model architecture")
+        raise CheckpointError(
+            f"optim.moments_from={path}: expected moments for {len(params)} parameters; found "
+            f"{len(saved_ids)}; use a checkpoint of the same model architecture"
+        )
     for param, key in zip(params, saved_ids, strict=True):
         state = saved["state"].get(key)
         if state is None:
             continue
         if state["exp_avg"].shape != param.shape:
-            raise CheckpointError(f"optim.moments_from={path}: expected a moment of shape {tuple(param.shape)}; "
-                                  f"found {tuple(state['exp_avg'].shape)}; use a checkpoint of the same model "
-                                  "architecture")
-        optimizer.state[param] = {k: v.to(param.device) if torch.is_tensor(v) and v.dim() else v.clone()
-                                  for k, v in state.items()}
+            raise CheckpointError(
+                f"optim.moments_from={path}: expected a moment of shape {tuple(param.shape)}; "
+                f"found {tuple(state['exp_avg'].shape)}; use a checkpoint of the same model "
+                "architecture"
+            )
+        optimizer.state[param] = {
+            k: v.to(param.device) if torch.is_tensor(v) and v.dim() else v.clone() for k, v in state.items()
+        }
 
 
 def earlier_run(run_dir: str | Path, ckpt_dir: str | Path) -> str:

@@ -83,12 +83,27 @@ class ModelConfig:
     def __post_init__(self) -> None:
         _check_literals(self, "model")
         if self.init == "pretrained":
-            _check(bool(self.path), "model.path", "a model folder when model.init='pretrained'", self.path,
-                   "set model.path=/path/to/model or model.init=random")
-        _check(self.num_heads > 0 and self.hidden_size % self.num_heads == 0, "model.hidden_size",
-               f"a multiple of model.num_heads={self.num_heads}", self.hidden_size, "change either")
-        _check(self.num_kv_heads > 0 and self.num_heads % self.num_kv_heads == 0, "model.num_kv_heads",
-               f"a divisor of model.num_heads={self.num_heads}", self.num_kv_heads, "change either")
+            _check(
+                bool(self.path),
+                "model.path",
+                "a model folder when model.init='pretrained'",
+                self.path,
+                "set model.path=/path/to/model or model.init=random",
+            )
+        _check(
+            self.num_heads > 0 and self.hidden_size % self.num_heads == 0,
+            "model.hidden_size",
+            f"a multiple of model.num_heads={self.num_heads}",
+            self.hidden_size,
+            "change either",
+        )
+        _check(
+            self.num_kv_heads > 0 and self.num_heads % self.num_kv_heads == 0,
+            "model.num_kv_heads",
+            f"a divisor of model.num_heads={self.num_heads}",
+            self.num_kv_heads,
+            "change either",
+        )
 
 
 @dataclass
@@ -154,27 +169,55 @@ class GenerationConfig:
         _check(self.temperature >= 0, "generation.temperature", ">= 0", self.temperature, "use 1.0 for GRPO")
         _check(0 < self.top_p <= 1, "generation.top_p", "a value in (0, 1]", self.top_p, "use 1.0")
         _check(self.top_k == -1 or self.top_k > 0, "generation.top_k", "-1 or > 0", self.top_k, "use -1")
-        _check(0 < self.max_new_tokens < self.max_context_tokens, "generation.max_new_tokens",
-               f"in (0, max_context_tokens={self.max_context_tokens})", self.max_new_tokens,
-               "lower it or raise generation.max_context_tokens")
+        _check(
+            0 < self.max_new_tokens < self.max_context_tokens,
+            "generation.max_new_tokens",
+            f"in (0, max_context_tokens={self.max_context_tokens})",
+            self.max_new_tokens,
+            "lower it or raise generation.max_context_tokens",
+        )
         _check(self.batch_size > 0, "generation.batch_size", "> 0", self.batch_size, "use 8")
         _check(self.batch_wait_s >= 0, "generation.batch_wait_s", ">= 0 seconds", self.batch_wait_s, "use 0.05")
-        _check(0 < self.vllm_gpu_memory_utilization <= 1, "generation.vllm_gpu_memory_utilization",
-               "a fraction in (0, 1]", self.vllm_gpu_memory_utilization, "use 0.5 when colocated")
+        _check(
+            0 < self.vllm_gpu_memory_utilization <= 1,
+            "generation.vllm_gpu_memory_utilization",
+            "a fraction in (0, 1]",
+            self.vllm_gpu_memory_utilization,
+            "use 0.5 when colocated",
+        )
         _check(self.num_servers >= 1, "generation.num_servers", ">= 1", self.num_servers, "use 1")
-        _check(self.server_num_gpus >= 0, "generation.server_num_gpus", ">= 0", self.server_num_gpus,
-               "use 0 (CPU) or the GPUs one transformers server needs")
+        _check(
+            self.server_num_gpus >= 0,
+            "generation.server_num_gpus",
+            ">= 0",
+            self.server_num_gpus,
+            "use 0 (CPU) or the GPUs one transformers server needs",
+        )
         _check(self.server_num_cpus >= 0, "generation.server_num_cpus", ">= 0", self.server_num_cpus, "use 1")
         if self.placement == "server":
-            _check(self.backend != "openai", "generation.placement", "'actor' with backend 'openai'", "server",
-                   "an OpenAI-compatible server is already a server: use placement 'actor', or backend "
-                   "transformers/vllm for swebox's own generation servers")
-            _check(self.backend != "vllm" or self.server_num_gpus == 0, "generation.server_num_gpus",
-                   "0 with backend 'vllm' (a vLLM server takes vllm_tensor_parallel_size GPUs)",
-                   self.server_num_gpus, "set generation.vllm_tensor_parallel_size instead")
+            _check(
+                self.backend != "openai",
+                "generation.placement",
+                "'actor' with backend 'openai'",
+                "server",
+                "an OpenAI-compatible server is already a server: use placement 'actor', or backend "
+                "transformers/vllm for swebox's own generation servers",
+            )
+            _check(
+                self.backend != "vllm" or self.server_num_gpus == 0,
+                "generation.server_num_gpus",
+                "0 with backend 'vllm' (a vLLM server takes vllm_tensor_parallel_size GPUs)",
+                self.server_num_gpus,
+                "set generation.vllm_tensor_parallel_size instead",
+            )
         if self.backend == "openai":
-            _check(bool(self.openai_base_url), "generation.openai_base_url", "a URL for backend 'openai'",
-                   self.openai_base_url, "set generation.openai_base_url=http://HOST:PORT/v1")
+            _check(
+                bool(self.openai_base_url),
+                "generation.openai_base_url",
+                "a URL for backend 'openai'",
+                self.openai_base_url,
+                "set generation.openai_base_url=http://HOST:PORT/v1",
+            )
 
 
 @dataclass
@@ -215,17 +258,33 @@ class AlgorithmConfig:
 
     def __post_init__(self) -> None:
         _check_literals(self, "algorithm")
-        _check(0 <= self.negative_advantage_scale <= 1, "algorithm.negative_advantage_scale", "in [0, 1]",
-               self.negative_advantage_scale, "use 1 (plain GRPO)")
+        _check(
+            0 <= self.negative_advantage_scale <= 1,
+            "algorithm.negative_advantage_scale",
+            "in [0, 1]",
+            self.negative_advantage_scale,
+            "use 1 (plain GRPO)",
+        )
         _check(0 <= self.clip_low < 1, "algorithm.clip_low", "a value in [0, 1)", self.clip_low, "use 0.2")
         _check(self.clip_high >= 0, "algorithm.clip_high", ">= 0", self.clip_high, "use 0.2 or 0.28 (DAPO)")
-        _check(self.dual_clip_c is None or self.dual_clip_c > 1, "algorithm.dual_clip_c", "null or > 1",
-               self.dual_clip_c, "use 3.0 or null")
+        _check(
+            self.dual_clip_c is None or self.dual_clip_c > 1,
+            "algorithm.dual_clip_c",
+            "null or > 1",
+            self.dual_clip_c,
+            "use 3.0 or null",
+        )
         _check(self.kl_beta >= 0, "algorithm.kl_beta", ">= 0", self.kl_beta, "use 0 (no reference model)")
-        _check(self.max_sampling_rounds >= 1, "algorithm.max_sampling_rounds", ">= 1",
-               self.max_sampling_rounds, "use 3")
-        _check(self.overlong_buffer_len >= 0, "algorithm.overlong_buffer_len", ">= 0",
-               self.overlong_buffer_len, "use 0 to disable the penalty")
+        _check(
+            self.max_sampling_rounds >= 1, "algorithm.max_sampling_rounds", ">= 1", self.max_sampling_rounds, "use 3"
+        )
+        _check(
+            self.overlong_buffer_len >= 0,
+            "algorithm.overlong_buffer_len",
+            ">= 0",
+            self.overlong_buffer_len,
+            "use 0 to disable the penalty",
+        )
 
 
 @dataclass
@@ -257,8 +316,13 @@ class OptimConfig:
     def __post_init__(self) -> None:
         _check_literals(self, "optim")
         _check(self.lr > 0, "optim.lr", "> 0", self.lr, "use 1e-6 for a 7B model, 1e-4 for a tiny one")
-        _check(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas), "optim.betas",
-               "two values in [0, 1)", self.betas, "use [0.9, 0.999]")
+        _check(
+            len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas),
+            "optim.betas",
+            "two values in [0, 1)",
+            self.betas,
+            "use [0.9, 0.999]",
+        )
         _check(self.grad_clip >= 0, "optim.grad_clip", ">= 0", self.grad_clip, "use 1.0")
         for key in ("mini_batches", "micro_batch_size", "epochs"):
             _check(getattr(self, key) >= 1, f"optim.{key}", ">= 1", getattr(self, key), "use 1")
@@ -286,12 +350,27 @@ class RolloutConfig:
     def __post_init__(self) -> None:
         _check_literals(self, "rollout")
         _check(self.tasks_per_step >= 1, "rollout.tasks_per_step", ">= 1", self.tasks_per_step, "use 4")
-        _check(self.group_size >= 2, "rollout.group_size", ">= 2 (advantages compare a group's rollouts)",
-               self.group_size, "use 4 to 16")
-        _check(self.max_parallel_episodes >= 1, "rollout.max_parallel_episodes", ">= 1",
-               self.max_parallel_episodes, "use the number of CPU cores")
-        _check(0 <= self.max_error_frac <= 1, "rollout.max_error_frac", "a fraction in [0, 1]",
-               self.max_error_frac, "use 0.5 (1.0 never stops the run)")
+        _check(
+            self.group_size >= 2,
+            "rollout.group_size",
+            ">= 2 (advantages compare a group's rollouts)",
+            self.group_size,
+            "use 4 to 16",
+        )
+        _check(
+            self.max_parallel_episodes >= 1,
+            "rollout.max_parallel_episodes",
+            ">= 1",
+            self.max_parallel_episodes,
+            "use the number of CPU cores",
+        )
+        _check(
+            0 <= self.max_error_frac <= 1,
+            "rollout.max_error_frac",
+            "a fraction in [0, 1]",
+            self.max_error_frac,
+            "use 0.5 (1.0 never stops the run)",
+        )
 
 
 @dataclass
@@ -340,24 +419,40 @@ class EnvConfig(EpisodeConfig):
         except SandboxError as exc:  # a bad key or value in env.sandbox
             raise ConfigError(f"env.sandbox: {exc}") from None
         _check(self.grade_cache_size >= 1, "env.grade_cache_size", ">= 1", self.grade_cache_size, "use 4096")
-        _check(self.calibration_order in CALIBRATION_ORDERS, "env.calibration_order",
-               f"one of {', '.join(CALIBRATION_ORDERS)}", self.calibration_order, "pick one of them")
-        _check(self.calibration_order == "none" or bool(self.calibration), "env.calibration_order",
-               "'none' without env.calibration (the order comes from its policy entries)", self.calibration_order,
-               "set env.calibration=FILE (swebox tasks calibrate --policy) or leave the order at none")
+        _check(
+            self.calibration_order in CALIBRATION_ORDERS,
+            "env.calibration_order",
+            f"one of {', '.join(CALIBRATION_ORDERS)}",
+            self.calibration_order,
+            "pick one of them",
+        )
+        _check(
+            self.calibration_order == "none" or bool(self.calibration),
+            "env.calibration_order",
+            "'none' without env.calibration (the order comes from its policy entries)",
+            self.calibration_order,
+            "set env.calibration=FILE (swebox tasks calibrate --policy) or leave the order at none",
+        )
         if self.harness:
             try:
                 self.harness_config()
             except ValueError as exc:
-                raise ConfigError(str(exc).replace("HarnessConfig.install", "env.harness_install")
-                                  .replace("HarnessConfig.", "env.").replace("GatewayLimits.max_", "env.harness_max_")
-                                  ) from None
+                raise ConfigError(
+                    str(exc)
+                    .replace("HarnessConfig.install", "env.harness_install")
+                    .replace("HarnessConfig.", "env.")
+                    .replace("GatewayLimits.max_", "env.harness_max_")
+                ) from None
 
     def harness_config(self) -> HarnessConfig:
         """The harness env.harness names (docs/envs.md, "Harness episodes")."""
-        return HarnessConfig(harness=self.harness, install=self.harness_install,
-                             limits=GatewayLimits(max_calls=self.harness_max_calls, max_tokens=self.harness_max_tokens,
-                                                  wall_s=self.time_limit_s))
+        return HarnessConfig(
+            harness=self.harness,
+            install=self.harness_install,
+            limits=GatewayLimits(
+                max_calls=self.harness_max_calls, max_tokens=self.harness_max_tokens, wall_s=self.time_limit_s
+            ),
+        )
 
     def episode(self) -> EpisodeConfig:
         """This section's EpisodeConfig fields: what every episode of the run gets (with env.harness, its install
@@ -387,8 +482,7 @@ class RayConfig:
         _check(self.connect_timeout_s > 0, "ray.connect_timeout_s", "> 0 seconds", self.connect_timeout_s, "use 60")
         _check(self.actors_per_node >= 1, "ray.actors_per_node", ">= 1", self.actors_per_node, "use 1")
         _check(self.actor_num_cpus > 0, "ray.actor_num_cpus", "> 0", self.actor_num_cpus, "use 1")
-        _check(self.num_cpus is None or self.num_cpus >= 1, "ray.num_cpus", "null or >= 1", self.num_cpus,
-               "use null")
+        _check(self.num_cpus is None or self.num_cpus >= 1, "ray.num_cpus", "null or >= 1", self.num_cpus, "use null")
 
 
 @dataclass
@@ -424,10 +518,16 @@ class LoggingConfig:
 
     def __post_init__(self) -> None:
         _check(self.trajectories_every >= 0, "logging.trajectories_every", ">= 0", self.trajectories_every, "use 1")
-        _check(self.trajectories_keep_last >= 0, "logging.trajectories_keep_last", ">= 0 (0 keeps all)",
-               self.trajectories_keep_last, "use 0")
-        _check(self.wandb_rollouts_every >= 0, "logging.wandb_rollouts_every", ">= 0", self.wandb_rollouts_every,
-               "use 10")
+        _check(
+            self.trajectories_keep_last >= 0,
+            "logging.trajectories_keep_last",
+            ">= 0 (0 keeps all)",
+            self.trajectories_keep_last,
+            "use 0",
+        )
+        _check(
+            self.wandb_rollouts_every >= 0, "logging.wandb_rollouts_every", ">= 0", self.wandb_rollouts_every, "use 10"
+        )
 
 
 @dataclass
@@ -475,8 +575,13 @@ class SFTConfig:
         _check(self.epochs >= 1, "sft.epochs", ">= 1", self.epochs, "use 3")
         _check(self.batch_size >= 1, "sft.batch_size", ">= 1", self.batch_size, "use 4")
         _check(self.lr >= 0, "sft.lr", ">= 0", self.lr, "use 0 (optim.lr)")
-        _check(0 <= self.stop_at_sequence_prob <= 1, "sft.stop_at_sequence_prob", "in [0, 1]",
-               self.stop_at_sequence_prob, "use 0 (run every epoch)")
+        _check(
+            0 <= self.stop_at_sequence_prob <= 1,
+            "sft.stop_at_sequence_prob",
+            "in [0, 1]",
+            self.stop_at_sequence_prob,
+            "use 0 (run every epoch)",
+        )
 
 
 @dataclass
@@ -508,34 +613,55 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         _check(self.total_steps >= 1, "total_steps", ">= 1", self.total_steps, "use 10")
-        _check(self.generation.backend != "openai", "generation.backend",
-               "'transformers' or 'vllm' for training", "openai",
-               "an OpenAI-compatible server cannot receive weight updates; use it with `swebox eval`")
+        _check(
+            self.generation.backend != "openai",
+            "generation.backend",
+            "'transformers' or 'vllm' for training",
+            "openai",
+            "an OpenAI-compatible server cannot receive weight updates; use it with `swebox eval`",
+        )
         # the weights are loaded into the engine's in-process model (generation.VLLMBackend), which with tensor
         # parallelism holds rank 0's shard only: the other ranks would keep sampling from the old policy
-        _check(self.generation.backend != "vllm" or self.generation.vllm_tensor_parallel_size == 1,
-               "generation.vllm_tensor_parallel_size", "1 for training with vllm (weights sync into one engine "
-               "process)", self.generation.vllm_tensor_parallel_size,
-               "use 1 and more actors or servers (a 7B model in bf16 fits one 80 GB GPU); > 1 suits `swebox eval`")
+        _check(
+            self.generation.backend != "vllm" or self.generation.vllm_tensor_parallel_size == 1,
+            "generation.vllm_tensor_parallel_size",
+            "1 for training with vllm (weights sync into one engine process)",
+            self.generation.vllm_tensor_parallel_size,
+            "use 1 and more actors or servers (a 7B model in bf16 fits one 80 GB GPU); > 1 suits `swebox eval`",
+        )
         batch = self.rollout.tasks_per_step * self.rollout.group_size
-        _check(batch % self.optim.mini_batches == 0, "optim.mini_batches",
-               f"a divisor of the batch (tasks_per_step * group_size = {batch})", self.optim.mini_batches,
-               "change optim.mini_batches or the rollout sizes")
-        _check(self.algorithm.overlong_buffer_len < self.generation.max_context_tokens,
-               "algorithm.overlong_buffer_len", f"< generation.max_context_tokens "
-               f"({self.generation.max_context_tokens})", self.algorithm.overlong_buffer_len, "lower it")
+        _check(
+            batch % self.optim.mini_batches == 0,
+            "optim.mini_batches",
+            f"a divisor of the batch (tasks_per_step * group_size = {batch})",
+            self.optim.mini_batches,
+            "change optim.mini_batches or the rollout sizes",
+        )
+        _check(
+            self.algorithm.overlong_buffer_len < self.generation.max_context_tokens,
+            "algorithm.overlong_buffer_len",
+            f"< generation.max_context_tokens ({self.generation.max_context_tokens})",
+            self.algorithm.overlong_buffer_len,
+            "lower it",
+        )
         if self.model.init == "random":
-            _check(self.model.max_position_embeddings >= self.generation.max_context_tokens,
-                   "model.max_position_embeddings", f">= generation.max_context_tokens "
-                   f"({self.generation.max_context_tokens})", self.model.max_position_embeddings, "raise it")
+            _check(
+                self.model.max_position_embeddings >= self.generation.max_context_tokens,
+                "model.max_position_embeddings",
+                f">= generation.max_context_tokens ({self.generation.max_context_tokens})",
+                self.model.max_position_embeddings,
+                "raise it",
+            )
 
 
 # ------------------------------------------------------------------------------------------------ loading
 
 
 def _renamed(new: str) -> str:
-    return (f"was renamed: use {new} (the env section takes the names of "
-            "swebox.envs.episodes.episode.EpisodeConfig; see docs/training.md)")
+    return (
+        f"was renamed: use {new} (the env section takes the names of "
+        "swebox.envs.episodes.episode.EpisodeConfig; see docs/training.md)"
+    )
 
 
 OLD_KEYS = {
@@ -545,7 +671,7 @@ OLD_KEYS = {
     "env.memory_mb": _renamed("env.sandbox.memory_mb (in YAML: `sandbox: {memory_mb: 2048}`)"),
     "rollout.episode_timeout_s": _renamed("env.time_limit_s"),
     "ray.learner_num_gpus": "was removed: the learner runs in the trainer's own process, on its GPU when torch "
-                            "sees one (trainers/rl/trainer.py), so no setting chose its GPUs; delete the line",
+    "sees one (trainers/rl/trainer.py), so no setting chose its GPUs; delete the line",
 }
 """Keys older configs may still hold -> what became of them (renamed to, or removed because) and what to do."""
 
@@ -553,8 +679,9 @@ OLD_KEYS = {
 def check_keys(data: Any, cls: type, prefix: str = "") -> None:
     """Reject keys of ``data`` (a nested dict) that are not fields of dataclass ``cls``, recursively."""
     if not isinstance(data, dict):
-        raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected a mapping of keys; found {data!r}; "
-                          "write `key: value` lines")
+        raise ConfigError(
+            f"{prefix.rstrip('.') or 'config'}: expected a mapping of keys; found {data!r}; write `key: value` lines"
+        )
     names = {f.name: f for f in dataclasses.fields(cls)}
     hints = typing.get_type_hints(cls)
     for key, value in data.items():
@@ -573,8 +700,13 @@ def check_keys(data: Any, cls: type, prefix: str = "") -> None:
 def parse_overrides(overrides: Sequence[str]) -> dict[str, Any]:
     """``["a.b=1", "c=x"]`` -> nested dict, values parsed like YAML (``null``, numbers, ``[1, 2]``)."""
     for item in overrides:
-        _check("=" in item and not item.startswith("="), "override", "KEY=VALUE with a dotted key", item,
-               "write e.g. algorithm.clip_high=0.28")
+        _check(
+            "=" in item and not item.startswith("="),
+            "override",
+            "KEY=VALUE with a dotted key",
+            item,
+            "write e.g. algorithm.clip_high=0.28",
+        )
     try:
         return OmegaConf.to_container(OmegaConf.from_dotlist(list(overrides)))
     except OmegaConfBaseException as exc:
@@ -586,8 +718,10 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     try:
         text = Path(path).read_text()
     except FileNotFoundError:
-        raise ConfigError(f"config file {path}: not found; expected a YAML file such as "
-                          "configs/grpo_tiny_cpu.yaml (paths are relative to the current folder)") from None
+        raise ConfigError(
+            f"config file {path}: not found; expected a YAML file such as "
+            "configs/grpo_tiny_cpu.yaml (paths are relative to the current folder)"
+        ) from None
     except OSError as exc:
         raise ConfigError(f"config file {path}: cannot be read ({exc.strerror})") from None
     try:
@@ -600,8 +734,9 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"config file {path}: expected a mapping of config sections (e.g. `env:`); found a "
-                          f"{type(data).__name__}")
+        raise ConfigError(
+            f"config file {path}: expected a mapping of config sections (e.g. `env:`); found a {type(data).__name__}"
+        )
     return data
 
 

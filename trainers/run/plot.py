@@ -19,12 +19,22 @@ WALL_PARTS = (("rollout", "timing/rollout_s"), ("update", "timing/update_s"), ("
 # overlap in time, so they are drawn as a bar of their own beside the wall clock, never stacked into it.
 EPISODE_PARTS = (("generate", "timing/generate_s"), ("env", "timing/env_s"), ("grade", "timing/grade_s"))
 COLORS = {
-    "rollout": "#c9c9c9", "update": "#8172b3", "weight sync": "#937860", "other": "#e5e5e5",
-    "generate": "#4c72b0", "env": "#dd8452", "grade": "#55a868",
+    "rollout": "#c9c9c9",
+    "update": "#8172b3",
+    "weight sync": "#937860",
+    "other": "#e5e5e5",
+    "generate": "#4c72b0",
+    "env": "#dd8452",
+    "grade": "#55a868",
 }
-POLICY_CURVES = (("policy/loss", "loss"), ("policy/kl", "KL to the reference"),
-                 ("policy/clip_frac", "fraction of tokens clipped"), ("policy/entropy", "nats per token"),
-                 ("policy/grad_norm", "gradient L2 norm"), ("policy/lr", "learning rate"))
+POLICY_CURVES = (
+    ("policy/loss", "loss"),
+    ("policy/kl", "KL to the reference"),
+    ("policy/clip_frac", "fraction of tokens clipped"),
+    ("policy/entropy", "nats per token"),
+    ("policy/grad_norm", "gradient L2 norm"),
+    ("policy/lr", "learning rate"),
+)
 
 
 def series(records: Sequence[dict[str, Any]], name: str) -> tuple[list[int], list[float]]:
@@ -64,12 +74,15 @@ def mean_breakdown(records: Sequence[dict[str, Any]], parts=wall_breakdown) -> d
 
 def flat_reasons(records: Sequence[dict[str, Any]]) -> list[str]:
     """Why the policy curves carry no learning signal on some steps, as notes for the reader."""
+
     def steps_where(name: str) -> list[int]:
         return [s for s, v in zip(*series(records, name), strict=True) if v >= 1.0]
 
     notes = []
-    for name, why in (("batch/masked_frac", "every trajectory was masked out (e.g. context overflow)"),
-                      ("reward/frac_zero_std_groups", "every group had zero reward spread (no advantage)")):
+    for name, why in (
+        ("batch/masked_frac", "every trajectory was masked out (e.g. context overflow)"),
+        ("reward/frac_zero_std_groups", "every group had zero reward spread (no advantage)"),
+    ):
         steps = steps_where(name)
         if steps:
             shown = ", ".join(map(str, steps[:8])) + (", ..." if len(steps) > 8 else "")
@@ -135,8 +148,16 @@ def _stack(ax, x: list[float], rows: list[dict[str, float]], hatch: str | None =
     bottom = [0.0] * len(rows)
     for part in rows[0]:
         heights = [row[part] for row in rows]
-        ax.bar(x, heights, bottom=bottom, color=COLORS[part], label=part, width=0.4, hatch=hatch,
-               edgecolor="white" if hatch else None)
+        ax.bar(
+            x,
+            heights,
+            bottom=bottom,
+            color=COLORS[part],
+            label=part,
+            width=0.4,
+            hatch=hatch,
+            edgecolor="white" if hatch else None,
+        )
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
 
 

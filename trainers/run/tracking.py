@@ -26,17 +26,49 @@ from typing import Any
 
 # The names every training step logs (docs/metrics.md); env/* adds the environment's own metrics.
 STEP_METRICS = (
-    "reward/mean", "reward/std", "reward/resolved_rate", "reward/frac_zero_std_groups",
-    "policy/loss", "policy/kl", "policy/clip_frac", "policy/entropy", "policy/grad_norm", "policy/lr",
-    "tokens/response_len_mean", "tokens/response_len_max", "tokens/truncated_frac",
-    "throughput/tokens_per_s", "throughput/episodes_per_s",
-    "timing/rollout_s", "timing/generate_s", "timing/env_s", "timing/grade_s", "timing/update_s",
-    "timing/sync_s", "timing/step_s", "timing/grade_wait_s",
+    "reward/mean",
+    "reward/std",
+    "reward/resolved_rate",
+    "reward/frac_zero_std_groups",
+    "policy/loss",
+    "policy/kl",
+    "policy/clip_frac",
+    "policy/entropy",
+    "policy/grad_norm",
+    "policy/lr",
+    "tokens/response_len_mean",
+    "tokens/response_len_max",
+    "tokens/truncated_frac",
+    "throughput/tokens_per_s",
+    "throughput/episodes_per_s",
+    "timing/rollout_s",
+    "timing/generate_s",
+    "timing/env_s",
+    "timing/grade_s",
+    "timing/update_s",
+    "timing/sync_s",
+    "timing/step_s",
+    "timing/grade_wait_s",
 )
 ENV_METRICS = (
-    "env/reset_s", "env/exec_s", "env/grade_s", "env/turns", "env/format_errors", "env/timeouts",
-    "env/resolved", "env/f2p_frac", "env/errors", "env/grade_cache_hits", "env/sandbox_deaths", "env/grade_wait_s",
-    "env/wall_s", "env/cpu_s", "env/grade_cpu_s", "env/peak_mb", "env/grade_peak_mb", "env/upper_mb",
+    "env/reset_s",
+    "env/exec_s",
+    "env/grade_s",
+    "env/turns",
+    "env/format_errors",
+    "env/timeouts",
+    "env/resolved",
+    "env/f2p_frac",
+    "env/errors",
+    "env/grade_cache_hits",
+    "env/sandbox_deaths",
+    "env/grade_wait_s",
+    "env/wall_s",
+    "env/cpu_s",
+    "env/grade_cpu_s",
+    "env/peak_mb",
+    "env/grade_peak_mb",
+    "env/upper_mb",
 )
 ROLLOUT_COLUMNS = ("task_id", "reward", "resolved", "turns", "final_diff", "last_observation")
 """Columns of the wandb Table ``rollouts`` (logging.wandb_rollouts_every)."""
@@ -49,15 +81,13 @@ def measured(name: str) -> bool:
     """Whether a metrics.jsonl field is a measurement of the host (clocks: ``time``, ``timing/*``, ``*_s``,
     ``throughput/*``; memory and disk: ``*_mb``) rather than a number the run's seed pins (docs/training.md,
     "What the seed pins")."""
-    return (name == "time" or name.startswith(("timing/", "throughput/")) or name.endswith(("_s", "_mb")))
+    return name == "time" or name.startswith(("timing/", "throughput/")) or name.endswith(("_s", "_mb"))
 
 
 def resolve_wandb_mode(setting: str, environ: Mapping[str, str] = os.environ) -> str:
     """``auto`` -> ``WANDB_MODE`` when set, else ``online`` with ``WANDB_API_KEY`` and ``offline`` without."""
     if setting not in ("auto", "online", "offline", "disabled"):
-        raise ValueError(
-            f"expected a wandb mode in auto/online/offline/disabled; found {setting!r}; set logging.wandb"
-        )
+        raise ValueError(f"expected a wandb mode in auto/online/offline/disabled; found {setting!r}; set logging.wandb")
     if setting != "auto":
         return setting
     if environ.get("WANDB_MODE") in ("online", "offline", "disabled"):
@@ -156,8 +186,9 @@ class Tracker:
             job_type=self.job_type or None,
             # online: the system metrics GPU users rely on and the console in the run's Logs tab; offline (CPU
             # boxes, tests) no sampler process and stdout stays the program's own (system_metrics_on)
-            settings=wandb.Settings(console="wrap" if self.system else "off", x_disable_stats=not self.system,
-                                    silent=True),
+            settings=wandb.Settings(
+                console="wrap" if self.system else "off", x_disable_stats=not self.system, silent=True
+            ),
         )
         # a killed trainer's wandb service can outlive it and keep holding the run ("run ID ... is in use"):
         # online, a resume waits for it to let go; offline, where every resume writes a new folder anyway and
@@ -175,8 +206,10 @@ class Tracker:
                         raise
                     options["id"] = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(8))
                     id_file.write_text(options["id"] + "\n")
-                    echo(f"wandb: run {run_id} is still held by the killed process's service; this offline "
-                         f"run continues as {options['id']} (every step backfilled from metrics.jsonl)")
+                    echo(
+                        f"wandb: run {run_id} is still held by the killed process's service; this offline "
+                        f"run continues as {options['id']} (every step backfilled from metrics.jsonl)"
+                    )
                     deadline = time.monotonic() + 60
                 time.sleep(1.0)
         self.sync_dir = Path(self.run.settings.sync_dir)
@@ -212,8 +245,9 @@ class Tracker:
             self._wandb_log(int(step), values)
         return record
 
-    def log_table(self, name: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
-                  step: int | None = None) -> None:
+    def log_table(
+        self, name: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], step: int | None = None
+    ) -> None:
         """A wandb Table (nothing without a wandb run; metrics.jsonl and the trajectory files stay the record)."""
         if self.run is None:
             return
@@ -224,12 +258,22 @@ class Tracker:
 
     def log_rollouts(self, step: int, records: Sequence[Mapping[str, Any]], max_chars: int = 2000) -> None:
         """The step's rollouts as the wandb Table ``rollouts`` (long text cut to ``max_chars``)."""
+
         def cut(text: Any) -> str:
             text = str(text or "")
-            return text if len(text) <= max_chars else text[: max_chars // 2] + "\n[...]\n" + text[-max_chars // 2:]
+            return text if len(text) <= max_chars else text[: max_chars // 2] + "\n[...]\n" + text[-max_chars // 2 :]
 
-        rows = [(r["task_id"], r["reward"], r["resolved"], r["num_turns"], cut(r.get("diff")),
-                 cut(r["turns"][-1]["observation"] if r.get("turns") else "")) for r in records]
+        rows = [
+            (
+                r["task_id"],
+                r["reward"],
+                r["resolved"],
+                r["num_turns"],
+                cut(r.get("diff")),
+                cut(r["turns"][-1]["observation"] if r.get("turns") else ""),
+            )
+            for r in records
+        ]
         self.log_table("rollouts", ROLLOUT_COLUMNS, rows, step)
 
     def finish(self) -> None:

@@ -26,9 +26,28 @@ FOLDER = "trajectories"
 INDEX = "index.jsonl"
 STEP_FILE = re.compile(r"^step_(\d{6,})\.jsonl\.gz$")
 FORMAT_VERSION = 1
-INDEX_FIELDS = ("step", "index", "task_id", "group_id", "reward", "advantage", "valid", "resolved", "failed",
-                "truncated", "format_errors", "timeouts", "num_turns", "reason", "grade_cached", "episode_s",
-                "audit_flagged", "audit_rules", "cpu_s", "peak_mb")
+INDEX_FIELDS = (
+    "step",
+    "index",
+    "task_id",
+    "group_id",
+    "reward",
+    "advantage",
+    "valid",
+    "resolved",
+    "failed",
+    "truncated",
+    "format_errors",
+    "timeouts",
+    "num_turns",
+    "reason",
+    "grade_cached",
+    "episode_s",
+    "audit_flagged",
+    "audit_rules",
+    "cpu_s",
+    "peak_mb",
+)
 """The fields of an index line (a subset of the step record)."""
 
 
@@ -39,21 +58,34 @@ def step_file(run_dir: str | Path, step: int) -> Path:
 def episode_fields(traj: Any) -> dict[str, Any]:
     """The fields a rollout record and an eval record share, from a rollout.Trajectory."""
     metrics = dict(traj.metrics)
-    return {"task_id": traj.task_id, "reward": float(traj.reward), "resolved": bool(metrics.get("env/resolved", 0.0)),
-            "failed": bool(traj.failed), "truncated": bool(traj.truncated), "error": traj.error,
-            "num_turns": int(traj.num_turns), "num_model_tokens": int(traj.num_model_tokens),
-            "reason": traj.reason, "prompt": list(traj.prompt), "turns": list(traj.turns), "diff": traj.diff,
-            "grade": traj.grade, "metrics": metrics, "audit": traj.audit,
-            "provenance": traj.provenance, "cost": traj.cost}
+    return {
+        "task_id": traj.task_id,
+        "reward": float(traj.reward),
+        "resolved": bool(metrics.get("env/resolved", 0.0)),
+        "failed": bool(traj.failed),
+        "truncated": bool(traj.truncated),
+        "error": traj.error,
+        "num_turns": int(traj.num_turns),
+        "num_model_tokens": int(traj.num_model_tokens),
+        "reason": traj.reason,
+        "prompt": list(traj.prompt),
+        "turns": list(traj.turns),
+        "diff": traj.diff,
+        "grade": traj.grade,
+        "metrics": metrics,
+        "audit": traj.audit,
+        "provenance": traj.provenance,
+        "cost": traj.cost,
+    }
 
 
-def step_records(step: int, trajs: Sequence[Any], rewards: Sequence[float], advantages: Sequence[float],
-                 valid: Sequence[bool]) -> list[dict[str, Any]]:
+def step_records(
+    step: int, trajs: Sequence[Any], rewards: Sequence[float], advantages: Sequence[float], valid: Sequence[bool]
+) -> list[dict[str, Any]]:
     """The step's rollout records: the episode fields plus the step, the reward used and the advantage."""
     out = []
     for i, traj in enumerate(trajs):
-        record = {"format": FORMAT_VERSION, "step": step, "index": i, "group_id": traj.group_id,
-                  **episode_fields(traj)}
+        record = {"format": FORMAT_VERSION, "step": step, "index": i, "group_id": traj.group_id, **episode_fields(traj)}
         record.update(reward=float(rewards[i]), advantage=float(advantages[i]), valid=bool(valid[i]))
         out.append(record)
     return out
@@ -70,11 +102,15 @@ def cost_summary(cost: dict[str, Any] | None) -> dict[str, float | None]:
 
 def index_line(record: dict[str, Any]) -> dict[str, Any]:
     metrics = record.get("metrics") or {}
-    extra = {"format_errors": metrics.get("env/format_errors", 0.0), "timeouts": metrics.get("env/timeouts", 0.0),
-             "grade_cached": bool(metrics.get("env/grade_cache_hits", 0.0)),
-             "episode_s": metrics.get("timing/episode_s", 0.0),
-             "audit_flagged": bool((record.get("audit") or {}).get("flagged", False)),
-             "audit_rules": list((record.get("audit") or {}).get("rules", [])), **cost_summary(record.get("cost"))}
+    extra = {
+        "format_errors": metrics.get("env/format_errors", 0.0),
+        "timeouts": metrics.get("env/timeouts", 0.0),
+        "grade_cached": bool(metrics.get("env/grade_cache_hits", 0.0)),
+        "episode_s": metrics.get("timing/episode_s", 0.0),
+        "audit_flagged": bool((record.get("audit") or {}).get("flagged", False)),
+        "audit_rules": list((record.get("audit") or {}).get("rules", [])),
+        **cost_summary(record.get("cost")),
+    }
     return {k: record.get(k, extra.get(k)) for k in INDEX_FIELDS}
 
 
@@ -198,6 +234,8 @@ def read_jsonl(path: str | Path) -> ReadResult:
             else:
                 out.problems.append(f"{path}: line {number}: expected a JSON object; found {type(record).__name__}")
     except (EOFError, OSError, zlib.error) as exc:
-        out.problems.append(f"{path}: the file is truncated or corrupt ({type(exc).__name__}: {exc}); "
-                            f"showing the {len(out.records)} records before the damage")
+        out.problems.append(
+            f"{path}: the file is truncated or corrupt ({type(exc).__name__}: {exc}); "
+            f"showing the {len(out.records)} records before the damage"
+        )
     return out

@@ -106,10 +106,17 @@ def convert_layer(store: LayerStore, blob: LayerBlob, *, image: str = "") -> Man
             _decompress_verified(blob, raw)
             plan = _plan(raw, blob)
             packed = _write(raw, plan, out, store)
-            meta = {"digest": blob.digest, "diff_id": blob.diff_id, "media_type": blob.media_type,
-                    "compressed_size": blob.size, "image": image, "dropped": plan.dropped,
-                    "setuid_cleared": plan.setuid_cleared, "whiteouts": len(plan.whiteouts),
-                    "opaque": len(plan.opaque)}
+            meta = {
+                "digest": blob.digest,
+                "diff_id": blob.diff_id,
+                "media_type": blob.media_type,
+                "compressed_size": blob.size,
+                "image": image,
+                "dropped": plan.dropped,
+                "setuid_cleared": plan.setuid_cleared,
+                "whiteouts": len(plan.whiteouts),
+                "opaque": len(plan.opaque),
+            }
             return store.publish_packed(key, packed, store.fmt, kind="image-layer", meta=meta)
         except OSError as e:
             raise disk_full_hint(e, f"converting image layer {blob.digest}", store.root) from e
@@ -125,8 +132,7 @@ def _decompress_verified(blob: LayerBlob, dest: Path) -> None:
         head = src.read(4)
         if head[:2] == _GZIP or head == _ZSTD:
             tool = ["gzip", "-dc"] if head[:2] == _GZIP else ["zstd", "-dcq"]
-            proc = subprocess.Popen(tool, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE)
+            proc = subprocess.Popen(tool, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             feeder = threading.Thread(target=_feed, args=(head, src, proc.stdin, packed_hash), daemon=True)
             feeder.start()
             done = False
@@ -142,8 +148,10 @@ def _decompress_verified(blob: LayerBlob, dest: Path) -> None:
                 err = proc.stderr.read().decode(errors="replace")
                 proc.stdout.close()
             if proc.wait() != 0:
-                raise LayerDigestError(f"layer {blob.digest}: {tool[0]} cannot decompress it ({err.strip()}); "
-                                       f"the download is corrupt or truncated: pull the image again.")
+                raise LayerDigestError(
+                    f"layer {blob.digest}: {tool[0]} cannot decompress it ({err.strip()}); "
+                    f"the download is corrupt or truncated: pull the image again."
+                )
         else:  # an uncompressed tar (docker save's layer.tar)
             chunk = head
             while chunk:
@@ -152,11 +160,12 @@ def _decompress_verified(blob: LayerBlob, dest: Path) -> None:
                 out.write(chunk)
                 chunk = src.read(1 << 20)
         out.flush()
-    for what, want, got in (("blob", blob.digest, packed_hash), ("uncompressed tar (diff_id)", blob.diff_id,
-                                                                    tar_hash)):
+    for what, want, got in (("blob", blob.digest, packed_hash), ("uncompressed tar (diff_id)", blob.diff_id, tar_hash)):
         if want != f"sha256:{got.hexdigest()}":
-            raise LayerDigestError(f"layer {blob.digest}: the {what} hashes to sha256:{got.hexdigest()}, the "
-                                   f"image says {want}; the download is corrupt: pull the image again.")
+            raise LayerDigestError(
+                f"layer {blob.digest}: the {what} hashes to sha256:{got.hexdigest()}, the "
+                f"image says {want}; the download is corrupt: pull the image again."
+            )
 
 
 def _feed(head: bytes, src: IO[bytes], sink: IO[bytes], digest) -> None:
@@ -206,7 +215,7 @@ def _add(plan: _Plan, m: tarfile.TarInfo) -> None:
     if base.startswith(WHITEOUT + WHITEOUT):
         return  # other AUFS metadata (.wh..wh.plnk, ...): never part of the image's files
     if base.startswith(WHITEOUT):
-        plan.whiteouts.add(posixpath.join(folder, base[len(WHITEOUT):]))
+        plan.whiteouts.add(posixpath.join(folder, base[len(WHITEOUT) :]))
         return
     if not path:
         return  # the layer's root entry: the packer gives the root the layer default
@@ -241,9 +250,11 @@ def _check(plan: _Plan) -> None:
             target = _norm(m.linkname)
             other = plan.entries.get(target)
             if other is None or not other.isreg():
-                raise UnsafeArchiveError(f"hard link {path!r} -> {m.linkname!r}: the target is not a regular "
-                                         f"file of this layer (links into lower layers, out of the layer or "
-                                         f"through symlinks are refused)")
+                raise UnsafeArchiveError(
+                    f"hard link {path!r} -> {m.linkname!r}: the target is not a regular "
+                    f"file of this layer (links into lower layers, out of the layer or "
+                    f"through symlinks are refused)"
+                )
             m.linkname = target
     for path in list(plan.whiteouts):
         if path in dirs:  # "delete the folder, then create it again": the same as an opaque folder
@@ -274,18 +285,30 @@ def _write(raw: Path, plan: _Plan, dest: Path, store: LayerStore) -> PackResult:
     base = store.owner if store.owner is not None else MAPPED_ROOT_UID
     span = ID_RANGE if base == MAPPED_ROOT_UID else 1
     if store.fmt == "squashfs":
-        cmd = ["tar2sqfs", "--quiet", "--no-skip", "--force", "-c", "zstd", "-X", "level=3",
-               "-d", f"uid={base},gid={base},mode=0755", str(dest)]
+        cmd = [
+            "tar2sqfs",
+            "--quiet",
+            "--no-skip",
+            "--force",
+            "-c",
+            "zstd",
+            "-X",
+            "level=3",
+            "-d",
+            f"uid={base},gid={base},mode=0755",
+            str(dest),
+        ]
         sink = None
     else:
         cmd = ["zstd", "-T0", "-3", "-q", "-c"] if store.fmt == "tar.zst" else ["gzip", "-6", "-c"]
         sink = open(dest, "wb")  # noqa: SIM115 - closed below, after the packer exits
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=sink or subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=sink or subprocess.DEVNULL, stderr=subprocess.PIPE)
     files = size = 0
     try:
-        with tarfile.open(raw, "r:") as src, tarfile.open(fileobj=proc.stdin, mode="w|",
-                                                           format=tarfile.PAX_FORMAT) as out:
+        with (
+            tarfile.open(raw, "r:") as src,
+            tarfile.open(fileobj=proc.stdin, mode="w|", format=tarfile.PAX_FORMAT) as out,
+        ):
             for info, data in _output(plan, src, base, span):
                 out.addfile(info, data)
                 files += 1
@@ -325,8 +348,11 @@ def _output(plan: _Plan, src: tarfile.TarFile, base: int, span: int):
         info.mode, info.mtime, info.linkname = m.mode, m.mtime, m.linkname
         info.devmajor, info.devminor = m.devmajor, m.devminor
         info.uid, info.gid = _owner(m.uid, base, span), _owner(m.gid, base, span)
-        info.pax_headers = {k: v for k, v in m.pax_headers.items()
-                            if k.startswith("SCHILY.xattr.user.") and not k.startswith("SCHILY.xattr.user.overlay.")}
+        info.pax_headers = {
+            k: v
+            for k, v in m.pax_headers.items()
+            if k.startswith("SCHILY.xattr.user.") and not k.startswith("SCHILY.xattr.user.overlay.")
+        }
         if m.isreg():
             info.size = m.size
             if info.mode & (stat.S_ISUID | stat.S_ISGID):

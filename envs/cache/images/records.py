@@ -79,8 +79,10 @@ def get_image(store: LayerStore, ref: str) -> ImageRecord | None:
 def require_image(store: LayerStore, ref: str) -> ImageRecord:
     record = get_image(store, ref)
     if record is None:
-        raise KeyError(f"image {ref!r} is not in the store {store.root}; run `swebox cache pull {ref}` "
-                       f"(images there: {', '.join(r.ref for r in list_images(store)) or 'none'}).")
+        raise KeyError(
+            f"image {ref!r} is not in the store {store.root}; run `swebox cache pull {ref}` "
+            f"(images there: {', '.join(r.ref for r in list_images(store)) or 'none'})."
+        )
     return record
 
 
@@ -101,8 +103,9 @@ def remove_image(store: LayerStore, ref: str) -> bool:
         return False
 
 
-def import_image(store: LayerStore, source: ImageSource, ref: str, platform: str,
-                 budget: IOBudget | None = None) -> ImageRecord:
+def import_image(
+    store: LayerStore, source: ImageSource, ref: str, platform: str, budget: IOBudget | None = None
+) -> ImageRecord:
     """Convert every layer of ``source`` (those already stored are reused), then record the image."""
     keys = []
     budget = budget or IOBudget()
@@ -111,9 +114,16 @@ def import_image(store: LayerStore, source: ImageSource, ref: str, platform: str
             with budget.hold(blob.size):
                 keys.append(convert_layer(store, blob, image=ref).key)
         config = {k: v for k, v in (source.config.get("config") or {}).items() if k in CONFIG_KEYS and v}
-        record = ImageRecord(ref=ref, digest=source.digest, platform=platform, layers=keys, config=config,
-                             runtime_layer=runtime_layer(store), source=source.kind,
-                             compressed_bytes=sum(b.size for b in source.layers))
+        record = ImageRecord(
+            ref=ref,
+            digest=source.digest,
+            platform=platform,
+            layers=keys,
+            config=config,
+            runtime_layer=runtime_layer(store),
+            source=source.kind,
+            compressed_bytes=sum(b.size for b in source.layers),
+        )
         (store.root / "images").mkdir(exist_ok=True)
         write_atomic(record_path(store, ref), json.dumps(asdict(record), indent=1, sort_keys=True).encode())
     return record
@@ -121,10 +131,12 @@ def import_image(store: LayerStore, source: ImageSource, ref: str, platform: str
 
 def start_script() -> str:
     """The image's shell start: sourced once by each new shell (BASH_ENV), then out of the way."""
-    return (f"# swebox {RUNTIME_VERSION}: the image's shell start, read by the sandbox's bash through BASH_ENV\n"
-            "unset BASH_ENV  # once: scripts the agent runs must not source it again\n"
-            "# images such as SWE-bench's activate their conda env here\n"
-            'if [ -f "$HOME/.bashrc" ]; then . "$HOME/.bashrc" >/dev/null 2>&1; fi\n')
+    return (
+        f"# swebox {RUNTIME_VERSION}: the image's shell start, read by the sandbox's bash through BASH_ENV\n"
+        "unset BASH_ENV  # once: scripts the agent runs must not source it again\n"
+        "# images such as SWE-bench's activate their conda env here\n"
+        'if [ -f "$HOME/.bashrc" ]; then . "$HOME/.bashrc" >/dev/null 2>&1; fi\n'
+    )
 
 
 def runtime_layer(store: LayerStore) -> str:

@@ -38,7 +38,8 @@ from .sources import INDEX_TYPES, Platform, digest_of, oci_layout, select_platfo
 
 TRANSIENT = re.compile(
     r"(?<![\w:.])(429|502|503|504)(?![\w.])|too many requests|toomanyrequests|service unavailable|bad gateway|"
-    r"gateway timeout|unexpected eof|connection reset|connection refused|i/o timeout|tls handshake timeout|: eof")
+    r"gateway timeout|unexpected eof|connection reset|connection refused|i/o timeout|tls handshake timeout|: eof"
+)
 """skopeo messages of failures worth another try (rate limits, overload, a dropped connection). A status code
 counts only as a word of its own: ``127.0.0.1:42925`` is a port, not a 429."""
 
@@ -78,8 +79,10 @@ class RegistryConfig:
         if self.retries < 0:
             raise ValueError(f"RegistryConfig.retries: expected >= 0; found {self.retries}.")
         if self.backoff_s < 0 or self.timeout_s <= 0:
-            raise ValueError(f"RegistryConfig: expected backoff_s >= 0 and timeout_s > 0; found "
-                             f"{self.backoff_s} and {self.timeout_s}.")
+            raise ValueError(
+                f"RegistryConfig: expected backoff_s >= 0 and timeout_s > 0; found "
+                f"{self.backoff_s} and {self.timeout_s}."
+            )
         if self.creds and ":" not in self.creds:
             raise ValueError("RegistryConfig.creds: expected USER:PASSWORD; found no ':'.")
 
@@ -100,23 +103,30 @@ def _skopeo(cmd: list[str], ref: str, config: RegistryConfig, doing: str) -> byt
     started, attempt = time.monotonic(), 0
     while True:
         try:
-            proc = subprocess.run(["skopeo", "--command-timeout", f"{int(config.timeout_s)}s", *cmd],
-                                  capture_output=True, timeout=config.timeout_s + 30)
+            proc = subprocess.run(
+                ["skopeo", "--command-timeout", f"{int(config.timeout_s)}s", *cmd],
+                capture_output=True,
+                timeout=config.timeout_s + 30,
+            )
         except subprocess.TimeoutExpired:
-            raise RegistryError(f"{ref}: {doing} took longer than {config.timeout_s:.0f} s; raise "
-                                f"RegistryConfig.timeout_s or check the network.") from None
+            raise RegistryError(
+                f"{ref}: {doing} took longer than {config.timeout_s:.0f} s; raise "
+                f"RegistryConfig.timeout_s or check the network."
+            ) from None
         if proc.returncode == 0:
             return proc.stdout
         err = proc.stderr.decode(errors="replace").strip()
         why = err.splitlines()[-1] if err else f"exit {proc.returncode}"
         if not is_transient(err):
-            hint = (" (check --creds / `skopeo login`)" if any(w in err.lower() for w in AUTH_FAILURE) else "")
+            hint = " (check --creds / `skopeo login`)" if any(w in err.lower() for w in AUTH_FAILURE) else ""
             raise RegistryError(f"{ref}: {doing} failed: {why}{hint}")
         if attempt >= config.retries:
-            raise RegistryError(f"{ref}: {doing} failed {attempt + 1} times over "
-                                f"{time.monotonic() - started:.0f} s, last: {why}. The registry is rate-limiting "
-                                f"or unavailable: try again later, or raise --retries.")
-        time.sleep(min(60.0, config.backoff_s * 2 ** attempt))
+            raise RegistryError(
+                f"{ref}: {doing} failed {attempt + 1} times over "
+                f"{time.monotonic() - started:.0f} s, last: {why}. The registry is rate-limiting "
+                f"or unavailable: try again later, or raise --retries."
+            )
+        time.sleep(min(60.0, config.backoff_s * 2**attempt))
         attempt += 1
 
 
@@ -129,21 +139,30 @@ def _name(ref: str) -> str:
 
 def resolve(ref: str, platform: Platform, config: RegistryConfig) -> tuple[str, dict[str, Any]]:
     """The digest of ``ref``'s manifest for ``platform`` (an index is resolved) and that manifest."""
-    raw = _skopeo(["inspect", "--raw", *_skopeo_args(config, ""), f"docker://{ref}"], ref, config,
-                  "reading the manifest")
+    raw = _skopeo(
+        ["inspect", "--raw", *_skopeo_args(config, ""), f"docker://{ref}"], ref, config, "reading the manifest"
+    )
     manifest = json.loads(raw)
     digest = digest_of(raw)
     if manifest.get("mediaType") in INDEX_TYPES or "manifests" in manifest:
         digest = select_platform(manifest, platform, f"registry image {ref}")["digest"]
-        raw = _skopeo(["inspect", "--raw", *_skopeo_args(config, ""), f"docker://{_name(ref)}@{digest}"],
-                      ref, config, "reading the platform's manifest")
+        raw = _skopeo(
+            ["inspect", "--raw", *_skopeo_args(config, ""), f"docker://{_name(ref)}@{digest}"],
+            ref,
+            config,
+            "reading the platform's manifest",
+        )
         manifest = json.loads(raw)
         if digest_of(raw) != digest:
-            raise RegistryError(f"{ref}: the manifest for {platform} hashes to {digest_of(raw)}, the index says "
-                                f"{digest}; the registry is serving corrupt data.")
+            raise RegistryError(
+                f"{ref}: the manifest for {platform} hashes to {digest_of(raw)}, the index says "
+                f"{digest}; the registry is serving corrupt data."
+            )
     if manifest.get("schemaVersion") == 1:
-        raise RegistryError(f"{ref}: Docker schema-1 manifests are not supported (deprecated since 2017); "
-                            f"push the image again with a current client.")
+        raise RegistryError(
+            f"{ref}: Docker schema-1 manifests are not supported (deprecated since 2017); "
+            f"push the image again with a current client."
+        )
     return digest, manifest
 
 
@@ -168,21 +187,34 @@ def _private_creds(ref: str, config: RegistryConfig) -> Iterator[RegistryConfig]
         yield dataclasses.replace(config, creds="", authfile=path)
 
 
-def pull(store: LayerStore, ref: str, platform: Platform | None = None, config: RegistryConfig | None = None,
-         budget: IOBudget | None = None) -> ImageRecord:
+def pull(
+    store: LayerStore,
+    ref: str,
+    platform: Platform | None = None,
+    config: RegistryConfig | None = None,
+    budget: IOBudget | None = None,
+) -> ImageRecord:
     """Download ``ref`` for ``platform`` and record it in ``store`` (layers already there are reused)."""
     with _private_creds(ref, config or RegistryConfig()) as private:
         return _pull(store, ref, platform or Platform("linux", "amd64"), private, budget)
 
 
-def _pull(store: LayerStore, ref: str, platform: Platform, config: RegistryConfig,
-          budget: IOBudget | None) -> ImageRecord:
+def _pull(
+    store: LayerStore, ref: str, platform: Platform, config: RegistryConfig, budget: IOBudget | None
+) -> ImageRecord:
     digest, manifest = resolve(ref, platform, config)
     compressed = sum(int(layer.get("size", 0)) for layer in manifest.get("layers", []))
     folder = store.root / "downloads" / hashlib.sha256(f"{_name(ref)}@{digest}".encode()).hexdigest()[:24]
     folder.parent.mkdir(exist_ok=True)
-    copy = ["copy", "--quiet", "--retry-times", "0", *_skopeo_args(config, "src-"),
-            f"docker://{_name(ref)}@{digest}", f"oci:{folder}:image"]
+    copy = [
+        "copy",
+        "--quiet",
+        "--retry-times",
+        "0",
+        *_skopeo_args(config, "src-"),
+        f"docker://{_name(ref)}@{digest}",
+        f"oci:{folder}:image",
+    ]
     budget = budget or IOBudget()
     with store.lock(folder.name):  # gc leaves a download alone while its lock is held
         with budget.hold(compressed):

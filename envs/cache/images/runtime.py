@@ -49,16 +49,23 @@ def image_sandbox(record: ImageRecord, *, ignore_user: bool = False) -> dict[str
     if user not in ROOT_USERS and not ignore_user:
         raise ImageConfigError(
             f"image {record.ref}: its config runs as user {user!r}; the agent of a sandbox is always uid 0 of "
-            f"its own namespace. Use an image whose USER is root, or pass ignore_user=True to run it as root.")
-    return {"system_paths": [], "etc_files": [], "auto_bind_interpreters": False, "ro_binds": [],
-            "env": image_env(record), "workdir": record.config.get("WorkingDir") or "/"}
+            f"its own namespace. Use an image whose USER is root, or pass ignore_user=True to run it as root."
+        )
+    return {
+        "system_paths": [],
+        "etc_files": [],
+        "auto_bind_interpreters": False,
+        "ro_binds": [],
+        "env": image_env(record),
+        "workdir": record.config.get("WorkingDir") or "/",
+    }
 
 
-def image_policy(record: ImageRecord, base: SandboxPolicy | None = None, *, ignore_user: bool = False
-                 ) -> SandboxPolicy:
+def image_policy(record: ImageRecord, base: SandboxPolicy | None = None, *, ignore_user: bool = False) -> SandboxPolicy:
     """``base`` (default: the default policy) made to run ``record``: its rootfs and its environment."""
-    return SandboxPolicy.from_dict({**(base or SandboxPolicy()).to_dict(),
-                                    **image_sandbox(record, ignore_user=ignore_user)})
+    return SandboxPolicy.from_dict(
+        {**(base or SandboxPolicy()).to_dict(), **image_sandbox(record, ignore_user=ignore_user)}
+    )
 
 
 @dataclass
@@ -88,8 +95,9 @@ class ImageLayers:
         self.release()
 
 
-def acquire_image(cache: LayerCache, ref: str, base: SandboxPolicy | None = None, *,
-                  ignore_user: bool = False) -> ImageLayers:
+def acquire_image(
+    cache: LayerCache, ref: str, base: SandboxPolicy | None = None, *, ignore_user: bool = False
+) -> ImageLayers:
     """Materialise an image's layers on this node (once) and hold them; release when done."""
     store: LayerStore = cache.store
     record = require_image(store, ref)

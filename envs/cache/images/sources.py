@@ -17,10 +17,8 @@ from typing import Any
 
 from .convert import LayerBlob, LayerDigestError
 
-INDEX_TYPES = ("application/vnd.oci.image.index.v1+json",
-               "application/vnd.docker.distribution.manifest.list.v2+json")
-MANIFEST_TYPES = ("application/vnd.oci.image.manifest.v1+json",
-                  "application/vnd.docker.distribution.manifest.v2+json")
+INDEX_TYPES = ("application/vnd.oci.image.index.v1+json", "application/vnd.docker.distribution.manifest.list.v2+json")
+MANIFEST_TYPES = ("application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json")
 REF_NAME = "org.opencontainers.image.ref.name"
 
 
@@ -49,7 +47,8 @@ class Platform:
 
     def matches(self, other: Platform) -> bool:
         return (self.os, self.architecture) == (other.os, other.architecture) and (
-            not self.variant or not other.variant or self.variant == other.variant)
+            not self.variant or not other.variant or self.variant == other.variant
+        )
 
     def __str__(self) -> str:
         return "/".join(p for p in (self.os, self.architecture, self.variant) if p)
@@ -77,8 +76,10 @@ def digest_of(data: bytes) -> str:
 
 def check_digest(data: bytes, want: str, what: str) -> bytes:
     if digest_of(data) != want:
-        raise LayerDigestError(f"{what}: its bytes hash to {digest_of(data)}, expected {want}; the source is "
-                               f"corrupt: fetch or save the image again.")
+        raise LayerDigestError(
+            f"{what}: its bytes hash to {digest_of(data)}, expected {want}; the source is "
+            f"corrupt: fetch or save the image again."
+        )
     return data
 
 
@@ -89,37 +90,48 @@ def select_platform(index: dict[str, Any], platform: Platform, where: str) -> di
         if have.matches(platform):
             return descriptor
     listed = ", ".join(str(p) for p in found if p.os != "unknown") or "none"
-    raise ImageSourceError(f"{where}: no image for platform {platform}; the index has {listed}. Pass "
-                           f"--platform with one of those (a task image must match this host to run).")
+    raise ImageSourceError(
+        f"{where}: no image for platform {platform}; the index has {listed}. Pass "
+        f"--platform with one of those (a task image must match this host to run)."
+    )
 
 
 def check_platform(config: dict[str, Any], platform: Platform, where: str) -> None:
     have = Platform.of(config)
     if have.os and not have.matches(platform):
-        raise ImageSourceError(f"{where}: the image is for {have}, not {platform}; pass --platform {have} "
-                               f"to convert it anyway (it will only run on such a host).")
+        raise ImageSourceError(
+            f"{where}: the image is for {have}, not {platform}; pass --platform {have} "
+            f"to convert it anyway (it will only run on such a host)."
+        )
 
 
 def image_layers(manifest: dict[str, Any], config: dict[str, Any], opener, where: str) -> list[LayerBlob]:
     descriptors = manifest.get("layers", [])
     diff_ids = config.get("rootfs", {}).get("diff_ids", [])
     if len(descriptors) != len(diff_ids):
-        raise ImageSourceError(f"{where}: the manifest lists {len(descriptors)} layers but the config's "
-                               f"rootfs.diff_ids has {len(diff_ids)}; the image is malformed.")
-    return [LayerBlob(opener(d["digest"]), d["digest"], diff_id, int(d.get("size", 0)), d.get("mediaType", ""))
-            for d, diff_id in zip(descriptors, diff_ids, strict=True)]
+        raise ImageSourceError(
+            f"{where}: the manifest lists {len(descriptors)} layers but the config's "
+            f"rootfs.diff_ids has {len(diff_ids)}; the image is malformed."
+        )
+    return [
+        LayerBlob(opener(d["digest"]), d["digest"], diff_id, int(d.get("size", 0)), d.get("mediaType", ""))
+        for d, diff_id in zip(descriptors, diff_ids, strict=True)
+    ]
 
 
 # ---- OCI image layout ------------------------------------------------------------------------------
-def oci_layout(folder: str | Path, tag: str = "", platform: Platform | None = None,
-               kind: str = "oci-layout", location: str = "") -> ImageSource:
+def oci_layout(
+    folder: str | Path, tag: str = "", platform: Platform | None = None, kind: str = "oci-layout", location: str = ""
+) -> ImageSource:
     """The image tagged ``tag`` (or the only one) in an OCI image layout folder."""
     root = Path(folder)
     where = location or f"OCI layout {root}"
     platform = platform or Platform("linux", "amd64")
     if not (root / "index.json").is_file():
-        raise ImageSourceError(f"{where}: expected an OCI image layout (index.json, blobs/); found no "
-                               f"index.json. Make one with `skopeo copy docker://IMAGE oci:{root}:TAG`.")
+        raise ImageSourceError(
+            f"{where}: expected an OCI image layout (index.json, blobs/); found no "
+            f"index.json. Make one with `skopeo copy docker://IMAGE oci:{root}:TAG`."
+        )
 
     def blob(digest: str) -> Path:
         algo, _, hexdigest = digest.partition(":")
@@ -137,8 +149,10 @@ def oci_layout(folder: str | Path, tag: str = "", platform: Platform | None = No
     named = [d for d in entries if not tag or d.get("annotations", {}).get(REF_NAME) == tag]
     if len(named) != 1:
         tags = sorted(d.get("annotations", {}).get(REF_NAME, "<untagged>") for d in entries)
-        raise ImageSourceError(f"{where}: expected one image{f' tagged {tag!r}' if tag else ''}; found "
-                               f"{len(named)} (tags: {', '.join(tags) or 'none'}). Name one as {root}:TAG.")
+        raise ImageSourceError(
+            f"{where}: expected one image{f' tagged {tag!r}' if tag else ''}; found "
+            f"{len(named)} (tags: {', '.join(tags) or 'none'}). Name one as {root}:TAG."
+        )
     descriptor = named[0]
     if descriptor.get("mediaType") in INDEX_TYPES:
         descriptor = select_platform(read(descriptor, "index"), platform, where)
@@ -173,8 +187,10 @@ def docker_archive(path: str | Path, ref: str = "", platform: Platform | None = 
         named = [i for i in images if not ref or wanted & set(i.get("RepoTags") or [])]
         if len(named) != 1:
             tags = sorted(t for i in images for t in (i.get("RepoTags") or ["<untagged>"]))
-            raise ImageSourceError(f"{where}: expected one image{f' tagged {ref!r}' if ref else ''}; found "
-                                   f"{len(named)} (tags: {', '.join(tags)}). Name one as {path}:REPO:TAG.")
+            raise ImageSourceError(
+                f"{where}: expected one image{f' tagged {ref!r}' if ref else ''}; found "
+                f"{len(named)} (tags: {', '.join(tags)}). Name one as {path}:REPO:TAG."
+            )
         image = named[0]
         config_bytes = tar.extractfile(member(image["Config"])).read()
     config = json.loads(config_bytes)
@@ -184,8 +200,10 @@ def docker_archive(path: str | Path, ref: str = "", platform: Platform | None = 
     check_platform(config, platform, where)
     diff_ids = config.get("rootfs", {}).get("diff_ids", [])
     if len(diff_ids) != len(image["Layers"]):
-        raise ImageSourceError(f"{where}: manifest.json lists {len(image['Layers'])} layers but the config "
-                               f"has {len(diff_ids)} diff_ids; the archive is malformed.")
+        raise ImageSourceError(
+            f"{where}: manifest.json lists {len(image['Layers'])} layers but the config "
+            f"has {len(diff_ids)} diff_ids; the archive is malformed."
+        )
     layers = []
     for name, diff_id in zip(image["Layers"], diff_ids, strict=True):
         info = member(name)
@@ -201,10 +219,12 @@ def _clean(name: str) -> str:
 
 def _member_opener(path: Path, info: tarfile.TarInfo):
     """Opens one member's bytes straight from the archive (a window of the file, no copy)."""
+
     def opener() -> io.BufferedReader:
         f = open(path, "rb")  # noqa: SIM115 - the caller closes the returned reader
         f.seek(info.offset_data)
         return io.BufferedReader(_Window(f, info.size))
+
     return opener
 
 
@@ -216,7 +236,7 @@ class _Window(io.RawIOBase):
         return True
 
     def readinto(self, buffer) -> int:
-        n = self.f.readinto(memoryview(buffer)[:min(len(buffer), self.left)]) if self.left else 0
+        n = self.f.readinto(memoryview(buffer)[: min(len(buffer), self.left)]) if self.left else 0
         self.left -= n
         return n
 

@@ -79,8 +79,14 @@ def read_with_git(sb, diff_file: str) -> GitReading:
     reverse = sb.exec(f"cd /testbed && git apply --recount -R --numstat -z {q} 2>/dev/null", 60)
     old_rows = _numstat(reverse.output)[0][::-1]  # git -R lists the sections last first
     modes = [m for groups in _MODE_LINE.findall(summary) for m in groups if m]
-    return GitReading([r[2] for r in rows], [r[2] for r in old_rows], modes, [(r[0], r[1]) for r in rows],
-                      [(r[1], r[0]) for r in old_rows], _summary(summary))
+    return GitReading(
+        [r[2] for r in rows],
+        [r[2] for r in old_rows],
+        modes,
+        [(r[0], r[1]) for r in rows],
+        [(r[1], r[0]) for r in old_rows],
+        _summary(summary),
+    )
 
 
 def _ours(sections: list[FilePatch]) -> GitReading:
@@ -131,8 +137,14 @@ def refusal(reading: GitReading, test_files: Iterable[str], own: frozenset[str] 
     return ""
 
 
-def judge(sb, workdir: str, full_text: str, filtered: FilteredDiff, test_files: Iterable[str],
-          own: frozenset[str] = frozenset()) -> str:
+def judge(
+    sb,
+    workdir: str,
+    full_text: str,
+    filtered: FilteredDiff,
+    test_files: Iterable[str],
+    own: frozenset[str] = frozenset(),
+) -> str:
     """The shared grading step: '' when ``filtered`` may be applied, else why the whole diff is refused.
 
     Writes ``workdir/full.diff`` (the agent's diff) and ``workdir/agent.diff`` (the filtered one, which the

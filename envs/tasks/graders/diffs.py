@@ -35,10 +35,21 @@ _HEADER_PREFIXES = (
     "index ",
 )
 # Every file pytest (7-9) reads its configuration from, plus what its common plugins and project runners read.
-TEST_CONFIG_FILES = frozenset({
-    "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini", "setup.cfg", "pyproject.toml",
-    ".coveragerc", "noxfile.py", "runtests.py", "run_tests.py",
-})
+TEST_CONFIG_FILES = frozenset(
+    {
+        "pytest.ini",
+        ".pytest.ini",
+        "pytest.toml",
+        ".pytest.toml",
+        "tox.ini",
+        "setup.cfg",
+        "pyproject.toml",
+        ".coveragerc",
+        "noxfile.py",
+        "runtests.py",
+        "run_tests.py",
+    }
+)
 # What git reads when the grader asks it what changed: a new `.gitignore` could hide a planted file.
 GIT_CONTROL_FILES = frozenset({".gitignore", ".gitattributes", ".gitmodules"})
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
@@ -47,9 +58,12 @@ _SPECIAL_TYPES = {0o120000: "symlink", 0o160000: "submodule (gitlink)"}
 STARTUP_HOOKS = frozenset({"sitecustomize.py", "usercustomize.py"})
 RUNNER_MODULES = frozenset({"pytest", "_pytest", "pluggy", "py", "iniconfig", "xdist", "pytest_timeout"})
 OWN_RUNNER_MODULES = {
-    "pytest-dev/pytest": frozenset({"pytest", "_pytest"}), "pytest-dev/pluggy": frozenset({"pluggy"}),
-    "pytest-dev/py": frozenset({"py"}), "pytest-dev/iniconfig": frozenset({"iniconfig"}),
-    "pytest-dev/pytest-xdist": frozenset({"xdist"}), "pytest-dev/pytest-timeout": frozenset({"pytest_timeout"}),
+    "pytest-dev/pytest": frozenset({"pytest", "_pytest"}),
+    "pytest-dev/pluggy": frozenset({"pluggy"}),
+    "pytest-dev/py": frozenset({"py"}),
+    "pytest-dev/iniconfig": frozenset({"iniconfig"}),
+    "pytest-dev/pytest-xdist": frozenset({"xdist"}),
+    "pytest-dev/pytest-timeout": frozenset({"pytest_timeout"}),
 }
 """Repositories that are one of RUNNER_MODULES: there that module is the code under test (every fix of a
 pytest-dev/pytest row is in ``src/_pytest/``), not a shadow of the runner, so it is not protected; the log
@@ -192,12 +206,7 @@ def parse_diff(text: str) -> list[FilePatch]:
             while i < len(lines) and lines[i].startswith(_HEADER_PREFIXES):
                 _read_header(patch, lines[i])
                 i += 1
-        if (
-            i < len(lines)
-            and lines[i].startswith("--- ")
-            and i + 1 < len(lines)
-            and lines[i + 1].startswith("+++ ")
-        ):
+        if i < len(lines) and lines[i].startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
             patch.old_path, patch.new_path = _strip_prefix(lines[i][4:]), _strip_prefix(lines[i + 1][4:])
             i += 2
         if i < len(lines) and lines[i].startswith("GIT binary patch"):
@@ -293,11 +302,7 @@ def protected_reason(path: str, test_files: Iterable[str] = (), own: frozenset[s
         return "module name that shadows the test runner"
     if any(p in TEST_DIRS for p in parts[:-1]):
         return "file in a test directory"
-    if (
-        name.startswith("test_")
-        or name.endswith(("_test.py", "_tests.py"))
-        or name in ("tests.py", "test.py")
-    ):
+    if name.startswith("test_") or name.endswith(("_test.py", "_tests.py")) or name in ("tests.py", "test.py"):
         return "test file"
     return ""
 
@@ -437,10 +442,7 @@ def _reverse_section(patch: FilePatch) -> str:
     if i < len(lines) and lines[i].startswith("Binary files "):
         return "".join(
             out
-            + [
-                f"Binary files {'a/' + new if new else '/dev/null'} and "
-                f"{'b/' + old if old else '/dev/null'} differ\n"
-            ]
+            + [f"Binary files {'a/' + new if new else '/dev/null'} and {'b/' + old if old else '/dev/null'} differ\n"]
         )
     while i < len(lines):
         end = i + 1

@@ -143,8 +143,9 @@ def _apply(sb: Sandbox, diff_file: str) -> tuple[bool, str]:
 
 
 # -- the pytest kind ---------------------------------------------------------------------------------------
-def run_pytest(sb: Sandbox, task: Task, workdir: str, timeout: float, report: GradeReport,
-               cache: Path | None = None) -> dict[Key, TestResult]:
+def run_pytest(
+    sb: Sandbox, task: Task, workdir: str, timeout: float, report: GradeReport, cache: Path | None = None
+) -> dict[Key, TestResult]:
     """Run the tests under the grade monitor (envs/tasks/graders/verdict.py); results only from its signed verdict.
 
     ``cache``: the task's rewritten-test cache folder (bound read-only into ``sb``), or None for none."""

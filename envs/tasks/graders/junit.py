@@ -153,8 +153,9 @@ def _drain(parser: ET.XMLPullParser) -> list[ET.Element]:
 
 
 # expat's codes (by number, not by message) for a document that stops early: no root element yet, a tag cut off
-_CUT_OFF = frozenset(expat_errors.codes[e] for e in (expat_errors.XML_ERROR_NO_ELEMENTS,
-                                                     expat_errors.XML_ERROR_UNCLOSED_TOKEN))
+_CUT_OFF = frozenset(
+    expat_errors.codes[e] for e in (expat_errors.XML_ERROR_NO_ELEMENTS, expat_errors.XML_ERROR_UNCLOSED_TOKEN)
+)
 
 
 def _error_at_end(exc: ET.ParseError, text: str) -> bool:

@@ -40,19 +40,31 @@ MSB_RUST = "multi_swe_bench_rust"
 _MODULES = {
     "go": ("go", "MAP_REPO_TO_PARSER_GO", ("parse_log_gotest",)),
     "rust": ("rust", "MAP_REPO_TO_PARSER_RUST", ("parse_log_cargo",)),
-    "c": ("c", "MAP_REPO_TO_PARSER_C", ("parse_log_redis", "parse_log_jq", "parse_log_doctest",
-                                        "parse_log_micropython_test", "parse_log_googletest")),
+    "c": (
+        "c",
+        "MAP_REPO_TO_PARSER_C",
+        ("parse_log_redis", "parse_log_jq", "parse_log_doctest", "parse_log_micropython_test", "parse_log_googletest"),
+    ),
 }
-_ALIASES = {GO_TEST: ("go", "parse_log_gotest"), CARGO: ("rust", "parse_log_cargo"),
-            GOOGLETEST: ("c", "parse_log_googletest")}
+_ALIASES = {
+    GO_TEST: ("go", "parse_log_gotest"),
+    CARGO: ("rust", "parse_log_cargo"),
+    GOOGLETEST: ("c", "parse_log_googletest"),
+}
 _CPP_REPOS = frozenset({"nlohmann/json", "fmtlib/fmt"})
 """SWE-bench keeps C and C++ in one module; these of its C map are C++ projects."""
 
 _GO_RESULT = re.compile(r"^--- (PASS|FAIL|SKIP): (\S+)")
 _GO_PACKAGE = re.compile(r"^(ok|FAIL)\s+(\S+)\s")
 _RUST_RESULT = re.compile(r"^test (\S+) \.\.\. (ok|FAILED|ignored)\b")
-_STATUS = {"PASS": "PASSED", "ok": "PASSED", "FAIL": "FAILED", "FAILED": "FAILED", "SKIP": "SKIPPED",
-           "ignored": "SKIPPED"}
+_STATUS = {
+    "PASS": "PASSED",
+    "ok": "PASSED",
+    "FAIL": "FAILED",
+    "FAILED": "FAILED",
+    "SKIP": "SKIPPED",
+    "ignored": "SKIPPED",
+}
 
 
 def parse_multi_swe_bench_go(log: str) -> dict[str, str]:
@@ -82,8 +94,10 @@ def parse_multi_swe_bench_rust(log: str) -> dict[str, str]:
     return found
 
 
-_OWN: dict[str, tuple[str, Parser]] = {MSB_GO: ("go", parse_multi_swe_bench_go),
-                                       MSB_RUST: ("rust", parse_multi_swe_bench_rust)}
+_OWN: dict[str, tuple[str, Parser]] = {
+    MSB_GO: ("go", parse_multi_swe_bench_go),
+    MSB_RUST: ("rust", parse_multi_swe_bench_rust),
+}
 
 
 @functools.cache

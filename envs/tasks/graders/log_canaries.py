@@ -43,7 +43,8 @@ NO_CANARIES = {"sympy/sympy": "sympy's parser does not read a file's last test, 
 """Parsers whose runs get no canaries, with the reason."""
 _TEST_FILE = re.compile(r"(^|/)(test[^/]*|[^/]*_test|tests)\.py$")
 _NATIVE: dict[str, tuple[str | tuple[str, ...], str]] = {
-    "go": ("_test.go", '"testing"'), "rust": (".rs", r"#\[test\]"),
+    "go": ("_test.go", '"testing"'),
+    "rust": (".rs", r"#\[test\]"),
     "gtest": ((".cc", ".cpp", ".cxx"), r"^[[:space:]]*TEST(_F|_P)?[[:space:]]*\("),
 }
 """kind (a language, or 'gtest') -> (suffixes of a test_patch file that can take the canaries, an ERE a line of
@@ -92,32 +93,41 @@ def source(task: Task, rng: random.SystemRandom) -> tuple[str, dict[str, str]]:
     """The appended text and {name: expected status}: a sum that holds and one that does not."""
     n = rng.randint(20, 400)
     total = n * (n - 1) // 2
-    tests = [(f"test_{word(rng)}_{word(rng)}", total, "PASSED"), (f"test_{word(rng)}", total + rng.randint(1, 9),
-                                                                  "FAILED")]
+    tests = [
+        (f"test_{word(rng)}_{word(rng)}", total, "PASSED"),
+        (f"test_{word(rng)}", total + rng.randint(1, 9), "FAILED"),
+    ]
     rng.shuffle(tests)
     language = lang_parsers.language_of(task.log_parser)
     if language == "go":  # Test + an upper-case letter, or go test does not run it
         tests = [("Test" + name.title().replace("_", ""), value, status) for name, value, status in tests]
-        body = "".join(f"\n\nfunc {name}(t *testing.T) {{\n\tif {n}*({n}-1)/2 != {value} {{\n\t\tt.Fatal(\"sum\")\n"
-                       f"\t}}\n}}\n" for name, value, _ in tests)
+        body = "".join(
+            f"\n\nfunc {name}(t *testing.T) {{\n\tif {n}*({n}-1)/2 != {value} {{\n\t\tt.Fatal(\"sum\")\n\t}}\n}}\n"
+            for name, value, _ in tests
+        )
         return body, {name: status for name, _, status in tests}
     if task.log_parser in _GTEST_PARSERS:  # GoogleTest names are identifiers; the log says Suite.Name
         suite = f"{word(rng).capitalize()}{word(rng).capitalize()}"
         tests = [(name.title().replace("_", ""), value, status) for name, value, status in tests]
-        body = "".join(f"\n\nTEST({suite}, {name}) {{\n  EXPECT_EQ({n} * ({n} - 1) / 2, {value});\n}}\n"
-                       for name, value, _ in tests)
+        body = "".join(
+            f"\n\nTEST({suite}, {name}) {{\n  EXPECT_EQ({n} * ({n} - 1) / 2, {value});\n}}\n"
+            for name, value, _ in tests
+        )
         return body, {f"{suite}.{name}": status for name, _, status in tests}
     if language == "rust":
-        body = "".join(f"\n\n#[test]\nfn {name}() {{\n    assert_eq!((0..{n}u64).sum::<u64>(), {value});\n}}\n"
-                       for name, value, _ in tests)
+        body = "".join(
+            f"\n\n#[test]\nfn {name}() {{\n    assert_eq!((0..{n}u64).sum::<u64>(), {value});\n}}\n"
+            for name, value, _ in tests
+        )
         return body, {name: status for name, _, status in tests}
     if task.log_parser == "django/django":  # unittest's loader collects TestCase methods only
         case = f"{word(rng).capitalize()}{word(rng)}"
         head, indent, arg = f"\n\nclass {case}(__import__('unittest').TestCase):\n", "    ", "self"
     else:
         head, indent, arg = "\n", "", ""
-    body = "".join(f"\n\n{indent}def {name}({arg}):\n{indent}    assert sum(range({n})) == {value}\n"
-                   for name, value, _ in tests)
+    body = "".join(
+        f"\n\n{indent}def {name}({arg}):\n{indent}    assert sum(range({n})) == {value}\n" for name, value, _ in tests
+    )
     return head + body, {name: status for name, _, status in tests}
 
 
@@ -129,10 +139,12 @@ def plant(sb: Sandbox, task: Task, workdir: str) -> LogCanaries:
         return LogCanaries(*node_canaries.plant(sb, task))
     language = lang_parsers.language_of(task.log_parser)
     if language in ("c", "cpp") and task.log_parser not in _GTEST_PARSERS:
-        return LogCanaries(skipped="C/C++ test runners other than GoogleTest register tests per project; no file "
-                                   "to add them to")
-    if task.log_parser == lang_parsers.MSB_GO and any(not _GO_TEST_ID.match(t) for t in (*task.FAIL_TO_PASS,
-                                                                                         *task.PASS_TO_PASS)):
+        return LogCanaries(
+            skipped="C/C++ test runners other than GoogleTest register tests per project; no file to add them to"
+        )
+    if task.log_parser == lang_parsers.MSB_GO and any(
+        not _GO_TEST_ID.match(t) for t in (*task.FAIL_TO_PASS, *task.PASS_TO_PASS)
+    ):
         return LogCanaries(skipped="a task id is a Go package, whose FAIL line the failing canary would print")
     kind = _kind(task)
     holds = _NATIVE[kind][1] if kind in _NATIVE else ""
@@ -145,13 +157,18 @@ def plant(sb: Sandbox, task: Task, workdir: str) -> LogCanaries:
         q = shlex.quote(f"/testbed/{path}")
         # the text leaves the grading folder at once: no file there names the canaries during the run
         must = f"grep -qE {shlex.quote(holds)} {q} && " if holds else ""
-        appended = sb.exec(f"test -f {q} && ! test -L {q} && {must}cat {workdir}/canaries.py >> {q}; s=$?; "
-                           f"rm -f {workdir}/canaries.py; exit $s", timeout=30)
+        appended = sb.exec(
+            f"test -f {q} && ! test -L {q} && {must}cat {workdir}/canaries.py >> {q}; s=$?; "
+            f"rm -f {workdir}/canaries.py; exit $s",
+            timeout=30,
+        )
         if appended.exit_code == 0:
             return LogCanaries(path, expected)
     if kind == "gtest":
-        return LogCanaries(skipped="no C++ test file of test_patch that holds a TEST and that the test command "
-                                   "names (a file only the build compiles may not be in the run)")
+        return LogCanaries(
+            skipped="no C++ test file of test_patch that holds a TEST and that the test command "
+            "names (a file only the build compiles may not be in the run)"
+        )
     return LogCanaries(skipped="no test file of the task's ids or test_patch to add them to")
 
 
@@ -162,6 +179,7 @@ def problems(canaries: LogCanaries, status_map: dict[str, str]) -> list[str]:
         pattern = re.compile(rf"\b{re.escape(name)}\b")
         got = sorted({s for key, s in status_map.items() if pattern.search(key)})
         if got != [want]:
-            out.append(f"canary test {canaries.file}::{name} was reported {'/'.join(got) or 'missing'}, "
-                       f"planted to be {want}")
+            out.append(
+                f"canary test {canaries.file}::{name} was reported {'/'.join(got) or 'missing'}, planted to be {want}"
+            )
     return out

@@ -98,8 +98,14 @@ def grading_env(policy: SandboxPolicy, workdir: str, toolchains: tuple[str, ...]
     """
     if policy.env.get("BASH_ENV") == START_SCRIPT:
         return dict(policy.env)
-    env = {"PATH": CLEAN_PATH, "HOME": f"{workdir}/home", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
-           "TMPDIR": "/tmp", "TERM": "dumb"}
+    env = {
+        "PATH": CLEAN_PATH,
+        "HOME": f"{workdir}/home",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "TMPDIR": "/tmp",
+        "TERM": "dumb",
+    }
     return {**env, **toolchain_env(toolchains)} if toolchains else env
 
 
@@ -110,8 +116,10 @@ def run_command(workdir: str, env: dict[str, str]) -> str:
     ``python3`` on ``env``'s PATH (SWE-bench images: conda's base interpreter or the system's).
     """
     assignments = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-    return (f"cd /testbed && py={MONITOR_PYTHON} && {{ [ -x $py ] || py=python3; }} && "
-            f"env -i {assignments} $py -I -S -B {workdir}/log_monitor.py {workdir}")
+    return (
+        f"cd /testbed && py={MONITOR_PYTHON} && {{ [ -x $py ] || py=python3; }} && "
+        f"env -i {assignments} $py -I -S -B {workdir}/log_monitor.py {workdir}"
+    )
 
 
 def log_section(log: str, nonce: str) -> tuple[str, str, str]:
@@ -123,8 +131,14 @@ def log_section(log: str, nonce: str) -> tuple[str, str, str]:
     start, end = f"SWEBOX-LOG-START {nonce}\n", f"\nSWEBOX-LOG-END {nonce} "
     starts, ends = log.count(start), log.count(end)
     if starts > 1 or ends > 1:
-        return "", "", (f"the test log holds {starts} start and {ends} end markers of this run (one each is "
-                        "printed by the grader): the code under test printed them")
+        return (
+            "",
+            "",
+            (
+                f"the test log holds {starts} start and {ends} end markers of this run (one each is "
+                "printed by the grader): the code under test printed them"
+            ),
+        )
     _, found, rest = log.partition(start)
     if not found:
         return "", "the test command never started (no start marker in the log)", ""
@@ -140,7 +154,7 @@ def read_signed(data: bytes | None, key: bytes) -> tuple[dict, str, str]:
         return {}, "", "no log from the log monitor (it was killed or never ran)"
     tag, _, payload = data.partition(b"\n")
     mac = hmac.new(key, payload, hashlib.sha256).hexdigest().encode()
-    if not tag.startswith(b"SWEBOX-LOG ") or not hmac.compare_digest(tag[len(b"SWEBOX-LOG "):], mac):
+    if not tag.startswith(b"SWEBOX-LOG ") or not hmac.compare_digest(tag[len(b"SWEBOX-LOG ") :], mac):
         return {}, "", "forged"
     head, _, log = payload.partition(b"\n")
     return json.loads(head), log.decode("utf-8", errors="replace"), ""
@@ -156,8 +170,7 @@ def run_tests(sb: Sandbox, task: Task, report: GradeReport, workdir: str, nonce:
     sb.write_file(f"{workdir}/key", key, mode=0o600)
     # a host command (sb.run): the monitor and the tested processes are no children of the sandbox's shell
     tools = task.env.toolchains if task.env is not None else ()
-    run = sb.run(run_command(workdir, grading_env(sb.policy, workdir, tools)), timeout=timeout + 30,
-                 max_stdout=1 << 20)
+    run = sb.run(run_command(workdir, grading_env(sb.policy, workdir, tools)), timeout=timeout + 30, max_stdout=1 << 20)
     said = (run.stdout.decode("utf-8", "replace") + run.stderr).strip()
     try:
         signed = sb.read_file(f"{workdir}/log.signed", max_bytes=MAX_SIGNED_BYTES)
@@ -223,8 +236,10 @@ def passes_after_failures(task: Task, body: str, status_map: dict[str, str]) -> 
         if passed and _RESULT_WORD.search(line):
             found = parse_log(task.log_parser, line).items()
             failed |= {k for k, s in found if k in passed and s in ("FAILED", "ERROR")}
-    return [f"test {k} was reported failed and then passed: a result line printed after pytest's own"
-            for k in sorted(failed)]
+    return [
+        f"test {k} was reported failed and then passed: a result line printed after pytest's own"
+        for k in sorted(failed)
+    ]
 
 
 def score(task: Task, report: GradeReport, status_map: dict[str, str]) -> None:
@@ -245,8 +260,13 @@ def score(task: Task, report: GradeReport, status_map: dict[str, str]) -> None:
     report.p2p_passed = sum(s in PASSING for s in p2p)
     report.errors += expected_mismatches(task, report)
     # as in the JUnit grader: anything short of a complete, error-free run is 0 (a broken test_patch, say)
-    clean = (report.applied and not report.timed_out and report.log_status == "ok" and not report.errors
-             and not report.tampered)
+    clean = (
+        report.applied
+        and not report.timed_out
+        and report.log_status == "ok"
+        and not report.errors
+        and not report.tampered
+    )
     no_failure = not any(s in FAILING for s in (*f2p, *p2p))
     report.resolved = clean and no_failure
     if report.reward_mode == "binary":

@@ -30,8 +30,13 @@ from swebox.envs.tasks.graders import lang_parsers, swebench_harness
 PYTEST = "pytest"
 """The parser name for plain ``pytest -rA`` logs (SWE-bench's ``parse_log_pytest``)."""
 
-JS_PARSERS = {"tap": "parse_log_tap", "jest": "parse_log_jest", "jest-json": "parse_log_jest_json",
-              "vitest": "parse_log_vitest", "karma": "parse_log_karma"}
+JS_PARSERS = {
+    "tap": "parse_log_tap",
+    "jest": "parse_log_jest",
+    "jest-json": "parse_log_jest_json",
+    "vitest": "parse_log_vitest",
+    "karma": "parse_log_karma",
+}
 """Generic parser names -> the function of ``swebench.harness.log_parsers.javascript`` they name: SWE-bench's
 parsers of one output format each (TAP from node --test/tape/node-tap, jest's verbose, vitest's, karma's)."""
 NEEDS_INSTANCE = {"immutable-js/immutable-js": "its SWE-bench parser picks a log format by the instance id"}
@@ -78,9 +83,11 @@ def check_parser_name(name: str) -> str:
     if name in NEEDS_INSTANCE:
         return f"{name!r} is not supported: {NEEDS_INSTANCE[name]}; name its format instead ('jest', 'jest-json')."
     if not _REPO.match(name or ""):
-        return (f"Use 'pytest' for pytest -rA logs, one of {sorted(JS_PARSERS)} for JavaScript runners, a "
-                "SWE-bench repository key such as 'django/django' or 'axios/axios', or a parser name such as "
-                "'go_test', 'cargo' or 'parse_log_gotest' (docs/tasks.md, 'Log graders').")
+        return (
+            f"Use 'pytest' for pytest -rA logs, one of {sorted(JS_PARSERS)} for JavaScript runners, a "
+            "SWE-bench repository key such as 'django/django' or 'axios/axios', or a parser name such as "
+            "'go_test', 'cargo' or 'parse_log_gotest' (docs/tasks.md, 'Log graders')."
+        )
     try:
         known = parser_names()
     except swebench_harness.HarnessUnavailable:
@@ -119,8 +126,10 @@ def parse_log(name: str, log: str) -> dict[str, str]:
     try:
         return dict(parse(log))
     except Exception as exc:  # swebench's parsers index split lines freely; whatever they raise is the text's
-        raise UnparsableLog(f"the {name!r} log parser raised {type(exc).__name__} ({exc}) on the test output: "
-                            "a line the code under test printed broke it; the log is unreadable") from exc
+        raise UnparsableLog(
+            f"the {name!r} log parser raised {type(exc).__name__} ({exc}) on the test output: "
+            "a line the code under test printed broke it; the log is unreadable"
+        ) from exc
 
 
 @functools.lru_cache(maxsize=65536)
@@ -153,4 +162,6 @@ def test_directives(repo: str, test_patch: str) -> list[str]:
     ``admin_views.tests``). Adapters build ``Task.test_cmd`` as ``spec test_cmd + ' ' + ' '.join(directives)``.
     """
     return swebench_harness.get_test_directives(repo, test_patch)
+
+
 test_directives.__test__ = False  # type: ignore[attr-defined]  # mypy has no function attributes; a library function, not a test, when a test module imports it

@@ -44,8 +44,10 @@ def plant(sb: Sandbox, task: Task) -> tuple[str, dict[str, str], str]:
         holds, fails = f"{word(rng)}_{word(rng)}", f"{word(rng)}_{word(rng)}_{word(rng)}"  # never the same name
         planted = {holds: total, fails: total + rng.randint(1, 9)}
         for name, value in planted.items():
-            sb.write_file(f"/testbed/{folder}/{name}.js",
-                          f"'use strict';\nlet s = 0;\nfor (let i = 0; i < {n}; i++) s += i;\n"
-                          f"require('assert').strictEqual(s, {value});\n")
+            sb.write_file(
+                f"/testbed/{folder}/{name}.js",
+                f"'use strict';\nlet s = 0;\nfor (let i = 0; i < {n}; i++) s += i;\n"
+                f"require('assert').strictEqual(s, {value});\n",
+            )
         return folder, {name: "PASSED" if value == total else "FAILED" for name, value in planted.items()}, ""
     return "", {}, "the test command is not `node --test` over a test folder: no canary file would run"

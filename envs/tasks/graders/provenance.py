@@ -186,13 +186,21 @@ def grader_record(task: Task) -> dict[str, Any]:
 def policy_digest(policy: Any) -> str:
     """Digest of a SandboxPolicy (or its dict): every field, defaults included."""
     instance = dataclasses.is_dataclass(policy) and not isinstance(policy, type)
-    data = policy.to_dict() if hasattr(policy, "to_dict") else (
-        dataclasses.asdict(policy) if instance else dict(policy or {}))
+    data = (
+        policy.to_dict()
+        if hasattr(policy, "to_dict")
+        else (dataclasses.asdict(policy) if instance else dict(policy or {}))
+    )
     return canonical_digest(data)
 
 
 def provenance(task: Task, layers: list, policy: Any) -> dict[str, Any]:
     """Everything that produced a verdict for ``task`` over ``layers`` under ``policy`` (see the module doc)."""
-    return {"format": FORMAT, "task": {"id": task.instance_id, "sha256": task_digest(task)},
-            "layers": [layer_record(layer) for layer in layers], "grader": grader_record(task),
-            "dataset": origin(task), "sandbox_policy_sha256": policy_digest(policy)}
+    return {
+        "format": FORMAT,
+        "task": {"id": task.instance_id, "sha256": task_digest(task)},
+        "layers": [layer_record(layer) for layer in layers],
+        "grader": grader_record(task),
+        "dataset": origin(task),
+        "sandbox_policy_sha256": policy_digest(policy),
+    }

@@ -60,9 +60,11 @@ def folder_for(layers: list, python: str) -> Path:
     for path in (root, folder):  # a folder someone else made in /var/tmp could hold planted entries
         st = path.lstat()
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
-            raise RuntimeError(f"rewritten-test cache {path}: expected a folder owned by uid {os.geteuid()} that "
-                               f"only it can write, found mode {stat.filemode(st.st_mode)} owned by uid "
-                               f"{st.st_uid}; remove it or set SWEBOX_REWRITE_CACHE to a folder of your own")
+            raise RuntimeError(
+                f"rewritten-test cache {path}: expected a folder owned by uid {os.geteuid()} that "
+                f"only it can write, found mode {stat.filemode(st.st_mode)} owned by uid "
+                f"{st.st_uid}; remove it or set SWEBOX_REWRITE_CACHE to a folder of your own"
+            )
     return folder
 
 

@@ -86,8 +86,15 @@ def plant_canaries() -> Canaries:
     return Canaries(path, text.rstrip() + "\n", {f"{path}::{name}": status for name, _, status in tests})
 
 
-def prepare(sb, workdir: str, python: str, options: list[str], files: list[str], timeout: float,
-            rewritten: dict[str, str] | None = None) -> bytes:
+def prepare(
+    sb,
+    workdir: str,
+    python: str,
+    options: list[str],
+    files: list[str],
+    timeout: float,
+    rewritten: dict[str, str] | None = None,
+) -> bytes:
     """Write the monitor, the runner, their arguments, the key and the canaries; return the run's key.
 
     ``rewritten``: test file -> its cached rewritten code (rewrite_cache.entries), for the runner."""

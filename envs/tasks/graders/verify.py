@@ -61,13 +61,16 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
                 try:
                     rows.append(json.loads(line))
                 except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}: line {number}: expected a JSON object; found invalid JSON "
-                                     f"({exc.msg})") from None
+                    raise ValueError(
+                        f"{path}: line {number}: expected a JSON object; found invalid JSON ({exc.msg})"
+                    ) from None
     for number, row in enumerate(rows, 1):
         if not isinstance(row, dict) or not (row.get("task_id") or row.get("instance_id")) or "diff" not in row:
-            raise ValueError(f"{path}: record {number}: expected an object with task_id and diff (a line of "
-                             f"`swebox eval --out` or of trajectories/step_*.jsonl.gz); found "
-                             f"{sorted(row) if isinstance(row, dict) else type(row).__name__}")
+            raise ValueError(
+                f"{path}: record {number}: expected an object with task_id and diff (a line of "
+                f"`swebox eval --out` or of trajectories/step_*.jsonl.gz); found "
+                f"{sorted(row) if isinstance(row, dict) else type(row).__name__}"
+            )
     return rows
 
 
@@ -91,8 +94,10 @@ def compare(recorded: dict[str, Any], now: dict[str, Any]) -> list[str]:
     """What differs between a recorded provenance and the one of grading now."""
     out = []
     if recorded.get("task", {}).get("sha256") != now["task"]["sha256"]:
-        out.append(f"task content differs (recorded {str(recorded.get('task', {}).get('sha256'))[:12]}, "
-                   f"now {now['task']['sha256'][:12]})")
+        out.append(
+            f"task content differs (recorded {str(recorded.get('task', {}).get('sha256'))[:12]}, "
+            f"now {now['task']['sha256'][:12]})"
+        )
     out += _layer_differences(recorded.get("layers") or [], now["layers"])
     if recorded.get("grader") != now["grader"]:
         out.append(f"grader differs (recorded {recorded.get('grader')}, now {now['grader']})")
@@ -101,13 +106,23 @@ def compare(recorded: dict[str, Any], now: dict[str, Any]) -> list[str]:
     return out
 
 
-def verify_record(record: dict[str, Any], tasks: dict[str, Task], resolve: LayerResolver,
-                  policy: SandboxPolicy | None = None, timeout: float = 900.0) -> Verification:
+def verify_record(
+    record: dict[str, Any],
+    tasks: dict[str, Task],
+    resolve: LayerResolver,
+    policy: SandboxPolicy | None = None,
+    timeout: float = 900.0,
+) -> Verification:
     """Grade ``record``'s diff again for its task; never raises for one record's trouble."""
     task_id = str(record.get("task_id") or record.get("instance_id"))
     recorded_grade = record.get("grade") or {}
-    result = Verification(task_id, (bool(recorded_grade.get("resolved", record.get("resolved", False))),
-                                    float(recorded_grade.get("reward", record.get("reward", 0.0)))))
+    result = Verification(
+        task_id,
+        (
+            bool(recorded_grade.get("resolved", record.get("resolved", False))),
+            float(recorded_grade.get("reward", record.get("reward", 0.0))),
+        ),
+    )
     task = tasks.get(task_id)
     if task is None:
         result.error = f"no task {task_id!r} in --tasks"
@@ -119,8 +134,14 @@ def verify_record(record: dict[str, Any], tasks: dict[str, Task], resolve: Layer
             result.differences = compare(record["provenance"], provenance(task, list(layers), policy))
         else:
             result.differences = ["the record has no provenance (made before it was recorded)"]
-        report = grade(task, str(record.get("diff") or ""), layers=layers, policy=policy, timeout=timeout,
-                       reward_mode=str(recorded_grade.get("reward_mode") or "binary"))
+        report = grade(
+            task,
+            str(record.get("diff") or ""),
+            layers=layers,
+            policy=policy,
+            timeout=timeout,
+            reward_mode=str(recorded_grade.get("reward_mode") or "binary"),
+        )
         result.now = (bool(report.resolved), float(report.reward))
     except Exception as exc:
         result.error = f"could not grade: {type(exc).__name__}: {exc}"

@@ -1,2 +1,1 @@
-"""Harbor's task folders: read in (folders.py, dockerfile.py), written out (export.py), graded (verify.py).
-"""
+"""Harbor's task folders: read in (folders.py, dockerfile.py), written out (export.py), graded (verify.py)."""

@@ -119,8 +119,14 @@ def parse(text: str, path: str = "Dockerfile") -> Recipe:
         op, rest = word.upper(), rest.strip()
         if op == "FROM":
             if image:
-                raise _refuse(path, line, instruction, "a single FROM", "Multi-stage builds are not supported; "
-                              "build the image elsewhere and name it in one FROM (swebox cache pull REF).")
+                raise _refuse(
+                    path,
+                    line,
+                    instruction,
+                    "a single FROM",
+                    "Multi-stage builds are not supported; "
+                    "build the image elsewhere and name it in one FROM (swebox cache pull REF).",
+                )
             parts = rest.split()
             if not parts or parts[0].startswith("--") or len(parts) not in (1, 3):
                 raise _refuse(path, line, instruction, "FROM IMAGE[:TAG] (no flags)", "Drop --platform/AS.")
@@ -149,16 +155,31 @@ def parse(text: str, path: str = "Dockerfile") -> Recipe:
         elif op == "COPY":
             parts = rest.split()
             if any(p.startswith("--") for p in parts) or len(parts) < 2 or rest.startswith("["):
-                raise _refuse(path, line, instruction, "COPY SRC... DEST (files of environment/, no flags)",
-                              "Drop --from/--chown/--chmod; copy from another image by building it elsewhere.")
+                raise _refuse(
+                    path,
+                    line,
+                    instruction,
+                    "COPY SRC... DEST (files of environment/, no flags)",
+                    "Drop --from/--chown/--chmod; copy from another image by building it elsewhere.",
+                )
             steps.append(Step("copy", line, parts))
         elif op == "USER":
             if rest not in ("root", "0", "root:root", "0:0"):
-                raise _refuse(path, line, instruction, "USER root (the agent is uid 0 of its sandbox)",
-                              "Remove the USER line; a swebox sandbox runs its shell as root of its namespace.")
+                raise _refuse(
+                    path,
+                    line,
+                    instruction,
+                    "USER root (the agent is uid 0 of its sandbox)",
+                    "Remove the USER line; a swebox sandbox runs its shell as root of its namespace.",
+                )
         else:
-            raise _refuse(path, line, instruction, "FROM, RUN, WORKDIR, ENV, COPY or USER root",
-                          f"swebox cannot run {op} rootless; bake it into the FROM image instead.")
+            raise _refuse(
+                path,
+                line,
+                instruction,
+                "FROM, RUN, WORKDIR, ENV, COPY or USER root",
+                f"swebox cannot run {op} rootless; bake it into the FROM image instead.",
+            )
     if not image:
         raise DockerfileError(f"{path}: expected a FROM line; found none. Add FROM IMAGE[:TAG].")
     return Recipe(image, steps)
@@ -166,14 +187,21 @@ def parse(text: str, path: str = "Dockerfile") -> Recipe:
 
 def context_files(context: Path) -> dict[str, tuple[bytes, int]]:
     """Every file of ``environment/`` (the build context): relative path -> (bytes, mode)."""
-    return {p.relative_to(context).as_posix(): (p.read_bytes(), p.stat().st_mode & 0o777)
-            for p in sorted(context.rglob("*")) if p.is_file() and not p.is_symlink()}
+    return {
+        p.relative_to(context).as_posix(): (p.read_bytes(), p.stat().st_mode & 0o777)
+        for p in sorted(context.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
 
 
 def layer_key(recipe: Recipe, image_digest: str, files: dict[str, tuple[bytes, int]], repo: bool = True) -> str:
     """``"harbor-"`` + 20 hex of sha256 over the image's digest, the steps, the context files and ``repo``."""
-    body = {"image": image_digest, "steps": recipe.to_dict()["steps"], "repo": repo,
-            "files": {p: [hashlib.sha256(d).hexdigest(), m] for p, (d, m) in sorted(files.items())}}
+    body = {
+        "image": image_digest,
+        "steps": recipe.to_dict()["steps"],
+        "repo": repo,
+        "files": {p: [hashlib.sha256(d).hexdigest(), m] for p, (d, m) in sorted(files.items())},
+    }
     return "harbor-" + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:20]
 
 
@@ -194,13 +222,16 @@ def _copy(sb: Sandbox, step: Step, cwd: str, files: dict[str, tuple[bytes, int]]
         src = "" if src == "." else src
         picked = {p: v for p, v in files.items() if p == src or not src or p.startswith(src + "/")}
         if not picked:
-            raise BuildFailure(f"harbor environment: COPY at line {step.line}: expected {src!r} in environment/; "
-                               f"found no such file. Put it in the task's environment/ folder.", "")
+            raise BuildFailure(
+                f"harbor environment: COPY at line {step.line}: expected {src!r} in environment/; "
+                f"found no such file. Put it in the task's environment/ folder.",
+                "",
+            )
         for rel, (data, mode) in picked.items():
             if rel == src and not (into_dir or src == ""):
                 target = dest_abs  # COPY file dest: dest is the file (a folder only when it ends with /)
             else:
-                tail = rel if not src or rel == src else rel[len(src) + 1:]
+                tail = rel if not src or rel == src else rel[len(src) + 1 :]
                 tail = posixpath.basename(rel) if rel == src else tail
                 target = posixpath.join(dest_abs, tail)
             _run(sb, f"mkdir -p {shlex.quote(posixpath.dirname(target))}", f"COPY at line {step.line}")
@@ -211,28 +242,54 @@ def _finish(sb: Sandbox, workdir: str, env: dict[str, str], repo: bool) -> None:
     """Make the final WORKDIR /testbed, a committed git repository (``repo``); persist ENV and WORKDIR in
     ~/.bashrc."""
     lines = [f"export {k}={shlex.quote(v)}" for k, v in env.items()] + [f"cd {shlex.quote(workdir)}"]
-    _run(sb, "printf '%s\\n' " + " ".join(shlex.quote(x) for x in ["# harbor Dockerfile ENV/WORKDIR", *lines])
-         + " >> /root/.bashrc", "writing ENV and WORKDIR to /root/.bashrc")
+    _run(
+        sb,
+        "printf '%s\\n' "
+        + " ".join(shlex.quote(x) for x in ["# harbor Dockerfile ENV/WORKDIR", *lines])
+        + " >> /root/.bashrc",
+        "writing ENV and WORKDIR to /root/.bashrc",
+    )
     if not repo:
         return
     if workdir in ("/", ""):
-        raise BuildFailure("harbor environment: expected a WORKDIR (the agent's working folder, which swebox "
-                           "tracks with git); found none. Add e.g. WORKDIR /app to the Dockerfile.", "")
-    _run(sb, "command -v git >/dev/null", "finding git in the image (swebox diffs the WORKDIR with git; install "
-         "git in the FROM image or with a RUN line)")
+        raise BuildFailure(
+            "harbor environment: expected a WORKDIR (the agent's working folder, which swebox "
+            "tracks with git); found none. Add e.g. WORKDIR /app to the Dockerfile.",
+            "",
+        )
+    _run(
+        sb,
+        "command -v git >/dev/null",
+        "finding git in the image (swebox diffs the WORKDIR with git; install "
+        "git in the FROM image or with a RUN line)",
+    )
     if workdir != REPO:
         q = shlex.quote(workdir)
-        _run(sb, f"mkdir -p {REPO} {q} && cp -a {q}/. {REPO}/ && rm -rf {q} && ln -s {REPO} {q}",
-             f"moving WORKDIR {workdir} to {REPO}")
+        _run(
+            sb,
+            f"mkdir -p {REPO} {q} && cp -a {q}/. {REPO}/ && rm -rf {q} && ln -s {REPO} {q}",
+            f"moving WORKDIR {workdir} to {REPO}",
+        )
     git = "git -c safe.directory='*'"
     identity = " ".join(f"{k}={shlex.quote(v)}" for k, v in GIT_IDENTITY.items())
-    _run(sb, f"cd {REPO} && (test -d .git || {git} init -q) && {git} add -A . && "
-         f"(env {identity} {git} commit -q -m 'harbor environment' || {git} rev-parse -q --verify HEAD)",
-         "committing the WORKDIR to git")
+    _run(
+        sb,
+        f"cd {REPO} && (test -d .git || {git} init -q) && {git} add -A . && "
+        f"(env {identity} {git} commit -q -m 'harbor environment' || {git} rev-parse -q --verify HEAD)",
+        "committing the WORKDIR to git",
+    )
 
 
-def build_layer(store: LayerStore, cache: LayerCache, recipe: Recipe, files: dict[str, tuple[bytes, int]], *,
-                network: str = "none", repo: bool = True, force: bool = False) -> tuple[str, str]:
+def build_layer(
+    store: LayerStore,
+    cache: LayerCache,
+    recipe: Recipe,
+    files: dict[str, tuple[bytes, int]],
+    *,
+    network: str = "none",
+    repo: bool = True,
+    force: bool = False,
+) -> tuple[str, str]:
     """Publish (once) the layer the Dockerfile's steps make over its FROM image; returns (key, workdir).
 
     ``files``: the build context (``environment/``, see :func:`context_files`); ``network``: the sandbox
@@ -240,8 +297,10 @@ def build_layer(store: LayerStore, cache: LayerCache, recipe: Recipe, files: dic
     /testbed git repository (episodes and grading need it; Harbor's own trials do not)."""
     record = get_image(store, recipe.image)
     if record is None:
-        raise DockerfileError(f"FROM {recipe.image}: expected an image in the layer store {store.root}; found "
-                              f"none. Pull it with: swebox cache pull {recipe.image} --store {store.root}")
+        raise DockerfileError(
+            f"FROM {recipe.image}: expected an image in the layer store {store.root}; found "
+            f"none. Pull it with: swebox cache pull {recipe.image} --store {store.root}"
+        )
     key = layer_key(recipe, record.digest, files, repo)
     workdir = record.config.get("WorkingDir") or "/"
     env: dict[str, str] = {}
@@ -262,8 +321,7 @@ def build_layer(store: LayerStore, cache: LayerCache, recipe: Recipe, files: dic
                     where = f"line {step.line} ({step.op.upper()})"
                     if step.op == "run":
                         prefix = "".join(f"export {k}={shlex.quote(v)}; " for k, v in exports.items())
-                        _run(sb, f"cd {shlex.quote(cwd)} && ({prefix}/bin/sh -c {shlex.quote(step.args[0])})",
-                             where)
+                        _run(sb, f"cd {shlex.quote(cwd)} && ({prefix}/bin/sh -c {shlex.quote(step.args[0])})", where)
                     elif step.op == "workdir":
                         cwd = posixpath.normpath(posixpath.join(cwd, step.args[0]))
                         _run(sb, f"mkdir -p {shlex.quote(cwd)}", where)
@@ -273,8 +331,12 @@ def build_layer(store: LayerStore, cache: LayerCache, recipe: Recipe, files: dic
                         _copy(sb, step, cwd, files)
                 _finish(sb, workdir, env, repo)
                 layer = sb.snapshot()
-                return publish(layer_dir=layer.path, kind="task", parent=record.stack()[-1],
-                               meta={"harbor_image": recipe.image, "workdir": workdir})
+                return publish(
+                    layer_dir=layer.path,
+                    kind="task",
+                    parent=record.stack()[-1],
+                    meta={"harbor_image": recipe.image, "workdir": workdir},
+                )
 
     store.build(key, build, force=force)
     return key, workdir

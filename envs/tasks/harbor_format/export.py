@@ -85,37 +85,54 @@ def dockerfile(task: Task) -> str:
         return f"FROM {image}\nWORKDIR /testbed\n"
     env = task.env
     if env is None or not env.source.startswith("pypi:"):
-        raise _refuse(task, "a row naming a container image or an env built from PyPI",
-                      repr(env.source if env else None), "Export rows of SWE-bench-family datasets or of "
-                      "`swebox tasks synth`; a local or git env has no source a Docker build can fetch.")
-    name, _, version = env.source[len("pypi:"):].partition("==")
+        raise _refuse(
+            task,
+            "a row naming a container image or an env built from PyPI",
+            repr(env.source if env else None),
+            "Export rows of SWE-bench-family datasets or of "
+            "`swebox tasks synth`; a local or git env has no source a Docker build can fetch.",
+        )
+    name, _, version = env.source[len("pypi:") :].partition("==")
     if task.bug_patch or task.hidden_tests:
-        raise _refuse(task, "a synthesised row (bug = reverse of the gold patch)", "bug_patch/hidden_tests",
-                      "Rows with a separate bug patch or hidden tests are not exported yet.")
-    unpack = ("python -c \"import glob, shutil; shutil.unpack_archive(glob.glob('/tmp/sdist/*')[0], '/tmp/src')\""
-              " && mv /tmp/src/* /testbed && rm -rf /tmp/sdist /tmp/src")
+        raise _refuse(
+            task,
+            "a synthesised row (bug = reverse of the gold patch)",
+            "bug_patch/hidden_tests",
+            "Rows with a separate bug patch or hidden tests are not exported yet.",
+        )
+    unpack = (
+        "python -c \"import glob, shutil; shutil.unpack_archive(glob.glob('/tmp/sdist/*')[0], '/tmp/src')\""
+        " && mv /tmp/src/* /testbed && rm -rf /tmp/sdist /tmp/src"
+    )
     deps = [f"pip install {shlex.join(env.test_deps)}"] if env.test_deps else []
     install = " && ".join([". /venv/bin/activate", *env.install, *deps, *env.setup])
     bug = base64.b64encode(task.patch.encode()).decode()
     git = "git -c user.name=swebox -c user.email=swebox@localhost"
-    return "\n".join([
-        f"FROM python:{env.python}-slim",
-        "RUN apt-get update && apt-get install -y --no-install-recommends git && rm -rf /var/lib/apt/lists/*",
-        f"RUN pip download --no-deps --no-binary {name} {shlex.quote(f'{name}=={version}')} -d /tmp/sdist && {unpack}",
-        "WORKDIR /testbed",
-        f"RUN python -m venv /venv && {install}",
-        # the bug is the gold patch reversed; one root commit, so no history holds the fixed code
-        f"RUN echo {bug} | base64 -d | git apply -R --whitespace=nowarn - && rm -rf .git && git init -q -b main "
-        f"&& {git} add -A && {git} commit -q -m 'swebox start' && git tag {START_TAG}",
-        "",
-    ])
+    return "\n".join(
+        [
+            f"FROM python:{env.python}-slim",
+            "RUN apt-get update && apt-get install -y --no-install-recommends git && rm -rf /var/lib/apt/lists/*",
+            f"RUN pip download --no-deps --no-binary {name} {shlex.quote(f'{name}=={version}')} -d /tmp/sdist "
+            f"&& {unpack}",
+            "WORKDIR /testbed",
+            f"RUN python -m venv /venv && {install}",
+            # the bug is the gold patch reversed; one root commit, so no history holds the fixed code
+            f"RUN echo {bug} | base64 -d | git apply -R --whitespace=nowarn - && rm -rf .git && git init -q -b main "
+            f"&& {git} add -A && {git} commit -q -m 'swebox start' && git tag {START_TAG}",
+            "",
+        ]
+    )
 
 
 def test_sh(task: Task) -> str:
     """tests/test.sh: restore the test files, apply test_patch, run the tests (-rA), score."""
     if not _pytest_family(task):
-        raise _refuse(task, "a pytest-graded row (junit, or a pytest-family SWE-bench log parser)",
-                      f"log parser {task.log_parser!r}", "Only pytest -rA verdicts are exported to Harbor.")
+        raise _refuse(
+            task,
+            "a pytest-graded row (junit, or a pytest-family SWE-bench log parser)",
+            f"log parser {task.log_parser!r}",
+            "Only pytest -rA verdicts are exported to Harbor.",
+        )
     start = (task.base_commit or "HEAD") if image_of(task) else START_TAG
     files = " ".join(shlex.quote(f) for f in task.all_test_files())
     if task.grader == "junit":
@@ -134,7 +151,8 @@ def test_sh(task: Task) -> str:
         "cd /testbed",
         f"for f in {files}; do git checkout -q {start} -- \"$f\" 2>/dev/null || rm -f -- \"$f\"; done" if files else "",
         "git apply --whitespace=nowarn /tests/test.patch || { echo 'test_patch does not apply'; exit 0; }"
-        if task.test_patch else "",
+        if task.test_patch
+        else "",
         f"( {run} ) > /logs/verifier/tests.log 2>&1",
         f"{python} /tests/score.py /logs/verifier/tests.log /tests/ids.json /logs/verifier/reward.txt",
         "",
@@ -143,12 +161,18 @@ def test_sh(task: Task) -> str:
 
 
 def task_toml(task: Task) -> str:
-    meta = {"swebox_instance_id": task.instance_id, "repo": task.repo, "base_commit": task.base_commit,
-            "source": "swebox"}
+    meta = {
+        "swebox_instance_id": task.instance_id,
+        "repo": task.repo,
+        "base_commit": task.base_commit,
+        "source": "swebox",
+    }
     body = "\n".join(f"{k} = {json.dumps(v)}" for k, v in meta.items() if v)
-    return (f'schema_version = "1.1"\n\n[metadata]\n{body}\n\n[verifier]\ntimeout_sec = 1800.0\n'
-            '# the tests read the agent\'s changes in its own container\nenvironment_mode = "shared"\n\n'
-            "[agent]\ntimeout_sec = 3600.0\n\n[environment]\nbuild_timeout_sec = 1800.0\n")
+    return (
+        f'schema_version = "1.1"\n\n[metadata]\n{body}\n\n[verifier]\ntimeout_sec = 1800.0\n'
+        '# the tests read the agent\'s changes in its own container\nenvironment_mode = "shared"\n\n'
+        "[agent]\ntimeout_sec = 3600.0\n\n[environment]\nbuild_timeout_sec = 1800.0\n"
+    )
 
 
 def _write(path: Path, data: bytes | str, mode: int = 0o644) -> None:
@@ -176,11 +200,15 @@ def export_task(task: Task, out: Path) -> Path:
         "environment/Dockerfile": (dockerfile(task), 0o644),
         "tests/test.sh": (test_sh(task), 0o755),
         "tests/score.py": (SCORE_PY, 0o644),
-        "tests/ids.json": (json.dumps({"FAIL_TO_PASS": list(task.FAIL_TO_PASS),
-                                       "PASS_TO_PASS": list(task.PASS_TO_PASS)}, indent=1), 0o644),
+        "tests/ids.json": (
+            json.dumps({"FAIL_TO_PASS": list(task.FAIL_TO_PASS), "PASS_TO_PASS": list(task.PASS_TO_PASS)}, indent=1),
+            0o644,
+        ),
         "solution/fix.patch": (task.patch, 0o644),
-        "solution/solve.sh": ("#!/bin/bash\nset -e\ncd /testbed\ngit apply --whitespace=nowarn /solution/fix.patch\n",
-                              0o755),
+        "solution/solve.sh": (
+            "#!/bin/bash\nset -e\ncd /testbed\ngit apply --whitespace=nowarn /solution/fix.patch\n",
+            0o755,
+        ),
         "instruction.md": (task.problem_statement, 0o644),
         "task.toml": (task_toml(task), 0o644),
     }

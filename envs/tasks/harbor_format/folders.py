@@ -45,8 +45,11 @@ def task_dirs(path: Path) -> list[Path]:
 
 def _files(folder: Path) -> dict[str, list]:
     """relative path -> [base64 bytes, mode]: a folder's files as JSON can carry them."""
-    return {rel: [base64.b64encode(data).decode(), mode]
-            for rel, (data, mode) in dockerfile.context_files(folder).items()} if folder.is_dir() else {}
+    return (
+        {rel: [base64.b64encode(data).decode(), mode] for rel, (data, mode) in dockerfile.context_files(folder).items()}
+        if folder.is_dir()
+        else {}
+    )
 
 
 def unpack(files: dict[str, list]) -> dict[str, tuple[bytes, int]]:
@@ -62,19 +65,39 @@ def _config(task_dir: Path) -> dict[str, Any]:
     try:
         config = tomllib.loads((task_dir / "task.toml").read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise _bad(task_dir, "task.toml", "valid TOML (Harbor's task config)", f"a parse error ({exc})",
-                   "Fix the TOML syntax; `harbor tasks check` validates it too.") from None
+        raise _bad(
+            task_dir,
+            "task.toml",
+            "valid TOML (Harbor's task config)",
+            f"a parse error ({exc})",
+            "Fix the TOML syntax; `harbor tasks check` validates it too.",
+        ) from None
     for table in ("verifier", "agent", "environment", "solution", "metadata"):
         if not isinstance(config.get(table, {}), dict):
-            raise _bad(task_dir, f"task.toml [{table}]", "a table", repr(config[table])[:80],
-                       f"Write it as a [{table}] section.")
+            raise _bad(
+                task_dir,
+                f"task.toml [{table}]",
+                "a table",
+                repr(config[table])[:80],
+                f"Write it as a [{table}] section.",
+            )
     timeout = config.get("verifier", {}).get("timeout_sec", DEFAULT_VERIFIER_TIMEOUT_S)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise _bad(task_dir, "task.toml [verifier].timeout_sec", "a positive number of seconds", repr(timeout),
-                   "Set e.g. timeout_sec = 600.0.")
+        raise _bad(
+            task_dir,
+            "task.toml [verifier].timeout_sec",
+            "a positive number of seconds",
+            repr(timeout),
+            "Set e.g. timeout_sec = 600.0.",
+        )
     if config.get("steps"):
-        raise _bad(task_dir, "task.toml [[steps]]", "a single-step task", f"{len(config['steps'])} steps",
-                   "Multi-step Harbor tasks are not supported; split them into single-step tasks.")
+        raise _bad(
+            task_dir,
+            "task.toml [[steps]]",
+            "a single-step task",
+            f"{len(config['steps'])} steps",
+            "Multi-step Harbor tasks are not supported; split them into single-step tasks.",
+        )
     return config
 
 
@@ -90,8 +113,13 @@ def _recipe(task_dir: Path, config: dict[str, Any]) -> dockerfile.Recipe:
         return dockerfile.Recipe(image, [])
     compose = task_dir / "environment" / "docker-compose.yaml"
     found = "a docker-compose.yaml (multi-container)" if compose.exists() else "neither"
-    raise _bad(task_dir, "environment", "environment/Dockerfile or [environment].docker_image", found,
-               "Give the task a Dockerfile (FROM an image swebox can pull) or a prebuilt docker_image.")
+    raise _bad(
+        task_dir,
+        "environment",
+        "environment/Dockerfile or [environment].docker_image",
+        found,
+        "Give the task a Dockerfile (FROM an image swebox can pull) or a prebuilt docker_image.",
+    )
 
 
 def task_id(task_dir: Path, config: dict[str, Any]) -> str:
@@ -103,8 +131,13 @@ def load_task(task_dir: Path) -> Task:
     """One Harbor task folder as a Task (its environment layer not built yet: :func:`build_layers`)."""
     task_dir = Path(task_dir).absolute()
     if not (task_dir / "tests" / "test.sh").is_file():
-        raise _bad(task_dir, "tests/test.sh", "the verifier script (it writes /logs/verifier/reward.txt or "
-                   "reward.json)", "no such file", "Add tests/test.sh; swebox grades Linux tasks with it.")
+        raise _bad(
+            task_dir,
+            "tests/test.sh",
+            "the verifier script (it writes /logs/verifier/reward.txt or reward.json)",
+            "no such file",
+            "Add tests/test.sh; swebox grades Linux tasks with it.",
+        )
     config = _config(task_dir)
     instruction = task_dir / "instruction.md"
     if not instruction.is_file():
@@ -122,9 +155,14 @@ def load_task(task_dir: Path) -> Task:
         "source": str(task_dir),
     }
     name = (config.get("task") or {}).get("name", "") if isinstance(config.get("task"), dict) else ""
-    return Task(instance_id=task_id(task_dir, config), repo=str(name or task_dir.name),
-                problem_statement=instruction.read_text(encoding="utf-8"), grader="harbor", test_cmd=TEST_CMD,
-                metadata={"image": recipe.image, "harbor": harbor, "source": "harbor"})
+    return Task(
+        instance_id=task_id(task_dir, config),
+        repo=str(name or task_dir.name),
+        problem_statement=instruction.read_text(encoding="utf-8"),
+        grader="harbor",
+        test_cmd=TEST_CMD,
+        metadata={"image": recipe.image, "harbor": harbor, "source": "harbor"},
+    )
 
 
 def _gold_patch(task: Task, paths: list[str], policy: Any) -> str:
@@ -137,20 +175,28 @@ def _gold_patch(task: Task, paths: list[str], policy: Any) -> str:
         for rel, (data, mode) in solution.items():
             sb.exec(f"mkdir -p {shlex.quote(str(Path('/solution', rel).parent))}", timeout=60)
             sb.write_file(f"/solution/{rel}", data, mode)
-        run = sb.exec("chmod +x /solution/solve.sh && DEBIAN_FRONTEND=noninteractive /solution/solve.sh",
-                      timeout=task.metadata["harbor"]["verifier_timeout_s"])
+        run = sb.exec(
+            "chmod +x /solution/solve.sh && DEBIAN_FRONTEND=noninteractive /solution/solve.sh",
+            timeout=task.metadata["harbor"]["verifier_timeout_s"],
+        )
         if run.timed_out or run.exit_code != 0:
-            raise TaskError(f"task {task.instance_id}: solution/solve.sh: expected exit 0; found "
-                            f"{'a timeout' if run.timed_out else f'exit {run.exit_code}'}: {run.output[-800:]}. "
-                            "Fix the solution script (it runs in the task's environment).")
+            raise TaskError(
+                f"task {task.instance_id}: solution/solve.sh: expected exit 0; found "
+                f"{'a timeout' if run.timed_out else f'exit {run.exit_code}'}: {run.output[-800:]}. "
+                "Fix the solution script (it runs in the task's environment)."
+            )
         out = "/tmp/swebox-oracle.diff"
-        sb.exec(f"cd /testbed && git -c safe.directory='*' add -A . && git -c safe.directory='*' diff --cached "
-                f"--binary --full-index --no-color --no-renames HEAD > {out}", timeout=300)
+        sb.exec(
+            f"cd /testbed && git -c safe.directory='*' add -A . && git -c safe.directory='*' diff --cached "
+            f"--binary --full-index --no-color --no-renames HEAD > {out}",
+            timeout=300,
+        )
         return sb.read_file(out, max_bytes=64 << 20).decode("utf-8", errors="surrogateescape")
 
 
-def build_layers(tasks: list[Task], store: LayerStore | str, *, cache_root: str = "", network: str = "none",
-                 force: bool = False) -> list[Task]:
+def build_layers(
+    tasks: list[Task], store: LayerStore | str, *, cache_root: str = "", network: str = "none", force: bool = False
+) -> list[Task]:
     """Build (once; cached in ``store`` by content) each Harbor task's environment layer over its FROM image,
     and record solve.sh's effect as the gold patch; returns the tasks with ``task_layer_key`` and ``patch``
     set. Tasks that are not Harbor tasks come back unchanged."""

@@ -38,8 +38,11 @@ def parse_reward(json_bytes: bytes | None, txt_bytes: bytes | None) -> tuple[flo
             return 0.0, f"{where}: expected a JSON object of rewards; found invalid JSON ({exc})"
         if not isinstance(data, dict) or not data:
             return 0.0, f"{where}: expected a JSON object like {{\"reward\": 1.0}}; found {json_bytes[:80]!r}"
-        bad = {k: v for k, v in data.items()
-               if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)}
+        bad = {
+            k: v
+            for k, v in data.items()
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+        }
         if bad:
             return 0.0, f"{where}: expected finite numbers; found {bad!r}"[:300]
         if "reward" in data:
@@ -85,8 +88,10 @@ def run_verifier(sb: Sandbox, task: Task, report, workdir: str, timeout: float) 
     env = "".join(f"export {k}={shlex.quote(v)}; " for k, v in (harbor.get("verifier_env") or {}).items())
     limit = min(float(harbor.get("verifier_timeout_s") or timeout), timeout)
     cwd = shlex.quote(harbor.get("workdir") or "/testbed")
-    run = sb.exec(f"chmod +x {task.test_cmd} && cd {cwd} && ({env}{task.test_cmd} > {VERIFIER_DIR}/test-stdout.txt "
-                  "2>&1)", timeout=limit)
+    run = sb.exec(
+        f"chmod +x {task.test_cmd} && cd {cwd} && ({env}{task.test_cmd} > {VERIFIER_DIR}/test-stdout.txt 2>&1)",
+        timeout=limit,
+    )
     report.timed_out = run.timed_out
     try:  # read by the host: nothing the verifier's run left behind in the sandbox takes part
         report.output_tail = sb.read_tail(f"{VERIFIER_DIR}/test-stdout.txt", _OUTPUT_TAIL).decode("utf-8", "replace")

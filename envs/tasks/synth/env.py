@@ -48,7 +48,9 @@ class CacheEnvironment:
             self.close()
             raise
         self.policy = SandboxPolicy(
-            network="none", memory_mb=SANDBOX_MEMORY_MB, command_timeout_s=recipe.timeout_s + 60,
+            network="none",
+            memory_mb=SANDBOX_MEMORY_MB,
+            command_timeout_s=recipe.timeout_s + 60,
             env={**DEFAULT_ENV, **toolchain_env(tuple(self.toolchains))},
         )
 

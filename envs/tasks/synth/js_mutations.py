@@ -36,8 +36,10 @@ def is_mutable_js(rel: str) -> bool:
         return False
     if any(part in path.name for part in _TEST_NAME) or path.name.endswith(".config.js"):
         return False
-    return not any(part in SKIPPED_DIRS or part in ("__tests__", "spec", "dist", "coverage") or part.startswith(".")
-                   for part in path.parts[:-1])
+    return not any(
+        part in SKIPPED_DIRS or part in ("__tests__", "spec", "dist", "coverage") or part.startswith(".")
+        for part in path.parts[:-1]
+    )
 
 
 def acorn_path(tools: str | Path) -> Path:
@@ -46,11 +48,17 @@ def acorn_path(tools: str | Path) -> Path:
     module = prefix / "node_modules" / "acorn"
     if not (prefix / ".complete").exists():
         prefix.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(["npm", "install", "--prefix", str(prefix), "--no-audit", "--no-fund",
-                               "--ignore-scripts", ACORN], capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            ["npm", "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--ignore-scripts", ACORN],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         if done.returncode != 0 or not module.is_dir():
-            raise NpmError(f"installing the JavaScript parser {ACORN}: expected npm to install it; found exit "
-                           f"{done.returncode}: {done.stderr.strip()[-300:]}. Check that the registry is reachable.")
+            raise NpmError(
+                f"installing the JavaScript parser {ACORN}: expected npm to install it; found exit "
+                f"{done.returncode}: {done.stderr.strip()[-300:]}. Check that the registry is reachable."
+            )
         (prefix / ".complete").write_text(ACORN + "\n")
     return module
 
@@ -72,8 +80,9 @@ class JsMutation:
     def candidate(self) -> Candidate | None:
         """The mutated module, or None when it changes nothing or no longer parses."""
         units = self.source.encode("utf-16-le")
-        new = (units[: 2 * self.start] + self.replacement.encode("utf-16-le") + units[2 * self.end:]).decode(
-            "utf-16-le")
+        new = (units[: 2 * self.start] + self.replacement.encode("utf-16-le") + units[2 * self.end :]).decode(
+            "utf-16-le"
+        )
         if new == self.source or not _parses(new):
             return None
         return Candidate(self.technique, self.path, self.qualname, self.line, self.end_line, new)
@@ -92,8 +101,14 @@ def js_mutations(files: Mapping[str, str], tools: str | Path) -> list[JsMutation
     if not chosen:
         return []
     request = json.dumps({"acorn": str(acorn_path(tools)), "files": chosen})
-    done = subprocess.run(["node", str(SCRIPT)], input=request, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "NODE_OPTIONS": ""})
+    done = subprocess.run(
+        ["node", str(SCRIPT)],
+        input=request,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "NODE_OPTIONS": ""},
+    )
     if done.returncode != 0:
         raise RuntimeError(f"js_sites.js failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
     answer = json.loads(done.stdout)
@@ -102,5 +117,14 @@ def js_mutations(files: Mapping[str, str], tools: str | Path) -> list[JsMutation
 
 def _mutations(sites: Iterable[dict], files: Mapping[str, str]) -> Iterable[JsMutation]:
     for s in sites:
-        yield JsMutation(s["technique"], s["path"], files[s["path"]], int(s["start"]), int(s["end"]),
-                         s["replacement"], s["qualname"], int(s["line"]), int(s["end_line"]))
+        yield JsMutation(
+            s["technique"],
+            s["path"],
+            files[s["path"]],
+            int(s["start"]),
+            int(s["end"]),
+            s["replacement"],
+            s["qualname"],
+            int(s["line"]),
+            int(s["end_line"]),
+        )

@@ -31,7 +31,7 @@ def failure_details(log: str, ids: set[str]) -> dict[str, tuple[str, str]]:
         if not match or match[2] != "not ok" or match[3].strip() not in ids:
             continue
         indent, block = len(match[1]), []
-        for following in lines[i + 1:]:
+        for following in lines[i + 1 :]:
             if following.strip() and len(following) - len(following.lstrip()) <= indent:
                 break
             block.append(following)
@@ -54,9 +54,11 @@ class LogRunner:
     def command(self, timeout_s: float) -> str:
         """The shell command of one run (the test command's own output is the log)."""
         assignments = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
-        return (f"rm -rf {RUN_DIR} && mkdir -p {RUN_DIR} && cd /testbed && "
-                f"env {assignments} timeout -s KILL {int(timeout_s) + 1} bash -c {shlex.quote(self.test_cmd)} "
-                f"> {OUTPUT} 2>&1; echo exit=$?")
+        return (
+            f"rm -rf {RUN_DIR} && mkdir -p {RUN_DIR} && cd /testbed && "
+            f"env {assignments} timeout -s KILL {int(timeout_s) + 1} bash -c {shlex.quote(self.test_cmd)} "
+            f"> {OUTPUT} 2>&1; echo exit=$?"
+        )
 
     def run(self, changes: Mapping[str, str | bytes], paths: Sequence[str], timeout_s: float) -> RunResult:
         """Write ``changes``, run the whole test command (``paths`` are already in it), parse, reset."""

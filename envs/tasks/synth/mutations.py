@@ -111,9 +111,7 @@ def is_mutable_path(rel: str) -> bool:
 def source_files(repo: str | Path) -> list[str]:
     """Relative paths of the repository's Python modules that may receive bugs, sorted."""
     root = Path(repo)
-    return sorted(
-        rel for rel in (p.relative_to(root).as_posix() for p in root.rglob("*.py")) if is_mutable_path(rel)
-    )
+    return sorted(rel for rel in (p.relative_to(root).as_posix() for p in root.rglob("*.py")) if is_mutable_path(rel))
 
 
 class Mutation:
@@ -138,17 +136,13 @@ class Mutation:
         return Candidate(s.technique, self.path, s.qualname, s.start_line, s.end_line, new_source)
 
 
-def mutations(
-    source: str, *, path: str = "", seed: int = 0, techniques: Iterable[str] | None = None
-) -> list[Mutation]:
+def mutations(source: str, *, path: str = "", seed: int = 0, techniques: Iterable[str] | None = None) -> list[Mutation]:
     """Every mutation site of one module, unrendered, in source order.
 
     Raises ValueError for a test module or a module that does not parse; returns [] for generated modules.
     """
     if path and is_test_file(path):
-        raise ValueError(
-            f"refusing to mutate test file {path!r}: expected a non-test module; pass a source file"
-        )
+        raise ValueError(f"refusing to mutate test file {path!r}: expected a non-test module; pass a source file")
     wanted = set(TECHNIQUES if techniques is None else techniques)
     unknown = wanted - set(TECHNIQUES)
     if unknown:

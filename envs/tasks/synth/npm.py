@@ -48,9 +48,14 @@ INSTALL = "npm install --ignore-scripts --no-audit --no-fund --no-package-lock"
 binaries, which no build may need), no lock file written into the tree."""
 _SPEC = re.compile(r"^npm:(?P<name>(@[a-z0-9][\w.-]*/)?[a-z0-9][\w.-]*)@(?P<version>\d[\w.+-]*)$")
 _GITIGNORE = "node_modules/\n"
-_GIT_ENV = {"GIT_AUTHOR_NAME": "swebox", "GIT_AUTHOR_EMAIL": "swebox@localhost", "GIT_COMMITTER_NAME": "swebox",
-            "GIT_COMMITTER_EMAIL": "swebox@localhost", "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z",
-            "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z"}
+_GIT_ENV = {
+    "GIT_AUTHOR_NAME": "swebox",
+    "GIT_AUTHOR_EMAIL": "swebox@localhost",
+    "GIT_COMMITTER_NAME": "swebox",
+    "GIT_COMMITTER_EMAIL": "swebox@localhost",
+    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
+}
 
 
 class NpmError(ValueError):
@@ -66,8 +71,9 @@ def parse_spec(spec: str) -> tuple[str, str]:
     """``"npm:minimist@1.2.8"`` -> ``("minimist", "1.2.8")``."""
     match = _SPEC.match(spec.strip())
     if not match:
-        raise NpmError(f"--project: expected npm:NAME@VERSION with an exact version (e.g. npm:minimist@1.2.8); "
-                       f"found {spec!r}.")
+        raise NpmError(
+            f"--project: expected npm:NAME@VERSION with an exact version (e.g. npm:minimist@1.2.8); found {spec!r}."
+        )
     return match["name"], match["version"]
 
 
@@ -76,11 +82,15 @@ def _get(url: str) -> bytes:
         with urllib.request.urlopen(url, timeout=120) as answer:
             return answer.read()
     except urllib.error.HTTPError as exc:
-        raise NpmError(f"npm registry: expected {url} to answer; found HTTP {exc.code}. Check the name and "
-                       "version (`npm view NAME versions`).") from None
+        raise NpmError(
+            f"npm registry: expected {url} to answer; found HTTP {exc.code}. Check the name and "
+            "version (`npm view NAME versions`)."
+        ) from None
     except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        raise NpmError(f"npm registry: expected {REGISTRY} to be reachable; found {exc}. Set "
-                       "$SWEBOX_NPM_REGISTRY to a reachable registry or mirror.") from None
+        raise NpmError(
+            f"npm registry: expected {REGISTRY} to be reachable; found {exc}. Set "
+            "$SWEBOX_NPM_REGISTRY to a reachable registry or mirror."
+        ) from None
 
 
 def download(name: str, version: str) -> bytes:
@@ -89,13 +99,17 @@ def download(name: str, version: str) -> bytes:
     dist = meta.get("dist") or {}
     integrity = str(dist.get("integrity") or "")
     if not dist.get("tarball") or not integrity.startswith("sha512-"):
-        raise NpmError(f"npm:{name}@{version}: expected dist.tarball and a sha512 dist.integrity in the registry's "
-                       f"metadata; found {sorted(dist)}.")
+        raise NpmError(
+            f"npm:{name}@{version}: expected dist.tarball and a sha512 dist.integrity in the registry's "
+            f"metadata; found {sorted(dist)}."
+        )
     data = _get(dist["tarball"])
     digest = base64.b64encode(hashlib.sha512(data).digest()).decode()
     if digest != integrity.removeprefix("sha512-"):
-        raise NpmError(f"npm:{name}@{version}: the tarball's sha512 does not match the registry's integrity; "
-                       "the download is corrupt or was altered: retry, or check the registry.")
+        raise NpmError(
+            f"npm:{name}@{version}: the tarball's sha512 does not match the registry's integrity; "
+            "the download is corrupt or was altered: retry, or check the registry."
+        )
     return data
 
 
@@ -129,8 +143,11 @@ def npm_repository(spec: str, cache: str | Path) -> Path:
         raise NpmError(f"{spec}: expected package/package.json in the tarball; found none. Not an npm package.")
     (partial / ".gitignore").write_text(_GITIGNORE)
     env = {**os.environ, **_GIT_ENV}
-    for argv in (["git", "init", "-q", "-b", "main"], ["git", "add", "-A"],
-                 ["git", "commit", "-q", "--no-verify", "-m", f"{name}@{version} from the npm registry"]):
+    for argv in (
+        ["git", "init", "-q", "-b", "main"],
+        ["git", "add", "-A"],
+        ["git", "commit", "-q", "--no-verify", "-m", f"{name}@{version} from the npm registry"],
+    ):
         subprocess.run(argv, cwd=partial, env=env, check=True, capture_output=True)
     (partial / ".git" / "swebox-complete").write_text(spec + "\n")
     subprocess.run(["rm", "-rf", str(repo)], check=True)
@@ -147,8 +164,9 @@ def env_spec(repo: str | Path, commit: str, python: str) -> EnvSpec:
     """The env of a JavaScript project: the repository with its npm dependencies installed in /testbed.
 
     A venv is still built (``python``): the log grader's monitor runs on the env's interpreter."""
-    return EnvSpec(source=str(repo), commit=commit, python=python, install=(INSTALL,), test_deps=(),
-                   toolchains=NODE_TOOLCHAINS)
+    return EnvSpec(
+        source=str(repo), commit=commit, python=python, install=(INSTALL,), test_deps=(), toolchains=NODE_TOOLCHAINS
+    )
 
 
 def test_cmd(tests: tuple[str, ...]) -> str:

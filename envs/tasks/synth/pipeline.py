@@ -62,8 +62,7 @@ class SynthConfig:
     def __post_init__(self) -> None:
         if self.jobs < 1 or self.baseline_runs < 1:
             raise ValueError(
-                f"SynthConfig: expected jobs >= 1 and baseline_runs >= 1; found {self.jobs}, "
-                f"{self.baseline_runs}."
+                f"SynthConfig: expected jobs >= 1 and baseline_runs >= 1; found {self.jobs}, {self.baseline_runs}."
             )
         if self.max_tasks is not None and self.max_tasks < 0:
             raise ValueError(f"SynthConfig.max_tasks: expected >= 0 or None; found {self.max_tasks}.")
@@ -259,9 +258,7 @@ class ProjectSynth:
         self.defined_in = {t: f for r in runs for t, f in r.defined_in.items()}
         if not self.stable:
             statuses = {r.junit_status for r in runs}
-            self.report.error = (
-                f"no test passes on the clean snapshot (JUnit: {sorted(statuses)}); check tests/"
-            )
+            self.report.error = f"no test passes on the clean snapshot (JUnit: {sorted(statuses)}); check tests/"
             return False
         self.timeout_s = min(
             self.recipe.timeout_s, max(self.config.min_timeout_s, 10 * max(r.duration_s for r in runs))

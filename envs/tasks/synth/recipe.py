@@ -20,15 +20,13 @@ from swebox.envs.cache import EnvSpec
 from swebox.envs.sandbox.strict import checked_fields
 from swebox.envs.tasks.synth import npm
 
-_REQUIREMENT = re.compile(
-    r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z0-9][A-Za-z0-9.+!_-]*)$"
-)
-
+_REQUIREMENT = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z0-9][A-Za-z0-9.+!_-]*)$")
 
 
 class RecipeError(ValueError):
     """A project, repository or recipe file that cannot be synthesised from; one line that says how to fix it
     (``swebox tasks synth`` prints it without a traceback)."""
+
 
 @dataclass(frozen=True)
 class ProjectRecipe:
@@ -62,11 +60,14 @@ class ProjectRecipe:
 
     def __post_init__(self) -> None:
         if self.language not in ("python", "javascript"):
-            raise RecipeError(f"project {self.name!r}: language must be 'python' or 'javascript'; found "
-                              f"{self.language!r}.")
+            raise RecipeError(
+                f"project {self.name!r}: language must be 'python' or 'javascript'; found {self.language!r}."
+            )
         if self.language == "javascript" and not (self.repo_path and self.tests):
-            raise RecipeError(f"project {self.name!r}: a JavaScript project needs repo_path and tests (its test "
-                              "folders); make it with project_from_npm('npm:NAME@VERSION').")
+            raise RecipeError(
+                f"project {self.name!r}: a JavaScript project needs repo_path and tests (its test "
+                "folders); make it with project_from_npm('npm:NAME@VERSION')."
+            )
         if bool(self.version) == bool(self.repo_path):
             raise RecipeError(
                 f"project {self.name!r}: expected exactly one of version (PyPI) or repo_path (local git); "
@@ -188,10 +189,11 @@ def project_from_npm(spec: str, cache: str | Path | None = None, **overrides: An
         raise RecipeError(str(exc)) from None
     tests = tuple(overrides.pop("tests", None) or npm.test_paths(repo))
     if not tests:
-        raise RecipeError(f"{spec}: expected a test folder ({', '.join(npm.TEST_DIRS)}) in the published package; "
-                          "found none: the package does not ship its tests, pick another or another version.")
-    return ProjectRecipe(name=name, repo_path=str(repo), language="javascript", package=spec, tests=tests,
-                         **overrides)
+        raise RecipeError(
+            f"{spec}: expected a test folder ({', '.join(npm.TEST_DIRS)}) in the published package; "
+            "found none: the package does not ship its tests, pick another or another version."
+        )
+    return ProjectRecipe(name=name, repo_path=str(repo), language="javascript", package=spec, tests=tests, **overrides)
 
 
 def project_from_repo(path: str | Path, **overrides: Any) -> ProjectRecipe:
@@ -206,9 +208,7 @@ def load_recipe(path: str | Path) -> list[ProjectRecipe]:
     """The projects of a corpus recipe YAML (``defaults`` apply to every project)."""
     data = yaml.safe_load(Path(path).read_text())
     if not isinstance(data, dict) or not isinstance(data.get("projects"), list):
-        raise RecipeError(
-            f"{path}: expected a mapping with a 'projects' list; see configs/corpus/default.yaml."
-        )
+        raise RecipeError(f"{path}: expected a mapping with a 'projects' list; see configs/corpus/default.yaml.")
     defaults = data.get("defaults") or {}
     projects = []
     for i, entry in enumerate(data["projects"]):
@@ -218,7 +218,5 @@ def load_recipe(path: str | Path) -> list[ProjectRecipe]:
         projects.append(ProjectRecipe(**merged))
     names = [p.label for p in projects]
     if len(set(names)) != len(names):
-        raise RecipeError(
-            f"{path}: a project is listed twice: {sorted(n for n in names if names.count(n) > 1)}."
-        )
+        raise RecipeError(f"{path}: a project is listed twice: {sorted(n for n in names if names.count(n) > 1)}.")
     return projects

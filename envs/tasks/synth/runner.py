@@ -112,9 +112,7 @@ def results_from_junit(
 class SandboxRunner:
     """Runs tests in one sandbox; not shared between threads (each worker owns one)."""
 
-    def __init__(
-        self, sandbox, pytest_args: Sequence[str] = (), env: Mapping[str, str] | None = None
-    ) -> None:
+    def __init__(self, sandbox, pytest_args: Sequence[str] = (), env: Mapping[str, str] | None = None) -> None:
         self.sandbox = sandbox
         self.pytest_args = tuple(pytest_args)
         self.env = dict(env or {})

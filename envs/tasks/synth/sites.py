@@ -97,9 +97,7 @@ def swap_operator(op: cst.CSTNode, table: dict[type, type]) -> cst.CSTNode | Non
     if target is None:
         return None
     names = {f.name for f in dataclasses.fields(target)}
-    kept = {
-        k: getattr(op, k) for k in ("whitespace_before", "whitespace_after") if k in names and hasattr(op, k)
-    }
+    kept = {k: getattr(op, k) for k in ("whitespace_before", "whitespace_after") if k in names and hasattr(op, k)}
     return target(**kept)
 
 
@@ -138,9 +136,7 @@ def parenthesized(expr: cst.BaseExpression) -> cst.BaseExpression:
     return expr
 
 
-def block_without(
-    block: cst.BaseSuite, index: int, replacement: Sequence[cst.BaseStatement]
-) -> cst.BaseSuite:
+def block_without(block: cst.BaseSuite, index: int, replacement: Sequence[cst.BaseStatement]) -> cst.BaseSuite:
     """``block`` with statement ``index`` replaced by ``replacement`` (``pass`` if it would be empty)."""
     body = [*block.body[:index], *replacement, *block.body[index + 1 :]]
     if not body:
@@ -179,9 +175,7 @@ class SiteCollector(cst.CSTVisitor):
         self._function_depth = 0
 
     # -- bookkeeping ------------------------------------------------------------------------------------
-    def _add(
-        self, technique: str, old: cst.CSTNode, new: cst.CSTNode | None, span: cst.CSTNode | None = None
-    ):
+    def _add(self, technique: str, old: cst.CSTNode, new: cst.CSTNode | None, span: cst.CSTNode | None = None):
         if new is None:
             return
         pos = self.get_metadata(PositionProvider, span or old)
@@ -289,9 +283,7 @@ class SiteCollector(cst.CSTVisitor):
 
     def visit_Name(self, node: cst.Name) -> None:
         if self._in_function and node.value in ("True", "False"):
-            self._add(
-                "change_constant", node, node.with_changes(value="False" if node.value == "True" else "True")
-            )
+            self._add("change_constant", node, node.with_changes(value="False" if node.value == "True" else "True"))
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         if self._in_function:
@@ -300,9 +292,7 @@ class SiteCollector(cst.CSTVisitor):
     # -- statements -------------------------------------------------------------------------------------
     def visit_If(self, node: cst.If) -> None:
         if self._in_function and isinstance(node.orelse, cst.Else):
-            inverted = node.with_changes(
-                body=node.orelse.body, orelse=node.orelse.with_changes(body=node.body)
-            )
+            inverted = node.with_changes(body=node.orelse.body, orelse=node.orelse.with_changes(body=node.body))
             self._add("invert_if", node, inverted)
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
@@ -314,9 +304,7 @@ class SiteCollector(cst.CSTVisitor):
             elif isinstance(stmt, (cst.For, cst.While)):
                 self._add("remove_loop", node, block_without(node, i, []), span=stmt)
             elif isinstance(stmt, (cst.With, cst.Try, cst.TryStar)):
-                self._add(
-                    "remove_wrapper", node, block_without(node, i, suite_statements(stmt.body)), span=stmt
-                )
+                self._add("remove_wrapper", node, block_without(node, i, suite_statements(stmt.body)), span=stmt)
             elif self._is_assignment(stmt):
                 self._add("remove_assignment", node, block_without(node, i, []), span=stmt)
 
@@ -358,9 +346,7 @@ class SiteCollector(cst.CSTVisitor):
             elif node.keywords:
                 new = node.with_changes(bases=bases)
             else:
-                new = node.with_changes(
-                    bases=[], lpar=cst.MaybeSentinel.DEFAULT, rpar=cst.MaybeSentinel.DEFAULT
-                )
+                new = node.with_changes(bases=[], lpar=cst.MaybeSentinel.DEFAULT, rpar=cst.MaybeSentinel.DEFAULT)
             self._add("remove_base_class", node, new, span=base)
         if not isinstance(node.body, cst.IndentedBlock):
             return

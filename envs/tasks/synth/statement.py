@@ -97,9 +97,7 @@ def problem_statement(project: str, failures: Sequence[Failure], passing: int, d
     ``diff`` is the bug (or its fix); no line of the statement contains text of its changed lines.
     """
     if not failures:
-        raise ValueError(
-            "problem_statement: expected at least one failing test; found none. A task needs F2P."
-        )
+        raise ValueError("problem_statement: expected at least one failing test; found none. A task needs F2P.")
     hidden = hidden_lines(diff)
     ordered = sorted(failures, key=lambda f: f.test_id)
     count = len(ordered)

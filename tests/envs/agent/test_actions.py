@@ -22,9 +22,7 @@ def openai_message(name: str, arguments: object, call_id: str = "call_1") -> dic
     return {
         "role": "assistant",
         "content": None,
-        "tool_calls": [
-            {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
-        ],
+        "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}],
     }
 
 
@@ -36,9 +34,7 @@ def assert_format_error(result: object, reason_part: str, config: ActionConfig) 
 
 # ---- config ----------------------------------------------------------------------------------------------
 def test_config_rejects_bad_values_with_how_to_fix():
-    with pytest.raises(
-        ValueError, match=r"expected one of bash_block, xml_function, json_tool_call; found 'yaml'"
-    ):
+    with pytest.raises(ValueError, match=r"expected one of bash_block, xml_function, json_tool_call; found 'yaml'"):
         ActionConfig(style="yaml")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="max_reply_chars"):
         ActionConfig(max_reply_chars=0)
@@ -151,9 +147,7 @@ def test_xml_str_replace_keeps_whitespace_and_allows_empty_new_str():
 
 def test_xml_submit_and_bash_sentinel_both_submit():
     assert parse_action("<function=submit>\n</function>", XML) == Action("submit", {})
-    sentinel = (
-        "<function=bash><parameter=command>echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT</parameter></function>"
-    )
+    sentinel = "<function=bash><parameter=command>echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT</parameter></function>"
     assert parse_action(sentinel, XML) == Action("submit", {})
 
 
@@ -273,9 +267,7 @@ def test_json_format_errors(reply, reason_part):
 @pytest.mark.parametrize("config", [BASH, XML, JSON], ids=lambda c: c.style)
 def test_huge_reply_is_rejected_before_parsing(config):
     reply = fence("ls") + "x" * config.max_reply_chars
-    assert_format_error(
-        parse_action(reply, config), f"more than the limit of {config.max_reply_chars}", config
-    )
+    assert_format_error(parse_action(reply, config), f"more than the limit of {config.max_reply_chars}", config)
 
 
 def test_nul_and_lone_surrogates_in_arguments_are_format_errors():

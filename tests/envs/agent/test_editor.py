@@ -86,10 +86,7 @@ def test_view_file_whole_and_ranges():
     assert editor.view("/testbed/a.py") == (
         "Here's the result of running `cat -n` on /testbed/a.py:\n     1\tx = 1\n     2\ty = 2\n     3\tz = 3"
     )
-    expected = (
-        "Here's the result of running `cat -n` on /testbed/a.py (lines 2-3 of 3):\n"
-        "     2\ty = 2\n     3\tz = 3"
-    )
+    expected = "Here's the result of running `cat -n` on /testbed/a.py (lines 2-3 of 3):\n     2\ty = 2\n     3\tz = 3"
     assert editor.view("/testbed/a.py", [2, -1]) == expected
     assert editor.view("/testbed/a.py", [2, 99]) == expected  # an end past the file is clamped
 
@@ -127,18 +124,13 @@ def test_missing_and_relative_paths_are_explained():
     editor, _ = make({})
     with pytest.raises(EditorError, match=r"^The path /testbed/nope.py does not exist\.$"):
         editor.view("/testbed/nope.py")
-    with pytest.raises(
-        EditorError, match=r"not absolute; it must start with /\. Did you mean /testbed/a\.py\?"
-    ):
+    with pytest.raises(EditorError, match=r"not absolute; it must start with /\. Did you mean /testbed/a\.py\?"):
         editor.run({"command": "view", "path": "a.py"})
 
 
 def test_create_makes_parents_refuses_overwrite_and_undo_removes():
     editor, sandbox = make({"/testbed/a.py": b"old\n"})
-    assert (
-        editor.create("/testbed/new/dir/c.py", "print(1)\n")
-        == "File created successfully at: /testbed/new/dir/c.py"
-    )
+    assert editor.create("/testbed/new/dir/c.py", "print(1)\n") == "File created successfully at: /testbed/new/dir/c.py"
     assert sandbox.files["/testbed/new/dir/c.py"] == b"print(1)\n"
     with pytest.raises(EditorError, match="already exists as a file; `create` never overwrites"):
         editor.create("/testbed/a.py", "new\n")
@@ -223,8 +215,7 @@ def test_undo_edit_walks_back_each_file_separately():
     editor.str_replace("/testbed/b.py", "b1", "b2")
     editor.str_replace("/testbed/a.py", "a2", "a3")
     assert editor.undo_edit("/testbed/a.py") == (
-        "Last edit to /testbed/a.py undone. Here's the result of running `cat -n` on /testbed/a.py:\n"
-        "     1\ta2"
+        "Last edit to /testbed/a.py undone. Here's the result of running `cat -n` on /testbed/a.py:\n     1\ta2"
     )
     assert sandbox.files["/testbed/b.py"] == b"b2\n"
     editor.undo_edit("/testbed/a.py")
@@ -253,9 +244,7 @@ def test_runner_shows_editor_misuse_as_error_observation_and_sandbox_failure_as_
     broken = runner.run(Action("str_replace_editor", {"command": "view", "path": "/testbed/a.py"}))
     assert broken.observation == "Error: Could not read /testbed/a.py: sandbox is gone"
     ok_reply = "<function=str_replace_editor><parameter=command>create</parameter>"
-    ok_reply += (
-        "<parameter=path>/testbed/n.py</parameter><parameter=file_text>\nv = 1\n\n</parameter></function>"
-    )
+    ok_reply += "<parameter=path>/testbed/n.py</parameter><parameter=file_text>\nv = 1\n\n</parameter></function>"
     created = runner.step(ok_reply)
     assert created.observation == "File created successfully at: /testbed/n.py"
     assert sandbox.files["/testbed/n.py"] == b"v = 1\n"  # one newline after/before the tags is framing
@@ -264,9 +253,7 @@ def test_runner_shows_editor_misuse_as_error_observation_and_sandbox_failure_as_
 def test_runner_caps_a_huge_view_to_the_observation_limit():
     big = "".join(f"line {i}\n" for i in range(5000)).encode()
     runner = ToolRunner(FakeSandbox({"/testbed/big.py": big}), observations=ObservationConfig(max_chars=1000))
-    out = runner.run(
-        Action("str_replace_editor", {"command": "view", "path": "/testbed/big.py"}), turns_left=2
-    )
+    out = runner.run(Action("str_replace_editor", {"command": "view", "path": "/testbed/big.py"}), turns_left=2)
     assert len(out.observation) <= 1000
     assert "characters cut from the middle of the output" in out.observation
     assert out.observation.endswith("[2 turns left. Submit your changes before you run out of turns.]")

@@ -42,9 +42,7 @@ def test_editor_edits_the_files_the_shell_sees(sandbox):
     editor.str_replace("/testbed/a.py", "return a - b", "return a + b")
     editor.insert("/testbed/a.py", 0, "import math")
     editor.create("/testbed/pkg/sub/new.py", "X = 1\n")
-    check = sandbox.exec(
-        "cd /testbed && python3 -c 'import a; print(a.add(2, 3))' && cat pkg/sub/new.py", timeout=20
-    )
+    check = sandbox.exec("cd /testbed && python3 -c 'import a; print(a.add(2, 3))' && cat pkg/sub/new.py", timeout=20)
     assert (check.exit_code, check.output) == (0, "5\nX = 1\n")
     with pytest.raises(EditorError, match="occurs 2 times in /testbed/a.py, at lines 2, 6"):
         editor.str_replace("/testbed/a.py", "(a, b):", "(x, y):")
@@ -56,9 +54,7 @@ def test_editor_edits_the_files_the_shell_sees(sandbox):
 
 
 def play(sandbox: Sandbox, style: str, replies: list[object]) -> list:
-    runner = ToolRunner(
-        sandbox, ActionConfig(style=style, command_timeout_s=20), ObservationConfig(warn_turns_left=1)
-    )
+    runner = ToolRunner(sandbox, ActionConfig(style=style, command_timeout_s=20), ObservationConfig(warn_turns_left=1))
     return [runner.step(reply, turns_left=len(replies) - i - 1) for i, reply in enumerate(replies)]
 
 
@@ -156,9 +152,7 @@ def test_hostile_actions_leave_the_runner_working(sandbox):
     assert bash("touch /usr/evil.sh").observation.startswith("<returncode>1</returncode>")
     assert not os.path.exists("/usr/evil.sh")
     killed = bash("kill -9 $$")
-    assert (
-        killed.error is None and killed.observation
-    )  # reported as an observation, whatever the sandbox says
+    assert killed.error is None and killed.observation  # reported as an observation, whatever the sandbox says
     after = bash("echo alive")
     assert after.observation == "<returncode>0</returncode>\n<output>\nalive\n</output>"
 
@@ -169,9 +163,7 @@ def test_editor_never_writes_through_a_link_to_the_host(sandbox, tmp_path):
     runner = ToolRunner(sandbox)
     runner.step(f"```bash\nln -s {host_file} /testbed/link.txt\n```")
     outcome = runner.run(
-        Action(
-            "str_replace_editor", {"command": "create", "path": "/testbed/link.txt", "file_text": "owned\n"}
-        )
+        Action("str_replace_editor", {"command": "create", "path": "/testbed/link.txt", "file_text": "owned\n"})
     )
     assert outcome.error is None
     assert host_file.read_text() == "host\n"

@@ -51,14 +51,8 @@ def test_truncate_middle_never_exceeds_the_limit():
 def test_turns_left_reminder_only_near_the_limit():
     config = ObservationConfig(warn_turns_left=3)
     assert turns_left_reminder(4, config) == ""
-    assert (
-        turns_left_reminder(3, config)
-        == "\n\n[3 turns left. Submit your changes before you run out of turns.]"
-    )
-    assert (
-        turns_left_reminder(1, config)
-        == "\n\n[1 turn left. Submit your changes before you run out of turns.]"
-    )
+    assert turns_left_reminder(3, config) == "\n\n[3 turns left. Submit your changes before you run out of turns.]"
+    assert turns_left_reminder(1, config) == "\n\n[1 turn left. Submit your changes before you run out of turns.]"
     assert turns_left_reminder(0, config) == "\n\n[This was your last turn.]"
     assert turns_left_reminder(1, ObservationConfig(warn_turns_left=0)) == ""
 

@@ -51,15 +51,11 @@ def test_task_prompt_carries_statement_repo_budget_and_submit_instruction():
         "your reply. Your changes to the repository are your answer; you cannot act after that."
     )
     assert "turns" not in task_prompt("x", "xml_function").split("</issue>")[1].split("time limit")[0]
-    assert task_prompt("x", "xml_function").endswith(
-        "call <function=submit></function>. You cannot act after that."
-    )
+    assert task_prompt("x", "xml_function").endswith("call <function=submit></function>. You cannot act after that.")
     submit_json = task_prompt("x", "json_tool_call").rsplit("submit: ", 1)[1]
     assert parse_action(submit_json, ActionConfig(style="json_tool_call")) == Action("submit", {})
 
 
 def test_unknown_style_is_refused():
-    with pytest.raises(
-        ValueError, match="expected one of bash_block, xml_function, json_tool_call; found 'yaml'"
-    ):
+    with pytest.raises(ValueError, match="expected one of bash_block, xml_function, json_tool_call; found 'yaml'"):
         system_prompt("yaml")

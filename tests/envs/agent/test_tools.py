@@ -49,9 +49,7 @@ def test_timeout_is_reported_and_counted_but_not_fatal():
     first = runner.step("```bash\nsleep 1000\n```")
     assert first.timed_out and first.error is None
     assert first.observation.startswith("The command timed out and was killed; the episode continues.")
-    assert (
-        runner.step("```bash\ntrue\n```").observation == "<returncode>0</returncode>\n<output>\nok\n</output>"
-    )
+    assert runner.step("```bash\ntrue\n```").observation == "<returncode>0</returncode>\n<output>\nok\n</output>"
 
 
 def test_submit_runs_nothing():
@@ -86,9 +84,7 @@ def test_openai_tool_call_keeps_its_id_for_the_tool_message():
     shell = ScriptedShell(exec_result("x", 0))
     message = {
         "role": "assistant",
-        "tool_calls": [
-            {"id": "c7", "type": "function", "function": {"name": "bash", "arguments": '{"command": "x"}'}}
-        ],
+        "tool_calls": [{"id": "c7", "type": "function", "function": {"name": "bash", "arguments": '{"command": "x"}'}}],
     }
     outcome = ToolRunner(shell, ActionConfig(style="json_tool_call")).step(message)
     assert outcome.action == Action("bash", {"command": "x"}, call_id="c7")

@@ -7,14 +7,13 @@ from pathlib import Path
 
 FILES = {
     "pyproject.toml": '[build-system]\nrequires = ["setuptools>=61"]\n'
-                      'build-backend = "setuptools.build_meta"\n\n'
-                      '[project]\nname = "calc"\nversion = "0.1"\n',
+    'build-backend = "setuptools.build_meta"\n\n'
+    '[project]\nname = "calc"\nversion = "0.1"\n',
     "src/calc/__init__.py": "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n",
     "src/calc/util.py": "def clamp(x, lo, hi):\n    return max(lo, min(x, hi))\n",
     "tests/test_calc.py": "from calc import add, mul\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
-                          "def test_mul():\n    assert mul(2, 3) == 6\n",
-    "tests/test_util.py": "from calc.util import clamp\n\n\n"
-                          "def test_clamp():\n    assert clamp(5, 0, 3) == 3\n",
+    "def test_mul():\n    assert mul(2, 3) == 6\n",
+    "tests/test_util.py": "from calc.util import clamp\n\n\ndef test_clamp():\n    assert clamp(5, 0, 3) == 3\n",
     "README.md": "calc\n",
 }
 

@@ -24,8 +24,9 @@ TOOLS = ("bash", "find", "cat", "ls", "id", "sha256sum", "stat", "env")
 BASHRC = "export FROM_BASHRC=activated\n"
 
 
-def _entry(name: str, kind: bytes = tarfile.REGTYPE, mode: int = 0o644, data: bytes = b"", link: str = "",
-           uid: int = 0) -> tuple[tarfile.TarInfo, bytes]:
+def _entry(
+    name: str, kind: bytes = tarfile.REGTYPE, mode: int = 0o644, data: bytes = b"", link: str = "", uid: int = 0
+) -> tuple[tarfile.TarInfo, bytes]:
     info = tarfile.TarInfo(name)
     info.type, info.mode, info.linkname, info.uid, info.gid = kind, mode, link, uid, uid
     info.mtime = 1_700_000_000
@@ -70,9 +71,24 @@ def base_entries() -> list:
         files[binary] = binary
         for lib in _libraries(binary):
             files[os.path.join(os.path.realpath(os.path.dirname(lib)), os.path.basename(lib))] = lib
-    entries = [d("usr"), d("usr/bin"), d("usr/lib"), d("usr/lib64"), sym("bin", "usr/bin"), sym("lib", "usr/lib"),
-               sym("lib64", "usr/lib64"), d("etc"), d("root", 0o700), d("tmp", 0o1777), d("data"),
-               d("etc/conf.d"), d("opt"), d("opt/keep"), d("usr/local"), d("usr/local/bin")]
+    entries = [
+        d("usr"),
+        d("usr/bin"),
+        d("usr/lib"),
+        d("usr/lib64"),
+        sym("bin", "usr/bin"),
+        sym("lib", "usr/lib"),
+        sym("lib64", "usr/lib64"),
+        d("etc"),
+        d("root", 0o700),
+        d("tmp", 0o1777),
+        d("data"),
+        d("etc/conf.d"),
+        d("opt"),
+        d("opt/keep"),
+        d("usr/local"),
+        d("usr/local/bin"),
+    ]
     folders = sorted({os.path.dirname(p).lstrip("/") for p in files})
     entries += [d(p) for p in folders if p not in ("usr/bin", "usr/lib64")]
     for path, source in sorted(files.items()):
@@ -82,23 +98,40 @@ def base_entries() -> list:
         f("etc/group", "root:x:0:\nuser:x:1000:\n"),
         f("root/.bashrc", BASHRC),
         f("data/old.txt", "to be deleted\n"),
-        f("etc/conf.d/a.conf", "a\n"), f("etc/conf.d/b.conf", "b\n"),
+        f("etc/conf.d/a.conf", "a\n"),
+        f("etc/conf.d/b.conf", "b\n"),
         f("opt/keep/x", "x\n"),
     ]
     return entries
 
 
 def layer2_entries() -> list:
-    return [d("data"), f("data/.wh.old.txt", ""), f("data/linked.txt", "the hard link's target\n"),
-            hard("data/hard.txt", "data/linked.txt"),
-            sym("data/abs", "/etc/conf.d/c.conf"), sym("data/up", "../../../etc/passwd"),
-            d("etc"), d("etc/conf.d"), f("etc/conf.d/.wh..wh..opq", ""), f("etc/conf.d/c.conf", "c\n"),
-            d("usr"), d("usr/local"), d("usr/local/bin"), f("usr/local/bin/suid", "#!/bin/bash\n", 0o4755)]
+    return [
+        d("data"),
+        f("data/.wh.old.txt", ""),
+        f("data/linked.txt", "the hard link's target\n"),
+        hard("data/hard.txt", "data/linked.txt"),
+        sym("data/abs", "/etc/conf.d/c.conf"),
+        sym("data/up", "../../../etc/passwd"),
+        d("etc"),
+        d("etc/conf.d"),
+        f("etc/conf.d/.wh..wh..opq", ""),
+        f("etc/conf.d/c.conf", "c\n"),
+        d("usr"),
+        d("usr/local"),
+        d("usr/local/bin"),
+        f("usr/local/bin/suid", "#!/bin/bash\n", 0o4755),
+    ]
 
 
 def layer3_entries() -> list:
-    return [d("opt"), f("opt/.wh.keep", ""), d("home", 0o755), d("home/user", 0o755),
-            f("home/user/mine.txt", "owned by 1000\n", uid=1000)]
+    return [
+        d("opt"),
+        f("opt/.wh.keep", ""),
+        d("home", 0o755),
+        d("home/user", 0o755),
+        f("home/user/mine.txt", "owned by 1000\n", uid=1000),
+    ]
 
 
 def _blob(root: Path, data: bytes) -> dict:
@@ -113,19 +146,29 @@ def compress(data: bytes, how: str) -> tuple[bytes, str]:
     if how == "gzip":
         return gzip.compress(data, mtime=0), media + "+gzip"
     if how == "zstd":
-        return subprocess.run(["zstd", "-q", "-c"], input=data, capture_output=True, check=True).stdout, \
-            media + "+zstd"
+        return subprocess.run(["zstd", "-q", "-c"], input=data, capture_output=True, check=True).stdout, media + "+zstd"
     return data, media
 
 
-def write_layout(root: Path, layers: list[bytes], tag: str = "latest", compression: str = "gzip",
-                 arch: str = "amd64", config: dict | None = None, extra_arches: tuple[str, ...] = ()) -> Path:
+def write_layout(
+    root: Path,
+    layers: list[bytes],
+    tag: str = "latest",
+    compression: str = "gzip",
+    arch: str = "amd64",
+    config: dict | None = None,
+    extra_arches: tuple[str, ...] = (),
+) -> Path:
     """An OCI image layout at ``root`` with one image tagged ``tag`` (an index over several platforms when
     ``extra_arches`` names more; those share the layers but say another architecture)."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}')
-    image_config = {"Env": ["PATH=/usr/local/bin:/usr/bin:/bin", "IMAGE_VAR=from-config"],
-                    "WorkingDir": "/data", "Cmd": ["/bin/bash"], **(config or {})}
+    image_config = {
+        "Env": ["PATH=/usr/local/bin:/usr/bin:/bin", "IMAGE_VAR=from-config"],
+        "WorkingDir": "/data",
+        "Cmd": ["/bin/bash"],
+        **(config or {}),
+    }
     descriptors, diff_ids = [], []
     for data in layers:
         packed, media = compress(data, compression)
@@ -133,22 +176,39 @@ def write_layout(root: Path, layers: list[bytes], tag: str = "latest", compressi
         diff_ids.append("sha256:" + hashlib.sha256(data).hexdigest())
 
     def manifest_for(architecture: str) -> dict:
-        cfg = {"architecture": architecture, "os": "linux", "config": image_config,
-               "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(1_700_000_000)),
-               "rootfs": {"type": "layers", "diff_ids": diff_ids}, "history": []}
-        manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                    "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
-                               **_blob(root, json.dumps(cfg).encode())}, "layers": descriptors}
-        return {"mediaType": manifest["mediaType"], **_blob(root, json.dumps(manifest).encode()),
-                "platform": {"architecture": architecture, "os": "linux"}}
+        cfg = {
+            "architecture": architecture,
+            "os": "linux",
+            "config": image_config,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(1_700_000_000)),
+            "rootfs": {"type": "layers", "diff_ids": diff_ids},
+            "history": [],
+        }
+        manifest = {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {
+                "mediaType": "application/vnd.oci.image.config.v1+json",
+                **_blob(root, json.dumps(cfg).encode()),
+            },
+            "layers": descriptors,
+        }
+        return {
+            "mediaType": manifest["mediaType"],
+            **_blob(root, json.dumps(manifest).encode()),
+            "platform": {"architecture": architecture, "os": "linux"},
+        }
 
     arches = ((arch,) if arch else ()) + extra_arches
     if len(arches) == 1:
         top = manifest_for(arches[0])
         top.pop("platform")
     else:
-        index = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
-                 "manifests": [manifest_for(a) for a in arches]}
+        index = {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "manifests": [manifest_for(a) for a in arches],
+        }
         top = {"mediaType": index["mediaType"], **_blob(root, json.dumps(index).encode())}
     top["annotations"] = {"org.opencontainers.image.ref.name": tag}
     index_path = root / "index.json"

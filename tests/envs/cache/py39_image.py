@@ -31,19 +31,25 @@ PACKAGES = "python3,python3-venv,git,ca-certificates"
 PYTEST = "pytest==7.4.4"
 PY39_ONLY = ("exceptiongroup", "tomli")
 """pytest's dependencies for Python < 3.11, which pip download evaluates against the host's 3.11."""
-HOOKS = ('chroot "$1" python3 -m venv /opt/venv/testbed',
-         'cp -r "$WHEELS" "$1/tmp/wheels"',
-         f'chroot "$1" /opt/venv/testbed/bin/pip install -q --no-index --find-links /tmp/wheels "{PYTEST}"',
-         'rm -rf "$1/tmp/wheels"',
-         'echo ". /opt/venv/testbed/bin/activate" > "$1/root/.bashrc"')
+HOOKS = (
+    'chroot "$1" python3 -m venv /opt/venv/testbed',
+    'cp -r "$WHEELS" "$1/tmp/wheels"',
+    f'chroot "$1" /opt/venv/testbed/bin/pip install -q --no-index --find-links /tmp/wheels "{PYTEST}"',
+    'rm -rf "$1/tmp/wheels"',
+    'echo ". /opt/venv/testbed/bin/activate" > "$1/root/.bashrc"',
+)
 VENV_PYTHON = "/opt/venv/testbed/bin/python"
 SITE_PACKAGES = "opt/venv/testbed/lib/python3.9/site-packages"
 
 CALC = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
-TESTS = ("from calc import add, mul\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
-         "def test_mul():\n    assert mul(2, 3) == 6\n")
-GOLD = ("diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,5 +1,5 @@\n def add(a, b):\n"
-        "-    return a - b\n+    return a + b\n \n \n def mul(a, b):\n")
+TESTS = (
+    "from calc import add, mul\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
+    "def test_mul():\n    assert mul(2, 3) == 6\n"
+)
+GOLD = (
+    "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,5 +1,5 @@\n def add(a, b):\n"
+    "-    return a - b\n+    return a + b\n \n \n def mul(a, b):\n"
+)
 
 
 def cache_dir() -> Path:
@@ -61,13 +67,32 @@ def rootfs_tar() -> Path:
         if not target.exists():
             tmp = target.with_suffix(".tmp.tar")
             wheels = folder / f"wheels-{key}"
-            subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:",
-                            "--python-version", "3.9", "-d", str(wheels), PYTEST, *PY39_ONLY], check=True,
-                           timeout=600)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "-q",
+                    "--only-binary=:all:",
+                    "--python-version",
+                    "3.9",
+                    "-d",
+                    str(wheels),
+                    PYTEST,
+                    *PY39_ONLY,
+                ],
+                check=True,
+                timeout=600,
+            )
             hooks = [f"--customize-hook={h}" for h in HOOKS]
-            proc = subprocess.run(["mmdebstrap", "--quiet", "--variant=apt", f"--include={PACKAGES}", *hooks,
-                                   SUITE, str(tmp)], capture_output=True, text=True, timeout=1200,
-                                  env={**os.environ, "WHEELS": str(wheels)})
+            proc = subprocess.run(
+                ["mmdebstrap", "--quiet", "--variant=apt", f"--include={PACKAGES}", *hooks, SUITE, str(tmp)],
+                capture_output=True,
+                text=True,
+                timeout=1200,
+                env={**os.environ, "WHEELS": str(wheels)},
+            )
             if proc.returncode != 0:
                 tmp.unlink(missing_ok=True)
                 raise RuntimeError(f"mmdebstrap failed: {proc.stderr[-3000:]}")
@@ -81,8 +106,14 @@ def project_tar(work: Path) -> bytes:
     (repo / "tests").mkdir(parents=True)
     (repo / "calc.py").write_text(CALC)
     (repo / "tests" / "test_calc.py").write_text(TESTS)
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "PATH": os.environ["PATH"], "HOME": str(work)}
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+        "PATH": os.environ["PATH"],
+        "HOME": str(work),
+    }
     for cmd in (["git", "init", "-q", "-b", "main"], ["git", "add", "-A"], ["git", "commit", "-qm", "base"]):
         subprocess.run(cmd, cwd=repo, env=env, check=True)
     out = work / "project.tar"
@@ -104,6 +135,9 @@ def project_tar(work: Path) -> bytes:
 def py39_layout(work: Path) -> Path:
     """The two-layer image as an OCI layout at ``work/layout`` (tag ``latest``), zstd-compressed layers."""
     layers = [rootfs_tar().read_bytes(), project_tar(work)]
-    return write_layout(work / "layout", layers, compression="zstd",
-                        config={"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
-                                "WorkingDir": "/testbed"})
+    return write_layout(
+        work / "layout",
+        layers,
+        compression="zstd",
+        config={"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"], "WorkingDir": "/testbed"},
+    )

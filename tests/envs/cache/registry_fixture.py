@@ -41,20 +41,34 @@ def registry(tmp: Path, auth: str = "", users: dict[str, str] | None = None):
     a token server that checks ``users``' basic credentials, or hands anonymous tokens when ``users`` is None)."""
     tmp.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    lines = ["version: 0.1", "log: {level: error}", "storage:",
-             f"  filesystem: {{rootdirectory: {tmp / 'storage'}}}", "  delete: {enabled: true}",
-             f"http: {{addr: '127.0.0.1:{port}', secret: test}}"]
+    lines = [
+        "version: 0.1",
+        "log: {level: error}",
+        "storage:",
+        f"  filesystem: {{rootdirectory: {tmp / 'storage'}}}",
+        "  delete: {enabled: true}",
+        f"http: {{addr: '127.0.0.1:{port}', secret: test}}",
+    ]
     stack = contextlib.ExitStack()
     if auth == "basic":
         user, password = next(iter((users or {"user": "secret"}).items()))
         lines += ["auth:", "  htpasswd:", "    realm: test", f"    path: {htpasswd(tmp / 'htpasswd', user, password)}"]
     elif auth == "token":
         issuer = stack.enter_context(token_server(tmp, users))
-        lines += ["auth:", "  token:", f"    realm: http://{issuer.address}/token", "    service: test-registry",
-                  "    issuer: test-issuer", f"    rootcertbundle: {issuer.cert}"]
+        lines += [
+            "auth:",
+            "  token:",
+            f"    realm: http://{issuer.address}/token",
+            "    service: test-registry",
+            "    issuer: test-issuer",
+            f"    rootcertbundle: {issuer.cert}",
+        ]
     (tmp / "config.yml").write_text("\n".join(lines) + "\n")
-    proc = subprocess.Popen(["docker-registry", "serve", str(tmp / "config.yml")], stdout=subprocess.DEVNULL,
-                            stderr=open(tmp / "registry.log", "wb"))  # noqa: SIM115
+    proc = subprocess.Popen(
+        ["docker-registry", "serve", str(tmp / "config.yml")],
+        stdout=subprocess.DEVNULL,
+        stderr=open(tmp / "registry.log", "wb"),  # noqa: SIM115
+    )
     try:
         for _ in range(200):
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
@@ -77,16 +91,35 @@ def _b64(data: bytes) -> str:
 class _Issuer:
     def __init__(self, tmp: Path, users: dict[str, str] | None) -> None:
         self.key, self.cert, self.users = tmp / "token.key", tmp / "token.pem", users
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(self.key),
-                        "-out", str(self.cert), "-days", "1", "-subj", "/CN=test-issuer"],
-                       check=True, capture_output=True)
-        der = subprocess.run(["openssl", "x509", "-in", str(self.cert), "-pubkey", "-noout"], check=True,
-                             capture_output=True).stdout
-        der = subprocess.run(["openssl", "pkey", "-pubin", "-outform", "DER"], input=der, check=True,
-                             capture_output=True).stdout
+        subprocess.run(
+            [
+                "openssl",
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                str(self.key),
+                "-out",
+                str(self.cert),
+                "-days",
+                "1",
+                "-subj",
+                "/CN=test-issuer",
+            ],
+            check=True,
+            capture_output=True,
+        )
+        der = subprocess.run(
+            ["openssl", "x509", "-in", str(self.cert), "-pubkey", "-noout"], check=True, capture_output=True
+        ).stdout
+        der = subprocess.run(
+            ["openssl", "pkey", "-pubin", "-outform", "DER"], input=der, check=True, capture_output=True
+        ).stdout
         # libtrust's key id, which the registry matches against the token's "kid"
         b32 = base64.b32encode(hashlib.sha256(der).digest()[:30]).decode().rstrip("=")
-        self.kid = ":".join(b32[i:i + 4] for i in range(0, len(b32), 4))
+        self.kid = ":".join(b32[i : i + 4] for i in range(0, len(b32), 4))
         self.issued: list[str] = []
         self.address = ""
 
@@ -97,11 +130,23 @@ class _Issuer:
             access.append({"type": kind, "name": name, "actions": actions.split(",")})
         now = int(time.time())
         header = {"typ": "JWT", "alg": "RS256", "kid": self.kid}
-        claims = {"iss": "test-issuer", "sub": subject, "aud": "test-registry", "exp": now + 300,
-                  "nbf": now - 10, "iat": now, "jti": str(now) + subject, "access": access}
+        claims = {
+            "iss": "test-issuer",
+            "sub": subject,
+            "aud": "test-registry",
+            "exp": now + 300,
+            "nbf": now - 10,
+            "iat": now,
+            "jti": str(now) + subject,
+            "access": access,
+        }
         signing = f"{_b64(json.dumps(header).encode())}.{_b64(json.dumps(claims).encode())}"
-        signature = subprocess.run(["openssl", "dgst", "-sha256", "-sign", str(self.key)], input=signing.encode(),
-                                   check=True, capture_output=True).stdout
+        signature = subprocess.run(
+            ["openssl", "dgst", "-sha256", "-sign", str(self.key)],
+            input=signing.encode(),
+            check=True,
+            capture_output=True,
+        ).stdout
         self.issued.append(subject)
         return f"{signing}.{_b64(signature)}"
 
@@ -228,8 +273,16 @@ def proxy(upstream: str, faults: Faults):
 
 def push(layout: Path, tag: str, dest: str, creds: str = "", all_images: bool = False) -> None:
     """Push an OCI layout's image with skopeo (the real client)."""
-    cmd = ["skopeo", "copy", "--quiet", "--dest-tls-verify=false", *(["--dest-creds", creds] if creds else []),
-           *(["--all"] if all_images else []), f"oci:{layout}:{tag}", f"docker://{dest}"]
+    cmd = [
+        "skopeo",
+        "copy",
+        "--quiet",
+        "--dest-tls-verify=false",
+        *(["--dest-creds", creds] if creds else []),
+        *(["--all"] if all_images else []),
+        f"oci:{layout}:{tag}",
+        f"docker://{dest}",
+    ]
     subprocess.run(cmd, check=True, capture_output=True, timeout=120)
 
 

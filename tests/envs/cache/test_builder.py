@@ -71,10 +71,12 @@ def test_second_build_reuses_the_stored_layer(built_env):
 def test_install_failure_is_recorded_with_the_log_tail(tmp_path):
     repo, head = write_repo(tmp_path / "calc")
     store = LayerStore(tmp_path / "store", fmt="tar.zst")
-    spec = EnvSpec(source=str(repo), commit=head, install=("pip install --no-index no-such-package-xyz",),
-                   test_deps=())
-    with pytest.raises(EnvBuildError, match=r"(?s)install failed \(exit 1\).*last lines of the build log.*"
-                                            r"no-such-package-xyz") as err:
+    spec = EnvSpec(source=str(repo), commit=head, install=("pip install --no-index no-such-package-xyz",), test_deps=())
+    with pytest.raises(
+        EnvBuildError,
+        match=r"(?s)install failed \(exit 1\).*last lines of the build log.*"
+        r"no-such-package-xyz",
+    ) as err:
         build_env(store, spec)
     assert "No matching distribution" in err.value.log or "ERROR" in err.value.log
     assert store.get(spec.key()) is None
@@ -113,9 +115,11 @@ def test_pypi_sdist_builds_and_its_tests_run(tmp_path):
     manifest = build_env(store, spec)
     from swebox.envs.cache import LayerCache, LayerCacheConfig
 
-    with LayerCache(store, LayerCacheConfig(root=str(tmp_path / "node"))) as cache, \
-            cache.acquire(manifest.key) as env, Sandbox([env.path]) as sb:
-        out = _sh(sb, "cd /testbed && /venv/bin/python -m pytest -q -p no:cacheprovider toolz/tests 2>&1 "
-                      "| tail -3")
+    with (
+        LayerCache(store, LayerCacheConfig(root=str(tmp_path / "node"))) as cache,
+        cache.acquire(manifest.key) as env,
+        Sandbox([env.path]) as sb,
+    ):
+        out = _sh(sb, "cd /testbed && /venv/bin/python -m pytest -q -p no:cacheprovider toolz/tests 2>&1 | tail -3")
         assert " passed" in out and " failed" not in out
         assert _sh(sb, "cd /testbed && git rev-list --all | wc -l").strip() == "1"

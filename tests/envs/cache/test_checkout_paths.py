@@ -44,8 +44,17 @@ def world(tmp_path_factory):
     repo.mkdir()
     _git(repo, "init", "-q", "-b", "main")
     # base: what the task starts from; the files git would mistake are changed, added or deleted after it
-    _write(repo, {".gitignore": b"tests/.primer/\n*.pyc\n", "a.py": b"x = 1\n", GLOB: b"v = 1\n",
-                  SIBLING: b"v = 1\n", STAR: b"one\n", PYC: b"\x00\x01base"})
+    _write(
+        repo,
+        {
+            ".gitignore": b"tests/.primer/\n*.pyc\n",
+            "a.py": b"x = 1\n",
+            GLOB: b"v = 1\n",
+            SIBLING: b"v = 1\n",
+            STAR: b"one\n",
+            PYC: b"\x00\x01base",
+        },
+    )
     _git(repo, "add", "-A")
     _git(repo, "add", "-f", PYC)
     _git(repo, "commit", "-qm", "base")
@@ -68,11 +77,16 @@ def world(tmp_path_factory):
 def test_the_starting_commit_holds_the_base_tree_whatever_the_names(world):
     spec = CheckoutSpec(env=world["env"], commit=world["base"])
     manifest = build_checkout_layer(world["store"], spec, cache=world["cache"])
-    with world["cache"].acquire(world["env"].key()) as env, world["cache"].acquire(manifest.key) as task, \
-            Sandbox([env.path, task.path]) as sb:
-        out = sb.exec("cd /testbed && git rev-parse 'HEAD^{tree}' && git status --porcelain --ignored=no && "
-                      f"cat '{GLOB}' '{SIBLING}' '{STAR}' && test ! -e '{KEEP}' && od -c '{PYC}' | head -1",
-                      timeout=60)
+    with (
+        world["cache"].acquire(world["env"].key()) as env,
+        world["cache"].acquire(manifest.key) as task,
+        Sandbox([env.path, task.path]) as sb,
+    ):
+        out = sb.exec(
+            "cd /testbed && git rev-parse 'HEAD^{tree}' && git status --porcelain --ignored=no && "
+            f"cat '{GLOB}' '{SIBLING}' '{STAR}' && test ! -e '{KEEP}' && od -c '{PYC}' | head -1",
+            timeout=60,
+        )
     assert out.exit_code == 0, out.output
     lines = out.output.splitlines()
     # exactly the base commit's tree: the ignored file gone, the .pyc kept, each name taken literally
@@ -81,15 +95,26 @@ def test_the_starting_commit_holds_the_base_tree_whatever_the_names(world):
 
 
 def test_install_commands_see_a_clean_committed_tree_and_their_files_join_it(world):
-    spec = CheckoutSpec(env=world["env"], commit=world["base"],
-                        commands=("git status --porcelain > /tmp/status && test ! -s /tmp/status && "
-                                  "mkdir -p 'new [dir]' && echo made > 'new [dir]/f.txt' && "
-                                  "mkdir -p pkg/__pycache__ && echo x > pkg/__pycache__/m.pyc",))
+    spec = CheckoutSpec(
+        env=world["env"],
+        commit=world["base"],
+        commands=(
+            "git status --porcelain > /tmp/status && test ! -s /tmp/status && "
+            "mkdir -p 'new [dir]' && echo made > 'new [dir]/f.txt' && "
+            "mkdir -p pkg/__pycache__ && echo x > pkg/__pycache__/m.pyc",
+        ),
+    )
     manifest = build_checkout_layer(world["store"], spec, cache=world["cache"])
-    with world["cache"].acquire(world["env"].key()) as env, world["cache"].acquire(manifest.key) as task, \
-            Sandbox([env.path, task.path]) as sb:
-        out = sb.exec("cd /testbed && git ls-files && git status --porcelain && git rev-list --count HEAD && "
-                      "test ! -e pkg/__pycache__", timeout=60)
+    with (
+        world["cache"].acquire(world["env"].key()) as env,
+        world["cache"].acquire(manifest.key) as task,
+        Sandbox([env.path, task.path]) as sb,
+    ):
+        out = sb.exec(
+            "cd /testbed && git ls-files && git status --porcelain && git rev-list --count HEAD && "
+            "test ! -e pkg/__pycache__",
+            timeout=60,
+        )
     assert out.exit_code == 0, out.output
     tracked = out.output.splitlines()
     assert "new [dir]/f.txt" in tracked and PYC in tracked and KEEP not in tracked

@@ -21,9 +21,16 @@ def swebox(*argv: str) -> int:
 
 
 def _tasks_file(tmp_path, specs: list[EnvSpec], per_env: int) -> str:
-    rows = [{"instance_id": f"t{i}-{j}", "repo": "calc", "env": s.to_dict(),
-             "FAIL_TO_PASS": ["tests/test_calc.py::test_add"]}
-            for i, s in enumerate(specs) for j in range(per_env)]
+    rows = [
+        {
+            "instance_id": f"t{i}-{j}",
+            "repo": "calc",
+            "env": s.to_dict(),
+            "FAIL_TO_PASS": ["tests/test_calc.py::test_add"],
+        }
+        for i, s in enumerate(specs)
+        for j in range(per_env)
+    ]
     path = tmp_path / "tasks.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return str(path)
@@ -60,8 +67,10 @@ def test_cli_build_ls_verify_export_import_gc(tmp_path, capsys):
     assert "1 of 1 layers verified" in capsys.readouterr()[0]
 
     assert swebox("cache", "--store", store, "export", "--to", str(tmp_path / "exported")) == 0
-    assert swebox("cache", "--store", str(tmp_path / "other"), "import", "--from", str(tmp_path / "exported"),
-                  good.key()) == 0
+    assert (
+        swebox("cache", "--store", str(tmp_path / "other"), "import", "--from", str(tmp_path / "exported"), good.key())
+        == 0
+    )
     assert "copied 1 layers" in capsys.readouterr()[0]
     assert LayerStore(tmp_path / "other").get(good.key()) == LayerStore(store).get(good.key())
 

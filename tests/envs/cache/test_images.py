@@ -34,7 +34,8 @@ from .oci_fixture import build_test_image, d, f, hard, layer_tar, sym, write_lay
 
 pytestmark = pytest.mark.skipif(
     not all(shutil.which(t) for t in ("tar2sqfs", "skopeo", "umoci", "squashfuse")) or os.geteuid() != 0,
-    reason="needs root and tar2sqfs, skopeo, umoci, squashfuse (apt-get install squashfs-tools-ng skopeo umoci)")
+    reason="needs root and tar2sqfs, skopeo, umoci, squashfuse (apt-get install squashfs-tools-ng skopeo umoci)",
+)
 AMD64 = Platform("linux", "amd64")
 GENERATED_ETC = {"etc/hostname", "etc/hosts", "etc/nsswitch.conf", "etc/resolv.conf"}
 """The sandbox's skeleton adds these under an image's /etc (the image has none)."""
@@ -53,8 +54,11 @@ def store(tmp_path) -> LayerStore:
 
 def _sandbox_view(sb: Sandbox) -> dict[str, tuple]:
     """path -> (type, mode, size, link target, sha256 or '', inode, nlink), as find in the sandbox sees it."""
-    out = sb.exec(f"cd / && find {' '.join(TOPS)} -printf '%y\\t%m\\t%s\\t%i\\t%n\\t%p\\t%l\\n'; "
-                  f"find {' '.join(TOPS)} -type f -exec sha256sum {{}} +", timeout=60)
+    out = sb.exec(
+        f"cd / && find {' '.join(TOPS)} -printf '%y\\t%m\\t%s\\t%i\\t%n\\t%p\\t%l\\n'; "
+        f"find {' '.join(TOPS)} -type f -exec sha256sum {{}} +",
+        timeout=60,
+    )
     assert out.exit_code == 0, out.output
     view, sums = {}, {}
     for line in out.output.splitlines():
@@ -78,9 +82,15 @@ def _host_view(root: Path) -> dict[str, tuple]:
             st = os.lstat(p)
             kind = "l" if stat.S_ISLNK(st.st_mode) else "d" if stat.S_ISDIR(st.st_mode) else "f"
             digest = hashlib.sha256(p.read_bytes()).hexdigest() if kind == "f" else ""
-            view[str(p.relative_to(root))] = (kind, stat.S_IMODE(st.st_mode), st.st_size if kind == "f" else 0,
-                                              os.readlink(p) if kind == "l" else "", digest, str(st.st_ino),
-                                              st.st_nlink)
+            view[str(p.relative_to(root))] = (
+                kind,
+                stat.S_IMODE(st.st_mode),
+                st.st_size if kind == "f" else 0,
+                os.readlink(p) if kind == "l" else "",
+                digest,
+                str(st.st_ino),
+                st.st_nlink,
+            )
     return view
 
 
@@ -96,14 +106,17 @@ def test_sandbox_view_matches_umoci_unpack(image, store, tmp_path):
     record = import_image(store, oci_layout(image, "latest", AMD64), "test/image:latest", str(AMD64))
     assert len(record.layers) == 3 and record.config["WorkingDir"] == "/data"
     bundle = tmp_path / "bundle"
-    subprocess.run(["umoci", "unpack", "--rootless", "--image", f"{image}:latest", str(bundle)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["umoci", "unpack", "--rootless", "--image", f"{image}:latest", str(bundle)], check=True, capture_output=True
+    )
     want = _host_view(bundle / "rootfs")
     cache = LayerCache(store, LayerCacheConfig(root=str(tmp_path / "node")))
     try:
         with acquire_image(cache, "test/image:latest") as held, Sandbox(held.paths, held.policy) as sb:
-            env = sb.exec("pwd; echo $FROM_BASHRC $IMAGE_VAR ${BASH_ENV:-unset}; stat -c '%U %u' "
-                          "/home/user/mine.txt; bash -c 'echo child ${FROM_BASHRC:-} ${BASH_ENV:-no-bash-env}'")
+            env = sb.exec(
+                "pwd; echo $FROM_BASHRC $IMAGE_VAR ${BASH_ENV:-unset}; stat -c '%U %u' "
+                "/home/user/mine.txt; bash -c 'echo child ${FROM_BASHRC:-} ${BASH_ENV:-no-bash-env}'"
+            )
             got = {p: e for p, e in _sandbox_view(sb).items() if p not in GENERATED_ETC}
             sb.exec("rm /data/linked.txt && echo changed > /etc/conf.d/c.conf")
             sb.reset()
@@ -130,8 +143,11 @@ def test_sandbox_view_matches_umoci_unpack(image, store, tmp_path):
 
 def test_docker_archive_and_zstd_layers_share_the_stored_layers(image, store, tmp_path):
     tarball = tmp_path / "image.tar"
-    subprocess.run(["skopeo", "copy", "--quiet", f"oci:{image}:latest", f"docker-archive:{tarball}:test/image:v1"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["skopeo", "copy", "--quiet", f"oci:{image}:latest", f"docker-archive:{tarball}:test/image:v1"],
+        check=True,
+        capture_output=True,
+    )
     zstd = build_test_image(tmp_path / "zstd", compression="zstd")
     first = import_image(store, oci_layout(image, "latest"), "gzip", "linux/amd64")
     blobs = {m.sha256 for m in store.ls()}
@@ -174,8 +190,11 @@ def test_platform_selection_and_other_arch_only(store, tmp_path):
     multi = write_layout(tmp_path / "multi", layers, "multi", arch="arm64", extra_arches=("amd64",))
     assert import_image(store, oci_layout(multi, "multi", AMD64), "multi", "linux/amd64").layers
     only_arm = write_layout(tmp_path / "arm", layers, "arm", arch="arm64", extra_arches=("s390x",))
-    with pytest.raises(ImageSourceError, match=r"no image for platform linux/amd64; the index has "
-                                               r"linux/arm64, linux/s390x"):
+    with pytest.raises(
+        ImageSourceError,
+        match=r"no image for platform linux/amd64; the index has "
+        r"linux/arm64, linux/s390x",
+    ):
         oci_layout(only_arm, "arm", AMD64)
     single_arm = write_layout(tmp_path / "single", layers, "one", arch="arm64")
     with pytest.raises(ImageSourceError, match="is for linux/arm64, not linux/amd64; pass --platform"):
@@ -187,13 +206,16 @@ def _nothing_published(store: LayerStore) -> None:
     assert list((store.root / "tmp").iterdir()) == []
 
 
-@pytest.mark.parametrize("entries, why", [
-    ([d("etc"), f("etc/../../escape", "x")], "'..' in path"),
-    ([d("data"), hard("data/h", "etc/passwd")], "hard link 'data/h' -> 'etc/passwd': the target is not"),
-    ([d("data"), f("data/t", "t"), sym("data/s", "/etc"), hard("data/h", "data/s")], "hard link 'data/h'"),
-    ([sym("lib", "usr/lib"), f("lib/evil.so", "x")], "'lib/evil.so' lies under the symlink 'lib'"),
-    ([sym("up", "/etc"), f("up/.wh.passwd", "")], "'up/passwd' lies under the symlink 'up'"),
-])
+@pytest.mark.parametrize(
+    "entries, why",
+    [
+        ([d("etc"), f("etc/../../escape", "x")], "'..' in path"),
+        ([d("data"), hard("data/h", "etc/passwd")], "hard link 'data/h' -> 'etc/passwd': the target is not"),
+        ([d("data"), f("data/t", "t"), sym("data/s", "/etc"), hard("data/h", "data/s")], "hard link 'data/h'"),
+        ([sym("lib", "usr/lib"), f("lib/evil.so", "x")], "'lib/evil.so' lies under the symlink 'lib'"),
+        ([sym("up", "/etc"), f("up/.wh.passwd", "")], "'up/passwd' lies under the symlink 'up'"),
+    ],
+)
 def test_unsafe_layers_are_refused(store, tmp_path, entries, why):
     layout = write_layout(tmp_path / "bad", [layer_tar(entries)])
     with pytest.raises(UnsafeArchiveError, match=why):
@@ -210,21 +232,28 @@ def test_devices_and_fifos_are_dropped(store, tmp_path):
     fake_whiteout.type = tarfile.CHRTYPE  # a raw 0:0 device would act as an overlay whiteout: dropped too
     fifo = tarfile.TarInfo("dev/fifo")
     fifo.type = tarfile.FIFOTYPE
-    layout = write_layout(tmp_path / "dev", [layer_tar([d("dev"), (dev, b""), (fake_whiteout, b""),
-                                                        (fifo, b""), f("dev/keep", "k")])])
+    layout = write_layout(
+        tmp_path / "dev", [layer_tar([d("dev"), (dev, b""), (fake_whiteout, b""), (fifo, b""), f("dev/keep", "k")])]
+    )
     record = import_image(store, oci_layout(layout), "dev", "linux/amd64")
     manifest = store.get(record.layers[0])
     assert manifest.meta["dropped"] == {"device": 2, "fifo": 1} and manifest.meta["whiteouts"] == 0
-    listing = subprocess.run(["unsquashfs", "-lln", str(store.blob_path(manifest))], capture_output=True,
-                             text=True, check=True).stdout
+    listing = subprocess.run(
+        ["unsquashfs", "-lln", str(store.blob_path(manifest))], capture_output=True, text=True, check=True
+    ).stdout
     assert "squashfs-root/dev/keep" in listing and "null" not in listing and "fifo" not in listing
 
 
 def test_wrong_digest_is_refused(image, store, tmp_path):
     layout = tmp_path / "corrupt"
     shutil.copytree(image, layout)
-    manifest = json.loads((layout / "blobs/sha256" / json.loads((layout / "index.json").read_text())
-                           ["manifests"][0]["digest"].split(":")[1]).read_text())
+    manifest = json.loads(
+        (
+            layout
+            / "blobs/sha256"
+            / json.loads((layout / "index.json").read_text())["manifests"][0]["digest"].split(":")[1]
+        ).read_text()
+    )
     blob = layout / "blobs/sha256" / manifest["layers"][1]["digest"].split(":")[1]
     data = bytearray(blob.read_bytes())
     data[len(data) // 2] ^= 0xFF
@@ -255,19 +284,23 @@ def test_disk_full_publishes_nothing(image, tmp_path, size):
         subprocess.run(["umount", str(small)], check=True)
 
 
-
 def test_cli_pull_ls_build_rm_image_gc(image, tmp_path, capsys):
     from .test_cli import swebox
 
     store = str(tmp_path / "store")
     tarball = tmp_path / "image.tar"
-    subprocess.run(["skopeo", "copy", "--quiet", f"oci:{image}:latest", f"docker-archive:{tarball}:test/image:v1"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["skopeo", "copy", "--quiet", f"oci:{image}:latest", f"docker-archive:{tarball}:test/image:v1"],
+        check=True,
+        capture_output=True,
+    )
     assert swebox("cache", "--store", store, "pull", f"oci:{image}:latest", "--as", "from-layout") == 0
     assert "from-layout: 3 layers" in capsys.readouterr().out
     archived = f"docker-archive:{tarball}:test/image:v1"
-    rows = [{"instance_id": "a", "repo": "r", "FAIL_TO_PASS": ["t::x"], "metadata": {"image": archived}},
-            {"instance_id": "b", "repo": "r", "FAIL_TO_PASS": ["t::x"], "metadata": {"image_name": archived}}]
+    rows = [
+        {"instance_id": "a", "repo": "r", "FAIL_TO_PASS": ["t::x"], "metadata": {"image": archived}},
+        {"instance_id": "b", "repo": "r", "FAIL_TO_PASS": ["t::x"], "metadata": {"image_name": archived}},
+    ]
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert swebox("cache", "--store", store, "build", "--tasks", str(tasks), "--env-source", "image") == 0
@@ -290,8 +323,17 @@ def test_cli_build_auto_reports_an_unavailable_image_without_a_recipe(tmp_path, 
     from .test_cli import swebox
 
     tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text(json.dumps({"instance_id": "a", "repo": "r", "FAIL_TO_PASS": ["t::x"],
-                                 "metadata": {"image": f"oci:{tmp_path}/no-such-layout:latest"}}) + "\n")
+    tasks.write_text(
+        json.dumps(
+            {
+                "instance_id": "a",
+                "repo": "r",
+                "FAIL_TO_PASS": ["t::x"],
+                "metadata": {"image": f"oci:{tmp_path}/no-such-layout:latest"},
+            }
+        )
+        + "\n"
+    )
     assert swebox("cache", "--store", str(tmp_path / "store"), "build", "--tasks", str(tasks)) == 1
     out, err = capsys.readouterr()
     assert "1 images for 0 of the rows: 1 failed" in out
@@ -302,8 +344,14 @@ def test_image_policy_from_the_config():
     from swebox.envs.cache.images import ImageConfigError, ImageRecord, image_policy
     from swebox.envs.sandbox import SandboxPolicy
 
-    record = ImageRecord(ref="r", digest="sha256:0", platform="linux/amd64", layers=[], runtime_layer="rt",
-                         config={"Env": ["PATH=/opt/conda/bin:/usr/bin", "A=b=c"], "WorkingDir": "/testbed"})
+    record = ImageRecord(
+        ref="r",
+        digest="sha256:0",
+        platform="linux/amd64",
+        layers=[],
+        runtime_layer="rt",
+        config={"Env": ["PATH=/opt/conda/bin:/usr/bin", "A=b=c"], "WorkingDir": "/testbed"},
+    )
     policy = image_policy(record, SandboxPolicy(memory_mb=1234))
     assert (policy.memory_mb, policy.workdir, policy.system_paths, policy.etc_files) == (1234, "/testbed", (), ())
     assert policy.env["PATH"] == "/opt/conda/bin:/usr/bin" and policy.env["A"] == "b=c"

@@ -29,9 +29,13 @@ from tests.calc import SUBMIT, bash
 from .py39_image import GOLD, VENV_PYTHON, py39_layout
 from .registry_fixture import push, registry
 
-pytestmark = [pytest.mark.e2e, pytest.mark.skipif(
-    os.geteuid() != 0 or not all(shutil.which(t) for t in ("mmdebstrap", "docker-registry", "skopeo", "tar2sqfs")),
-    reason="needs root, mmdebstrap (and Debian's archive, the first time), docker-registry, skopeo, tar2sqfs")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        os.geteuid() != 0 or not all(shutil.which(t) for t in ("mmdebstrap", "docker-registry", "skopeo", "tar2sqfs")),
+        reason="needs root, mmdebstrap (and Debian's archive, the first time), docker-registry, skopeo, tar2sqfs",
+    ),
+]
 
 
 def test_py39_image_runs_an_episode_and_grades_both_ways(tmp_path):
@@ -43,9 +47,16 @@ def test_py39_image_runs_an_episode_and_grades_both_ways(tmp_path):
         record = pull(store, ref, Platform("linux", "amd64"), RegistryConfig(insecure=True))
     assert len(record.layers) == 2 and record.config["WorkingDir"] == "/testbed"
     assert store.get(record.layers[0]).meta["dropped"].get("device", 0) > 0  # mmdebstrap's /dev nodes
-    task = Task(instance_id="py39-calc", repo="calc", patch=GOLD, test_cmd=f"{VENV_PYTHON} -m pytest",
-                problem_statement="add(2, 3) returns -1 instead of 5.", metadata={"image": ref},
-                FAIL_TO_PASS=["tests/test_calc.py::test_add"], PASS_TO_PASS=["tests/test_calc.py::test_mul"])
+    task = Task(
+        instance_id="py39-calc",
+        repo="calc",
+        patch=GOLD,
+        test_cmd=f"{VENV_PYTHON} -m pytest",
+        problem_statement="add(2, 3) returns -1 instead of 5.",
+        metadata={"image": ref},
+        FAIL_TO_PASS=["tests/test_calc.py::test_add"],
+        PASS_TO_PASS=["tests/test_calc.py::test_mul"],
+    )
     source = LayerSource(store=str(store.root), cache_root=str(tmp_path / "node"))
     cache = LayerCache(store, LayerCacheConfig(root=source.cache_root))
     try:
@@ -53,8 +64,9 @@ def test_py39_image_runs_an_episode_and_grades_both_ways(tmp_path):
         with group(task, 1, source=source, config=EpisodeConfig(max_turns=5, grade_timeout_s=300)) as episodes:
             episode = episodes[0]
             episode.reset()
-            shell = episode.step(bash("pwd; python --version; command -v python; "
-                                      "python -m pytest -q tests 2>&1 | tail -1")).observation
+            shell = episode.step(
+                bash("pwd; python --version; command -v python; python -m pytest -q tests 2>&1 | tail -1")
+            ).observation
             assert f"/testbed\nPython 3.9.2\n{VENV_PYTHON}\n" in shell and "1 failed, 1 passed" in shell
             episode.step(bash("sed -i 's/a - b/a + b/' calc.py"))  # the agent's fix, made in its shell
             fixed = episode.step(SUBMIT)
@@ -81,10 +93,19 @@ def test_py39_image_log_graded_row_uses_the_images_env_not_the_agents(tmp_path):
     # SWE-bench's way: the dataset's test command (pytest -rA on the test files) read by its pytest parser;
     # this bullseye has no pytest of its own, so the bare `pytest` is the venv's, on PATH only once
     # ~/.bashrc has activated it
-    task = Task(instance_id="py39-calc-log", repo="calc", patch=GOLD, test_cmd="pytest -rA tests/test_calc.py",
-                grader="log", log_parser="pytest", eval_commands=["export LANG=C.UTF-8"],
-                problem_statement="add(2, 3) returns -1 instead of 5.", metadata={"image": ref},
-                FAIL_TO_PASS=["tests/test_calc.py::test_add"], PASS_TO_PASS=["tests/test_calc.py::test_mul"])
+    task = Task(
+        instance_id="py39-calc-log",
+        repo="calc",
+        patch=GOLD,
+        test_cmd="pytest -rA tests/test_calc.py",
+        grader="log",
+        log_parser="pytest",
+        eval_commands=["export LANG=C.UTF-8"],
+        problem_statement="add(2, 3) returns -1 instead of 5.",
+        metadata={"image": ref},
+        FAIL_TO_PASS=["tests/test_calc.py::test_add"],
+        PASS_TO_PASS=["tests/test_calc.py::test_mul"],
+    )
     source = LayerSource(store=str(store.root), cache_root=str(tmp_path / "node"))
     cache = LayerCache(store, LayerCacheConfig(root=source.cache_root))
     try:
@@ -106,8 +127,10 @@ def test_py39_image_log_graded_row_uses_the_images_env_not_the_agents(tmp_path):
     assert fixed.reward == 1.0 and "+    return a + b" in fixed.info["diff"], fixed.info
     assert ".bashrc" not in fixed.info["diff"]
     assert gold.resolved and gold.log_status == "ok", json.dumps(gold.to_dict(), indent=1)
-    assert {t: o.status for t, o in gold.tests.items()} == {"tests/test_calc.py::test_add": "passed",
-                                                             "tests/test_calc.py::test_mul": "passed"}
+    assert {t: o.status for t, o in gold.tests.items()} == {
+        "tests/test_calc.py::test_add": "passed",
+        "tests/test_calc.py::test_mul": "passed",
+    }
     assert "platform linux -- Python 3.9.2, pytest-7.4.4" in gold.output_tail, gold.output_tail
     assert not none.resolved and none.reward == 0.0 and none.tests["tests/test_calc.py::test_add"].status == "failed"
     assert none.tests["tests/test_calc.py::test_mul"].status == "passed", none.to_dict()

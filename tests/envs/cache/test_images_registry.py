@@ -17,8 +17,10 @@ from swebox.envs.cache.images.registry import RegistryConfig, RegistryError, pul
 from .oci_fixture import build_test_image, d, f, layer_tar, write_layout
 from .registry_fixture import Faults, proxy, push, registry, v2_status
 
-pytestmark = pytest.mark.skipif(not all(shutil.which(t) for t in ("docker-registry", "skopeo", "tar2sqfs")),
-                                reason="needs docker-registry, skopeo and tar2sqfs (see the Makefile's APT_PACKAGES)")
+pytestmark = pytest.mark.skipif(
+    not all(shutil.which(t) for t in ("docker-registry", "skopeo", "tar2sqfs")),
+    reason="needs docker-registry, skopeo and tar2sqfs (see the Makefile's APT_PACKAGES)",
+)
 AMD64 = Platform("linux", "amd64")
 INSECURE = RegistryConfig(insecure=True, retries=3, backoff_s=0.05)
 
@@ -52,17 +54,33 @@ def test_docker_schema2_and_multi_arch_index(anonymous, tmp_path):
     push(multi, "multi", f"{anonymous}/test/multi:1", all_images=True)
     store = LayerStore(tmp_path / "store")
     assert pull(store, f"{anonymous}/test/multi:1", AMD64, INSECURE).platform == "linux/amd64"
-    subprocess.run(["skopeo", "copy", "--quiet", "--src-tls-verify=false", "--dest-tls-verify=false", "--format",
-                    "v2s2", f"docker://{anonymous}/test/image:latest", f"docker://{anonymous}/test/docker:v2s2"],
-                   check=True, capture_output=True)
-    manifest = subprocess.run(["skopeo", "inspect", "--raw", "--tls-verify=false",
-                               f"docker://{anonymous}/test/docker:v2s2"], capture_output=True, text=True).stdout
+    subprocess.run(
+        [
+            "skopeo",
+            "copy",
+            "--quiet",
+            "--src-tls-verify=false",
+            "--dest-tls-verify=false",
+            "--format",
+            "v2s2",
+            f"docker://{anonymous}/test/image:latest",
+            f"docker://{anonymous}/test/docker:v2s2",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    manifest = subprocess.run(
+        ["skopeo", "inspect", "--raw", "--tls-verify=false", f"docker://{anonymous}/test/docker:v2s2"],
+        capture_output=True,
+        text=True,
+    ).stdout
     assert "application/vnd.docker.distribution.manifest.v2+json" in manifest
     assert len(pull(store, f"{anonymous}/test/docker:v2s2", AMD64, INSECURE).layers) == 3
     arm_only = write_layout(tmp_path / "arm", layers, "arm", arch="arm64", extra_arches=("ppc64le",))
     push(arm_only, "arm", f"{anonymous}/test/arm:1", all_images=True)
-    with pytest.raises(ImageSourceError, match="no image for platform linux/amd64; the index has linux/arm64, "
-                                               "linux/ppc64le"):
+    with pytest.raises(
+        ImageSourceError, match="no image for platform linux/amd64; the index has linux/arm64, linux/ppc64le"
+    ):
         pull(store, f"{anonymous}/test/arm:1", AMD64, INSECURE)
 
 
@@ -84,8 +102,12 @@ def test_bearer_token_flow(image, tmp_path, users):
     with registry(tmp_path / "registry", auth="token", users=users) as address:  # same storage, new auth
         assert v2_status(address) == 401
         creds = "bob:pw" if users else ""
-        record = pull(LayerStore(tmp_path / "store"), f"{address}/test/image:latest", AMD64,
-                      RegistryConfig(insecure=True, creds=creds))
+        record = pull(
+            LayerStore(tmp_path / "store"),
+            f"{address}/test/image:latest",
+            AMD64,
+            RegistryConfig(insecure=True, creds=creds),
+        )
         assert len(record.layers) == 3
 
 
@@ -110,8 +132,9 @@ def test_truncated_blob_resumes_and_corrupt_blob_is_refused(anonymous, image, tm
         faults.add(f"/blobs/{layer_digests[2]}", "truncate", times=1)
         store = LayerStore(tmp_path / "store")
         assert len(pull(store, f"{address}/test/image:latest", AMD64, INSECURE).layers) == 3
-        fetched = [path for method, path, status in faults.log if method == "GET" and status == 200
-                   and "/blobs/" in path]
+        fetched = [
+            path for method, path, status in faults.log if method == "GET" and status == 200 and "/blobs/" in path
+        ]
         assert sum(layer_digests[2] in p for p in fetched) == 2  # the truncated blob, fetched again
         assert [sum(digest in p for p in fetched) for digest in layer_digests[:2]] == [1, 1]  # the rest kept
         faults.add(f"/blobs/{layer_digests[1]}", "corrupt", times=-1)
@@ -124,8 +147,19 @@ def test_cli_pull_from_the_registry_under_another_name(anonymous, tmp_path, caps
     from .test_cli import swebox
 
     store = str(tmp_path / "store")
-    assert swebox("cache", "--store", store, "pull", f"docker://{anonymous}/test/image:latest", "--insecure",
-                  "--as", "swebench/sweb.eval.x86_64.test") == 0
+    assert (
+        swebox(
+            "cache",
+            "--store",
+            store,
+            "pull",
+            f"docker://{anonymous}/test/image:latest",
+            "--insecure",
+            "--as",
+            "swebench/sweb.eval.x86_64.test",
+        )
+        == 0
+    )
     assert "swebench/sweb.eval.x86_64.test: 3 layers" in capsys.readouterr().out
     assert get_image(LayerStore(store), "swebench/sweb.eval.x86_64.test").source == "registry"
     assert get_image(LayerStore(store), f"{anonymous}/test/image:latest") is None
@@ -139,20 +173,33 @@ def test_registry_host_as_docker_reads_references():
     assert registry_host("swebench/sweb.eval.x86_64.django_1776_django-11099:latest") == "docker.io"
     assert registry_host("ubuntu:22.04") == "docker.io"
     assert [registry_host(r) for r in ("127.0.0.1:5000/a/b:1", "localhost/a", "ghcr.io/o/r@sha256:00")] == [
-        "127.0.0.1:5000", "localhost", "ghcr.io"]
+        "127.0.0.1:5000",
+        "localhost",
+        "ghcr.io",
+    ]
 
 
-@pytest.mark.parametrize("err, transient", [
-    # CI once drew port 42925 for the loopback registry: an auth refusal was retried as a '429'.
-    ('msg="Error parsing image name \\"docker://127.0.0.1:42925/test/image:latest\\": reading manifest latest in '
-     '127.0.0.1:42925/test/image: unauthorized: authentication required"', False),
-    ("reading manifest latest in 127.0.0.1:5030/a/b: received unexpected HTTP status: 503 Service Unavailable", True),
-    ("reading manifest 1 in 127.0.0.1:50429/a: toomanyrequests: You have reached your pull rate limit", True),
-    ("Get \"http://127.0.0.1:5000/v2/\": dial tcp 127.0.0.1:5000: connect: connection refused", True),
-    ("reading blob sha256:4295cafe: 429 Too Many Requests", True),
-    ("reading manifest latest in 127.0.0.1:4290/a: manifest unknown", False),
-    ("requested access to the resource is denied (status 429)", False),
-])
+@pytest.mark.parametrize(
+    "err, transient",
+    [
+        # CI once drew port 42925 for the loopback registry: an auth refusal was retried as a '429'.
+        (
+            'msg="Error parsing image name \\"docker://127.0.0.1:42925/test/image:latest\\": '
+            'reading manifest latest in '
+            '127.0.0.1:42925/test/image: unauthorized: authentication required"',
+            False,
+        ),
+        (
+            "reading manifest latest in 127.0.0.1:5030/a/b: received unexpected HTTP status: 503 Service Unavailable",
+            True,
+        ),
+        ("reading manifest 1 in 127.0.0.1:50429/a: toomanyrequests: You have reached your pull rate limit", True),
+        ("Get \"http://127.0.0.1:5000/v2/\": dial tcp 127.0.0.1:5000: connect: connection refused", True),
+        ("reading blob sha256:4295cafe: 429 Too Many Requests", True),
+        ("reading manifest latest in 127.0.0.1:4290/a: manifest unknown", False),
+        ("requested access to the resource is denied (status 429)", False),
+    ],
+)
 def test_only_real_transient_failures_are_retried(err, transient):
     from swebox.envs.cache.images.registry import is_transient
 

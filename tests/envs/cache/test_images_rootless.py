@@ -19,7 +19,8 @@ from .oci_fixture import build_test_image
 
 pytestmark = pytest.mark.skipif(
     not all(shutil.which(t) for t in ("tar2sqfs", "squashfuse", "useradd")) or os.geteuid() != 0,
-    reason="needs root (to make the user), tar2sqfs and squashfuse (apt-get install squashfs-tools-ng squashfuse)")
+    reason="needs root (to make the user), tar2sqfs and squashfuse (apt-get install squashfs-tools-ng squashfuse)",
+)
 USER = "swebox-rootless-img"
 REPO = Path(__file__).resolve().parents[3]
 
@@ -44,8 +45,20 @@ finally:
     cache.close()
 print(json.dumps(out))
 """
-SANDBOX_VIEW = ["0", "/data", "activated", "the hard link's target", "/etc/conf.d:", "c.conf", "", "/opt:", "0",
-                "new", "the hard link's target", "more"]
+SANDBOX_VIEW = [
+    "0",
+    "/data",
+    "activated",
+    "the hard link's target",
+    "/etc/conf.d:",
+    "c.conf",
+    "",
+    "/opt:",
+    "0",
+    "new",
+    "the hard link's target",
+    "more",
+]
 """What the sandbox shows of the test image: the image's files are its root's, and writable."""
 
 
@@ -75,13 +88,38 @@ def rootless(tmp_path):
         os.chmod(fuse, 0o666)
 
         def run(*argv: str) -> subprocess.CompletedProcess:
-            as_user = " ".join(["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups",
-                                "env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", f"HOME={root}",
-                                f"PYTHONPATH={root}/pkg", "PYTHONDONTWRITEBYTECODE=1",
-                                f"SWEBOX_WORK_ROOT={root}/work", python, *argv])
-            return subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
-                                   f"mount --bind {fuse} /dev/fuse && {as_user}"], capture_output=True, text=True,
-                                  check=False, timeout=300)
+            as_user = " ".join(
+                [
+                    "setpriv",
+                    f"--reuid={user.pw_uid}",
+                    f"--regid={user.pw_gid}",
+                    "--clear-groups",
+                    "env",
+                    "-i",
+                    "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+                    f"HOME={root}",
+                    f"PYTHONPATH={root}/pkg",
+                    "PYTHONDONTWRITEBYTECODE=1",
+                    f"SWEBOX_WORK_ROOT={root}/work",
+                    python,
+                    *argv,
+                ]
+            )
+            return subprocess.run(
+                [
+                    "unshare",
+                    "-m",
+                    "--propagation",
+                    "private",
+                    "sh",
+                    "-c",
+                    f"mount --bind {fuse} /dev/fuse && {as_user}",
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=300,
+            )
 
         yield run, root
     finally:
@@ -115,8 +153,7 @@ def test_rootless_cli_pull_into_the_users_store_runs_and_a_roots_store_is_refuse
     assert _view(run(f"{root}/run.py", str(root), f"{root}/store", "use")) == SANDBOX_VIEW
 
     # root's store: its layers are packed for root's sandboxes (uid 100000), which this user cannot map
-    assert swebox("cache", "--store", str(root / "rootstore"), "pull", f"oci:{root}/layout:latest", "--as",
-                  "img") == 0
+    assert swebox("cache", "--store", str(root / "rootstore"), "pull", f"oci:{root}/layout:latest", "--as", "img") == 0
     refused = _view(run(f"{root}/run.py", str(root), f"{root}/rootstore", "use"))
     assert refused.startswith("LayerOwnerError: layer oci-") and f"expected files owned by uid {uid}" in refused
     assert "packed for uid 100000" in refused and "pull or build it again as this user" in refused.lower()

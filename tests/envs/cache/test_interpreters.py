@@ -13,8 +13,7 @@ from swebox.envs.cache.interpreters import (
 )
 
 POOL = (
-    Interpreter("/root/.pyenv/versions/3.11.7/bin/python3.11", "3.11.7", "/root/.pyenv/versions/3.11.7",
-                False),
+    Interpreter("/root/.pyenv/versions/3.11.7/bin/python3.11", "3.11.7", "/root/.pyenv/versions/3.11.7", False),
     Interpreter("/usr/bin/python3.11", "3.11.2", "/usr", True),
     Interpreter("/opt/py/3.12.1/bin/python3.12", "3.12.1", "/opt/py/3.12.1", True),
     Interpreter("/opt/py/3.12.4/bin/python3.12", "3.12.4", "/opt/py/3.12.4", True),

@@ -157,8 +157,9 @@ _HOLDER = textwrap.dedent("""
 
 def test_a_layer_used_by_another_process_is_not_evicted(tmp_path):
     store = _store_with(tmp_path, "tar.zst", ["env-a", "env-b"])
-    proc = subprocess.Popen([sys.executable, "-c", _HOLDER, str(store.root), str(tmp_path / "node")],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(store.root), str(tmp_path / "node")], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout.readline() == "held\n"
         with _cache(tmp_path, store, quota_gb=store.get("env-a").tree_bytes * 1.5 / 1e9) as cache:
@@ -192,5 +193,6 @@ def test_two_stores_with_different_builds_of_one_key_share_a_node_cache(tmp_path
         again.release()
         held.release()
         assert sorted(s["node_key"] for s in one.materialised()) == sorted(
-            [node_key(first.get("env-a")), node_key(second.get("env-a"))])
+            [node_key(first.get("env-a")), node_key(second.get("env-a"))]
+        )
         assert one.evict("env-a") and one.materialised() == []  # both builds, neither in use

@@ -39,16 +39,18 @@ def test_a_repository_missing_from_the_mirror_names_the_path_and_is_not_recorded
     store = LayerStore(tmp_path / "store")
     spec = EnvSpec(source="git+https://github.com/pallets/flask.git", commit="a" * 40)
     for _ in range(2):  # the retry is not refused as a recorded failure (no --force needed)
-        with pytest.raises(MirrorError, match=f"expected the repository pallets/flask at {tmp_path}/mirror/"
-                                              "pallets__flask.git"):
+        with pytest.raises(
+            MirrorError, match=f"expected the repository pallets/flask at {tmp_path}/mirror/pallets__flask.git"
+        ):
             build_env(store, spec, mirror=str(tmp_path / "mirror"))
     assert store.failure(spec.key()) is None
 
 
 def test_a_commit_missing_from_the_mirror_is_the_mirrors_fault(tmp_path):
     head = _repo(tmp_path / "work", {"a.py": "x = 1\n"})
-    subprocess.run(["git", "clone", "-q", "--bare", str(tmp_path / "work"), str(tmp_path / "m" / "o__n.git")],
-                   check=True)
+    subprocess.run(
+        ["git", "clone", "-q", "--bare", str(tmp_path / "work"), str(tmp_path / "m" / "o__n.git")], check=True
+    )
     assert require_commit(tmp_path / "m" / "o__n.git", head[:8], from_mirror=True) == head
     with pytest.raises(MirrorError, match=r"expected commit 0{40}.*git -C .*o__n\.git fetch origin 0{40}"):
         require_commit(tmp_path / "m" / "o__n.git", "0" * 40, from_mirror=True)
@@ -79,9 +81,12 @@ def test_a_python_the_host_lacks_names_the_version_and_how_to_get_it(tmp_path):
 def test_checkout_keys_follow_commit_patch_commands_and_env():
     env = EnvSpec(source="git+https://github.com/o/n.git", commit="a" * 40)
     key = CheckoutSpec(env, "b" * 40).key()
-    others = {CheckoutSpec(env, "c" * 40).key(), CheckoutSpec(env, "b" * 40, patch="x").key(),
-              CheckoutSpec(env, "b" * 40, commands=("make",)).key(),
-              CheckoutSpec(EnvSpec(source=env.source, commit="d" * 40), "b" * 40).key()}
+    others = {
+        CheckoutSpec(env, "c" * 40).key(),
+        CheckoutSpec(env, "b" * 40, patch="x").key(),
+        CheckoutSpec(env, "b" * 40, commands=("make",)).key(),
+        CheckoutSpec(EnvSpec(source=env.source, commit="d" * 40), "b" * 40).key(),
+    }
     assert key == CheckoutSpec(env, "b" * 40).key() and key.startswith("task-") and key not in others
     assert len(others) == 4
     with pytest.raises(ValueError, match="CheckoutSpec.env: expected a git source"):
@@ -91,23 +96,38 @@ def test_checkout_keys_follow_commit_patch_commands_and_env():
 def test_cache_build_names_rows_without_an_environment(tmp_path, capsys):
     from swebox.scripts.cli import main
 
-    row = {"repo_name": "nosuch", "commit_hash": "b" * 40, "problem_statement": "x",
-           "parsed_commit_content": json.dumps({"old_commit_hash": "a" * 40, "file_diffs": []}),
-           "execution_result_content": json.dumps({"test_file_codes": ["def test_a():\n    pass\n"],
-                                                   "test_file_names": ["test_1.py"]}),
-           "expected_output_json": json.dumps({"test_a": "PASSED"})}
+    row = {
+        "repo_name": "nosuch",
+        "commit_hash": "b" * 40,
+        "problem_statement": "x",
+        "parsed_commit_content": json.dumps({"old_commit_hash": "a" * 40, "file_diffs": []}),
+        "execution_result_content": json.dumps(
+            {"test_file_codes": ["def test_a():\n    pass\n"], "test_file_names": ["test_1.py"]}
+        ),
+        "expected_output_json": json.dumps({"test_a": "PASSED"}),
+    }
     rows = tmp_path / "r2e.jsonl"
     rows.write_text(json.dumps(row) + "\n")
     assert main(["cache", "--store", str(tmp_path / "store"), "build", "--tasks", str(rows)]) == 1
     err = capsys.readouterr().err
     assert f"FAILED task nosuch__{'b' * 40}: expected an env recipe; found none" in err
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(json.dumps({"instance_id": "x__y-1", "repo": "x/y", "version": "1.0", "base_commit": "a" * 40,
-                               "patch": "", "FAIL_TO_PASS": ["t.py::test_a"]}) + "\n")
+    bad.write_text(
+        json.dumps(
+            {
+                "instance_id": "x__y-1",
+                "repo": "x/y",
+                "version": "1.0",
+                "base_commit": "a" * 40,
+                "patch": "",
+                "FAIL_TO_PASS": ["t.py::test_a"],
+            }
+        )
+        + "\n"
+    )
     assert main(["cache", "--store", str(tmp_path / "store"), "build", "--tasks", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "line 1, field 'repo': Task.repo: expected a repository with an environment recipe" in err
-
 
 
 def test_the_starting_tree_keeps_modes_symlinks_and_deletions_and_applies_the_patch(tmp_path):

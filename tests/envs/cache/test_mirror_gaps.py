@@ -57,8 +57,11 @@ def test_an_env_build_names_the_missing_blob_and_the_fix(tmp_path):
     store = LayerStore(tmp_path / "store")
     spec = EnvSpec(source=SOURCE, commit=setup, install=(), test_deps=())
     for _ in range(2):  # not recorded: the retry runs again, no --force needed
-        with pytest.raises(MirrorError, match=rf"expected every object of commit {setup}; found missing: {blob} "
-                                              rf"\(pkg/mod\.py\).*git -C {repo} fetch --refetch origin"):
+        with pytest.raises(
+            MirrorError,
+            match=rf"expected every object of commit {setup}; found missing: {blob} "
+            rf"\(pkg/mod\.py\).*git -C {repo} fetch --refetch origin",
+        ):
             build_env(store, spec, mirror=str(mirror))
     assert store.failure(spec.key()) is None
 

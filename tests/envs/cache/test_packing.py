@@ -80,8 +80,13 @@ def _evil_tar(tmp_path: Path, members: list[tuple[str, str, str]], fmt: str = "t
                 info.size = len(data)
                 tar.addfile(info, io.BytesIO(data))
                 continue
-            info.type = {"sym": tarfile.SYMTYPE, "lnk": tarfile.LNKTYPE, "dir": tarfile.DIRTYPE,
-                         "chr": tarfile.CHRTYPE, "fifo": tarfile.FIFOTYPE}[kind]
+            info.type = {
+                "sym": tarfile.SYMTYPE,
+                "lnk": tarfile.LNKTYPE,
+                "dir": tarfile.DIRTYPE,
+                "chr": tarfile.CHRTYPE,
+                "fifo": tarfile.FIFOTYPE,
+            }[kind]
             info.linkname = link
             if kind == "chr":
                 info.devmajor, info.devminor = (int(x) for x in link.split(":"))
@@ -93,17 +98,25 @@ def _evil_tar(tmp_path: Path, members: list[tuple[str, str, str]], fmt: str = "t
     return out
 
 
-@pytest.mark.parametrize(("members", "message"), [
-    ([("../../etc/passwd", "file", "")], r"'\.\.' in path '\.\./\.\./etc/passwd'"),
-    ([("ok/../../../etc/passwd", "file", "")], r"'\.\.' in path"),
-    ([("/etc/passwd", "file", "")], "absolute path '/etc/passwd'"),
-    ([("testbed", "dir", ""), ("testbed/up", "sym", "../../..")], "points outside the layer"),
-    ([("esc", "sym", "/etc"), ("esc/passwd", "file", "")], "lies under the symlink 'esc'"),
-    ([("a", "sym", "sub/../.."), ], "points outside the layer"),
-    ([("h", "lnk", "../outside")], r"'\.\.' in path"),
-    ([("null", "chr", "1:3")], r"device file 'null' \(1:3\)"),
-    ([("pipe", "fifo", "")], "special file 'pipe'"),
-])
+@pytest.mark.parametrize(
+    ("members", "message"),
+    [
+        ([("../../etc/passwd", "file", "")], r"'\.\.' in path '\.\./\.\./etc/passwd'"),
+        ([("ok/../../../etc/passwd", "file", "")], r"'\.\.' in path"),
+        ([("/etc/passwd", "file", "")], "absolute path '/etc/passwd'"),
+        ([("testbed", "dir", ""), ("testbed/up", "sym", "../../..")], "points outside the layer"),
+        ([("esc", "sym", "/etc"), ("esc/passwd", "file", "")], "lies under the symlink 'esc'"),
+        (
+            [
+                ("a", "sym", "sub/../.."),
+            ],
+            "points outside the layer",
+        ),
+        ([("h", "lnk", "../outside")], r"'\.\.' in path"),
+        ([("null", "chr", "1:3")], r"device file 'null' \(1:3\)"),
+        ([("pipe", "fifo", "")], "special file 'pipe'"),
+    ],
+)
 @pytest.mark.parametrize("fmt", TAR_FORMATS)
 def test_unsafe_tar_is_refused_and_nothing_is_extracted(tmp_path, members, message, fmt):
     archive = _evil_tar(tmp_path, members, fmt)
@@ -115,9 +128,17 @@ def test_unsafe_tar_is_refused_and_nothing_is_extracted(tmp_path, members, messa
 
 
 def test_whiteout_and_inside_links_are_accepted(tmp_path):
-    archive = _evil_tar(tmp_path, [("d", "dir", ""), ("d/f", "file", ""), ("d/l", "sym", "f"),
-                                   ("abs", "sym", "/usr/bin/python3"), ("wh", "chr", "0:0"),
-                                   ("d/h", "lnk", "d/f")])
+    archive = _evil_tar(
+        tmp_path,
+        [
+            ("d", "dir", ""),
+            ("d/f", "file", ""),
+            ("d/l", "sym", "f"),
+            ("abs", "sym", "/usr/bin/python3"),
+            ("wh", "chr", "0:0"),
+            ("d/h", "lnk", "d/f"),
+        ],
+    )
     assert vet_tar(archive, "tar.zst")[0] == 6
 
 
@@ -134,8 +155,10 @@ def test_truncated_archive_is_refused(layer_tree, tmp_path):
 @needs_root
 @needs_squashfs
 def test_squashfs_with_device_or_escaping_link_is_refused(tmp_path):
-    for name, make in [("dev", lambda p: os.mknod(p / "null", 0o600 | stat.S_IFCHR, os.makedev(1, 3))),
-                       ("esc", lambda p: (p / "up").symlink_to("../../etc"))]:
+    for name, make in [
+        ("dev", lambda p: os.mknod(p / "null", 0o600 | stat.S_IFCHR, os.makedev(1, 3))),
+        ("esc", lambda p: (p / "up").symlink_to("../../etc")),
+    ]:
         tree = tmp_path / name
         tree.mkdir()
         make(tree)

@@ -40,12 +40,18 @@ def test_config_files_then_variables_in_pips_order(tmp_path, request):
     (home / ".config" / "pip").mkdir(parents=True)
     (home / ".config" / "pip" / "pip.conf").write_text(
         "[global]\nindex-url = https://mirror.example/simple\ncache-dir = /somewhere\ncert = "
-        f"{tmp_path / 'ca.pem'}\n[install]\ntrusted-host = a.example\n  b.example\n")
+        f"{tmp_path / 'ca.pem'}\n[install]\ntrusted-host = a.example\n  b.example\n"
+    )
     (tmp_path / "ca.pem").write_text("CA")
     wheels = Path(tempfile.mkdtemp(prefix="swebox-test-wheels-", dir="/var/tmp"))  # not /tmp: sandboxes have their own
     request.addfinalizer(lambda: shutil.rmtree(wheels, ignore_errors=True))
-    env = {"XDG_CONFIG_DIRS": str(tmp_path / "none"), "PIP_FIND_LINKS": str(wheels),
-           "PIP_INDEX_URL": "https://127.0.0.1:8443/simple/", "PIP_USER": "1", "HTTPS_PROXY": "http://localhost:3128"}
+    env = {
+        "XDG_CONFIG_DIRS": str(tmp_path / "none"),
+        "PIP_FIND_LINKS": str(wheels),
+        "PIP_INDEX_URL": "https://127.0.0.1:8443/simple/",
+        "PIP_USER": "1",
+        "HTTPS_PROXY": "http://localhost:3128",
+    }
     got = host_package_settings("3.11", env, home, etc=tmp_path / "etc")
     assert got.env["PIP_INDEX_URL"] == "https://10.0.2.2:8443/simple/" and got.loopback  # the variable wins
     assert got.env["PIP_TRUSTED_HOST"] == "a.example b.example" and got.env["HTTPS_PROXY"] == "http://10.0.2.2:3128"
@@ -63,10 +69,13 @@ def test_constraints_and_file_indexes_are_carried(tmp_path, request):
     (local / "simple").mkdir()
     (local / "pins.txt").write_text("six<2\n")
     conf = tmp_path / "pip.conf"
-    conf.write_text(f"[global]\nconstraint = {local / 'pins.txt'}\nextra-index-url = file://{local}/simple "
-                    "https://other.example/simple\n")
-    got = host_package_settings("3.11", {"PIP_CONFIG_FILE": str(conf), "XDG_CONFIG_DIRS": str(tmp_path / "x")},
-                                tmp_path, etc=tmp_path / "etc")
+    conf.write_text(
+        f"[global]\nconstraint = {local / 'pins.txt'}\nextra-index-url = file://{local}/simple "
+        "https://other.example/simple\n"
+    )
+    got = host_package_settings(
+        "3.11", {"PIP_CONFIG_FILE": str(conf), "XDG_CONFIG_DIRS": str(tmp_path / "x")}, tmp_path, etc=tmp_path / "etc"
+    )
     assert got.env["PIP_CONSTRAINT"] == f"{FILES_DIR}/0-pins.txt" and got.files[got.env["PIP_CONSTRAINT"]] == b"six<2\n"
     # a PEP 503 folder's pages link to files beside it: its parent is bound
     assert got.env["PIP_EXTRA_INDEX_URL"] == f"file://{local}/simple https://other.example/simple"
@@ -93,24 +102,73 @@ def _openssl(*args: str, cwd: Path) -> None:
 def _certificates(folder: Path) -> None:
     """ca.pem (a new CA) and server.pem/server.key signed by it for 127.0.0.1 and 10.0.2.2 (the host, seen from
     a build sandbox)."""
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
-             "-subj", "/CN=swebox test CA", cwd=folder)
-    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
-             "-subj", "/CN=127.0.0.1", cwd=folder)
+    _openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=swebox test CA",
+        cwd=folder,
+    )
+    _openssl(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+        cwd=folder,
+    )
     (folder / "san.ext").write_text("subjectAltName=IP:127.0.0.1,IP:10.0.2.2\n")
-    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-             "-out", "server.pem", "-days", "2", "-extfile", "san.ext", cwd=folder)
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "san.ext",
+        cwd=folder,
+    )
 
 
 def _wheel(folder: Path) -> Path:
     """A wheel of a package that exists nowhere else."""
     path = folder / f"{PROBE}-1.0-py3-none-any.whl"
-    files = {f"{PROBE}.py": b"MARK = 'from the private index'\n",
-             f"{PROBE}-1.0.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {PROBE}\nVersion: 1.0\n".encode(),
-             f"{PROBE}-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: swebox-test\nRoot-Is-Purelib: true\n"
-                                             b"Tag: py3-none-any\n"}
-    record = "".join(f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},"
-                     f"{len(data)}\n" for name, data in files.items()) + f"{PROBE}-1.0.dist-info/RECORD,,\n"
+    files = {
+        f"{PROBE}.py": b"MARK = 'from the private index'\n",
+        f"{PROBE}-1.0.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {PROBE}\nVersion: 1.0\n".encode(),
+        f"{PROBE}-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: swebox-test\nRoot-Is-Purelib: true\n"
+        b"Tag: py3-none-any\n",
+    }
+    record = (
+        "".join(
+            f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},"
+            f"{len(data)}\n"
+            for name, data in files.items()
+        )
+        + f"{PROBE}-1.0.dist-info/RECORD,,\n"
+    )
     with zipfile.ZipFile(path, "w") as z:
         for name, data in files.items():
             z.writestr(name, data)
@@ -130,7 +188,8 @@ def tls_index(tmp_path_factory):
     digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
     (site / "simple" / "swebox-tls-probe").mkdir(parents=True)
     (site / "simple" / "swebox-tls-probe" / "index.html").write_text(
-        f"<a href='../../files/{wheel.name}#sha256={digest}'>{wheel.name}</a>\n")
+        f"<a href='../../files/{wheel.name}#sha256={digest}'>{wheel.name}</a>\n"
+    )
     handler = lambda *a: http.server.SimpleHTTPRequestHandler(*a, directory=str(site))  # noqa: E731
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -151,14 +210,16 @@ def _source_repo(folder: Path) -> tuple[str, str]:
     subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
     subprocess.run([*git, "add", "-A"], check=True)
     subprocess.run([*git, "commit", "-qm", "one"], check=True)
-    return str(folder), subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True,
-                                       text=True).stdout.strip()
+    return str(folder), subprocess.run(
+        [*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("python", ["3.6", "3.9", "3.11"])
-def test_a_build_installs_from_a_private_tls_index_only_through_the_hosts_settings(tls_index, python, tmp_path,
-                                                                                   monkeypatch):
+def test_a_build_installs_from_a_private_tls_index_only_through_the_hosts_settings(
+    tls_index, python, tmp_path, monkeypatch
+):
     if python != "3.11":
         monkeypatch.setenv("SWEBOX_PYTHONS", str(readable_python(python)))
         # a pip configuration file names the index and the CA (and wins over the host's earlier files)
@@ -172,8 +233,9 @@ def test_a_build_installs_from_a_private_tls_index_only_through_the_hosts_settin
         monkeypatch.setenv("PIP_CERT", str(tls_index["ca"]))
     discover.cache_clear()  # the interpreter search reads $SWEBOX_PYTHONS
     source, commit = _source_repo(tmp_path / "repo")
-    spec = EnvSpec(source=source, commit=commit, python=python, install=("pip install swebox-tls-probe==1.0",),
-                   test_deps=())
+    spec = EnvSpec(
+        source=source, commit=commit, python=python, install=("pip install swebox-tls-probe==1.0",), test_deps=()
+    )
     try:
         # the control: the same build without the host's settings cannot reach or trust the index
         with monkeypatch.context() as m:

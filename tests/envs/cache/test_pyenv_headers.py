@@ -33,18 +33,35 @@ def test_a_venv_of_the_copied_interpreter_compiles_an_extension(tmp_path, minor)
     if shutil.which("gcc") is None:
         pytest.skip("needs gcc")
     prefix = readable_python(minor)
-    subprocess.run([str(prefix / "bin" / f"python{minor}"), "-m", "venv", "--without-pip", str(tmp_path / "venv")],
-                   check=True, timeout=120)
+    subprocess.run(
+        [str(prefix / "bin" / f"python{minor}"), "-m", "venv", "--without-pip", str(tmp_path / "venv")],
+        check=True,
+        timeout=120,
+    )
     python = str(tmp_path / "venv" / "bin" / "python")
-    paths = subprocess.run([python, "-c", "import sysconfig; p = sysconfig.get_paths(); "
-                            "print(p['include']); print(sysconfig.get_config_var('EXT_SUFFIX'))"],
-                           capture_output=True, text=True, check=True, timeout=60).stdout.split()
+    paths = subprocess.run(
+        [
+            python,
+            "-c",
+            "import sysconfig; p = sysconfig.get_paths(); "
+            "print(p['include']); print(sysconfig.get_config_var('EXT_SUFFIX'))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.split()
     include, suffix = paths
     assert include.startswith(str(prefix)), include  # the copy's own folder, not pyenv's under /root
     (tmp_path / "twice.c").write_text(EXTENSION)
-    built = subprocess.run(["gcc", "-shared", "-fPIC", f"-I{include}", str(tmp_path / "twice.c"),
-                            "-o", str(tmp_path / f"twice{suffix}")], capture_output=True, text=True, timeout=120)
+    built = subprocess.run(
+        ["gcc", "-shared", "-fPIC", f"-I{include}", str(tmp_path / "twice.c"), "-o", str(tmp_path / f"twice{suffix}")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert built.returncode == 0, built.stderr
-    out = subprocess.run([python, "-c", "import twice; print(twice.twice(21))"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [python, "-c", "import twice; print(twice.twice(21))"], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
     assert out.stdout.strip() == "42", out.stderr

@@ -22,8 +22,10 @@ def cluster():
     ray = pytest.importorskip("ray")
     from ray.cluster_utils import Cluster
 
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": node_resources(BUDGET_MB),
-                                                      "object_store_memory": 80 * 1024 * 1024})
+    c = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 1, "resources": node_resources(BUDGET_MB), "object_store_memory": 80 * 1024 * 1024},
+    )
     c.add_node(num_cpus=1, resources=node_resources(BUDGET_MB), object_store_memory=80 * 1024 * 1024)
     ray.init(address=c.address)
     c.wait_for_nodes()
@@ -43,8 +45,9 @@ def _store(tmp_path, n: int) -> LayerStore:
 
 def _peak(intervals: list[tuple[float, float, int]]) -> int:
     """Most weight running at once, from (start, end, weight) intervals."""
-    events = sorted([(s, w) for s, _, w in intervals] + [(e, -w) for _, e, w in intervals],
-                    key=lambda ev: (ev[0], ev[1]))  # at equal times, ends (negative) before starts
+    events = sorted(
+        [(s, w) for s, _, w in intervals] + [(e, -w) for _, e, w in intervals], key=lambda ev: (ev[0], ev[1])
+    )  # at equal times, ends (negative) before starts
     peak = level = 0
     for _, delta in events:
         level += delta
@@ -97,7 +100,7 @@ def test_each_node_materialises_its_own_layers_under_its_budget(cluster, tmp_pat
             refs.append(slow_materialise.options(**opts).remote(key))
     results = ray.get(refs, timeout=120)
     for i, node in enumerate(nodes):
-        mine = results[i * 5:(i + 1) * 5]
+        mine = results[i * 5 : (i + 1) * 5]
         assert {r["node"] for r in mine} == {node}  # node affinity: never elsewhere
         peak = _peak([(r["start"], r["end"], 11) for r in mine])
         assert peak == 22  # two at a time, never the third (33 MB > 25 MB)

@@ -43,8 +43,10 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not SYSTEM_PYTHON or not shutil.which("squashfuse"),
-                    reason="needs root (to create the user), the system python3 and squashfuse")
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not SYSTEM_PYTHON or not shutil.which("squashfuse"),
+    reason="needs root (to create the user), the system python3 and squashfuse",
+)
 def test_rootless_cache_mounts_squashfs_with_squashfuse(tmp_path):
     try:
         pwd.getpwnam(USER)
@@ -75,11 +77,16 @@ def test_rootless_cache_mounts_squashfs_with_squashfuse(tmp_path):
         fuse = root / "fuse"
         os.mknod(fuse, 0o666 | 0o020000, os.stat("/dev/fuse").st_rdev)
         os.chmod(fuse, 0o666)
-        as_user = (f"runuser -u {USER} -- env PYTHONPATH={root}/pkg PYTHONDONTWRITEBYTECODE=1 "
-                   f"{SYSTEM_PYTHON} {root}/run.py {root} env-hello")
-        r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
-                            f"mount --bind {fuse} /dev/fuse && {as_user}"],
-                           capture_output=True, text=True, timeout=300)
+        as_user = (
+            f"runuser -u {USER} -- env PYTHONPATH={root}/pkg PYTHONDONTWRITEBYTECODE=1 "
+            f"{SYSTEM_PYTHON} {root}/run.py {root} env-hello"
+        )
+        r = subprocess.run(
+            ["unshare", "-m", "--propagation", "private", "sh", "-c", f"mount --bind {fuse} /dev/fuse && {as_user}"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert r.returncode == 0, r.stdout + r.stderr
         out = json.loads(r.stdout.strip().splitlines()[-1])
         assert out["mount"] == ["fuse.squashfuse"]

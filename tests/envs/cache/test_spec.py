@@ -8,8 +8,10 @@ from swebox.envs.cache.spec import EnvSpec, parse_pypi, source_kind
 
 def test_key_is_sha256_of_canonical_json():
     spec = EnvSpec(source="pypi:toolz==1.0.0")
-    expected_json = ('{"commit":"","install":["pip install -e ."],"python":"3.11","setup":[],'
-                     '"source":"pypi:toolz==1.0.0","test_deps":["pytest"]}')
+    expected_json = (
+        '{"commit":"","install":["pip install -e ."],"python":"3.11","setup":[],'
+        '"source":"pypi:toolz==1.0.0","test_deps":["pytest"]}'
+    )
     assert spec.canonical_json() == expected_json
     assert spec.key() == "env-" + hashlib.sha256(expected_json.encode()).hexdigest()[:20]
     assert len(spec.key()) == 24
@@ -39,18 +41,21 @@ def test_source_kinds():
     assert parse_pypi("pypi:semver==3.0.2") == ("semver", "3.0.2")
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"source": "toolz"}, "EnvSpec.source"),
-    ({"source": "pypi:toolz"}, "exact pin"),
-    ({"source": "pypi:toolz>=1"}, "exact pin"),
-    ({"source": "pypi:toolz==1", "commit": "abc1234"}, "EnvSpec.commit"),
-    ({"source": "/repo"}, "EnvSpec.commit"),
-    ({"source": "/repo", "commit": "HEAD"}, "EnvSpec.commit"),
-    ({"source": "pypi:toolz==1", "python": "3"}, "EnvSpec.python"),
-    ({"source": "pypi:toolz==1", "python": "python3.11"}, "EnvSpec.python"),
-    ({"source": "pypi:toolz==1", "install": "pip install -e ."}, "EnvSpec.install"),
-    ({"source": "pypi:toolz==1", "test_deps": ["pytest", 3]}, "EnvSpec.test_deps"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"source": "toolz"}, "EnvSpec.source"),
+        ({"source": "pypi:toolz"}, "exact pin"),
+        ({"source": "pypi:toolz>=1"}, "exact pin"),
+        ({"source": "pypi:toolz==1", "commit": "abc1234"}, "EnvSpec.commit"),
+        ({"source": "/repo"}, "EnvSpec.commit"),
+        ({"source": "/repo", "commit": "HEAD"}, "EnvSpec.commit"),
+        ({"source": "pypi:toolz==1", "python": "3"}, "EnvSpec.python"),
+        ({"source": "pypi:toolz==1", "python": "python3.11"}, "EnvSpec.python"),
+        ({"source": "pypi:toolz==1", "install": "pip install -e ."}, "EnvSpec.install"),
+        ({"source": "pypi:toolz==1", "test_deps": ["pytest", 3]}, "EnvSpec.test_deps"),
+    ],
+)
 def test_bad_specs_say_what_is_wrong(kwargs, message):
     with pytest.raises(ValueError, match=message):
         EnvSpec(**kwargs)

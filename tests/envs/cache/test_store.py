@@ -113,8 +113,9 @@ _KILLED = textwrap.dedent("""
 @pytest.mark.parametrize("stop_at", [1, 2, 3])  # 1: blob rename, 2: log rename, 3: manifest rename
 def test_sigkill_during_publish_leaves_only_complete_layers(layer_tree, tmp_path, stop_at):
     root = tmp_path / "store"
-    proc = subprocess.Popen([sys.executable, "-c", _KILLED, str(root), str(layer_tree), str(stop_at)],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _KILLED, str(root), str(layer_tree), str(stop_at)], stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout.readline().startswith("at ")
     proc.send_signal(signal.SIGKILL)
     proc.wait()
@@ -170,8 +171,9 @@ def test_gc_keeps_the_toolchain_layers_of_stored_envs(tmp_path):
         with store.lock(key):
             store.publish(key, make_layer_tree(tmp_path / key), kind="toolchain")
     with store.lock("env-go"):
-        store.publish("env-go", make_layer_tree(tmp_path / "env-go"), kind="env",
-                      meta={"toolchains": {"go": "toolchain-go-1"}})
+        store.publish(
+            "env-go", make_layer_tree(tmp_path / "env-go"), kind="env", meta={"toolchains": {"go": "toolchain-go-1"}}
+        )
     assert store.toolchain_layers() == {"toolchain-go-1"}
     assert sorted(store.gc(keep_bytes=0)) == ["env-go", "toolchain-node-2"]  # the env goes, its toolchain stays
     assert [m.key for m in store.ls()] == ["toolchain-go-1"]
@@ -201,8 +203,12 @@ def test_env_toolchains_reads_the_manifest_and_names_a_missing_layer(tmp_path):
     with store.lock("env-plain"):
         store.publish("env-plain", make_layer_tree(tmp_path / "plain"), kind="env")
     with store.lock("env-node"):
-        store.publish("env-node", make_layer_tree(tmp_path / "env-node"), kind="env",
-                      meta={"toolchains": {"node": "toolchain-node-1"}})
+        store.publish(
+            "env-node",
+            make_layer_tree(tmp_path / "env-node"),
+            kind="env",
+            meta={"toolchains": {"node": "toolchain-node-1"}},
+        )
     assert env_toolchains(store, "env-plain") == {} and env_toolchains(store, "env-absent") == {}
     with pytest.raises(ToolchainMissing, match="toolchain build node"):  # what every sandbox over it would lack
         env_toolchains(store, "env-node")

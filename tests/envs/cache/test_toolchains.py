@@ -32,8 +32,10 @@ from tests.debian_tools import toolchain_store
 
 from .conftest import IS_ROOT
 
-pytestmark = pytest.mark.skipif(not IS_ROOT or shutil.which("apt-get") is None or shutil.which("mksquashfs") is None,
-                                reason="needs apt-get, mksquashfs and root (loop mounts of squashfs layers)")
+pytestmark = pytest.mark.skipif(
+    not IS_ROOT or shutil.which("apt-get") is None or shutil.which("mksquashfs") is None,
+    reason="needs apt-get, mksquashfs and root (loop mounts of squashfs layers)",
+)
 
 
 @pytest.fixture(scope="module")
@@ -84,8 +86,11 @@ def test_go_builds_and_tests_a_module_in_a_sandbox(store_root):
         _ok(sb, "mkdir -p /work/m")
         sb.write_file("/work/m/go.mod", "module example.com/m\n\ngo 1.19\n")
         sb.write_file("/work/m/add.go", "package m\n\nfunc Add(a, b int) int { return a + b }\n")
-        sb.write_file("/work/m/add_test.go", 'package m\n\nimport "testing"\n\nfunc TestAdd(t *testing.T) {\n'
-                      '\tif Add(2, 3) != 5 {\n\t\tt.Fatal("bad sum")\n\t}\n}\n')
+        sb.write_file(
+            "/work/m/add_test.go",
+            'package m\n\nimport "testing"\n\nfunc TestAdd(t *testing.T) {\n'
+            '\tif Add(2, 3) != 5 {\n\t\tt.Fatal("bad sum")\n\t}\n}\n',
+        )
         out = _ok(sb, "cd /work/m && go test -v ./...")
         assert "--- PASS: TestAdd" in out
         sb.write_file("/work/m/add.go", "package m\n\nfunc Add(a, b int) int { return a - b }\n")
@@ -103,9 +108,13 @@ def test_same_inputs_give_the_same_key(store_root):
     assert [d["sha256"] for d in fresh["debs"]] == [d["sha256"] for d in manifest.meta["debs"]]
     assert all(len(d["sha256"]) == 64 and d["version"] for d in manifest.meta["debs"])
     assert build_toolchain(store, "go").created == manifest.created  # reused, not rebuilt
-    content = {"toolchain": "go", "layout": toolchains.TOOLCHAIN_LAYOUT, "prefix": "/opt/toolchains/go",
-               "aliases": {}, "debs": [[d["package"], d["version"], d["arch"], d["sha256"]]
-                                       for d in manifest.meta["debs"]]}
+    content = {
+        "toolchain": "go",
+        "layout": toolchains.TOOLCHAIN_LAYOUT,
+        "prefix": "/opt/toolchains/go",
+        "aliases": {},
+        "debs": [[d["package"], d["version"], d["arch"], d["sha256"]] for d in manifest.meta["debs"]],
+    }
     digest = hashlib.sha256(json.dumps(content, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     assert manifest.key == f"toolchain-go-{digest[:20]}"
 
@@ -127,8 +136,12 @@ def _tiny(monkeypatch, check: str) -> str:
 
 
 def _leftovers(store: LayerStore, work: Path) -> list[Path]:
-    return [*store.root.joinpath("manifests").iterdir(), *store.root.joinpath("tmp").iterdir(),
-            *store.root.joinpath("blobs").rglob("*.*"), *work.iterdir()]
+    return [
+        *store.root.joinpath("manifests").iterdir(),
+        *store.root.joinpath("tmp").iterdir(),
+        *store.root.joinpath("blobs").rglob("*.*"),
+        *work.iterdir(),
+    ]
 
 
 def test_a_failed_build_leaves_nothing_behind(tmp_path, monkeypatch):
@@ -162,15 +175,31 @@ def test_an_interrupted_build_leaves_nothing_behind(tmp_path, monkeypatch):
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("name,tool,command,expect", [
-    ("rust", "cargo", "cd /work && cargo new -q --vcs none hello && cd hello && cargo run -q --offline",
-     "Hello, world!"),
-    ("cc", "g++", "cd /work && printf '#include <iostream>\\nint main(){std::cout<<\"hi \"<<__GNUC__;}' > a.cc && "
-           "printf 'a: a.cc\\n\\tg++ -o a a.cc\\n' > Makefile && make -s && ./a && command -v g++", "hi 12"),
-    ("jdk", "javac", "cd /work && printf 'class A{public static void main(String[] a){System.out.println(\"hi \"+"
+@pytest.mark.parametrize(
+    "name,tool,command,expect",
+    [
+        (
+            "rust",
+            "cargo",
+            "cd /work && cargo new -q --vcs none hello && cd hello && cargo run -q --offline",
+            "Hello, world!",
+        ),
+        (
+            "cc",
+            "g++",
+            "cd /work && printf '#include <iostream>\\nint main(){std::cout<<\"hi \"<<__GNUC__;}' > a.cc && "
+            "printf 'a: a.cc\\n\\tg++ -o a a.cc\\n' > Makefile && make -s && ./a && command -v g++",
+            "hi 12",
+        ),
+        (
+            "jdk",
+            "javac",
+            "cd /work && printf 'class A{public static void main(String[] a){System.out.println(\"hi \"+"
             "System.getProperty(\"java.home\"));}}' > A.java && javac A.java && java A && mvn --version",
-     "hi /opt/toolchains/jdk/"),
-])
+            "hi /opt/toolchains/jdk/",
+        ),
+    ],
+)
 def test_rust_cc_and_jdk_build_and_run_in_a_sandbox(store_root, name, tool, command, expect):
     layer = toolchain_layer(name, store_root)
     with _sandbox([layer], [name]) as sb:

@@ -49,8 +49,13 @@ def test_tox_current_env_runs_the_venvs_pytest(tmp_path, monkeypatch):
     subprocess.run([*git, "add", "-A"], check=True)
     subprocess.run([*git, "commit", "-qm", "one"], check=True)
     head = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
-    spec = EnvSpec(source=str(repo), commit=head, python="3.9", test_deps=(),
-                   install=("pip install tox==4.16.0 tox-current-env==0.0.11 pytest==7.4.4",))
+    spec = EnvSpec(
+        source=str(repo),
+        commit=head,
+        python="3.9",
+        test_deps=(),
+        install=("pip install tox==4.16.0 tox-current-env==0.0.11 pytest==7.4.4",),
+    )
     store = LayerStore(tmp_path / "store")
     try:
         build_env(store, spec)
@@ -60,11 +65,16 @@ def test_tox_current_env_runs_the_venvs_pytest(tmp_path, monkeypatch):
     try:
         with cache.acquire(spec.key()) as env, Sandbox([env.path]) as sb:
             # the log grader's clean environment (log_grading.grading_env), the recipe's command
-            run = sb.exec("mkdir -p /tmp/home && env -i PATH=/venv/bin:/usr/local/bin:/usr/bin:/bin HOME=/tmp/home "
-                          "LANG=C.UTF-8 LC_ALL=C.UTF-8 TMPDIR=/tmp TERM=dumb bash -c "
-                          "'cd /testbed && tox --current-env -epy39 -v -- tests/test_sums.py'", timeout=300)
+            run = sb.exec(
+                "mkdir -p /tmp/home && env -i PATH=/venv/bin:/usr/local/bin:/usr/bin:/bin HOME=/tmp/home "
+                "LANG=C.UTF-8 LC_ALL=C.UTF-8 TMPDIR=/tmp TERM=dumb bash -c "
+                "'cd /testbed && tox --current-env -epy39 -v -- tests/test_sums.py'",
+                timeout=300,
+            )
     finally:
         cache.close()
     assert "No module named pytest" not in run.output, run.output
-    assert parse_log("sphinx-doc/sphinx", run.output) == {"tests/test_sums.py::test_holds": "PASSED",
-                                                          "tests/test_sums.py::test_breaks": "FAILED"}, run.output
+    assert parse_log("sphinx-doc/sphinx", run.output) == {
+        "tests/test_sums.py::test_holds": "PASSED",
+        "tests/test_sums.py::test_breaks": "FAILED",
+    }, run.output

@@ -83,8 +83,14 @@ def test_time_limit_bounds_commands_and_truncates(episode):
 def test_malformed_replies_cost_a_turn_and_are_counted(episode):
     ep = episode(max_turns=20, max_reply_chars=5000)
     ep.reset()
-    replies = ["no action at all", bash("ls") + bash("ls"), "<function=rm_rf></function>", "x" * 6000,
-               bash("echo caf\u00e9 \u2603") + "\x00", "```bash\necho a\x00b\n```"]
+    replies = [
+        "no action at all",
+        bash("ls") + bash("ls"),
+        "<function=rm_rf></function>",
+        "x" * 6000,
+        bash("echo caf\u00e9 \u2603") + "\x00",
+        "```bash\necho a\x00b\n```",
+    ]
     outcomes = [ep.step(r) for r in replies]
     assert [o.info["format_error"] for o in outcomes] == [True, True, True, True, False, True]
     assert "caf\u00e9 \u2603" in outcomes[4].observation
@@ -147,10 +153,15 @@ def test_huge_output_is_cut_to_the_observation_limit(episode):
 
 
 def test_setup_commands_and_hidden_tests_shape_the_start_but_not_the_diff(episode):
-    new_test = ("diff --git a/tests/test_hidden.py b/tests/test_hidden.py\nnew file mode 100644\n"
-                "--- /dev/null\n+++ b/tests/test_hidden.py\n@@ -0,0 +1,2 @@\n+def test_h():\n+    pass\n")
-    task = calc_task(setup_commands=["echo prepared > NOTES.txt", "printf 'x' > tests/test_hidden.py"],
-                     hidden_tests=True, test_patch=new_test)
+    new_test = (
+        "diff --git a/tests/test_hidden.py b/tests/test_hidden.py\nnew file mode 100644\n"
+        "--- /dev/null\n+++ b/tests/test_hidden.py\n@@ -0,0 +1,2 @@\n+def test_h():\n+    pass\n"
+    )
+    task = calc_task(
+        setup_commands=["echo prepared > NOTES.txt", "printf 'x' > tests/test_hidden.py"],
+        hidden_tests=True,
+        test_patch=new_test,
+    )
     ep = episode(task=task)
     ep.reset()
     look = ep.step(bash("cat /testbed/NOTES.txt; ls /testbed/tests"))
@@ -176,8 +187,12 @@ def test_filling_the_disk_is_enospc_not_a_dead_sandbox(episode):
     # the writable layer and /tmp together exceed memory_mb: their pages count against the memory cgroup
     ep = episode(sandbox={"memory_mb": 256, "upper_size_mb": 300, "tmp_size_mb": 64}, command_timeout_s=60)
     ep.reset()
-    fill = ep.step(bash("for i in 1 2 3 4; do head -c 100M /dev/zero > /testbed/f$i || echo FULL$i; done; "
-                        "head -c 100M /dev/zero > /tmp/t || echo TMPFULL; echo done"))
+    fill = ep.step(
+        bash(
+            "for i in 1 2 3 4; do head -c 100M /dev/zero > /testbed/f$i || echo FULL$i; done; "
+            "head -c 100M /dev/zero > /tmp/t || echo TMPFULL; echo done"
+        )
+    )
     assert not fill.done, fill.info  # was: the sandbox OOM-killed, BrokenPipeError, an env error
     assert "No space left on device" in fill.observation and "FULL4" in fill.observation
     assert "TMPFULL" in fill.observation and fill.observation.endswith("done\n</output>")
@@ -190,8 +205,10 @@ def test_filling_the_disk_is_enospc_not_a_dead_sandbox(episode):
 def test_filling_the_inodes_is_enospc_and_a_full_tree_scores_zero_not_an_error(episode):
     # issue 31, class 10: the writable layer's inode cap (SandboxPolicy.upper_inodes), not the host's inodes
     ep = episode(sandbox={"upper_inodes": 3000}, command_timeout_s=120)
-    fill = ("mkdir -p /testbed/junk && cd /testbed/junk && i=0; while [ $i -lt 5000 ]; do i=$((i+1)); "
-            ": > f$i 2>/tmp/why || break; done; echo made $i; cat /tmp/why")
+    fill = (
+        "mkdir -p /testbed/junk && cd /testbed/junk && i=0; while [ $i -lt 5000 ]; do i=$((i+1)); "
+        ": > f$i 2>/tmp/why || break; done; echo made $i; cat /tmp/why"
+    )
     ep.reset()
     full = ep.step(bash(fill))
     assert not full.done and "No space left on device" in full.observation, full.observation
@@ -246,8 +263,10 @@ def test_a_log_parser_crash_scores_zero_and_only_a_host_fault_masks(calc_layer, 
 
     task = calc_log_task(calc_task(), parser="mwaskom/seaborn")
     outcomes = []
-    for grade_layers, diff in (([calc_layer], crash_diff(GOLD, CRASH_LINES["mwaskom/seaborn"])),
-                               ([tmp_path / "gone"], GOLD)):
+    for grade_layers, diff in (
+        ([calc_layer], crash_diff(GOLD, CRASH_LINES["mwaskom/seaborn"])),
+        ([tmp_path / "gone"], GOLD),
+    ):
         ep = SWEEpisode(task, StartState([calc_layer], grade_layers), EpisodeConfig(max_turns=4))
         try:
             ep.reset()

@@ -13,8 +13,10 @@ from swebox.envs.sandbox.usage import from_procfs
 from tests.calc import GOLD, SUBMIT, apply_patch, bash, calc_task
 
 # 64 MiB held resident, some CPU work (a fixed amount of work, not a time), 3 MiB written outside the repository
-HEAVY = ("python -c 'x = bytearray(64 << 20); x[::4096] = b\"1\" * len(x[::4096]); "
-         "sum(i * i for i in range(2_000_000))' && dd if=/dev/zero of=/var/blob bs=1M count=3 status=none")
+HEAVY = (
+    "python -c 'x = bytearray(64 << 20); x[::4096] = b\"1\" * len(x[::4096]); "
+    "sum(i * i for i in range(2_000_000))' && dd if=/dev/zero of=/var/blob bs=1M count=3 status=none"
+)
 
 
 @pytest.fixture
@@ -45,8 +47,13 @@ def test_cost_of_a_rollout_is_measured_and_a_reset_starts_it_afresh(episode):
     assert cost["wall_s"] >= m["env/reset_s"] + m["env/exec_s"] + m["env/grade_s"]
     assert cost["grade_s"] == m["env/grade_s"]
     assert {name: m[name] for name in METRICS} == {
-        "env/wall_s": cost["wall_s"], "env/cpu_s": cost["cpu_s"], "env/grade_cpu_s": cost["grade_cpu_s"],
-        "env/peak_mb": cost["peak_mb"], "env/grade_peak_mb": cost["grade_peak_mb"], "env/upper_mb": cost["upper_mb"]}
+        "env/wall_s": cost["wall_s"],
+        "env/cpu_s": cost["cpu_s"],
+        "env/grade_cpu_s": cost["grade_cpu_s"],
+        "env/peak_mb": cost["peak_mb"],
+        "env/grade_peak_mb": cost["grade_peak_mb"],
+        "env/upper_mb": cost["upper_mb"],
+    }
 
     ep.reset()  # the same sandbox: its writable layer dropped, and the count starts again
     light = ep.step(SUBMIT).info["cost"]

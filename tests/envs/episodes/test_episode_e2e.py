@@ -37,8 +37,9 @@ def synth_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("synth") / "out"
     parser = argparse.ArgumentParser()
     synth_cli.add_arguments(parser.add_subparsers())
-    args = parser.parse_args(["synth", "--project", "toolz==1.2.0", "--tests", "toolz", "--out", str(out),
-                              "--max-tasks", "1", "--jobs", "2"])
+    args = parser.parse_args(
+        ["synth", "--project", "toolz==1.2.0", "--tests", "toolz", "--out", str(out), "--max-tasks", "1", "--jobs", "2"]
+    )
     assert args.func(args) == 0
     return out
 

@@ -16,8 +16,10 @@ from tests.calc import GOLD, SUBMIT, apply_patch, calc_task
 WRONG = GOLD.replace("+    return a + b", "+    return a * b")
 """Touches the same file and line as the gold fix, but add(2, 3) == 6."""
 README = "diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-calc\n+calc!\n"
-TEST_EDIT = ("diff --git a/tests/test_ops.py b/tests/test_ops.py\n--- a/tests/test_ops.py\n+++ b/tests/test_ops.py\n"
-             "@@ -1 +1 @@\n-import pytest\n+import pytest  # dropped by the filter\n")
+TEST_EDIT = (
+    "diff --git a/tests/test_ops.py b/tests/test_ops.py\n--- a/tests/test_ops.py\n+++ b/tests/test_ops.py\n"
+    "@@ -1 +1 @@\n-import pytest\n+import pytest  # dropped by the filter\n"
+)
 # Two sections of calc/ops.py: in this order add becomes a * b, then a + b (the fix); in the other order the
 # first section's context is not there yet and git refuses the diff. The old key sorted them: one verdict.
 TO_MUL = GOLD.replace("+    return a + b", "+    return a * b")
@@ -34,10 +36,21 @@ def test_the_key_is_the_text_graded_in_its_order_and_any_other_difference_change
     assert applied_text(task, README + GOLD) == README + GOLD
     # a dropped section or text between sections can change git's reading of the whole diff: never shared
     assert key("preamble\n" + GOLD) != key(GOLD) != key(GOLD + TEST_EDIT)
-    assert len({key(GOLD), key(WRONG), key(GOLD + README), key(""), key(GOLD, reward_mode="fraction"),
-                key(GOLD, timeout=61), grade_key(calc_task(instance_id="other"), GOLD, ["/layers/env"],
-                                                 reward_mode="binary", timeout=60),
-                grade_key(task, GOLD, ["/layers/other"], reward_mode="binary", timeout=60)}) == 8
+    assert (
+        len(
+            {
+                key(GOLD),
+                key(WRONG),
+                key(GOLD + README),
+                key(""),
+                key(GOLD, reward_mode="fraction"),
+                key(GOLD, timeout=61),
+                grade_key(calc_task(instance_id="other"), GOLD, ["/layers/env"], reward_mode="binary", timeout=60),
+                grade_key(task, GOLD, ["/layers/other"], reward_mode="binary", timeout=60),
+            }
+        )
+        == 8
+    )
 
 
 def test_a_diff_in_another_section_order_is_graded_afresh(calc_layer):

@@ -44,8 +44,9 @@ def test_missing_layers_is_none_when_the_store_has_them(tmp_path, calc_layer):
     with store.lock(CALC_ENV.key()):
         store.publish(CALC_ENV.key(), calc_layer, kind="env")
     assert missing_layers(calc_task(), LayerSource(store=str(store.root))) is None
-    assert "its task layer task-9" in str(missing_layers(calc_task(task_layer_key="task-9"),
-                                                         LayerSource(store=str(store.root))))
+    assert "its task layer task-9" in str(
+        missing_layers(calc_task(task_layer_key="task-9"), LayerSource(store=str(store.root)))
+    )
 
 
 def test_missing_task_layer_and_missing_env_spec_and_missing_store(tmp_path, calc_layer):

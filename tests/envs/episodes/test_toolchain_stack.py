@@ -22,15 +22,16 @@ from swebox.envs.tasks.schema import Task
 
 from tests.debian_tools import toolchain_store
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("apt-get") is None
-                                or shutil.which("mksquashfs") is None,
-                                reason="needs apt-get, mksquashfs and root (loop mounts of squashfs layers)")
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("apt-get") is None or shutil.which("mksquashfs") is None,
+    reason="needs apt-get, mksquashfs and root (loop mounts of squashfs layers)",
+)
 
 GO_FILES = {
     "go.mod": "module example.com/calc\n\ngo 1.19\n",
     "calc.go": "package calc\n\nfunc Add(a, b int) int { return a + b }\n",
     "calc_test.go": 'package calc\n\nimport "testing"\n\nfunc TestAdd(t *testing.T) {\n\tif Add(2, 3) != 5 {\n'
-                    '\t\tt.Fatal("bad sum")\n\t}\n}\n',
+    '\t\tt.Fatal("bad sum")\n\t}\n}\n',
 }
 
 
@@ -49,8 +50,10 @@ def test_spec_without_toolchains_keeps_its_key():
     plain = EnvSpec(source="pypi:toolz==1.0.0")
     assert "toolchains" not in plain.to_dict()
     assert plain.key() == EnvSpec.from_dict(plain.to_dict()).key()
-    assert plain.canonical_json() == ('{"commit":"","install":["pip install -e ."],"python":"3.11","setup":[],'
-                                      '"source":"pypi:toolz==1.0.0","test_deps":["pytest"]}')
+    assert plain.canonical_json() == (
+        '{"commit":"","install":["pip install -e ."],"python":"3.11","setup":[],'
+        '"source":"pypi:toolz==1.0.0","test_deps":["pytest"]}'
+    )
     with_go = EnvSpec(source="pypi:toolz==1.0.0", toolchains=("go",))
     assert with_go.to_dict()["toolchains"] == ["go"] and with_go.key() != plain.key()
     assert EnvSpec.from_dict(with_go.to_dict()) == with_go
@@ -65,13 +68,19 @@ def test_env_layer_on_a_toolchain_runs_go_test_where_episodes_run(tmp_path, monk
     go = build_toolchain(shared, "go")
     copy_layers(shared, store, [go.key])
     head = _go_repo(tmp_path / "calc")
-    spec = EnvSpec(source=str(tmp_path / "calc"), commit=head, test_deps=(), toolchains=("go",),
-                   install=("go vet ./... && go test ./... && go env GOCACHE > /swebox/gocache.txt",))
+    spec = EnvSpec(
+        source=str(tmp_path / "calc"),
+        commit=head,
+        test_deps=(),
+        toolchains=("go",),
+        install=("go vet ./... && go test ./... && go env GOCACHE > /swebox/gocache.txt",),
+    )
     try:
         manifest = build_env(store, spec)
         assert manifest.meta["toolchains"] == {"go": go.key}
-        task = Task(instance_id="go-calc", repo="local/calc", problem_statement="x", env=spec,
-                    FAIL_TO_PASS=("TestAdd",))
+        task = Task(
+            instance_id="go-calc", repo="local/calc", problem_statement="x", env=spec, FAIL_TO_PASS=("TestAdd",)
+        )
         with acquire_layers(task, LayerSource(store=str(store.root))) as held:
             assert len(held.paths) == 2 and (held.paths[0] / "opt/toolchains/go").is_dir()
             env_layer = held.paths[1]

@@ -18,8 +18,11 @@ def make_env(calc_layer):
     def make(tasks=None, via_gym=False, **kwargs):
         tasks = tasks or [calc_task()]
         resolve = lambda task: [calc_layer]  # noqa: E731
-        env = (gymnasium.make("swebox/SWE-v0", tasks=tasks, layers=resolve, **kwargs) if via_gym
-               else SWEGymEnv(tasks, layers=resolve, **kwargs))
+        env = (
+            gymnasium.make("swebox/SWE-v0", tasks=tasks, layers=resolve, **kwargs)
+            if via_gym
+            else SWEGymEnv(tasks, layers=resolve, **kwargs)
+        )
         made.append(env)
         return env
 
@@ -99,10 +102,13 @@ def test_make_with_the_module_prefix_registers_on_demand():
     import subprocess
     import sys
 
-    code = ("import gymnasium, json, sys\n"
-            "env = gymnasium.make('swebox.envs:swebox/SWE-v0', tasks=[json.loads(sys.argv[1])], layers=lambda t: [])\n"
-            "print(type(env.unwrapped).__name__, env.spec.id)\n")
-    out = subprocess.run([sys.executable, "-c", code, calc_task().to_json()], capture_output=True, text=True,
-                         timeout=120)
+    code = (
+        "import gymnasium, json, sys\n"
+        "env = gymnasium.make('swebox.envs:swebox/SWE-v0', tasks=[json.loads(sys.argv[1])], layers=lambda t: [])\n"
+        "print(type(env.unwrapped).__name__, env.spec.id)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, calc_task().to_json()], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "SWEGymEnv swebox/SWE-v0"

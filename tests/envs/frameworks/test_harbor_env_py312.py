@@ -29,10 +29,15 @@ from tests.harbor_venv import REPO, harbor_venv, python312, run_in
 
 pytestmark = [
     pytest.mark.e2e,
-    pytest.mark.skipif(not python312(), reason="needs a Python 3.12 interpreter (harbor 0.25 requires >= 3.12): "
-                       "pyenv's /root/.pyenv/versions/3.12.1, python3.12 on PATH, or $SWEBOX_PY312"),
-    pytest.mark.skipif(os.geteuid() != 0 or not all(shutil.which(t) for t in ("mmdebstrap", "tar2sqfs")),
-                       reason="needs root, mmdebstrap (and Debian's archive, the first time) and tar2sqfs"),
+    pytest.mark.skipif(
+        not python312(),
+        reason="needs a Python 3.12 interpreter (harbor 0.25 requires >= 3.12): "
+        "pyenv's /root/.pyenv/versions/3.12.1, python3.12 on PATH, or $SWEBOX_PY312",
+    ),
+    pytest.mark.skipif(
+        os.geteuid() != 0 or not all(shutil.which(t) for t in ("mmdebstrap", "tar2sqfs")),
+        reason="needs root, mmdebstrap (and Debian's archive, the first time) and tar2sqfs",
+    ),
 ]
 IMAGE = "swebox/py39-calc:harbor"
 ENV = "swebox.envs.frameworks.harbor_env:SweboxEnvironment"
@@ -48,9 +53,16 @@ def setup(tmp_path_factory):
     tasks = root / "tasks"
     write_task(tasks, IMAGE, name="greet")
     write_task(tasks, IMAGE, name="greet-json", reward="json")
-    row = Task(instance_id="py39-calc", repo="calc", patch=GOLD, test_cmd=f"{VENV_PYTHON} -m pytest",
-               problem_statement="add(2, 3) returns -1 instead of 5.", metadata={"image": IMAGE},
-               FAIL_TO_PASS=["tests/test_calc.py::test_add"], PASS_TO_PASS=["tests/test_calc.py::test_mul"])
+    row = Task(
+        instance_id="py39-calc",
+        repo="calc",
+        patch=GOLD,
+        test_cmd=f"{VENV_PYTHON} -m pytest",
+        problem_statement="add(2, 3) returns -1 instead of 5.",
+        metadata={"image": IMAGE},
+        FAIL_TO_PASS=["tests/test_calc.py::test_add"],
+        PASS_TO_PASS=["tests/test_calc.py::test_mul"],
+    )
     assert export([row], tasks)[1] == []
     yield venv, store, tasks, root
     # the harbor processes left their node caches' layers mounted for the next trial (a node cache's way);
@@ -63,9 +75,30 @@ def setup(tmp_path_factory):
 
 def _harbor_run(venv: Path, tasks: Path, store: LayerStore, root: Path, agent: str) -> dict[str, dict]:
     jobs = root / "jobs"
-    proc = run_in(venv, "harbor", "run", "-p", str(tasks), "-a", agent, "--env", ENV, "--ek",
-                  f"store={store.root}", "--ek", f"cache_root={root / 'node'}", "-o", str(jobs),
-                  "--job-name", agent, "-n", "2", "-y", "-q", timeout=600)
+    proc = run_in(
+        venv,
+        "harbor",
+        "run",
+        "-p",
+        str(tasks),
+        "-a",
+        agent,
+        "--env",
+        ENV,
+        "--ek",
+        f"store={store.root}",
+        "--ek",
+        f"cache_root={root / 'node'}",
+        "-o",
+        str(jobs),
+        "--job-name",
+        agent,
+        "-n",
+        "2",
+        "-y",
+        "-q",
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = {}
     for trial in sorted((jobs / agent).glob("*/result.json")):
@@ -92,8 +125,15 @@ def test_provider_meets_harbors_environment_contract(setup):
     venv, store, tasks, root = setup
     work = root / "contract"
     work.mkdir()
-    proc = run_in(venv, "python", str(REPO / "tests" / "harbor_contract.py"), str(tasks / "greet"),
-                  str(store.root), str(work), timeout=300)
+    proc = run_in(
+        venv,
+        "python",
+        str(REPO / "tests" / "harbor_contract.py"),
+        str(tasks / "greet"),
+        str(store.root),
+        str(work),
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     assert seen["type"] == "swebox"
@@ -121,10 +161,19 @@ def test_exported_folders_pass_harbor_lint_and_load_as_harbor_tasks(setup, tmp_p
     # swebox's verdict reads the agent's changes in its container (shared) and its env recipe installs
     # pytest unpinned, as swebox's own env builder does: the two findings by design; nothing else
     assert {f["rule"] for f in findings} <= {"shared-verifier", "unpinned-python-dependency"}, findings
-    parse = run_in(venv, "python", "-c", "import sys, json\nfrom harbor.models.task.task import Task\n"
-                   "print(json.dumps([[Task(p).name, Task(p).config.verifier.timeout_sec, "
-                   "Task(p).config.verifier.environment_mode.value, Task(p).instruction[:20]] "
-                   "for p in sys.argv[1:]]))", *folders, timeout=120)
+    parse = run_in(
+        venv,
+        "python",
+        "-c",
+        "import sys, json\nfrom harbor.models.task.task import Task\n"
+        "print(json.dumps([[Task(p).name, Task(p).config.verifier.timeout_sec, "
+        "Task(p).config.verifier.environment_mode.value, Task(p).instruction[:20]] "
+        "for p in sys.argv[1:]]))",
+        *folders,
+        timeout=120,
+    )
     assert parse.returncode == 0, parse.stderr[-2000:]
-    assert json.loads(parse.stdout) == [["toolz-synth", 1800.0, "shared", "add(2, 3) returns -1"],
-                                        ["py39-calc", 1800.0, "shared", "add(2, 3) returns -1"]]
+    assert json.loads(parse.stdout) == [
+        ["toolz-synth", 1800.0, "shared", "add(2, 3) returns -1"],
+        ["py39-calc", 1800.0, "shared", "add(2, 3) returns -1"],
+    ]

@@ -42,7 +42,7 @@ def test_register_is_idempotent_and_checks_settings():
 
 
 def test_gold_patch_scores_one_and_empty_submission_zero(tmp_path, calc_layer):
-    (prompt, extras), = rows_for(tmp_path, calc_layer)
+    ((prompt, extras),) = rows_for(tmp_path, calc_layer)
     env = skyrl_gym.make("swebox", env_config={}, extras=dict(extras))
     chat, info = env.init(prompt)
     assert chat == prompt and info == {"task_id": "calc-add", "error": ""} and env.max_turns == 5
@@ -67,7 +67,7 @@ def test_gold_patch_scores_one_and_empty_submission_zero(tmp_path, calc_layer):
 
 
 def test_own_turn_limit_ends_the_episode_with_a_float_reward(tmp_path, calc_layer):
-    (prompt, extras), = rows_for(tmp_path, calc_layer, max_turns=2)
+    ((prompt, extras),) = rows_for(tmp_path, calc_layer, max_turns=2)
     env = skyrl_gym.make("swebox", env_config={}, extras=extras)
     env.init(prompt)
     assert env.step(bash("true"))["done"] is False
@@ -85,14 +85,18 @@ def test_task_fields_as_columns_and_settings_as_kwargs(tmp_path, calc_layer):
     assert env.step(SUBMIT)["reward"] == 1.0
 
 
-@pytest.mark.parametrize("extras, expected", [
-    ({"instance": "{not json"}, "bad env settings or task row"),
-    ({"reward_spec": {}}, "expected the task in extras"),
-    ({"instance": calc_task().to_json(), "extra_info": {"swebox": json.dumps({"max_turns": -1})}},
-     "max_turns"),
-    ({"instance": calc_task().to_json(), "extra_info": {"swebox": json.dumps({"layers": {"store": "/nope"}})}},
-     "expected a folder made by `swebox cache build`"),
-])
+@pytest.mark.parametrize(
+    "extras, expected",
+    [
+        ({"instance": "{not json"}, "bad env settings or task row"),
+        ({"reward_spec": {}}, "expected the task in extras"),
+        ({"instance": calc_task().to_json(), "extra_info": {"swebox": json.dumps({"max_turns": -1})}}, "max_turns"),
+        (
+            {"instance": calc_task().to_json(), "extra_info": {"swebox": json.dumps({"layers": {"store": "/nope"}})}},
+            "expected a folder made by `swebox cache build`",
+        ),
+    ],
+)
 def test_bad_rows_and_missing_layers_end_with_reward_zero_and_an_error_metric(extras, expected):
     env = skyrl_gym.make("swebox", env_config={}, extras=extras)  # never raises into the trainer
     chat, info = env.init([{"role": "user", "content": "fix it"}])
@@ -116,7 +120,7 @@ def test_missing_env_in_the_cache_names_the_build_command(tmp_path):
 
 
 def test_episodes_run_in_a_thread_pool_like_skyrl(tmp_path, calc_layer):
-    (prompt, extras), = rows_for(tmp_path, calc_layer)
+    ((prompt, extras),) = rows_for(tmp_path, calc_layer)
 
     def play(gold: bool) -> float:
         env = skyrl_gym.make("swebox", env_config={}, extras=dict(extras))

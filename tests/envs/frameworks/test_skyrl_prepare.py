@@ -43,10 +43,25 @@ def test_cli(tmp_path, capsys):
     save_jsonl([calc_task(instance_id=f"t{i}") for i in range(3)], tmp_path / "tasks.jsonl")
     parser = argparse.ArgumentParser()
     add_arguments(parser.add_subparsers())
-    args = parser.parse_args(["skyrl", "prepare", "--tasks", str(tmp_path / "tasks.jsonl"), "--out",
-                              str(tmp_path / "out"), "--store", str(tmp_path / "store"), "--max-turns", "9",
-                              "--set", "time_limit_s=600", "--set", 'sandbox={"memory_mb": 2048}',
-                              "--no-layer-check"])
+    args = parser.parse_args(
+        [
+            "skyrl",
+            "prepare",
+            "--tasks",
+            str(tmp_path / "tasks.jsonl"),
+            "--out",
+            str(tmp_path / "out"),
+            "--store",
+            str(tmp_path / "store"),
+            "--max-turns",
+            "9",
+            "--set",
+            "time_limit_s=600",
+            "--set",
+            'sandbox={"memory_mb": 2048}',
+            "--no-layer-check",
+        ]
+    )
     assert args.func(args) == 0
     assert "train.parquet: 3 tasks" in capsys.readouterr().out
     row = pq.read_table(tmp_path / "out/train.parquet").to_pylist()[0]
@@ -54,8 +69,18 @@ def test_cli(tmp_path, capsys):
     assert settings["max_turns"] == 9 and settings["time_limit_s"] == 600
     assert settings["sandbox"] == {"memory_mb": 2048}
     assert settings["layers"] == {"store": str(tmp_path / "store"), "tasks_file": str(tmp_path / "tasks.jsonl")}
-    bad = parser.parse_args(["skyrl", "prepare", "--tasks", str(tmp_path / "tasks.jsonl"), "--out",
-                             str(tmp_path / "o2"), "--set", "max_turns=0"])
+    bad = parser.parse_args(
+        [
+            "skyrl",
+            "prepare",
+            "--tasks",
+            str(tmp_path / "tasks.jsonl"),
+            "--out",
+            str(tmp_path / "o2"),
+            "--set",
+            "max_turns=0",
+        ]
+    )
     assert bad.func(bad) == 2 and "max_turns" in capsys.readouterr().err
 
 
@@ -93,18 +118,40 @@ def test_cli_applies_a_calibration_to_the_rows_it_writes(tmp_path, capsys):
     flaky = tasks[3].PASS_TO_PASS[0]
     save_jsonl(tasks, tmp_path / "tasks.jsonl")
     cal = tmp_path / "cal.json"
-    write_calibration(cal, [
-        TaskCalibration("t0", task_digest(tasks[0]), 2, 0, 0, 0, 0),  # gold never resolved: left out
-        TaskCalibration("t1", task_digest(tasks[1]), 2, 2, 0, 2, 0, policy={"name": "p", "resolved": 1, "runs": 2}),
-        TaskCalibration("t3", task_digest(tasks[3]), 2, 2, 0, 2, 0, flaky_tests={flaky: "gold: passed,failed"},
-                        policy={"name": "p", "resolved": 2, "runs": 2}),
-    ])  # t2: not in the file (kept, unrated: last)
+    write_calibration(
+        cal,
+        [
+            TaskCalibration("t0", task_digest(tasks[0]), 2, 0, 0, 0, 0),  # gold never resolved: left out
+            TaskCalibration("t1", task_digest(tasks[1]), 2, 2, 0, 2, 0, policy={"name": "p", "resolved": 1, "runs": 2}),
+            TaskCalibration(
+                "t3",
+                task_digest(tasks[3]),
+                2,
+                2,
+                0,
+                2,
+                0,
+                flaky_tests={flaky: "gold: passed,failed"},
+                policy={"name": "p", "resolved": 2, "runs": 2},
+            ),
+        ],
+    )  # t2: not in the file (kept, unrated: last)
     parser = argparse.ArgumentParser()
     add_arguments(parser.add_subparsers())
 
     def run(*extra: str) -> int:
-        args = parser.parse_args(["skyrl", "prepare", "--tasks", str(tmp_path / "tasks.jsonl"), "--out",
-                                  str(tmp_path / "out"), "--no-layer-check", *extra])
+        args = parser.parse_args(
+            [
+                "skyrl",
+                "prepare",
+                "--tasks",
+                str(tmp_path / "tasks.jsonl"),
+                "--out",
+                str(tmp_path / "out"),
+                "--no-layer-check",
+                *extra,
+            ]
+        )
         return args.func(args)
 
     assert run("--calibration", str(cal), "--calibration-order", "easy_first") == 0

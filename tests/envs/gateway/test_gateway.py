@@ -23,8 +23,9 @@ class Echo:
 
     def complete(self, messages, max_tokens, seed):
         self.asked.append(max_tokens)
-        return Completion(text=f"echo {seed} {messages[-1]['content']}", prompt_ids=[1, 2, 3], token_ids=[7, 8],
-                          logprobs=[-0.1, -0.2])
+        return Completion(
+            text=f"echo {seed} {messages[-1]['content']}", prompt_ids=[1, 2, 3], token_ids=[7, 8], logprobs=[-0.1, -0.2]
+        )
 
 
 def test_calls_are_recorded_in_order_with_their_seeds_and_ids():
@@ -37,10 +38,13 @@ def test_calls_are_recorded_in_order_with_their_seeds_and_ids():
     assert json.loads(json.dumps(gateway.records[1].to_dict()))["completion"]["logprobs"] == [-0.1, -0.2]
 
 
-@pytest.mark.parametrize("limits, calls, why", [
-    (GatewayLimits(max_calls=2), 2, "model calls are used up"),
-    (GatewayLimits(max_tokens=3), 2, "tokens are used up"),  # 2 + 2 tokens: the second call ends the budget
-])
+@pytest.mark.parametrize(
+    "limits, calls, why",
+    [
+        (GatewayLimits(max_calls=2), 2, "model calls are used up"),
+        (GatewayLimits(max_tokens=3), 2, "tokens are used up"),  # 2 + 2 tokens: the second call ends the budget
+    ],
+)
 def test_a_call_past_a_limit_is_refused_with_403_and_recorded(limits, calls, why):
     from swebox.envs.gateway.server import GatewayRefusal
 
@@ -61,10 +65,16 @@ def test_a_call_asks_for_at_most_the_tokens_left():
     assert model.asked == [5, 3]
 
 
-@pytest.mark.parametrize("body, why", [
-    ({}, "messages"), ({"messages": []}, "messages"), ({"messages": ["hi"]}, "messages"),
-    ({"messages": USER, "max_tokens": 0}, "max_tokens"), ({"messages": USER, "max_tokens": "9"}, "max_tokens"),
-])
+@pytest.mark.parametrize(
+    "body, why",
+    [
+        ({}, "messages"),
+        ({"messages": []}, "messages"),
+        ({"messages": ["hi"]}, "messages"),
+        ({"messages": USER, "max_tokens": 0}, "max_tokens"),
+        ({"messages": USER, "max_tokens": "9"}, "max_tokens"),
+    ],
+)
 def test_malformed_requests_are_400(body, why):
     from swebox.envs.gateway.server import GatewayRefusal
 
@@ -164,8 +174,7 @@ def host_server():
     server.close()
 
 
-def test_the_sandbox_reaches_the_gateway_and_nothing_else_and_only_it_reaches_the_gateway(two_sandboxes,
-                                                                                           host_server):
+def test_the_sandbox_reaches_the_gateway_and_nothing_else_and_only_it_reaches_the_gateway(two_sandboxes, host_server):
     one, other = two_sandboxes
     with Gateway(Echo(), GatewayLimits(max_calls=2), seed=1) as gateway:
         url = gateway.serve_inside(one.pid)
@@ -174,20 +183,24 @@ def test_the_sandbox_reaches_the_gateway_and_nothing_else_and_only_it_reaches_th
         (ok, answer), (streamed, events), (refused, error) = json.loads(result.output.strip().splitlines()[-1])
         assert ok == 200 and json.loads(answer)["choices"][0]["message"]["content"] == "echo 1 one"
         assert json.loads(answer)["usage"] == {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
-        chunks = [line[len("data: "):] for line in events.splitlines() if line.startswith("data: ")]
+        chunks = [line[len("data: ") :] for line in events.splitlines() if line.startswith("data: ")]
         assert streamed == 200 and chunks[-1] == "[DONE]"
         assert json.loads(chunks[0])["choices"][0]["delta"]["content"] == "echo 2 two"
         assert refused == 403 and json.loads(error)["error"]["type"] == "limit_exceeded"
         assert [r.completion is not None for r in gateway.records] == [True, True, False]
 
         # from the sandbox: the host's own loopback server and the outside world are out of reach
-        probe = one.exec(CONNECT.format(targets=[("127.0.0.1", host_server), ("192.0.2.1", 80),
-                                                 ("127.0.0.1", gateway.port)]), timeout=60).output
+        probe = one.exec(
+            CONNECT.format(targets=[("127.0.0.1", host_server), ("192.0.2.1", 80), ("127.0.0.1", gateway.port)]),
+            timeout=60,
+        ).output
         assert f"('127.0.0.1', {host_server}) failed" in probe and "('192.0.2.1', 80) failed" in probe
         assert f"('127.0.0.1', {gateway.port}) CONNECTED" in probe
         # to the gateway: neither another sandbox nor the host
-        assert f"('127.0.0.1', {gateway.port}) failed" in other.exec(
-            CONNECT.format(targets=[("127.0.0.1", gateway.port)]), timeout=60).output
+        assert (
+            f"('127.0.0.1', {gateway.port}) failed"
+            in other.exec(CONNECT.format(targets=[("127.0.0.1", gateway.port)]), timeout=60).output
+        )
         with socket.socket() as host_side, pytest.raises(OSError):
             host_side.settimeout(3)
             host_side.connect(("127.0.0.1", gateway.port))

@@ -22,10 +22,16 @@ def play(calc_layer, tiny_agent_install):
     episodes = []
 
     def run(replies, audit="report", **limits):
-        harness = HarnessConfig(harness=f"command:python3 {tiny_agent_install}/tiny_agent.py",
-                                install=tiny_agent_install, limits=GatewayLimits(**limits))
-        episode = SWEEpisode(calc_task(), StartState([calc_layer], [calc_layer]),
-                             episode_config(EpisodeConfig(time_limit_s=300, audit=audit), harness))
+        harness = HarnessConfig(
+            harness=f"command:python3 {tiny_agent_install}/tiny_agent.py",
+            install=tiny_agent_install,
+            limits=GatewayLimits(**limits),
+        )
+        episode = SWEEpisode(
+            calc_task(),
+            StartState([calc_layer], [calc_layer]),
+            episode_config(EpisodeConfig(time_limit_s=300, audit=audit), harness),
+        )
         episodes.append(episode)
         return play_harness(episode, ScriptedModel(replies), harness, seed=3)
 
@@ -60,8 +66,10 @@ def test_a_harness_past_its_call_limit_gets_403_and_is_graded_as_it_stands(play)
 
 
 def test_the_harness_starts_in_the_repository_with_the_gateway_and_task_in_its_environment(play):
-    probe = mini_action('pwd > /tmp/seen && echo "$OPENAI_BASE_URL" >> /tmp/seen && cat "$SWEBOX_TASK_FILE" >> '
-                        '/tmp/seen && cp /tmp/seen /testbed/SEEN')
+    probe = mini_action(
+        'pwd > /tmp/seen && echo "$OPENAI_BASE_URL" >> /tmp/seen && cat "$SWEBOX_TASK_FILE" >> '
+        '/tmp/seen && cp /tmp/seen /testbed/SEEN'
+    )
     reward, info = play([probe, giveup_replies()[0]])
     seen = info["diff"]
     assert reward == 0.0 and "+/testbed" in seen and "+http://127.0.0.1:" in seen and "add(2, 3) returns -1" in seen
@@ -78,10 +86,15 @@ def test_the_exploit_audit_reads_the_harness_s_commands(play):
     assert reward == 1.0 and not info["audit"]["flagged"]
 
 
-@pytest.mark.parametrize("bad, why", [
-    ({"harness": "claude"}, "expected 'mini-swe-agent' or 'command:"), ({"harness": "command:  "}, "command:"),
-    ({"install": "relative/dir"}, "absolute path"), ({"install": "/no/such/folder"}, "absolute path"),
-])
+@pytest.mark.parametrize(
+    "bad, why",
+    [
+        ({"harness": "claude"}, "expected 'mini-swe-agent' or 'command:"),
+        ({"harness": "command:  "}, "command:"),
+        ({"install": "relative/dir"}, "absolute path"),
+        ({"install": "/no/such/folder"}, "absolute path"),
+    ],
+)
 def test_harness_config_says_what_it_expected(bad, why):
     with pytest.raises(ValueError, match=why):
         HarnessConfig(**bad)

@@ -15,12 +15,14 @@ from tests.harness_venv import mini_swe_agent_venv
 pytestmark = pytest.mark.e2e
 
 
-@pytest.mark.parametrize("replies, reward", [(gold_replies(GOLD), 1.0), (giveup_replies(), 0.0)],
-                         ids=["gold", "giveup"])
+@pytest.mark.parametrize(
+    "replies, reward", [(gold_replies(GOLD), 1.0), (giveup_replies(), 0.0)], ids=["gold", "giveup"]
+)
 def test_mini_swe_agent_in_the_sandbox_is_paid_for_what_it_leaves(calc_layer, replies, reward):
     harness = HarnessConfig(harness="mini-swe-agent", install=str(mini_swe_agent_venv()))
-    episode = SWEEpisode(calc_task(), StartState([calc_layer], [calc_layer]),
-                         episode_config(EpisodeConfig(time_limit_s=600), harness))
+    episode = SWEEpisode(
+        calc_task(), StartState([calc_layer], [calc_layer]), episode_config(EpisodeConfig(time_limit_s=600), harness)
+    )
     try:
         got, info = play_harness(episode, ScriptedModel(replies), harness, seed=0)
         assert info["harness"]["exit_code"] == 0, info["harness"]["output"][-3000:]

@@ -14,12 +14,15 @@ BASE = os.environ["OPENAI_BASE_URL"]
 ACTION = re.compile(r"```mswea_bash_command\s*\n(.*?)\n```", re.S)
 
 with open(os.environ["SWEBOX_TASK_FILE"]) as task:
-    messages = [{"role": "system", "content": "Reply with exactly one ```mswea_bash_command block."},
-                {"role": "user", "content": task.read()}]
+    messages = [
+        {"role": "system", "content": "Reply with exactly one ```mswea_bash_command block."},
+        {"role": "user", "content": task.read()},
+    ]
 for _ in range(int(os.environ.get("TINY_AGENT_STEPS", "10"))):
     body = json.dumps({"model": "policy", "messages": messages}).encode()
-    request = urllib.request.Request(BASE + "/chat/completions", data=body,
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        BASE + "/chat/completions", data=body, headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(request, timeout=300) as response:
             reply = json.load(response)["choices"][0]["message"]["content"]

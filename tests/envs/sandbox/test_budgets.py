@@ -38,8 +38,10 @@ def test_exhausting_inotify_in_one_sandbox_harms_nobody_else(base_layer: Path, w
             other_ok = other.exec(ONE_INOTIFY).output
         finally:
             hog.reset()  # frees the hog's instances at once, whatever the asserts say
-        assert host_ok, f"host root could not create an inotify instance ({os.strerror(ctypes.get_errno())}) " \
-                        f"after a sandbox made {made}"
+        assert host_ok, (
+            f"host root could not create an inotify instance ({os.strerror(ctypes.get_errno())}) "
+            f"after a sandbox made {made}"
+        )
         assert other_ok == "True\n", "another sandbox could not create an inotify instance"
         assert hog.owner_uid != other.owner_uid
 
@@ -58,8 +60,10 @@ FILL_PIPES = (
     "print(len(pipes), err, fcntl.fcntl(pipes[-1][1], fcntl.F_GETPIPE_SZ), flush=True); time.sleep(60)\" > /tmp/p & "
     "for i in $(seq 300); do [ -s /tmp/p ] && break; sleep 0.1; done; cat /tmp/p"
 )
-ONE_PIPE = ("python3 -c \"import fcntl, os; r, w = os.pipe(); default = fcntl.fcntl(w, fcntl.F_GETPIPE_SZ)\n"
-            "print(default, fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, 1 << 20))\"")
+ONE_PIPE = (
+    "python3 -c \"import fcntl, os; r, w = os.pipe(); default = fcntl.fcntl(w, fcntl.F_GETPIPE_SZ)\n"
+    "print(default, fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, 1 << 20))\""
+)
 
 
 def _real_uid(pid: int) -> int:
@@ -67,8 +71,10 @@ def _real_uid(pid: int) -> int:
         return int(f.read().split("\nUid:\t", 1)[1].split("\t", 1)[0])
 
 
-@pytest.mark.skipif(int(Path("/proc/sys/fs/pipe-user-pages-soft").read_text()) == 0,
-                    reason="fs.pipe-user-pages-soft is 0: this host has no per-user pipe budget to exhaust")
+@pytest.mark.skipif(
+    int(Path("/proc/sys/fs/pipe-user-pages-soft").read_text()) == 0,
+    reason="fs.pipe-user-pages-soft is 0: this host has no per-user pipe budget to exhaust",
+)
 def test_filling_the_pipe_budget_in_one_sandbox_leaves_another_its_pipes(base_layer: Path, work_root: str):
     """The kernel charges pipe buffers to the real host uid of the process growing the pipe: one block of host ids
     for every sandbox let one sandbox leave every other with 2-page pipes and F_SETPIPE_SZ failing with EPERM."""
@@ -82,8 +88,9 @@ def test_filling_the_pipe_budget_in_one_sandbox_leaves_another_its_pipes(base_la
             uids = (_real_uid(hog.pid), _real_uid(other.pid))
         finally:
             hog.reset()  # frees the hog's pipes at once, whatever the asserts say
-        assert errno_ == 1 and after < 65536, f"the hog did not exhaust its budget: {made} pipes, errno {errno_}, " \
-                                              f"a new pipe of {after} bytes"
+        assert errno_ == 1 and after < 65536, (
+            f"the hog did not exhaust its budget: {made} pipes, errno {errno_}, a new pipe of {after} bytes"
+        )
         assert other_pipe == "65536 1048576\n", f"the other sandbox's pipe (default size, grown to 1 MiB): {other_pipe}"
         assert hog_uids == {hog.host_uid}, (hogs, hog_uids, hog.host_uid)
         assert uids == (hog.host_uid, other.host_uid) and abs(uids[0] - uids[1]) >= policy.uid_count, uids
@@ -99,8 +106,10 @@ def _cmdline_has(pid: str, marker: bytes) -> bool:
         return False
 
 
-@pytest.mark.skipif(shutil.which("squashfuse") is None or shutil.which("mksquashfs") is None
-                    or not os.path.exists("/dev/fuse"), reason="needs squashfuse, mksquashfs and /dev/fuse")
+@pytest.mark.skipif(
+    shutil.which("squashfuse") is None or shutil.which("mksquashfs") is None or not os.path.exists("/dev/fuse"),
+    reason="needs squashfuse, mksquashfs and /dev/fuse",
+)
 def test_a_layer_that_cannot_be_id_mapped_makes_its_sandbox_share_the_layer_ids(tmp_path: Path, work_root: str):
     """A FUSE mount (squashfuse) of a layer packed as the layer ids cannot be id-mapped onto a sandbox's own block:
     that sandbox maps to the layer ids themselves, so its files still read as root's, and says its budgets are
@@ -111,17 +120,34 @@ def test_a_layer_that_cannot_be_id_mapped_makes_its_sandbox_share_the_layer_ids(
     image, mnt = tmp_path / "layer.sqfs", tmp_path / "mnt"
     mnt.mkdir()
     uid = str(SandboxPolicy().host_uid)
-    subprocess.run(["mksquashfs", str(src.parent), str(image), "-noappend", "-quiet", "-no-progress",
-                    "-force-uid", uid, "-force-gid", uid], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "mksquashfs",
+            str(src.parent),
+            str(image),
+            "-noappend",
+            "-quiet",
+            "-no-progress",
+            "-force-uid",
+            uid,
+            "-force-gid",
+            uid,
+        ],
+        check=True,
+        capture_output=True,
+    )
     os.chmod(tmp_path, 0o755)
     seen = {}
-    for kind, mount, unmount in (("fuse", ["squashfuse", "-o", "allow_other"], ["fusermount3", "-u"]),
-                                 ("kernel", ["mount", "-t", "squashfs", "-o", "loop,ro,nodev,nosuid"], ["umount"])):
+    for kind, mount, unmount in (
+        ("fuse", ["squashfuse", "-o", "allow_other"], ["fusermount3", "-u"]),
+        ("kernel", ["mount", "-t", "squashfs", "-o", "loop,ro,nodev,nosuid"], ["umount"]),
+    ):
         subprocess.run([*mount, str(image), str(mnt)], check=True)
         try:
             with Sandbox([mnt], SandboxPolicy(work_root=work_root)) as sb:
-                out = sb.exec("stat -c '%u %U' /testbed/README && echo more >> /testbed/README && "
-                              "cat /testbed/README").output
+                out = sb.exec(
+                    "stat -c '%u %U' /testbed/README && echo more >> /testbed/README && cat /testbed/README"
+                ).output
                 seen[kind] = (out, sb.host_uid, _real_uid(sb.pid), sb.limits_in_force()["kernel_budgets"])
         finally:
             subprocess.run([*unmount, str(mnt)], check=False)
@@ -134,23 +160,25 @@ def test_a_layer_that_cannot_be_id_mapped_makes_its_sandbox_share_the_layer_ids(
     assert host_uid == real_uid != int(uid) and budgets.startswith("per sandbox: host ids"), seen
 
 
-SPIN = ("python3 - <<'EOF'\n"
-        "import os, time\n"
-        "n, seconds = {n}, {seconds}\n"
-        "for _ in range(n - 1):\n"
-        "    if os.fork() == 0:\n"
-        "        os.setsid()\n"  # a session (so a scheduler autogroup) per process: no grouping but ours
-        "        end = time.time() + seconds\n"
-        "        while time.time() < end: pass\n"
-        "        os._exit(0)\n"
-        "end = time.time() + seconds\n"
-        "while time.time() < end: pass\n"
-        "while True:\n"
-        "    try: os.wait()\n"
-        "    except ChildProcessError: break\n"
-        "t = os.times()\n"
-        "print(t.user + t.system + t.children_user + t.children_system)\n"
-        "EOF")
+SPIN = (
+    "python3 - <<'EOF'\n"
+    "import os, time\n"
+    "n, seconds = {n}, {seconds}\n"
+    "for _ in range(n - 1):\n"
+    "    if os.fork() == 0:\n"
+    "        os.setsid()\n"  # a session (so a scheduler autogroup) per process: no grouping but ours
+    "        end = time.time() + seconds\n"
+    "        while time.time() < end: pass\n"
+    "        os._exit(0)\n"
+    "end = time.time() + seconds\n"
+    "while time.time() < end: pass\n"
+    "while True:\n"
+    "    try: os.wait()\n"
+    "    except ChildProcessError: break\n"
+    "t = os.times()\n"
+    "print(t.user + t.system + t.children_user + t.children_system)\n"
+    "EOF"
+)
 
 
 def test_a_cpu_hog_with_many_processes_cannot_starve_another_sandbox(base_layer: Path, work_root: str):
@@ -161,8 +189,9 @@ def test_a_cpu_hog_with_many_processes_cannot_starve_another_sandbox(base_layer:
     with Sandbox([base_layer], policy) as hog, Sandbox([base_layer], policy) as victim:
         hog.exec(f"setsid bash -c \"$(cat <<'X'\n{SPIN.format(n=32, seconds=3)}\nX\n)\" > /tmp/cpu 2>&1 &")
         victim_cpu = float(victim.exec(SPIN.format(n=1, seconds=3), timeout=60).output)
-        out = hog.exec("for i in $(seq 100); do [ -s /tmp/cpu ] && break; sleep 0.1; done; cat /tmp/cpu",
-                       timeout=30).output
+        out = hog.exec(
+            "for i in $(seq 100); do [ -s /tmp/cpu ] && break; sleep 0.1; done; cat /tmp/cpu", timeout=30
+        ).output
         hog_cpu = float(out)
         share = hog.limits_in_force().get("cpu_share", "")
     assert victim_cpu >= 0.25 * hog_cpu, f"the victim got {victim_cpu:.2f} CPU s while the hog got {hog_cpu:.2f}"

@@ -189,8 +189,10 @@ def test_no_network_but_loopback(sandbox: Sandbox):
         r = sandbox.exec(f'python3 -c "{code}"', timeout=20)
         assert r.exit_code != 0 and "Connection refused" in r.output
         assert sandbox.exec("ls /sys/class/net 2>/dev/null; cat /proc/net/dev | tail -n +3").output.split()[0] == "lo:"
-        own = "import socket; s = socket.socket(); s.bind(('127.0.0.1', 8000)); s.listen(); " \
-              "c = socket.create_connection(('127.0.0.1', 8000)); print('loopback ok')"
+        own = (
+            "import socket; s = socket.socket(); s.bind(('127.0.0.1', 8000)); s.listen(); "
+            "c = socket.create_connection(('127.0.0.1', 8000)); print('loopback ok')"
+        )
         assert sandbox.exec(f'python3 -c "{own}"').output == "loopback ok\n"
         assert not accepted
     finally:
@@ -204,8 +206,10 @@ def test_each_sandbox_has_a_network_namespace_of_its_own(base_layer: Path, work_
     host = socket.socket(socket.AF_UNIX)
     host.bind("\0" + abstract)
     host.listen(1)
-    reach = (f"python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('\\0{abstract}')\" "
-             "2>/dev/null && echo reached || echo refused; readlink /proc/self/ns/net")
+    reach = (
+        f"python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('\\0{abstract}')\" "
+        "2>/dev/null && echo reached || echo refused; readlink /proc/self/ns/net"
+    )
     policy = SandboxPolicy(work_root=work_root)
     try:
         with Sandbox([base_layer], policy) as first, Sandbox([base_layer], policy) as second:
@@ -261,8 +265,10 @@ def _eventually_empty(probe, seconds: float = 10.0) -> bool:
 
 def test_host_side_helpers_never_follow_links_out(sandbox: Sandbox, host_sentinel):
     secret, _ = host_sentinel
-    sandbox.exec(f"ln -s {secret} /testbed/link; ln -s ../../../../../../../{secret} /testbed/rel; "
-                 "ln -s /etc/passwd /testbed/pw; ln -s /proc/1/root/etc /testbed/proc1")
+    sandbox.exec(
+        f"ln -s {secret} /testbed/link; ln -s ../../../../../../../{secret} /testbed/rel; "
+        "ln -s /etc/passwd /testbed/pw; ln -s /proc/1/root/etc /testbed/proc1"
+    )
     for path in ("/testbed/link", "/testbed/rel"):
         with pytest.raises(SandboxError, match="no such file"):
             sandbox.read_file(path)

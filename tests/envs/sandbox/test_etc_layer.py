@@ -28,9 +28,11 @@ def test_one_etc_layer_per_content(tmp_path):
     with open(os.path.join(other, "etc", "hosts")) as f:
         assert "other" in f.read()
     assert sorted(os.listdir(root)) == sorted(
-        os.path.basename(p) for p in (first, other))  # nothing half-built left beside them
+        os.path.basename(p) for p in (first, other)
+    )  # nothing half-built left beside them
     for name in minimal_etc(policy):  # every generated entry and every host entry copied
         assert os.path.lexists(os.path.join(first, "etc", name)), name
+
 
 @pytest.mark.parametrize("backend", ["overlay", "extract"])
 def test_the_sandbox_sees_it_and_cannot_change_it(base_layer, work_root, backend):
@@ -38,8 +40,10 @@ def test_the_sandbox_sees_it_and_cannot_change_it(base_layer, work_root, backend
     folder = etc_layer(policy)  # the one the sandbox uses
     before = tree(folder)
     with Sandbox([base_layer], policy) as sb:
-        r = sb.exec("grep -c . /etc/hosts; test -s /etc/ld.so.cache && echo cache; stat -c %U /etc/passwd; "
-                    "echo 'evil:x:0:0::/:/bin/sh' >> /etc/passwd; rm -rf /etc/ssl; touch /etc/new; echo done")
+        r = sb.exec(
+            "grep -c . /etc/hosts; test -s /etc/ld.so.cache && echo cache; stat -c %U /etc/passwd; "
+            "echo 'evil:x:0:0::/:/bin/sh' >> /etc/passwd; rm -rf /etc/ssl; touch /etc/new; echo done"
+        )
         assert r.exit_code == 0 and r.output.split() == ["3", "cache", "root", "done"], r.output
         assert "evil" in sb.exec("cat /etc/passwd").output  # the session's own copy-on-write view
         sb.reset()

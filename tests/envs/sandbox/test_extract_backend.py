@@ -17,8 +17,10 @@ from swebox.envs.sandbox import Sandbox, SandboxPolicy
 FILES = 3000
 RESETS = 15
 # a writer that outlives the command (setsid + nohup), creating files and folders as fast as it can
-WRITER = ("setsid nohup sh -c 'i=0; while :; do i=$((i+1)); mkdir -p /testbed/d0/w$i; echo $i > /testbed/d0/w$i/f;"
-          " done' >/dev/null 2>&1 &")
+WRITER = (
+    "setsid nohup sh -c 'i=0; while :; do i=$((i+1)); mkdir -p /testbed/d0/w$i; echo $i > /testbed/d0/w$i/f;"
+    " done' >/dev/null 2>&1 &"
+)
 
 
 @pytest.fixture
@@ -41,29 +43,33 @@ def many_files(tmp_path: Path) -> Path:
 
 
 def _disk_bytes(folder: str) -> int:
-    return int(subprocess.run(["du", "-s", "-B1", "-x", folder], capture_output=True, text=True,
-                              check=True).stdout.split()[0])
+    return int(
+        subprocess.run(["du", "-s", "-B1", "-x", folder], capture_output=True, text=True, check=True).stdout.split()[0]
+    )
 
 
 LISTING = "find /testbed | wc -l; cat /testbed/link.py | head -1; ls /testbed/d0 | grep -c ^w"
 
 
 @pytest.mark.e2e
-def test_fifteen_resets_of_thousands_of_files_restore_the_layer_and_leave_nothing(many_files: Path,
-                                                                                   work_root: str):
+def test_fifteen_resets_of_thousands_of_files_restore_the_layer_and_leave_nothing(many_files: Path, work_root: str):
     entries = FILES + 30 + 4  # files, their folders, /testbed, locked/, locked/ro.txt, link.py
     pristine = f"{entries}\nVALUE = 0\n0\n"
     with Sandbox([many_files], SandboxPolicy(work_root=work_root, backend="extract")) as sb:
         assert sb.exec(LISTING).output == pristine
         folder = os.path.join(work_root, os.listdir(work_root)[0])
         for rep in range(RESETS):
-            r = sb.exec(f"rm -r /testbed/d1 && chmod 000 /testbed/d2 && chmod -R u+w /testbed/locked && "
-                        f"echo agent > /testbed/locked/ro.txt && {WRITER} sleep 0.2; ls /testbed/d0 | grep -c ^w")
+            r = sb.exec(
+                f"rm -r /testbed/d1 && chmod 000 /testbed/d2 && chmod -R u+w /testbed/locked && "
+                f"echo agent > /testbed/locked/ro.txt && {WRITER} sleep 0.2; ls /testbed/d0 | grep -c ^w"
+            )
             assert r.exit_code == 0 and int(r.output) > 0, r.output
             sb.reset()
             assert sb.exec(LISTING).output == pristine, f"reset {rep}"
-            assert sb.exec("cat /testbed/locked/ro.txt; stat -c %a /testbed/d2 /testbed/locked").output == \
-                "read-only\n755\n555\n"
+            assert (
+                sb.exec("cat /testbed/locked/ro.txt; stat -c %a /testbed/d2 /testbed/locked").output
+                == "read-only\n755\n555\n"
+            )
             # the private copy lives in a tmpfs of the sandbox's: nothing of it accumulates on disk
             assert _disk_bytes(folder) < 1 << 20, _disk_bytes(folder)
         child = sb.fork()  # a snapshot copies the current private copy
@@ -74,21 +80,24 @@ def test_fifteen_resets_of_thousands_of_files_restore_the_layer_and_leave_nothin
     assert [name for name in os.listdir(work_root) if name != "snapshots" and not name.startswith(".")] == []
 
 
-def test_an_archive_that_does_not_unpack_fails_the_start_with_tars_words(base_layer: Path, work_root: str,
-                                                                        tmp_path: Path):
+def test_an_archive_that_does_not_unpack_fails_the_start_with_tars_words(
+    base_layer: Path, work_root: str, tmp_path: Path
+):
     from swebox.envs.sandbox import Layer, SandboxError
 
     broken = tmp_path / "broken.tar.gz"
     broken.write_bytes(b"this is not gzip data\n" * 10)
     layer = Layer(base_layer, archive=broken)
-    with pytest.raises(SandboxError, match=r"did not start: the copy of the layers failed: RuntimeError: tar -xzf "
-                                           r"\.\.\. exited with 2: .*gzip"):
+    with pytest.raises(
+        SandboxError,
+        match=r"did not start: the copy of the layers failed: RuntimeError: tar -xzf "
+        r"\.\.\. exited with 2: .*gzip",
+    ):
         Sandbox([layer], SandboxPolicy(work_root=work_root, backend="extract")).start()
     assert [name for name in os.listdir(work_root) if not name.startswith(".")] == []
 
 
-def test_a_reset_that_cannot_restore_fails_and_the_next_one_recovers(base_layer: Path, work_root: str,
-                                                                    tmp_path: Path):
+def test_a_reset_that_cannot_restore_fails_and_the_next_one_recovers(base_layer: Path, work_root: str, tmp_path: Path):
     import tarfile
 
     from swebox.envs.sandbox import Layer, SandboxError

@@ -23,9 +23,11 @@ def _wait_for(sandbox, path: str) -> bytes:
 
 
 def test_run_is_a_fresh_process_whatever_the_shell_holds(sandbox):
-    shaped = ("cd /testbed && export PATH=/nowhere FOO=agent && sh() { echo hijacked; }; "
-              "/bin/sh() { echo hijacked; }; __swebox_run() { echo hijacked; }; alias true=false; "
-              "set -T; trap 'echo trapped' DEBUG; enable -n echo")
+    shaped = (
+        "cd /testbed && export PATH=/nowhere FOO=agent && sh() { echo hijacked; }; "
+        "/bin/sh() { echo hijacked; }; __swebox_run() { echo hijacked; }; alias true=false; "
+        "set -T; trap 'echo trapped' DEBUG; enable -n echo"
+    )
     assert sandbox.exec(shaped).exit_code == 0
     result = sandbox.run("pwd; echo $PATH; echo ${FOO:-unset}; echo out; echo err >&2; exit 3")
     assert result.stdout == b"/\n/usr/bin:/bin\nunset\nout\n" and result.stderr == "err\n"
@@ -62,11 +64,13 @@ def test_quiesce_kills_every_process_of_the_agent_and_the_shell_comes_back(sandb
 @pytest.mark.parametrize("fd", ["0", "100"])
 def test_the_shells_command_channel_cannot_be_opened_through_proc(sandbox, fd):
     # a background process of the agent, while the shell idles with its channel at fd 0 and fd 100
-    probe = (f"( sleep 1; for mode in r w rw; do case $mode in r) exec 3</proc/$$/fd/{fd};; "
-             f"w) exec 3>/proc/$$/fd/{fd};; rw) exec 3<>/proc/$$/fd/{fd};; esac 2>/dev/null "
-             "&& echo opened || echo refused; exec 3>&-; done > /tmp/tried; "
-             "chmod 666 /proc/$$/fd/100 2>/dev/null && echo chmod >> /tmp/tried; "
-             "echo done >> /tmp/tried ) >/dev/null 2>&1 &")
+    probe = (
+        f"( sleep 1; for mode in r w rw; do case $mode in r) exec 3</proc/$$/fd/{fd};; "
+        f"w) exec 3>/proc/$$/fd/{fd};; rw) exec 3<>/proc/$$/fd/{fd};; esac 2>/dev/null "
+        "&& echo opened || echo refused; exec 3>&-; done > /tmp/tried; "
+        "chmod 666 /proc/$$/fd/100 2>/dev/null && echo chmod >> /tmp/tried; "
+        "echo done >> /tmp/tried ) >/dev/null 2>&1 &"
+    )
     assert sandbox.exec(probe).exit_code == 0
     tried = _wait_for(sandbox, "/tmp/tried")
     while not tried.endswith(b"done\n"):

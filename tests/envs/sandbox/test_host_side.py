@@ -33,10 +33,12 @@ def test_file_helpers_refuse_fifos_without_blocking(sandbox: Sandbox):
     r = sandbox.exec("mkfifo /testbed/fifo /testbed/wfifo && ln -s /testbed/fifo /testbed/to_fifo && echo ok")
     assert r.output == "ok\n", r.output
     host_view = f"/proc/{sandbox._session_pid}/root/testbed"
-    for call, unblock in ((lambda: sandbox.read_file("/testbed/fifo"), ("fifo", os.O_WRONLY)),
-                          (lambda: sandbox.read_file("/testbed/to_fifo"), ("fifo", os.O_WRONLY)),
-                          (lambda: sandbox.read_tail("/testbed/fifo", 10), ("fifo", os.O_WRONLY)),
-                          (lambda: sandbox.write_file("/testbed/wfifo", b"x"), ("wfifo", os.O_RDONLY))):
+    for call, unblock in (
+        (lambda: sandbox.read_file("/testbed/fifo"), ("fifo", os.O_WRONLY)),
+        (lambda: sandbox.read_file("/testbed/to_fifo"), ("fifo", os.O_WRONLY)),
+        (lambda: sandbox.read_tail("/testbed/fifo", 10), ("fifo", os.O_WRONLY)),
+        (lambda: sandbox.write_file("/testbed/wfifo", b"x"), ("wfifo", os.O_RDONLY)),
+    ):
         finished, value, thread = _in_thread(call, timeout=10.0)
         if not finished:  # the old helpers block in open(): free the thread before failing
             fd = os.open(f"{host_view}/{unblock[0]}", unblock[1] | os.O_NONBLOCK)
@@ -77,10 +79,10 @@ SYSV_SHM = (
 def test_reset_gives_a_new_ipc_namespace(sandbox: Sandbox):
     """SysV IPC outlives the processes that made it; a reset must not hand it to the next session."""
     assert sandbox.exec(SYSV_SHM).output == "True\n"
-    assert str(0x5eb0c5) in sandbox.exec("cat /proc/sysvipc/shm").output
+    assert str(0x5EB0C5) in sandbox.exec("cat /proc/sysvipc/shm").output
     sandbox.reset()
     left = sandbox.exec("tail -n +2 /proc/sysvipc/shm /proc/sysvipc/msg /proc/sysvipc/sem").output
-    assert str(0x5eb0c5) not in left, f"a SysV shm segment survived reset():\n{left}"
+    assert str(0x5EB0C5) not in left, f"a SysV shm segment survived reset():\n{left}"
     ipc_before = sandbox.exec("readlink /proc/self/ns/ipc").output
     sandbox.reset()
     assert sandbox.exec("readlink /proc/self/ns/ipc").output != ipc_before
@@ -98,14 +100,17 @@ def root_only_host_folder():
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the attack needs host-root-only files to aim at")
-def test_an_agent_written_pyvenv_cfg_binds_no_host_folder(base_layer: Path, work_root: str,
-                                                           root_only_host_folder: Path):
+def test_an_agent_written_pyvenv_cfg_binds_no_host_folder(
+    base_layer: Path, work_root: str, root_only_host_folder: Path
+):
     """pyvenv.cfg in the agent's tree names a root-only host folder; neither fork() nor a new sandbox on a
     snapshot of that tree may bind it (the interpreters a layer needs come from its maker's record only)."""
     secret = root_only_host_folder / "bin" / "secret"
     with Sandbox([base_layer], SandboxPolicy(work_root=work_root)) as sb:
-        plant = (f"mkdir -p /evil /testbed/venv2 && printf 'home = {secret.parent}\\n' > /evil/pyvenv.cfg && "
-                 f"printf 'home = {root_only_host_folder}\\n' > /testbed/venv2/pyvenv.cfg && echo ok")
+        plant = (
+            f"mkdir -p /evil /testbed/venv2 && printf 'home = {secret.parent}\\n' > /evil/pyvenv.cfg && "
+            f"printf 'home = {root_only_host_folder}\\n' > /testbed/venv2/pyvenv.cfg && echo ok"
+        )
         assert sb.exec(plant).output == "ok\n"
         with sb.fork() as child:
             r = child.exec(f"cat {secret} 2>&1; ls {root_only_host_folder} 2>&1")
@@ -149,8 +154,9 @@ def _contents(folder: Path) -> bytes:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the attack needs host-root-only files to aim at")
-def test_snapshot_never_follows_a_link_swapped_in_while_copying(base_layer: Path, work_root: str,
-                                                                 root_only_host_folder: Path):
+def test_snapshot_never_follows_a_link_swapped_in_while_copying(
+    base_layer: Path, work_root: str, root_only_host_folder: Path
+):
     secret = root_only_host_folder / "bin" / "secret"
     with Sandbox([base_layer], SandboxPolicy(work_root=work_root)) as sb:
         sb.write_file("/testbed/swapper.py", SWAPPER)
@@ -172,9 +178,11 @@ def test_snapshot_never_follows_a_link_swapped_in_while_copying(base_layer: Path
 
 
 def test_snapshot_keeps_sparse_files_sparse_links_linked_and_drops_setuid(sandbox: Sandbox):
-    r = sandbox.exec("cd /testbed && truncate -s 256M sparse && printf data | dd of=sparse bs=1 seek=4096 "
-                     "conv=notrunc status=none && ln sparse l1 && ln sparse l2 && ln sparse l3 && "
-                     "cp /bin/true suid && chmod 6755 suid && mkdir sgid && chmod 2775 sgid && echo ok")
+    r = sandbox.exec(
+        "cd /testbed && truncate -s 256M sparse && printf data | dd of=sparse bs=1 seek=4096 "
+        "conv=notrunc status=none && ln sparse l1 && ln sparse l2 && ln sparse l3 && "
+        "cp /bin/true suid && chmod 6755 suid && mkdir sgid && chmod 2775 sgid && echo ok"
+    )
     assert r.output == "ok\n", r.output
     snap = sandbox.snapshot()
     try:
@@ -207,5 +215,6 @@ def test_snapshot_copies_at_most_the_cap(sandbox: Sandbox, tmp_path: Path):
     sandbox.exec(f"mkdir -p /testbed/{'d/' * (snapcopy.MAX_DEPTH + 5)}")  # deeper than the walk goes
     with pytest.raises(SandboxError, match="nested at most"):
         sandbox.snapshot()
-    assert not list((Path(sandbox.policy.resolved_work_root()) / "snapshots").glob(f"{os.getpid()}-*")), \
+    assert not list((Path(sandbox.policy.resolved_work_root()) / "snapshots").glob(f"{os.getpid()}-*")), (
         "a failed snapshot left its folder behind"
+    )

@@ -11,8 +11,10 @@ import pytest
 from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy
 from swebox.envs.sandbox.snapcopy import copy_tree
 
-FILL = ("cd {where} && i=0; while [ $i -lt {count} ]; do i=$((i+1)); : > f$i 2>/tmp/why || break; done; "
-        "echo made $i; cat /tmp/why")
+FILL = (
+    "cd {where} && i=0; while [ $i -lt {count} ]; do i=$((i+1)); : > f$i 2>/tmp/why || break; done; "
+    "echo made $i; cat /tmp/why"
+)
 
 
 def _policy(work_root: str, **fields) -> SandboxPolicy:
@@ -62,8 +64,12 @@ def test_a_snapshot_of_a_full_upper_holds_no_more_than_the_cap_and_a_fork_gets_i
             snap.release()
         child = sb.fork()
         try:  # the child sees the parent's files and has a writable layer of the same cap of its own
-            more = child.exec("ls /testbed | wc -l; " + FILL.format(where="/tmp", count=10) + "; "
-                              + FILL.format(where="/testbed/pkg", count=5000)).output
+            more = child.exec(
+                "ls /testbed | wc -l; "
+                + FILL.format(where="/tmp", count=10)
+                + "; "
+                + FILL.format(where="/testbed/pkg", count=5000)
+            ).output
             assert int(more.split()[0]) > 1000 and 1000 < int(more.split("made ")[-1].split()[0]) < 1500, more
         finally:
             child.close()

@@ -79,16 +79,19 @@ def test_a_build_sandbox_reaches_no_host_socket(base_layer: Path, work_root: str
         assert "tap0" in sb.exec("cat /proc/net/dev").output
 
 
-def test_a_loopback_package_index_is_reachable_only_when_allowed(base_layer: Path, work_root: str,
-                                                                 tmp_path: Path, host_services):
+def test_a_loopback_package_index_is_reachable_only_when_allowed(
+    base_layer: Path, work_root: str, tmp_path: Path, host_services
+):
     (tmp_path / "simple" / "calc").mkdir(parents=True)
     (tmp_path / "simple" / "calc" / "index.html").write_text("<a href='calc-1.0.tar.gz'>calc-1.0.tar.gz</a>\n")
     handler = lambda *a: http.server.SimpleHTTPRequestHandler(*a, directory=str(tmp_path))  # noqa: E731
     index = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=index.serve_forever, daemon=True).start()
-    fetch = (f"python3 -c \"import urllib.request; print(urllib.request.urlopen("
-             f"'http://10.0.2.2:{index.server_port}/simple/calc/', timeout=5).read().decode().strip())\" "
-             "2>&1 | tail -1")
+    fetch = (
+        f"python3 -c \"import urllib.request; print(urllib.request.urlopen("
+        f"'http://10.0.2.2:{index.server_port}/simple/calc/', timeout=5).read().decode().strip())\" "
+        "2>&1 | tail -1"
+    )
     abstract, port = host_services
     try:
         with Sandbox([base_layer], SandboxPolicy(work_root=work_root, network="user")) as sb:

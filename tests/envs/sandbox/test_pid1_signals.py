@@ -40,8 +40,9 @@ def test_signals_the_starter_ignored_are_default_again_in_the_shell(base_layer, 
         with Sandbox([sys.argv[1]], SandboxPolicy(work_root=sys.argv[2])) as sb:
             print(sb.exec("grep SigIgn /proc/self/status").output.split()[1])
     """)
-    out = subprocess.run([sys.executable, "-c", code, str(base_layer), work_root], capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(base_layer), work_root], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     host, shell = out.stdout.split()
     assert int(host, 16) & (1 << 31) and int(shell, 16) == 0, (host, shell)

@@ -76,12 +76,15 @@ def test_a_reply_and_its_bytes_arrive_whole_however_the_peer_splits_them():
             assert message == {"exit_code": 0, "output_bytes": len(output)} and data == output
 
 
-@pytest.mark.parametrize("sent, error", [
-    (b"", "closed the connection"),
-    (_frame(b'{"output_bytes":1}') + b"xy", "1 bytes after the message"),
-    (_frame(b"[1]"), "expected a JSON object"),
-    (_frame(b'{"output_bytes":5}') + b"ab", "closed the connection mid-message"),
-])
+@pytest.mark.parametrize(
+    "sent, error",
+    [
+        (b"", "closed the connection"),
+        (_frame(b'{"output_bytes":1}') + b"xy", "1 bytes after the message"),
+        (_frame(b"[1]"), "expected a JSON object"),
+        (_frame(b'{"output_bytes":5}') + b"ab", "closed the connection mid-message"),
+    ],
+)
 def test_a_reply_that_is_not_what_it_says_is_refused(sent: bytes, error: str):
     a, b = socket.socketpair()
     with b:

@@ -83,8 +83,23 @@ def test_the_api_works_for_an_unprivileged_user(throwaway_user):
         Path(root, "run.py").write_text(SCRIPT)
         for path in [Path(root, "layer"), *Path(root, "layer").rglob("*"), Path(root, "work")]:
             os.chown(path, uid, gid)
-        r = subprocess.run(["runuser", "-u", USER, "--", "env", f"PYTHONPATH={root}/pkg", "PYTHONDONTWRITEBYTECODE=1",
-                            SYSTEM_PYTHON, f"{root}/run.py", root], capture_output=True, text=True, timeout=300)
+        r = subprocess.run(
+            [
+                "runuser",
+                "-u",
+                USER,
+                "--",
+                "env",
+                f"PYTHONPATH={root}/pkg",
+                "PYTHONDONTWRITEBYTECODE=1",
+                SYSTEM_PYTHON,
+                f"{root}/run.py",
+                root,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert r.returncode == 0, r.stderr
         import json
 

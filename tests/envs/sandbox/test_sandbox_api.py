@@ -96,7 +96,8 @@ def test_reset_restores_the_layers_and_kills_everything(sandbox: Sandbox):
     sandbox.reset()
     r = sandbox.exec("ls /testbed; cat /testbed/pkg/__init__.py; ls /tmp; ps -eo comm --no-headers")
     assert r.output == "README\ngone.txt\npkg\nVALUE = 1\nbash\nps\n" or r.output.startswith(
-        "README\ngone.txt\npkg\nVALUE = 1\n")
+        "README\ngone.txt\npkg\nVALUE = 1\n"
+    )
     assert "sleep" not in r.output
     assert sandbox.exec("pwd").output == "/\n"
 
@@ -106,7 +107,8 @@ def test_snapshot_and_fork_capture_runtime_state(sandbox: Sandbox):
     child = sandbox.fork()
     try:
         assert child.exec("cat /testbed/setup.txt /testbed/deep/er/z; ls /testbed").output == (
-            "prepared\nz\nREADME\ndeep\npkg\nsetup.txt\n")
+            "prepared\nz\nREADME\ndeep\npkg\nsetup.txt\n"
+        )
         child.exec("echo only-in-child > /testbed/c")
         sandbox.exec("echo only-in-parent > /testbed/p")
         assert child.exec("ls /testbed/p").exit_code != 0

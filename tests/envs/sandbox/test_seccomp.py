@@ -45,17 +45,32 @@ def run_bpf(program: list[seccomp.Instruction], nr: int, arch: int, args: tuple[
 
 def test_syscall_numbers_are_the_kernels():
     x86, arm = seccomp.SYSCALLS["x86_64"], seccomp.SYSCALLS["aarch64"]
-    assert (x86["keyctl"], x86["bpf"], x86["unshare"], x86["clone"], x86["clone3"], x86["io_uring_setup"]) == \
-        (250, 321, 272, 56, 435, 425)
-    assert (arm["keyctl"], arm["bpf"], arm["unshare"], arm["clone"], arm["clone3"], arm["mount"]) == \
-        (219, 280, 97, 220, 435, 40)
+    assert (x86["keyctl"], x86["bpf"], x86["unshare"], x86["clone"], x86["clone3"], x86["io_uring_setup"]) == (
+        250,
+        321,
+        272,
+        56,
+        435,
+        425,
+    )
+    assert (arm["keyctl"], arm["bpf"], arm["unshare"], arm["clone"], arm["clone3"], arm["mount"]) == (
+        219,
+        280,
+        97,
+        220,
+        435,
+        40,
+    )
     assert "iopl" not in arm  # no such syscall there: nothing to deny
 
 
-@pytest.mark.parametrize(("arch", "header", "pattern"), [
-    ("x86_64", "/usr/include/x86_64-linux-gnu/asm/unistd_64.h", r"#define __NR_(\w+)\s+(\d+)"),
-    ("aarch64", "/usr/include/asm-generic/unistd.h", r"#define __NR(?:3264)?_(\w+)\s+(\d+)"),
-])
+@pytest.mark.parametrize(
+    ("arch", "header", "pattern"),
+    [
+        ("x86_64", "/usr/include/x86_64-linux-gnu/asm/unistd_64.h", r"#define __NR_(\w+)\s+(\d+)"),
+        ("aarch64", "/usr/include/asm-generic/unistd.h", r"#define __NR(?:3264)?_(\w+)\s+(\d+)"),
+    ],
+)
 def test_syscall_tables_match_the_kernel_headers_when_installed(arch: str, header: str, pattern: str):
     if not os.path.exists(header):
         pytest.skip(f"{header} is not installed")
@@ -69,8 +84,12 @@ def test_program_layout_for_one_denied_syscall():
     # arch check, x32 check, keyctl, clone3, clone (5), personality (2 + 5 + 2), allow
     assert len(program) == 4 + 2 + 2 + 2 + 5 + 9 + 1 == 25
     assert program[:6] == [
-        (0x20, 0, 0, 4), (0x15, 1, 0, 0xC000003E), (0x06, 0, 0, 0x80000000),  # foreign ABI: kill
-        (0x20, 0, 0, 0), (0x45, 0, 1, 0x40000000), (0x06, 0, 0, 0x00050001),  # x32: EPERM
+        (0x20, 0, 0, 4),
+        (0x15, 1, 0, 0xC000003E),
+        (0x06, 0, 0, 0x80000000),  # foreign ABI: kill
+        (0x20, 0, 0, 0),
+        (0x45, 0, 1, 0x40000000),
+        (0x06, 0, 0, 0x00050001),  # x32: EPERM
     ]
     assert program[6:8] == [(0x15, 0, 1, 250), (0x06, 0, 0, 0x00050001)]  # keyctl: EPERM
     assert program[8:10] == [(0x15, 0, 1, 435), (0x06, 0, 0, 0x00050026)]  # clone3: ENOSYS (38)
@@ -84,8 +103,11 @@ def test_program_layout_for_one_denied_syscall():
 def test_every_denied_syscall_is_in_the_program(arch: str):
     program = seccomp.build_program(seccomp.deny_list(), arch)
     table = seccomp.SYSCALLS[arch]
-    pairs = {program[i][3] for i in range(len(program) - 1)
-             if program[i][:3] == (0x15, 0, 1) and program[i + 1] == (0x06, 0, 0, EPERM)}
+    pairs = {
+        program[i][3]
+        for i in range(len(program) - 1)
+        if program[i][:3] == (0x15, 0, 1) and program[i + 1] == (0x06, 0, 0, EPERM)
+    }
     assert pairs == {table[name] for name in seccomp.deny_list() if name in table}
     assert len(program) < 256  # jump offsets and the kernel's BPF_MAXINSNS are far away
 
@@ -178,13 +200,35 @@ def probe(sb: Sandbox, *names: str) -> dict[str, str]:
 
 @on_x86_64
 def test_denied_syscalls_fail_with_eperm(sandbox: Sandbox):
-    found = probe(sandbox, "keyctl", "bpf", "io_uring_setup", "perf_event_open", "unshare_user",
-                  "clone_newuser", "clone3", "personality_no_aslr", "personality_query", "ptrace_attach",
-                  "process_vm_readv", "x32_getpid", "getpid")
+    found = probe(
+        sandbox,
+        "keyctl",
+        "bpf",
+        "io_uring_setup",
+        "perf_event_open",
+        "unshare_user",
+        "clone_newuser",
+        "clone3",
+        "personality_no_aslr",
+        "personality_query",
+        "ptrace_attach",
+        "process_vm_readv",
+        "x32_getpid",
+        "getpid",
+    )
     assert found == {
-        "keyctl": "EPERM", "bpf": "EPERM", "io_uring_setup": "EPERM", "perf_event_open": "EPERM",
-        "unshare_user": "EPERM", "clone_newuser": "EPERM", "clone3": "ENOSYS", "personality_no_aslr": "EPERM",
-        "personality_query": "ok", "ptrace_attach": "EPERM", "process_vm_readv": "EPERM", "x32_getpid": "EPERM",
+        "keyctl": "EPERM",
+        "bpf": "EPERM",
+        "io_uring_setup": "EPERM",
+        "perf_event_open": "EPERM",
+        "unshare_user": "EPERM",
+        "clone_newuser": "EPERM",
+        "clone3": "ENOSYS",
+        "personality_no_aslr": "EPERM",
+        "personality_query": "ok",
+        "ptrace_attach": "EPERM",
+        "process_vm_readv": "EPERM",
+        "x32_getpid": "EPERM",
         "getpid": "ok",
     }
     assert sandbox.limits_in_force()["syscalls"].startswith("seccomp-bpf (x86_64): 49 syscalls")
@@ -210,7 +254,10 @@ def test_ptrace_can_be_allowed(base_layer: Path, work_root: str):
     with Sandbox([base_layer], policy) as sb:
         assert "ptrace allowed" in sb.limits_in_force()["syscalls"]
         assert probe(sb, "ptrace_attach", "process_vm_readv", "keyctl") == {
-            "ptrace_attach": "ESRCH", "process_vm_readv": "ok", "keyctl": "EPERM"}  # 0 iovecs: nothing to do
+            "ptrace_attach": "ESRCH",
+            "process_vm_readv": "ok",
+            "keyctl": "EPERM",
+        }  # 0 iovecs: nothing to do
 
 
 ALLOW_ALL = """
@@ -230,14 +277,15 @@ def test_the_filter_survives_execve_reset_and_a_permissive_filter_on_top(sandbox
     sandbox.write_file("/testbed/probe.py", PROBE)
     # a fresh filter that allows everything stacks on top; the kernel applies the strictest answer
     sandbox.write_file("/testbed/allow_all.py", ALLOW_ALL)
-    code = ("import sys; sys.path.insert(0, '/testbed'); import allow_all, subprocess; "
-            "subprocess.run(['grep', 'Seccomp_filters:', '/proc/self/status']); "
-            "sys.argv[1:] = ['keyctl', 'getpid']; exec(open('/testbed/probe.py').read())")
+    code = (
+        "import sys; sys.path.insert(0, '/testbed'); import allow_all, subprocess; "
+        "subprocess.run(['grep', 'Seccomp_filters:', '/proc/self/status']); "
+        "sys.argv[1:] = ['keyctl', 'getpid']; exec(open('/testbed/probe.py').read())"
+    )
     r = sandbox.exec(f'python3 -c "{code}"', timeout=30)
     assert r.output.split() == ["Seccomp_filters:", "2", "keyctl", "EPERM", "getpid", "ok"], r.output
     sandbox.reset()
-    assert sandbox.exec("grep Seccomp /proc/self/status").output.split() == \
-        ["Seccomp:", "2", "Seccomp_filters:", "1"]
+    assert sandbox.exec("grep Seccomp /proc/self/status").output.split() == ["Seccomp:", "2", "Seccomp_filters:", "1"]
 
 
 def test_ordinary_work_is_unaffected(base_layer: Path, work_root: str):
@@ -246,16 +294,20 @@ def test_ordinary_work_is_unaffected(base_layer: Path, work_root: str):
     policy = SandboxPolicy(work_root=work_root, ro_binds=interpreter, command_timeout_s=120)
     with Sandbox([base_layer], policy) as sb:
         assert sb.limits_in_force()["syscalls"].startswith("seccomp-bpf")
-        threads = ("import threading, subprocess, os; out = []; "
-                   "ts = [threading.Thread(target=out.append, args=(i,)) for i in range(8)]; "
-                   "[t.start() for t in ts]; [t.join() for t in ts]; "
-                   "r = subprocess.run(['sh', '-c', 'echo child'], capture_output=True, text=True); "
-                   "pid = os.fork(); os._exit(0) if pid == 0 else os.waitpid(pid, 0); "
-                   "print(sorted(out) == list(range(8)), r.stdout.strip())")
+        threads = (
+            "import threading, subprocess, os; out = []; "
+            "ts = [threading.Thread(target=out.append, args=(i,)) for i in range(8)]; "
+            "[t.start() for t in ts]; [t.join() for t in ts]; "
+            "r = subprocess.run(['sh', '-c', 'echo child'], capture_output=True, text=True); "
+            "pid = os.fork(); os._exit(0) if pid == 0 else os.waitpid(pid, 0); "
+            "print(sorted(out) == list(range(8)), r.stdout.strip())"
+        )
         r = sb.exec(f'python3 -c "{threads}"')
         assert r.output == "True child\n", r.output
-        r = sb.exec("cd /testbed && git init -q && git add -A && git -c user.name=a -c user.email=a@b "
-                    "commit -qm init && echo change >> README && git status --short")
+        r = sb.exec(
+            "cd /testbed && git init -q && git add -A && git -c user.name=a -c user.email=a@b "
+            "commit -qm init && echo change >> README && git status --short"
+        )
         assert r.output == " M README\n", r.output
         sb.write_file("/testbed/test_tiny.py", "def test_ok():\n    assert 1 + 1 == 2\n")
         r = sb.exec(f"cd /testbed && {sys.executable} -m pytest -q -p no:cacheprovider test_tiny.py")

@@ -46,9 +46,11 @@ def test_a_job_in_another_pid_namespace_keeps_my_sandbox_alive(base_layer: Path,
         starting = _cgroups_named(mine, f"{CGROUP_PREFIX}{pid_namespace()}-{os.getpid()}-999998-abcdef")
         # the other job sees its own /proc, where my pid does not exist
         other = subprocess.run(
-            ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", OTHER_JOB,
-             str(base_layer), work_root],
-            capture_output=True, text=True, timeout=120)
+            ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", OTHER_JOB, str(base_layer), work_root],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert other.returncode == 0, other.stderr
         assert "other job done" in other.stdout
         # my sandbox's folder survived the other job's sweep: my files and reset still work
@@ -71,8 +73,9 @@ def test_a_dead_owners_folder_is_swept(base_layer: Path, work_root: str) -> None
     dead = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True).stdout.strip()
     with Sandbox([base_layer], SandboxPolicy(work_root=work_root)) as sb:  # (where this host puts cgroups)
         left = _cgroups_named(sb, f"{CGROUP_PREFIX}{pid_namespace()}-{dead}-1-abcdef")  # its owner crashed
-    subprocess.run([sys.executable, "-c", OTHER_JOB, str(base_layer), work_root], check=True,
-                   capture_output=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-c", OTHER_JOB, str(base_layer), work_root], check=True, capture_output=True, timeout=120
+    )
     assert not stale.exists()
     assert not crashed.exists()
     assert not any(folder.exists() for folder in left), left

@@ -111,8 +111,11 @@ def test_the_sources_build_without_a_warning(tmp_path: Path):
     import subprocess
 
     sources = sorted(str(p) for p in native.SOURCES.glob("*.c"))
-    r = subprocess.run([native.compiler(), *native.FLAGS, "-Werror", "-o", str(tmp_path / "session"), *sources],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [native.compiler(), *native.FLAGS, "-Werror", "-o", str(tmp_path / "session"), *sources],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
 
 
@@ -181,9 +184,20 @@ def test_the_starter_waits_while_the_process_limit_is_full(tmp_path: Path):
     pid_r, pid_w = os.pipe()
     started = time.monotonic()
     starter = subprocess.Popen(
-        [native.session_binary(), "--socket", str(session_end.fileno()), "--pid-pipe", str(pid_w),
-         "--root", str(tmp_path), "--dev", str(tmp_path)],
-        pass_fds=(session_end.fileno(), pid_w), preexec_fn=_as_user_with_nproc(uid, 2))
+        [
+            native.session_binary(),
+            "--socket",
+            str(session_end.fileno()),
+            "--pid-pipe",
+            str(pid_w),
+            "--root",
+            str(tmp_path),
+            "--dev",
+            str(tmp_path),
+        ],
+        pass_fds=(session_end.fileno(), pid_w),
+        preexec_fn=_as_user_with_nproc(uid, 2),
+    )
     session_end.close()
     os.close(pid_w)
     try:
@@ -197,8 +211,9 @@ def test_the_starter_waits_while_the_process_limit_is_full(tmp_path: Path):
         reaper.join()
 
 
-def test_a_starter_that_starts_no_session_is_a_clear_error(base_layer: Path, work_root: str,
-                                                          monkeypatch: pytest.MonkeyPatch):
+def test_a_starter_that_starts_no_session_is_a_clear_error(
+    base_layer: Path, work_root: str, monkeypatch: pytest.MonkeyPatch
+):
     # a session command line the starter cannot use: it exits at once, before pid 1 exists, without a word
     from swebox.envs.sandbox import nsinit_args
 

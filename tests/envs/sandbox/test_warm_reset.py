@@ -63,8 +63,10 @@ def sessions(sb: Sandbox, expect_prepared: int) -> tuple[int, set[int]]:
 
 
 def dirty(sb: Sandbox, round_: int) -> None:
-    r = sb.exec(f"cd /testbed && echo {round_} > new && rm README && echo y >> pkg/__init__.py && "
-                f"echo t > /tmp/t && export LEFT=over && nohup sleep 1000 >/dev/null 2>&1 & sleep 0.2")
+    r = sb.exec(
+        f"cd /testbed && echo {round_} > new && rm README && echo y >> pkg/__init__.py && "
+        f"echo t > /tmp/t && export LEFT=over && nohup sleep 1000 >/dev/null 2>&1 & sleep 0.2"
+    )
     assert r.exit_code == 0, r.output
 
 
@@ -105,8 +107,9 @@ def test_a_prepared_session_that_died_is_replaced_by_a_fresh_one(base_layer: Pat
         assert len(sessions(sb, 1)[1]) == 1  # and the next one is prepared again
 
 
-def test_a_prepared_session_is_unreachable_from_the_live_one_and_dies_with_the_sandbox(base_layer: Path,
-                                                                                    work_root: str):
+def test_a_prepared_session_is_unreachable_from_the_live_one_and_dies_with_the_sandbox(
+    base_layer: Path, work_root: str
+):
     sb = Sandbox([base_layer], SandboxPolicy(work_root=work_root)).start()
     try:
         sb.reset()

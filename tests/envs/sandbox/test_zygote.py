@@ -102,8 +102,9 @@ def test_a_forked_host_process_starts_a_zygote_of_its_own(base_layer: Path, work
             assert _parent(again.pid) == parents
 
 
-def test_a_cgroup_nsinit_cannot_join_fails_the_start_before_it_made_any_process(base_layer: Path, work_root: str,
-                                                                                monkeypatch):
+def test_a_cgroup_nsinit_cannot_join_fails_the_start_before_it_made_any_process(
+    base_layer: Path, work_root: str, monkeypatch
+):
     """nsinit works on its namespaces while the zygote moves it into the cgroups (an RCU grace period after an
     idle moment); if the move fails, it says so before its first process and the start fails cleanly."""
     created = sandbox_module.Limits.create

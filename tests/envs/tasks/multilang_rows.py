@@ -46,8 +46,12 @@ TEST_FILE = "cmp/cmpopts/approx_test.go"
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
 
 
 def make_mirror(source: Path, mirror: Path) -> dict[str, str]:
@@ -64,6 +68,7 @@ RS_TEST_FILE = "tests/cases.rs"
 
 def make_rust_mirror(source: Path, mirror: Path) -> dict[str, str]:
     """The same for the hex crate, made offline-buildable as in test_lang_logs (no bench, no dependencies)."""
+
     def prepare(work: Path) -> None:
         subprocess.run(["rm", "-rf", str(work / "benches"), str(work / "tests")], check=True)
         (work / "Cargo.toml").write_text(offline_manifest((work / "Cargo.toml").read_text()))
@@ -74,8 +79,9 @@ def make_rust_mirror(source: Path, mirror: Path) -> dict[str, str]:
     return _mirror(source, mirror, f"{RS_OWNER}__{RS_NAME}", RS_FILE, RS_FIX, RS_BUG, RS_TEST_FILE, RS_TESTS, prepare)
 
 
-def _mirror(source: Path, mirror: Path, name: str, path: str, fix: str, bug: str, test_file: str, tests: str,
-            prepare) -> dict[str, str]:
+def _mirror(
+    source: Path, mirror: Path, name: str, path: str, fix: str, bug: str, test_file: str, tests: str, prepare
+) -> dict[str, str]:
     work = mirror.parent / f"{name}-work"
     subprocess.run(["cp", "-r", str(source), str(work)], check=True)
     if prepare:
@@ -95,40 +101,75 @@ def _mirror(source: Path, mirror: Path, name: str, path: str, fix: str, bug: str
     mirror.mkdir(parents=True, exist_ok=True)
     subprocess.run(["git", "clone", "-q", "--bare", str(work), str(mirror / f"{name}.git")], check=True)
     buggy = text.replace(fix, bug)
-    return {"clean": clean, "base": base, "fix": line_patch(path, buggy, bug, fix), "buggy": buggy,
-            "bug": line_patch(path, text, fix, bug), "test": new_file_patch(test_file, tests)}
+    return {
+        "clean": clean,
+        "base": base,
+        "fix": line_patch(path, buggy, bug, fix),
+        "buggy": buggy,
+        "bug": line_patch(path, text, fix, bug),
+        "test": new_file_patch(test_file, tests),
+    }
 
 
 def multi_swe_bench_row(c: dict[str, str]) -> dict:
     """Multi-SWE-bench's columns (its go/*.jsonl rows carry no language: the folder names it)."""
+
     def transition(run: str, test: str, fix: str) -> dict[str, str]:
         return {"run": run, "test": test, "fix": fix}
 
     return {
-        "org": OWNER, "repo": NAME, "number": 1, "state": "closed", "title": "EquateApprox ignores the margin",
-        "body": "", "base": {"label": f"{OWNER}:master", "ref": "master", "sha": c["base"]},
-        "resolved_issues": [{"number": 2, "title": "EquateApprox(0, 0.1) says 1.0 != 1.05",
-                             "body": "The margin should be used when it is larger than the fraction."}],
-        "fix_patch": c["fix"], "test_patch": c["test"],
+        "org": OWNER,
+        "repo": NAME,
+        "number": 1,
+        "state": "closed",
+        "title": "EquateApprox ignores the margin",
+        "body": "",
+        "base": {"label": f"{OWNER}:master", "ref": "master", "sha": c["base"]},
+        "resolved_issues": [
+            {
+                "number": 2,
+                "title": "EquateApprox(0, 0.1) says 1.0 != 1.05",
+                "body": "The margin should be used when it is larger than the fraction.",
+            }
+        ],
+        "fix_patch": c["fix"],
+        "test_patch": c["test"],
         "fixed_tests": {t: transition("NONE", "FAIL", "PASS") for t in F2P},
         "p2p_tests": {t: transition("PASS", "PASS", "PASS") for t in P2P},
-        "f2p_tests": {}, "s2p_tests": {}, "n2p_tests": {t: transition("NONE", "FAIL", "PASS") for t in F2P},
-        "run_result": {"passed_count": 40}, "test_patch_result": {"passed_count": 40},
+        "f2p_tests": {},
+        "s2p_tests": {},
+        "n2p_tests": {t: transition("NONE", "FAIL", "PASS") for t in F2P},
+        "run_result": {"passed_count": 40},
+        "test_patch_result": {"passed_count": 40},
         "fix_patch_result": {"passed_count": 43},
-        "instance_id": f"{OWNER}__{NAME}-1", "language": "go",
+        "instance_id": f"{OWNER}__{NAME}-1",
+        "language": "go",
     }
 
 
 def swe_rebench_v2_row(c: dict[str, str]) -> dict:
     """SWE-rebench-V2's columns: SWE-bench's plus language, image_name and install_config."""
     return {
-        "instance_id": f"{OWNER}__{NAME}-1", "repo": f"{OWNER}/{NAME}", "base_commit": c["base"],
-        "patch": c["fix"], "test_patch": c["test"], "problem_statement": "EquateApprox ignores the margin.",
-        "hints_text": "", "created_at": "2026-12-06T00:00:00Z", "version": "0.5",
-        "FAIL_TO_PASS": F2P, "PASS_TO_PASS": P2P, "language": "go", "image_name": "swerebench/go-cmp:1",
-        "install_config": {"base_image_name": "golang:1.19", "docker_specs": {"go_version": "1.19"},
-                           "install": [], "log_parser": "parse_log_gotest",
-                           "test_cmd": "go test -v -count=1 ./cmp/cmpopts/"},
+        "instance_id": f"{OWNER}__{NAME}-1",
+        "repo": f"{OWNER}/{NAME}",
+        "base_commit": c["base"],
+        "patch": c["fix"],
+        "test_patch": c["test"],
+        "problem_statement": "EquateApprox ignores the margin.",
+        "hints_text": "",
+        "created_at": "2026-12-06T00:00:00Z",
+        "version": "0.5",
+        "FAIL_TO_PASS": F2P,
+        "PASS_TO_PASS": P2P,
+        "language": "go",
+        "image_name": "swerebench/go-cmp:1",
+        "install_config": {
+            "base_image_name": "golang:1.19",
+            "docker_specs": {"go_version": "1.19"},
+            "install": [],
+            "log_parser": "parse_log_gotest",
+            "test_cmd": "go test -v -count=1 ./cmp/cmpopts/",
+        },
     }
 
 
@@ -136,8 +177,11 @@ def swe_smith_row(c: dict[str, str]) -> dict:
     """SWE-smith's columns; its patch is the bug on the clean snapshot ``swesmith/OWNER__NAME.COMMIT8``."""
     return {
         "instance_id": f"{OWNER}__{NAME}.{c['clean'][:8]}.func_pm_op_swap__approx",
-        "repo": f"swesmith/{OWNER}__{NAME}.{c['clean'][:8]}", "patch": c["bug"],
-        "FAIL_TO_PASS": F2P, "PASS_TO_PASS": P2P, "created_at": "2026-12-06",
+        "repo": f"swesmith/{OWNER}__{NAME}.{c['clean'][:8]}",
+        "patch": c["bug"],
+        "FAIL_TO_PASS": F2P,
+        "PASS_TO_PASS": P2P,
+        "created_at": "2026-12-06",
         "image_name": f"jyangballin/swesmith.x86_64.{OWNER}_1776_{NAME}.{c['clean'][:8]}",
         "problem_statement": "EquateApprox ignores the margin.",
     }
@@ -153,20 +197,36 @@ def rust_rows(c: dict[str, str]) -> dict[str, dict]:
     """One hex row per format: Multi-SWE-bench (``cargo test``), SWE-rebench-V2 (its own offline command and
     ``parse_log_cargo``), SWE-smith (the bug on the clean snapshot; its unit tests' paths as ids)."""
     msb = multi_swe_bench_row(c)
-    msb.update(org=RS_OWNER, repo=RS_NAME, language="rust", instance_id=f"{RS_OWNER}__{RS_NAME}-msb-1",
-               base={"label": "", "ref": "master", "sha": c["base"]},
-               fixed_tests={t: {"run": "NONE", "test": "FAIL", "fix": "PASS"} for t in RS_F2P},
-               n2p_tests={t: {"run": "NONE", "test": "FAIL", "fix": "PASS"} for t in RS_F2P},
-               p2p_tests={t: {"run": "PASS", "test": "PASS", "fix": "PASS"} for t in RS_P2P})
+    msb.update(
+        org=RS_OWNER,
+        repo=RS_NAME,
+        language="rust",
+        instance_id=f"{RS_OWNER}__{RS_NAME}-msb-1",
+        base={"label": "", "ref": "master", "sha": c["base"]},
+        fixed_tests={t: {"run": "NONE", "test": "FAIL", "fix": "PASS"} for t in RS_F2P},
+        n2p_tests={t: {"run": "NONE", "test": "FAIL", "fix": "PASS"} for t in RS_F2P},
+        p2p_tests={t: {"run": "PASS", "test": "PASS", "fix": "PASS"} for t in RS_P2P},
+    )
     rebench = swe_rebench_v2_row(c)
-    rebench.update(instance_id=f"{RS_OWNER}__{RS_NAME}-rebench-1", repo=f"{RS_OWNER}/{RS_NAME}", language="rust",
-                   FAIL_TO_PASS=RS_F2P, PASS_TO_PASS=RS_P2P,
-                   install_config={"install": [], "log_parser": "parse_log_cargo",
-                                   "test_cmd": "cargo test --offline --no-fail-fast"})
+    rebench.update(
+        instance_id=f"{RS_OWNER}__{RS_NAME}-rebench-1",
+        repo=f"{RS_OWNER}/{RS_NAME}",
+        language="rust",
+        FAIL_TO_PASS=RS_F2P,
+        PASS_TO_PASS=RS_P2P,
+        install_config={
+            "install": [],
+            "log_parser": "parse_log_cargo",
+            "test_cmd": "cargo test --offline --no-fail-fast",
+        },
+    )
     smith = swe_smith_row(c)
-    smith.update(instance_id=f"{RS_OWNER}__{RS_NAME}.{c['clean'][:8]}.func_pm_remove_assign__upper",
-                 repo=f"swesmith/{RS_OWNER}__{RS_NAME}.{c['clean'][:8]}", FAIL_TO_PASS=RS_SMITH_F2P,
-                 PASS_TO_PASS=RS_SMITH_P2P)
+    smith.update(
+        instance_id=f"{RS_OWNER}__{RS_NAME}.{c['clean'][:8]}.func_pm_remove_assign__upper",
+        repo=f"swesmith/{RS_OWNER}__{RS_NAME}.{c['clean'][:8]}",
+        FAIL_TO_PASS=RS_SMITH_F2P,
+        PASS_TO_PASS=RS_SMITH_P2P,
+    )
     return {"msb": msb, "rebench": rebench, "smith": smith}
 
 
@@ -185,11 +245,22 @@ def gtest_rebench_row(c: dict[str, str]) -> dict:
     """A C++ SWE-rebench-V2 row: its install config names the test command (compile and run the gtest binary)
     and ``parse_log_googletest``."""
     row = swe_rebench_v2_row(c)
-    row.update(instance_id=f"{GT_OWNER}__{GT_NAME}-rebench-1", repo=f"{GT_OWNER}/{GT_NAME}", language="cpp",
-               problem_statement="IsPrime(9) and IsPrime(25) return true.", version="1.12",
-               FAIL_TO_PASS=GT_F2P, PASS_TO_PASS=GT_P2P, image_name="swerebench/googletest:1",
-               install_config={"base_image_name": "gcc:12", "install": [], "log_parser": "parse_log_googletest",
-                               "test_cmd": GT_CMD})
+    row.update(
+        instance_id=f"{GT_OWNER}__{GT_NAME}-rebench-1",
+        repo=f"{GT_OWNER}/{GT_NAME}",
+        language="cpp",
+        problem_statement="IsPrime(9) and IsPrime(25) return true.",
+        version="1.12",
+        FAIL_TO_PASS=GT_F2P,
+        PASS_TO_PASS=GT_P2P,
+        image_name="swerebench/googletest:1",
+        install_config={
+            "base_image_name": "gcc:12",
+            "install": [],
+            "log_parser": "parse_log_googletest",
+            "test_cmd": GT_CMD,
+        },
+    )
     return row
 
 
@@ -208,11 +279,22 @@ def make_doctest_mirror(source: Path, mirror: Path) -> dict[str, str]:
 def doctest_rebench_row(c: dict[str, str]) -> dict:
     """A C++ SWE-rebench-V2 row read by ``parse_log_doctest`` (the test binary's ``-s -r=xml`` report)."""
     row = swe_rebench_v2_row(c)
-    row.update(instance_id=f"{DT_OWNER}__{DT_NAME}-rebench-1", repo=f"{DT_OWNER}/{DT_NAME}", language="cpp",
-               problem_statement="Approx(110.5).epsilon(0.1) does not equal 100.0.", version="2.4",
-               FAIL_TO_PASS=DT_F2P, PASS_TO_PASS=DT_P2P, image_name="swerebench/doctest:1",
-               install_config={"base_image_name": "gcc:12", "install": [], "log_parser": "parse_log_doctest",
-                               "test_cmd": DT_CMD})
+    row.update(
+        instance_id=f"{DT_OWNER}__{DT_NAME}-rebench-1",
+        repo=f"{DT_OWNER}/{DT_NAME}",
+        language="cpp",
+        problem_statement="Approx(110.5).epsilon(0.1) does not equal 100.0.",
+        version="2.4",
+        FAIL_TO_PASS=DT_F2P,
+        PASS_TO_PASS=DT_P2P,
+        image_name="swerebench/doctest:1",
+        install_config={
+            "base_image_name": "gcc:12",
+            "install": [],
+            "log_parser": "parse_log_doctest",
+            "test_cmd": DT_CMD,
+        },
+    )
     return row
 
 
@@ -224,13 +306,24 @@ def swe_bench_multilingual_row(c: dict[str, str], language: str) -> tuple[dict, 
     go = language == "go"
     repo = f"{OWNER}/{NAME}" if go else f"{RS_OWNER}/{RS_NAME}"
     row = {
-        "repo": repo, "instance_id": f"{repo.replace('/', '__')}-multilingual-1", "base_commit": c["base"],
-        "environment_setup_commit": c["base"], "patch": c["fix"], "test_patch": c["test"],
+        "repo": repo,
+        "instance_id": f"{repo.replace('/', '__')}-multilingual-1",
+        "base_commit": c["base"],
+        "environment_setup_commit": c["base"],
+        "patch": c["fix"],
+        "test_patch": c["test"],
         "problem_statement": "EquateApprox ignores the margin." if go else "decode rejects upper case hex.",
-        "hints_text": "", "created_at": "2026-12-06T00:00:00Z", "version": "1.0",
-        "FAIL_TO_PASS": F2P if go else RS_F2P, "PASS_TO_PASS": P2P if go else RS_P2P,
+        "hints_text": "",
+        "created_at": "2026-12-06T00:00:00Z",
+        "version": "1.0",
+        "FAIL_TO_PASS": F2P if go else RS_F2P,
+        "PASS_TO_PASS": P2P if go else RS_P2P,
     }
-    spec = {"language": language, "log_parser": "gin-gonic/gin" if go else "tokio-rs/tokio", "install": [],
-            "test_cmd": ["go test -v -count=1 ./cmp/cmpopts/"] if go else ["cargo test --offline --no-fail-fast"],
-            "docker_specs": {"go_version": "1.19"} if go else {"rust_version": "1.63"}}
+    spec = {
+        "language": language,
+        "log_parser": "gin-gonic/gin" if go else "tokio-rs/tokio",
+        "install": [],
+        "test_cmd": ["go test -v -count=1 ./cmp/cmpopts/"] if go else ["cargo test --offline --no-fail-fast"],
+        "docker_specs": {"go_version": "1.19"} if go else {"rust_version": "1.63"},
+    }
     return row, {repo: {"1.0": spec}}

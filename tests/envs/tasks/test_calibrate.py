@@ -37,8 +37,12 @@ def tasks():
     good = calc_task()
     flaky = flaky_task()
     wrong = calc_task(instance_id="calc-wrong", patch=good.patch.replace("a + b", "a * b"))
-    trivial = calc_task(instance_id="calc-sub", patch="", FAIL_TO_PASS=["tests/test_ops.py::test_sub"],
-                        PASS_TO_PASS=["tests/test_ops.py::test_mul"])
+    trivial = calc_task(
+        instance_id="calc-sub",
+        patch="",
+        FAIL_TO_PASS=["tests/test_ops.py::test_sub"],
+        PASS_TO_PASS=["tests/test_ops.py::test_mul"],
+    )
     return [good, flaky, wrong, trivial]
 
 
@@ -69,9 +73,11 @@ def test_calibrate_finds_unsolvable_trivial_and_flaky_and_select_leaves_them_out
     sel = select(all_tasks, load_calibration(out), str(out))
     assert [t.instance_id for t in sel.kept] == ["calc-add", "calc-flaky"]
     assert sel.left_out == [("calc-wrong", "gold resolved 0/2"), ("calc-sub", "empty diff resolved 2/2")]
-    assert sel.summary() == (f"calibration {out}: kept 2 of 4 tasks; left out 2: calc-wrong (gold resolved 0/2); "
-                             "calc-sub (empty diff resolved 2/2); quarantined 1 flaky tests in 1 tasks; "
-                             "uncalibrated 0")
+    assert sel.summary() == (
+        f"calibration {out}: kept 2 of 4 tasks; left out 2: calc-wrong (gold resolved 0/2); "
+        "calc-sub (empty diff resolved 2/2); quarantined 1 flaky tests in 1 tasks; "
+        "uncalibrated 0"
+    )
     # the quarantined task grades on its stable tests only: gold resolves while the flaky test fails, empty not
     quarantined = sel.kept[1]
     assert FLAKY_ID not in quarantined.PASS_TO_PASS and len(quarantined.PASS_TO_PASS) == 5
@@ -93,16 +99,23 @@ def test_cli_writes_the_file_and_eval_selection_says_what_it_left_out(tmp_path, 
     rows = {line.split()[0]: line for line in lines[1:3]}
     assert " ok " in rows["calc-add"] and "SKIP" in rows["calc-wrong"] and "gold resolved 0/1" in rows["calc-wrong"]
     doc = json.loads(out.read_text())
-    assert doc["format"] == 1 and doc["runs"] == 1 and [t["instance_id"] for t in doc["tasks"]] == [
-        "calc-add", "calc-wrong"]
+    assert (
+        doc["format"] == 1
+        and doc["runs"] == 1
+        and [t["instance_id"] for t in doc["tasks"]] == ["calc-add", "calc-wrong"]
+    )
     # a task changed since calibration, and one never calibrated: kept, counted as uncalibrated
     changed = dataclasses.replace(good, problem_statement="something else")
     other = calc_task(instance_id="calc-new")
     said: list[str] = []
     kept = apply_calibration([changed, wrong, other], out, echo=said.append)
     assert [t.instance_id for t in kept] == ["calc-add", "calc-new"]
-    assert said == [(f"calibration {out}: kept 2 of 3 tasks; left out 1: calc-wrong (gold resolved 0/1); "
-                     "quarantined 0 flaky tests in 0 tasks; uncalibrated 2 (calc-add (stale), calc-new)")]
+    assert said == [
+        (
+            f"calibration {out}: kept 2 of 3 tasks; left out 1: calc-wrong (gold resolved 0/1); "
+            "quarantined 0 flaky tests in 0 tasks; uncalibrated 2 (calc-add (stale), calc-new)"
+        )
+    ]
     with pytest.raises(CalibrationError, match="expected at least one usable task; found none of 1"):
         apply_calibration([wrong], out, echo=said.append)
 
@@ -120,8 +133,21 @@ def test_bad_calibration_files_fail_clearly(tmp_path, capsys):
     with pytest.raises(CalibrationError, match=r"tasks\[0\]: expected the fields"):
         load_calibration(tmp_path / "fields.json")
     save_jsonl([calc_task()], tmp_path / "t.jsonl")
-    assert run_cli(["calibrate", str(tmp_path / "t.jsonl"), "--layers", str(tmp_path), "--out",
-                    str(tmp_path / "c.json"), "--runs", "0"]) == 2
+    assert (
+        run_cli(
+            [
+                "calibrate",
+                str(tmp_path / "t.jsonl"),
+                "--layers",
+                str(tmp_path),
+                "--out",
+                str(tmp_path / "c.json"),
+                "--runs",
+                "0",
+            ]
+        )
+        == 2
+    )
     assert "--runs: expected a number >= 1; found 0" in capsys.readouterr().err
     assert not (tmp_path / "c.json").exists()
 
@@ -132,8 +158,20 @@ def test_calibrate_plays_a_policy_k_times_and_records_its_solve_rate(tmp_path, l
     save_jsonl([calc_task()], tmp_path / "t.jsonl")
     for policy, resolved in (("gold", 2), ("empty", 0)):
         out = tmp_path / f"{policy}.json"
-        argv = ["calibrate", str(tmp_path / "t.jsonl"), "--layers", str(layer_root), "--out", str(out), "--runs", "1",
-                "--policy", policy, "--policy-runs", "2"]
+        argv = [
+            "calibrate",
+            str(tmp_path / "t.jsonl"),
+            "--layers",
+            str(layer_root),
+            "--out",
+            str(out),
+            "--runs",
+            "1",
+            "--policy",
+            policy,
+            "--policy-runs",
+            "2",
+        ]
         assert run_cli(argv) == 0
         printed = capsys.readouterr()
         assert f"policy {policy}: resolved {resolved} of 2 runs over 1 tasks" in printed.out, printed
@@ -149,22 +187,82 @@ def test_bad_policy_entries_and_flags_fail_clearly(tmp_path, capsys):
     with pytest.raises(CalibrationError, match=r"tasks\[0\]: .*policy should be"):
         load_calibration(tmp_path / "p.json")
     save_jsonl([calc_task()], tmp_path / "t.jsonl")
-    assert run_cli(["calibrate", str(tmp_path / "t.jsonl"), "--layers", str(tmp_path), "--out",
-                    str(tmp_path / "c.json"), "--policy", "gold", "--policy-runs", "0"]) == 2
+    assert (
+        run_cli(
+            [
+                "calibrate",
+                str(tmp_path / "t.jsonl"),
+                "--layers",
+                str(tmp_path),
+                "--out",
+                str(tmp_path / "c.json"),
+                "--policy",
+                "gold",
+                "--policy-runs",
+                "0",
+            ]
+        )
+        == 2
+    )
     assert "--policy-runs: expected a number >= 1; found 0" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="--policy: expected gold, empty"):
-        run_cli(["calibrate", str(tmp_path / "t.jsonl"), "--layers", str(tmp_path), "--out",
-                 str(tmp_path / "c.json"), "--policy", "random"])
+        run_cli(
+            [
+                "calibrate",
+                str(tmp_path / "t.jsonl"),
+                "--layers",
+                str(tmp_path),
+                "--out",
+                str(tmp_path / "c.json"),
+                "--policy",
+                "random",
+            ]
+        )
     from swebox.trainers.run.config import ConfigError
 
     # a wrong override or model folder fails before any grading, nothing written
     with pytest.raises(ConfigError, match="env.max_turns"):
-        run_cli(["calibrate", str(tmp_path / "t.jsonl"), "--layers", str(tmp_path), "--out",
-                 str(tmp_path / "c.json"), "--policy", "gold", "--set", "env.max_turns=0"])
+        run_cli(
+            [
+                "calibrate",
+                str(tmp_path / "t.jsonl"),
+                "--layers",
+                str(tmp_path),
+                "--out",
+                str(tmp_path / "c.json"),
+                "--policy",
+                "gold",
+                "--set",
+                "env.max_turns=0",
+            ]
+        )
     with pytest.raises(ConfigError, match=r"--policy hf:.*nope: expected a transformers model folder"):
-        run_cli(["calibrate", str(tmp_path / "t.jsonl"), "--layers", str(tmp_path), "--out",
-                 str(tmp_path / "c.json"), "--policy", f"hf:{tmp_path / 'nope'}"])
-    assert run_cli(["calibrate", str(tmp_path / "t.jsonl"), "--layers", str(tmp_path), "--out",
-                    str(tmp_path / "c.json"), "--set", "env.max_turns=2"]) == 2
+        run_cli(
+            [
+                "calibrate",
+                str(tmp_path / "t.jsonl"),
+                "--layers",
+                str(tmp_path),
+                "--out",
+                str(tmp_path / "c.json"),
+                "--policy",
+                f"hf:{tmp_path / 'nope'}",
+            ]
+        )
+    assert (
+        run_cli(
+            [
+                "calibrate",
+                str(tmp_path / "t.jsonl"),
+                "--layers",
+                str(tmp_path),
+                "--out",
+                str(tmp_path / "c.json"),
+                "--set",
+                "env.max_turns=2",
+            ]
+        )
+        == 2
+    )
     assert "--set env.max_turns=2: expected config overrides only with --policy" in capsys.readouterr().err
     assert not (tmp_path / "c.json").exists()

@@ -38,17 +38,38 @@ def test_every_verified_row_becomes_a_task_with_its_recipe(verified):
     rows, tasks = verified
     assert len(tasks) == len(rows) == 500 and not tasks.skipped
     assert Counter(t.repo for t in tasks) == {
-        "django/django": 231, "sympy/sympy": 75, "sphinx-doc/sphinx": 44, "matplotlib/matplotlib": 34,
-        "scikit-learn/scikit-learn": 32, "astropy/astropy": 22, "pydata/xarray": 22, "pytest-dev/pytest": 19,
-        "pylint-dev/pylint": 10, "psf/requests": 8, "mwaskom/seaborn": 2, "pallets/flask": 1}
-    assert Counter(t.env.python for t in tasks) == {"3.5": 2, "3.6": 140, "3.7": 1, "3.8": 42, "3.9": 241,
-                                                     "3.10": 22, "3.11": 52}
+        "django/django": 231,
+        "sympy/sympy": 75,
+        "sphinx-doc/sphinx": 44,
+        "matplotlib/matplotlib": 34,
+        "scikit-learn/scikit-learn": 32,
+        "astropy/astropy": 22,
+        "pydata/xarray": 22,
+        "pytest-dev/pytest": 19,
+        "pylint-dev/pylint": 10,
+        "psf/requests": 8,
+        "mwaskom/seaborn": 2,
+        "pallets/flask": 1,
+    }
+    assert Counter(t.env.python for t in tasks) == {
+        "3.5": 2,
+        "3.6": 140,
+        "3.7": 1,
+        "3.8": 42,
+        "3.9": 241,
+        "3.10": 22,
+        "3.11": 52,
+    }
     py311 = {(t.repo, t.version) for t in tasks if t.env.python == "3.11"}
     assert {r for r, _ in py311} == {"django/django", "matplotlib/matplotlib", "pallets/flask"}
     assert {v for r, v in py311 if r == "django/django"} == {"5.0"}
     runners = Counter(t.test_cmd.split()[0] for t in tasks)
-    assert runners == {"./tests/runtests.py": 231, "pytest": 150, "tox": 44,
-                       "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning'": 75}  # sympy's bin/test
+    assert runners == {
+        "./tests/runtests.py": 231,
+        "pytest": 150,
+        "tox": 44,
+        "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning'": 75,
+    }  # sympy's bin/test
     specs = recipes_module._swebench_tables()[0]
     for row, task in zip(rows, tasks, strict=True):
         assert task.grader == "log" and task.log_parser == row["repo"]
@@ -65,8 +86,9 @@ def test_verified_recipes_match_swebench_specs(verified):
     _, tasks = verified
     django = next(t for t in tasks if t.instance_id == "django__django-11099")
     assert django.env.python == "3.6" and "tests/requirements/py3.txt" in django.env.install[0]
-    assert django.test_cmd == ("./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 "
-                               "auth_tests.test_validators")
+    assert django.test_cmd == (
+        "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 auth_tests.test_validators"
+    )
     assert "export LANG=en_US.UTF-8" in django.eval_commands
     # `locale-gen` writes /etc: it cannot run in a rootless sandbox (the host provides the locale), so it is
     # left out of the commands and recorded
@@ -74,8 +96,9 @@ def test_verified_recipes_match_swebench_specs(verified):
     assert any("locale-gen" in c for c in django.metadata["recipe_skipped"])
     assert django.metadata["checkout"]["commands"] and "pip install -e ." in django.metadata["checkout"]["commands"][0]
     sympy = next(t for t in tasks if t.repo == "sympy/sympy")
-    assert sympy.test_cmd.startswith("PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C "
-                                     "--verbose sympy/")
+    assert sympy.test_cmd.startswith(
+        "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C --verbose sympy/"
+    )
     assert any("mpmath==1.3.0" in c for c in sympy.env.install)
     pytest_rows = [t for t in tasks if t.repo == "pytest-dev/pytest"]
     assert all("pluggy" in " ".join(t.env.install) for t in pytest_rows)
@@ -99,8 +122,11 @@ DIRECTIVES = {
     "pytest-dev__pytest-10051": ["testing/logging/test_fixture.py"],
     "scikit-learn__scikit-learn-10297": ["sklearn/linear_model/tests/test_ridge.py"],
     # sympy's bin/test takes the test files' paths
-    "sympy__sympy-22080": ["sympy/codegen/tests/test_rewriting.py", "sympy/printing/tests/test_pycode.py",
-                           "sympy/utilities/tests/test_lambdify.py"],
+    "sympy__sympy-22080": [
+        "sympy/codegen/tests/test_rewriting.py",
+        "sympy/printing/tests/test_pycode.py",
+        "sympy/utilities/tests/test_lambdify.py",
+    ],
     # Django: module labels relative to tests/; the fixture .json is no directive, models.py is one
     "django__django-15525": ["backends.sqlite.test_features", "fixtures_regress.models", "fixtures_regress.tests"],
     # a file outside tests/ keeps its path as a dotted label
@@ -108,9 +134,12 @@ DIRECTIVES = {
     # only .txt data files: no directive at all, so runtests.py runs Django's whole suite, as the harness does
     "django__django-10097": [],
     # sphinx: .rst files and a test root's conf.py are directives, the .txt is not
-    "sphinx-doc__sphinx-11510": ["tests/roots/test-directive-include/baz/baz.rst",
-                                 "tests/roots/test-directive-include/conf.py",
-                                 "tests/roots/test-directive-include/foo.rst", "tests/test_directive_other.py"],
+    "sphinx-doc__sphinx-11510": [
+        "tests/roots/test-directive-include/baz/baz.rst",
+        "tests/roots/test-directive-include/conf.py",
+        "tests/roots/test-directive-include/foo.rst",
+        "tests/test_directive_other.py",
+    ],
 }
 
 
@@ -123,16 +152,23 @@ def test_test_directives_of_real_rows_follow_swebench_for_each_repository(verifi
         task = by_id[instance_id]
         assert task.test_cmd == " ".join([specs[task.repo][task.version]["test_cmd"], *directives]), instance_id
     sympy = by_id["sympy__sympy-22080"]
-    assert sympy.test_cmd == ("PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C --verbose "
-                              "sympy/codegen/tests/test_rewriting.py sympy/printing/tests/test_pycode.py "
-                              "sympy/utilities/tests/test_lambdify.py")
+    assert sympy.test_cmd == (
+        "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C --verbose "
+        "sympy/codegen/tests/test_rewriting.py sympy/printing/tests/test_pycode.py "
+        "sympy/utilities/tests/test_lambdify.py"
+    )
 
 
 SWEGYM = {  # SWE-Gym's columns: SWE-bench's, with the id lists as lists
-    "instance_id": "getmoto__moto-5752", "hints_text": "", "patch": "diff --git a/moto/x.py b/moto/x.py\n",
+    "instance_id": "getmoto__moto-5752",
+    "hints_text": "",
+    "patch": "diff --git a/moto/x.py b/moto/x.py\n",
     "test_patch": "diff --git a/tests/test_ssm/test_ssm_boto3.py b/tests/test_ssm/test_ssm_boto3.py\n",
-    "created_at": "2022-12-10T20:23:01Z", "problem_statement": "ssm", "repo": "getmoto/moto",
-    "base_commit": "b2300f1eae1323e3e8bc45f97e530ce129dff12e", "version": "4.0",
+    "created_at": "2022-12-10T20:23:01Z",
+    "problem_statement": "ssm",
+    "repo": "getmoto/moto",
+    "base_commit": "b2300f1eae1323e3e8bc45f97e530ce129dff12e",
+    "version": "4.0",
     "PASS_TO_PASS": ["tests/test_ssm/test_ssm_boto3.py::test_get_parameter"],
     "FAIL_TO_PASS": ["tests/test_ssm/test_ssm_boto3.py::test_describe_parameters__multiple_tags"],
     "environment_setup_commit": "b2300f1eae1323e3e8bc45f97e530ce129dff12e",
@@ -142,13 +178,27 @@ SWEGYM = {  # SWE-Gym's columns: SWE-bench's, with the id lists as lists
 def test_swegym_rows_need_a_recipe_and_take_one_from_swebox_swe_specs(tmp_path, monkeypatch):
     rows = _jsonl(tmp_path / "gym.jsonl", [SWEGYM])
     monkeypatch.delenv("SWEBOX_SWE_SPECS", raising=False)
-    with pytest.raises(LoadError, match=r"field 'repo'.*'getmoto/moto', which has none.*version '4\.0'.*"
-                                        r"SWEBOX_SWE_SPECS: \{\"getmoto/moto\": \{\"4\.0\""):
+    with pytest.raises(
+        LoadError,
+        match=r"field 'repo'.*'getmoto/moto', which has none.*version '4\.0'.*"
+        r"SWEBOX_SWE_SPECS: \{\"getmoto/moto\": \{\"4\.0\"",
+    ):
         load(rows)
     specs = tmp_path / "specs.json"
-    specs.write_text(json.dumps({"getmoto/moto": {"4.0": {
-        "python": "3.12", "install": "make init", "test_cmd": "pytest -n0 -rA",
-        "pip_packages": ["boto3==1.26.0"]}}}))
+    specs.write_text(
+        json.dumps(
+            {
+                "getmoto/moto": {
+                    "4.0": {
+                        "python": "3.12",
+                        "install": "make init",
+                        "test_cmd": "pytest -n0 -rA",
+                        "pip_packages": ["boto3==1.26.0"],
+                    }
+                }
+            }
+        )
+    )
     monkeypatch.setenv("SWEBOX_SWE_SPECS", str(specs))
     (task,) = load(rows)
     assert task.env.python == "3.12" and task.env.install == ("pip install boto3==1.26.0",)
@@ -160,13 +210,16 @@ def test_swegym_rows_need_a_recipe_and_take_one_from_swebox_swe_specs(tmp_path, 
 
 
 def test_swesmith_rows_in_their_real_format(tmp_path):
-    row = {"instance_id": "mewwts__addict.75284f95.func_pm_remove_assign__8z2cqvhd",
-           "patch": "diff --git a/addict/addict.py b/addict/addict.py\n--- a/addict/addict.py\n+++ b/addict/addict.py\n"
-                    "@@ -1,2 +1,2 @@\n-a = 1\n+a = 2\n b\n",
-           "FAIL_TO_PASS": ["test_addict.py::DictTests::test_set_one_level_item"],
-           "PASS_TO_PASS": ["test_addict.py::DictTests::test_get"],
-           "image_name": "swebench/swesmith.x86_64.mewwts_1776_addict.75284f95",
-           "repo": "swesmith/mewwts__addict.75284f95", "problem_statement": "set fails"}
+    row = {
+        "instance_id": "mewwts__addict.75284f95.func_pm_remove_assign__8z2cqvhd",
+        "patch": "diff --git a/addict/addict.py b/addict/addict.py\n--- a/addict/addict.py\n+++ b/addict/addict.py\n"
+        "@@ -1,2 +1,2 @@\n-a = 1\n+a = 2\n b\n",
+        "FAIL_TO_PASS": ["test_addict.py::DictTests::test_set_one_level_item"],
+        "PASS_TO_PASS": ["test_addict.py::DictTests::test_get"],
+        "image_name": "swebench/swesmith.x86_64.mewwts_1776_addict.75284f95",
+        "repo": "swesmith/mewwts__addict.75284f95",
+        "problem_statement": "set fails",
+    }
     (task,) = load(_jsonl(tmp_path / "smith.jsonl", [row]))
     assert task.repo == "mewwts/addict" and task.env.commit == "75284f95" and task.env.python == "3.10"
     assert task.env.install == ("python -m pip install -e .",) and task.env.test_deps == ("pytest",)
@@ -177,8 +230,11 @@ def test_swesmith_rows_in_their_real_format(tmp_path):
     # 5 of swesmith's profiles install system packages: the row loads, cache build refuses it naming its image
     from swebox.scripts.cache_cli import read_build_plan
 
-    pdf = row | {"instance_id": "jsvine__pdfplumber.02ff4313.x", "repo": "swesmith/jsvine__pdfplumber.02ff4313",
-                 "image_name": "swebench/swesmith.x86_64.jsvine_1776_pdfplumber.02ff4313"}
+    pdf = row | {
+        "instance_id": "jsvine__pdfplumber.02ff4313.x",
+        "repo": "swesmith/jsvine__pdfplumber.02ff4313",
+        "image_name": "swebench/swesmith.x86_64.jsvine_1776_pdfplumber.02ff4313",
+    }
     (task,) = load(_jsonl(tmp_path / "pdf.jsonl", [pdf]))
     assert task.metadata["recipe_unbuildable"] == ["apt-get update && apt-get install ghostscript -y"]
     assert not any("apt-get" in c for c in task.env.install)
@@ -189,14 +245,23 @@ def test_swesmith_rows_in_their_real_format(tmp_path):
 
 def test_r2e_rows_get_expected_status_and_an_env_only_from_a_recipe(tmp_path, monkeypatch):
     commit = {"old_commit_hash": "a" * 40, "new_commit_hash": "b" * 40, "file_diffs": []}
-    row = {"repo_name": "pandas", "docker_image": "namanjain12/pandas_final:" + "b" * 40, "commit_hash": "b" * 40,
-           "parsed_commit_content": json.dumps(commit),
-           "execution_result_content": json.dumps({"test_file_codes": ["def test_a():\n    pass\n"],
-                                                   "test_file_names": ["test_1.py"]}),
-           "modified_files": ["pandas/core/frame.py"], "relevant_files": [], "num_non_test_files": 1,
-           "num_non_test_func_methods": 1, "num_non_test_lines": 3, "prompt": "gold inside",
-           "problem_statement": "frame", "expected_output_json": json.dumps(
-               {"TestFrame.test_a": "PASSED", "TestFrame.test_b": "FAILED"})}
+    row = {
+        "repo_name": "pandas",
+        "docker_image": "namanjain12/pandas_final:" + "b" * 40,
+        "commit_hash": "b" * 40,
+        "parsed_commit_content": json.dumps(commit),
+        "execution_result_content": json.dumps(
+            {"test_file_codes": ["def test_a():\n    pass\n"], "test_file_names": ["test_1.py"]}
+        ),
+        "modified_files": ["pandas/core/frame.py"],
+        "relevant_files": [],
+        "num_non_test_files": 1,
+        "num_non_test_func_methods": 1,
+        "num_non_test_lines": 3,
+        "prompt": "gold inside",
+        "problem_statement": "frame",
+        "expected_output_json": json.dumps({"TestFrame.test_a": "PASSED", "TestFrame.test_b": "FAILED"}),
+    }
     monkeypatch.delenv("SWEBOX_SWE_SPECS", raising=False)
     (task,) = load(_jsonl(tmp_path / "r2e.jsonl", [row]))
     assert task.repo == "pandas-dev/pandas" and task.base_commit == "a" * 40 and task.env is None
@@ -207,8 +272,11 @@ def test_r2e_rows_get_expected_status_and_an_env_only_from_a_recipe(tmp_path, mo
     assert 'give pandas-dev/pandas a recipe under version "r2e" in $SWEBOX_SWE_SPECS' in error
     assert f"its image namanjain12/pandas_final:{'b' * 40} with --env-source image" in error
     specs = tmp_path / "specs.json"
-    specs.write_text(json.dumps({"pandas-dev/pandas": {"r2e": {"python": "3.11", "install": "pip install -e .",
-                                                             "test_cmd": "pytest -rA"}}}))
+    specs.write_text(
+        json.dumps(
+            {"pandas-dev/pandas": {"r2e": {"python": "3.11", "install": "pip install -e .", "test_cmd": "pytest -rA"}}}
+        )
+    )
     monkeypatch.setenv("SWEBOX_SWE_SPECS", str(specs))
     (task,) = load(_jsonl(tmp_path / "r2e.jsonl", [row]))
     assert task.env.commit == "a" * 40 and task.env.install == ("bash -c 'set -e\npip install -e .'",)
@@ -260,9 +328,11 @@ def test_cache_build_refuses_an_unbuildable_recipe_naming_the_line_and_the_image
 def test_the_recipe_locale_is_made_and_found_without_root_in_a_sandbox(calc_layer):
     from swebox.envs.sandbox import Sandbox, SandboxPolicy
 
-    spec = {"python": "3.11", "test_cmd": "./tests/runtests.py",
-            "eval_commands": ["sed -i '/en_US.UTF-8/s/^# //g' /etc/locale.gen && locale-gen",
-                              "export LC_ALL=en_US.UTF-8"]}
+    spec = {
+        "python": "3.11",
+        "test_cmd": "./tests/runtests.py",
+        "eval_commands": ["sed -i '/en_US.UTF-8/s/^# //g' /etc/locale.gen && locale-gen", "export LC_ALL=en_US.UTF-8"],
+    }
     recipe = recipes_module.recipe_from_spec(spec)
     (make,) = recipe.env_install
     check = "/venv/bin/python -c 'import locale; print(locale.setlocale(locale.LC_ALL, \"\"))'"
@@ -324,7 +394,9 @@ def test_cache_build_refuses_a_row_whose_tests_need_a_conda_only_package(verifie
     picked = [r for r in rows if r["instance_id"] in ("pydata__xarray-6992", "pydata__xarray-6721")]
     envs, checkouts, errors = read_build_plan(str(_jsonl(tmp_path / "rows.jsonl", picked)))
     assert len(envs) == 1 and len(checkouts) == 1 and len(errors) == 1  # 6721's P2P names no cdms2 test
-    assert errors[0].startswith("task pydata__xarray-6992: expected graded tests that need no conda-only package; "
-                                "found 2 naming cdms2 (e.g. xarray/tests/test_dataarray.py::TestDataArray::"
-                                "test_to_and_from_cdms2_classic)")
+    assert errors[0].startswith(
+        "task pydata__xarray-6992: expected graded tests that need no conda-only package; "
+        "found 2 naming cdms2 (e.g. xarray/tests/test_dataarray.py::TestDataArray::"
+        "test_to_and_from_cdms2_classic)"
+    )
     assert "sweb.eval.x86_64.pydata_1776_xarray-6992:latest" in errors[0]

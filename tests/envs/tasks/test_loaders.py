@@ -89,9 +89,7 @@ R2E = {
     "execution_result_content": json.dumps(
         {"test_file_codes": ["def test_add():\n    assert 1\n"], "test_file_names": ["test_1.py"]}
     ),
-    "expected_output_json": json.dumps(
-        {"TestM.test_add": "PASSED", "test_other": "PASSED", "test_bad": "FAILED"}
-    ),
+    "expected_output_json": json.dumps({"TestM.test_add": "PASSED", "test_other": "PASSED", "test_bad": "FAILED"}),
     "problem_statement": "add is wrong",
     "prompt": "contains the gold patch",
     "modified_files": ["pkg/m.py"],
@@ -165,9 +163,7 @@ def test_json_and_parquet_and_a_parquet_folder(tmp_path):
         pa.Table.from_pylist([SWEBENCH | {"FAIL_TO_PASS": '["tests/test_m.py::test_x"]'}]),
         folder / "train-00001-of-00002.parquet",
     )
-    pq.write_table(
-        pa.Table.from_pylist([SWEGYM | {"instance_id": "other-split"}]), folder / "test-00000.parquet"
-    )
+    pq.write_table(pa.Table.from_pylist([SWEGYM | {"instance_id": "other-split"}]), folder / "test-00000.parquet")
     assert [t.instance_id for t in load(folder / "train-00000-of-00002.parquet")] == ["owner__proj-13"]
     tasks = load(tmp_path / "ds", split="train")
     assert [t.instance_id for t in tasks] == ["owner__proj-13", "owner__proj-12"]
@@ -245,8 +241,11 @@ def test_an_unreachable_hub_dataset_is_a_load_error(monkeypatch):
 
     # offline mode (read at import, so the module constants): the test must not send traffic anywhere, and the
     # error is the one users see without network
-    for module, name in [(datasets.config, "HF_HUB_OFFLINE"), (datasets.config, "HF_DATASETS_OFFLINE"),
-                         (huggingface_hub.constants, "HF_HUB_OFFLINE")]:
+    for module, name in [
+        (datasets.config, "HF_HUB_OFFLINE"),
+        (datasets.config, "HF_DATASETS_OFFLINE"),
+        (huggingface_hub.constants, "HF_HUB_OFFLINE"),
+    ]:
         monkeypatch.setattr(module, name, True)
     with pytest.raises(LoadError, match="could not load the Hugging Face dataset 'nobody/nothing-here'.*save_to_disk"):
         load("nobody/nothing-here:train")
@@ -276,16 +275,27 @@ def test_a_swebox_parquet_with_json_string_lists_loads_and_a_bad_string_is_named
     pq = pytest.importorskip("pyarrow.parquet")
     import pyarrow as pa
 
-    row = Task(instance_id="t-1", repo="o/r", FAIL_TO_PASS=["tests/test_a.py::test_a"],
-               PASS_TO_PASS=["tests/test_a.py::test_b"]).to_dict()
-    row = {k: (json.dumps(list(v)) if isinstance(v, (list, tuple)) else v) for k, v in row.items()
-           if k not in ("metadata", "env") and not isinstance(v, dict)}
+    row = Task(
+        instance_id="t-1",
+        repo="o/r",
+        FAIL_TO_PASS=["tests/test_a.py::test_a"],
+        PASS_TO_PASS=["tests/test_a.py::test_b"],
+    ).to_dict()
+    row = {
+        k: (json.dumps(list(v)) if isinstance(v, (list, tuple)) else v)
+        for k, v in row.items()
+        if k not in ("metadata", "env") and not isinstance(v, dict)
+    }
     pq.write_table(pa.Table.from_pylist([row]), tmp_path / "tasks.parquet")
     [task] = load(tmp_path / "tasks.parquet")
     assert task.FAIL_TO_PASS == ("tests/test_a.py::test_a",) and task.PASS_TO_PASS == ("tests/test_a.py::test_b",)
     assert detect(row) == "swebox"
-    pq.write_table(pa.Table.from_pylist([{**row, "FAIL_TO_PASS": '["tests/test_a.py::test_a"'}]),
-                   tmp_path / "bad.parquet")
-    with pytest.raises(LoadError, match=r"Task.FAIL_TO_PASS: expected a list of strings or a JSON string of one; "
-                       r"found a string that is not valid JSON"):
+    pq.write_table(
+        pa.Table.from_pylist([{**row, "FAIL_TO_PASS": '["tests/test_a.py::test_a"'}]), tmp_path / "bad.parquet"
+    )
+    with pytest.raises(
+        LoadError,
+        match=r"Task.FAIL_TO_PASS: expected a list of strings or a JSON string of one; "
+        r"found a string that is not valid JSON",
+    ):
         load(tmp_path / "bad.parquet")

@@ -40,8 +40,14 @@ from tests.envs.tasks.multilang_rows import (
     swe_smith_row,
 )
 
-COMMITS = {"clean": "a" * 40, "base": "b" * 40, "fix": "diff --git a/x.go b/x.go\n", "bug": "", "test": "t",
-           "wrong": ""}
+COMMITS = {
+    "clean": "a" * 40,
+    "base": "b" * 40,
+    "fix": "diff --git a/x.go b/x.go\n",
+    "bug": "",
+    "test": "t",
+    "wrong": "",
+}
 
 
 def fake_commits() -> dict[str, str]:
@@ -67,8 +73,10 @@ def test_multi_swe_bench_row_becomes_a_go_log_task():
 
 def test_multi_swe_bench_transitions_follow_the_statuses_not_the_map_names():
     row = multi_swe_bench_row(fake_commits())
-    row["s2p_tests"] = {"TestStillFailing": {"run": "FAIL", "test": "FAIL", "fix": "FAIL"},
-                        "TestNowPasses": {"run": "FAIL", "test": "FAIL", "fix": "PASS"}}
+    row["s2p_tests"] = {
+        "TestStillFailing": {"run": "FAIL", "test": "FAIL", "fix": "FAIL"},
+        "TestNowPasses": {"run": "FAIL", "test": "FAIL", "fix": "PASS"},
+    }
     task = to_task(row)
     assert "TestNowPasses" in task.FAIL_TO_PASS and "TestStillFailing" not in (*task.FAIL_TO_PASS, *task.PASS_TO_PASS)
 
@@ -94,14 +102,21 @@ def test_swe_rebench_v2_row_uses_its_install_config():
     assert task.env.toolchains == ("go",) and task.env.install == ()
     assert task.metadata["install_config"]["base_image_name"] == "golang:1.19"
     # a list of commands, a JSON-string config, ANSI colour in the ids, the pytest parser's name
-    row = {**row, "install_config": json.dumps({**row["install_config"], "test_cmd": ["make build", "go test -v ./..."],
-                                                "install": "go mod download"}),
-           "FAIL_TO_PASS": ["\x1b[32mTestEquateApproxMargin\x1b[0m"]}
+    row = {
+        **row,
+        "install_config": json.dumps(
+            {**row["install_config"], "test_cmd": ["make build", "go test -v ./..."], "install": "go mod download"}
+        ),
+        "FAIL_TO_PASS": ["\x1b[32mTestEquateApproxMargin\x1b[0m"],
+    }
     task = to_task(row)
     assert task.test_cmd == "make build\ngo test -v ./..." and task.env.install == ("go mod download",)
     assert task.FAIL_TO_PASS == ("TestEquateApproxMargin",)
-    py = {**swe_rebench_v2_row(fake_commits()), "language": "python",
-          "install_config": {"log_parser": "parse_log_pytest", "test_cmd": "pytest -rA"}}
+    py = {
+        **swe_rebench_v2_row(fake_commits()),
+        "language": "python",
+        "install_config": {"log_parser": "parse_log_pytest", "test_cmd": "pytest -rA"},
+    }
     assert to_task(py).log_parser == "pytest" and to_task(py).env.toolchains == ()
 
 
@@ -125,17 +140,30 @@ def test_swe_smith_go_row_starts_with_the_bug_and_is_graded_from_the_log():
 def test_rust_rows_of_each_format_become_rust_log_tasks():
     tasks = {name: to_task(row) for name, row in rust_rows(fake_commits()).items()}
     assert {n: (t.language, t.log_parser, t.env.toolchains) for n, t in tasks.items()} == {
-        "msb": ("rust", lang_parsers.MSB_RUST, ("rust",)), "rebench": ("rust", "parse_log_cargo", ("rust",)),
-        "smith": ("rust", "cargo", ("rust",))}
+        "msb": ("rust", lang_parsers.MSB_RUST, ("rust",)),
+        "rebench": ("rust", "parse_log_cargo", ("rust",)),
+        "smith": ("rust", "cargo", ("rust",)),
+    }
     assert tasks["msb"].test_cmd == tasks["smith"].test_cmd == "cargo test --no-fail-fast"
     assert tasks["rebench"].test_cmd == "cargo test --offline --no-fail-fast"
     assert tasks["msb"].repo == "KokaKiwi/rust-hex" and tasks["smith"].bug_patch
 
 
 def _swebench_row(repo: str, version: str) -> dict:
-    return {"repo": repo, "instance_id": f"{repo.replace('/', '__')}-1", "base_commit": "b" * 40, "patch": "",
-            "test_patch": "", "problem_statement": "p", "hints_text": "", "created_at": "2025-01-01",
-            "version": version, "environment_setup_commit": "a" * 40, "FAIL_TO_PASS": '["TestA"]', "PASS_TO_PASS": "[]"}
+    return {
+        "repo": repo,
+        "instance_id": f"{repo.replace('/', '__')}-1",
+        "base_commit": "b" * 40,
+        "patch": "",
+        "test_patch": "",
+        "problem_statement": "p",
+        "hints_text": "",
+        "created_at": "2025-01-01",
+        "version": version,
+        "environment_setup_commit": "a" * 40,
+        "FAIL_TO_PASS": '["TestA"]',
+        "PASS_TO_PASS": "[]",
+    }
 
 
 def test_swe_bench_multilingual_go_and_rust_rows_load_from_swebench_specs():
@@ -172,8 +200,11 @@ def go_rows(tmp_path: Path) -> tuple[dict[str, dict], dict[str, str], tuple[str,
 
     source = unpacked("go-cmp", ("golang-github-google-go-cmp-dev",)) / "usr/share/gocode/src/github.com/google/go-cmp"
     commits = make_mirror(source, tmp_path / "mirror")
-    rows = {"msb": multi_swe_bench_row(commits), "rebench": swe_rebench_v2_row(commits),
-            "smith": swe_smith_row(commits)}
+    rows = {
+        "msb": multi_swe_bench_row(commits),
+        "rebench": swe_rebench_v2_row(commits),
+        "smith": swe_smith_row(commits),
+    }
     rows["msb"]["instance_id"] = "google__go-cmp-msb-1"
     rows["rebench"]["instance_id"] = "google__go-cmp-rebench-1"
     rows["multilingual"] = _multilingual(tmp_path, commits, "go")
@@ -223,24 +254,46 @@ def test_swe_rebench_v2_cpp_row_is_a_googletest_task_on_the_cc_toolchain():
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("make_rows", [go_rows, hex_rows, gtest_rows, doctest_rows],
-                         ids=["go", "rust", "cpp-gtest", "cpp-doctest"])
+@pytest.mark.parametrize(
+    "make_rows", [go_rows, hex_rows, gtest_rows, doctest_rows], ids=["go", "rust", "cpp-gtest", "cpp-doctest"]
+)
 def test_rows_of_each_format_validate_on_the_toolchain_layer(tmp_path, make_rows):
     rows, commits, (passes, fails) = make_rows(tmp_path)
     assert commits["wrong"] != commits["fix"]
     store = str(toolchain_store())
-    env = {**os.environ, "SWEBOX_GIT_MIRROR": str(tmp_path / "mirror"),
-           "SWEBOX_SWE_SPECS": str(tmp_path / "specs.json")}
+    env = {
+        **os.environ,
+        "SWEBOX_GIT_MIRROR": str(tmp_path / "mirror"),
+        "SWEBOX_SWE_SPECS": str(tmp_path / "specs.json"),
+    }
     swebox = [sys.executable, "-m", "swebox.scripts.cli"]
     for name, row in rows.items():
         rows_file = str(tmp_path / f"{name}.jsonl")
         Path(rows_file).write_text(json.dumps(row) + "\n")
-        built = subprocess.run([*swebox, "cache", "--store", store, "build", "--tasks", rows_file],
-                               env=env, capture_output=True, text=True, timeout=1800)
+        built = subprocess.run(
+            [*swebox, "cache", "--store", store, "build", "--tasks", rows_file],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
         assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
-        checked = subprocess.run([*swebox, "tasks", "validate", rows_file, "--layers", store,
-                                  "--json", str(tmp_path / f"{name}.report.jsonl")],
-                                 env=env, capture_output=True, text=True, timeout=1800)
+        checked = subprocess.run(
+            [
+                *swebox,
+                "tasks",
+                "validate",
+                rows_file,
+                "--layers",
+                store,
+                "--json",
+                str(tmp_path / f"{name}.report.jsonl"),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
         assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-2000:]
         report = [json.loads(line) for line in (tmp_path / f"{name}.report.jsonl").read_text().splitlines()]
         assert [r["passed"] for r in report] == [True], report
@@ -258,9 +311,10 @@ def test_rows_of_each_format_validate_on_the_toolchain_layer(tmp_path, make_rows
 
 
 def test_multi_swe_bench_rules_keep_a_failure_over_a_later_pass():
-    go = ("=== RUN   TestA\n--- FAIL: TestA (0.00s)\n--- PASS: TestA (0.00s)\n    --- SKIP: TestB/x\n"
-          "FAIL\tex.com/p\t0.1s\n")
-    assert lang_parsers.parse_multi_swe_bench_go(go) == {"TestA": "FAILED", "TestB/x": "SKIPPED",
-                                                          "ex.com/p": "FAILED"}
+    go = (
+        "=== RUN   TestA\n--- FAIL: TestA (0.00s)\n--- PASS: TestA (0.00s)\n    --- SKIP: TestB/x\n"
+        "FAIL\tex.com/p\t0.1s\n"
+    )
+    assert lang_parsers.parse_multi_swe_bench_go(go) == {"TestA": "FAILED", "TestB/x": "SKIPPED", "ex.com/p": "FAILED"}
     rust = "test a::b ... FAILED\ntest a::b ... ok\ntest c ... ignored\ntest d ... ok\n"
     assert lang_parsers.parse_multi_swe_bench_rust(rust) == {"a::b": "FAILED", "c": "SKIPPED", "d": "PASSED"}

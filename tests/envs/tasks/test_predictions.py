@@ -64,8 +64,13 @@ def test_eval_predictions_grades_each_patch_with_its_grader_and_writes_the_harne
 ):
     env = EnvSpec(source="/srv/calc", commit="abcdef1")
     junit = dataclasses.replace(calc_task, env=env)
-    log = dataclasses.replace(junit, instance_id="calc-add-log", grader="log", log_parser="pytest",
-                              test_cmd="/venv/bin/python -m pytest -rA --tb=no -o addopts= tests/test_ops.py")
+    log = dataclasses.replace(
+        junit,
+        instance_id="calc-add-log",
+        grader="log",
+        log_parser="pytest",
+        test_cmd="/venv/bin/python -m pytest -rA --tb=no -o addopts= tests/test_ops.py",
+    )
     skipped = dataclasses.replace(junit, instance_id="calc-add-empty")
     bad = dataclasses.replace(junit, instance_id="calc-add-bad")
     root = tmp_path / "layers"
@@ -73,12 +78,28 @@ def test_eval_predictions_grades_each_patch_with_its_grader_and_writes_the_harne
     (root / env.key()).symlink_to(calc_layer, target_is_directory=True)
     save_jsonl([junit, log, skipped, bad], tmp_path / "tasks.jsonl")
     wrong = gold["div"]  # fixes div, not add: applies, test_add still fails
-    preds = [pred("calc-add", gold["add"]), pred("calc-add-log", wrong), pred("calc-add-empty", ""),
-             pred("nope", gold["add"]), pred("calc-add-bad", gold["add"].replace("a - b", "a % b"))]
+    preds = [
+        pred("calc-add", gold["add"]),
+        pred("calc-add-log", wrong),
+        pred("calc-add-empty", ""),
+        pred("nope", gold["add"]),
+        pred("calc-add-bad", gold["add"].replace("a - b", "a % b")),
+    ]
     (tmp_path / "preds.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds))
     out = tmp_path / "report.json"
-    argv = ["eval", "--predictions", str(tmp_path / "preds.jsonl"), "--tasks", str(tmp_path / "tasks.jsonl"),
-            "--layers", str(root), "--jobs", "2", "--out", str(out)]
+    argv = [
+        "eval",
+        "--predictions",
+        str(tmp_path / "preds.jsonl"),
+        "--tasks",
+        str(tmp_path / "tasks.jsonl"),
+        "--layers",
+        str(root),
+        "--jobs",
+        "2",
+        "--out",
+        str(out),
+    ]
     # a prediction for an instance the dataset lacks: refused before anything is graded, as the harness does
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -107,8 +128,17 @@ def test_eval_predictions_grades_each_patch_with_its_grader_and_writes_the_harne
     assert json.loads((logs / "calc-add-log" / "report.json").read_text())["calc-add-log"]["resolved"] is False
     # the default report name is the harness's: <model with / as __>.<run id>.json
     (tmp_path / "cwd").mkdir()
-    argv = ["eval", "--predictions", str(tmp_path / "preds.jsonl"), "--tasks", str(tmp_path / "tasks.jsonl"),
-            "--layers", str(root), "--run-id", "r1"]
+    argv = [
+        "eval",
+        "--predictions",
+        str(tmp_path / "preds.jsonl"),
+        "--tasks",
+        str(tmp_path / "tasks.jsonl"),
+        "--layers",
+        str(root),
+        "--run-id",
+        "r1",
+    ]
     import os
 
     here = os.getcwd()
@@ -125,13 +155,18 @@ def test_eval_predictions_grades_each_patch_with_its_grader_and_writes_the_harne
 @pytest.mark.e2e
 def test_validate_report_shows_each_test_next_to_what_the_dataset_says(tmp_path, calc_layer, calc_task, capsys):
     env = EnvSpec(source="/srv/calc", commit="abcdef1")
-    task = dataclasses.replace(calc_task, env=env, PASS_TO_PASS=calc_task.PASS_TO_PASS[:1],
-                               expected_status={"tests/test_ops.py::test_div": "FAILED"})
+    task = dataclasses.replace(
+        calc_task,
+        env=env,
+        PASS_TO_PASS=calc_task.PASS_TO_PASS[:1],
+        expected_status={"tests/test_ops.py::test_div": "FAILED"},
+    )
     root = tmp_path / "layers"
     root.mkdir()
     (root / env.key()).symlink_to(calc_layer, target_is_directory=True)
-    wrong_expectation = dataclasses.replace(task, instance_id="calc-add-exp",
-                                            expected_status={"tests/test_ops.py::test_div": "PASSED"})
+    wrong_expectation = dataclasses.replace(
+        task, instance_id="calc-add-exp", expected_status={"tests/test_ops.py::test_div": "PASSED"}
+    )
     save_jsonl([task], tmp_path / "t.jsonl")
     save_jsonl([wrong_expectation], tmp_path / "w.jsonl")
     assert main(["tasks", "validate", str(tmp_path / "w.jsonl"), "--layers", str(root), "--report"]) == 1
@@ -153,7 +188,8 @@ HOSTILE_ID = "calc\x1b]0;pwned\x07\x1b[2J\x1b[31mred"
 
 
 @pytest.mark.parametrize(
-    "model", ["org/agent-1", "bad\x00name", "m" * 300, "../../escape", "\ud800lone", ".."],
+    "model",
+    ["org/agent-1", "bad\x00name", "m" * 300, "../../escape", "\ud800lone", ".."],
     ids=["plain", "nul", "long", "traversal", "surrogate", "dots"],
 )
 def test_hostile_ids_and_names_are_escaped_and_the_report_is_always_written(tmp_path, calc_task, model):
@@ -165,11 +201,19 @@ def test_hostile_ids_and_names_are_escaped_and_the_report_is_always_written(tmp_
     (tmp_path / "layers").mkdir()
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    argv = ["eval", "--predictions", str(tmp_path / "preds.jsonl"), "--tasks", str(tmp_path / "tasks.jsonl"),
-            "--layers", str(tmp_path / "layers")]
+    argv = [
+        "eval",
+        "--predictions",
+        str(tmp_path / "preds.jsonl"),
+        "--tasks",
+        str(tmp_path / "tasks.jsonl"),
+        "--layers",
+        str(tmp_path / "layers"),
+    ]
     env = {**os.environ, "PYTHONIOENCODING": "utf-8"}  # a strict terminal encoding: a lone surrogate raised
-    run = subprocess.run([sys.executable, "-m", "swebox.scripts.cli", *argv], cwd=cwd, capture_output=True,
-                         env=env, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-m", "swebox.scripts.cli", *argv], cwd=cwd, capture_output=True, env=env, timeout=300
+    )
     # ids the dataset lacks: refused up front in one line, each id escaped; nothing written
     assert run.returncode == 2, run.stderr.decode(errors="replace")[-3000:]
     printed = run.stdout + run.stderr
@@ -177,8 +221,9 @@ def test_hostile_ids_and_names_are_escaped_and_the_report_is_always_written(tmp_
     assert b"calc\\x1b]0;pwned\\x07" in run.stderr and b"\\ud800lone" in run.stderr and b"Traceback" not in printed
     assert not [p for p in tmp_path.rglob("*") if p.suffix == ".json"]
     (tmp_path / "preds.jsonl").write_text(json.dumps(rows[0]) + "\n")
-    run = subprocess.run([sys.executable, "-m", "swebox.scripts.cli", *argv], cwd=cwd, capture_output=True,
-                         env=env, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-m", "swebox.scripts.cli", *argv], cwd=cwd, capture_output=True, env=env, timeout=300
+    )
     assert run.returncode == 0, run.stderr.decode(errors="replace")[-3000:]
     written = sorted(p.name for p in tmp_path.rglob("*") if p.suffix == ".json" and p.parent == cwd)
     assert written == [report_name(model, "swebox")] and len(written[0]) <= 2 * MAX_NAME_PART + 12
@@ -218,14 +263,31 @@ def test_ctrl_c_writes_the_report_of_what_was_graded(tmp_path, calc_layer, calc_
     root.mkdir()
     (root / env.key()).symlink_to(calc_layer, target_is_directory=True)
     save_jsonl(tasks, tmp_path / "tasks.jsonl")
-    (tmp_path / "preds.jsonl").write_text("".join(json.dumps(pred(t.instance_id, gold["add"])) + "\n"
-                                                  for t in tasks))
+    (tmp_path / "preds.jsonl").write_text("".join(json.dumps(pred(t.instance_id, gold["add"])) + "\n" for t in tasks))
     out = tmp_path / "report.json"
     out.write_text("an older report\n")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "swebox.scripts.cli", "eval", "--predictions", str(tmp_path / "preds.jsonl"),
-         "--tasks", str(tmp_path / "tasks.jsonl"), "--layers", str(root), "--jobs", "1", "--out", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        [
+            sys.executable,
+            "-m",
+            "swebox.scripts.cli",
+            "eval",
+            "--predictions",
+            str(tmp_path / "preds.jsonl"),
+            "--tasks",
+            str(tmp_path / "tasks.jsonl"),
+            "--layers",
+            str(root),
+            "--jobs",
+            "1",
+            "--out",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     try:
         first = proc.stdout.readline()  # one line per graded instance: wait for the first
         assert first.startswith("calc-add-"), first

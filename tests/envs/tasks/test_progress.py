@@ -11,13 +11,15 @@ import subprocess
 import sys
 import termios
 
-CODE = ("from swebox.envs.tasks import progress\n"
-        "b = progress.bar(2, 'validate', 'task')\n"
-        "b.update()\n"
-        "with progress.above():\n"
-        "    print('row one', flush=True)\n"
-        "b.update()\n"
-        "b.close()\n")
+CODE = (
+    "from swebox.envs.tasks import progress\n"
+    "b = progress.bar(2, 'validate', 'task')\n"
+    "b.update()\n"
+    "with progress.above():\n"
+    "    print('row one', flush=True)\n"
+    "b.update()\n"
+    "b.close()\n"
+)
 
 
 def test_a_bar_on_a_terminal_and_none_in_a_pipe():

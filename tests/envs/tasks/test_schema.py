@@ -48,9 +48,7 @@ def test_swebench_keys_come_first_and_env_is_a_dict():
 
 
 def test_defaults_and_derived_fields():
-    task = make(
-        env=None, test_files=["tests/helpers_data.py"], test_cmd="/venv/bin/python -m pytest -p no:cov -x"
-    )
+    task = make(env=None, test_files=["tests/helpers_data.py"], test_cmd="/venv/bin/python -m pytest -p no:cov -x")
     assert task.env_key == ""
     assert task.python == "/venv/bin/python" and task.pytest_options == ["-p", "no:cov", "-x"]
     assert task.all_test_files() == ("tests/helpers_data.py", "tests/test_p.py")

@@ -51,20 +51,33 @@ def _r2e_commit(old: str, new: str, diff: str) -> dict:
         if line.startswith("@@"):
             ranges, _, section = line[3:].partition(" @@")
             (a, b), (c, d) = (r[1:].split(",") for r in ranges.split())
-            hunks.append({"descriptor": {"old_range": {"start": int(a), "length": int(b)},
-                                         "new_range": {"start": int(c), "length": int(d)},
-                                         "section": section.strip()}, "line_group": {"all_lines": []}})
+            hunks.append(
+                {
+                    "descriptor": {
+                        "old_range": {"start": int(a), "length": int(b)},
+                        "new_range": {"start": int(c), "length": int(d)},
+                        "section": section.strip(),
+                    },
+                    "line_group": {"all_lines": []},
+                }
+            )
         elif hunks and line[:1] in (" ", "+", "-"):
             kind = {" ": "context", "+": "added", "-": "deleted"}[line[0]]
             hunks[-1]["line_group"]["all_lines"].append({"type": kind, "content": line[1:]})
-    file_diff = {"header": {"file": {"path": path}}, "minus_file": {"path": f"a/{path}"},
-                 "plus_file": {"path": f"b/{path}"}, "hunks": hunks}
+    file_diff = {
+        "header": {"file": {"path": path}},
+        "minus_file": {"path": f"a/{path}"},
+        "plus_file": {"path": f"b/{path}"},
+        "hunks": hunks,
+    }
     return {"old_commit_hash": old, "new_commit_hash": new, "file_diffs": [file_diff]}
 
 
-R2E_TESTS = ("from toolz import frequencies\n\n\ndef test_counts_once():\n"
-             "    assert frequencies('aba') == {'a': 2, 'b': 1}\n\n\ndef test_empty():\n"
-             "    assert frequencies('') == {}\n")
+R2E_TESTS = (
+    "from toolz import frequencies\n\n\ndef test_counts_once():\n"
+    "    assert frequencies('aba') == {'a': 2, 'b': 1}\n\n\ndef test_empty():\n"
+    "    assert frequencies('') == {}\n"
+)
 
 
 def _cli(args: list[str], env: dict) -> subprocess.CompletedProcess:
@@ -76,8 +89,23 @@ def world(tmp_path_factory):
     if shutil.which("mksquashfs") is None:
         pytest.skip("the layer store here packs squashfs")
     root = tmp_path_factory.mktemp("start")
-    got = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", "toolz",
-                          "toolz==1.0.0", "-d", str(root / "sdist")], capture_output=True, text=True)
+    got = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--no-binary",
+            "toolz",
+            "toolz==1.0.0",
+            "-d",
+            str(root / "sdist"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert got.returncode == 0, got.stderr
     with tarfile.open(root / "sdist" / "toolz-1.0.0.tar.gz") as tar:
         tar.extractall(root, filter="data")
@@ -97,32 +125,62 @@ def world(tmp_path_factory):
     mirror = root / "mirror"
     subprocess.run(["git", "clone", "-q", "--bare", str(work), str(mirror / "pytoolz__toolz.git")], check=True)
 
-    swebench = {"repo": "pytoolz/toolz", "instance_id": "pytoolz__toolz-1", "base_commit": base,
-                "patch": _git(work, "diff", base, setup, "--", SOURCE), "test_patch": "",
-                "problem_statement": "frequencies counts every item twice", "hints_text": "",
-                "created_at": "2024-08-01T00:00:00Z", "version": "1.0", "FAIL_TO_PASS": json.dumps(F2P),
-                "PASS_TO_PASS": json.dumps(P2P), "environment_setup_commit": setup}
-    swesmith = {"instance_id": f"pytoolz__toolz.{setup[:8]}.func_pm_op_change_const__x1",
-                "patch": _git(work, "diff", setup, base, "--", SOURCE), "FAIL_TO_PASS": F2P, "PASS_TO_PASS": P2P,
-                "image_name": f"swebench/swesmith.x86_64.pytoolz_1776_toolz.{setup[:8]}",
-                "repo": f"swesmith/pytoolz__toolz.{setup[:8]}", "problem_statement": "frequencies is off"}
+    swebench = {
+        "repo": "pytoolz/toolz",
+        "instance_id": "pytoolz__toolz-1",
+        "base_commit": base,
+        "patch": _git(work, "diff", base, setup, "--", SOURCE),
+        "test_patch": "",
+        "problem_statement": "frequencies counts every item twice",
+        "hints_text": "",
+        "created_at": "2024-08-01T00:00:00Z",
+        "version": "1.0",
+        "FAIL_TO_PASS": json.dumps(F2P),
+        "PASS_TO_PASS": json.dumps(P2P),
+        "environment_setup_commit": setup,
+    }
+    swesmith = {
+        "instance_id": f"pytoolz__toolz.{setup[:8]}.func_pm_op_change_const__x1",
+        "patch": _git(work, "diff", setup, base, "--", SOURCE),
+        "FAIL_TO_PASS": F2P,
+        "PASS_TO_PASS": P2P,
+        "image_name": f"swebench/swesmith.x86_64.pytoolz_1776_toolz.{setup[:8]}",
+        "repo": f"swesmith/pytoolz__toolz.{setup[:8]}",
+        "problem_statement": "frequencies is off",
+    }
     # R2E-Gym's columns: the env and the start are the old commit, the fix and the hidden tests come as JSON
-    r2e = {"repo_name": "pytoolz/toolz", "docker_image": f"namanjain12/toolz_final:{setup}", "commit_hash": setup,
-           "parsed_commit_content": json.dumps(_r2e_commit(base, setup, _git(work, "diff", base, setup, "--",
-                                                                               SOURCE))),
-           "execution_result_content": json.dumps({"test_file_codes": [R2E_TESTS],
-                                                   "test_file_names": ["test_frequencies.py"]}),
-           "modified_files": [SOURCE], "problem_statement": "frequencies counts twice", "prompt": "",
-           "expected_output_json": json.dumps({"test_counts_once": "PASSED", "test_empty": "PASSED"})}
+    r2e = {
+        "repo_name": "pytoolz/toolz",
+        "docker_image": f"namanjain12/toolz_final:{setup}",
+        "commit_hash": setup,
+        "parsed_commit_content": json.dumps(_r2e_commit(base, setup, _git(work, "diff", base, setup, "--", SOURCE))),
+        "execution_result_content": json.dumps(
+            {"test_file_codes": [R2E_TESTS], "test_file_names": ["test_frequencies.py"]}
+        ),
+        "modified_files": [SOURCE],
+        "problem_statement": "frequencies counts twice",
+        "prompt": "",
+        "expected_output_json": json.dumps({"test_counts_once": "PASSED", "test_empty": "PASSED"}),
+    }
     rows = root / "rows.jsonl"
     rows.write_text("".join(json.dumps(r) + "\n" for r in (swebench, swesmith, r2e)))
-    recipe = {"python": "3.11", "pip_packages": ["pytest==8.4.2"], "install": "python -m pip install -e .",
-              "test_cmd": "pytest -rA", "grader": "junit"}
+    recipe = {
+        "python": "3.11",
+        "pip_packages": ["pytest==8.4.2"],
+        "install": "python -m pip install -e .",
+        "test_cmd": "pytest -rA",
+        "grader": "junit",
+    }
     specs = root / "specs.json"
     specs.write_text(json.dumps({"pytoolz/toolz": {"1.0": recipe, setup[:8]: recipe, "r2e": recipe}}))
     store = root / "store"
-    env = {**os.environ, "SWEBOX_SWE_SPECS": str(specs), "SWEBOX_GIT_MIRROR": str(mirror),
-           "SWEBOX_LAYER_CACHE": str(root / "node"), "SWEBOX_LAYER_STORE": str(store)}
+    env = {
+        **os.environ,
+        "SWEBOX_SWE_SPECS": str(specs),
+        "SWEBOX_GIT_MIRROR": str(mirror),
+        "SWEBOX_LAYER_CACHE": str(root / "node"),
+        "SWEBOX_LAYER_STORE": str(store),
+    }
     built = _cli(["cache", "build", "--tasks", str(rows), "--jobs", "2"], env)
     assert built.returncode == 0, built.stdout + built.stderr
     assert "3 envs: 3 built, 0 reused, 0 failed" in built.stdout  # R2E-Gym's env is its start: no task layer
@@ -131,8 +189,18 @@ def world(tmp_path_factory):
     mp.setenv("SWEBOX_SWE_SPECS", str(specs))
     mp.setenv("SWEBOX_LAYER_CACHE", str(root / "node"))
     layers = StoreLayers(store)
-    yield {"tasks": load(rows), "layers": layers, "base": base, "setup": setup, "rows": rows, "store": store,
-           "mirror": mirror, "work": work, "env": env, "fixed": fixed}
+    yield {
+        "tasks": load(rows),
+        "layers": layers,
+        "base": base,
+        "setup": setup,
+        "rows": rows,
+        "store": store,
+        "mirror": mirror,
+        "work": work,
+        "env": env,
+        "fixed": fixed,
+    }
     layers.close()
     mp.undo()
 
@@ -179,8 +247,7 @@ def test_swesmith_row_starts_with_the_bug_and_without_its_f2p_test_files(world):
         with Sandbox(paths) as sb:
             assert "d[item] += 2" in sb.exec(f"cat /testbed/{SOURCE}").output
             prepare_start(sb, task)  # what every episode's start state does
-            assert sb.exec("test -e /testbed/toolz/tests/test_itertoolz.py || echo hidden").output.strip() \
-                == "hidden"
+            assert sb.exec("test -e /testbed/toolz/tests/test_itertoolz.py || echo hidden").output.strip() == "hidden"
         empty = grade(task, "", layers=paths, timeout=120)
         gold = grade(task, task.patch, layers=paths, timeout=120)
         # the control: the env layer alone is the fixed snapshot, where the old loader started the task
@@ -206,8 +273,10 @@ def test_a_row_whose_base_is_its_setup_commit_gets_a_layer_with_the_install_only
             env_commit = sb.exec("cd /testbed && git rev-parse HEAD").output.strip()
         with Sandbox([env.path, start.path]) as sb:
             assert sb.exec(f"cat /testbed/{SOURCE}").output == world["fixed"]
-            assert sb.exec("cd /testbed && git status --porcelain && git log --all --format=%s").output.strip() \
+            assert (
+                sb.exec("cd /testbed && git status --porcelain && git log --all --format=%s").output.strip()
                 == f"swebox task start {world['setup']}"
+            )
             assert sb.exec(f"cd /testbed && git cat-file -e {env_commit}").exit_code != 0
             where = sb.exec("cd / && /venv/bin/python -c 'import toolz; print(toolz.__file__)'").output.strip()
             assert where == "/testbed/toolz/__init__.py"

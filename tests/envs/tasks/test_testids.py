@@ -48,8 +48,7 @@ def test_file_of_test():
 
 def test_node_id_from_junit_with_file():
     assert (
-        node_id_from_junit("tests.test_a.TestX", "test_y[1]", "tests/test_a.py")
-        == "tests/test_a.py::TestX::test_y[1]"
+        node_id_from_junit("tests.test_a.TestX", "test_y[1]", "tests/test_a.py") == "tests/test_a.py::TestX::test_y[1]"
     )
     assert node_id_from_junit("tests.test_a", "test_x", "tests/test_a.py") == "tests/test_a.py::test_x"
 

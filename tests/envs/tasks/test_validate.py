@@ -37,9 +37,7 @@ def test_validate_table_summary_and_exit_codes(tmp_path, calc_layer, calc_task, 
         PASS_TO_PASS=("tests/test_ops.py::test_mul",),
         patch="",
     )
-    wrong_gold = dataclasses.replace(
-        good, instance_id="calc-wrong", patch=good.patch.replace("a + b", "a * b")
-    )
+    wrong_gold = dataclasses.replace(good, instance_id="calc-wrong", patch=good.patch.replace("a + b", "a * b"))
     root = layer_root(tmp_path, calc_layer, env)
     save_jsonl([good], tmp_path / "good.jsonl")
     save_jsonl([good, passes_already, wrong_gold], tmp_path / "mixed.jsonl")
@@ -67,6 +65,7 @@ def test_validate_table_summary_and_exit_codes(tmp_path, calc_layer, calc_task, 
 
 def test_missing_layers_and_bad_files_fail_clearly(tmp_path, calc_task, capsys):
     task = dataclasses.replace(calc_task, env=EnvSpec(source="/srv/calc", commit="abcdef1"))
+
     class NoLayers:
         def __call__(self, task):
             raise ValueError("no layer")
@@ -130,5 +129,5 @@ def test_table_columns_hold_with_long_ids():
     good = Validation(long_id, GradeReport(long_id, resolved=True), GradeReport(long_id))
     lines = [header(width), row(good, width), row(Validation("a-1", None, None, "boom"), width)]
     column = lines[0].index("gold")  # where the gold counts start, in every row
-    assert [line[column - 1:column + 3] for line in lines] == [" gol", " 0/0", " -  "]
+    assert [line[column - 1 : column + 3] for line in lines] == [" gol", " 0/0", " -  "]
     assert lines[1].index("ok") == lines[2].index("FAIL") == width + 1

@@ -40,8 +40,23 @@ def test_pallets_flask_5014_starts_at_its_base_commit_with_its_recipe(tmp_path, 
         pytest.skip("needs mksquashfs and the Verified parquet")
     pq = pytest.importorskip("pyarrow.parquet")
     row = next(r for r in pq.read_table(VERIFIED).to_pylist() if r["instance_id"] == "pallets__flask-5014")
-    got = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", "flask",
-                          "flask==2.3.3", "-d", str(tmp_path / "sdist")], capture_output=True, text=True)
+    got = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--no-binary",
+            "flask",
+            "flask==2.3.3",
+            "-d",
+            str(tmp_path / "sdist"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert got.returncode == 0, got.stderr
     with tarfile.open(tmp_path / "sdist" / "flask-2.3.3.tar.gz") as tar:
         tar.extractall(tmp_path, filter="data")
@@ -63,9 +78,25 @@ def test_pallets_flask_5014_starts_at_its_base_commit_with_its_recipe(tmp_path, 
     monkeypatch.delenv("SWEBOX_SWE_SPECS", raising=False)
     monkeypatch.setenv("SWEBOX_LAYER_CACHE", str(tmp_path / "node"))
     env = {**os.environ, "SWEBOX_LAYER_CACHE": str(tmp_path / "node")}
-    built = subprocess.run([sys.executable, "-m", "swebox.scripts.cli", "cache", "--store", str(store), "build",
-                            "--tasks", str(rows), "--git-mirror", str(mirror)], capture_output=True, text=True,
-                           env=env, timeout=1200)
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "swebox.scripts.cli",
+            "cache",
+            "--store",
+            str(store),
+            "build",
+            "--tasks",
+            str(rows),
+            "--git-mirror",
+            str(mirror),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1200,
+    )
     assert built.returncode == 0, built.stdout + built.stderr
 
     (task,) = load(rows)
@@ -76,8 +107,9 @@ def test_pallets_flask_5014_starts_at_its_base_commit_with_its_recipe(tmp_path, 
         paths = layers(task)
         with Sandbox(paths) as sb:
             assert "may not be empty" not in sb.exec("cat /testbed/src/flask/blueprints.py").output  # base's tree
-            where = sb.exec("cd / && /venv/bin/python -c 'import flask, werkzeug; print(flask.__file__, "
-                            "werkzeug.__version__)'").output.split()
+            where = sb.exec(
+                "cd / && /venv/bin/python -c 'import flask, werkzeug; print(flask.__file__, werkzeug.__version__)'"
+            ).output.split()
             assert where == ["/testbed/src/flask/__init__.py", "2.3.7"]  # installed at base; the recipe's pin
         junit = dataclasses.replace(task, grader="junit", log_parser="", test_cmd="/venv/bin/python -m pytest")
         empty = grade(junit, "", layers=paths, timeout=600)

@@ -38,8 +38,10 @@ from tests.pyenv_python import readable_python
 from tests.sdist_env import sdist
 
 VERIFIED = Path(os.environ.get("SWEBOX_VERIFIED_PARQUET", "/work/shared/data/swe-bench-verified.parquet"))
-ROWS = {"pytest-dev__pytest-5809": ("4.6.6", "4.6.5", "testing/test_pastebin.py"),
-        "pytest-dev__pytest-7571": ("6.0.1", "6.0.0", "testing/logging/test_fixture.py")}
+ROWS = {
+    "pytest-dev__pytest-5809": ("4.6.6", "4.6.5", "testing/test_pastebin.py"),
+    "pytest-dev__pytest-7571": ("6.0.1", "6.0.0", "testing/logging/test_fixture.py"),
+}
 """Row -> (the first release with its fix, whose sdist makes the mirror; the tag nearest its base commit; the
 test file SWE-bench's directives name)."""
 
@@ -84,8 +86,10 @@ def test_no_verified_gold_patch_of_pytest_loses_a_section_to_the_filter():
     for task in tasks:
         assert filter_diff(task.patch, protected_files(task), own_modules(task.repo)).dropped == [], task.instance_id
     # in any other repository a _pytest or pytest module still shadows the runner
-    shadow = ("diff --git a/src/_pytest/x.py b/src/_pytest/x.py\n--- a/src/_pytest/x.py\n+++ b/src/_pytest/x.py\n"
-              "@@ -1 +1 @@\n-a\n+b\n")
+    shadow = (
+        "diff --git a/src/_pytest/x.py b/src/_pytest/x.py\n--- a/src/_pytest/x.py\n+++ b/src/_pytest/x.py\n"
+        "@@ -1 +1 @@\n-a\n+b\n"
+    )
     assert filter_diff(shadow, (), own_modules("pallets/flask")).dropped[0][1].startswith("module name that shadows")
     assert filter_diff(shadow.replace("_pytest/x.py", "pytest.py"), (), own_modules("pytest-dev/pytest")).dropped == []
     assert filter_diff(shadow.replace("_pytest", "pluggy"), (), own_modules("pytest-dev/pytest")).dropped
@@ -124,9 +128,25 @@ def test_pytest_rows_grade_under_their_own_pytest(instance_id, tmp_path, monkeyp
     monkeypatch.delenv("SWEBOX_SWE_SPECS", raising=False)
     monkeypatch.setenv("SWEBOX_LAYER_CACHE", str(tmp_path / "node"))
     env = {**os.environ, "SWEBOX_LAYER_CACHE": str(tmp_path / "node"), "SWEBOX_PYTHONS": str(python39)}
-    built = subprocess.run([sys.executable, "-m", "swebox.scripts.cli", "cache", "--store", str(store), "build",
-                            "--tasks", str(rows), "--git-mirror", str(mirror)], capture_output=True, text=True,
-                           env=env, timeout=1800)
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "swebox.scripts.cli",
+            "cache",
+            "--store",
+            str(store),
+            "build",
+            "--tasks",
+            str(rows),
+            "--git-mirror",
+            str(mirror),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1800,
+    )
     assert built.returncode == 0, built.stdout + built.stderr
 
     (task,) = load(rows)
@@ -136,16 +156,21 @@ def test_pytest_rows_grade_under_their_own_pytest(instance_id, tmp_path, monkeyp
     try:
         paths = layers(task)
         with Sandbox(paths) as sb:
-            seen = sb.exec("cd /testbed && git tag --points-at HEAD && git rev-list --count HEAD && "
-                           "/venv/bin/python -c 'import pytest; print(pytest.__version__)'").output.split()
+            seen = sb.exec(
+                "cd /testbed && git tag --points-at HEAD && git rev-list --count HEAD && "
+                "/venv/bin/python -c 'import pytest; print(pytest.__version__)'"
+            ).output.split()
         # the release's tag on the one root commit, and the version the install derived from it
         assert seen == [tag, "1", tag], seen
         empty = grade(task, "", layers=paths, timeout=600)
         gold = grade(task, task.patch, layers=paths, timeout=600)
     finally:
         layers.close()
-    assert gold.log_status == "ok" and not gold.errors and not gold.tampered, (gold.errors, gold.tampered,
-                                                                                  gold.output_tail)
+    assert gold.log_status == "ok" and not gold.errors and not gold.tampered, (
+        gold.errors,
+        gold.tampered,
+        gold.output_tail,
+    )
     assert gold.resolved and {o.status for o in gold.tests.values()} == {"passed"}, (gold.tests, gold.output_tail)
     assert empty.log_status == "ok" and not empty.tampered and not empty.resolved, (empty.tampered, empty.output_tail)
     assert [empty.tests[t].status for t in task.FAIL_TO_PASS] == ["failed"]

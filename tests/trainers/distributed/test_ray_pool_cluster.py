@@ -55,12 +55,19 @@ class ScriptedWorker:
                 Path(marker).write_text("died")
                 os._exit(1)  # the node's actor is gone mid-step, as when a node leaves the cluster
             for g in range(group_size):
-                out.append({
-                    "task_id": task.instance_id, "group_id": f"{task.instance_id}#{g}", "node": self.node,
-                    "version": self.version, "weight_sum": self.weight_sum, "loads": self.loads,
-                    "cache_dir": self.cfg.env.cache_dir, "parallel": self.cfg.rollout.max_parallel_episodes,
-                    "store": os.environ.get("SWEBOX_LAYER_STORE", ""),
-                })
+                out.append(
+                    {
+                        "task_id": task.instance_id,
+                        "group_id": f"{task.instance_id}#{g}",
+                        "node": self.node,
+                        "version": self.version,
+                        "weight_sum": self.weight_sum,
+                        "loads": self.loads,
+                        "cache_dir": self.cfg.env.cache_dir,
+                        "parallel": self.cfg.rollout.max_parallel_episodes,
+                        "store": os.environ.get("SWEBOX_LAYER_STORE", ""),
+                    }
+                )
         return out
 
 

@@ -35,8 +35,11 @@ class GpuReportingWorker:
         pass
 
     def run(self, tasks: list[dict], group_size: int) -> list[dict]:
-        return [{"task_id": t.instance_id, "gpus": self.gpu_ids, "node": self.node}
-                for t in tasks for _ in range(group_size)]
+        return [
+            {"task_id": t.instance_id, "gpus": self.gpu_ids, "node": self.node}
+            for t in tasks
+            for _ in range(group_size)
+        ]
 
 
 def vllm_config(actors_per_node: int = 1) -> TrainConfig:

@@ -38,11 +38,22 @@ def calc_worker(cfg, layers: list[str]):
 def test_training_step_runs_episodes_on_both_nodes(calc_layer, tmp_path):
     from swebox.trainers.rl.trainer import Trainer
 
-    cfg = load_config(CONFIG, [
-        "total_steps=1", "rollout.tasks_per_step=2", "rollout.group_size=2", "rollout.max_parallel_episodes=2",
-        "generation.max_new_tokens=16", "env.max_turns=1", "ray.num_cpus=null", f"logging.run_dir={tmp_path}",
-        "logging.wandb=disabled", "logging.progress=false", "checkpoint.every_steps=0",
-    ])
+    cfg = load_config(
+        CONFIG,
+        [
+            "total_steps=1",
+            "rollout.tasks_per_step=2",
+            "rollout.group_size=2",
+            "rollout.max_parallel_episodes=2",
+            "generation.max_new_tokens=16",
+            "env.max_turns=1",
+            "ray.num_cpus=null",
+            f"logging.run_dir={tmp_path}",
+            "logging.wandb=disabled",
+            "logging.progress=false",
+            "checkpoint.every_steps=0",
+        ],
+    )
     tasks = [calc_task(instance_id=f"calc-add-{i}") for i in range(2)]
     with swebox_cluster(), contextlib.ExitStack() as cleanup:
         pool = RayWorkerPool(cfg, worker_factory=functools.partial(calc_worker, layers=[str(calc_layer)]))

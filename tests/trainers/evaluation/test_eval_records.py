@@ -84,14 +84,17 @@ def test_a_full_disk_leaves_only_whole_records_and_the_old_report(tmp_path):
     # a real short write: the kernel writes up to the file size limit, then fails (EFBIG), as ENOSPC does
     out, report = tmp_path / "out.jsonl", tmp_path / "out.md"
     report.write_text("old table\n")
-    proc = subprocess.run([sys.executable, "-c", FULL_DISK, str(out), str(report)], capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", FULL_DISK, str(out), str(report)], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     records = lines(out)
     assert 0 < len(records) < 100 and out.stat().st_size < 1000
     first, second = proc.stdout.splitlines()
-    assert first == (f"--out {out}: no space left (File too large) with {len(records)} of 100 records written "
-                     "(all whole); free space and rerun the same command: it resumes")
+    assert first == (
+        f"--out {out}: no space left (File too large) with {len(records)} of 100 records written "
+        "(all whole); free space and rerun the same command: it resumes"
+    )
     assert second == "report: File too large" and report.read_text() == "old table\n"
     assert sorted(os.listdir(tmp_path)) == ["out.jsonl", "out.md"]  # no temporary file left
 
@@ -143,13 +146,30 @@ def _wait_for(predicate, deadline_s: float, what: str) -> None:
 def test_ctrl_c_keeps_finished_records_and_a_rerun_resumes(shapes_env, tmp_path):
     dirs = shapes_files(shapes_env, tmp_path, 4)
     out = tmp_path / "eval" / "gold.jsonl"
-    cmd = [sys.executable, "-m", "swebox.scripts.cli", "eval", "--tasks", str(tmp_path / "tasks.jsonl"),
-           "--policy", "gold", "--layers", str(dirs), "--out", str(out), "--parallel", "1"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "swebox.scripts.cli",
+        "eval",
+        "--tasks",
+        str(tmp_path / "tasks.jsonl"),
+        "--policy",
+        "gold",
+        "--layers",
+        str(dirs),
+        "--out",
+        str(out),
+        "--parallel",
+        "1",
+    ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
     try:
-        _wait_for(lambda: out.exists() and out.read_text().count("\n") >= 1 or proc.poll() is not None, 300,
-                  "the first record")
+        _wait_for(
+            lambda: out.exists() and out.read_text().count("\n") >= 1 or proc.poll() is not None,
+            300,
+            "the first record",
+        )
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
     finally:
@@ -166,8 +186,9 @@ def test_ctrl_c_keeps_finished_records_and_a_rerun_resumes(shapes_env, tmp_path)
     done = {r["instance_id"] for r in records}
     rerun = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
     assert rerun.returncode == 0, rerun.stderr
-    assert (f"resuming: {len(done)} of 4 tasks already recorded in {out}; playing the other {4 - len(done)}"
-            in rerun.stdout), rerun.stdout
+    assert (
+        f"resuming: {len(done)} of 4 tasks already recorded in {out}; playing the other {4 - len(done)}" in rerun.stdout
+    ), rerun.stdout
     assert "resolved 4/4" in rerun.stdout
     final = lines(out)
     ids = [json.loads(line)["instance_id"] for line in (tmp_path / "tasks.jsonl").read_text().splitlines()]
@@ -177,14 +198,26 @@ def test_ctrl_c_keeps_finished_records_and_a_rerun_resumes(shapes_env, tmp_path)
     assert (out.parent / "gold.md").read_text().count("| yes |") == 4
 
     # a different policy into the same file is refused, not mixed in
-    other = subprocess.run([*cmd[:cmd.index("gold")], "empty", *cmd[cmd.index("gold") + 1:]], capture_output=True,
-                           text=True, env=env, cwd=REPO, timeout=120)
+    other = subprocess.run(
+        [*cmd[: cmd.index("gold")], "empty", *cmd[cmd.index("gold") + 1 :]],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=120,
+    )
     assert other.returncode == 1 and "Traceback" not in other.stderr
     assert f"--out {out}: holds records of --policy gold; found --policy empty" in other.stderr
     # the empty policy into its own file resolves none: the reward path both ways
     empty = tmp_path / "eval" / "empty.jsonl"
-    run = subprocess.run([*cmd[:cmd.index("gold")], "empty", *cmd[cmd.index("gold") + 1:-4], "--out", str(empty),
-                          "--parallel", "2"], capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+    run = subprocess.run(
+        [*cmd[: cmd.index("gold")], "empty", *cmd[cmd.index("gold") + 1 : -4], "--out", str(empty), "--parallel", "2"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=600,
+    )
     assert run.returncode == 0 and "resolved 0/4" in run.stdout, run.stderr
     assert [r["resolved"] for r in lines(empty)] == [False] * 4
 
@@ -216,7 +249,10 @@ def test_a_search_evaluation_resumes_too_and_refuses_another_search(calc_layer, 
     assert final[1]["total_s"] == first[0]["total_s"] and all(r["search"]["resolved_count"] == 2 for r in final)
     # another search kind (or a plain evaluation) into the same file is refused, the file untouched
     before = out.read_bytes()
-    with pytest.raises(SystemExit, match=r"holds records of --policy gold --samples 2; found --policy gold "
-                                         r"--best-of 2 --select visible_tests"):
+    with pytest.raises(
+        SystemExit,
+        match=r"holds records of --policy gold --samples 2; found --policy gold "
+        r"--best-of 2 --select visible_tests",
+    ):
         main(["eval", "--tasks", str(two), *search[:2], "--best-of", "2", *search[4:]])
     assert out.read_bytes() == before

@@ -30,13 +30,25 @@ from swebox.trainers.run.config import load_config
 
 from tests.trainers.shapes import BUGGY, ORDER, shapes_files
 
-TINY = ["model.hidden_size=32", "model.num_layers=1", "model.num_heads=2", "model.num_kv_heads=2",
-        "model.intermediate_size=64"]
-CHAT = [{"role": "system", "content": "s"}, {"role": "user", "content": "fix it"},
-        {"role": "assistant", "content": "ls"}, {"role": "user", "content": "a.py"},
-        {"role": "assistant", "content": "done"}, {"role": "user", "content": "unanswered"}]
-PATCH = ("diff --git a/pkg/ops.py b/pkg/ops.py\n--- a/pkg/ops.py\n+++ b/pkg/ops.py\n@@ -3,4 +3,4 @@ def f():\n"
-         " a\n-    return x - 1\n+    return x + 1\n b\n")
+TINY = [
+    "model.hidden_size=32",
+    "model.num_layers=1",
+    "model.num_heads=2",
+    "model.num_kv_heads=2",
+    "model.intermediate_size=64",
+]
+CHAT = [
+    {"role": "system", "content": "s"},
+    {"role": "user", "content": "fix it"},
+    {"role": "assistant", "content": "ls"},
+    {"role": "user", "content": "a.py"},
+    {"role": "assistant", "content": "done"},
+    {"role": "user", "content": "unanswered"},
+]
+PATCH = (
+    "diff --git a/pkg/ops.py b/pkg/ops.py\n--- a/pkg/ops.py\n+++ b/pkg/ops.py\n@@ -3,4 +3,4 @@ def f():\n"
+    " a\n-    return x - 1\n+    return x + 1\n b\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -46,13 +58,19 @@ def tok():
 
 def test_messages_become_the_rollout_layout(tok):
     t = trajectory_from_messages(tok, CHAT, "x")
-    assert tok.decode(t.prompt_ids) == "<|im_start|>system\ns<|im_end|>\n<|im_start|>user\nfix it<|im_end|>\n" \
-                                       "<|im_start|>assistant\n"
+    assert (
+        tok.decode(t.prompt_ids) == "<|im_start|>system\ns<|im_end|>\n<|im_start|>user\nfix it<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
     model = [i for i, m in zip(t.response_ids, t.loss_mask, strict=True) if m]
     other = [i for i, m in zip(t.response_ids, t.loss_mask, strict=True) if not m]
     # the model's tokens: each text and the end-of-turn token that ends it, exactly as sampled ids would be
-    assert model == [*tok.encode("ls", add_special_tokens=False), tok.eos_token_id,
-                     *tok.encode("done", add_special_tokens=False), tok.eos_token_id]
+    assert model == [
+        *tok.encode("ls", add_special_tokens=False),
+        tok.eos_token_id,
+        *tok.encode("done", add_special_tokens=False),
+        tok.eos_token_id,
+    ]
     assert other == observation_delta_ids(tok, "a.py", ended_turn=True)
     assert tok.decode(other) == "\n<|im_start|>user\na.py<|im_end|>\n<|im_start|>assistant\n"
     # the whole sequence is the chat template's rendering; the unanswered observation is left out
@@ -75,28 +93,40 @@ def test_messages_that_do_not_alternate_are_errors(tok):
 def test_rejection_sampling_keeps_resolved_records_and_says_what_it_left(tok, tmp_path):
     cfg = load_config(None, ["generation.max_context_tokens=64", "generation.max_new_tokens=16"])
     tokens = {"prompt_ids": [5, 6], "response_ids": [7, 8, 9], "loss_mask": [1, 0, 1]}
-    records = [{"instance_id": "a", "resolved": True, "reward": 1.0, "messages": CHAT},
-               {"instance_id": "b", "resolved": False, "reward": 0.0, "messages": CHAT},
-               {"instance_id": "c", "resolved": True, "reward": 1.0, **tokens},
-               {"instance_id": "d", "resolved": True, "reward": 1.0, "error": "sandbox died", **tokens},
-               {"instance_id": "e", "resolved": True, "reward": 1.0, "prompt_ids": list(range(60)),
-                "response_ids": [1] * 10, "loss_mask": [1] * 10}]
+    records = [
+        {"instance_id": "a", "resolved": True, "reward": 1.0, "messages": CHAT},
+        {"instance_id": "b", "resolved": False, "reward": 0.0, "messages": CHAT},
+        {"instance_id": "c", "resolved": True, "reward": 1.0, **tokens},
+        {"instance_id": "d", "resolved": True, "reward": 1.0, "error": "sandbox died", **tokens},
+        {
+            "instance_id": "e",
+            "resolved": True,
+            "reward": 1.0,
+            "prompt_ids": list(range(60)),
+            "response_ids": [1] * 10,
+            "loss_mask": [1] * 10,
+        },
+    ]
     path = tmp_path / "r.jsonl.gz"
     with gzip.open(path, "wt") as f:
         f.write("".join(json.dumps(r) + "\n" for r in records))
     kept, report = record_trajectories(read_records(path), tok, cfg)
     assert [t.task_id for t in kept] == ["a", "c"]
     assert kept[1].prompt_ids == [5, 6] and kept[1].loss_mask == [1, 0, 1]  # token records are used as they are
-    assert report.kept == 2 and report.dropped == {"not resolved": 1, "failed": 1,
-                                                   "longer than generation.max_context_tokens=64": 1}
+    assert report.kept == 2 and report.dropped == {
+        "not resolved": 1,
+        "failed": 1,
+        "longer than generation.max_context_tokens=64": 1,
+    }
     assert str(report).startswith("2 kept; left out: 1 not resolved (e.g. b)")
     with pytest.raises(ValueError, match="expected a 'resolved' field"):
         record_trajectories([{"instance_id": "x", "messages": CHAT}], tok, cfg)
     with pytest.raises(ValueError, match="expected the episode as 'messages', as 'prompt' and 'turns', or as"):
         record_trajectories([{"instance_id": "x", "resolved": True, "reward": 1.0}], tok, cfg)
     with pytest.raises(ValueError, match="expected token ids of this tokenizer"):
-        record_trajectories([{"resolved": True, "prompt_ids": [10**6], "response_ids": [1], "loss_mask": [1]}],
-                            tok, cfg)
+        record_trajectories(
+            [{"resolved": True, "prompt_ids": [10**6], "response_ids": [1], "loss_mask": [1]}], tok, cfg
+        )
     (tmp_path / "bad.jsonl").write_text('{"resolved": true}\nnot json\n')
     with pytest.raises(ValueError, match=r"bad.jsonl:2: expected one JSON object per line"):
         read_records(tmp_path / "bad.jsonl")
@@ -105,15 +135,20 @@ def test_rejection_sampling_keeps_resolved_records_and_says_what_it_left(tok, tm
 
 
 def test_expert_replies_inspect_apply_test_submit_in_every_action_style():
-    task = Task(instance_id="t", patch=PATCH, FAIL_TO_PASS=["tests/test_ops.py::test_f[a b]"],
-                PASS_TO_PASS=["tests/test_ops.py::test_g"])
+    task = Task(
+        instance_id="t",
+        patch=PATCH,
+        FAIL_TO_PASS=["tests/test_ops.py::test_f[a b]"],
+        PASS_TO_PASS=["tests/test_ops.py::test_g"],
+    )
     inspect, apply, test, submit = expert_replies(task)
     assert inspect == "```bash\ncd /testbed && sed -n '3,6p' pkg/ops.py\n```"  # the first hunk's old lines
     assert "git apply /tmp/gold.diff" in apply and PATCH in apply
     short = expert_replies(task, minimal_patch=True)[1]
     assert "git apply --unidiff-zero /tmp/gold.diff" in short and zero_context(PATCH) in short
-    assert zero_context(PATCH) == "--- a/pkg/ops.py\n+++ b/pkg/ops.py\n@@ -4 +4 @@\n-    return x - 1\n" \
-                                  "+    return x + 1\n"
+    assert (
+        zero_context(PATCH) == "--- a/pkg/ops.py\n+++ b/pkg/ops.py\n@@ -4 +4 @@\n-    return x - 1\n+    return x + 1\n"
+    )
     assert test == "```bash\ncd /testbed && /venv/bin/python -m pytest -q 'tests/test_ops.py::test_f[a b]'\n```"
     assert "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT" in submit
     assert len(expert_replies(dataclasses.replace(task, hidden_tests=True))) == 3  # no tests to run in the sandbox
@@ -125,8 +160,9 @@ def test_expert_replies_inspect_apply_test_submit_in_every_action_style():
 
 
 def _git(repo, *args: str, stdin: str | None = None) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], input=stdin, capture_output=True, text=True,
-                          check=True).stdout
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], input=stdin, capture_output=True, text=True, check=True
+    ).stdout
 
 
 @pytest.mark.parametrize("change", ["replace", "insert_and_delete", "at_the_ends", "two_files"])
@@ -211,8 +247,14 @@ def test_sft_stops_at_the_sequence_prob_it_was_asked_for(tok, tmp_path):
     from swebox.trainers.finetune.sft import run_sft
 
     trajs = [trajectory_from_messages(tok, CHAT[:3], "a"), trajectory_from_messages(tok, CHAT[:3], "b")]
-    base = [*TINY, "logging.wandb=disabled", "logging.progress=false", "sft.lr=1e-2", "sft.epochs=300",
-            "sft.batch_size=1"]
+    base = [
+        *TINY,
+        "logging.wandb=disabled",
+        "logging.progress=false",
+        "sft.lr=1e-2",
+        "sft.epochs=300",
+        "sft.batch_size=1",
+    ]
     cfg = load_config(None, [*base, f"logging.run_dir={tmp_path / 'stop'}", "sft.stop_at_sequence_prob=0.5"])
     result = run_sft(cfg, trajectories=trajs, echo=lambda *_: None)
     probs = [r["sft/sequence_prob"] for r in result.records]
@@ -231,8 +273,17 @@ def test_tasks_whose_expert_turn_passes_the_sampling_budget_are_named(tok, tmp_p
 
     short, long = trajectory_from_messages(tok, CHAT[:3], "short"), trajectory_from_messages(tok, CHAT[:3], "long")
     short.turns, long.turns = [{"tokens": 10}, {"tokens": 16}], [{"tokens": 10}, {"tokens": 17}]
-    cfg = load_config(None, [*TINY, "logging.wandb=disabled", "logging.progress=false", "sft.epochs=1",
-                             f"logging.run_dir={tmp_path / 'sft'}", "generation.max_new_tokens=16"])
+    cfg = load_config(
+        None,
+        [
+            *TINY,
+            "logging.wandb=disabled",
+            "logging.progress=false",
+            "sft.epochs=1",
+            f"logging.run_dir={tmp_path / 'sft'}",
+            "generation.max_new_tokens=16",
+        ],
+    )
     result = run_sft(cfg, trajectories=[short, long], echo=lambda *_: None)
     assert result.task_ids == ["short", "long"] and result.long_turn_ids == ["long"]
 
@@ -250,10 +301,22 @@ def test_sft_on_gold_episodes_and_on_eval_records(shapes_env, tmp_path):
     name = next(iter(BUGGY))
     wrong = dataclasses.replace(tasks[0], instance_id="shapes-wrong", patch=candidates[name][(ORDER[0][0] + 1) % 4])
     chosen = [tasks[0], tasks[1], wrong]
-    cfg = load_config("configs/grpo_tiny_cpu.yaml", [
-        *TINY, f"logging.run_dir={tmp_path / 'sft'}", "logging.wandb=disabled", "generation.max_new_tokens=512",
-        "generation.max_context_tokens=2048", "env.max_turns=5", "sft.epochs=5", "sft.batch_size=2",
-        "optim.lr=1e-2", "optim.micro_batch_size=2", "checkpoint.every_steps=0"])
+    cfg = load_config(
+        "configs/grpo_tiny_cpu.yaml",
+        [
+            *TINY,
+            f"logging.run_dir={tmp_path / 'sft'}",
+            "logging.wandb=disabled",
+            "generation.max_new_tokens=512",
+            "generation.max_context_tokens=2048",
+            "env.max_turns=5",
+            "sft.epochs=5",
+            "sft.batch_size=2",
+            "optim.lr=1e-2",
+            "optim.micro_batch_size=2",
+            "checkpoint.every_steps=0",
+        ],
+    )
     factory = swe_episode_factory(cfg, layers=[layer.path])
     result = run_sft(cfg, tasks=chosen, episode_factory=factory, echo=lambda *_: None)
     # by real grading: the two gold episodes resolve (inspect, apply, test, submit), the wrong patch does not
@@ -271,7 +334,8 @@ def test_sft_on_gold_episodes_and_on_eval_records(shapes_env, tmp_path):
     again = build_tokenizer(start.model)
     assert again.encode("git apply") == build_builtin_tokenizer().encode("git apply")
     assert again.apply_chat_template(CHAT[:2], tokenize=False) == build_builtin_tokenizer().apply_chat_template(
-        CHAT[:2], tokenize=False)
+        CHAT[:2], tokenize=False
+    )
 
 
 @pytest.mark.e2e
@@ -283,17 +347,47 @@ def test_swebox_sft_on_eval_records_keeps_the_resolved(shapes_env, tmp_path, cap
 
     dirs = shapes_files(shapes_env, tmp_path, 2)
     for policy in ("gold", "empty"):
-        assert main(["eval", "--tasks", str(tmp_path / "tasks.jsonl"), "--policy", policy, "--layers", str(dirs),
-                     "--out", str(tmp_path / f"{policy}.jsonl")]) == 0
+        assert (
+            main(
+                [
+                    "eval",
+                    "--tasks",
+                    str(tmp_path / "tasks.jsonl"),
+                    "--policy",
+                    policy,
+                    "--layers",
+                    str(dirs),
+                    "--out",
+                    str(tmp_path / f"{policy}.jsonl"),
+                ]
+            )
+            == 0
+        )
     lines = [line for p in ("gold", "empty") for line in (tmp_path / f"{p}.jsonl").read_text().splitlines()]
     records = [json.loads(line) for line in lines]
     assert [r["resolved"] for r in records] == [True, True, False, False]
     assert [m["role"] for m in records[0]["messages"]][-3:] == ["assistant", "user", "assistant"]
     (tmp_path / "all.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     capsys.readouterr()
-    assert main(["sft", "--config", "configs/grpo_tiny_cpu.yaml", "--data", str(tmp_path / "all.jsonl"), *TINY,
-                 f"logging.run_dir={tmp_path / 'sft'}", "logging.wandb=disabled", "sft.epochs=2",
-                 "sft.batch_size=2", "generation.max_context_tokens=2048", "checkpoint.every_steps=0"]) == 0
+    assert (
+        main(
+            [
+                "sft",
+                "--config",
+                "configs/grpo_tiny_cpu.yaml",
+                "--data",
+                str(tmp_path / "all.jsonl"),
+                *TINY,
+                f"logging.run_dir={tmp_path / 'sft'}",
+                "logging.wandb=disabled",
+                "sft.epochs=2",
+                "sft.batch_size=2",
+                "generation.max_context_tokens=2048",
+                "checkpoint.every_steps=0",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "2 kept; left out: 2 not resolved" in printed and "sft: 2 steps on 2 trajectories" in printed, printed
     assert [r["step"] for r in read_metrics(tmp_path / "sft")] == [1, 2]
@@ -301,13 +395,28 @@ def test_swebox_sft_on_eval_records_keeps_the_resolved(shapes_env, tmp_path, cap
 
     # the same command again: the run folder holds a run; one line, nothing in it touched
     stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "sft").rglob("*")}
-    assert main(["sft", "--config", "configs/grpo_tiny_cpu.yaml", "--data", str(tmp_path / "all.jsonl"), *TINY,
-                 f"logging.run_dir={tmp_path / 'sft'}", "logging.wandb=disabled"]) == 2
+    assert (
+        main(
+            [
+                "sft",
+                "--config",
+                "configs/grpo_tiny_cpu.yaml",
+                "--data",
+                str(tmp_path / "all.jsonl"),
+                *TINY,
+                f"logging.run_dir={tmp_path / 'sft'}",
+                "logging.wandb=disabled",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in err, err
-    assert (f"logging.run_dir={tmp_path / 'sft'}: expected a new or empty run folder; found an earlier run "
-            "(metrics.jsonl up to step 2, checkpoint ") in lines[0] and "policy/). Start a new run with " in lines[0]
+    assert (
+        f"logging.run_dir={tmp_path / 'sft'}: expected a new or empty run folder; found an earlier run "
+        "(metrics.jsonl up to step 2, checkpoint "
+    ) in lines[0] and "policy/). Start a new run with " in lines[0]
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "sft").rglob("*")} == stamps
 
 
@@ -331,8 +440,18 @@ def test_the_readmes_sft_command_on_the_tiny_config_keeps_the_patch_turn_whole(t
     wrong = calc_task(instance_id="calc-wrong", patch=GOLD.replace("+    return a + b", "+    return a * b"))
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("".join(json.dumps(t.to_dict()) + "\n" for t in (calc_task(), wrong)))
-    command = ["sft", "--config", "configs/grpo_tiny_cpu.yaml", "--data", "gold", "--tasks", str(tasks),
-               f"env.layer_store={store.root}", f"env.cache_dir={tmp_path / 'node'}", "logging.wandb=disabled"]
+    command = [
+        "sft",
+        "--config",
+        "configs/grpo_tiny_cpu.yaml",
+        "--data",
+        "gold",
+        "--tasks",
+        str(tasks),
+        f"env.layer_store={store.root}",
+        f"env.cache_dir={tmp_path / 'node'}",
+        "logging.wandb=disabled",
+    ]
     assert main([*command, f"logging.run_dir={tmp_path / 'sft'}"]) == 0
     out = capsys.readouterr().out
     assert "sft data (gold): 1 kept; left out: 1 not resolved (e.g. calc-wrong)" in out, out
@@ -351,8 +470,17 @@ def test_the_readmes_sft_command_on_the_tiny_config_keeps_the_patch_turn_whole(t
     with group(calc_task(), 1, layers=[calc_layer], config=cfg.env.episode()) as g:
         prompt = len(prompt_ids(build_tokenizer(cfg.model), g[0].reset()))
     context = prompt + 20
-    assert main([*command, f"logging.run_dir={tmp_path / 'small'}", f"generation.max_context_tokens={context}",
-                 "generation.max_new_tokens=16"]) == 2
+    assert (
+        main(
+            [
+                *command,
+                f"logging.run_dir={tmp_path / 'small'}",
+                f"generation.max_context_tokens={context}",
+                "generation.max_new_tokens=16",
+            ]
+        )
+        == 2
+    )
     captured = capsys.readouterr()
     lines = [line for line in captured.err.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in captured.err, captured.err

@@ -29,32 +29,47 @@ TOK = build_builtin_tokenizer()
 
 def gen_config(**generation) -> TrainConfig:
     """A tiny random policy decoding greedily (temperature 0), so the same weights give the same tokens."""
-    return load_config(None, [
-        "generation.temperature=0", "generation.max_new_tokens=24", "generation.max_context_tokens=256",
-        "model.max_position_embeddings=256", "generation.server_num_cpus=0.5", "ray.actor_num_cpus=0.5",
-        *[f"generation.{k}={v}" for k, v in generation.items()],
-    ])
+    return load_config(
+        None,
+        [
+            "generation.temperature=0",
+            "generation.max_new_tokens=24",
+            "generation.max_context_tokens=256",
+            "model.max_position_embeddings=256",
+            "generation.server_num_cpus=0.5",
+            "ray.actor_num_cpus=0.5",
+            *[f"generation.{k}={v}" for k, v in generation.items()],
+        ],
+    )
 
 
 # ------------------------------------------------------------------------------------------------ config
 
 
-@pytest.mark.parametrize(("overrides", "message"), [
-    (["generation.placement=servers"], r"generation\.placement"),
-    (["generation.num_servers=0"], r"generation\.num_servers: expected >= 1; found 0"),
-    (["generation.server_num_gpus=-1"], r"generation\.server_num_gpus: expected >= 0; found -1"),
-    (["generation.server_num_cpus=-0.5"], r"generation\.server_num_cpus: expected >= 0; found -0\.5"),
-    (["generation.placement=server", "generation.backend=vllm", "generation.server_num_gpus=1"],
-     r"server_num_gpus: expected 0 with backend 'vllm'.*vllm_tensor_parallel_size"),
-])
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["generation.placement=servers"], r"generation\.placement"),
+        (["generation.num_servers=0"], r"generation\.num_servers: expected >= 1; found 0"),
+        (["generation.server_num_gpus=-1"], r"generation\.server_num_gpus: expected >= 0; found -1"),
+        (["generation.server_num_cpus=-0.5"], r"generation\.server_num_cpus: expected >= 0; found -0\.5"),
+        (
+            ["generation.placement=server", "generation.backend=vllm", "generation.server_num_gpus=1"],
+            r"server_num_gpus: expected 0 with backend 'vllm'.*vllm_tensor_parallel_size",
+        ),
+    ],
+)
 def test_bad_server_settings_are_clear_errors(overrides, message):
     with pytest.raises(ConfigError, match=message):
         load_config(None, overrides)
 
 
 def test_openai_backend_cannot_be_served():
-    with pytest.raises(ConfigError, match=r"generation\.placement: expected 'actor' with backend 'openai'; "
-                                          r"found 'server'; an OpenAI-compatible server is already a server"):
+    with pytest.raises(
+        ConfigError,
+        match=r"generation\.placement: expected 'actor' with backend 'openai'; "
+        r"found 'server'; an OpenAI-compatible server is already a server",
+    ):
         GenerationConfig(backend="openai", openai_base_url="http://127.0.0.1:1/v1", placement="server")
     with pytest.raises(ConfigError, match="expected one of"):
         GenerationConfig(placement="everywhere")  # direct use, not through YAML, is checked too
@@ -89,11 +104,17 @@ def test_place_servers_round_robin_within_each_nodes_gpus():
 
 
 def test_place_servers_errors_say_what_is_missing():
-    with pytest.raises(gen_server.ServerPlacementError, match=r"expected a swebox node with 2 GPU\(s\) for a "
-                       r"generation server; found none .*--num-gpus N.*server_num_gpus"):
+    with pytest.raises(
+        gen_server.ServerPlacementError,
+        match=r"expected a swebox node with 2 GPU\(s\) for a "
+        r"generation server; found none .*--num-gpus N.*server_num_gpus",
+    ):
         gen_server.place_servers([("aaaaaaaaaa", 0.0), ("bbbbbbbbbb", 1.0)], 2.0, 1, "generation.server_num_gpus")
-    with pytest.raises(gen_server.ServerPlacementError, match=r"room for 3 generation server\(s\) of 1 GPU\(s\) "
-                       r"each.*found room for 2.*generation\.num_servers"):
+    with pytest.raises(
+        gen_server.ServerPlacementError,
+        match=r"room for 3 generation server\(s\) of 1 GPU\(s\) "
+        r"each.*found room for 2.*generation\.num_servers",
+    ):
         gen_server.place_servers([("a", 1.0), ("b", 1.0)], 1.0, 3)
 
 
@@ -101,8 +122,12 @@ def test_merge_server_stats_by_hand():
     a = {"requests": 3, "prompts": 4, "batches": 2, "batch_max": 3, "queue_s": 1.0, "busy_s": 2.0}
     b = {"requests": 1, "prompts": 1, "batches": 1, "batch_max": 1, "queue_s": 0.5, "busy_s": 0.25}
     assert gen_server.merge_server_stats([a, b]) == {
-        "gen/server_requests": 4.0, "gen/server_batches": 3.0, "gen/server_batch_mean": 5 / 3,
-        "gen/server_batch_max": 3.0, "gen/server_queue_s": 1.5 / 5, "gen/server_busy_s": 2.25,
+        "gen/server_requests": 4.0,
+        "gen/server_batches": 3.0,
+        "gen/server_batch_mean": 5 / 3,
+        "gen/server_batch_max": 3.0,
+        "gen/server_queue_s": 1.5 / 5,
+        "gen/server_busy_s": 2.25,
     }
     assert gen_server.merge_server_stats([gen_server.ServerStats().__dict__])["gen/server_batch_mean"] == 0.0
     assert set(gen_server.merge_server_stats([]).values()) == {0.0}  # no servers, or an idle step: zeros, no division
@@ -191,8 +216,9 @@ def test_served_rollout_worker_plays_episodes_through_the_server(served):
     cfg, server, _direct = served
     client = gen_server.ServerClient(server)
     two_turns = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, max_turns=2))
-    worker = gen_server.ServedRolloutWorker(two_turns, client, episode_factory=lambda task, n: [
-        ScriptedEpisode(turns=2) for _ in range(n)])
+    worker = gen_server.ServedRolloutWorker(
+        two_turns, client, episode_factory=lambda task, n: [ScriptedEpisode(turns=2) for _ in range(n)]
+    )
     assert worker.model is None  # no policy copy on a rollout node
     out = worker.run([stub_task("t0")], group_size=3)
     assert [t.task_id for t in out] == ["t0"] * 3
@@ -205,8 +231,11 @@ def test_served_rollout_worker_plays_episodes_through_the_server(served):
 def test_no_node_with_the_servers_gpus_is_a_clear_error(cluster):
     cpus = ray.available_resources().get("CPU")
     cfg = gen_config(backend="vllm", placement="server")
-    with pytest.raises(RayPoolError, match=r"expected a swebox node with 1 GPU\(s\) for a generation server; "
-                                           r"found none .*vllm_tensor_parallel_size"):
+    with pytest.raises(
+        RayPoolError,
+        match=r"expected a swebox node with 1 GPU\(s\) for a generation server; "
+        r"found none .*vllm_tensor_parallel_size",
+    ):
         RayWorkerPool(cfg)
     cfg = gen_config(placement="server", server_num_gpus=1)
     with pytest.raises(RayPoolError, match=r"with 1 GPU\(s\) for a generation server.*server_num_gpus"):
@@ -258,8 +287,7 @@ def test_served_pool_syncs_the_servers_and_refuses_mixed_versions(served):
         weights = direct.model.state_dict()
         pool.set_weights(weights, 5)  # to the server (the probe workers have no set_weights at all)
         assert ray.get(server.weights_version.remote()) == 5
-        assert pool.run_groups([stub_task("a"), stub_task("b")], 1) == [
-            {"task_id": "a"}, {"task_id": "b"}]
+        assert pool.run_groups([stub_task("a"), stub_task("b")], 1) == [{"task_id": "a"}, {"task_id": "b"}]
         metrics = pool.step_metrics()
         assert (metrics["gen/server_requests"], metrics["gen/server_batch_max"]) == (2.0, 1.0)
         assert pool.step_metrics()["gen/server_requests"] == 0.0  # counted per step

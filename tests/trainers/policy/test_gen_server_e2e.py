@@ -42,16 +42,29 @@ def served_calc_worker(cfg, backend, layers: list[str]):
 def test_training_step_generates_through_one_server_for_both_nodes(calc_layer, tmp_path):
     from swebox.trainers.rl.trainer import Trainer
 
-    cfg = load_config(CONFIG, [
-        "total_steps=1", "rollout.tasks_per_step=2", "rollout.group_size=2", "rollout.max_parallel_episodes=2",
-        "generation.max_new_tokens=16", "env.max_turns=2", "ray.num_cpus=null", f"logging.run_dir={tmp_path}",
-        "logging.wandb=disabled", "logging.progress=false", "checkpoint.every_steps=0",
-        "generation.placement=server", "generation.num_servers=1", "generation.server_num_cpus=0.5",
-        "ray.actor_num_cpus=0.5",  # the head (1 CPU) hosts the server and a rollout actor
-        # decoupled weight decay moves every weight even when all rewards are equal (a random policy's usually
-        # are, so the advantages and gradients are 0): the synced weights then differ from the first ones
-        "optim.weight_decay=0.5",
-    ])
+    cfg = load_config(
+        CONFIG,
+        [
+            "total_steps=1",
+            "rollout.tasks_per_step=2",
+            "rollout.group_size=2",
+            "rollout.max_parallel_episodes=2",
+            "generation.max_new_tokens=16",
+            "env.max_turns=2",
+            "ray.num_cpus=null",
+            f"logging.run_dir={tmp_path}",
+            "logging.wandb=disabled",
+            "logging.progress=false",
+            "checkpoint.every_steps=0",
+            "generation.placement=server",
+            "generation.num_servers=1",
+            "generation.server_num_cpus=0.5",
+            "ray.actor_num_cpus=0.5",  # the head (1 CPU) hosts the server and a rollout actor
+            # decoupled weight decay moves every weight even when all rewards are equal (a random policy's usually
+            # are, so the advantages and gradients are 0): the synced weights then differ from the first ones
+            "optim.weight_decay=0.5",
+        ],
+    )
     tasks = [calc_task(instance_id=f"calc-add-{i}") for i in range(2)]
     with swebox_cluster(), contextlib.ExitStack() as cleanup:
         pool = RayWorkerPool(cfg, worker_factory=functools.partial(served_calc_worker, layers=[str(calc_layer)]))

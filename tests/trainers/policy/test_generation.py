@@ -199,8 +199,11 @@ class _Server(BaseHTTPRequestHandler):
             self.wfile.write(data)
             return
         if self.path.endswith("/chat/completions"):
-            reply = {"choices": [{"message": {"content": "echo " + body["messages"][-1]["content"]},
-                                  "finish_reason": "stop"}]}
+            reply = {
+                "choices": [
+                    {"message": {"content": "echo " + body["messages"][-1]["content"]}, "finish_reason": "stop"}
+                ]
+            }
         else:
             reply = {"choices": [{"text": "ab", "finish_reason": "length", "logprobs": {"token_logprobs": [-0.5]}}]}
         data = json.dumps(reply).encode()
@@ -220,8 +223,14 @@ def test_openai_backend_against_a_local_server(monkeypatch):
     thread.start()
     try:
         monkeypatch.setenv("TEST_KEY", "sk-test")
-        cfg = GenerationConfig(backend="openai", openai_base_url=f"http://127.0.0.1:{server.server_port}/v1",
-                               openai_model="m", openai_api_key_env="TEST_KEY", max_new_tokens=7, max_context_tokens=64)
+        cfg = GenerationConfig(
+            backend="openai",
+            openai_base_url=f"http://127.0.0.1:{server.server_port}/v1",
+            openai_model="m",
+            openai_api_key_env="TEST_KEY",
+            max_new_tokens=7,
+            max_context_tokens=64,
+        )
         tok = build_builtin_tokenizer()
         backend = make_backend(cfg, tokenizer=tok)
         assert isinstance(backend, OpenAIBackend)

@@ -22,10 +22,14 @@ def test_builtin_tokenizer_round_trips_any_text_and_has_chatml():
 
 
 def test_builtin_tokenizer_is_the_same_in_every_process():
-    code = ("from swebox.trainers.policy.models import build_builtin_tokenizer as b; import hashlib; "
-            "print(hashlib.sha256(b().backend_tokenizer.to_str().encode()).hexdigest())")
-    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-            for _ in range(2)}
+    code = (
+        "from swebox.trainers.policy.models import build_builtin_tokenizer as b; import hashlib; "
+        "print(hashlib.sha256(b().backend_tokenizer.to_str().encode()).hexdigest())"
+    )
+    outs = {
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+        for _ in range(2)
+    }
     assert len(outs) == 1
 
 
@@ -58,7 +62,11 @@ def test_a_saved_policy_loads_the_builtin_tokenizer_it_was_trained_with(tmp_path
     loaded = build_tokenizer(ModelConfig(init="pretrained", path=str(tmp_path)))
     chat = [{"role": "user", "content": "The other 191 tests I ran still pass: sed -n '91,97p' core.py"}]
     assert loaded.apply_chat_template(chat, add_generation_prompt=True) == tok.apply_chat_template(
-        chat, add_generation_prompt=True)
+        chat, add_generation_prompt=True
+    )
     assert loaded.encode("x = 12345\n", add_special_tokens=False) == tok.encode("x = 12345\n", add_special_tokens=False)
-    assert (loaded.eos_token_id, loaded.pad_token_id, loaded.padding_side) == (tok.eos_token_id, tok.pad_token_id,
-                                                                               "left")
+    assert (loaded.eos_token_id, loaded.pad_token_id, loaded.padding_side) == (
+        tok.eos_token_id,
+        tok.pad_token_id,
+        "left",
+    )

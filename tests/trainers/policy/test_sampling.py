@@ -21,11 +21,19 @@ from swebox.trainers.run.config import GenerationConfig, ModelConfig
 def test_sample_seed_is_stable_across_processes_and_tells_its_parts_apart():
     # BLAKE2b-64 of "0\x1f3\x1fcalc-add\x1f0\x1f1", shifted right by one bit: the same in every process
     # (str hashes are not: PYTHONHASHSEED), checked in a child with another hash seed
-    assert sample_seed(0, 3, "calc-add", 0, 1) == 0x2e3aa207ee179fc6
-    child = subprocess.run([sys.executable, "-c", "from swebox.trainers.policy.sampling import sample_seed; "
-                            "print(sample_seed(0, 3, 'calc-add', 0, 1))"], capture_output=True, text=True,
-                           env={**os.environ, "PYTHONHASHSEED": "123"}, check=True)
-    assert int(child.stdout) == 0x2e3aa207ee179fc6
+    assert sample_seed(0, 3, "calc-add", 0, 1) == 0x2E3AA207EE179FC6
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from swebox.trainers.policy.sampling import sample_seed; print(sample_seed(0, 3, 'calc-add', 0, 1))",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONHASHSEED": "123"},
+        check=True,
+    )
+    assert int(child.stdout) == 0x2E3AA207EE179FC6
     seeds = {sample_seed(0, v, t, o, i) for v in range(3) for t in ("a", "b") for o in range(2) for i in range(4)}
     assert len(seeds) == 3 * 2 * 2 * 4 and all(0 <= s < 2**63 for s in seeds)
     assert sample_seed(1, 2) != sample_seed(12) and sample_seed("1", 2) == sample_seed(1, 2)

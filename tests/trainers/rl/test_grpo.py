@@ -42,9 +42,7 @@ def test_dr_grpo_advantages_only_subtract_the_mean():
 
 def test_invalid_trajectories_neither_move_the_baseline_nor_get_advantage():
     # valid rewards [1, 0]: mean 0.5, std sqrt(0.5 / 1); the errored trajectory's reward 5 is ignored
-    adv = grpo.group_advantages(
-        t(1, 0, 5), t(0, 0, 0, dtype=torch.long), valid=t(1, 1, 0, dtype=torch.bool), eps=0.0
-    )
+    adv = grpo.group_advantages(t(1, 0, 5), t(0, 0, 0, dtype=torch.long), valid=t(1, 1, 0, dtype=torch.bool), eps=0.0)
     close(adv, [0.5 / math.sqrt(0.5), -0.5 / math.sqrt(0.5), 0.0])
 
 

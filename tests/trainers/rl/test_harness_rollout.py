@@ -53,8 +53,15 @@ def test_calls_that_extend_each_other_merge_into_one_sequence_with_the_sampled_i
     first = call(model, 0, [SYSTEM, TASK])
     second_messages = [SYSTEM, TASK, {"role": "assistant", "content": "ls"}, {"role": "user", "content": "a.py"}]
     second = call(model, 1, second_messages)
-    third = call(model, 2, [*second_messages, {"role": "assistant", "content": "cat a.py"},
-                            {"role": "user", "content": "def add(a, b): return a - b"}])
+    third = call(
+        model,
+        2,
+        [
+            *second_messages,
+            {"role": "assistant", "content": "cat a.py"},
+            {"role": "user", "content": "def add(a, b): return a - b"},
+        ],
+    )
     traj, unmerged = trajectory_of([first, second, third], TOK, "t", "g")
     assert unmerged == 0 and traj.num_turns == 3
     assert traj.prompt_ids == first.completion.prompt_ids
@@ -68,8 +75,9 @@ def test_calls_that_extend_each_other_merge_into_one_sequence_with_the_sampled_i
 def test_a_call_that_rewrites_history_ends_the_chain_and_is_counted():
     model = PolicyModel(Fixed("ls", "cat a.py"), TOK, 32, 4096)
     first = call(model, 0, [SYSTEM, TASK])
-    rewritten = call(model, 1, [SYSTEM, TASK, {"role": "assistant", "content": "(summarised)"},
-                                {"role": "user", "content": "go on"}])
+    rewritten = call(
+        model, 1, [SYSTEM, TASK, {"role": "assistant", "content": "(summarised)"}, {"role": "user", "content": "go on"}]
+    )
     refused = CallRecord(2, [SYSTEM], None, 0.0, 0.0, "limit_exceeded: calls")
     traj, unmerged = trajectory_of([first, rewritten, refused], TOK, "t", "g")
     assert unmerged == 1 and traj.num_turns == 1 and sum(traj.loss_mask) == len(first.completion.token_ids)
@@ -89,6 +97,7 @@ def test_scripted_records_hold_ids_that_decode_to_the_replies():
 
 
 # ------------------------------------------------------------------------- a real GRPO step, tiny agent
+
 
 class GoldOrGiveUp:
     """Even-numbered episodes of a group fix the bug, odd ones give up: the group's rewards differ."""
@@ -125,13 +134,24 @@ def test_a_grpo_step_on_harness_episodes(tmp_path: Path, calc_layer, tiny_agent_
 
     tasks = tmp_path / "tasks.jsonl"
     save_jsonl([calc_task()], tasks)
-    cfg = load_config(None, [*SMALL, f"logging.run_dir={tmp_path / 'run'}", f"env.tasks={tasks}",
-                             "rollout.tasks_per_step=1", "rollout.group_size=2", "rollout.max_parallel_episodes=1",
-                             f"env.harness=command:python3 {tiny_agent_install}/tiny_agent.py",
-                             f"env.harness_install={tiny_agent_install}", "env.harness_max_calls=4"])
+    cfg = load_config(
+        None,
+        [
+            *SMALL,
+            f"logging.run_dir={tmp_path / 'run'}",
+            f"env.tasks={tasks}",
+            "rollout.tasks_per_step=1",
+            "rollout.group_size=2",
+            "rollout.max_parallel_episodes=1",
+            f"env.harness=command:python3 {tiny_agent_install}/tiny_agent.py",
+            f"env.harness_install={tiny_agent_install}",
+            "env.harness_max_calls=4",
+        ],
+    )
     tokenizer = build_tokenizer(cfg.model)
-    pool = LocalWorkerPool(cfg, swe_episode_factory(cfg, layers=[calc_layer]),
-                           model=build_model(cfg.model, tokenizer), tokenizer=tokenizer)
+    pool = LocalWorkerPool(
+        cfg, swe_episode_factory(cfg, layers=[calc_layer]), model=build_model(cfg.model, tokenizer), tokenizer=tokenizer
+    )
     backend = GoldOrGiveUp()
     pool.worker.backend = backend
     trainer = Trainer(cfg, pool, echo=lambda *_: None)
@@ -145,8 +165,9 @@ def test_a_grpo_step_on_harness_episodes(tmp_path: Path, calc_layer, tiny_agent_
     assert metrics["policy/grad_norm"] > 0  # the update ran on the merged sequences
 
 
-def test_swebox_eval_with_a_harness_pays_gold_and_not_giveup_and_sft_keeps_the_resolved(shapes_env, tmp_path,
-                                                                                          capsys, tiny_agent_install):
+def test_swebox_eval_with_a_harness_pays_gold_and_not_giveup_and_sft_keeps_the_resolved(
+    shapes_env, tmp_path, capsys, tiny_agent_install
+):
     import argparse
     import json
 
@@ -160,12 +181,28 @@ def test_swebox_eval_with_a_harness_pays_gold_and_not_giveup_and_sft_keeps_the_r
     parser = argparse.ArgumentParser(prog="swebox")
     add_arguments(parser.add_subparsers(dest="command"))
     dirs = shapes_files(shapes_env, tmp_path, 2)
-    harness = ["--harness", f"command:python3 {tiny_agent_install}/tiny_agent.py", "--harness-install",
-               tiny_agent_install]
+    harness = [
+        "--harness",
+        f"command:python3 {tiny_agent_install}/tiny_agent.py",
+        "--harness-install",
+        tiny_agent_install,
+    ]
     for policy, expected in (("gold", "resolved 2/2"), ("giveup", "resolved 0/2")):
         out = tmp_path / f"{policy}.jsonl"
-        args = parser.parse_args(["eval", "--tasks", str(tmp_path / "tasks.jsonl"), "--policy", policy, "--layers",
-                                  str(dirs), "--out", str(out), *harness])
+        args = parser.parse_args(
+            [
+                "eval",
+                "--tasks",
+                str(tmp_path / "tasks.jsonl"),
+                "--policy",
+                policy,
+                "--layers",
+                str(dirs),
+                "--out",
+                str(out),
+                *harness,
+            ]
+        )
         assert args.func(args) == 0
         printed = capsys.readouterr().out
         assert expected in printed and "errors 0" in printed, printed
@@ -180,8 +217,9 @@ def test_swebox_eval_with_a_harness_pays_gold_and_not_giveup_and_sft_keeps_the_r
         if policy == "gold":
             assert first["observation"].startswith("<returncode>0</returncode>")
     cfg = load_config(None, [])
-    kept, report = record_trajectories(read_records(tmp_path / "gold.jsonl") + read_records(tmp_path / "giveup.jsonl"),
-                                       build_tokenizer(cfg.model), cfg)
+    kept, report = record_trajectories(
+        read_records(tmp_path / "gold.jsonl") + read_records(tmp_path / "giveup.jsonl"), build_tokenizer(cfg.model), cfg
+    )
     assert len(kept) == 2 and all(t.reward == 1.0 for t in kept), str(report)
 
 
@@ -201,8 +239,11 @@ def test_sft_trains_on_a_resolved_harness_episode_whose_model_gave_no_token_ids(
     harness = HarnessConfig(harness=f"command:python3 {tiny_agent_install}/tiny_agent.py", install=tiny_agent_install)
     records = []
     for replies in (gold_replies(GOLD), giveup_replies()):
-        episode = SWEEpisode(calc_task(), StartState([calc_layer], [calc_layer]),
-                             episode_config(EpisodeConfig(time_limit_s=300), harness))
+        episode = SWEEpisode(
+            calc_task(),
+            StartState([calc_layer], [calc_layer]),
+            episode_config(EpisodeConfig(time_limit_s=300), harness),
+        )
         try:
             traj = play_harness_episode(episode, ScriptedModel(replies), None, harness, "calc", "calc", seed=1)
         finally:

@@ -21,7 +21,6 @@ from tests.calc import calc_task
 TOK = build_builtin_tokenizer()
 
 
-
 def stub_task(instance_id: str, **fields) -> Task:
     """A task for episodes that never look at it (scripted ones): its id, and the one test id a Task needs."""
     return Task(instance_id=instance_id, FAIL_TO_PASS=("tests/test_stub.py::test_stub",), **fields)
@@ -80,10 +79,15 @@ def test_multi_turn_tokens_masks_and_logprobs_are_aligned():
     assert not traj.failed and not traj.truncated and traj.reward == 1.0 and traj.num_turns == 3
     assert len(traj.response_ids) == len(traj.loss_mask) == len(traj.old_logprobs)
     # the whole sequence is exactly the chat template of the conversation: model text kept, deltas between
-    messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": "fix it"},
-                {"role": "assistant", "content": "look"}, {"role": "user", "content": "obs 1"},
-                {"role": "assistant", "content": "edit"}, {"role": "user", "content": "obs 2"},
-                {"role": "assistant", "content": "ok"}]
+    messages = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "fix it"},
+        {"role": "assistant", "content": "look"},
+        {"role": "user", "content": "obs 1"},
+        {"role": "assistant", "content": "edit"},
+        {"role": "user", "content": "obs 2"},
+        {"role": "assistant", "content": "ok"},
+    ]
     full = TOK.apply_chat_template(messages, tokenize=False)
     assert TOK.decode(traj.prompt_ids + traj.response_ids) == full.removesuffix("\n")  # ends at the last <|im_end|>
     assert traj.prompt_ids == prompt_ids(TOK, messages[:2])
@@ -107,8 +111,12 @@ def test_delta_closes_a_turn_cut_by_the_token_limit():
 
 @pytest.mark.parametrize("mode, reward", [("mask", 0.0), ("penalize", -0.5), ("truncate", 0.0)])
 def test_context_overflow_ends_the_episode_cleanly(mode, reward):
-    cfg = cfg_with("generation.max_context_tokens=60", "generation.max_new_tokens=30",
-                   f"rollout.on_context_overflow={mode}", "rollout.overflow_reward=-0.5")
+    cfg = cfg_with(
+        "generation.max_context_tokens=60",
+        "generation.max_new_tokens=30",
+        f"rollout.on_context_overflow={mode}",
+        "rollout.overflow_reward=-0.5",
+    )
     backend = ScriptedBackend(["word " * 40] * 5, stop=False)
     traj = play_episode(ScriptedEpisode(5), backend, TOK, cfg)
     assert traj.truncated and not traj.failed and traj.reward == reward
@@ -133,8 +141,14 @@ def test_trajectory_crosses_processes_pickled_and_checks_its_alignment():
 
 
 def test_worker_runs_groups_in_task_order_and_turns_a_broken_group_into_failed_trajectories():
-    cfg = cfg_with("model.hidden_size=32", "model.num_layers=1", "model.num_heads=2", "model.num_kv_heads=2",
-                   "generation.max_new_tokens=4", "rollout.max_parallel_episodes=3")
+    cfg = cfg_with(
+        "model.hidden_size=32",
+        "model.num_layers=1",
+        "model.num_heads=2",
+        "model.num_kv_heads=2",
+        "generation.max_new_tokens=4",
+        "rollout.max_parallel_episodes=3",
+    )
 
     def factory(task, n):
         if task.instance_id == "broken":
@@ -151,12 +165,18 @@ def test_worker_runs_groups_in_task_order_and_turns_a_broken_group_into_failed_t
     assert pool.worker.version == 1
 
 
-
 def test_worker_plays_whole_groups_together_so_each_turn_is_one_generation_batch():
     # 3 groups of 4 with 8 episodes in flight: groups a+b, then c; every turn of a wave is one engine call
-    cfg = cfg_with("model.hidden_size=32", "model.num_layers=1", "model.num_heads=2", "model.num_kv_heads=2",
-                   "generation.max_new_tokens=4", "generation.batch_size=8", "generation.batch_wait_s=5",
-                   "rollout.max_parallel_episodes=8")
+    cfg = cfg_with(
+        "model.hidden_size=32",
+        "model.num_layers=1",
+        "model.num_heads=2",
+        "model.num_kv_heads=2",
+        "generation.max_new_tokens=4",
+        "generation.batch_size=8",
+        "generation.batch_wait_s=5",
+        "rollout.max_parallel_episodes=8",
+    )
     pool = LocalWorkerPool(cfg, lambda task, n: [ScriptedEpisode(2) for _ in range(n)])
     backend = pool.worker.backend
     sizes = []

@@ -21,11 +21,21 @@ from swebox.trainers.run.tracking import STEP_METRICS, read_metrics
 
 from tests.trainers.rl.test_rollout import stub_task
 
-SMALL = ["model.hidden_size=32", "model.num_layers=1", "model.num_heads=2", "model.num_kv_heads=2",
-         "generation.max_new_tokens=2", "generation.max_context_tokens=128", "rollout.tasks_per_step=2",
-         "rollout.group_size=4", "optim.lr=1e-2", "optim.micro_batch_size=3", "logging.wandb=disabled",
-         "logging.progress=false", "rollout.max_parallel_episodes=2"]
-
+SMALL = [
+    "model.hidden_size=32",
+    "model.num_layers=1",
+    "model.num_heads=2",
+    "model.num_kv_heads=2",
+    "generation.max_new_tokens=2",
+    "generation.max_context_tokens=128",
+    "rollout.tasks_per_step=2",
+    "rollout.group_size=4",
+    "optim.lr=1e-2",
+    "optim.micro_batch_size=3",
+    "logging.wandb=disabled",
+    "logging.progress=false",
+    "rollout.max_parallel_episodes=2",
+]
 
 
 class OneTurn:
@@ -176,8 +186,12 @@ def test_resume_after_sigkill_continues_from_the_checkpoint(tmp_path):
     proc.wait()
     proc.stdout.close()
     assert [r["step"] for r in read_metrics(run)] == [1, 2, 3]
-    subprocess.run([sys.executable, str(script(run, False)), "checkpoint.resume=true"], check=True,
-                   capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, str(script(run, False)), "checkpoint.resume=true"],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     steps = [r["step"] for r in read_metrics(run)]
     assert steps == [1, 2, 3, 4, 5, 6]  # step 3 was redone from checkpoint 2, its torn record dropped
     # same seed, data position and RNG: the resumed run is the uninterrupted one (with one episode at a time;
@@ -217,11 +231,16 @@ def test_rows_with_zero_advantage_are_skipped_and_the_step_is_the_same(advantage
         if not skip:
             learner._trained_rows = lambda batch, rows: rows  # the reference: every row runs
         seen, forward = [], learner.model.forward
-        learner.model.forward = lambda *a, seen=seen, forward=forward, **k: (seen.append(len(k["input_ids"])),
-                                                                           forward(*a, **k))[1]
+        learner.model.forward = lambda *a, seen=seen, forward=forward, **k: (
+            seen.append(len(k["input_ids"])),
+            forward(*a, **k),
+        )[1]
         steps = []
-        learner.optimizer.register_step_pre_hook(lambda *_, steps=steps, model=learner.model: steps.append(
-            {n: p.grad.clone() for n, p in model.named_parameters()}))
+        learner.optimizer.register_step_pre_hook(
+            lambda *_, steps=steps, model=learner.model: steps.append(
+                {n: p.grad.clone() for n, p in model.named_parameters()}
+            )
+        )
         for _ in range(2):
             metrics = {**learner.recompute_old_logprobs(batch), **learner.update(batch)}
             assert {"policy/entropy", "policy/kl", "policy/clip_frac", "policy/grad_norm"} <= set(metrics)
@@ -230,8 +249,9 @@ def test_rows_with_zero_advantage_are_skipped_and_the_step_is_the_same(advantage
         ran.append(sum(seen))
     # the first step starts from the same weights (the second from weights Adam moved by a rounding apart)
     skipped, reference = grads[0][0], grads[1][0]
-    assert all(torch.allclose(skipped[k], reference[k], rtol=0, atol=1e-5 * float(reference[k].abs().max()))
-               for k in reference)
+    assert all(
+        torch.allclose(skipped[k], reference[k], rtol=0, atol=1e-5 * float(reference[k].abs().max())) for k in reference
+    )
     nonzero = sum(a != 0 for a in advantages)
     assert ran == [2 * (6 + nonzero), 2 * (6 + 6)]  # recompute runs every row, the update only the non-zero ones
     if not nonzero:  # no rounding to differ by: the same weights, moved by weight decay alone

@@ -25,8 +25,16 @@ def test_a_task_whose_env_layer_is_missing_stops_the_run_before_step_1(tmp_path,
         store.publish(CALC_ENV.key(), calc_layer, kind="env")
     other = calc_task(instance_id="other-1", env={**CALC_ENV.to_dict(), "commit": "fedcba9876543210"})
     tasks = [calc_task(), other]
-    cfg = load_config(None, [*SMALL, f"logging.run_dir={tmp_path / 'run'}", f"env.layer_store={store.root}",
-                             "env.tasks=/data/tasks.jsonl", f"env.cache_dir={tmp_path / 'node'}"])
+    cfg = load_config(
+        None,
+        [
+            *SMALL,
+            f"logging.run_dir={tmp_path / 'run'}",
+            f"env.layer_store={store.root}",
+            "env.tasks=/data/tasks.jsonl",
+            f"env.cache_dir={tmp_path / 'node'}",
+        ],
+    )
     with pytest.raises(TrainingError) as err:
         Trainer(cfg, tasks=tasks, echo=lambda *_: None)  # was: 3 steps, exit 0, env/errors 0.25, no task named
     message = str(err.value)
@@ -57,10 +65,17 @@ def half_broken(task, n):
 
 def test_each_tasks_first_error_is_logged_once_with_its_id(tmp_path):
     lines: list[str] = []
-    cfg = load_config(None, [*SMALL, f"logging.run_dir={tmp_path / 'run'}", "rollout.tasks_per_step=3",
-                             "rollout.shuffle=false", "total_steps=2"])
-    trainer = Trainer(cfg, tasks=[stub_task(f"t{i}") for i in range(3)], episode_factory=half_broken,
-                      echo=lines.append)
+    cfg = load_config(
+        None,
+        [
+            *SMALL,
+            f"logging.run_dir={tmp_path / 'run'}",
+            "rollout.tasks_per_step=3",
+            "rollout.shuffle=false",
+            "total_steps=2",
+        ],
+    )
+    trainer = Trainer(cfg, tasks=[stub_task(f"t{i}") for i in range(3)], episode_factory=half_broken, echo=lines.append)
     trainer.train()
     errors = [line for line in lines if line.startswith("episode error")]
     assert errors == ["episode error in task t1 (step 1, first for this task): OSError: no sandbox for you"]
@@ -68,10 +83,14 @@ def test_each_tasks_first_error_is_logged_once_with_its_id(tmp_path):
 
 
 def test_an_error_share_past_the_threshold_stops_the_run_with_the_tasks(tmp_path):
-    trainer = make_trainer(tmp_path, "rollout.tasks_per_step=3", "rollout.shuffle=false", "total_steps=3",
-                           "rollout.max_error_frac=0.25")
+    trainer = make_trainer(
+        tmp_path, "rollout.tasks_per_step=3", "rollout.shuffle=false", "total_steps=3", "rollout.max_error_frac=0.25"
+    )
     trainer.pool.worker.episode_factory = half_broken
-    with pytest.raises(TrainingError, match=r"step 1: expected at most rollout.max_error_frac=0.25 of the episodes "
-                                            r"to fail.*found 4/12 from tasks \['t1'\].*no sandbox for you"):
+    with pytest.raises(
+        TrainingError,
+        match=r"step 1: expected at most rollout.max_error_frac=0.25 of the episodes "
+        r"to fail.*found 4/12 from tasks \['t1'\].*no sandbox for you",
+    ):
         trainer.train()
     assert [r["step"] for r in read_metrics(tmp_path / "run")] == [1]  # the failing step's metrics are kept

@@ -67,8 +67,11 @@ def test_unknown_top_level_key_in_a_file(tmp_path):
 def test_a_removed_key_says_why_and_what_to_do(tmp_path):
     path = tmp_path / "old.yaml"
     path.write_text("ray:\n  address: auto\n  learner_num_gpus: 8\n")
-    with pytest.raises(cfg.ConfigError, match=r"'ray.learner_num_gpus' was removed: the learner runs in the "
-                                              r"trainer's own process.*delete the line"):
+    with pytest.raises(
+        cfg.ConfigError,
+        match=r"'ray.learner_num_gpus' was removed: the learner runs in the "
+        r"trainer's own process.*delete the line",
+    ):
         cfg.load_config(path)
     with pytest.raises(cfg.ConfigError, match="was removed"):
         cfg.load_config(None, ["ray.learner_num_gpus=1"])
@@ -164,8 +167,9 @@ def test_every_field_has_a_docstring():
     for cls in sections:
         for f in dataclasses.fields(cls):  # documented where it is declared (env's in EpisodeConfig)
             owner = next(base for base in cls.__mro__ if f.name in base.__dict__.get("__annotations__", {}))
-            assert f.name in _documented_fields(inspect.getmodule(owner))[owner.__name__], \
+            assert f.name in _documented_fields(inspect.getmodule(owner))[owner.__name__], (
                 f"{cls.__name__}.{f.name} has no docstring (declared in {owner.__name__})"
+            )
 
 
 def test_the_env_section_is_an_episode_config():
@@ -180,13 +184,16 @@ def test_the_env_section_is_an_episode_config():
     assert cfg.EnvConfig().episode() == EpisodeConfig()
 
 
-@pytest.mark.parametrize(("old", "new"), [
-    ("env.action_format=xml_function", "env.style"),
-    ("env.max_observation_chars=100", "env.max_obs_chars"),
-    ("env.reward=f2p_frac", "env.reward_mode (resolved -> binary, f2p_frac -> fraction)"),
-    ("env.memory_mb=1024", "env.sandbox.memory_mb"),
-    ("rollout.episode_timeout_s=60", "env.time_limit_s"),
-])
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("env.action_format=xml_function", "env.style"),
+        ("env.max_observation_chars=100", "env.max_obs_chars"),
+        ("env.reward=f2p_frac", "env.reward_mode (resolved -> binary, f2p_frac -> fraction)"),
+        ("env.memory_mb=1024", "env.sandbox.memory_mb"),
+        ("rollout.episode_timeout_s=60", "env.time_limit_s"),
+    ],
+)
 def test_an_old_key_names_its_new_name(old, new, tmp_path):
     key = old.partition("=")[0]
     with pytest.raises(cfg.ConfigError, match=rf"config key '{key}' was renamed: use {re.escape(new)}"):
@@ -198,12 +205,15 @@ def test_an_old_key_names_its_new_name(old, new, tmp_path):
         cfg.load_config(path)
 
 
-@pytest.mark.parametrize(("override", "message"), [
-    ("env.style=bash", "env.style: expected one of bash_block"),
-    ("env.max_turns=0", "env.max_turns: expected a whole number >= 1"),
-    ("env.reward_mode=resolved", "env.reward_mode: expected one of"),
-    ("env.sandbox.memry_mb=3", r"env.sandbox: SandboxPolicy: unknown keys \['memry_mb'\]"),
-])
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("env.style=bash", "env.style: expected one of bash_block"),
+        ("env.max_turns=0", "env.max_turns: expected a whole number >= 1"),
+        ("env.reward_mode=resolved", "env.reward_mode: expected one of"),
+        ("env.sandbox.memry_mb=3", r"env.sandbox: SandboxPolicy: unknown keys \['memry_mb'\]"),
+    ],
+)
 def test_episode_checks_name_the_env_key(override, message):
     with pytest.raises(cfg.ConfigError, match=message):
         cfg.load_config(None, [override])

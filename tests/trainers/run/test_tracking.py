@@ -108,16 +108,24 @@ def test_documented_names_match_the_code():
     assert not missing, f"metrics missing from docs/metrics.md: {missing}"
 
 
-@pytest.mark.parametrize(("setting", "mode", "on"), [("auto", "online", True), ("auto", "offline", False),
-                                                     ("auto", "disabled", False), ("on", "offline", True),
-                                                     ("off", "online", False)])
+@pytest.mark.parametrize(
+    ("setting", "mode", "on"),
+    [
+        ("auto", "online", True),
+        ("auto", "offline", False),
+        ("auto", "disabled", False),
+        ("on", "offline", True),
+        ("off", "online", False),
+    ],
+)
 def test_system_metrics_and_console_are_on_for_online_runs(setting, mode, on):
     assert tracking.system_metrics_on(setting, mode) is on
 
 
 def test_a_run_joins_its_group_with_its_job_type_and_system_metrics_as_asked(tmp_path, wandb_env):
-    with tracking.Tracker(tmp_path / "sft", mode="offline", echo=lambda _: None, group="demo-x-abc123",
-                          job_type="sft") as tracker:
+    with tracking.Tracker(
+        tmp_path / "sft", mode="offline", echo=lambda _: None, group="demo-x-abc123", job_type="sft"
+    ) as tracker:
         assert (tracker.run.group, tracker.run.job_type) == ("demo-x-abc123", "sft")
         assert tracker.run.settings.x_disable_stats and tracker.run.settings.console == "off"
         run_id = (tmp_path / "sft" / "wandb_run_id").read_text().strip()

@@ -10,9 +10,17 @@ from swebox.trainers.run import tracking
 
 def _records(step: int) -> list[dict]:
     long_diff = "diff --git a/x b/x\n" + "+" * 5000
-    return [{"task_id": f"t{step}", "reward": 1.0, "resolved": True, "num_turns": 3, "diff": long_diff,
-             "turns": [{"observation": "first"}, {"observation": "<returncode>1</returncode> last"}]},
-            {"task_id": "u", "reward": 0.0, "resolved": False, "num_turns": 0, "diff": "", "turns": []}]
+    return [
+        {
+            "task_id": f"t{step}",
+            "reward": 1.0,
+            "resolved": True,
+            "num_turns": 3,
+            "diff": long_diff,
+            "turns": [{"observation": "first"}, {"observation": "<returncode>1</returncode> last"}],
+        },
+        {"task_id": "u", "reward": 0.0, "resolved": False, "num_turns": 0, "diff": "", "turns": []},
+    ]
 
 
 def test_rollouts_table_in_an_offline_run(tmp_path, wandb_env):

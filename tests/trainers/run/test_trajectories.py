@@ -18,8 +18,14 @@ from tests.trainers.tiny_run import calc_tasks, make_trainer
 def test_a_real_run_writes_every_rollout_with_turns_grades_and_advantages(calc_layer, tmp_path, wandb_env):
     import wandb
 
-    trainer = make_trainer(tmp_path / "run", calc_layer, "total_steps=3", "logging.trajectories_keep_last=2",
-                           "logging.wandb=offline", "logging.wandb_rollouts_every=2")
+    trainer = make_trainer(
+        tmp_path / "run",
+        calc_layer,
+        "total_steps=3",
+        "logging.trajectories_keep_last=2",
+        "logging.wandb=offline",
+        "logging.wandb_rollouts_every=2",
+    )
     for _ in range(3):
         trainer.step()
     data = trainer.last
@@ -47,8 +53,10 @@ def test_a_real_run_writes_every_rollout_with_turns_grades_and_advantages(calc_l
     assert look["exit_code"] == 0 and "def add(a, b)" in look["observation"] and look["env_s"] > 0
     assert apply["action"]["tool"] == "bash" and submit["action"]["tool"] == "submit"
     assert gold["resolved"] and gold["reward"] == 1.0 and gold["reason"] == "submitted"
-    assert "+    return a + b" in gold["diff"] and gold["grade"]["tests"]["tests/test_ops.py::test_add"]["status"] \
-        == "passed"
+    assert (
+        "+    return a + b" in gold["diff"]
+        and gold["grade"]["tests"]["tests/test_ops.py::test_add"]["status"] == "passed"
+    )
     wrong = next(r for r in records if "return a * b" in r["diff"])
     assert not wrong["resolved"] and wrong["reward"] == 0.0
     assert wrong["grade"]["tests"]["tests/test_ops.py::test_add"]["status"] == "failed"
@@ -98,8 +106,7 @@ def test_reading_a_corrupt_line_and_a_truncated_file_keeps_the_rest_and_names_th
 
 
 @pytest.mark.e2e
-def test_eval_out_records_hold_the_trajectory_fields_and_a_markdown_table(calc_layer, tmp_path, capsys,
-                                                                         wandb_env):
+def test_eval_out_records_hold_the_trajectory_fields_and_a_markdown_table(calc_layer, tmp_path, capsys, wandb_env):
     from swebox.envs.tasks import save_jsonl
     from swebox.scripts.cli import build_parser
 
@@ -107,8 +114,21 @@ def test_eval_out_records_hold_the_trajectory_fields_and_a_markdown_table(calc_l
     save_jsonl(tasks, tmp_path / "tasks.jsonl")
     dirs = layer_dirs(tmp_path, calc_layer)
     out = tmp_path / "eval" / "gold.jsonl"  # its folder does not exist yet: eval makes it
-    args = build_parser().parse_args(["eval", "--tasks", str(tmp_path / "tasks.jsonl"), "--policy", "gold",
-                                      "--layers", str(dirs), "--out", str(out), "--wandb", "offline"])
+    args = build_parser().parse_args(
+        [
+            "eval",
+            "--tasks",
+            str(tmp_path / "tasks.jsonl"),
+            "--policy",
+            "gold",
+            "--layers",
+            str(dirs),
+            "--out",
+            str(out),
+            "--wandb",
+            "offline",
+        ]
+    )
     assert args.func(args) == 0
     printed = capsys.readouterr().out
     # the terminal gets the table through rich (aligned columns), the Markdown goes to the file beside --out

@@ -25,8 +25,9 @@ class HostGit:
         self.repo = repo
 
     def exec(self, command: str, timeout: float) -> _Result:
-        proc = subprocess.run(command.replace("cd /testbed", f"cd {self.repo}"), shell=True, capture_output=True,
-                              timeout=timeout)
+        proc = subprocess.run(
+            command.replace("cd /testbed", f"cd {self.repo}"), shell=True, capture_output=True, timeout=timeout
+        )
         return _Result(proc.stdout.decode(errors="replace"), proc.returncode)
 
     def write_file(self, path: str, data: bytes) -> None:

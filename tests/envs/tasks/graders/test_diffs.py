@@ -152,9 +152,7 @@ def test_filter_drops_tests_configs_hooks_symlinks_and_renames_of_tests(repo, gi
 def test_binary_without_data_is_dropped():
     text = "diff --git a/x.bin b/x.bin\nindex 1..2 100644\nBinary files a/x.bin and b/x.bin differ\n"
     result = filter_diff(text)
-    assert result.kept == [] and result.dropped == [
-        ("x.bin", "binary change without data (use git diff --binary)")
-    ]
+    assert result.kept == [] and result.dropped == [("x.bin", "binary change without data (use git diff --binary)")]
 
 
 def test_plain_unified_diff_and_lenient_hunk_counts():

@@ -28,9 +28,7 @@ def test_empty_diff_does_not_resolve(calc_layer, calc_task):
 
 
 def test_fraction_reward_counts_f2p_and_zeroes_on_a_p2p_failure(calc_layer, calc_task, gold):
-    task = dataclasses.replace(
-        calc_task, FAIL_TO_PASS=("tests/test_ops.py::test_add", "tests/test_ops.py::test_div")
-    )
+    task = dataclasses.replace(calc_task, FAIL_TO_PASS=("tests/test_ops.py::test_add", "tests/test_ops.py::test_div"))
     half = grade(task, gold["add"], layers=[calc_layer], reward_mode="fraction")
     assert (half.f2p_passed, half.resolved, half.reward) == (1, False, 0.5)
     both = grade(task, gold["add"] + gold["div"], layers=[calc_layer], reward_mode="fraction")

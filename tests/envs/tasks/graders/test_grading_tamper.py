@@ -30,13 +30,15 @@ PASS_ALL_CONFTEST = (
 def forged_reports(test: str = "") -> str:
     """Source that patches pytest's report factory: every report (or only test ``test``'s) says passed."""
     only = f"    if item.name == {test!r}:\n    " if test else ""
-    return ("import _pytest.reports as _r\n"
-            "_orig = _r.TestReport.from_item_and_call\n"
-            "def _fake(cls, item, call):\n"
-            "    rep = _orig.__func__(cls, item, call)\n"
-            f"{only}    rep.outcome, rep.longrepr = 'passed', None\n"
-            "    return rep\n"
-            "_r.TestReport.from_item_and_call = classmethod(_fake)\n")
+    return (
+        "import _pytest.reports as _r\n"
+        "_orig = _r.TestReport.from_item_and_call\n"
+        "def _fake(cls, item, call):\n"
+        "    rep = _orig.__func__(cls, item, call)\n"
+        f"{only}    rep.outcome, rep.longrepr = 'passed', None\n"
+        "    return rep\n"
+        "_r.TestReport.from_item_and_call = classmethod(_fake)\n"
+    )
 
 
 # the package's own __init__ patches pytest when the tests import it
@@ -141,9 +143,8 @@ def test_patching_pytest_from_the_source_tree_is_caught(calc_layer, graded_task,
 def new_file_over_empty(path: str, text: str) -> str:
     """A diff filling an existing empty file."""
     lines = text.splitlines(keepends=True)
-    return (
-        f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -0,0 +1,{len(lines)} @@\n"
-        + "".join("+" + line for line in lines)
+    return f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -0,0 +1,{len(lines)} @@\n" + "".join(
+        "+" + line for line in lines
     )
 
 
@@ -161,9 +162,7 @@ def test_hanging_suite_times_out_and_is_reported(calc_layer, graded_task, gold):
 
 
 def test_non_utf8_output_and_binary_files_and_renames(calc_layer, graded_task, gold):
-    noisy = new_file_over_empty(
-        "calc/__init__.py", "import sys\nsys.stdout.buffer.write(b'\\xff\\xfe bad \\x00')\n"
-    )
+    noisy = new_file_over_empty("calc/__init__.py", "import sys\nsys.stdout.buffer.write(b'\\xff\\xfe bad \\x00')\n")
     binary = (
         # `git diff --binary` of a new 9-byte file (the blob this test held before was corrupt: git apply
         # then silently skipped it and every section after it, so the rename was never tested)

@@ -65,8 +65,10 @@ func TestEquateApproxFar(t *testing.T) {
 
 def new_file_patch(path: str, text: str) -> str:
     lines = text.splitlines(keepends=True)
-    return (f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
-            f"@@ -0,0 +1,{len(lines)} @@\n" + "".join("+" + line for line in lines))
+    return (
+        f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
+        f"@@ -0,0 +1,{len(lines)} @@\n" + "".join("+" + line for line in lines)
+    )
 
 
 def line_patch(path: str, text: str, old: str, new: str) -> str:
@@ -74,16 +76,28 @@ def line_patch(path: str, text: str, old: str, new: str) -> str:
     lines = text.splitlines(keepends=True)
     i = lines.index(old)
     lo, hi = max(0, i - 3), min(len(lines), i + 4)
-    before, after = lines[lo:i], lines[i + 1:hi]
+    before, after = lines[lo:i], lines[i + 1 : hi]
     n = len(before) + 1 + len(after)
-    return (f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -{lo + 1},{n} +{lo + 1},{n} @@\n"
-            + "".join(" " + x for x in before) + "-" + old + "+" + new + "".join(" " + x for x in after))
+    return (
+        f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -{lo + 1},{n} +{lo + 1},{n} @@\n"
+        + "".join(" " + x for x in before)
+        + "-"
+        + old
+        + "+"
+        + new
+        + "".join(" " + x for x in after)
+    )
 
 
-def project_layer(source: Path, edits: dict[str, tuple[str, str]], drop: tuple[str, ...] = (),
-                  line_edits: dict[str, tuple[str, str]] | None = None) -> Layer:
+def project_layer(
+    source: Path,
+    edits: dict[str, tuple[str, str]],
+    drop: tuple[str, ...] = (),
+    line_edits: dict[str, tuple[str, str]] | None = None,
+) -> Layer:
     """An env layer: ``source`` copied to /testbed with ``edits`` (path -> (old, new) text) and ``drop``ped
     paths, committed in git, and a /venv for the log monitor."""
+
     def prepare(sb: Sandbox) -> None:
         assert sb.exec(f"mkdir -p /testbed && cp -r {source}/. /testbed/", timeout=120).exit_code == 0
         for path in drop:
@@ -143,12 +157,16 @@ def go_layer(go_cmp):
 def go_task(go_cmp: Path, parser: str = "go_test") -> Task:
     base = (go_cmp / GO_FILE).read_text().replace(GO_FIX, GO_BUG)
     return Task(
-        instance_id="google__go-cmp-approx", repo="google/go-cmp", language="go",
+        instance_id="google__go-cmp-approx",
+        repo="google/go-cmp",
+        language="go",
         patch=line_patch(GO_FILE, base, GO_BUG, GO_FIX),
         test_patch=new_file_patch("cmp/cmpopts/approx_test.go", GO_TESTS),
         FAIL_TO_PASS=("TestEquateApproxMargin", "TestEquateApproxFraction"),
         PASS_TO_PASS=("TestEquateApproxFar", "TestPanic"),
-        grader="log", log_parser=parser, test_cmd="go test -v -count=1 ./cmp/cmpopts/",
+        grader="log",
+        log_parser=parser,
+        test_cmd="go test -v -count=1 ./cmp/cmpopts/",
         eval_commands=exports("go", GOPROXY="off", GOFLAGS="-mod=mod", CGO_ENABLED="0"),
     )
 
@@ -203,8 +221,9 @@ def run_log(layers: list[Layer], task: Task, diff: str) -> str:
         for i, patch in enumerate((diff, task.test_patch)):
             sb.write_file(f"/tmp/p{i}.diff", patch)
             assert sb.exec(f"cd /testbed && git apply /tmp/p{i}.diff", timeout=60).exit_code == 0
-        run = sb.exec("cd /testbed && " + " && ".join(task.eval_commands) + " && " + task.test_cmd + " 2>&1",
-                      timeout=600)
+        run = sb.exec(
+            "cd /testbed && " + " && ".join(task.eval_commands) + " && " + task.test_cmd + " 2>&1", timeout=600
+        )
         return run.output
 
 
@@ -248,9 +267,11 @@ def rust_layer(hex_crate):
     lib = (hex_crate / RS_FILE).read_text().replace("    use pretty_assertions::assert_eq;\n", "")
     error = (hex_crate / "src/error.rs").read_text().replace("    use pretty_assertions::assert_eq;\n", "")
     manifest = (hex_crate / "Cargo.toml").read_text()
-    edits = {RS_FILE: ((hex_crate / RS_FILE).read_text(), lib.replace(RS_FIX, RS_BUG)),
-             "src/error.rs": ((hex_crate / "src/error.rs").read_text(), error),
-             "Cargo.toml": (manifest, offline_manifest(manifest))}
+    edits = {
+        RS_FILE: ((hex_crate / RS_FILE).read_text(), lib.replace(RS_FIX, RS_BUG)),
+        "src/error.rs": ((hex_crate / "src/error.rs").read_text(), error),
+        "Cargo.toml": (manifest, offline_manifest(manifest)),
+    }
     layer = project_layer(hex_crate, edits, drop=("benches", "tests"))
     yield layer
     discard(layer)
@@ -260,12 +281,16 @@ def rust_task(hex_crate: Path, parser: str = "cargo") -> Task:
     base = (hex_crate / RS_FILE).read_text().replace("    use pretty_assertions::assert_eq;\n", "")
     base = base.replace(RS_FIX, RS_BUG)
     return Task(
-        instance_id="kokakiwi__rust-hex-upper", repo="KokaKiwi/rust-hex", language="rust",
+        instance_id="kokakiwi__rust-hex-upper",
+        repo="KokaKiwi/rust-hex",
+        language="rust",
         patch=line_patch(RS_FILE, base, RS_BUG, RS_FIX),
         test_patch=new_file_patch("tests/cases.rs", RS_TESTS),
         FAIL_TO_PASS=("decode_upper_case", "decode_mixed_case"),
         PASS_TO_PASS=("decode_lower_case", "test::test_decode", "test::test_encode"),
-        grader="log", log_parser=parser, test_cmd="cargo test --offline --no-fail-fast",
+        grader="log",
+        log_parser=parser,
+        test_cmd="cargo test --offline --no-fail-fast",
         eval_commands=exports("rust", CARGO_TARGET_DIR="/tmp/cargo-target", CARGO_NET_OFFLINE="true"),
     )
 
@@ -322,8 +347,10 @@ TEST(IsPrimeSquaresTest, OddPrimes) {
   EXPECT_TRUE(IsPrime(29));
 }
 """
-GT_CMD = ("g++ -std=c++14 -pthread -Iinclude -I. -o /tmp/samples_unittest samples/sample1.cc "
-          f"samples/sample1_unittest.cc {GT_TEST_FILE} src/gtest-all.cc src/gtest_main.cc && /tmp/samples_unittest")
+GT_CMD = (
+    "g++ -std=c++14 -pthread -Iinclude -I. -o /tmp/samples_unittest samples/sample1.cc "
+    f"samples/sample1_unittest.cc {GT_TEST_FILE} src/gtest-all.cc src/gtest_main.cc && /tmp/samples_unittest"
+)
 """Compiles GoogleTest itself with the samples (as its own CMake build does) and runs the one binary; it names
 the test_patch file, so the run gets canaries (:mod:`swebox.envs.tasks.graders.log_canaries`)."""
 
@@ -343,11 +370,16 @@ def gtest_layer(gtest_src):
 def gtest_task(gtest_src: Path, parser: str = "googletest") -> Task:
     base = (gtest_src / GT_FILE).read_text().replace(GT_FIX, GT_BUG)
     return Task(
-        instance_id="google__googletest-prime-squares", repo="google/googletest", language="cpp",
-        patch=line_patch(GT_FILE, base, GT_BUG, GT_FIX), test_patch=new_file_patch(GT_TEST_FILE, GT_TESTS),
+        instance_id="google__googletest-prime-squares",
+        repo="google/googletest",
+        language="cpp",
+        patch=line_patch(GT_FILE, base, GT_BUG, GT_FIX),
+        test_patch=new_file_patch(GT_TEST_FILE, GT_TESTS),
         FAIL_TO_PASS=("IsPrimeSquaresTest.NineIsNotPrime", "IsPrimeSquaresTest.OddSquaresAreNotPrime"),
         PASS_TO_PASS=("IsPrimeSquaresTest.OddPrimes", "IsPrimeTest.Positive", "FactorialTest.Positive"),
-        grader="log", log_parser=parser, test_cmd=GT_CMD,
+        grader="log",
+        log_parser=parser,
+        test_cmd=GT_CMD,
         # the cc layer's PATH (what a task env with toolchains=("cc",) gets from the grader)
         eval_commands=exports("cc"),
     )
@@ -380,8 +412,9 @@ def test_googletest_log_gold_resolves_empty_and_wrong_do_not(gtest_layer, cc_lay
 def test_the_real_googletest_log_reads_the_same_under_each_googletest_name(gtest_layer, cc_layer, gtest_src):
     """One real run, read by the generic name, SWE-bench's function name and fmt's repository key."""
     task = gtest_task(gtest_src)
-    with Sandbox([cc_layer, gtest_layer], SandboxPolicy(network="none",
-                                                        env={**DEFAULT_ENV, **toolchain_env(["cc"])})) as sb:
+    with Sandbox(
+        [cc_layer, gtest_layer], SandboxPolicy(network="none", env={**DEFAULT_ENV, **toolchain_env(["cc"])})
+    ) as sb:
         for i, patch in enumerate((task.patch, task.test_patch)):
             sb.write_file(f"/tmp/p{i}.diff", patch)
             assert sb.exec(f"cd /testbed && git apply /tmp/p{i}.diff", timeout=60).exit_code == 0
@@ -410,8 +443,10 @@ TEST_CASE("approx within a relative margin") {
 }
 """
 _DT_EX = "examples/all_features"
-DT_CMD = (f"g++ -std=c++11 -I. -o /tmp/doctest_run {_DT_EX}/main.cpp {_DT_EX}/asserts_used_outside_of_tests.cpp "
-          f"{_DT_EX}/subcases.cpp {DT_TEST_FILE} && /tmp/doctest_run -s -r=xml")
+DT_CMD = (
+    f"g++ -std=c++11 -I. -o /tmp/doctest_run {_DT_EX}/main.cpp {_DT_EX}/asserts_used_outside_of_tests.cpp "
+    f"{_DT_EX}/subcases.cpp {DT_TEST_FILE} && /tmp/doctest_run -s -r=xml"
+)
 """doctest's example main with its subcase examples (some fail on purpose: they show doctest's failure
 output) and the test patch's file; ``-s -r=xml`` is the report SWE-bench's ``parse_log_doctest`` reads."""
 
@@ -442,12 +477,20 @@ def doctest_task(doctest_src: Path, parser: str = "parse_log_doctest") -> Task:
     base = (doctest_src / DT_FILE).read_text().replace(DT_FIX, DT_BUG)
     case = "approx within a relative margin > "
     return Task(
-        instance_id="doctest__doctest-approx", repo="doctest/doctest", language="cpp",
-        patch=line_patch(DT_FILE, base, DT_BUG, DT_FIX), test_patch=new_file_patch(DT_TEST_FILE, DT_TESTS),
+        instance_id="doctest__doctest-approx",
+        repo="doctest/doctest",
+        language="cpp",
+        patch=line_patch(DT_FILE, base, DT_BUG, DT_FIX),
+        test_patch=new_file_patch(DT_TEST_FILE, DT_TESTS),
         FAIL_TO_PASS=(case + "the larger value on the right", case + "the larger value on the left"),
-        PASS_TO_PASS=(case + "far apart", "subcases with changing names > outer 0",
-                      "subcases can be used in a separate function as well > sc1"),
-        grader="log", log_parser=parser, test_cmd=DT_CMD,
+        PASS_TO_PASS=(
+            case + "far apart",
+            "subcases with changing names > outer 0",
+            "subcases can be used in a separate function as well > sc1",
+        ),
+        grader="log",
+        log_parser=parser,
+        test_cmd=DT_CMD,
         eval_commands=exports("cc"),
     )
 
@@ -476,8 +519,16 @@ def test_parsers_know_their_language_and_names_resolve():
     assert lang_parsers.language_of("go_test") == "go" and lang_parsers.language_of("cargo") == "rust"
     assert lang_parsers.language_of("jqlang/jq") == "c" and lang_parsers.language_of("fmtlib/fmt") == "cpp"
     assert lang_parsers.language_of("django/django") == ""
-    for name in ("go_test", "cargo", "googletest", "parse_log_gotest", "parse_log_redis", "gin-gonic/gin",
-                 lang_parsers.MSB_GO, lang_parsers.MSB_RUST):
+    for name in (
+        "go_test",
+        "cargo",
+        "googletest",
+        "parse_log_gotest",
+        "parse_log_redis",
+        "gin-gonic/gin",
+        lang_parsers.MSB_GO,
+        lang_parsers.MSB_RUST,
+    ):
         assert log_parsers.check_parser_name(name) == "" and name in log_parsers.parser_names()
     assert "no log parser" in log_parsers.check_parser_name("nope/nope")
     assert "go_test" in log_parsers.check_parser_name("gotest")  # not a name: the fix lists the real ones

@@ -42,8 +42,10 @@ def _one_line_patch(path: str, line: int, before: str, old: str, new: str) -> st
     (git anchors a hunk without trailing context to the end of the file)."""
     n = before.count("\n")
     context = "".join(f" {c}\n" for c in before.splitlines())
-    return (f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -{line - n},{n + 2} +{line - n},{n + 2} @@\n"
-            f"{context}-{old}+{new} \n")
+    return (
+        f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -{line - n},{n + 2} +{line - n},{n + 2} @@\n"
+        f"{context}-{old}+{new} \n"
+    )
 
 
 # Real Verified rows of Django 5.0 whose fix and tests Django 5.0.14 contains: the layer undoes both (the row's
@@ -63,8 +65,12 @@ def verified_rows(ids: tuple[str, ...]) -> list[dict]:
 @pytest.fixture(scope="module")
 def django_layer():
     undo = tuple(d for r in verified_rows(VERIFIED_DJANGO) for d in (r["patch"], r["test_patch"]))
-    layer = build_sdist_layer(sdist("Django", "5.0.14"), ["asgiref==3.12.1", "sqlparse==0.6.0"],
-                              {"django/utils/text.py": (DJ_FIX, DJ_BUG)}, reverse=undo)
+    layer = build_sdist_layer(
+        sdist("Django", "5.0.14"),
+        ["asgiref==3.12.1", "sqlparse==0.6.0"],
+        {"django/utils/text.py": (DJ_FIX, DJ_BUG)},
+        reverse=undo,
+    )
     yield layer
     import shutil
 
@@ -76,8 +82,9 @@ def django_task() -> Task:
     return Task(
         instance_id="django__django-capfirst",
         repo="django/django",
-        patch=_one_line_patch("django/utils/text.py", 24, "    if not isinstance(x, str):\n        x = str(x)\n",
-                              DJ_BUG, DJ_FIX),
+        patch=_one_line_patch(
+            "django/utils/text.py", 24, "    if not isinstance(x, str):\n        x = str(x)\n", DJ_BUG, DJ_FIX
+        ),
         test_patch=DJ_TEST_PATCH,
         grader="log",
         log_parser="django/django",
@@ -101,14 +108,16 @@ def test_django_runtests_log_gold_resolves_empty_and_wrong_do_not(django_layer):
     gold = grade(task, task.patch, layers=[django_layer], timeout=300)
     assert gold.log_status == "ok" and gold.errors == [], (gold.errors, gold.output_tail)
     assert gold.resolved and gold.reward == 1.0
-    assert {t: o.status for t, o in gold.tests.items()} == dict.fromkeys(task.FAIL_TO_PASS + task.PASS_TO_PASS,
-                                                                          "passed")
+    assert {t: o.status for t, o in gold.tests.items()} == dict.fromkeys(
+        task.FAIL_TO_PASS + task.PASS_TO_PASS, "passed"
+    )
     empty = grade(task, "", layers=[django_layer], timeout=300)
     assert not empty.resolved and empty.log_status == "ok"
     assert [empty.tests[t].status for t in task.FAIL_TO_PASS] == ["failed", "failed"]
     assert [empty.tests[t].status for t in task.PASS_TO_PASS] == ["passed", "passed"]
-    lowers_the_rest = task.patch.replace("+    return x[0].upper() + x[1:]\n",
-                                         "+    return x[0].upper() + x[1:].lower()\n")
+    lowers_the_rest = task.patch.replace(
+        "+    return x[0].upper() + x[1:]\n", "+    return x[0].upper() + x[1:].lower()\n"
+    )
     wrong = grade(task, lowers_the_rest, layers=[django_layer], timeout=300)
     assert wrong.applied and not wrong.resolved
     assert wrong.tests[task.FAIL_TO_PASS[0]].status == "passed"
@@ -131,9 +140,16 @@ def check_verified_row(instance_id: str, layer) -> None:
     row = rows[0]
     spec = swebench_harness.module("harness.constants.python").MAP_REPO_VERSION_TO_SPECS_PY[row["repo"]][row["version"]]
     task = Task(
-        instance_id=row["instance_id"], repo=row["repo"], base_commit=row["base_commit"], patch=row["patch"],
-        test_patch=row["test_patch"], version=row["version"], FAIL_TO_PASS=json.loads(row["FAIL_TO_PASS"]),
-        PASS_TO_PASS=json.loads(row["PASS_TO_PASS"]), grader="log", log_parser=row["repo"],
+        instance_id=row["instance_id"],
+        repo=row["repo"],
+        base_commit=row["base_commit"],
+        patch=row["patch"],
+        test_patch=row["test_patch"],
+        version=row["version"],
+        FAIL_TO_PASS=json.loads(row["FAIL_TO_PASS"]),
+        PASS_TO_PASS=json.loads(row["PASS_TO_PASS"]),
+        grader="log",
+        log_parser=row["repo"],
         test_cmd=" ".join([spec["test_cmd"], *log_parsers.test_directives(row["repo"], row["test_patch"])]),
         eval_commands=spec.get("eval_commands", ()),
     )
@@ -182,9 +198,13 @@ VERIFIED_SYMPY = ("sympy__sympy-24443",)  # fix and tests released in 1.13.3, un
 @pytest.fixture(scope="module")
 def sympy_layer():
     undo = tuple(d for r in verified_rows(VERIFIED_SYMPY) for d in (r["patch"], r["test_patch"]))
-    layer = build_sdist_layer(sdist("sympy", "1.13.3"), ["mpmath==1.3.0"],
-                              {"sympy/utilities/iterables.py": (SY_BEFORE + SY_FIX, SY_BEFORE + SY_BUG)},
-                              {"bin/test": SYMPY_BIN_TEST}, reverse=undo)
+    layer = build_sdist_layer(
+        sdist("sympy", "1.13.3"),
+        ["mpmath==1.3.0"],
+        {"sympy/utilities/iterables.py": (SY_BEFORE + SY_FIX, SY_BEFORE + SY_BUG)},
+        {"bin/test": SYMPY_BIN_TEST},
+        reverse=undo,
+    )
     yield layer
     import shutil
 
@@ -246,9 +266,18 @@ def test_pytest_ra_log_gold_resolves_empty_does_not_and_truncated_ids_match(calc
     # the same -rA log through the parsers of Verified's pytest-run repositories (tox's output, for sphinx, holds
     # the same lines): every one reads every id of the task as passed
     ids = [*task.FAIL_TO_PASS, *task.PASS_TO_PASS]
-    for name in ("astropy/astropy", "matplotlib/matplotlib", "mwaskom/seaborn", "psf/requests", "pylint-dev/pylint",
-                 "pydata/xarray", "scikit-learn/scikit-learn", "pallets/flask", "sphinx-doc/sphinx",
-                 "pytest-dev/pytest"):
+    for name in (
+        "astropy/astropy",
+        "matplotlib/matplotlib",
+        "mwaskom/seaborn",
+        "psf/requests",
+        "pylint-dev/pylint",
+        "pydata/xarray",
+        "scikit-learn/scikit-learn",
+        "pallets/flask",
+        "sphinx-doc/sphinx",
+        "pytest-dev/pytest",
+    ):
         statuses = log_parsers.parse_log(name, good.output_tail)
         assert {t: statuses.get(log_parsers.lookup(name, t, statuses)) for t in ids} == dict.fromkeys(ids, "PASSED")
 
@@ -273,22 +302,34 @@ def test_log_grading_keeps_the_tamper_locks(calc_layer, calc_task, diff_of, repo
     def cheat(path):
         (path / "tests").mkdir()
         (path / "tests" / "test_ops.py").write_text("def test_add():\n    pass\n")
-        (path / "conftest.py").write_text("import pytest\n@pytest.hookimpl(tryfirst=True)\n"
-                                          "def pytest_runtest_call(item):\n    return True\n")
+        (path / "conftest.py").write_text(
+            "import pytest\n@pytest.hookimpl(tryfirst=True)\ndef pytest_runtest_call(item):\n    return True\n"
+        )
         (path / "tests" / "test_spaces.py").write_text("def test_add_ids():\n    pass\n")
         (path / "pytest.ini").write_text("[pytest]\naddopts = -k 'not add'\n")
         (path / "sitecustomize.py").write_text("import calc.ops\ncalc.ops.add = lambda a, b: a + b\n")
 
     report = grade(task, diff_of(repo, cheat), layers=[calc_layer])
-    assert {p for p, _ in report.dropped} == {"tests/test_ops.py", "conftest.py", "tests/test_spaces.py",
-                                             "pytest.ini", "sitecustomize.py"}
+    assert {p for p, _ in report.dropped} == {
+        "tests/test_ops.py",
+        "conftest.py",
+        "tests/test_spaces.py",
+        "pytest.ini",
+        "sitecustomize.py",
+    }
     assert not report.resolved and report.tests["tests/test_ops.py::test_add"].status == "failed"
 
 
 # -- fast checks of the pieces ----------------------------------------------------------------------------------------
 def test_score_follows_swebench_rules():
-    task = Task(instance_id="x", grader="log", log_parser="pytest", test_cmd="pytest -rA",
-                FAIL_TO_PASS=["t.py::a", "t.py::b[x y]"], PASS_TO_PASS=["t.py::c", "t.py::d"])
+    task = Task(
+        instance_id="x",
+        grader="log",
+        log_parser="pytest",
+        test_cmd="pytest -rA",
+        FAIL_TO_PASS=["t.py::a", "t.py::b[x y]"],
+        PASS_TO_PASS=["t.py::c", "t.py::d"],
+    )
 
     def verdict(status_map, **over):
         report = GradeReport("x", applied=True, log_status="ok")
@@ -302,8 +343,13 @@ def test_score_follows_swebench_rules():
     assert not missing.resolved and missing.tests["t.py::d"].status == "missing"
     errored = verdict({"t.py::a": "ERROR", "t.py::b[x": "PASSED", "t.py::c": "PASSED", "t.py::d": "PASSED"})
     assert not errored.resolved
-    all_pass = {"t.py::a": "PASSED", "t.py::b[x": "PASSED", "t.py::c": "PASSED", "t.py::d": "PASSED",
-                "t.py::e": "FAILED"}
+    all_pass = {
+        "t.py::a": "PASSED",
+        "t.py::b[x": "PASSED",
+        "t.py::c": "PASSED",
+        "t.py::d": "PASSED",
+        "t.py::e": "FAILED",
+    }
     assert verdict(all_pass).resolved
     assert verdict(all_pass, expected_status={"t.py::e": "FAILED"}).resolved
     wrong = verdict(all_pass, expected_status={"t.py::e": "PASSED"})
@@ -320,8 +366,14 @@ def test_verdict_equals_the_official_harness_on_random_status_maps():
     for _ in range(400):
         ids = [f"t.py::t{i}" for i in range(rng.randint(2, 6))]
         cut = rng.randint(1, len(ids) - 1)
-        task = Task(instance_id="x", grader="log", log_parser="pytest", test_cmd="pytest -rA",
-                    FAIL_TO_PASS=ids[:cut], PASS_TO_PASS=ids[cut:])
+        task = Task(
+            instance_id="x",
+            grader="log",
+            log_parser="pytest",
+            test_cmd="pytest -rA",
+            FAIL_TO_PASS=ids[:cut],
+            PASS_TO_PASS=ids[cut:],
+        )
         status_map = {t: s for t in ids if (s := rng.choice(statuses)) is not None}
         status_map["t.py::other"] = "PASSED"  # the log is never empty here
         report = GradeReport("x", applied=True, log_status="ok")
@@ -340,8 +392,13 @@ def test_every_verified_id_is_already_in_its_parsers_form():
     if not _VERIFIED.is_file():
         pytest.skip(f"the Verified parquet is not at {_VERIFIED} (set SWEBOX_VERIFIED_PARQUET)")
     rows = pq.read_table(_VERIFIED).to_pandas()
-    changed = [(r.repo, i) for r in rows.itertuples() for c in ("FAIL_TO_PASS", "PASS_TO_PASS")
-               for i in json.loads(getattr(r, c)) if log_parsers.parser_key(r.repo, i) != i]
+    changed = [
+        (r.repo, i)
+        for r in rows.itertuples()
+        for c in ("FAIL_TO_PASS", "PASS_TO_PASS")
+        for i in json.loads(getattr(r, c))
+        if log_parsers.parser_key(r.repo, i) != i
+    ]
     assert len(rows) == 500 and changed == []
 
 
@@ -383,20 +440,30 @@ def test_log_canaries_go_into_a_file_the_command_runs_and_must_come_out_as_plant
     assert sorted(expected.values()) == ["FAILED", "PASSED"]
     passed, failed = sorted(expected, key=expected.get, reverse=True)
     canaries = log_canaries.LogCanaries("tests/utils_tests/test_text.py", expected)
-    honest = {f"{passed} (utils_tests.test_text.X.{passed})": "PASSED", f"{failed} (x.X.{failed})": "FAILED",
-              failed: "FAILED"}
+    honest = {
+        f"{passed} (utils_tests.test_text.X.{passed})": "PASSED",
+        f"{failed} (x.X.{failed})": "FAILED",
+        failed: "FAILED",
+    }
     assert log_canaries.problems(canaries, honest) == []
     forged = {**honest, failed: "PASSED"}
     assert log_canaries.problems(canaries, forged) == [
-        f"canary test tests/utils_tests/test_text.py::{failed} was reported FAILED/PASSED, planted to be FAILED"]
+        f"canary test tests/utils_tests/test_text.py::{failed} was reported FAILED/PASSED, planted to be FAILED"
+    ]
     assert "missing" in log_canaries.problems(canaries, {})[0]
     sympy = dataclasses.replace(django, log_parser="sympy/sympy")
     assert log_canaries.plant(None, sympy, "/x").skipped.startswith("sympy's parser")
 
 
 def test_a_pass_printed_after_a_failure_is_tampering_and_an_honest_order_is_not():
-    task = Task(instance_id="x", grader="log", log_parser="astropy/astropy", test_cmd="pytest -rA",
-                FAIL_TO_PASS=["t.py::a"], PASS_TO_PASS=["t.py::b"])
+    task = Task(
+        instance_id="x",
+        grader="log",
+        log_parser="astropy/astropy",
+        test_cmd="pytest -rA",
+        FAIL_TO_PASS=["t.py::a"],
+        PASS_TO_PASS=["t.py::b"],
+    )
     # -vv progress, then the short summary (passes first): b passed then errored at teardown, ending ERROR
     honest = "t.py::a PASSED\nt.py::b PASSED\nt.py::b ERROR\nPASSED t.py::a\nPASSED t.py::b\nERROR t.py::b - x\n"
     status_map = log_parsers.parse_log(task.log_parser, honest)
@@ -406,15 +473,22 @@ def test_a_pass_printed_after_a_failure_is_tampering_and_an_honest_order_is_not(
     status_map = log_parsers.parse_log(task.log_parser, forged)
     assert status_map["t.py::a"] == "PASSED"  # what the official harness would believe
     assert log_grading.passes_after_failures(task, forged, status_map) == [
-        "test t.py::a was reported failed and then passed: a result line printed after pytest's own"]
+        "test t.py::a was reported failed and then passed: a result line printed after pytest's own"
+    ]
     django = dataclasses.replace(task, log_parser="django/django")  # multi-line results: not read line by line
     assert log_grading.passes_after_failures(django, forged, {"t.py::a": "PASSED"}) == []
 
 
 def test_schema_checks_the_grader_fields():
     base = dict(instance_id="x", FAIL_TO_PASS=["a"])
-    task = Task(**base, grader="log", log_parser="django/django", test_cmd="./tests/runtests.py a",
-                eval_commands=["export LANG=en_US.UTF-8"], expected_status={"a": "PASSED"})
+    task = Task(
+        **base,
+        grader="log",
+        log_parser="django/django",
+        test_cmd="./tests/runtests.py a",
+        eval_commands=["export LANG=en_US.UTF-8"],
+        expected_status={"a": "PASSED"},
+    )
     assert Task.from_json(task.to_json()) == task and Task.from_json(task.to_json()).to_json() == task.to_json()
     with pytest.raises(TaskError, match="Task.grader: expected one of"):
         Task(**base, grader="xml")
@@ -445,8 +519,9 @@ def test_without_swebench_a_log_task_loads_and_grading_says_how_to_install(monke
 
     monkeypatch.setattr(log_parsers, "parser_names", unavailable)
     monkeypatch.setattr(swebench_harness, "python_parsers", unavailable)
-    task = Task(instance_id="x", grader="log", log_parser="pylint-dev/astroid", test_cmd="pytest -rA",
-                FAIL_TO_PASS=["a"])  # the name's form is checked; the package is needed to grade
+    task = Task(
+        instance_id="x", grader="log", log_parser="pylint-dev/astroid", test_cmd="pytest -rA", FAIL_TO_PASS=["a"]
+    )  # the name's form is checked; the package is needed to grade
     with pytest.raises(TaskError, match="Task.log_parser"):
         Task(instance_id="x", grader="log", log_parser="not a repo", test_cmd="pytest -rA", FAIL_TO_PASS=["a"])
     with pytest.raises(swebench_harness.HarnessUnavailable, match="install swebench"):
@@ -459,10 +534,22 @@ def test_grading_env_is_fixed_or_the_images_own():
 
     # a sandbox's own environment (PATH, variables) does not reach the tests outside an image
     fixed = log_grading.grading_env(SandboxPolicy(env={"PATH": "/agent/bin", "SECRET": "x"}), "/g")
-    assert fixed == {"PATH": "/venv/bin:/usr/local/bin:/usr/bin:/bin", "HOME": "/g/home", "LANG": "C.UTF-8",
-                     "LC_ALL": "C.UTF-8", "TMPDIR": "/tmp", "TERM": "dumb"}
-    record = ImageRecord(ref="r", digest="sha256:0", platform="linux/amd64", layers=[], runtime_layer="rt",
-                         config={"Env": ["PATH=/opt/conda/bin:/usr/bin", "CONDA_DEFAULT_ENV=testbed"]})
+    assert fixed == {
+        "PATH": "/venv/bin:/usr/local/bin:/usr/bin:/bin",
+        "HOME": "/g/home",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "TMPDIR": "/tmp",
+        "TERM": "dumb",
+    }
+    record = ImageRecord(
+        ref="r",
+        digest="sha256:0",
+        platform="linux/amd64",
+        layers=[],
+        runtime_layer="rt",
+        config={"Env": ["PATH=/opt/conda/bin:/usr/bin", "CONDA_DEFAULT_ENV=testbed"]},
+    )
     image = log_grading.grading_env(image_policy(record), "/g")
     assert image["PATH"] == "/opt/conda/bin:/usr/bin" and image["CONDA_DEFAULT_ENV"] == "testbed"
     assert image["HOME"] == "/root" and image["BASH_ENV"] == "/.swebox/image-start.sh"
@@ -506,8 +593,15 @@ def test_googletest_canaries_go_only_into_a_test_patch_file_the_command_compiles
 
     from tests.envs.tasks.graders.test_lang_logs import GT_CMD, GT_TEST_FILE, GT_TESTS, new_file_patch
 
-    base = dict(instance_id="g__t-1", repo="google/googletest", language="cpp", patch="", grader="log",
-                FAIL_TO_PASS=("A.B",), test_patch=new_file_patch(GT_TEST_FILE, GT_TESTS))
+    base = dict(
+        instance_id="g__t-1",
+        repo="google/googletest",
+        language="cpp",
+        patch="",
+        grader="log",
+        FAIL_TO_PASS=("A.B",),
+        test_patch=new_file_patch(GT_TEST_FILE, GT_TESTS),
+    )
     named = Task(**base, log_parser="parse_log_googletest", test_cmd=GT_CMD)
     assert log_canaries.host_files(named) == [GT_TEST_FILE]
     text, expected = log_canaries.source(named, random.SystemRandom())

@@ -59,8 +59,13 @@ def _run_shipped_log_monitor(workdir, script: str, timeout: float) -> bytes:
     (workdir / "log_monitor.json").write_text(json.dumps({"script": script, "timeout": timeout}))
     (workdir / "key").write_bytes(key)
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
-    subprocess.run([sys.executable, "-I", "-S", "-B", str(workdir / "log_monitor.py"), str(workdir)], env=env,
-                   cwd=workdir, timeout=120, check=True)
+    subprocess.run(
+        [sys.executable, "-I", "-S", "-B", str(workdir / "log_monitor.py"), str(workdir)],
+        env=env,
+        cwd=workdir,
+        timeout=120,
+        check=True,
+    )
     assert not (workdir / "key").exists() and not (workdir / "log_monitor.json").exists()  # read once, gone
     return key
 

@@ -72,8 +72,12 @@ def test_a_layers_interpreter_is_recorded_by_its_executables_digest(tmp_path):
 def test_grader_and_policy_records():
     assert grader_record(calc_task()) == {"kind": "junit", "swebox": metadata.version("swebox")}
     log = grader_record(calc_log_task(calc_task()))
-    assert log == {"kind": "log", "swebox": metadata.version("swebox"), "swebench": metadata.version("swebench"),
-                   "log_parser": "pytest"}
+    assert log == {
+        "kind": "log",
+        "swebox": metadata.version("swebox"),
+        "swebench": metadata.version("swebench"),
+        "log_parser": "pytest",
+    }
     assert policy_digest(SandboxPolicy()) == policy_digest(SandboxPolicy())
     assert policy_digest(SandboxPolicy(memory_mb=1234)) != policy_digest(SandboxPolicy())
 
@@ -106,8 +110,11 @@ def test_every_episode_end_carries_provenance_graded_or_not(episode, calc_layer,
     assert [layer["path"] for layer in prov["layers"]] == [str(calc_layer)]
     assert len(prov["layers"][0]["tree_sha256"]) == 64
     assert prov["grader"] == {"kind": "junit", "swebox": metadata.version("swebox")}
-    assert prov["dataset"] == {"source": str(tmp_path / "tasks.jsonl"), "sha256": sha256_of(tmp_path / "tasks.jsonl"),
-                               "row": 0}
+    assert prov["dataset"] == {
+        "source": str(tmp_path / "tasks.jsonl"),
+        "sha256": sha256_of(tmp_path / "tasks.jsonl"),
+        "row": 0,
+    }
     assert prov["sandbox_policy_sha256"] == policy_digest(EpisodeConfig(sandbox={"memory_mb": 3000}).policy())
     ep.reset()
     empty = ep.step(SUBMIT)
@@ -129,22 +136,44 @@ def test_the_predictions_report_carries_provenance_per_instance(tmp_path, calc_l
     root.mkdir()
     (root / env.key()).symlink_to(calc_layer, target_is_directory=True)
     save_jsonl([junit, log], tmp_path / "tasks.jsonl")
-    preds = [{"instance_id": "calc-add", "model_name_or_path": "m", "model_patch": GOLD},
-             {"instance_id": "calc-add-log", "model_name_or_path": "m", "model_patch": GOLD_DIV}]
+    preds = [
+        {"instance_id": "calc-add", "model_name_or_path": "m", "model_patch": GOLD},
+        {"instance_id": "calc-add-log", "model_name_or_path": "m", "model_patch": GOLD_DIV},
+    ]
     (tmp_path / "preds.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds))
     out = tmp_path / "report.json"
-    assert main(["eval", "--predictions", str(tmp_path / "preds.jsonl"), "--tasks", str(tmp_path / "tasks.jsonl"),
-                 "--layers", str(root), "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--predictions",
+                str(tmp_path / "preds.jsonl"),
+                "--tasks",
+                str(tmp_path / "tasks.jsonl"),
+                "--layers",
+                str(root),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     report = json.loads(out.read_text())
     assert report["resolved_ids"] == ["calc-add"] and report["unresolved_ids"] == ["calc-add-log"]
     digest = sha256_of(tmp_path / "tasks.jsonl")
-    assert report["provenance"] == {"swebox": metadata.version("swebox"),
-                                    "datasets": [{"source": str(tmp_path / "tasks.jsonl"), "sha256": digest}]}
+    assert report["provenance"] == {
+        "swebox": metadata.version("swebox"),
+        "datasets": [{"source": str(tmp_path / "tasks.jsonl"), "sha256": digest}],
+    }
     one, two = report["instances"]["calc-add"]["provenance"], report["instances"]["calc-add-log"]["provenance"]
     assert one["task"] == {"id": "calc-add", "sha256": task_digest(junit)} and one["grader"]["kind"] == "junit"
     assert one["dataset"] == {"source": str(tmp_path / "tasks.jsonl"), "sha256": digest, "row": 0}
-    assert two["grader"] == {"kind": "log", "swebox": metadata.version("swebox"),
-                             "swebench": metadata.version("swebench"), "log_parser": "pytest"}
+    assert two["grader"] == {
+        "kind": "log",
+        "swebox": metadata.version("swebox"),
+        "swebench": metadata.version("swebench"),
+        "log_parser": "pytest",
+    }
     assert two["dataset"]["row"] == 1 and two["layers"][0]["key"] == env.key()
 
 
@@ -183,8 +212,10 @@ def test_verify_compares_what_both_records_name():
     now = provenance(calc_task(), [], SandboxPolicy())
     now["layers"] = [{"path": "/a", "tree_sha256": "1" * 64}]
     assert compare({**now, "layers": [{"path": "/b", "key": "env-x", "tree_sha256": "1" * 64}]}, now) == []
-    changed = compare({**now, "layers": [{"path": "/a", "tree_sha256": "2" * 64}],
-                       "grader": {**now["grader"], "swebox": "0.0.1"}}, now)
+    changed = compare(
+        {**now, "layers": [{"path": "/a", "tree_sha256": "2" * 64}], "grader": {**now["grader"], "swebox": "0.0.1"}},
+        now,
+    )
     assert [c.split(" (")[0] for c in changed] == ["layer 0 differs in tree_sha256", "grader differs"]
     assert compare({**now, "task": {"id": "calc-add", "sha256": "0"}}, now)[0].startswith("task content differs")
     assert compare({**now, "layers": []}, now) == ["layers differ: 0 recorded, 1 now"]

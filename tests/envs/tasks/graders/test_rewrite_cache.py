@@ -39,8 +39,10 @@ def outcomes(report) -> dict[str, tuple[str, str]]:
 
 
 def test_verdicts_are_the_same_with_and_without_the_cache(calc_layer, calc_task, gold, cache_root):
-    off = {diff: grade(calc_task, gold[diff] if diff else "", layers=[calc_layer], rewrite_cache_on=False)
-           for diff in ("add", "")}
+    off = {
+        diff: grade(calc_task, gold[diff] if diff else "", layers=[calc_layer], rewrite_cache_on=False)
+        for diff in ("add", "")
+    }
     assert off["add"].resolved and not off[""].resolved and off["add"].rewritten == {}
     cold = grade(calc_task, gold["add"], layers=[calc_layer])
     assert cold.rewritten == {"entries": 1, "compiled": 1}
@@ -56,8 +58,9 @@ def test_verdicts_are_the_same_with_and_without_the_cache(calc_layer, calc_task,
     assert "assert -1 == 5" in warm[""].tests["tests/test_ops.py::test_add"].message
 
 
-def test_an_entry_holds_only_the_pristine_test_file_whatever_the_diff(calc_layer, calc_task, gold, tmp_path,
-                                                                       monkeypatch):
+def test_an_entry_holds_only_the_pristine_test_file_whatever_the_diff(
+    calc_layer, calc_task, gold, tmp_path, monkeypatch
+):
     # The same task graded with the fix and with nothing, each into a cache of its own: the entries are the
     # same bytes under the same name, so no entry can carry a fix (or anything else of a diff).
     made = {}
@@ -99,7 +102,8 @@ def test_an_agents_diff_cannot_poison_the_cache(calc_layer, calc_task, gold, cac
     lines = attack.splitlines(keepends=True)
     diff = (
         "diff --git a/calc/__init__.py b/calc/__init__.py\n--- a/calc/__init__.py\n+++ b/calc/__init__.py\n"
-        f"@@ -0,0 +1,{len(lines)} @@\n" + "".join("+" + line for line in lines)
+        f"@@ -0,0 +1,{len(lines)} @@\n"
+        + "".join("+" + line for line in lines)
         + "diff --git a/tests/test_ops.py b/tests/test_ops.py\n--- a/tests/test_ops.py\n+++ b/tests/test_ops.py\n"
         "@@ -6,2 +6,2 @@ from calc.ops import add, div, mul, sub\n def test_add():\n"
         "-    assert add(2, 3) == 5\n+    assert add(2, 3) == -1\n"
@@ -109,7 +113,9 @@ def test_an_agents_diff_cannot_poison_the_cache(calc_layer, calc_task, gold, cac
     )
     poisoner = grade(calc_task, diff, layers=[calc_layer])
     assert {path for path, _ in poisoner.dropped} == {
-        "tests/test_ops.py", "tests/__pycache__/test_ops.cpython-311-pytest-9.2.0.pyc"}
+        "tests/test_ops.py",
+        "tests/__pycache__/test_ops.cpython-311-pytest-9.2.0.pyc",
+    }
     assert poisoner.applied and not poisoner.resolved and poisoner.reward == 0.0
     add = poisoner.tests["tests/test_ops.py::test_add"]
     assert add.status == "failed" and "'Read-only file system / Read-only file system' == 5" in add.message

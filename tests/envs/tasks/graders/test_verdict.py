@@ -76,8 +76,10 @@ def test_canaries_that_come_out_wrong_are_tampering():
     [
         (lambda ev: ev[:5] + [ev[3]] + ev[5:], "call report after"),  # a second call report for the test
         (lambda ev: ev + [{"e": "report", "id": "t.py::z", "when": "setup", "outcome": "passed"}], "after the finish"),
-        (lambda ev: ev[:2] + [{"e": "report", "id": "t.py::z", "when": "setup", "outcome": "passed"}] + ev[2:],
-         "not collected"),
+        (
+            lambda ev: ev[:2] + [{"e": "report", "id": "t.py::z", "when": "setup", "outcome": "passed"}] + ev[2:],
+            "not collected",
+        ),
         (lambda ev: ev[:1] + [b"{not json"] + ev[1:], "unreadable event"),
         (lambda ev: ev[:2] + ev[:2] + ev[2:], "second"),
     ],
@@ -106,8 +108,10 @@ def _signed(key: bytes, payload: dict) -> bytes:
 
 
 def test_only_a_verdict_signed_with_the_runs_key_is_believed():
-    key, payload = b"k" * 32, {"results": {"t.py::a": ["passed", 0.1, ""]}, "problems": [], "tampered": [],
-                               "timed_out": False}
+    key, payload = (
+        b"k" * 32,
+        {"results": {"t.py::a": ["passed", 0.1, ""]}, "problems": [], "tampered": [], "timed_out": False},
+    )
     good = read_verdict(_signed(key, payload), key)
     assert good.status == "ok" and good.results == {"t.py::a": ("passed", 0.1, "")}
     assert read_verdict(_signed(b"x" * 32, payload), key).status == "forged"

@@ -25,9 +25,13 @@ from tests.calc import SUBMIT, bash
 from tests.envs.cache.py39_image import GOLD, VENV_PYTHON, py39_layout
 from tests.harbor_fixture import write_task
 
-pytestmark = [pytest.mark.e2e, pytest.mark.skipif(
-    os.geteuid() != 0 or not all(shutil.which(t) for t in ("mmdebstrap", "tar2sqfs")),
-    reason="needs root, mmdebstrap (and Debian's archive, the first time) and tar2sqfs for the py39 image")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        os.geteuid() != 0 or not all(shutil.which(t) for t in ("mmdebstrap", "tar2sqfs")),
+        reason="needs root, mmdebstrap (and Debian's archive, the first time) and tar2sqfs for the py39 image",
+    ),
+]
 IMAGE = "swebox/py39-calc:harbor"
 
 
@@ -64,8 +68,9 @@ def test_harbor_task_oracle_pays_1_nothing_pays_0_broken_reward_file_pays_0(tmp_
         with group(txt, 1, source=source, config=EpisodeConfig(max_turns=5, grade_timeout_s=300)) as episodes:
             episode = episodes[0]
             first = episode.reset()
-            seen = episode.step(bash("pwd; echo $GREETING_MODE; cat build-stamp.txt; ls /tests 2>&1; "
-                                     "ls /solution 2>&1; readlink /app")).observation
+            seen = episode.step(
+                bash("pwd; echo $GREETING_MODE; cat build-stamp.txt; ls /tests 2>&1; ls /solution 2>&1; readlink /app")
+            ).observation
             episode.step(bash("sed -i 's/name.upper()/name/' greet.py"))  # the agent's own fix
             fixed = episode.step(SUBMIT)
             episode.reset()
@@ -90,17 +95,25 @@ def test_harbor_task_oracle_pays_1_nothing_pays_0_broken_reward_file_pays_0(tmp_
         assert not nothing[name].errors  # a clean run that the verifier scored 0
     for report in (oracle["greet-broken"], nothing["greet-broken"]):
         assert report.reward == 0.0 and not report.resolved
-        assert report.errors == ["/logs/verifier/reward.txt: expected a number; found b'not-a-number\\n'"], \
+        assert report.errors == ["/logs/verifier/reward.txt: expected a number; found b'not-a-number\\n'"], (
             report.errors
+        )
 
 
 def test_exported_swebench_style_row_round_trips_through_harbor_folders(tmp_path, store):
     """An image row (SWE-bench's shape: FROM its image, /testbed, pytest ids) exported as a Harbor folder and
     loaded back: the exported test.sh + score.py pay 1 for solution/solve.sh, 0 for nothing, and 0 for a
     diff that rewrites the test instead of fixing the code (test.sh restores the test files first)."""
-    row = Task(instance_id="py39-calc", repo="calc", patch=GOLD, test_cmd=f"{VENV_PYTHON} -m pytest",
-               problem_statement="add(2, 3) returns -1 instead of 5.", metadata={"image": IMAGE},
-               FAIL_TO_PASS=["tests/test_calc.py::test_add"], PASS_TO_PASS=["tests/test_calc.py::test_mul"])
+    row = Task(
+        instance_id="py39-calc",
+        repo="calc",
+        patch=GOLD,
+        test_cmd=f"{VENV_PYTHON} -m pytest",
+        problem_statement="add(2, 3) returns -1 instead of 5.",
+        metadata={"image": IMAGE},
+        FAIL_TO_PASS=["tests/test_calc.py::test_add"],
+        PASS_TO_PASS=["tests/test_calc.py::test_mul"],
+    )
     written, refused = export([row], tmp_path / "harbor")
     assert refused == [] and [p.name for p in written] == ["py39-calc"]
     assert (written[0] / "environment" / "Dockerfile").read_text() == f"FROM {IMAGE}\nWORKDIR /testbed\n"
@@ -108,9 +121,11 @@ def test_exported_swebench_style_row_round_trips_through_harbor_folders(tmp_path
     (task,) = build_layers(list(load(tmp_path / "harbor")), store, cache_root=node)
     assert task.grader == "harbor" and task.problem_statement == row.problem_statement
     assert "-    return a - b\n+    return a + b" in task.patch  # solve.sh applied fix.patch
-    cheat = ("diff --git a/tests/test_calc.py b/tests/test_calc.py\n--- a/tests/test_calc.py\n"
-             "+++ b/tests/test_calc.py\n@@ -4,2 +4,2 @@ from calc import add, mul\n def test_add():\n"
-             "-    assert add(2, 3) == 5\n+    assert add(2, 3) == -1\n")
+    cheat = (
+        "diff --git a/tests/test_calc.py b/tests/test_calc.py\n--- a/tests/test_calc.py\n"
+        "+++ b/tests/test_calc.py\n@@ -4,2 +4,2 @@ from calc import add, mul\n def test_add():\n"
+        "-    assert add(2, 3) == 5\n+    assert add(2, 3) == -1\n"
+    )
     cache = LayerCache(store, LayerCacheConfig(root=node))
     try:
         oracle, nothing, cheated = (_grade(cache, task, d) for d in (task.patch, "", cheat))

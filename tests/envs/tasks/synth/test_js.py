@@ -28,11 +28,23 @@ def test_test_file_of_a_tap_id():
     assert npm.test_file("should be equal") is None
 
 
-@pytest.mark.parametrize(("path", "mutable"), [
-    ("index.js", True), ("lib/parse.mjs", True), ("src/a.cjs", True), ("test/a.js", False),
-    ("lib/a.test.js", False), ("dist/a.js", False), ("a.min.js", False), ("node_modules/x/i.js", False),
-    ("example/parse.js", False), (".eslintrc.js", False), ("jest.config.js", False), ("README.md", False),
-])
+@pytest.mark.parametrize(
+    ("path", "mutable"),
+    [
+        ("index.js", True),
+        ("lib/parse.mjs", True),
+        ("src/a.cjs", True),
+        ("test/a.js", False),
+        ("lib/a.test.js", False),
+        ("dist/a.js", False),
+        ("a.min.js", False),
+        ("node_modules/x/i.js", False),
+        ("example/parse.js", False),
+        (".eslintrc.js", False),
+        ("jest.config.js", False),
+        ("README.md", False),
+    ],
+)
 def test_is_mutable_js(path, mutable):
     assert is_mutable_js(path) is mutable
 
@@ -51,11 +63,14 @@ def test_sites_apply_at_utf16_offsets_and_unparsable_candidates_are_dropped():
 
 
 def test_failure_details_read_the_tap_block_under_a_failure():
-    log = ("ok 1 - /testbed/test/a.js\n  ---\n  duration_ms: 1\n  ...\nnot ok 2 - /testbed/test/b.js\n  ---\n"
-           "  error: 'test failed'\n  exitCode: 1\n  ...\nok 3 - /testbed/test/c.js\n")
+    log = (
+        "ok 1 - /testbed/test/a.js\n  ---\n  duration_ms: 1\n  ...\nnot ok 2 - /testbed/test/b.js\n  ---\n"
+        "  error: 'test failed'\n  exitCode: 1\n  ...\nok 3 - /testbed/test/c.js\n"
+    )
     details = failure_details(log, {"- /testbed/test/b.js"})
-    assert details == {"- /testbed/test/b.js": ("error: 'test failed'",
-                                                "---\n  error: 'test failed'\n  exitCode: 1\n  ...")}
+    assert details == {
+        "- /testbed/test/b.js": ("error: 'test failed'", "---\n  error: 'test failed'\n  exitCode: 1\n  ...")
+    }
 
 
 def test_javascript_parser_names():
@@ -64,7 +79,9 @@ def test_javascript_parser_names():
     assert "immutable-js/immutable-js" not in names
     assert "picks a log format by the instance id" in log_parsers.check_parser_name("immutable-js/immutable-js")
     assert log_parsers.parse_log("jest", "  ✓ adds numbers (3 ms)\n  ✕ subtracts (1 ms)\n") == {
-        "adds numbers": "PASSED", "subtracts": "FAILED"}
+        "adds numbers": "PASSED",
+        "subtracts": "FAILED",
+    }
     assert log_parsers.parser_key("tap", "- /testbed/test/a.js") == "- /testbed/test/a.js"
 
 
@@ -79,10 +96,20 @@ def test_schema_languages():
 
 def test_multilingual_row_of_a_swebench_javascript_repository():
     """axios/axios 5892 in SWE-bench Multilingual's keys: swebench's spec gives the command and the parser."""
-    row = {"repo": "axios/axios", "instance_id": "axios__axios-5892", "base_commit": "a" * 40,
-           "patch": "diff --git a/lib/x.js b/lib/x.js\n", "test_patch": "", "problem_statement": "p",
-           "hints_text": "", "created_at": "2023-09-01T00:00:00Z", "version": "5892",
-           "environment_setup_commit": "a" * 40, "FAIL_TO_PASS": json.dumps(["compression"]), "PASS_TO_PASS": "[]"}
+    row = {
+        "repo": "axios/axios",
+        "instance_id": "axios__axios-5892",
+        "base_commit": "a" * 40,
+        "patch": "diff --git a/lib/x.js b/lib/x.js\n",
+        "test_patch": "",
+        "problem_statement": "p",
+        "hints_text": "",
+        "created_at": "2023-09-01T00:00:00Z",
+        "version": "5892",
+        "environment_setup_commit": "a" * 40,
+        "FAIL_TO_PASS": json.dumps(["compression"]),
+        "PASS_TO_PASS": "[]",
+    }
     task = to_task(row)
     assert (task.language, task.grader, task.log_parser) == ("javascript", "log", "axios/axios")
     assert task.test_cmd == "npx mocha test/unit/adapters/http.js -R tap -g 'compression'"
@@ -100,4 +127,5 @@ def test_node_canaries_go_into_the_folders_node_test_runs():
     assert log_canaries.problems(planted, honest) == []
     forged = {**honest, "- /testbed/test/roseku_dafi.js": "PASSED"}
     assert log_canaries.problems(planted, forged) == [
-        "canary test test::roseku_dafi was reported PASSED, planted to be FAILED"]
+        "canary test test::roseku_dafi was reported PASSED, planted to be FAILED"
+    ]

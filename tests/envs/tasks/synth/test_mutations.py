@@ -24,9 +24,7 @@ def outputs(source: str, technique: str) -> list[str]:
 
 
 def test_change_binary_operator():
-    assert outputs("def f(a, b):\n    return a + b\n", "change_binary_operator") == [
-        "def f(a, b):\n    return a - b\n"
-    ]
+    assert outputs("def f(a, b):\n    return a + b\n", "change_binary_operator") == ["def f(a, b):\n    return a - b\n"]
 
 
 def test_change_augmented_operator():
@@ -62,9 +60,7 @@ def test_swap_operands_keeps_grouping_with_parentheses():
         "def f(a, b, c):\n    return c - (a - b)\n",
         "def f(a, b, c):\n    return b - a - c\n",
     ]
-    assert outputs("def f(a, b):\n    return a < b\n", "swap_operands") == [
-        "def f(a, b):\n    return b < a\n"
-    ]
+    assert outputs("def f(a, b):\n    return a < b\n", "swap_operands") == ["def f(a, b):\n    return b < a\n"]
 
 
 def test_swap_operands_skips_commutative_operators():
@@ -78,12 +74,8 @@ def test_change_constant_ints_bools_strings():
     ]
     assert outputs("def f(x):\n    return x[0]\n", "change_constant") == ["def f(x):\n    return x[1]\n"]
     assert outputs("def f():\n    return True\n", "change_constant") == ["def f():\n    return False\n"]
-    assert outputs("def f(d):\n    return d['key']\n", "change_constant") == [
-        "def f(d):\n    return d['ke']\n"
-    ]
-    assert outputs('def f(d):\n    return d.get(b"")\n', "change_constant") == [
-        'def f(d):\n    return d.get(b"x")\n'
-    ]
+    assert outputs("def f(d):\n    return d['key']\n", "change_constant") == ["def f(d):\n    return d['ke']\n"]
+    assert outputs('def f(d):\n    return d.get(b"")\n', "change_constant") == ['def f(d):\n    return d.get(b"x")\n']
 
 
 def test_change_constant_skips_strings_ending_in_an_escape():
@@ -91,12 +83,8 @@ def test_change_constant_skips_strings_ending_in_an_escape():
 
 
 def test_break_chain_comparison_and_arithmetic():
-    assert outputs("def f(a, b, c):\n    return a < b < c\n", "break_chain") == [
-        "def f(a, b, c):\n    return a < b\n"
-    ]
-    assert outputs("def f(a, b, c):\n    return a + b + c\n", "break_chain") == [
-        "def f(a, b, c):\n    return a + c\n"
-    ]
+    assert outputs("def f(a, b, c):\n    return a < b < c\n", "break_chain") == ["def f(a, b, c):\n    return a < b\n"]
+    assert outputs("def f(a, b, c):\n    return a + b + c\n", "break_chain") == ["def f(a, b, c):\n    return a + c\n"]
 
 
 def test_invert_if_swaps_branches():

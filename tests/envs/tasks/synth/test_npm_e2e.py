@@ -53,14 +53,35 @@ def synth(tmp_path_factory):
     cache = os.environ.get("SWEBOX_TEST_NPM_CACHE") or "/var/tmp/swebox-test-npm"
     env = {**os.environ, "SWEBOX_NPM_CACHE": cache, "SWEBOX_LAYER_CACHE": str(root / "node")}
     out = root / "out"
-    made = _cli(["tasks", "synth", "--project", SPEC, "--out", str(out), "--max-tasks", "2", "--jobs", "2",
-                 "--max-candidates", "40"], env)
+    made = _cli(
+        [
+            "tasks",
+            "synth",
+            "--project",
+            SPEC,
+            "--out",
+            str(out),
+            "--max-tasks",
+            "2",
+            "--jobs",
+            "2",
+            "--max-candidates",
+            "40",
+        ],
+        env,
+    )
     assert made.returncode == 0, made.stdout + made.stderr
     mp = pytest.MonkeyPatch()
     mp.setenv("SWEBOX_LAYER_CACHE", str(root / "node"))
     layers = StoreLayers(out / "layers")
-    yield {"root": root, "out": out, "env": env, "layers": layers, "cache": Path(cache),
-           "tasks": [Task.from_json(line) for line in (out / "tasks.jsonl").read_text().splitlines()]}
+    yield {
+        "root": root,
+        "out": out,
+        "env": env,
+        "layers": layers,
+        "cache": Path(cache),
+        "tasks": [Task.from_json(line) for line in (out / "tasks.jsonl").read_text().splitlines()],
+    }
     layers.close()
     mp.undo()
 
@@ -119,8 +140,18 @@ def test_tests_run_on_the_node_toolchain_layer(synth):
 
 
 def test_validate_resolves_gold_and_not_empty(synth):
-    checked = _cli(["tasks", "validate", str(synth["out"] / "tasks.jsonl"), "--layers",
-                    str(synth["out"] / "layers"), "--timeout", "300"], synth["env"])
+    checked = _cli(
+        [
+            "tasks",
+            "validate",
+            str(synth["out"] / "tasks.jsonl"),
+            "--layers",
+            str(synth["out"] / "layers"),
+            "--timeout",
+            "300",
+        ],
+        synth["env"],
+    )
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert checked.stdout.strip().splitlines()[-1] == "2 passed, 0 failed"
 
@@ -130,8 +161,10 @@ def test_wrong_diffs_score_zero(synth):
     paths = synth["layers"](task)
     # a diff elsewhere in the module: the bug stays
     path = task.metadata["synth"]["path"]
-    noise = (f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1,1 +1,2 @@\n"
-             f"+// unrelated\n {_first_line(synth, task, path)}\n")
+    noise = (
+        f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1,1 +1,2 @@\n"
+        f"+// unrelated\n {_first_line(synth, task, path)}\n"
+    )
     wrong = grade(task, noise, layers=paths)
     assert wrong.applied and not wrong.resolved and wrong.reward == 0.0
     # rewriting a failing test file to pass: the grader restores the test files, so the bug still shows
@@ -166,14 +199,25 @@ def _multilingual(synth, name: str, work: Path, recipe: dict, row: dict) -> Task
     root = synth["root"] / name
     mirror = root / "mirror"
     subprocess.run(["git", "clone", "-q", "--bare", str(work), str(mirror / "minimistjs__minimist.git")], check=True)
-    row = {"repo": "minimistjs/minimist", "instance_id": f"minimistjs__minimist-{name}", "test_patch": "",
-           "hints_text": "", "created_at": "2024-08-01T00:00:00Z", "version": "1.2", **row}
+    row = {
+        "repo": "minimistjs/minimist",
+        "instance_id": f"minimistjs__minimist-{name}",
+        "test_patch": "",
+        "hints_text": "",
+        "created_at": "2024-08-01T00:00:00Z",
+        "version": "1.2",
+        **row,
+    }
     rows = root / "multilingual.jsonl"
     rows.write_text(json.dumps(row) + "\n")
     specs = root / "specs.json"
     specs.write_text(json.dumps({"minimistjs/minimist": {"1.2": recipe}}))
-    env = {**synth["env"], "SWEBOX_SWE_SPECS": str(specs), "SWEBOX_GIT_MIRROR": str(mirror),
-           "SWEBOX_LAYER_STORE": str(root / "store")}
+    env = {
+        **synth["env"],
+        "SWEBOX_SWE_SPECS": str(specs),
+        "SWEBOX_GIT_MIRROR": str(mirror),
+        "SWEBOX_LAYER_STORE": str(root / "store"),
+    }
     built = _cli(["cache", "build", "--tasks", str(rows)], env)
     assert built.returncode == 0, built.stdout + built.stderr
     checked = _cli(["tasks", "validate", str(rows), "--timeout", "300"], env)
@@ -184,12 +228,15 @@ def _multilingual(synth, name: str, work: Path, recipe: dict, row: dict) -> Task
     try:
         (loaded,) = load(rows)
         assert (loaded.language, loaded.grader) == ("javascript", "log") and loaded.env.commit == row[
-            "environment_setup_commit"]
+            "environment_setup_commit"
+        ]
         assert loaded.env.toolchains == ("node",)  # built and graded on the node layer, as synthesis's tasks
         layers = StoreLayers(root / "store")
         try:  # a diff elsewhere: the bug stays
-            wrong = ("diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1,2 @@\n"
-                     f"+noise\n {(work / 'README.md').read_text().split(chr(10), 1)[0]}\n")
+            wrong = (
+                "diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1,2 @@\n"
+                f"+noise\n {(work / 'README.md').read_text().split(chr(10), 1)[0]}\n"
+            )
             assert not grade(loaded, wrong, layers=layers(loaded)).resolved
         finally:
             layers.close()
@@ -211,11 +258,21 @@ def test_multilingual_row_from_the_same_repository_validates(synth):
     work, setup = _history(synth, "tap")
     subprocess.run(["git", "-C", str(work), "apply", "-R"], input=task.patch, text=True, check=True)
     _git(work, "commit", "-qam", "a bug")
-    recipe = {"language": "javascript", "log_parser": "tap", "install": [npm.INSTALL],
-              "test_cmd": ["node --test --test-reporter=tap test"], "docker_specs": {"node_version": "20"}}
-    row = {"base_commit": _git(work, "rev-parse", "HEAD").strip(), "environment_setup_commit": setup,
-           "patch": task.patch, "problem_statement": task.problem_statement,
-           "FAIL_TO_PASS": json.dumps(list(task.FAIL_TO_PASS)), "PASS_TO_PASS": json.dumps(list(task.PASS_TO_PASS))}
+    recipe = {
+        "language": "javascript",
+        "log_parser": "tap",
+        "install": [npm.INSTALL],
+        "test_cmd": ["node --test --test-reporter=tap test"],
+        "docker_specs": {"node_version": "20"},
+    }
+    row = {
+        "base_commit": _git(work, "rev-parse", "HEAD").strip(),
+        "environment_setup_commit": setup,
+        "patch": task.patch,
+        "problem_statement": task.problem_statement,
+        "FAIL_TO_PASS": json.dumps(list(task.FAIL_TO_PASS)),
+        "PASS_TO_PASS": json.dumps(list(task.PASS_TO_PASS)),
+    }
     loaded = _multilingual(synth, "tap", work, recipe, row)
     assert loaded.log_parser == "tap" and loaded.metadata["node_version"] == "20"
 
@@ -248,8 +305,18 @@ def test_multilingual_row_graded_by_swebench_jest_parser(synth):
     _git(work, "commit", "-qam", "isNumber: only numbers and hex")
     base = _git(work, "rev-parse", "HEAD").strip()
     patch = _git(work, "diff", base, setup, "--", "index.js")
-    recipe = {"language": "javascript", "log_parser": "jest", "install": [npm.INSTALL],
-              "test_cmd": "./node_modules/.bin/jest --verbose --no-color"}
-    row = {"base_commit": base, "environment_setup_commit": setup, "patch": patch, "problem_statement": "numbers",
-           "FAIL_TO_PASS": ["parses a number"], "PASS_TO_PASS": ["parses a long flag", "parses a short flag"]}
+    recipe = {
+        "language": "javascript",
+        "log_parser": "jest",
+        "install": [npm.INSTALL],
+        "test_cmd": "./node_modules/.bin/jest --verbose --no-color",
+    }
+    row = {
+        "base_commit": base,
+        "environment_setup_commit": setup,
+        "patch": patch,
+        "problem_statement": "numbers",
+        "FAIL_TO_PASS": ["parses a number"],
+        "PASS_TO_PASS": ["parses a long flag", "parses a short flag"],
+    }
     assert _multilingual(synth, "jest", work, recipe, row).log_parser == "jest"

@@ -192,9 +192,7 @@ def test_synthesis_over_fixture_project(tmp_path, fixture_env):
     for task, changes in zip(rows, fixture_env.layers_built, strict=True):
         assert task.FAIL_TO_PASS and task.PASS_TO_PASS
         assert set(task.FAIL_TO_PASS).isdisjoint(task.PASS_TO_PASS)
-        assert all(
-            t.startswith("tests/test_core.py::test_") for t in (*task.FAIL_TO_PASS, *task.PASS_TO_PASS)
-        )
+        assert all(t.startswith("tests/test_core.py::test_") for t in (*task.FAIL_TO_PASS, *task.PASS_TO_PASS))
         assert task.test_files == ("tests/test_core.py",)
         assert task.env is not None and task.env.source == recipe.repo_path
         assert task.base_commit and task.task_layer_key
@@ -259,9 +257,7 @@ def test_synthesised_ids_of_inherited_unittest_classes_are_gradable(tmp_path):
 
     if not SYSTEM_PYTHON.exists():
         pytest.skip("needs /usr/bin/python3.11 (an interpreter the sandbox uid can reach)")
-    env = FixtureEnv(
-        tmp_path, {"__init__.py": "", "test_unit.py": UNITTEST_TESTS, "test_again.py": INHERITED_TESTS}
-    )
+    env = FixtureEnv(tmp_path, {"__init__.py": "", "test_unit.py": UNITTEST_TESTS, "test_again.py": INHERITED_TESTS})
     # no tests in the recipe: the tests/ folder is found
     recipe = ProjectRecipe(name="calc", repo_path=str(env.layer / "testbed"), max_tasks=2, timeout_s=60)
     config = SynthConfig(out=str(tmp_path / "out"), jobs=1, seed=0, baseline_runs=2)

@@ -159,9 +159,7 @@ def test_real_pytest_failure_never_leaks_the_mutated_line(tmp_path):
         ("tests.test_stats", "test_median_single"),
     }
     assert any(buggy.strip() in text for _, text in details.values())  # pytest did print the source frame
-    failures = [
-        Failure(f"tests/test_stats.py::{name}", msg, text) for (_, name), (msg, text) in details.items()
-    ]
+    failures = [Failure(f"tests/test_stats.py::{name}", msg, text) for (_, name), (msg, text) in details.items()]
     diff = f"--- a/pkg/stats.py\n+++ b/pkg/stats.py\n@@ -2 +2 @@\n-{buggy}\n+{buggy.replace(' + 1', '')}\n"
     text = problem_statement("pkg", failures, passing=0, diff=diff)
     assert "tests/test_stats.py::test_median_single" in text
