@@ -4,6 +4,7 @@ is the tree's real diff, and the agent's doing never ends as a masked environmen
 
 from __future__ import annotations
 
+import re
 import shlex
 import time
 
@@ -160,7 +161,11 @@ def test_a_capture_mid_episode_holds_the_agents_processes_and_lets_them_go_on(ep
         )
     )
     fixed = ep.current_diff()  # stopped for the capture (freeze), not killed: the episode goes on
-    assert fixed == "" or "+    return a + b" in fixed
+    # frozen at any instant: ops.py as it was or as fixed (sed -i renames whole files), and maybe the temporary
+    # file a frozen `sed -i` was writing at that instant (calc/sedXXXXXX), which is the tree's too
+    files = re.findall(r"^diff --git a/(\S+) ", fixed, flags=re.MULTILINE)
+    assert all(f == "calc/ops.py" or re.fullmatch(r"calc/sed\w{6}", f) for f in files), fixed
+    assert "calc/ops.py" not in files or "+    return a + b" in fixed
     alive = ep.step(bash("kill -0 $(cat /tmp/loop) && echo running"))
     assert alive.observation.endswith("running\n</output>") and not alive.done
 
