@@ -28,7 +28,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..sandbox import Sandbox, SandboxPolicy
+from ..sandbox import Layer, Sandbox, SandboxPolicy
 from ..sandbox.policy import DEFAULT_ENV
 from .interpreters import Interpreter, find_interpreter
 from .pip_settings import PackageSettings, host_package_settings, write_files
@@ -157,7 +157,7 @@ class _Steps:
 
 @dataclass(frozen=True)
 class _Python:
-    """The env build's interpreter: the host's, or an interpreter layer's (``layer`` set)."""
+    """The env build's interpreter: the host's, or an interpreter layer's (``layer_key`` set)."""
 
     interp: Interpreter
     """Its paths as the build sandbox sees them."""
@@ -349,7 +349,7 @@ def build_env(
     return store.build(key, build, force=force)
 
 
-def _stacked(python: _Python, spec: EnvSpec, tools: list) -> dict[str, str]:
+def _stacked(python: _Python, spec: EnvSpec, tools: list[Layer]) -> dict[str, str]:
     """``meta["toolchains"]``: name -> key of the layers every sandbox over the env stacks below it, lowest
     first (the interpreter layer, then the spec's toolchains)."""
     minor = ".".join(python.interp.version.split(".")[:2])

@@ -18,10 +18,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from swebox.envs.cache import EnvSpec, LayerCache, LayerCacheConfig, LayerStore
-from swebox.envs.cache.builder import BuilderConfig, build_env
+from swebox.envs.cache import EnvSpec, LayerCache, LayerCacheConfig, LayerStore, builder
+from swebox.envs.cache.builder import BuilderConfig, _Python, _python, build_env
 from swebox.envs.cache.elf_runpath import RunpathError, read_runpath, relocate_runpath
-from swebox.envs.cache.interpreters import discover
+from swebox.envs.cache.interpreters import Interpreter, discover
 from swebox.envs.cache.pythons import (
     PythonImportError,
     find_python_layer,
@@ -31,6 +31,7 @@ from swebox.envs.cache.pythons import (
     tree_digest,
 )
 from swebox.envs.cache.toolchains import env_toolchains, release_toolchain_layers, toolchain_env
+from swebox.envs.episodes.layers_resolver import _with_toolchains
 from swebox.envs.sandbox import Sandbox
 
 PYENV = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
@@ -97,7 +98,8 @@ def test_the_layer_runs_in_a_sandbox_and_its_key_is_stable(layer_store, tmp_path
             run = sb.exec(
                 "P=/opt/swebox/python/3.9/bin/python3.9; $P -c 'import ssl, sqlite3, ctypes, venv, sys; "
                 "print(sys.prefix, ssl.OPENSSL_VERSION, sqlite3.connect(\":memory:\").execute(\"select 6*7\")"
-                ".fetchone()[0])' && $P -m venv /tmp/v && cat /tmp/v/pyvenv.cfg && /tmp/v/bin/pip --version "
+                ".fetchone()[0])' && $P -m venv --without-pip /tmp/v && cat /tmp/v/pyvenv.cfg "
+                "&& /tmp/v/bin/python -c 'import sys; print(sys.prefix)' "
                 "&& head -1 /opt/swebox/python/3.9/bin/pydoc3.9",
                 timeout=300,
             )
@@ -106,7 +108,7 @@ def test_the_layer_runs_in_a_sandbox_and_its_key_is_stable(layer_store, tmp_path
     assert run.exit_code == 0, run.output
     assert "/opt/swebox/python/3.9 OpenSSL" in run.output and " 42\n" in run.output, run.output
     assert "home = /opt/swebox/python/3.9/bin" in run.output, run.output
-    assert "from /tmp/v/lib/python3.9/site-packages/pip" in run.output, run.output  # ensurepip's, in the venv
+    assert "\n/tmp/v\n" in run.output, run.output  # the venv is one (ensurepip's pip: the env build below)
     assert "#!/opt/swebox/python/3.9/bin/python3.9" in run.output, run.output  # shebangs relocated
 
 
@@ -136,6 +138,7 @@ def _repo(folder: Path) -> str:
     return subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
 
 
+@pytest.mark.e2e
 def test_an_env_layer_built_on_the_layer_runs_pytest_only_over_it(layer_store, tmp_path, monkeypatch):
     store, manifest = layer_store
     monkeypatch.setenv("PIP_FIND_LINKS", str(_wheels_39()))
@@ -150,6 +153,9 @@ def test_an_env_layer_built_on_the_layer_runs_pytest_only_over_it(layer_store, t
     assert env.meta["python_layer"] == manifest.key and env.meta["interpreters"] == []  # nothing bound from the host
     tools = env_toolchains(store, env.key)
     assert tools == {"python3.9": manifest.key} and toolchain_env(list(tools)) == {}
+    assert manifest.key in store.toolchain_layers()  # gc keeps it while the env is there
+    # episodes and grades stack it below the env layer, as they stack toolchain layers
+    assert _with_toolchains(store, [("env", env.key)]) == [("toolchain:python3.9", manifest.key), ("env", env.key)]
     cache = LayerCache(store, LayerCacheConfig(root=str(tmp_path / "node")))
     try:
         with cache.acquire(manifest.key) as python, cache.acquire(env.key) as layer:
@@ -165,3 +171,15 @@ def test_an_env_layer_built_on_the_layer_runs_pytest_only_over_it(layer_store, t
     assert "FAILED tests/test_sums.py::test_breaks" in run.output and run.exit_code == 1, run.output
     assert "platform linux -- Python 3.9." in run.output, run.output
     assert alone.exit_code != 0, alone.output
+
+
+def test_env_builds_choose_the_stores_layer_unless_told_never(layer_store, monkeypatch):
+    store, manifest = layer_store
+    spec = EnvSpec(source="pypi:toolz==1.0.0", python="3.9")
+    chosen = _python(store, spec, BuilderConfig())
+    assert chosen.layer_key == manifest.key and chosen.interp.path == "/opt/swebox/python/3.9/bin/python3.9"
+    reachable = Interpreter("/opt/python/3.9/bin/python3.9", "3.9.18", "/opt/python/3.9", True)
+    monkeypatch.setattr(builder, "find_interpreter", lambda wanted: reachable)
+    assert _python(store, spec, BuilderConfig(python_layers="never")) == _Python(reachable)
+    with pytest.raises(ValueError, match="python_layers"):
+        BuilderConfig(python_layers="sometimes")
