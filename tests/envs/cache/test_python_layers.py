@@ -6,7 +6,8 @@ the sandbox's unprivileged root can run neither. The layer is the build copied a
 (swebox.envs.cache.pythons); here it runs in a sandbox (ssl, sqlite3, ctypes, a venv whose home is the layer),
 its key is the same for the same install, and an env layer built from it runs a real pytest (pytest 8.4.2's
 wheels, from a local folder named by PIP_FIND_LINKS/PIP_NO_INDEX, which the build forwards: offline) only with
-the layer below it.
+the layer below it, and grading through the store (as `swebox tasks validate`) resolves the gold patch and not
+the empty diff.
 """
 
 from __future__ import annotations
@@ -33,10 +34,23 @@ from swebox.envs.cache.pythons import (
 from swebox.envs.cache.toolchains import env_toolchains, release_toolchain_layers, toolchain_env
 from swebox.envs.episodes.layers_resolver import _with_toolchains
 from swebox.envs.sandbox import Sandbox
+from swebox.envs.tasks import Task
+from swebox.envs.tasks.validate import StoreLayers, validate_task
 
 PYENV = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
 PYTEST_39 = Path(os.path.expanduser("~/.cache/swebox/test-wheels-py39"))
-TESTS = "def test_holds():\n    assert sum(range(4)) == 6\n\n\ndef test_breaks():\n    assert sum(range(4)) == 7\n"
+TESTS = (
+    "from calc import add\n\n\ndef test_holds():\n    assert add(0, 0) == 0\n\n\n"
+    "def test_breaks():\n    assert add(2, 2) == 4\n"
+)
+GOLD = """diff --git a/calc.py b/calc.py
+--- a/calc.py
++++ b/calc.py
+@@ -1,2 +1,2 @@
+ def add(a, b):
+-    return a - b
++    return a + b
+"""
 
 
 def _pyenv(minor: str) -> Path:
@@ -130,6 +144,8 @@ def _wheels_39() -> Path:
 
 def _repo(folder: Path) -> str:
     (folder / "tests").mkdir(parents=True)
+    (folder / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (folder / "conftest.py").write_text("")  # puts the checkout on sys.path, as the project's own would
     (folder / "tests" / "test_sums.py").write_text(TESTS)
     git = ["git", "-C", str(folder), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
@@ -171,6 +187,17 @@ def test_an_env_layer_built_on_the_layer_runs_pytest_only_over_it(layer_store, t
     assert "FAILED tests/test_sums.py::test_breaks" in run.output and run.exit_code == 1, run.output
     assert "platform linux -- Python 3.9." in run.output, run.output
     assert alone.exit_code != 0, alone.output
+    # graded as `swebox tasks validate` grades (the store's layers, the interpreter layer stacked below the env):
+    # the gold patch resolves, the empty diff does not
+    tests = {"FAIL_TO_PASS": ["tests/test_sums.py::test_breaks"], "PASS_TO_PASS": ["tests/test_sums.py::test_holds"]}
+    task = Task.from_dict({"instance_id": "calc-1", "repo": "calc", "env": spec.to_dict(), "patch": GOLD, **tests})
+    layers = StoreLayers(store.root)
+    try:
+        verdict = validate_task(task, layers, timeout=300)
+    finally:
+        layers.close()
+    assert verdict.passed and verdict.gold is not None and verdict.gold.resolved, verdict
+    assert verdict.empty is not None and not verdict.empty.resolved, verdict
 
 
 def test_env_builds_choose_the_stores_layer_unless_told_never(layer_store, monkeypatch):
