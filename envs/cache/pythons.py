@@ -10,8 +10,9 @@ brings its own pip from ``ensurepip``) and ``include`` (extensions compile again
 
 - every ELF file's RUNPATH entries under the old prefix become ``$ORIGIN``-relative (:mod:`.elf_runpath`;
   pyenv's name ``/root/.pyenv/versions/3.9.18/lib``, which the sandbox's unprivileged root cannot enter);
-- every text file naming the old prefix names the new one (``_sysconfigdata``, the ``config`` Makefile,
-  ``pkgconfig``, the scripts' shebangs), and the bytecode of those files is dropped.
+- every text file naming the old prefix (or the prefix it was configured for, which a copy moved by hand
+  still names) names the new one (``_sysconfigdata``, the ``config`` Makefile, ``pkgconfig``, the scripts'
+  shebangs), and the bytecode of those files is dropped.
 
 The old prefix stays inside compiled ELF strings (getpath's fallback ``PREFIX``): Python finds its prefix from
 its executable's location, not from that. The system libraries the build links (libssl, libsqlite3, libffi)
@@ -37,13 +38,18 @@ from pathlib import Path
 from ..sandbox import Layer, Sandbox, SandboxPolicy
 from ..sandbox.policy import DEFAULT_ENV
 from .elf_runpath import relocate_runpath
-from .interpreters import _PROBE, matches
+from .interpreters import matches
 from .store import BuildFailure, LayerStore, Manifest
 
 PYTHON_ROOT = "/opt/swebox/python"
 """Where interpreter layers appear in a sandbox: ``/opt/swebox/python/X.Y``."""
 PYTHON_LAYOUT = "1"
 """Part of every interpreter layer's key: bumped when what is copied or how it is relocated changes."""
+_PROBE = (
+    "import json, os, sys, sysconfig; print(json.dumps({'version': '%d.%d.%d' % sys.version_info[:3], "
+    "'prefix': sys.base_prefix, 'venv': sys.prefix != sys.base_prefix, "
+    "'executable': os.path.realpath(sys.executable), 'built_for': sysconfig.get_config_var('prefix') or ''}))"
+)
 _SKIPPED = ("test", "tests", "idle_test", "idlelib", "tkinter", "turtledemo", "__phello__", "site-packages")
 _SKIPPED_BIN = ("pip", "easy_install", "idle")
 
@@ -62,6 +68,9 @@ class PythonSource:
     """``sys.base_prefix``: the folder copied."""
     version: str
     """'3.9.18'."""
+    built_for: str = ""
+    """The prefix it was configured for (``sysconfig``'s ``prefix``): a copy moved by hand (tests/pyenv_python.py)
+    still names pyenv's folder in its ``_sysconfigdata``; relocated like ``prefix``."""
 
     @property
     def minor(self) -> str:
@@ -118,7 +127,7 @@ def probe(path: str) -> PythonSource:
             f"the system interpreter of {info['prefix']!r}, whose files are spread over the system's folders. "
             "Import a pyenv or uv build of the same version instead."
         )
-    return PythonSource(info["executable"], info["prefix"], info["version"])
+    return PythonSource(info["executable"], info["prefix"], info["version"], info["built_for"])
 
 
 def _ignore(folder: str, names: list[str]) -> set[str]:
@@ -138,7 +147,8 @@ def make_tree(source: PythonSource, tree: Path) -> list[str]:
             shutil.copytree(f"{source.prefix}/{part}", root / part, symlinks=True, ignore=_ignore)
     (root / "lib" / f"python{source.minor}" / "site-packages").mkdir(exist_ok=True)
     elves, texts = [], []
-    old = source.prefix.encode()
+    # longest first: one prefix may contain the other
+    olds = sorted({source.prefix, source.built_for} - {""}, key=len, reverse=True)
     for folder, _, names in os.walk(root):
         for name in names:
             path = Path(folder, name)
@@ -147,13 +157,15 @@ def make_tree(source: PythonSource, tree: Path) -> list[str]:
             with open(path, "rb") as f:
                 elf = f.read(4) == b"\x7fELF"
             if elf:
-                if relocate_runpath(path, source.prefix, root) is not None:
+                if any([relocate_runpath(path, old, root) is not None for old in olds]):
                     elves.append(str(path.relative_to(root)))
                 continue
             data = path.read_bytes()
-            if old in data:
+            if any(old.encode() in data for old in olds):
+                for old in olds:
+                    data = data.replace(old.encode(), new_prefix.encode())
                 os.chmod(path, path.stat().st_mode | 0o200)
-                path.write_bytes(data.replace(old, new_prefix.encode()))
+                path.write_bytes(data)
                 texts.append(str(path.relative_to(root)))
                 for pyc in (path.parent / "__pycache__").glob(f"{path.stem}.*.pyc"):
                     pyc.unlink()  # compiled from the old text
@@ -162,7 +174,7 @@ def make_tree(source: PythonSource, tree: Path) -> list[str]:
         f"# python {source.version} from {source.prefix} -> {new_prefix}",
         f"# RUNPATH made $ORIGIN-relative in {len(elves)} ELF files: {' '.join(sorted(elves)[:8])}"
         + (" ..." if len(elves) > 8 else ""),
-        f"# {source.prefix} -> {new_prefix} in {len(texts)} text files: {' '.join(sorted(texts))}",
+        f"# {' and '.join(olds)} -> {new_prefix} in {len(texts)} text files: {' '.join(sorted(texts))}",
     ]
 
 

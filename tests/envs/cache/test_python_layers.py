@@ -37,6 +37,8 @@ from swebox.envs.sandbox import Sandbox
 from swebox.envs.tasks import Task
 from swebox.envs.tasks.validate import StoreLayers, validate_task
 
+from tests.pyenv_python import readable_python
+
 PYENV = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
 PYTEST_39 = Path(os.path.expanduser("~/.cache/swebox/test-wheels-py39"))
 TESTS = (
@@ -210,3 +212,13 @@ def test_env_builds_choose_the_stores_layer_unless_told_never(layer_store, monke
     assert _python(store, spec, BuilderConfig(python_layers="never")) == _Python(reachable)
     with pytest.raises(ValueError, match="python_layers"):
         BuilderConfig(python_layers="sometimes")
+
+
+def test_a_copy_moved_by_hand_is_relocated_from_the_prefix_it_was_built_for(tmp_path):
+    """tests/pyenv_python.py's copy keeps pyenv's folder in its _sysconfigdata (its RUNPATH is already
+    $ORIGIN-relative): the layer made from it names /opt/swebox/python/3.9 (the sandbox check asserts it)."""
+    copy = readable_python("3.9")
+    source = probe(str(copy))
+    assert source.prefix == str(copy) and source.built_for.startswith(str(PYENV))
+    manifest = import_python(LayerStore(tmp_path / "store"), str(copy))
+    assert manifest.meta["source"] == str(copy) and manifest.meta["prefix"] == "/opt/swebox/python/3.9"
