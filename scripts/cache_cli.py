@@ -60,6 +60,14 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
         help="image: pull the container image each row names; build: build envs from the rows' "
         "recipes; auto (default): the image where a row names one and it can be had, else build",
     )
+    build.add_argument(
+        "--python-layers",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="auto (default): envs use the store's interpreter layer of their Python version, or one imported "
+        "from a host install the sandbox cannot reach (pyenv's); always: always a layer; never: the host's "
+        "interpreter, bound at its path (`swebox cache python`)",
+    )
     images_cli.add_registry_arguments(build)
     build.set_defaults(func=cmd_build)
 
@@ -92,8 +100,15 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     tsub.add_parser("list", help="the toolchains, their packages, keys and whether the store has them").set_defaults(
         func=cmd_toolchain_list
     )
+    python = sub.add_parser("python", help="import and list interpreter layers (/opt/swebox/python/X.Y)")
+    psub = python.add_subparsers(dest="python_command", required=True)
+    pimport = psub.add_parser("import", help="make interpreter layers from local installs (pyenv, uv, a prefix)")
+    pimport.add_argument("paths", nargs="+", metavar="PATH", help="an install's prefix or its bin/pythonX.Y")
+    pimport.add_argument("--force", action="store_true", help="import again though the store has this install")
+    pimport.set_defaults(func=cmd_python_import)
+    psub.add_parser("list", help="the store's interpreter layers").set_defaults(func=cmd_python_list)
     # `swebox cache build ... --store DIR` works too (error messages say so)
-    for command in [*sub.choices.values(), *tsub.choices.values()]:
+    for command in [*sub.choices.values(), *tsub.choices.values(), *psub.choices.values()]:
         command.add_argument(
             "--store", default=argparse.SUPPRESS, help="layer store folder (as before the sub-command)"
         )
@@ -183,7 +198,7 @@ def _build_all(pool, items, fn, bar, had) -> tuple[int, int, list[tuple[str, str
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from swebox.envs.cache.builder import build_env
+    from swebox.envs.cache.builder import BuilderConfig, build_env
     from swebox.envs.cache.checkout import build_checkout_layer
     from swebox.envs.cache.sources import resolve_mirror
 
@@ -193,13 +208,14 @@ def cmd_build(args: argparse.Namespace) -> int:
     if mirror and not Path(mirror).is_dir():
         raise SystemExit(f"--git-mirror: expected a folder of OWNER__NAME.git repositories; found nothing at {mirror}.")
     store = open_store(args, args.format, create=True)
+    config = BuilderConfig(python_layers=args.python_layers)
     served, image_failed = images_cli.build_images(args, store)
     specs, checkouts, errors = read_build_plan(args.tasks, served)  # a bad row: LoadError, one line, exit 2
     t0 = time.perf_counter()
     had = {s.key(): store.get(s.key()) is not None for s in [*specs, *checkouts]}
     with ThreadPoolExecutor(max_workers=args.jobs) as pool, _progress(len(specs) + len(checkouts), "layers") as bar:
         built, reused, env_failed = _build_all(
-            pool, specs, lambda s: build_env(store, s, force=args.force, mirror=mirror), bar, had
+            pool, specs, lambda s: build_env(store, s, config=config, force=args.force, mirror=mirror), bar, had
         )
         bad_envs = {key for key, _ in env_failed}
         blocked = [
@@ -312,4 +328,30 @@ def cmd_toolchain_list(args: argparse.Namespace) -> int:
         spec, key = get_spec(name), toolchain_key(name, store)
         state = "built" if store.get(key) is not None else "not built"
         print(f"{name:5} {key:36} {state:9}  {spec.prefix}  ({' '.join(spec.packages)})")
+    return 0
+
+
+def cmd_python_import(args: argparse.Namespace) -> int:
+    from swebox.envs.cache.pythons import PythonImportError, import_python, python_layers
+
+    store = open_store(args, create=True)
+    for path in args.paths:
+        had = {m.key for m in python_layers(store)}
+        try:
+            manifest = import_python(store, path, force=args.force)
+        except PythonImportError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        print(
+            f"{path}: {manifest.key} at {manifest.meta['prefix']} ({manifest.size / 1e6:.1f} MB"
+            f"{', already in the store' if manifest.key in had else ''})"
+        )
+    return 0
+
+
+def cmd_python_list(args: argparse.Namespace) -> int:
+    from swebox.envs.cache.pythons import python_layers
+
+    for m in python_layers(open_store(args, create=True)):
+        print(f"{m.meta['version']:8} {m.key:36} {m.meta['prefix']:24} {m.size / 1e6:7.1f} MB  from {m.meta['source']}")
     return 0

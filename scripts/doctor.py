@@ -9,8 +9,9 @@ check failed, else 0, so scripts and CI can gate on it. The checks, in the order
 - the copy-on-write backend (kernel overlayfs, else fuse-overlayfs, else the slow per-reset extract);
 - cgroups (memory and process limits per sandbox; without them rlimits bound each process);
 - squashfs tools (mksquashfs packs layers; squashfuse mounts them rootless; without them tar.gz is used);
-- git (grading takes the agent's diff with it) and Python interpreters other users can reach (env layers' venvs
-  point at one);
+- git (grading takes the agent's diff with it) and Python interpreters: ones other users can reach (env
+  layers' venvs point at one) or prefix installs they cannot (pyenv's under root's home), which env builds
+  import as interpreter layers (``swebox cache python import``);
 - the Ray loopback variable (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``: a ``ray start`` on 127.0.0.1 without it
   advertises the network address; the trainer sets it for itself, hand-started nodes need it);
 - free disk where runs and layers go.
@@ -153,16 +154,23 @@ def git() -> Check:
 def interpreters() -> Check:
     from swebox.envs.cache.interpreters import discover
 
+    def minors(found) -> list[str]:
+        return sorted({i.version.rsplit(".", 1)[0] for i in found}, key=lambda v: tuple(map(int, v.split("."))))
+
     found = discover()
-    reachable = sorted({i.version.rsplit(".", 1)[0] for i in found if i.reachable})
-    if not reachable:
+    reachable = minors([i for i in found if i.reachable])
+    # an unreachable prefix install (pyenv's under a 0700 home) becomes an interpreter layer when a build needs it
+    layers = [v for v in minors([i for i in found if not i.reachable and i.prefix != "/usr"]) if v not in reachable]
+    if not reachable and not layers:
         return Check(
             "python interpreters",
             "FAIL",
-            "none that a sandbox's unprivileged user can reach (env layers' venvs point at one)",
-            "install Python under /usr (apt-get install python3) or make its folders world-searchable (chmod o+x)",
+            "none that a sandbox's unprivileged user can reach, and no prefix install to import as a layer",
+            "install Python under /usr (apt-get install python3), or a prefix install (pyenv, uv) that env builds "
+            "import as an interpreter layer (`swebox cache python import PREFIX`)",
         )
-    return Check("python interpreters", "ok", ", ".join(reachable))
+    detail = ", ".join(reachable) + (f"; as interpreter layers: {', '.join(layers)}" if layers else "")
+    return Check("python interpreters", "ok", detail)
 
 
 def ray_loopback() -> Check:

@@ -8,10 +8,14 @@ bytecode of the project (a .pyc of the clean source would leak the fix of a synt
 third-party code is byte-compiled, so grades stop recompiling pytest and its dependencies.
 
 Only the build step has network (``SandboxPolicy(network="user")``: slirp4netns, never the host's network
-namespace); the interpreter is bound read-only at its host path, which the venv's ``pyvenv.cfg`` names. The
-builder records that prefix in the manifest (``meta["interpreters"]``) and the node cache writes it beside the
-layer folder, so later sandboxes bind it; the layer's own tree (written by the spec's untrusted setup code) is
-never read for it.
+namespace). The interpreter is an interpreter layer (:mod:`.pythons`, at ``/opt/swebox/python/X.Y``) when the
+store holds one of the spec's version or the host's install of it cannot be reached by the sandbox (pyenv's
+under root's home: it is imported as a layer first); the venv's ``pyvenv.cfg`` names the layer's path and the
+manifest names the layer in ``meta["toolchains"]``, so every sandbox over the env stacks it below
+(``BuilderConfig.python_layers`` chooses). Otherwise the host's interpreter is bound read-only at its host path:
+the builder records that prefix in the manifest (``meta["interpreters"]``) and the node cache writes it beside
+the layer folder, so later sandboxes bind it; the layer's own tree (written by the spec's untrusted setup code)
+is never read for it.
 """
 
 from __future__ import annotations
@@ -24,14 +28,15 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..sandbox import Sandbox, SandboxPolicy
+from ..sandbox import Layer, Sandbox, SandboxPolicy
 from ..sandbox.policy import DEFAULT_ENV
 from .interpreters import Interpreter, find_interpreter
 from .pip_settings import PackageSettings, host_package_settings, write_files
+from .pythons import find_python_layer, import_python, layer_name, layer_prefix
 from .sources import fetch_source
 from .spec import EnvSpec
 from .store import BUILDER_VERSION, BuildFailure, LayerStore, Manifest
-from .toolchains import CACHE_ROOT, toolchain_env, toolchain_layer
+from .toolchains import CACHE_ROOT, held_layer, toolchain_env, toolchain_layer
 
 ENV_LAYER_ENTRIES = ("testbed", "venv", "swebox")
 GIT_IDENTITY = {
@@ -111,8 +116,17 @@ class BuilderConfig:
     """Size of the build sandbox's writable layer: the venv and repository must fit."""
     log_tail_lines: int = 40
     """Lines of the build log quoted in errors."""
+    python_layers: str = "auto"
+    """Where the env's interpreter comes from. "auto": the store's interpreter layer of the spec's version when
+    it has one, else a layer imported from the host's install when the sandbox cannot reach that install (pyenv
+    under root's home), else the host's install bound at its path. "always": a layer (imported from the host's
+    install when the store has none). "never": the host's install, bound."""
 
     def __post_init__(self) -> None:
+        if self.python_layers not in ("auto", "always", "never"):
+            raise ValueError(
+                f"BuilderConfig.python_layers: expected 'auto', 'always' or 'never'; found {self.python_layers!r}."
+            )
         if self.step_timeout_s <= 0:
             raise ValueError(f"BuilderConfig.step_timeout_s: expected > 0; found {self.step_timeout_s}.")
 
@@ -139,6 +153,30 @@ class _Steps:
             message = f"env {self.key}: {what} failed ({why}): `{command}`\n--- last lines of the build log ---\n{tail}"
             raise EnvBuildError(message, text) if spec_fault else RuntimeError(message)
         return result.output
+
+
+@dataclass(frozen=True)
+class _Python:
+    """The env build's interpreter: the host's, or an interpreter layer's (``layer_key`` set)."""
+
+    interp: Interpreter
+    """Its paths as the build sandbox sees them."""
+    layer_key: str = ""
+    """The interpreter layer's key ('' for the host's install, bound)."""
+
+
+def _python(store: LayerStore, spec: EnvSpec, config: BuilderConfig) -> _Python:
+    manifest = find_python_layer(store, spec.python) if config.python_layers != "never" else None
+    if manifest is None and config.python_layers != "never":
+        host = find_interpreter(spec.python)
+        if config.python_layers == "always" or not host.reachable:
+            manifest = import_python(store, host.path, work_dir=config.work_dir or "/var/tmp")
+    if manifest is None:
+        return _Python(_interpreter(spec))
+    version = manifest.meta["version"]
+    minor = ".".join(version.split(".")[:2])
+    prefix = layer_prefix(minor)
+    return _Python(Interpreter(f"{prefix}/bin/python{minor}", version, prefix, True), manifest.key)
 
 
 def _interpreter(spec: EnvSpec) -> Interpreter:
@@ -200,16 +238,17 @@ def build_policy(
     config: BuilderConfig,
     settings: PackageSettings | None = None,
     toolchains: tuple[str, ...] = (),
+    bind_interpreter: bool = True,
 ) -> SandboxPolicy:
-    """The env build's sandbox: network, the sources and the interpreter bound, the host's package settings
-    (:mod:`.pip_settings`) in its environment (the builder's own pip settings win), and the environment of
-    the spec's toolchain layers."""
+    """The env build's sandbox: network, the sources and the interpreter bound (unless it comes from an
+    interpreter layer: ``bind_interpreter=False``), the host's package settings (:mod:`.pip_settings`) in its
+    environment (the builder's own pip settings win), and the environment of the spec's toolchain layers."""
     settings = settings or PackageSettings()
     env = {**DEFAULT_ENV, **GIT_IDENTITY, **settings.env, **BUILD_PIP_ENV, **toolchain_env(toolchains)}
     return SandboxPolicy(
         network="user",
         network_host_loopback=settings.loopback,
-        ro_binds=(str(src_root), interp.prefix, *settings.binds),
+        ro_binds=(str(src_root), *([interp.prefix] if bind_interpreter else []), *settings.binds),
         memory_mb=config.memory_mb,
         upper_size_mb=config.upper_size_mb,
         command_timeout_s=config.step_timeout_s,
@@ -226,10 +265,13 @@ def build_env(
     key = spec.key()
 
     def build(publish) -> Manifest:
-        interp = _interpreter(spec)
+        python = _python(store, spec, config)
+        interp = python.interp
         tools = [toolchain_layer(name, store.root) for name in spec.toolchains]  # built once, held
+        under = [held_layer(python.layer_key, store.root)] if python.layer_key else []
         log = [
-            f"# swebox env build {key} (builder {BUILDER_VERSION}), python {interp.version} at {interp.path}",
+            f"# swebox env build {key} (builder {BUILDER_VERSION}), python {interp.version} at {interp.path}"
+            + (f" (interpreter layer {python.layer_key})" if python.layer_key else ""),
             f"# spec {spec.canonical_json()}",
         ]
         work_dir = config.work_dir or "/var/tmp"
@@ -240,8 +282,8 @@ def build_env(
             base.mkdir()  # an empty lowest layer: everything the build writes lands in the snapshot
             settings = host_package_settings(interp.version)
             log.append(f"# the host's package settings: {', '.join(settings.sources) or 'none'}")
-            policy = build_policy(src, interp, config, settings, spec.toolchains)
-            with Sandbox([*tools, base], policy) as sb:
+            policy = build_policy(src, interp, config, settings, spec.toolchains, not python.layer_key)
+            with Sandbox([*under, *tools, base], policy) as sb:
                 write_files(sb, settings)
                 steps = _Steps(sb, key, log, config)
                 # not cp -a: the bound sources belong to unmapped host ids, which cannot be preserved
@@ -297,13 +339,19 @@ def build_env(
                         "spec": spec.to_dict(),
                         "python": interp.version,
                         "interpreter": interp.path,
-                        "interpreters": [interp.prefix],
-                        **(
-                            {"toolchains": {n: t.name for n, t in zip(spec.toolchains, tools, strict=True)}}
-                            if tools
-                            else {}
-                        ),
+                        # an interpreter layer is stacked below (as a toolchain is), never bound from the host
+                        "interpreters": [] if python.layer_key else [interp.prefix],
+                        **({"python_layer": python.layer_key} if python.layer_key else {}),
+                        **({"toolchains": stacked} if (stacked := _stacked(python, spec, tools)) else {}),
                     },
                 )
 
     return store.build(key, build, force=force)
+
+
+def _stacked(python: _Python, spec: EnvSpec, tools: list[Layer]) -> dict[str, str]:
+    """``meta["toolchains"]``: name -> key of the layers every sandbox over the env stacks below it, lowest
+    first (the interpreter layer, then the spec's toolchains)."""
+    minor = ".".join(python.interp.version.split(".")[:2])
+    under = {layer_name(minor): python.layer_key} if python.layer_key else {}
+    return {**under, **{n: t.name for n, t in zip(spec.toolchains, tools, strict=True)}}

@@ -178,7 +178,8 @@ def get_spec(name: str) -> ToolchainSpec:
 def toolchain_env(names: Sequence[str]) -> dict[str, str]:
     """Environment variables a sandbox needs to use the toolchain layers ``names`` (PATH and LD_LIBRARY_PATH
     the toolchains' after /venv/bin, in order, before the system's): what to put over ``SandboxPolicy.env``."""
-    specs = [get_spec(n) for n in names]
+    # an interpreter layer (``pythons``: 'python3.9') under an env brings no variables: the venv names its path
+    specs = [get_spec(n) for n in names if not n.startswith("python")]
     env: dict[str, str] = {}
     for spec in specs:
         env.update({k: v.replace("{prefix}", spec.prefix) for k, v in spec.env.items()})
@@ -357,14 +358,20 @@ def toolchain_layer(name: str, store_root: Path | None = None) -> Layer:
     into the store (``store_root``, default :func:`default_store_root`) on first use, then cached."""
     get_spec(name)  # a bad name fails before a store folder is made
     root = Path(store_root or default_store_root()).absolute()
-    store = LayerStore(root)
-    manifest = build_toolchain(store, name)
+    return held_layer(build_toolchain(LayerStore(root), name).key, root)
+
+
+def held_layer(key: str, store_root: Path) -> Layer:
+    """The store's layer ``key`` (a toolchain's, an interpreter's), materialised on this node and held for the
+    life of the process (until :func:`release_toolchain_layers`)."""
+    root = Path(store_root).absolute()
     with _lock:
-        handle = _held.get((str(root), manifest.key))
+        handle = _held.get((str(root), key))
         if handle is None:
+            store = LayerStore(root)
             cache = _caches.get(str(root)) or _caches.setdefault(str(root), LayerCache(store, LayerCacheConfig()))
-            handle = _held[(str(root), manifest.key)] = cache.acquire(manifest.key)
-    return Layer(handle.path, name=manifest.key)
+            handle = _held[(str(root), key)] = cache.acquire(key)
+    return Layer(handle.path, name=key)
 
 
 def release_toolchain_layers() -> None:
