@@ -33,8 +33,8 @@ from typing import Any
 
 from swebox.scripts.demo import DEFAULT_CONFIG
 
-MODES = {"on": ["env.audit=report", "env.cost=true"], "off": ["env.audit=off", "env.cost=false"]}
-"""Everything #35 adds per episode switched on (the defaults) and off."""
+MODES = {"on": ["env.audit=report", "env.cost=true"], "off": ["env.audit='off'", "env.cost=false"]}
+"""Everything #35 adds per episode switched on (the defaults) and off ('off' quoted: bare, YAML reads it as false)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -207,6 +207,12 @@ def run(args: argparse.Namespace) -> int:
                     records[mode].append(built[mode].step())
                     seconds, calls = clock.take()
                     timed[mode].append({**seconds, **{f"{k}_calls": float(v) for k, v in calls.items()}})
+                    print(  # as it goes: a run cut short still says what it measured
+                        f"rep {rep + 1} {mode}: step {records[mode][-1]['timing/step_s']:.2f} s, "
+                        + ", ".join(f"{k} {v * 1000:.1f} ms" for k, v in seconds.items())
+                        + f"; load {os.getloadavg()[0]:.2f}",
+                        flush=True,
+                    )
                 loads.append(os.getloadavg())
             episodes = len(built["on"].last.rewards) if built["on"].last is not None else 0
     finally:
@@ -231,7 +237,9 @@ def report(
     episodes: int,
 ) -> None:
     step = {m: [r["timing/step_s"] for r in records[m]] for m in records}
-    env = {m: [r["timing/env_s"] / r["timing/step_s"] for r in records[m]] for m in records}
+    # as docs/benchmarks.md "Env share of a training step": (env + grade) / step, both unions over the episodes
+    env = {m: [(r["timing/env_s"] + r["timing/grade_s"]) / r["timing/step_s"] for r in records[m]] for m in records}
+    part = {m: {k: _p50([r[f"timing/{k}_s"] for r in records[m]]) for k in ("rollout", "update")} for m in records}
     off, on = _p50(step["off"]), _p50(step["on"])
     print(
         f"{args.steps} demo GRPO steps per mode after {args.warmup} untimed, alternating ({episodes} episodes a "
@@ -239,12 +247,15 @@ def report(
         f"min) before {' '.join(f'{x:.2f}' for x in loads[1])}, after {' '.join(f'{x:.2f}' for x in loads[-1])}, "
         f"1-min range {min(x[0] for x in loads[1:]):.2f}-{max(x[0] for x in loads[1:]):.2f}"
     )
-    print("| mode | step p50 | env share p50 | reward mean | steps (s) |")
-    print("|---|---|---|---|---|")
+    print("| mode | step p50 | rollout p50 | update p50 | env share p50 | reward mean | steps (s) |")
+    print("|---|---|---|---|---|---|---|")
     for mode, value in (("off", off), ("on", on)):
         rewards = statistics.mean(r["reward/mean"] for r in records[mode])
         runs = ", ".join(f"{t:.2f}" for t in step[mode])
-        print(f"| {mode} | {value:.2f} s | {_p50(env[mode]):.1%} | {rewards:.3f} | {runs} |")
+        print(
+            f"| {mode} | {value:.2f} s | {part[mode]['rollout']:.2f} s | {part[mode]['update']:.2f} s | "
+            f"{_p50(env[mode]):.1%} | {rewards:.3f} | {runs} |"
+        )
     print(f"on/off: {on / off:.3f}x")
     print("| timed in place, per step (summed over its episodes) | mode | p50 | calls | share of the off step p50 |")
     print("|---|---|---|---|---|")
