@@ -22,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     from swebox.scripts import (
         bench_cache,
         bench_cost,
+        bench_cost_demo,
         bench_gateway,
         bench_grade_cache,
         bench_grading,
@@ -44,6 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench_gateway.add_arguments(bench_sub.add_parser("gateway", help="the model gateway's overhead per call"))
     bench_search.add_arguments(bench_sub.add_parser("search", help="fork at turn k vs replay; forked vs cold starts"))
     bench_cost.add_arguments(bench_sub.add_parser("cost", help="rollouts with and without measuring their cost"))
+    bench_cost_demo.add_arguments(
+        bench_sub.add_parser(
+            "cost-demo", help="the demo's GRPO steps with audit, provenance and cost on vs off (needs a demo run)"
+        )
+    )
 
     from swebox.scripts import cache_cli, doctor
 

@@ -36,6 +36,7 @@ from swebox.trainers.evaluation.eval_report import (  # noqa: F401  (re-exported
     summary,
     task_table,
 )
+from swebox.trainers.run.config import CALIBRATION_ORDERS
 
 
 def add_arguments(subparsers: argparse._SubParsersAction) -> None:
@@ -86,6 +87,13 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
         default="",
         help="a `swebox tasks calibrate` file: leave out unsolvable and "
         "trivial tasks, quarantine flaky tests (a summary line says what was left out)",
+    )
+    ev.add_argument(
+        "--calibration-order",
+        default="",
+        choices=CALIBRATION_ORDERS,
+        help="with --calibration: evaluate the tasks by the calibrated policy's solve rate, as the trainer's "
+        "env.calibration_order (easy_first | hard_first; unrated tasks last; default: the config's, else none)",
     )
     ev.add_argument("--parallel", type=int, default=2, help="episodes at once (default 2)")
     ev.add_argument(
@@ -374,11 +382,17 @@ def run_eval(args: argparse.Namespace) -> int:
     if not tasks:
         raise ConfigError(f"--tasks {args.tasks}: expected at least one task; found an empty task set")
     calibration = args.calibration or cfg.env.calibration
+    order = args.calibration_order or cfg.env.calibration_order
+    if order != "none" and not calibration:
+        raise ConfigError(
+            f"--calibration-order {order}: expected a --calibration FILE to order by; found none; run "
+            "`swebox tasks calibrate --policy ...` first"
+        )
     if calibration:
         from swebox.envs.tasks.calibrate_select import CalibrationError, apply_calibration
 
-        try:
-            tasks = apply_calibration(tasks, calibration)
+        try:  # the tasks are then submitted, and the report's rows written, in this order
+            tasks = apply_calibration(tasks, calibration, order=order)
         except CalibrationError as exc:
             raise ConfigError(str(exc)) from None
     if args.layers and layers_flag_error(args.layers):

@@ -197,3 +197,69 @@ def test_eval_episodes_end_at_the_episode_time_limit(tmp_path, calc_layer):
         out = play_text_episode(g[0], lambda messages: bash("sleep 3"), cfg.env.max_turns)
     assert out["reason"] == "time_limit" and out["num_turns"] <= 3
     assert time.monotonic() - started < 150  # 50 turns of `sleep 3` would take 150 s
+
+
+def test_eval_plays_tasks_in_the_calibration_order(tmp_path, calc_layer, capsys):
+    """`swebox eval --calibration-order` orders as the trainer's env.calibration_order (the same function): a
+    real calibration (gold and empty graded in sandboxes; one task's gold fails, so it is left out), a policy's
+    solve rates on two tasks, then gold episodes played one at a time in that order; the records and the
+    Markdown table keep each row's task id."""
+    from swebox.envs.tasks import save_jsonl
+    from swebox.envs.tasks.calibrate import calibrate, write_calibration
+    from swebox.envs.tasks.validate import layers_from_dirs
+
+    from tests.calc import calc_task, layer_dirs
+    from tests.trainers.tiny_run import calc_tasks
+
+    add, div = calc_tasks()
+    b = calc_task(instance_id="calc-b")
+    wrong = calc_task(instance_id="calc-wrong", patch=add.patch.replace("a + b", "a * b"))
+    save_jsonl([b, wrong, add, div], tmp_path / "tasks.jsonl")
+    dirs = layer_dirs(tmp_path, calc_layer)
+    cal = tmp_path / "cal.json"
+    write_calibration(cal, calibrate([b, wrong, add, div], layers_from_dirs(dirs), runs=1))
+    doc = json.loads(cal.read_text())  # a policy's solve rates (swebox tasks calibrate --policy); calc-b unrated
+    rates = {"calc-add": 1, "calc-div": 2}
+    for entry in doc["tasks"]:
+        if entry["instance_id"] in rates:
+            entry["policy"] = {"name": "p", "resolved": rates[entry["instance_id"]], "runs": 2, "errors": 0}
+    cal.write_text(json.dumps(doc))
+
+    def run(*extra: str, out: Path | None = None) -> int:
+        args = parser().parse_args(
+            [
+                "eval",
+                "--tasks",
+                str(tmp_path / "tasks.jsonl"),
+                "--policy",
+                "gold",
+                "--layers",
+                str(dirs),
+                "--parallel",
+                "1",
+                *(["--out", str(out)] if out else []),
+                *extra,
+            ]
+        )
+        return args.func(args)
+
+    for order, ids in (
+        ("easy_first", ["calc-div", "calc-add", "calc-b"]),
+        ("hard_first", ["calc-add", "calc-div", "calc-b"]),
+    ):
+        out = tmp_path / f"{order}.jsonl"
+        assert run("--calibration", str(cal), "--calibration-order", order, out=out) == 0
+        printed = capsys.readouterr().out
+        assert "kept 3 of 4 tasks; left out 1: calc-wrong (gold resolved 0/1)" in printed, printed
+        assert f"calibration order: {order} by the policy's solve rate over 2 tasks" in printed
+        rows = [json.loads(line) for line in out.read_text().splitlines()]  # appended as each episode ended
+        assert [r["instance_id"] for r in rows] == ids and all(r["resolved"] for r in rows)
+        table = [line for line in (tmp_path / f"{order}.md").read_text().splitlines() if "calc-" in line]
+        assert [next(i for i in ids if f" {i} " in line) for line in table] == ids
+    from swebox.trainers.run.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^--calibration-order hard_first: expected a --calibration FILE"):
+        run("--calibration-order", "hard_first")
+    with pytest.raises(SystemExit):  # argparse: not one of the orders
+        run("--calibration", str(cal), "--calibration-order", "random")
+    assert "invalid choice: 'random'" in capsys.readouterr().err
