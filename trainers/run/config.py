@@ -22,6 +22,8 @@ from swebox.envs.gateway.calls import GatewayLimits
 from swebox.envs.gateway.harness import HarnessConfig, episode_config
 from swebox.envs.sandbox import SandboxError
 
+from . import yaml12
+
 # The algorithm's choices, named here so that loading a config never imports torch; grpo.py uses them too.
 LossAggMode = Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
 KLEstimator = Literal["k1", "k2", "k3"]
@@ -698,7 +700,9 @@ def check_keys(data: Any, cls: type, prefix: str = "") -> None:
 
 
 def parse_overrides(overrides: Sequence[str]) -> dict[str, Any]:
-    """``["a.b=1", "c=x"]`` -> nested dict, values parsed like YAML (``null``, numbers, ``[1, 2]``)."""
+    """``["a.b=1", "c=x"]`` -> nested dict, values parsed like YAML 1.2 (``null``, numbers, ``[1, 2]``; ``off`` is
+    text, :mod:`.yaml12` says why)."""
+    nested: dict[str, Any] = {}
     for item in overrides:
         _check(
             "=" in item and not item.startswith("="),
@@ -707,10 +711,25 @@ def parse_overrides(overrides: Sequence[str]) -> dict[str, Any]:
             item,
             "write e.g. algorithm.clip_high=0.28",
         )
-    try:
-        return OmegaConf.to_container(OmegaConf.from_dotlist(list(overrides)))
-    except OmegaConfBaseException as exc:
-        raise ConfigError(f"override: could not parse {list(overrides)}: {exc}; write KEY=VALUE") from exc
+        key, _, text = item.partition("=")
+        try:
+            value = yaml12.load(text)
+        except yaml.YAMLError as exc:
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            raise ConfigError(f"override {item!r}: the value is not valid YAML ({problem}); fix the value") from None
+        *parents, last = key.split(".")
+        node = nested
+        for i, part in enumerate(parents):
+            node = node.setdefault(part, {})
+            _check(
+                isinstance(node, dict),
+                "override",
+                f"{'.'.join(parents[: i + 1])} to be a section",
+                item,
+                "set the section's fields, not the section",
+            )
+        node[last] = value
+    return nested
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
@@ -725,7 +744,7 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(f"config file {path}: cannot be read ({exc.strerror})") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml12.load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)

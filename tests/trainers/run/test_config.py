@@ -94,6 +94,20 @@ def test_bad_choice_lists_the_allowed_values():
         cfg.load_config(None, ["algorithm.loss_agg_mode=mean"])
 
 
+def test_yaml_1_1_words_stay_text_in_text_fields_and_still_set_bool_fields(tmp_path):
+    # PyYAML reads `off` as False (YAML 1.1): env.audit: off used to arrive as 'False' and be refused
+    path = tmp_path / "c.yaml"
+    path.write_text("env:\n  audit: off\n  cost: off\noptim:\n  lr: 1e-3\n")
+    c = cfg.load_config(path)
+    assert (c.env.audit, c.env.cost, c.optim.lr) == ("off", False, pytest.approx(1e-3))
+    c = cfg.load_config(None, ["env.audit=off", "env.cost=yes", "optim.lr=2e-4", "logging.group=2026-12-06"])
+    assert (c.env.audit, c.env.cost, c.optim.lr, c.logging.group) == ("off", True, pytest.approx(2e-4), "2026-12-06")
+    with pytest.raises(cfg.ConfigError, match="env.cost: Value 'maybe' is not a valid bool"):
+        cfg.load_config(None, ["env.cost=maybe"])
+    with pytest.raises(cfg.ConfigError, match=r"override 'env.audit=\[1': the value is not valid YAML"):
+        cfg.load_config(None, ["env.audit=[1"])
+
+
 def test_malformed_override():
     with pytest.raises(cfg.ConfigError, match="KEY=VALUE"):
         cfg.load_config(None, ["total_steps"])
