@@ -1,9 +1,9 @@
 """The design's import directions hold, with no exception, and no two modules import each other (docs/architecture.md).
 
-The folders are the layers: ``trainers`` -> ``envs``; inside ``envs``: ``frameworks`` and ``search`` (also -> ``gateway``) ->
-``episodes`` -> ``agent``, ``audit`` -> ``tasks`` (with ``graders``, ``harbor_format``, ``synth``) -> ``cache`` ->
-``sandbox``; nothing in ``envs/sandbox`` imports anything else of swebox; ``scripts`` (the commands) may import
-everything. Inside a layer any module may import another, but never in a loop (A -> B -> ... -> A): a loop means
+The folders are the layers: ``trainers`` -> ``envs``; inside ``envs``: ``frameworks`` and ``search`` (which also
+imports ``gateway``: harness lines) -> ``episodes`` -> ``agent``, ``audit`` -> ``tasks`` (with ``graders``,
+``harbor_format``, ``synth``) -> ``cache`` -> ``sandbox``; nothing in ``envs/sandbox`` imports anything else of
+swebox; ``scripts`` (the commands) may import everything. Inside a layer any module may import another, but never in a loop (A -> B -> ... -> A): a loop means
 neither module can be read, tested or moved without the other. torch, ray, wandb and transformers are never
 imported at module level in ``envs/`` (only inside functions, lazily). Every import statement counts, also one
 inside a function: an arrow is an arrow.

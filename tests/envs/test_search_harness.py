@@ -108,7 +108,8 @@ def test_beam_forks_harness_lines_by_replay_and_finds_the_fix(calc_layer, harnes
     # width 2, depth 2 as the text beam's tree test: lines 0 and 1 try the wrong and the gold fix (call 1), the
     # visible tests rank line 1 first; at level 2 line 1 forks line 2 at call 1 and line 0 forks line 3; all look;
     # the two gold lines are kept and replayed to their submission
-    policy = HarnessPolicy(harness, lambda line, m=FixLookSubmit([gold_replies(WRONG)[0], gold_replies(GOLD)[0]]): m)
+    model = FixLookSubmit([gold_replies(WRONG)[0], gold_replies(GOLD)[0]])  # one policy for every line
+    policy = HarnessPolicy(harness, lambda line: model)
     result = beam_harness(calc_task(), policy, width=2, depth=2, **options(calc_layer, harness, "visible_tests"))
     tree = {n.index: n for n in result.tree}
     assert [(n.parent, n.forked_at) for n in result.tree] == [(None, 0), (0, 0), (1, 1), (0, 1)]
@@ -132,3 +133,37 @@ def test_beam_lines_whose_prompts_diverge_end_as_failed_attempts(calc_layer, har
     assert all(a.reward == 0.0 and not a.resolved and a.grade is None for a in result.attempts)
     assert all(a.error.startswith("replay diverged: call 1: message 3 differs") for a in result.attempts)
     assert not result.picked_resolved
+
+
+@pytest.mark.e2e
+def test_swebox_eval_searches_harness_episodes(calc_layer, tiny_agent_install, tmp_path, capsys):
+    import json
+
+    from swebox.envs.tasks import save_jsonl
+    from swebox.scripts.cli import main
+
+    from tests.calc import layer_dirs
+
+    tasks = tmp_path / "tasks.jsonl"
+    save_jsonl([calc_task()], tasks)
+    common = [
+        "eval",
+        "--tasks",
+        str(tasks),
+        "--layers",
+        str(layer_dirs(tmp_path, calc_layer)),
+        "--harness",
+        f"command:python3 {tiny_agent_install}/tiny_agent.py",
+        f"env.harness_install={tiny_agent_install}",
+    ]
+    assert main([*common, "--policy", "gold", "--samples", "2", "--out", str(tmp_path / "s.jsonl")]) == 0
+    assert "pass@k over 1 tasks: pass@1 1.000, pass@2 1.000" in capsys.readouterr().out
+    (row,) = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
+    assert row["resolved"] and row["search"]["resolved_count"] == 2 and row["num_turns"] == 2
+    assert [m["role"] for m in row["messages"]] == ["system", "user", "assistant", "user", "assistant"]
+    assert main([*common, "--policy", "giveup", "--best-of", "2", "--select", "oracle"]) == 0
+    assert "best-of-2, selected by the ORACLE (hidden tests; research only): resolved 0/1" in capsys.readouterr().out
+    assert main([*common, "--policy", "gold", "--search", "beam", "--width", "2", "--depth", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "beam width 2 depth 1, selected by visible_tests: resolved 1/1 (100.0%)" in out
+    assert "2 model calls replayed (their commands ran again)" in out
