@@ -3,10 +3,10 @@
 The folders are the layers: ``trainers`` -> ``envs``; inside ``envs``: ``frameworks`` and ``search`` (which also
 imports ``gateway``: harness lines) -> ``episodes`` -> ``agent``, ``audit`` -> ``tasks`` (with ``graders``,
 ``harbor_format``, ``synth``) -> ``cache`` -> ``sandbox``; nothing in ``envs/sandbox`` imports anything else of
-swebox; ``scripts`` (the commands) may import everything. Inside a layer any module may import another, but never in a loop (A -> B -> ... -> A): a loop means
-neither module can be read, tested or moved without the other. torch, ray, wandb and transformers are never
-imported at module level in ``envs/`` (only inside functions, lazily). Every import statement counts, also one
-inside a function: an arrow is an arrow.
+swebox; ``scripts`` (the commands) may import everything. Inside a layer any module may import another, but never in
+a loop (A -> B -> ... -> A): a loop means neither module can be read, tested or moved without the other. torch, ray,
+wandb and transformers are never imported at module level in ``envs/`` (only inside functions, lazily). Every import
+statement counts, also one inside a function: an arrow is an arrow.
 """
 
 from __future__ import annotations
