@@ -92,8 +92,11 @@ def command_line(harness: HarnessConfig, base_url: str) -> str:
     if harness.harness == "mini-swe-agent":
         mini = os.path.join(harness.install, "bin", "mini") if harness.install else "mini"
         # text-based mode (bash blocks, no tool calls); first-run setup and cost lookups off: nothing to ask, no
-        # network; the gateway's limits bound the run, not a price
+        # network; the gateway's limits bound the run, not a price. No retries: the gateway is local and its
+        # refusal final (mini-swe-agent retries a refused call with backoff for minutes: a paused search line
+        # or a call past a limit would wait instead of exiting)
         env.update(
+            MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT="1",
             MSWEA_CONFIGURED="true",
             MSWEA_COST_TRACKING="ignore_errors",
             LITELLM_LOCAL_MODEL_COST_MAP="True",
