@@ -297,6 +297,23 @@ def _text_policy(args: argparse.Namespace, cfg: Any):
     return lambda task: lambda messages: backend.chat(messages)[0]
 
 
+def _harness_lines(args: argparse.Namespace, cfg: Any, backend: Any, tokenizer: Any):
+    """For a search with ``env.harness``: per task, who plays its harness lines (a fresh gateway model per line:
+    a scripted one keeps no state across lines), seeded per task as a single harness episode is."""
+    from swebox.envs.search import HarnessPolicy
+    from swebox.trainers.policy.sampling import sample_seed
+    from swebox.trainers.rl.harness_rollout import harness_model
+
+    def policy(task: Any) -> HarnessPolicy:
+        return HarnessPolicy(
+            cfg.env.harness_config(),
+            lambda line: harness_model(args, cfg, task, backend, tokenizer),
+            sample_seed(cfg.seed, "eval", task.instance_id),
+        )
+
+    return policy
+
+
 def _hf_text_policy(backend: Any, tokenizer: Any, cfg: Any):
     """(replies factory per task) for a local model: the chat template in, sampled text out (search at
     inference plays conversations, not token streams)."""
@@ -438,14 +455,11 @@ def run_eval(args: argparse.Namespace) -> int:
         )
 
     if eval_search.wanted(search):
-        if cfg.env.harness:  # search forks the text loop's turns; a program's own state cannot be forked
-            raise SystemExit(
-                f"swebox eval: expected no search options (--samples, --beam...) with --harness; found "
-                f"env.harness={cfg.env.harness!r}: a harness episode plays once per task"
-            )
-        if args.policy.startswith("hf:"):
+        # with env.harness every line is an agent program's run; beam forks it by replay (docs/envs.md)
+        harness_for = _harness_lines(args, cfg, backend, tokenizer) if cfg.env.harness else None
+        if not cfg.env.harness and args.policy.startswith("hf:"):
             replies_for = _hf_text_policy(backend, tokenizer, cfg)
-        searched = eval_search.run(search, tasks, replies_for, source, econf, out=out)
+        searched = eval_search.run(search, tasks, replies_for, source, econf, out=out, harness_for=harness_for)
         broken = [r.task_id for r in searched if any(b.startswith("error: ") for b in r.budgets_hit)]
         if broken:  # a task whose search crashed counts as unresolved in the report; the exit status says so
             print(

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from swebox.envs.episodes.episode import EpisodeConfig, SWEEpisode
+from swebox.envs.episodes.turns import turn_record
 from swebox.envs.gateway.calls import CallRecord, ChatModel, GatewayLimits
 from swebox.envs.gateway.server import Gateway
 
@@ -91,8 +92,11 @@ def command_line(harness: HarnessConfig, base_url: str) -> str:
     if harness.harness == "mini-swe-agent":
         mini = os.path.join(harness.install, "bin", "mini") if harness.install else "mini"
         # text-based mode (bash blocks, no tool calls); first-run setup and cost lookups off: nothing to ask, no
-        # network; the gateway's limits bound the run, not a price
+        # network; the gateway's limits bound the run, not a price. No retries: the gateway is local and its
+        # refusal final (mini-swe-agent retries a refused call with backoff for minutes: a paused search line
+        # or a call past a limit would wait instead of exiting)
         env.update(
+            MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT="1",
             MSWEA_CONFIGURED="true",
             MSWEA_COST_TRACKING="ignore_errors",
             LITELLM_LOCAL_MODEL_COST_MAP="True",
@@ -128,20 +132,48 @@ def call_turns(records: list[CallRecord]) -> list[tuple[CallRecord, dict[str, An
     return turns
 
 
+def turn_records(records: list[CallRecord]) -> list[dict[str, Any]]:
+    """Per answered call, a turn record as the viewer shows it (numbered from 1): the reply, its commands, what
+    the harness sent back next."""
+    return [
+        turn_record(
+            number,
+            record.completion.text,
+            {"action": action},
+            observation,
+            record.seconds,
+            0.0,
+            len(record.completion.token_ids),
+            record.completion.finish_reason,
+        )
+        for number, (record, action, observation) in enumerate(call_turns(records), 1)
+        if record.completion is not None
+    ]
+
+
 def audit_calls(episode: SWEEpisode, records: list[CallRecord]) -> None:
     """Each answered call through the episode's exploit audit (env.audit), as a text turn is (:func:`call_turns`)."""
     for number, (_, action, observation) in enumerate(call_turns(records), 1):
         episode.audit.turn(number, action, observation)
 
 
-def play_harness(
-    episode: SWEEpisode, model: ChatModel, harness: HarnessConfig, seed: int | None = None
-) -> tuple[float, dict[str, Any]]:
-    """Reset ``episode``, run the harness in its sandbox until it exits or hits a limit, grade; returns the
-    reward and the final info (the text loop's, plus ``harness`` and ``gateway``: the calls as records).
+@dataclass
+class HarnessRun:
+    """A harness's run in an episode's sandbox, before grading."""
 
-    The harness is the agent: it runs in the agent's shell, and whatever it leaves is graded. Its exit code is
-    reported, not judged (a harness that crashed after fixing the bug is still paid for the fix)."""
+    records: list[CallRecord]
+    """Every call through the gateway, answered or refused, in arrival order."""
+    result: Any
+    """The sandbox's result of the harness's command (``exit_code``, ``timed_out``, ``output``)."""
+    seconds: float
+    """From the gateway's start to the harness's exit."""
+    started_at: float
+    """Wall-clock time the gateway started serving (a record's ``started_s`` counts from it)."""
+
+
+def run_harness(episode: SWEEpisode, model: ChatModel, harness: HarnessConfig, seed: int | None = None) -> HarnessRun:
+    """Reset ``episode`` and run the harness in its sandbox until it exits or hits a limit; not graded (search
+    values or grades the state it left: :func:`end_harness`)."""
     episode.reset()
     sandbox = episode.sandbox
     assert sandbox is not None
@@ -153,21 +185,27 @@ def play_harness(
         sandbox.write_file(TASK_FILE, episode.task.problem_statement)
         wall = min(config.time_limit_s, harness.limits.wall_s + 60.0)  # its last call may still be answered
         result = sandbox.exec(command_line(harness, base_url), timeout=wall)
-    seconds = time.monotonic() - started
     episode.turns = sum(1 for r in gateway.records if r.completion is not None)
-    audit_calls(episode, gateway.records)
+    return HarnessRun(gateway.records, result, time.monotonic() - started, gateway.started_at)
+
+
+def end_harness(episode: SWEEpisode, harness: HarnessConfig, run: HarnessRun) -> tuple[float, dict[str, Any]]:
+    """Grade what ``run`` left in ``episode``'s sandbox; returns the reward and the final info (the text loop's,
+    plus ``harness`` and ``gateway``: the calls as records)."""
+    result = run.result
+    audit_calls(episode, run.records)
     reward, info = episode.end("time_limit" if result.timed_out else "submitted")
-    tokens = sum(len(r.completion.token_ids) for r in gateway.records if r.completion is not None)
+    tokens = sum(len(r.completion.token_ids) for r in run.records if r.completion is not None)
     exit_code = -1 if result.exit_code is None else result.exit_code  # None: timed out (float(None) raised)
     episode.metrics.update(
         {
-            "harness/seconds": seconds,
+            "harness/seconds": run.seconds,
             "harness/exit_code": float(exit_code),
             "harness/timed_out": float(result.timed_out),
-            "gateway/calls": float(len(gateway.records)),
-            "gateway/refused": float(sum(1 for r in gateway.records if r.error)),
+            "gateway/calls": float(len(run.records)),
+            "gateway/refused": float(sum(1 for r in run.records if r.error)),
             "gateway/tokens": float(tokens),
-            "gateway/model_s": sum(r.seconds for r in gateway.records),
+            "gateway/model_s": sum(r.seconds for r in run.records),
         }
     )
     info["metrics"] = dict(episode.metrics)
@@ -175,9 +213,20 @@ def play_harness(
         "harness": harness.harness,
         "exit_code": result.exit_code,
         "timed_out": result.timed_out,
-        "seconds": seconds,
-        "started_at": gateway.started_at,
+        "seconds": run.seconds,
+        "started_at": run.started_at,
         "output": result.output[-OUTPUT_TAIL_CHARS:],
     }
-    info["gateway"] = [r.to_dict() for r in gateway.records]
+    info["gateway"] = [r.to_dict() for r in run.records]
     return reward, info
+
+
+def play_harness(
+    episode: SWEEpisode, model: ChatModel, harness: HarnessConfig, seed: int | None = None
+) -> tuple[float, dict[str, Any]]:
+    """Reset ``episode``, run the harness in its sandbox until it exits or hits a limit, grade; returns the
+    reward and the final info (the text loop's, plus ``harness`` and ``gateway``: the calls as records).
+
+    The harness is the agent: it runs in the agent's shell, and whatever it leaves is graded. Its exit code is
+    reported, not judged (a harness that crashed after fixing the bug is still paid for the fix)."""
+    return end_harness(episode, harness, run_harness(episode, model, harness, seed))

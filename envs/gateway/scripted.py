@@ -32,8 +32,10 @@ def giveup_replies() -> list[str]:
 
 
 class ScriptedModel:
-    """Answers call i with ``replies[i]`` (the last one again past the end). With a tokenizer, the records hold
-    the chat template's prompt ids and the reply's ids (log-probability 0: the script is certain)."""
+    """Answers a conversation holding i assistant turns with ``replies[i]`` (the last one again past the end): a
+    function of the conversation, so that a line of a search that replays a parent's first calls
+    (envs/search/harness_lines.py) goes on where the parent's script was. With a tokenizer, the records hold the
+    chat template's prompt ids and the reply's ids (log-probability 0: the script is certain)."""
 
     def __init__(self, replies: list[str], tokenizer: Any | None = None) -> None:
         if not replies:
@@ -41,7 +43,8 @@ class ScriptedModel:
         self.replies, self.tokenizer, self.calls = list(replies), tokenizer, 0
 
     def complete(self, messages: list[dict[str, Any]], max_tokens: int | None, seed: int | None) -> Completion:
-        text = self.replies[min(self.calls, len(self.replies) - 1)]
+        played = sum(1 for m in messages if m.get("role") == "assistant")
+        text = self.replies[min(played, len(self.replies) - 1)]
         self.calls += 1
         if self.tokenizer is None:
             return Completion(text=text)

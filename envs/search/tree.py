@@ -103,6 +103,9 @@ class SearchResult:
     """Live lines a beam dropped (closed without grading)."""
     turns: int = 0
     """Policy turns over all lines."""
+    replayed: int = 0
+    """Model calls of harness lines answered from a parent's records (a fork by replay; its harness's commands
+    ran again: :mod:`swebox.envs.gateway.replay`)."""
     wall_s: float = 0.0
     budgets_hit: list[str] = field(default_factory=list)
     """The budgets that stopped or narrowed the search, in the order they did (empty when none did)."""

@@ -6,7 +6,8 @@ run ``--parallel`` at once. The report has pass@k (the unbiased estimator) for t
 resolved rate under the selection rule (the oracle rule is called the oracle wherever it is reported), and
 what the search cost: sandboxes, forks and their time, turns, wall time. ``--out`` writes one trajectory
 record per task (:func:`record`): the picked attempt as an episode, plus the whole search with its tree, which
-``swebox view`` shows.
+``swebox view`` shows. With ``env.harness`` every attempt is a harness episode (an agent program's run,
+:mod:`swebox.envs.search.harness_lines`) and beam forks by replay.
 """
 
 from __future__ import annotations
@@ -16,13 +17,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from swebox.envs.search import (
+    HarnessPolicy,
     SearchBudget,
     SearchResult,
     beam,
+    beam_harness,
     best_of_n_rate,
     mean_pass_at_k,
     report_ks,
     sample,
+    sample_harness,
 )
 from swebox.trainers.run.trajectories import FORMAT_VERSION
 
@@ -87,10 +91,12 @@ def run(
     econf: Any,
     echo=print,
     out: Any = None,
+    harness_for: Callable[[Any], HarnessPolicy] | None = None,
 ) -> list[SearchResult]:
     """Search every task; print the report; append each task's record to ``out`` (an
     :class:`~swebox.trainers.evaluation.eval_records.EvalOut`) as it ends. Tasks ``out`` already holds are not searched
-    again; the report covers the tasks searched by this run."""
+    again; the report covers the tasks searched by this run. ``harness_for``: with ``env.harness``, the task's
+    harness lines' policy (``reply_for`` is not used then; beam forks by replay)."""
     from swebox.trainers.evaluation.eval_records import RecordsError, run_tasks
 
     n = _check(opts)
@@ -101,6 +107,10 @@ def run(
     def one(task) -> SearchResult:
         options = {"source": source, "config": econf, "rule": rule, "budget": budget}
         try:
+            if harness_for is not None:
+                if opts.search:
+                    return beam_harness(task, harness_for(task), width=opts.width, depth=opts.depth, **options)
+                return sample_harness(task, n, harness_for(task), **options)
             if opts.search:
                 return beam(task, reply_for(task), width=opts.width, depth=opts.depth, **options)
             return sample(task, n, reply_for(task), **options)
@@ -190,9 +200,11 @@ def report(results: list[SearchResult], opts: SearchOptions) -> str:
             f"{what}, selected by {label}: resolved {sum(r.picked_resolved for r in results)}/"
             f"{len(results)} ({rate:.1%})"
         )
+    replayed = sum(r.replayed for r in results)
+    by_replay = f", {replayed} model calls replayed (their commands ran again)" if replayed else ""
     lines.append(
         f"sandboxes {sum(r.sandboxes for r in results)}, forks {sum(r.forks for r in results)} "
-        f"({sum(r.fork_s for r in results):.2f} s), turns {sum(r.turns for r in results)}, "
+        f"({sum(r.fork_s for r in results):.2f} s{by_replay}), turns {sum(r.turns for r in results)}, "
         f"wall {sum(r.wall_s for r in results):.1f} s summed over tasks"
     )
     return "\n".join(lines)

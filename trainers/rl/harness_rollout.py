@@ -18,9 +18,8 @@ import traceback
 from typing import Any
 
 from swebox.envs.episodes.episode import SWEEpisode
-from swebox.envs.episodes.turns import turn_record
 from swebox.envs.gateway.calls import CallRecord, ChatModel, Completion, OverLimit
-from swebox.envs.gateway.harness import HarnessConfig, call_turns, play_harness
+from swebox.envs.gateway.harness import HarnessConfig, play_harness, turn_records
 from swebox.trainers.policy.generation import GenerationBackend
 from swebox.trainers.rl.rollout import Trajectory, encode, render
 
@@ -126,7 +125,7 @@ def play_harness_episode(
             for r in info["gateway"]
         ]
         traj, unmerged = trajectory_of(records, tokenizer, task_id, group_id)
-        traj.turns = _turns(records)
+        traj.turns = turn_records(records)
         traj.reward = float(reward)
         if info.get("error"):
             traj.failed, traj.error = True, str(info["error"])
@@ -157,25 +156,6 @@ def play_harness_episode(
     gaps = [("env", edges[i], edges[i + 1]) for i in range(0, len(edges) - 1, 2) if edges[i + 1] > edges[i]]
     traj.intervals = [*gaps, *intervals]
     return traj
-
-
-def _turns(records: list[CallRecord]) -> list[dict[str, Any]]:
-    """Per answered call, a turn record as the viewer shows it: the reply, its commands, what the harness sent
-    back next."""
-    return [
-        turn_record(
-            number,
-            record.completion.text,
-            {"action": action},
-            observation,
-            record.seconds,
-            0.0,
-            len(record.completion.token_ids),
-            record.completion.finish_reason,
-        )
-        for number, (record, action, observation) in enumerate(call_turns(records), 1)
-        if record.completion is not None
-    ]
 
 
 def harness_model(args: Any, cfg: Any, task: Any, backend: GenerationBackend | None, tokenizer: Any) -> ChatModel:

@@ -36,3 +36,17 @@ def test_mini_swe_agent_in_the_sandbox_is_paid_for_what_it_leaves(calc_layer, re
         assert "Submitted" in saved  # its trajectory file: it ended by submitting, not by an error
     finally:
         episode.close()
+
+
+def test_mini_swe_agent_replays_exactly_in_a_beam(calc_layer):
+    """mini-swe-agent's prompts are its templates and its commands' outputs: a child forked by replay sends the
+    parent's prompts again (no divergence), and the replayed fix is in its sandbox."""
+    from swebox.envs.search import HarnessPolicy, beam_harness
+
+    harness = HarnessConfig(harness="mini-swe-agent", install=str(mini_swe_agent_venv()))
+    policy = HarnessPolicy(harness, lambda line: ScriptedModel(gold_replies(GOLD)))
+    config = episode_config(EpisodeConfig(time_limit_s=600), harness)
+    result = beam_harness(calc_task(), policy, width=2, depth=1, layers=[calc_layer], config=config, rule="majority")
+    assert [a.reason for a in result.attempts] == ["submitted", "submitted"], [a.error for a in result.attempts]
+    assert result.resolved_count == 2 and result.picked_resolved and result.replayed == 2
+    assert [(n.parent, n.forked_at, len(n.turns)) for n in result.tree] == [(None, 0, 2), (0, 0, 2)]
