@@ -3,7 +3,8 @@
 PyYAML implements YAML 1.1, where ``off``, ``on``, ``no``, ``yes``, ``y`` and ``n`` are booleans too: a
 string field written ``env.audit: off`` would reach the config as ``False`` (and OmegaConf would store it as the
 string ``'False'``). Bool fields lose nothing: OmegaConf still reads ``on``/``off``/``yes``/``no`` given to a bool
-field as booleans. Floats follow YAML 1.2 (an exponent needs no dot), as OmegaConf's own loader does, and dates stay text.
+field as booleans. Floats follow YAML 1.2 (an exponent needs no dot) and dates stay text, as in OmegaConf's own
+loader.
 """
 
 from __future__ import annotations
@@ -42,4 +43,4 @@ Yaml12Loader.add_implicit_resolver(
 
 def load(text: str) -> Any:
     """The value of a YAML document (``yaml.safe_load`` with YAML 1.2's booleans and floats)."""
-    return yaml.load(text, Loader=Yaml12Loader)  # noqa: S506 (a SafeLoader subclass)
+    return yaml.load(text, Loader=Yaml12Loader)  # a SafeLoader subclass: no arbitrary objects
