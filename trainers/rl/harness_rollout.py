@@ -22,7 +22,7 @@ from swebox.envs.episodes.turns import turn_record
 from swebox.envs.gateway.calls import CallRecord, ChatModel, Completion, OverLimit
 from swebox.envs.gateway.harness import HarnessConfig, call_turns, play_harness
 from swebox.trainers.policy.generation import GenerationBackend
-from swebox.trainers.rl.rollout import Trajectory, encode, render
+from swebox.trainers.rl.token_episode import Trajectory, encode, render
 
 
 class PolicyModel:

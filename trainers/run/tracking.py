@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from swebox.envs.episodes.episode import METRIC_NAMES
+from swebox.envs.episodes.episode_config import METRIC_NAMES
 
 # The names every training step logs (docs/metrics.md); env/* adds the environment's own metrics.
 STEP_METRICS = (
