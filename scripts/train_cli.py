@@ -232,23 +232,18 @@ def play_text_episode(episode: Episode, reply, max_turns: int) -> dict[str, Any]
     ``messages`` in the result is the chat as played (the first messages, then each reply and the observation
     after it), which ``swebox sft`` trains on (trainers/finetune/sft_data.py).
     """
-    from swebox.envs.episodes.turns import text_turn
+    from swebox.envs.episodes.loop import EpisodeLoop, TextPolicy, ended_fields
 
     t0 = time.monotonic()
     messages = list(episode.reset())
     prompt = [dict(m) for m in messages]
-    env_s, model_s = time.monotonic() - t0, 0.0
-    info: dict[str, Any] = {}
-    reward = 0.0
-    turns = []
-    for _ in range(max_turns):
-        result, turn = text_turn(episode, messages, reply, len(turns) + 1)
-        model_s, env_s = model_s + turn["generate_s"], env_s + turn["env_s"]
-        info, reward = dict(result.info or {}), float(result.reward)
-        turns.append(turn)
-        if result.terminated or result.truncated:
-            break
-        messages.append({"role": "user", "content": result.observation})
+    env_s = time.monotonic() - t0
+    loop = EpisodeLoop(episode, TextPolicy(reply, messages))
+    loop.play(max_turns)
+    turns = loop.turns
+    model_s, env_s = sum(t["generate_s"] for t in turns), env_s + sum(t["env_s"] for t in turns)
+    info, reward = loop.info, loop.reward
+    ended = ended_fields(info)
     metrics = info.get("metrics") or {}
     resolved = bool(metrics.get("env/resolved", 0.0))
     return {
@@ -262,15 +257,15 @@ def play_text_episode(episode: Episode, reply, max_turns: int) -> dict[str, Any]
         "failed": bool(info.get("error")),
         "truncated": False,
         "num_turns": len(turns),
-        "reason": str(info.get("reason", "")),
+        "reason": ended["reason"],
         "prompt": prompt,
         "turns": turns,
-        "diff": str(info.get("diff") or ""),
-        "grade": info.get("grade"),
+        "diff": ended["diff"],
+        "grade": ended["grade"],
         "messages": messages,
-        "audit": info.get("audit"),
-        "provenance": info.get("provenance"),
-        "cost": info.get("cost"),
+        "audit": ended["audit"],
+        "provenance": ended["provenance"],
+        "cost": ended["cost"],
     }
 
 

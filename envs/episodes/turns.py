@@ -1,17 +1,17 @@
-"""What an episode offers the loops that play it, and the one record of a turn they all write.
+"""What an episode offers the loop that plays it, and the one record of a turn.
 
-Three loops play episodes: the trainer's rollouts (token in, token out: ``swebox.trainers.rl.rollout``), ``swebox
-eval`` with a text policy (``swebox.scripts.train_cli``) and search (``swebox.envs.search.tree``). They share the
-:class:`Episode` contract below and write each turn with :func:`turn_record`, so a trajectory file, an eval
-record and a search node hold turns of one shape (docs/training.md, "Trajectories on disk"); the two text-policy
-loops (eval, search) play each turn with :func:`text_turn`. This lives in the episode layer because search (in
-``envs``) needs it too and ``envs`` never imports ``trainers``.
+The trainer's rollouts (token in, token out: ``swebox.trainers.rl.token_episode``), ``swebox eval`` with a text
+policy (``swebox.scripts.train_cli``) and search (``swebox.envs.search.tree``) play their episodes with one loop,
+:class:`swebox.envs.episodes.loop.EpisodeLoop`, over the :class:`Episode` contract below, and it writes each turn
+with :func:`turn_record`, so a trajectory file, an eval record and a search node hold turns of one shape
+(docs/training.md, "Trajectories on disk"); the agent-program episode (``swebox.trainers.rl.harness_rollout``)
+writes its turns with it too. This lives in the episode layer because search (in ``envs``) needs it too and
+``envs`` never imports ``trainers``.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 
@@ -69,20 +69,3 @@ def turn_record(
         "tokens": tokens,
         "finish_reason": finish_reason,
     }
-
-
-def text_turn(
-    episode: Episode, messages: list[dict[str, str]], reply: Callable[[list[dict[str, str]]], str], number: int
-) -> tuple[Step, dict[str, Any]]:
-    """One turn of a text policy (``reply(messages) -> str``): the reply, the episode's step, and the turn's
-    record; the reply is appended to ``messages`` as the assistant's (the caller adds the observation when the
-    episode goes on). ``swebox eval`` and search play their turns with it."""
-    started = time.monotonic()
-    text = reply(list(messages))
-    stepped = time.monotonic()
-    result = episode.step(text)
-    record = turn_record(
-        number, text, result.info or {}, result.observation, stepped - started, time.monotonic() - stepped
-    )
-    messages.append({"role": "assistant", "content": text})
-    return result, record

@@ -25,8 +25,8 @@ from typing import Any
 from swebox.envs.episodes.episode import EpisodeConfig, SWEEpisode
 from swebox.envs.episodes.episode_state import StartState
 from swebox.envs.episodes.layers_resolver import LayerSource
+from swebox.envs.episodes.loop import EpisodeLoop, TextPolicy
 from swebox.envs.episodes.task_episodes import open_task
-from swebox.envs.episodes.turns import text_turn
 from swebox.envs.search.nodes import Node, chosen_path, path_turns
 from swebox.envs.search.passk import pass_at_k
 from swebox.envs.search.select import Candidate, SelectRule, majority_scores, parse_rule, pick
@@ -144,12 +144,22 @@ class SearchResult:
 @dataclass
 class _Line:
     episode: SWEEpisode
-    messages: list[dict[str, str]]
+    policy: TextPolicy
+    """The conversation so far (``policy.messages``: the first messages, then each reply and observation)."""
     node: Node
+    loop: EpisodeLoop = field(init=False)
+    """Plays the line's turns (the episode layer's one loop), one at a time."""
+
+    def __post_init__(self) -> None:
+        self.loop = EpisodeLoop(self.episode, self.policy, played=self.episode.turns)
 
     @property
     def index(self) -> int:
         return self.node.index
+
+    @property
+    def messages(self) -> list[dict[str, str]]:
+        return self.policy.messages
 
 
 class TaskSearch:
@@ -205,7 +215,7 @@ class TaskSearch:
         self.result.sandboxes += 1
         messages = list(episode.reset())
         self.result.prompt = self.result.prompt or [dict(m) for m in messages]
-        line = _Line(episode, messages, self._node(None, 0))
+        line = _Line(episode, TextPolicy(self.reply, messages), self._node(None, 0))
         self._live.append(line)
         return line
 
@@ -222,20 +232,22 @@ class TaskSearch:
         self.result.fork_s += time.monotonic() - t0
         self.result.forks += 1
         self.result.sandboxes += m
-        children = [_Line(e, list(line.messages), self._node(line.index, line.episode.turns)) for e in episodes]
+        children = [_Line(e, line.policy.fork(), self._node(line.index, line.episode.turns)) for e in episodes]
         self._live += children
         return children
 
     def step(self, line: _Line) -> bool:
         """One policy turn of ``line``; True when the line ended (it is then graded, scored and closed)."""
-        result, turn = text_turn(line.episode, line.messages, self.reply, line.episode.turns + 1)
-        line.node.turns.append(turn)
+        turns = len(line.loop.turns)
+        ended = line.loop.step()
+        line.node.turns += line.loop.turns[turns:]
         self.result.turns += 1
-        line.messages.append({"role": "user", "content": result.observation})
-        if result.terminated or result.truncated:
-            self._finish(line, float(result.reward), result.info)
-            return True
-        return False
+        if ended:
+            last = line.loop.last
+            if last is not None:  # a scorer sees the whole conversation, the last observation included
+                line.messages.append({"role": "user", "content": last.observation})
+            self._finish(line, line.loop.reward, line.loop.info)
+        return ended
 
     def play_to_end(self, line: _Line) -> None:
         """Turns until the line ends or a budget stops it (then it ends there, graded as it stands)."""

@@ -21,7 +21,7 @@ from swebox.envs.episodes.episode import SWEEpisode
 from swebox.envs.gateway.calls import CallRecord, ChatModel, Completion, OverLimit
 from swebox.envs.gateway.harness import HarnessConfig, play_harness, turn_records
 from swebox.trainers.policy.generation import GenerationBackend
-from swebox.trainers.rl.rollout import Trajectory, encode, render
+from swebox.trainers.rl.token_episode import Trajectory, encode, render
 
 
 class PolicyModel:

@@ -1,10 +1,7 @@
-"""Rollouts: the policy plays episodes, token in and token out, and each becomes a :class:`Trajectory`.
+"""Rollouts: groups of episodes played by the policy, each becoming a :class:`Trajectory`.
 
-One trajectory is the prompt (the chat template applied to the episode's first messages) followed by the
-*response*: every token after the prompt, the model's and the environment's, in order. The model's tokens
-are kept exactly as sampled (never decoded and encoded again), with their sampling logprobs; after each
-model turn the observation is appended as the chat template's *delta* (what the template adds for one more
-user message and the next assistant header), tokenised on its own. ``loss_mask`` is 1 only on model tokens.
+One episode, token in and token out, is :func:`play_episode` (``swebox.trainers.rl.token_episode``, which holds
+the trajectory's token layout; its names are importable from here too).
 
 ``RolloutWorker`` owns a generation backend (and, for the transformers backend, its own copy of the policy)
 and runs G episodes per task concurrently in threads; ``LocalWorkerPool`` is the trainer's in-process pool of
@@ -14,267 +11,41 @@ one such worker (``swebox.trainers.distributed.ray_pool.RayWorkerPool`` spreads 
 from __future__ import annotations
 
 import copy
-import time
-import traceback
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from swebox.envs.episodes.turns import Episode, turn_record
+from swebox.envs.episodes.turns import Episode
 from swebox.envs.tasks.schema import Task
 from swebox.trainers.policy.generation import BatchingBackend, GenerationBackend, make_backend
 from swebox.trainers.policy.sampling import sample_seed
+from swebox.trainers.rl.token_episode import (
+    Trajectory,
+    encode,
+    observation_delta_ids,
+    play_episode,
+    prompt_ids,
+    render,
+)
 from swebox.trainers.run.config import TrainConfig
 
-
-@dataclass
-class Trajectory:
-    """One episode as the learner sees it. Crosses Ray as itself (pickled); trajectories.py writes it to files."""
-
-    task_id: str
-    """The task's instance_id."""
-    group_id: str
-    """Identifies the group (the G rollouts of one task in one step); advantages are normalised within it."""
-    prompt_ids: list[int]
-    """The first messages with the chat template applied, ending with the assistant header."""
-    response_ids: list[int] = field(default_factory=list)
-    """All tokens after the prompt: model turns as sampled, observation deltas between them."""
-    loss_mask: list[int] = field(default_factory=list)
-    """1 on model tokens, 0 on observation tokens; aligned with response_ids."""
-    old_logprobs: list[float] = field(default_factory=list)
-    """Sampling logprob of each model token, 0.0 where loss_mask is 0; aligned with response_ids."""
-    reward: float = 0.0
-    """The episode's reward (after the context-overflow rule)."""
-    failed: bool = False
-    """The environment (not the policy) failed: the trajectory is masked out of the loss."""
-    truncated: bool = False
-    """The episode filled generation.max_context_tokens (handled per rollout.on_context_overflow)."""
-    num_turns: int = 0
-    """Model turns played."""
-    metrics: dict[str, float] = field(default_factory=dict)
-    """env/* metrics of the episode and its timing/* (generate_s, env_s, grade_s, episode_s)."""
-    intervals: list[tuple[str, float, float]] = field(default_factory=list)
-    """(kind, start, end) wall-clock (time.time) spans of 'generate', 'env' and 'grade' work, so that a
-    step's timing/* can be the union over concurrent episodes rather than their sum."""
-    error: str = ""
-    """Why the trajectory failed ('' when it did not)."""
-    prompt: list[dict[str, str]] = field(default_factory=list)
-    """The episode's first messages (system prompt, task prompt) as text."""
-    turns: list[dict[str, Any]] = field(default_factory=list)
-    """Per model turn, for people and fine-tuning (swebox.envs.episodes.turns.turn_record): turn, text, action,
-    observation, exit_code, timed_out, format_error, generate_s, env_s, exec_s, tokens, finish_reason."""
-    diff: str = ""
-    """The final diff that was graded ('' when none)."""
-    grade: dict[str, Any] | None = None
-    """The grade report (GradeReport.to_dict()), None when the episode was not graded."""
-    reason: str = ""
-    """Why the episode ended: submitted, max_turns, time_limit, error (the env's), or '' when unknown."""
-    audit: dict[str, Any] | None = None
-    """The exploit audit's summary (info["audit"], swebox.envs.audit): flagged, rules, action, findings."""
-    provenance: dict[str, Any] | None = None
-    """What produced the reward (info["provenance"]): task and layer digests, grader, dataset row, policy."""
-    cost: dict[str, Any] | None = None
-    """What the rollout cost the host (info["cost"], swebox.envs.episodes.episode_cost): wall, CPU, memory, bytes."""
-
-    def __post_init__(self) -> None:
-        lengths = {len(self.response_ids), len(self.loss_mask), len(self.old_logprobs)}
-        if len(lengths) != 1:
-            raise ValueError(
-                f"Trajectory {self.task_id}: expected response_ids, loss_mask and old_logprobs of one length; "
-                f"found {len(self.response_ids)}, {len(self.loss_mask)}, {len(self.old_logprobs)}; "
-                "append to all three together"
-            )
-
-    @property
-    def num_model_tokens(self) -> int:
-        return sum(self.loss_mask)
-
-
-# ------------------------------------------------------------------------------------- chat-template deltas
-
-
-def render(tokenizer: Any, messages: list[dict[str, str]], add_generation_prompt: bool) -> str:
-    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
-
-
-def encode(tokenizer: Any, text: str) -> list[int]:
-    return list(tokenizer.encode(text, add_special_tokens=False))
-
-
-def prompt_ids(tokenizer: Any, messages: list[dict[str, str]] | str) -> list[int]:
-    """The episode's first messages (a string is one user message) as ids, ending with the assistant header."""
-    if isinstance(messages, str):
-        messages = [{"role": "user", "content": messages}]
-    return encode(tokenizer, render(tokenizer, list(messages), add_generation_prompt=True))
-
-
-_PROBE = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}, {"role": "assistant", "content": "a"}]
-
-
-def observation_delta_ids(tokenizer: Any, observation: str, ended_turn: bool) -> list[int]:
-    """The ids that follow a model turn to show ``observation`` and open the next assistant turn.
-
-    The template is rendered for a probe conversation with and without one more user message; the
-    difference, plus whatever the template writes after the end-of-turn token (ChatML: a newline), is the
-    delta. ``ended_turn``: the model's tokens already end with the end-of-turn token; when they do not
-    (it ran out of tokens), that token is put in first, as the template would.
-    """
-    before = render(tokenizer, _PROBE, add_generation_prompt=False)
-    after = render(tokenizer, [*_PROBE, {"role": "user", "content": observation}], add_generation_prompt=True)
-    eos = tokenizer.eos_token
-    end = before.rfind(eos)
-    if not after.startswith(before) or end < 0:
-        raise ValueError(
-            "chat template: expected each new message to extend the rendered conversation and an assistant turn "
-            f"to end with {eos!r}; found otherwise; use a template with that property (ChatML does)"
-        )
-    ids = encode(tokenizer, before[end + len(eos) :] + after[len(before) :])
-    return ids if ended_turn else [int(tokenizer.eos_token_id), *ids]
-
-
-# ------------------------------------------------------------------------------------------ one episode
-
-
-class _Clock:
-    """Accumulates (kind, start, end) spans and per-kind totals for one episode."""
-
-    def __init__(self) -> None:
-        self.intervals: list[tuple[str, float, float]] = []
-
-    def span(self, kind: str, start: float) -> None:
-        self.intervals.append((kind, start, time.time()))
-
-    def total(self, kind: str) -> float:
-        return sum(end - start for k, start, end in self.intervals if k == kind)
-
-
-def _env_call(clock: _Clock, fn: Callable[[], Any]) -> Any:
-    start = time.time()
-    try:
-        return fn()
-    finally:
-        clock.span("env", start)
-
-
-def play_episode(
-    episode: Episode,
-    backend: GenerationBackend,
-    tokenizer: Any,
-    cfg: TrainConfig,
-    task_id: str = "",
-    group_id: str = "",
-    seed: int | None = None,
-) -> Trajectory:
-    """Play one episode with the policy behind ``backend``; never raises for an environment failure.
-
-    ``seed``: the episode's sampling seed; turn ``t`` samples with ``sample_seed(seed, t)``, so the episode's
-    tokens depend on it and on what the environment answered, not on other episodes (None: the backend's own
-    randomness).
-
-    The context (prompt + response) never exceeds ``generation.max_context_tokens``: a turn may generate only
-    what is left, and an episode that runs out of room ends ``truncated`` and is handled per
-    ``rollout.on_context_overflow`` ('truncate': submitted and graded as it stands; 'mask': ended unpaid,
-    the trainer masks it; 'penalize': ended with ``rollout.overflow_reward``).
-    """
-    clock = _Clock()
-    started = time.monotonic()
-    traj = Trajectory(task_id=task_id, group_id=group_id, prompt_ids=[])
-    max_context = cfg.generation.max_context_tokens
-    info: dict[str, Any] = {}
-    try:
-        first = _env_call(clock, episode.reset)
-        traj.prompt = [{"role": "user", "content": first}] if isinstance(first, str) else [dict(m) for m in first]
-        traj.prompt_ids = prompt_ids(tokenizer, first)
-        while True:
-            room = max_context - len(traj.prompt_ids) - len(traj.response_ids)
-            if room <= 0:
-                traj.truncated = True
-                break
-            t0 = time.time()
-            seeds = [sample_seed(seed, traj.num_turns)] if seed is not None else None
-            out = backend.generate(
-                [traj.prompt_ids + traj.response_ids], min(cfg.generation.max_new_tokens, room), seeds
-            )[0]
-            clock.span("generate", t0)
-            traj.response_ids += out.token_ids
-            traj.loss_mask += [1] * len(out.token_ids)
-            traj.old_logprobs += list(out.logprobs)
-            traj.num_turns += 1
-            text = tokenizer.decode(out.token_ids, skip_special_tokens=True)
-            t1 = time.time()
-            result = _env_call(clock, lambda text=text: episode.step(text))
-            info = dict(result.info or {})
-            traj.turns.append(
-                turn_record(
-                    traj.num_turns,
-                    text,
-                    info,
-                    result.observation,
-                    t1 - t0,
-                    time.time() - t1,
-                    len(out.token_ids),
-                    out.finish_reason,
-                )
-            )
-            traj.reward = float(result.reward)
-            if result.terminated or result.truncated:
-                break
-            if time.monotonic() - started > cfg.env.time_limit_s:  # an episode without a clock of its own
-                raise TimeoutError(f"the episode ran past env.time_limit_s={cfg.env.time_limit_s:g}")
-            delta = observation_delta_ids(tokenizer, result.observation, out.finish_reason == "stop")
-            if len(traj.prompt_ids) + len(traj.response_ids) + len(delta) >= max_context:
-                traj.truncated = True  # no room for the observation and a reply to it
-                break
-            traj.response_ids += delta
-            traj.loss_mask += [0] * len(delta)
-            traj.old_logprobs += [0.0] * len(delta)
-        if traj.truncated:
-            info = _end_overflowing(episode, traj, cfg, clock) or info
-        if info.get("error"):
-            traj.failed, traj.error = True, str(info["error"])
-        traj.diff, traj.grade, traj.reason = str(info.get("diff") or ""), info.get("grade"), str(info.get("reason", ""))
-        traj.audit, traj.provenance, traj.cost = info.get("audit"), info.get("provenance"), info.get("cost")
-    except Exception as exc:  # an environment failure must not end the step: mask the trajectory instead
-        traj.failed = True
-        traj.error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
-        traj.reward = 0.0
-    env_metrics = {k: float(v) for k, v in (info.get("metrics") or {}).items() if isinstance(v, (int, float))}
-    if traj.failed:
-        env_metrics["env/errors"] = max(1.0, env_metrics.get("env/errors", 0.0))
-    _split_grade_time(clock, env_metrics.get("env/grade_s", 0.0))
-    traj.metrics = {
-        **env_metrics,
-        "timing/generate_s": clock.total("generate"),
-        "timing/env_s": clock.total("env"),
-        "timing/grade_s": clock.total("grade"),
-        "timing/episode_s": time.monotonic() - started,
-    }
-    traj.intervals = clock.intervals
-    return traj
-
-
-def _end_overflowing(episode: Episode, traj: Trajectory, cfg: TrainConfig, clock: _Clock) -> dict[str, Any]:
-    mode = cfg.rollout.on_context_overflow
-    traj.reward = cfg.rollout.overflow_reward if mode == "penalize" else 0.0
-    submit = episode.submit_reply() if mode == "truncate" else None
-    if submit is not None:
-        result = _env_call(clock, lambda: episode.step(submit))
-        traj.reward = float(result.reward)
-        return dict(result.info or {})
-    return {}
-
-
-def _split_grade_time(clock: _Clock, grade_s: float) -> None:
-    """Grading runs inside the episode's last step: move its share of that 'env' span to 'grade'."""
-    if grade_s <= 0:
-        return
-    for i in range(len(clock.intervals) - 1, -1, -1):
-        kind, start, end = clock.intervals[i]
-        if kind == "env" and end - start >= grade_s * 0.999:
-            clock.intervals[i : i + 1] = [("env", start, end - grade_s), ("grade", end - grade_s, end)]
-            return
+__all__ = [
+    "EpisodeFactory",
+    "LocalWorkerPool",
+    "RolloutWorker",
+    "SWEEpisodeFactory",
+    "Trajectory",
+    "Worker",
+    "WorkerPool",
+    "close_episodes",
+    "encode",
+    "observation_delta_ids",
+    "play_episode",
+    "prompt_ids",
+    "render",
+    "swe_episode_factory",
+]
 
 
 # ----------------------------------------------------------------------------------------- the workers

@@ -24,6 +24,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from swebox.envs.episodes.episode_config import METRIC_NAMES
+
 # The names every training step logs (docs/metrics.md); env/* adds the environment's own metrics.
 STEP_METRICS = (
     "reward/mean",
@@ -50,26 +52,8 @@ STEP_METRICS = (
     "timing/step_s",
     "timing/grade_wait_s",
 )
-ENV_METRICS = (
-    "env/reset_s",
-    "env/exec_s",
-    "env/grade_s",
-    "env/turns",
-    "env/format_errors",
-    "env/timeouts",
-    "env/resolved",
-    "env/f2p_frac",
-    "env/errors",
-    "env/grade_cache_hits",
-    "env/sandbox_deaths",
-    "env/grade_wait_s",
-    "env/wall_s",
-    "env/cpu_s",
-    "env/grade_cpu_s",
-    "env/peak_mb",
-    "env/grade_peak_mb",
-    "env/upper_mb",
-)
+ENV_METRICS = METRIC_NAMES
+"""The per-episode env/* names, as the episode layer defines them (one list, not a copy: docs/metrics.md)."""
 ROLLOUT_COLUMNS = ("task_id", "reward", "resolved", "turns", "final_diff", "last_observation")
 """Columns of the wandb Table ``rollouts`` (logging.wandb_rollouts_every)."""
 METRICS_FILE = "metrics.jsonl"
