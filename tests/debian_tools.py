@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tarfile
@@ -86,6 +87,43 @@ def orig_source(name: str, pool_path: str, sha256: str) -> Path:
                     raise
     (top,) = [p for p in root.iterdir() if p.is_dir()]
     return top
+
+
+def relocated(name: str, packages: tuple[str, ...], links: dict[str, str]) -> Path:
+    """``packages`` unpacked as by :func:`unpacked`, their scripts made to run from where they lie: every
+    ``/usr/bin/X`` and ``/usr/share/X`` a text file names, for an X the packages ship, is rewritten to that
+    path below the tree (Debian's autotools are Perl and shell scripts naming their data folders); ``links``
+    (path in the tree -> target) are the links Debian's maintainer scripts would make (``update-alternatives``).
+    The tree is bound read-only into sandboxes at the same path: a test-only tool set, not a toolchain layer."""
+    root = CACHE / name
+    if (root / ".complete").is_file():
+        return root
+    tree = unpacked(f"{name}.debs", packages)
+    with tempfile.TemporaryDirectory(dir=CACHE) as part:
+        work = Path(part) / "tree"
+        shutil.copytree(tree, work, symlinks=True)
+        shipped = [f"{d}/{p.name}" for d in ("bin", "share") for p in (work / "usr" / d).iterdir()]
+        names = "|".join(re.escape(n) for n in sorted(shipped, key=len, reverse=True))
+        path = re.compile(rf"(?<![\w/.-])/usr/({names})(?![\w.-])")
+        for file in work.rglob("*"):
+            if not file.is_file() or file.is_symlink():
+                continue
+            data = file.read_bytes()
+            if data.startswith(b"\x7fELF") or b"\0" in data[:4096]:
+                continue
+            text = data.decode("utf-8", "surrogateescape")
+            new = path.sub(lambda m: f"{root}/usr/{m[1]}", text)
+            if new != text:
+                file.write_bytes(new.encode("utf-8", "surrogateescape"))
+        for link, target in links.items():
+            (work / link).symlink_to(target)
+        (work / ".complete").write_text("\n".join(packages) + "\n")
+        try:
+            work.rename(root)
+        except OSError:
+            if not (root / ".complete").is_file():
+                raise
+    return root
 
 
 def toolchain_store() -> Path:

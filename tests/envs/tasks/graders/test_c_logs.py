@@ -1,11 +1,14 @@
 """SWE-bench Multilingual's C log parsers on real test runs: Redis 7.0.15 (Debian's upstream tarball of the
 redis source package) built by the cc toolchain layer, its own Tcl test suite run in a sandbox the way
 SWE-bench's redis specs run it (``TERM=dumb ./runtest --durable --single unit/...``), and the log read by
-``parse_log_redis`` (SWE-bench's key 'redis/redis').
+``parse_log_redis`` (SWE-bench's key 'redis/redis'); jq 1.7.1 (Debian's upstream tarball of the jq source
+package: the git tree, no ``configure``), bootstrapped with Debian's autotools and built by the cc layer as
+SWE-bench's jq specs do (``autoreconf``, ``./configure``, ``make``), its own ``make check`` read by
+``parse_log_jq`` ('jqlang/jq').
 
 The tree is built once per module (``make MALLOC=libc``, into a layer over the project's); a graded run's
 ``make`` then recompiles only the patched file. Redis's Tcl runner is the host's ``tclsh`` (the sandbox sees
-the host's /usr); the test skips without one. jq and MicroPython are not run here (docs/tasks.md says why).
+the host's /usr); the test skips without one. MicroPython is not run here (docs/tasks.md says why).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from swebox.envs.tasks import Task
 from swebox.envs.tasks.graders import lang_parsers, log_grading, log_parsers
 from swebox.envs.tasks.graders.grading import GradeReport, grade
 
-from tests.debian_tools import orig_source
+from tests.debian_tools import orig_source, relocated
 from tests.envs.tasks.graders.test_lang_logs import (
     discard,
     exports,
@@ -75,9 +78,15 @@ def redis_src() -> Path:
     return orig_source("redis-7.0.15", "r/redis/redis_7.0.15.orig.tar.gz", sha)
 
 
-def built(layers: list[Layer], command: str) -> Layer:
-    """``command`` run in /testbed over ``layers`` with the cc toolchain first on PATH, frozen as a layer."""
-    policy = SandboxPolicy(network="none", env={**DEFAULT_ENV, **toolchain_env(["cc"])})
+def built(layers: list[Layer], command: str, tools: Path | None = None, **env: str) -> Layer:
+    """``command`` run in /testbed over ``layers`` with the cc toolchain first on PATH (then ``tools``'
+    usr/bin, bound read-only) and ``env``, frozen as a layer."""
+    paths = toolchain_env(["cc"])
+    binds: tuple[str, ...] = ()
+    if tools is not None:
+        paths["PATH"] = paths["PATH"] + f":{tools}/usr/bin"
+        binds = (str(tools),)
+    policy = SandboxPolicy(network="none", env={**DEFAULT_ENV, **paths, **env}, ro_binds=binds)
     with Sandbox(layers, policy) as sb:
         run = sb.exec(f"cd /testbed && {command} 2>&1", timeout=1800)
         assert run.exit_code == 0, run.output[-3000:]
@@ -173,3 +182,121 @@ def run_log(layers: list[Layer], task: Task, diff: str) -> str:
                 assert sb.exec(f"cd /testbed && git apply /tmp/p{i}.diff", timeout=60).exit_code == 0
         command = " && ".join((*task.eval_commands, task.test_cmd))
         return sb.exec(f"cd /testbed && {command} 2>&1", timeout=900).output
+
+
+# -- jq 1.7.1: startswith (src/builtin.c, f_startswith) ------------------------------------------------------------
+JQ_FILE = "src/builtin.c"
+JQ_FIX = "  if (blen <= alen && memcmp(jv_string_value(a), jv_string_value(b), blen) == 0)\n"
+JQ_BUG = JQ_FIX.replace("blen <= alen", "blen < alen")  # a string no longer starts with itself
+JQ_WRONG = "  if (blen <= alen)\n"  # any string no longer than the input "matches"
+JQ_TEST_FILE = "tests/jq.test"
+JQ_TESTS = """
+# startswith of the whole string and of the empty string
+[.[]|startswith("ab")]
+["ab", "abc", "a", "xab"]
+[true, true, false, false]
+
+[.[]|startswith("")]
+["", "x"]
+[true, true]
+"""
+JQ_AUTOTOOLS = ("autoconf", "automake", "libtool", "m4", "autotools-dev")
+JQ_BUILD = "autoreconf -i && ./configure --with-oniguruma=no --disable-docs && make -j2"
+"""SWE-bench's jq build without its submodule step: Debian's tarball has no modules/oniguruma, so jq is built
+without regular expressions (its onig tests are not in the run)."""
+JQ_CHECKS = "tests/jqtest tests/utf8test tests/base64test"
+JQ_CMD = f"make -j2 >/dev/null && NO_VALGRIND=1 make check TESTS='{JQ_CHECKS}'"
+"""``make check`` (SWE-bench's jq command) on three of jq's six test scripts: ``tests/shtest`` alone runs for
+minutes on a busy machine. NO_VALGRIND: jq's tests/setup runs every jq under valgrind when the host has one."""
+
+
+def append_patch(path: str, text: str, added: str) -> str:
+    """A diff appending ``added`` to ``text`` (the file's base content, ending in a newline)."""
+    lines, new = text.splitlines(keepends=True), added.splitlines(keepends=True)
+    context = lines[-3:]
+    start = len(lines) - len(context) + 1
+    return (
+        f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n"
+        f"@@ -{start},{len(context)} +{start},{len(context) + len(new)} @@\n"
+        + "".join(" " + x for x in context)
+        + "".join("+" + x for x in new)
+    )
+
+
+@pytest.fixture(scope="module")
+def jq_src() -> Path:
+    sha = "fc75b1824aba7a954ef0886371d951c3bf4b6e0a921d1aefc553f309702d6ed1"
+    return orig_source("jq-1.7.1", "j/jq/jq_1.7.1.orig.tar.gz", sha)
+
+
+@pytest.fixture(scope="module")
+def jq_layers(jq_src, cc_layer):
+    tools = relocated(
+        "autotools", JQ_AUTOTOOLS, {"usr/bin/automake": "automake-1.16", "usr/bin/aclocal": "aclocal-1.16"}
+    )
+    source = project_layer(jq_src, {JQ_FILE: (JQ_FIX, JQ_BUG)})
+    # aclocal names its own macro folder by its version ('/usr/share/aclocal-' . $APIVERSION): the variable
+    # aclocal reads instead
+    acdir = str(tools / "usr/share/aclocal-1.16")
+    objects = built([cc_layer, source], f"{JQ_BUILD} >/dev/null", tools, ACLOCAL_AUTOMAKE_DIR=acdir)
+    yield [cc_layer, source, objects]
+    discard(objects)
+    discard(source)
+
+
+def jq_task(jq_src: Path, parser: str = "jqlang/jq") -> Task:
+    base = (jq_src / JQ_FILE).read_text().replace(JQ_FIX, JQ_BUG)
+    return Task(
+        instance_id="jqlang__jq-startswith",
+        repo="jqlang/jq",
+        language="c",
+        patch=line_patch(JQ_FILE, base, JQ_BUG, JQ_FIX),
+        test_patch=append_patch(JQ_TEST_FILE, (jq_src / JQ_TEST_FILE).read_text(), JQ_TESTS),
+        FAIL_TO_PASS=("tests/jqtest",),
+        PASS_TO_PASS=("tests/utf8test", "tests/base64test"),
+        grader="log",
+        log_parser=parser,
+        test_cmd=JQ_CMD,
+        eval_commands=exports("cc"),
+    )
+
+
+def test_jq_log_gold_resolves_empty_and_wrong_do_not(jq_layers, jq_src, monkeypatch):
+    task = jq_task(jq_src)
+    canaries = planted(monkeypatch)
+    policy = SandboxPolicy(network="none")
+    gold = grade(task, task.patch, layers=jq_layers, policy=policy, timeout=900)
+    assert gold.log_status == "ok" and gold.errors == [] and gold.tampered == [], (gold.errors, gold.output_tail)
+    assert gold.resolved and gold.reward == 1.0
+    assert {o.status for o in gold.tests.values()} == {"passed"}
+    empty = grade(task, "", layers=jq_layers, policy=policy, timeout=900)
+    assert empty.log_status == "ok" and not empty.resolved and empty.tampered == [], (empty.errors, empty.output_tail)
+    assert empty.tests["tests/jqtest"].status == "failed" and empty.p2p_passed == empty.p2p_total == 2
+    wrong = task.patch.replace("+" + JQ_FIX, "+" + JQ_WRONG)
+    assert wrong != task.patch
+    bad = grade(task, wrong, layers=jq_layers, policy=policy, timeout=900)
+    assert bad.applied and not bad.resolved and bad.tampered == [], (bad.errors, bad.output_tail)
+    assert bad.tests["tests/jqtest"].status == "failed" and bad.p2p_passed == 2
+    # jq's tests are cases in a text file run by one script: no canaries (LogCanaries.skipped says why)
+    assert len(canaries) == 3 and all(c.file == "" and c.skipped for c in canaries)
+
+
+def test_the_real_jq_log_reads_the_same_under_each_name_and_truncated_does_not_resolve(jq_layers, jq_src):
+    task = jq_task(jq_src)
+    logs = {name: run_log(jq_layers, task, diff) for name, diff in (("bug", ""), ("fix", task.patch))}
+    fixed = log_parsers.parse_log("jqlang/jq", logs["fix"])
+    assert fixed == log_parsers.parse_log("parse_log_jq", logs["fix"])
+    # automake's harness: one line per test script, and its summary ("# PASS:  3") is no test
+    assert fixed == dict.fromkeys(JQ_CHECKS.split(), "PASSED"), logs["fix"][-2000:]
+    broken = log_parsers.parse_log("jqlang/jq", logs["bug"])
+    assert broken == {**fixed, "tests/jqtest": "FAILED"}, logs["bug"][-2000:]
+    assert lang_parsers.language_of("jqlang/jq") == "c"
+
+    def verdict(log: str) -> bool:
+        report = GradeReport(task.instance_id, applied=True, log_status="ok")
+        log_grading.score(task, report, log_parsers.parse_log(task.log_parser, log))
+        return report.resolved
+
+    assert verdict(logs["fix"]) and not verdict(logs["bug"]) and not verdict("")
+    cut = logs["fix"][: logs["fix"].index("PASS: tests/jqtest")]  # stopped while jqtest ran
+    assert not verdict(cut)
