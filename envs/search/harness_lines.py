@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from swebox.envs.episodes.loop import TextPolicy
 from swebox.envs.gateway.calls import CallRecord, ChatModel
 from swebox.envs.gateway.harness import HarnessConfig, end_harness, run_harness, turn_records
 from swebox.envs.gateway.replay import ReplayModel
@@ -71,7 +72,7 @@ class HarnessSearch(TaskSearch):
         (graded, or failed when it diverged, and closed)."""
         episode = self._opened.episode(started=True)
         self.result.sandboxes += 1
-        line = _HarnessLine(episode, [], node)
+        line = _HarnessLine(episode, TextPolicy(_no_text_turns, []), node)  # its loop plays no turns
         self._live.append(line)
         model = ReplayModel(prefix, self.policy.model_for(node.index), stop_after)
         seed = None if self.policy.seed is None else self.policy.seed + SEED_STRIDE * self._runs
@@ -82,7 +83,7 @@ class HarnessSearch(TaskSearch):
         if line.records:
             last = line.records[-1]
             assert last.completion is not None
-            line.messages = [*last.messages, {"role": "assistant", "content": last.completion.text}]
+            line.policy.messages = [*last.messages, {"role": "assistant", "content": last.completion.text}]
             self.result.prompt = self.result.prompt or [dict(m) for m in line.records[0].messages]
         new = turn_records(done.records)[len(prefix) :]
         node.turns += new

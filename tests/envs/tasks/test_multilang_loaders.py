@@ -267,39 +267,32 @@ def test_rows_of_each_format_validate_on_the_toolchain_layer(tmp_path, make_rows
         "SWEBOX_SWE_SPECS": str(tmp_path / "specs.json"),
     }
     swebox = [sys.executable, "-m", "swebox.scripts.cli"]
-    for name, row in rows.items():
-        rows_file = str(tmp_path / f"{name}.jsonl")
-        Path(rows_file).write_text(json.dumps(row) + "\n")
-        built = subprocess.run(
-            [*swebox, "cache", "--store", store, "build", "--tasks", rows_file],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=1800,
-        )
-        assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
-        checked = subprocess.run(
-            [
-                *swebox,
-                "tasks",
-                "validate",
-                rows_file,
-                "--layers",
-                store,
-                "--json",
-                str(tmp_path / f"{name}.report.jsonl"),
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=1800,
-        )
-        assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-2000:]
-        report = [json.loads(line) for line in (tmp_path / f"{name}.report.jsonl").read_text().splitlines()]
-        assert [r["passed"] for r in report] == [True], report
-        assert report[0]["gold"]["resolved"] and not report[0]["empty"]["resolved"]
+    # every format's row in one file: one build and one validate run for all of them (rows of one repository
+    # at one commit share what they can), each row still built, graded gold and empty, and reported
+    rows_file = str(tmp_path / "rows.jsonl")
+    Path(rows_file).write_text("".join(json.dumps(row) + "\n" for row in rows.values()))
+    built = subprocess.run(
+        [*swebox, "cache", "--store", store, "build", "--tasks", rows_file],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    checked = subprocess.run(
+        [*swebox, "tasks", "validate", rows_file, "--layers", store, "--json", str(tmp_path / "report.jsonl")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-2000:]
+    report = {r["instance_id"]: r for r in map(json.loads, (tmp_path / "report.jsonl").read_text().splitlines())}
+    assert sorted(report) == sorted(row["instance_id"] for row in rows.values()), sorted(report)
+    for r in report.values():
+        assert r["passed"] and r["gold"]["resolved"] and not r["empty"]["resolved"], r
     # a wrong fix does not resolve, on the same layers
-    task = load(tmp_path / f"{next(iter(rows))}.jsonl")[0]
+    task = load(rows_file)[0]
     resolve = StoreLayers(store)
     try:
         bad = grade(task, commits["wrong"], layers=resolve(task), timeout=900)
