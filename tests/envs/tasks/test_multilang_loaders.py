@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from swebox.envs.tasks import load
 from swebox.envs.tasks.adapters import detect, to_task
 from swebox.envs.tasks.graders import lang_parsers
 from swebox.envs.tasks.graders.grading import grade
@@ -292,7 +291,7 @@ def test_rows_of_each_format_validate_on_the_toolchain_layer(tmp_path, make_rows
     for r in report.values():
         assert r["passed"] and r["gold"]["resolved"] and not r["empty"]["resolved"], r
     # a wrong fix does not resolve, on the same layers
-    task = load(rows_file)[0]
+    task = to_task(next(iter(rows.values())))  # the first format's row
     resolve = StoreLayers(store)
     try:
         bad = grade(task, commits["wrong"], layers=resolve(task), timeout=900)
