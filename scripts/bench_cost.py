@@ -63,7 +63,7 @@ class TimedUsage:
 
 def run(args: argparse.Namespace) -> int:
     from swebox.envs.episodes.episode import first_messages
-    from swebox.scripts.train_cli import gold_replies
+    from swebox.scripts.eval_policies import gold_replies
     from swebox.trainers.policy.models import build_builtin_tokenizer
     from swebox.trainers.rl.rollout import RolloutWorker, prompt_ids, swe_episode_factory
     from swebox.trainers.run.config import load_config

@@ -1,7 +1,7 @@
 """``swebox tasks calibrate TASKS --out FILE --policy POLICY --policy-runs 3``: play a policy K times a task.
 
 The glue between the calibration (envs/tasks/calibrate.py, which knows nothing of policies) and the episodes
-``swebox eval`` plays (scripts/train_cli.py): the same policies (gold, empty, hf:MODEL_FOLDER, openai:URL), the
+``swebox eval`` plays (scripts/eval_policies.py): the same policies (gold, empty, hf:MODEL_FOLDER, openai:URL), the
 same episode config (``--config`` and overrides), real episodes in fresh sandboxes graded as in training. Each
 task's count goes into its calibration as ``policy: {"name", "resolved", "runs", "errors"}``; a run that could not
 be played (an exception) counts as played and not resolved, and ``errors`` says how many there were.
@@ -20,7 +20,7 @@ from swebox.envs.tasks.schema import Task
 
 def policy_player(policy: str, cfg: Any, model: str = ""):
     """``play(episode, task, run) -> resolved`` for ``policy`` (as ``swebox eval --policy``), built once."""
-    from swebox.scripts import train_cli
+    from swebox.scripts import eval_policies
 
     if policy.startswith("hf:"):
         import dataclasses
@@ -48,10 +48,10 @@ def policy_player(policy: str, cfg: Any, model: str = ""):
             return bool(traj.metrics.get("env/resolved", 0.0))
 
         return play_hf
-    replies_for = train_cli._text_policy(argparse.Namespace(policy=policy, model=model), cfg)
+    replies_for = eval_policies._text_policy(argparse.Namespace(policy=policy, model=model), cfg)
 
     def play_text(episode: Any, task: Task, run: int) -> bool:
-        rec = train_cli.play_text_episode(episode, replies_for(task), cfg.env.max_turns)
+        rec = eval_policies.play_text_episode(episode, replies_for(task), cfg.env.max_turns)
         if rec["error"]:
             raise RuntimeError(rec["error"])
         return bool(rec["resolved"])
@@ -62,7 +62,7 @@ def policy_player(policy: str, cfg: Any, model: str = ""):
 def policy_config(args: argparse.Namespace) -> Any:
     """The episodes' config (``--config``, ``--set``), checked with the policy before any grading starts: a wrong
     flag fails in a second, not after minutes of gold and empty grades."""
-    from swebox.scripts.train_cli import _check_hf_folder, _check_policy
+    from swebox.scripts.eval_policies import _check_hf_folder, _check_policy
     from swebox.trainers.run.config import ConfigError, load_config
 
     _check_policy(args.policy)

@@ -1,7 +1,7 @@
 """The one episode loop: ask the policy, step the episode, record the turn, stop when it ends or a limit says so.
 
 The trainer's rollouts (token in, token out: ``swebox.trainers.rl.token_episode``), ``swebox eval`` with a text
-policy (``swebox.scripts.train_cli``) and search (``swebox.envs.search.tree``) all play their episodes with
+policy (``swebox.scripts.eval_policies``) and search (``swebox.envs.search.tree``) all play their episodes with
 :class:`EpisodeLoop`. What differs between them is the policy side, behind the :class:`Policy` contract: the
 trainer's keeps token ids and sampling logprobs and may run out of context; a text policy keeps a conversation
 (:class:`TextPolicy`). The loop is steppable (:meth:`EpisodeLoop.step` plays one turn), so that search can fork a

@@ -1,7 +1,7 @@
 """What an episode offers the loop that plays it, and the one record of a turn.
 
 The trainer's rollouts (token in, token out: ``swebox.trainers.rl.token_episode``), ``swebox eval`` with a text
-policy (``swebox.scripts.train_cli``) and search (``swebox.envs.search.tree``) play their episodes with one loop,
+policy (``swebox.scripts.eval_policies``) and search (``swebox.envs.search.tree``) play their episodes with one loop,
 :class:`swebox.envs.episodes.loop.EpisodeLoop`, over the :class:`Episode` contract below, and it writes each turn
 with :func:`turn_record`, so a trajectory file, an eval record and a search node hold turns of one shape
 (docs/training.md, "Trajectories on disk"); the agent-program episode (``swebox.trainers.rl.harness_rollout``)

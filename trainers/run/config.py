@@ -126,7 +126,7 @@ class GenerationConfig:
     """Sequences generated together in one call of the transformers backend, and the most prompts a generation
     server (placement 'server') merges into one engine call (raise it, e.g. to 256, for vLLM servers)."""
     batching: Literal["lockstep", "window"] = "lockstep"
-    """How the transformers backend gathers episodes' turns into batches (trainers/policy/generation.py
+    """How the transformers backend gathers episodes' turns into batches (trainers/policy/batching.py
     RequestBatcher). 'lockstep': a batch waits for every episode in flight and orders them by seed, so a seeded
     CPU run gives the same numbers whatever the machine's load (docs/training.md, "What the seed pins").
     'window': a batch leaves after batch_wait_s with whoever arrived (more throughput when episodes' commands
