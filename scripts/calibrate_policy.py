@@ -48,7 +48,7 @@ def policy_player(policy: str, cfg: Any, model: str = ""):
             return bool(traj.metrics.get("env/resolved", 0.0))
 
         return play_hf
-    replies_for = eval_policies._text_policy(argparse.Namespace(policy=policy, model=model), cfg)
+    replies_for = eval_policies.text_policy(argparse.Namespace(policy=policy, model=model), cfg)
 
     def play_text(episode: Any, task: Task, run: int) -> bool:
         rec = eval_policies.play_text_episode(episode, replies_for(task), cfg.env.max_turns)
@@ -62,12 +62,12 @@ def policy_player(policy: str, cfg: Any, model: str = ""):
 def policy_config(args: argparse.Namespace) -> Any:
     """The episodes' config (``--config``, ``--set``), checked with the policy before any grading starts: a wrong
     flag fails in a second, not after minutes of gold and empty grades."""
-    from swebox.scripts.eval_policies import _check_hf_folder, _check_policy
+    from swebox.scripts.eval_policies import check_hf_folder, check_policy
     from swebox.trainers.run.config import ConfigError, load_config
 
-    _check_policy(args.policy)
+    check_policy(args.policy)
     if args.policy.startswith("hf:"):
-        _check_hf_folder(args.policy[3:])
+        check_hf_folder(args.policy[3:])
     cfg = load_config(args.config, list(args.overrides))
     if cfg.env.harness:  # a harness plays through its own gateway loop (swebox eval --harness); not wired here
         raise ConfigError(

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from swebox.scripts.eval_policies import (
-    _check_hf_folder,
-    _check_policy,
-    _harness_lines,
-    _hf_text_policy,
-    _text_policy,
+    check_hf_folder,
+    check_policy,
+    harness_lines,
+    hf_text_policy,
     play_text_episode,
+    text_policy,
 )
 from swebox.trainers.evaluation.eval_report import log_eval_to_wandb, print_task_table, report_path, summary, task_table
 
@@ -40,10 +40,10 @@ def run_eval(args: argparse.Namespace) -> int:
     from swebox.trainers.run.config import ConfigError, load_config
     from swebox.trainers.run.trajectories import episode_fields
 
-    _check_policy(args.policy)
+    check_policy(args.policy)
     search = search_options(args)
     if args.policy.startswith("hf:"):  # the flags first, then the tasks and their layers
-        _check_hf_folder(args.policy[3:])
+        check_hf_folder(args.policy[3:])
     if args.predictions_out and eval_search.wanted(search):  # a search gives several diffs per task, not one
         raise SystemExit(
             "--predictions-out: expected one episode per task; found --samples/--best-of/--search. "
@@ -98,7 +98,7 @@ def run_eval(args: argparse.Namespace) -> int:
         tokenizer = build_tokenizer(cfg.model)
         backend = make_backend(cfg.generation, build_model(cfg.model, tokenizer).eval(), tokenizer)
     else:
-        replies_for = _text_policy(args, cfg)
+        replies_for = text_policy(args, cfg)
         backend = tokenizer = None
         if cfg.env.harness:  # scripted and served replies get the policy's ids too: the records feed swebox sft
             from swebox.trainers.policy.models import build_tokenizer
@@ -121,9 +121,9 @@ def run_eval(args: argparse.Namespace) -> int:
 
     if eval_search.wanted(search):
         # with env.harness every line is an agent program's run; beam forks it by replay (docs/envs.md)
-        harness_for = _harness_lines(args, cfg, backend, tokenizer) if cfg.env.harness else None
+        harness_for = harness_lines(args, cfg, backend, tokenizer) if cfg.env.harness else None
         if not cfg.env.harness and args.policy.startswith("hf:"):
-            replies_for = _hf_text_policy(backend, tokenizer, cfg)
+            replies_for = hf_text_policy(backend, tokenizer, cfg)
         searched = eval_search.run(search, tasks, replies_for, source, econf, out=out, harness_for=harness_for)
         broken = [r.task_id for r in searched if any(b.startswith("error: ") for b in r.budgets_hit)]
         if broken:  # a task whose search crashed counts as unresolved in the report; the exit status says so

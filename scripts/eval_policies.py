@@ -67,7 +67,7 @@ def play_text_episode(episode: Episode, reply, max_turns: int) -> dict[str, Any]
     }
 
 
-def _text_policy(args: argparse.Namespace, cfg: Any):
+def text_policy(args: argparse.Namespace, cfg: Any):
     """(replies factory per task) for gold / empty / openai policies."""
     if args.policy == "gold":
 
@@ -90,7 +90,7 @@ def _text_policy(args: argparse.Namespace, cfg: Any):
     return lambda task: lambda messages: backend.chat(messages)[0]
 
 
-def _harness_lines(args: argparse.Namespace, cfg: Any, backend: Any, tokenizer: Any):
+def harness_lines(args: argparse.Namespace, cfg: Any, backend: Any, tokenizer: Any):
     """For a search with ``env.harness``: per task, who plays its harness lines (a fresh gateway model per line:
     a scripted one keeps no state across lines), seeded per task as a single harness episode is."""
     from swebox.envs.search import HarnessPolicy
@@ -107,7 +107,7 @@ def _harness_lines(args: argparse.Namespace, cfg: Any, backend: Any, tokenizer: 
     return policy
 
 
-def _hf_text_policy(backend: Any, tokenizer: Any, cfg: Any):
+def hf_text_policy(backend: Any, tokenizer: Any, cfg: Any):
     """(replies factory per task) for a local model: the chat template in, sampled text out (search at
     inference plays conversations, not token streams)."""
     from swebox.trainers.rl.rollout import render
@@ -120,7 +120,7 @@ def _hf_text_policy(backend: Any, tokenizer: Any, cfg: Any):
     return lambda task: reply
 
 
-def _check_hf_folder(path: str) -> None:
+def check_hf_folder(path: str) -> None:
     """``--policy hf:PATH`` names a transformers folder with its tokenizer, or one line says what is missing
     (not the internal ``model.path``/``model.tokenizer`` the policy is loaded through)."""
     from swebox.trainers.run.config import ConfigError
@@ -143,7 +143,7 @@ def _check_hf_folder(path: str) -> None:
         )
 
 
-def _check_policy(policy: str) -> None:
+def check_policy(policy: str) -> None:
     if not policy:
         raise SystemExit("swebox eval: expected --policy (play episodes) or --predictions (score given patches)")
     if policy in ("gold", "empty", "giveup") or policy.startswith(("hf:", "openai:")) and ":" in policy:

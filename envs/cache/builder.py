@@ -48,7 +48,7 @@ GIT_IDENTITY = {
     "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
 }
 """Fixed identity and dates: the same tree always gets the same commit id."""
-_CLEAN = (
+CLEAN_STEP = (
     "find /testbed /venv /swebox \\( -name __pycache__ -o -name .pytest_cache -o -name .hypothesis "
     "-o -name .mypy_cache -o -name .ruff_cache \\) -prune -exec rm -rf {} + ; "
     "find /testbed /venv /swebox \\( -name '*.pyc' -o -name '.coverage' -o -name '.coverage.*' "
@@ -309,7 +309,7 @@ def build_env(
                     # sympy's bin/test) bring their own runner, so there is nothing to check for them
                     steps.run(activate + "python -m pytest --version", "the test runner check (pytest imports)")
                 freeze = steps.run(activate + "pip freeze --all", "pip freeze")
-                steps.run(_CLEAN, "removing caches and bytecode", spec_fault=False)
+                steps.run(CLEAN_STEP, "removing caches and bytecode", spec_fault=False)
                 steps.run(
                     f"/venv/bin/python -I -c {shlex.quote(_COMPILE_THIRD_PARTY)}",
                     "byte-compiling third-party code",

@@ -30,7 +30,7 @@ from typing import Any
 
 from ..sandbox import Sandbox, SandboxPolicy
 from ..sandbox.policy import DEFAULT_ENV
-from .builder import _CLEAN, BUILD_PIP_ENV, GIT_IDENTITY
+from .builder import BUILD_PIP_ENV, CLEAN_STEP, GIT_IDENTITY
 from .layer_cache import LayerCache, LayerCacheConfig
 from .pip_settings import PackageSettings, host_package_settings, write_files
 from .sources import git_repository, require_commit, require_objects, source_kind
@@ -162,12 +162,12 @@ def _tag(sb: Sandbox, commit: str, tag: str) -> str:
 
 
 def clean_keeping_tracked(sb: Sandbox) -> None:
-    """Remove caches and bytecode (the builder's ``_CLEAN``) but not files the starting commit tracks: a
+    """Remove caches and bytecode (the builder's ``CLEAN_STEP``) but not files the starting commit tracks: a
     repository may commit a ``.pyc`` or a ``__pycache__`` folder as test data (a sphinx test root's). Tracked
     files the commands themselves deleted stay deleted."""
     listing = "cd /testbed && git ls-files -z --deleted"
     before = set(run_step(sb, listing, "listing deleted files").split("\0"))
-    run_step(sb, _CLEAN, "removing caches and bytecode")
+    run_step(sb, CLEAN_STEP, "removing caches and bytecode")
     lost = sorted(set(run_step(sb, listing, "listing deleted files").split("\0")) - before - {""})
     if lost:
         sb.write_file(_RESTORE_LIST, b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in lost))

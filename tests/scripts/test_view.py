@@ -249,7 +249,7 @@ def test_a_beam_search_tree(calc_layer, tmp_path, browser, capsys, monkeypatch):
     save_jsonl([calc_task()], tmp_path / "tasks.jsonl")
     # the command's text policy (here: --policy gold's) is replaced by the scripted one; the rest is swebox eval's
     monkeypatch.setattr(
-        "swebox.scripts.eval_play._text_policy",
+        "swebox.scripts.eval_play.text_policy",
         lambda args, cfg: lambda task: FixLookSubmit([WRONG_MUL, apply_patch(GOLD)]),
     )
     out = tmp_path / "beam.jsonl"
