@@ -29,7 +29,7 @@ from swebox.envs.gateway.harness import HarnessConfig, end_harness, run_harness,
 from swebox.envs.gateway.replay import ReplayModel
 from swebox.envs.search.nodes import Node
 from swebox.envs.search.select import pick
-from swebox.envs.search.tree import Attempt, SearchResult, TaskSearch, _Line
+from swebox.envs.search.tree import Attempt, SearchLine, SearchResult, TaskSearch
 from swebox.envs.tasks.schema import Task
 
 SEED_STRIDE = 100_003
@@ -49,7 +49,7 @@ class HarnessPolicy:
 
 
 @dataclass
-class _HarnessLine(_Line):
+class _HarnessLine(SearchLine):
     records: list[CallRecord] = field(default_factory=list)
     """The answered calls of the line's run, replayed ones first: a child's replay prefix."""
 
@@ -148,7 +148,7 @@ def sample_harness(task: Task, n: int, policy: HarnessPolicy, **options: Any) ->
             if hit:
                 search.hit(hit)
                 break
-            search.run(search._node(None, 0), [], None)
+            search.run(search.new_node(None, 0), [], None)
         return search.finish()
 
 
@@ -159,7 +159,7 @@ def beam_harness(task: Task, policy: HarnessPolicy, *, width: int, depth: int, *
         raise ValueError(f"beam_harness(width, depth): expected width >= 1 and depth >= 0; found {width!r}, {depth!r}")
     with HarnessSearch(task, policy, **options) as search:
         # a frontier entry: the node, its calls so far, and its paused run (None for the root before it plays)
-        frontier: list[tuple[Node, list[CallRecord], _HarnessLine | None]] = [(search._node(None, 0), [], None)]
+        frontier: list[tuple[Node, list[CallRecord], _HarnessLine | None]] = [(search.new_node(None, 0), [], None)]
         for level in range(1, depth + 1):
             children: list[_HarnessLine] = []
             for node, prefix, paused in frontier:
@@ -176,7 +176,7 @@ def beam_harness(task: Task, policy: HarnessPolicy, *, width: int, depth: int, *
                         kid = node
                     else:
                         search.result.forks += k == 1
-                        kid = search._node(node.index, len(prefix))
+                        kid = search.new_node(node.index, len(prefix))
                     line = search.run(kid, prefix, stop_after=len(prefix) + 1)
                     if line is not None:
                         children.append(line)

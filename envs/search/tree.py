@@ -142,7 +142,9 @@ class SearchResult:
 
 
 @dataclass
-class _Line:
+class SearchLine:
+    """One live line of a search: its episode, its policy and its node in the tree."""
+
     episode: SWEEpisode
     policy: TextPolicy
     """The conversation so far (``policy.messages``: the first messages, then each reply and observation)."""
@@ -182,7 +184,7 @@ class TaskSearch:
         self.budget = budget or SearchBudget()
         self.result = SearchResult(task.instance_id, self.rule.name, self.rule.oracle)
         self._t0 = time.monotonic()
-        self._live: list[_Line] = []
+        self._live: list[SearchLine] = []
         self._scores: list[float] = []
         self._index = -1  # the last line's number
         # the task opened once: its layers and its prepared start (whose snapshot it holds between lines)
@@ -209,34 +211,35 @@ class TaskSearch:
         return ""
 
     # -- lines ----------------------------------------------------------------------------------------------
-    def new_line(self) -> _Line:
+    def new_line(self) -> SearchLine:
         """A line from the prepared start state (a fresh overlay over its snapshot)."""
         episode = self._opened.episode(started=True)
         self.result.sandboxes += 1
         messages = list(episode.reset())
         self.result.prompt = self.result.prompt or [dict(m) for m in messages]
-        line = _Line(episode, TextPolicy(self.reply, messages), self._node(None, 0))
+        line = SearchLine(episode, TextPolicy(self.reply, messages), self.new_node(None, 0))
         self._live.append(line)
         return line
 
-    def _node(self, parent: int | None, forked_at: int) -> Node:
+    def new_node(self, parent: int | None, forked_at: int) -> Node:
+        """A new node of the search's tree (a line started or forked at turn ``forked_at`` of ``parent``)."""
         self._index += 1
         node = Node(self._index, parent, forked_at)
         self.result.tree.append(node)
         return node
 
-    def fork(self, line: _Line, m: int) -> list[_Line]:
+    def fork(self, line: SearchLine, m: int) -> list[SearchLine]:
         """m live children of ``line`` at its current turn."""
         t0 = time.monotonic()
         episodes = line.episode.fork(m)
         self.result.fork_s += time.monotonic() - t0
         self.result.forks += 1
         self.result.sandboxes += m
-        children = [_Line(e, line.policy.fork(), self._node(line.index, line.episode.turns)) for e in episodes]
+        children = [SearchLine(e, line.policy.fork(), self.new_node(line.index, line.episode.turns)) for e in episodes]
         self._live += children
         return children
 
-    def step(self, line: _Line) -> bool:
+    def step(self, line: SearchLine) -> bool:
         """One policy turn of ``line``; True when the line ended (it is then graded, scored and closed)."""
         turns = len(line.loop.turns)
         ended = line.loop.step()
@@ -249,7 +252,7 @@ class TaskSearch:
             self._finish(line, line.loop.reward, line.loop.info)
         return ended
 
-    def play_to_end(self, line: _Line) -> None:
+    def play_to_end(self, line: SearchLine) -> None:
         """Turns until the line ends or a budget stops it (then it ends there, graded as it stands)."""
         while True:
             hit = self.out_of_budget()
@@ -261,14 +264,14 @@ class TaskSearch:
             if self.step(line):
                 return
 
-    def drop(self, line: _Line) -> None:
+    def drop(self, line: SearchLine) -> None:
         """Close a live line without grading it (a beam pruned it)."""
         self._live.remove(line)
         line.episode.close()
         line.node.status = "pruned"
         self.result.pruned += 1
 
-    def keep(self, lines: list[_Line], width: int, level: int) -> list[_Line]:
+    def keep(self, lines: list[SearchLine], width: int, level: int) -> list[SearchLine]:
         """The ``width`` best of ``lines`` by the rule's value (ties: the earliest); the others are dropped.
         Each line's node records its value at this level and whether it was kept."""
         values = self.value(lines)
@@ -280,7 +283,7 @@ class TaskSearch:
             self.drop(lines[i])
         return [lines[i] for i in ranked[:width]]
 
-    def value(self, lines: list[_Line]) -> list[float]:
+    def value(self, lines: list[SearchLine]) -> list[float]:
         """The rule's value of live lines' current states; per-line scorers run in a throwaway fork, so that
         scoring (running tests, say) never changes the line itself."""
         diffs = [line.episode.current_diff() for line in lines]
@@ -313,7 +316,7 @@ class TaskSearch:
             reward_mode=self.config.reward_mode,
         ).reward
 
-    def _finish(self, line: _Line, reward: float, info: dict[str, Any]) -> None:
+    def _finish(self, line: SearchLine, reward: float, info: dict[str, Any]) -> None:
         grade = info.get("grade") or {}
         node = line.node
         attempt = Attempt(
@@ -392,7 +395,7 @@ def beam(task: Task, reply: Reply, *, width: int, depth: int, **options: Any) ->
     with TaskSearch(task, reply, **options) as search:
         frontier = [search.new_line()]
         for level in range(1, depth + 1):
-            children: list[_Line] = []
+            children: list[SearchLine] = []
             for line in frontier:
                 room = width - 1
                 while room and search.out_of_budget(more_sandboxes=room + 1):  # +1: a scoring fork
