@@ -17,8 +17,8 @@ if TYPE_CHECKING:
 
 def gold_replies(task: Any) -> list[str]:
     """The replies of the gold policy in bash_block style: write the fix, apply it, submit."""
+    from swebox.envs.agent.expert import apply_command
     from swebox.envs.agent.formats import SUBMIT_REPLIES, command_reply
-    from swebox.trainers.finetune.sft_data import apply_command
 
     return [command_reply(apply_command(task.patch), "bash_block"), SUBMIT_REPLIES["bash_block"]]
 

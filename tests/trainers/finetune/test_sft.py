@@ -13,15 +13,14 @@ import subprocess
 import pytest
 import torch
 from swebox.envs.agent.actions import ActionConfig, parse_action
+from swebox.envs.agent.expert import expert_replies, zero_context
 from swebox.envs.agent.formats import command_reply
 from swebox.envs.tasks import Task
 from swebox.trainers.finetune.sft_data import (
     ScriptedBackend,
-    expert_replies,
     read_records,
     record_trajectories,
     trajectory_from_messages,
-    zero_context,
 )
 from swebox.trainers.policy.models import build_builtin_tokenizer, build_model
 from swebox.trainers.rl.learner import Learner, make_batch

@@ -9,11 +9,14 @@ in real grading sandboxes in test_grading.py and test_grading_attacks.py.
 from __future__ import annotations
 
 import ast
+import io
 import json
 import os
+import re
 import subprocess
 import sys
 import time
+import tokenize
 
 import pytest
 from swebox.envs.tasks.graders import grade_monitor, log_monitor, monitor_loop
@@ -34,10 +37,29 @@ def test_a_shipped_monitor_imports_nothing_of_the_project(monitor):
     assert b"from swebox" in monitor.read_bytes()  # the source imports it; only what is shipped holds the text
 
 
+def py35_problems(source: bytes) -> list[str]:
+    """What in ``source`` Python 3.5 cannot read. ``ast.parse(feature_version=(3, 5))`` alone is not enough: from
+    Python 3.12 (PEP 701) f-strings are parsed by the grammar and no longer refused for an older feature version,
+    so f-strings are also looked for token by token."""
+    try:
+        ast.parse(source, feature_version=(3, 5))
+    except SyntaxError as exc:
+        return [f"line {exc.lineno}: {exc.msg}"]
+    tokens = tokenize.tokenize(io.BytesIO(source).readline)
+    fstring_start = getattr(tokenize, "FSTRING_START", None)  # Python >= 3.12
+    return [
+        f"line {tok.start[0]}: an f-string (Python >= 3.6)"
+        for tok in tokens
+        if tok.type == fstring_start or (tok.type == tokenize.STRING and "f" in re.match(r"\w*", tok.string)[0].lower())
+    ]
+
+
 def test_the_log_monitor_and_its_loop_keep_python_3_5_syntax():
-    ast.parse(shipped(LOG_MONITOR), feature_version=(3, 5))
-    with pytest.raises(SyntaxError, match="3.6"):  # the check can fail: an f-string is refused
-        ast.parse(b'x = f"{1}"\n', feature_version=(3, 5))
+    assert py35_problems(shipped(LOG_MONITOR)) == []
+    # the check can fail, on every host Python: an f-string, a walrus, a variable annotation are refused
+    for newer in (b'x = f"{1}"\n', b'x = rb"a" + F"{2}"\n', b"if (x := 1):\n    pass\n", b"x: int = 1\n"):
+        assert py35_problems(newer), newer
+    assert py35_problems(b'x = "{}".format(1) + rb"f" + b"%d" % 1\n') == []
 
 
 def test_shipping_refuses_a_monitor_without_its_one_import(tmp_path):
