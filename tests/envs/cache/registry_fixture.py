@@ -16,7 +16,6 @@ import subprocess
 import threading
 import time
 import urllib.request
-import warnings
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -28,10 +27,9 @@ def free_port() -> int:
 
 
 def htpasswd(path: Path, user: str, password: str) -> Path:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        import crypt
-    path.write_text(f"{user}:{crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH))}\n")
+    import bcrypt  # the registry reads bcrypt hashes only; the stdlib's crypt is gone from Python 3.13
+
+    path.write_text(f"{user}:{bcrypt.hashpw(password.encode(), bcrypt.gensalt()).decode()}\n")
     return path
 
 
