@@ -45,7 +45,9 @@ class FixLookSubmit:
     def __init__(self, first: list[str]) -> None:
         self.first = itertools.cycle(first)
 
-    def complete(self, messages: list[dict[str, Any]], max_tokens: int | None, seed: int | None) -> Completion:
+    def complete(
+        self, messages: list[dict[str, Any]], max_tokens: int | None, seed: int | None, request: dict[str, Any]
+    ) -> Completion:
         played = sum(m["role"] == "assistant" for m in messages)
         return Completion(text=next(self.first) if played == 0 else LOOK if played == 1 else SUBMIT)
 

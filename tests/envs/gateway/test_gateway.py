@@ -21,7 +21,7 @@ class Echo:
     def __init__(self) -> None:
         self.asked: list[int | None] = []
 
-    def complete(self, messages, max_tokens, seed):
+    def complete(self, messages, max_tokens, seed, request):
         self.asked.append(max_tokens)
         return Completion(
             text=f"echo {seed} {messages[-1]['content']}", prompt_ids=[1, 2, 3], token_ids=[7, 8], logprobs=[-0.1, -0.2]
@@ -87,11 +87,11 @@ def test_a_model_over_its_own_bound_is_a_limit_and_a_crash_is_a_500():
     from swebox.envs.gateway.server import GatewayRefusal
 
     class Full:
-        def complete(self, messages, max_tokens, seed):
+        def complete(self, messages, max_tokens, seed, request):
             raise OverLimit("the prompt fills the context")
 
     class Broken:
-        def complete(self, messages, max_tokens, seed):
+        def complete(self, messages, max_tokens, seed, request):
             raise RuntimeError("CUDA fell over")
 
     for model, status in ((Full(), 403), (Broken(), 500)):
