@@ -5,9 +5,6 @@ test_mini_swe_agent.py runs the real mini-swe-agent."""
 
 from __future__ import annotations
 
-import base64
-import json
-
 import pytest
 from swebox.envs.episodes.episode import EpisodeConfig, SWEEpisode
 from swebox.envs.episodes.episode_state import StartState
@@ -17,33 +14,9 @@ from swebox.envs.gateway.harness import HarnessConfig, command_line, episode_con
 from swebox.envs.gateway.scripted import ScriptedModel, giveup_replies, gold_replies, mini_action
 
 from tests.calc import GOLD, calc_task
+from tests.envs.gateway.tool_script import ToolScript, apply
 
 WRONG = GOLD.replace("+    return a + b", "+    return a * b")
-
-
-class ToolScript:
-    """A gateway model that answers with tool calls: reply i of a conversation holding i assistant turns is
-    ``commands[i]`` as one ``bash`` tool call (no tool call past the end: the tiny agent stops)."""
-
-    def __init__(self, commands: list[str]) -> None:
-        self.commands = commands
-        self.requests: list[dict] = []
-
-    def complete(self, messages, max_tokens, seed, request):
-        self.requests.append(request)
-        played = sum(m["role"] == "assistant" for m in messages)
-        if played >= len(self.commands):
-            return Completion(text="Done.")
-        call = {
-            "id": f"call_{played}",
-            "type": "function",
-            "function": {"name": "bash", "arguments": json.dumps({"command": self.commands[played]})},
-        }
-        return Completion(text="", tool_calls=[call], finish_reason="tool_calls")
-
-
-def apply(patch: str) -> str:
-    return f"cd /testbed && echo {base64.b64encode(patch.encode()).decode()} | base64 -d | git apply -"
 
 
 @pytest.fixture
@@ -170,8 +143,8 @@ def test_tool_call_commands_are_audited_and_shown_with_their_results(play):
 
 
 def test_tool_call_turns_hold_each_call_s_command_and_result(play):
-    from swebox.envs.gateway.harness import turn_records
     from swebox.envs.gateway.calls import CallRecord
+    from swebox.envs.gateway.harness import turn_records
 
     reward, info = play([apply(GOLD), "cd /testbed && grep -n 'return a' calc/ops.py"], tools=True)
     records = [

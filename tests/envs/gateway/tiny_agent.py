@@ -30,7 +30,7 @@ SUBMIT = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 
 def run(command):
     done = subprocess.run(command, shell=True, capture_output=True, text=True)
-    return "<returncode>%d</returncode>\n%s%s" % (done.returncode, done.stdout, done.stderr)
+    return f"<returncode>{done.returncode}</returncode>\n{done.stdout}{done.stderr}"
 
 
 with open(os.environ["SWEBOX_TASK_FILE"]) as task:
