@@ -232,7 +232,7 @@ def _handler(gateway: Gateway) -> type[http.server.BaseHTTPRequestHandler]:
             if body.get("stream"):
                 self._stream(completion)
             else:
-                self._json(200, _response(completion, chunk=False))
+                self._json(200, response_body(completion, chunk=False))
 
         def _json(self, status: int, payload: dict[str, Any]) -> None:
             data = json.dumps(payload).encode()
@@ -253,7 +253,7 @@ def _handler(gateway: Gateway) -> type[http.server.BaseHTTPRequestHandler]:
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Cache-Control", "no-cache")
             self.end_headers()
-            for event in (_response(completion, chunk=True), "[DONE]"):
+            for event in (response_body(completion, chunk=True), "[DONE]"):
                 data = event if isinstance(event, str) else json.dumps(event)
                 self.wfile.write(f"data: {data}\n\n".encode())
             self.wfile.flush()
@@ -261,7 +261,7 @@ def _handler(gateway: Gateway) -> type[http.server.BaseHTTPRequestHandler]:
     return Handler
 
 
-def _response(completion: Completion, chunk: bool) -> dict[str, Any]:
+def response_body(completion: Completion, chunk: bool) -> dict[str, Any]:
     """OpenAI's chat.completion (or, streamed, one chat.completion.chunk holding the whole reply)."""
     message: dict[str, Any] = {"role": "assistant", "content": completion.text}
     if completion.tool_calls:  # a streamed delta numbers its tool calls
