@@ -79,9 +79,11 @@ def _text(message: dict[str, Any]) -> str:
     return str(content)
 
 
-def turn_records(records: list[CallRecord]) -> list[dict[str, Any]]:
+def turn_records(records: list[CallRecord], findings: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Per answered call, a turn record as the viewer shows it (numbered from 1): the reply, its first action
-    (``action``; ``tool_calls`` holds every tool call of the reply with its result), what the harness sent back."""
+    (``action``; ``tool_calls`` holds every tool call of the reply with its result), what the harness sent back,
+    and (``audit``) the rules of ``findings`` (the episode's audit findings, ``info["audit"]["findings"]``) that
+    fired on that turn."""
     out = []
     for number, turn in enumerate(call_turns(records), 1):
         completion = turn.record.completion
@@ -89,7 +91,10 @@ def turn_records(records: list[CallRecord]) -> list[dict[str, Any]]:
         record = turn_record(
             number,
             completion.text,
-            {"action": turn.actions[0] if turn.actions else None},
+            {
+                "action": turn.actions[0] if turn.actions else None,
+                "audit_turn": [f for f in findings or [] if f.get("turn") == number],
+            },
             turn.observation,
             turn.record.seconds,
             0.0,

@@ -127,7 +127,7 @@ def play_harness_episode(
             for r in info["gateway"]
         ]
         traj, unmerged = trajectory_of(records, tokenizer, task_id, group_id)
-        traj.turns = turn_records(records)
+        traj.turns = turn_records(records, (info.get("audit") or {}).get("findings"))
         traj.reward = float(reward)
         if info.get("error"):
             traj.failed, traj.error = True, str(info["error"])

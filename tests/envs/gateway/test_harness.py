@@ -146,12 +146,14 @@ def test_tool_call_turns_hold_each_call_s_command_and_result(play):
     from swebox.envs.gateway.calls import CallRecord
     from swebox.envs.gateway.harness import turn_records
 
-    reward, info = play([apply(GOLD), "cd /testbed && grep -n 'return a' calc/ops.py"], tools=True)
+    look, peek = "cd /testbed && grep -n 'return a' calc/ops.py", "cd /testbed && git log --all --oneline"
+    reward, info = play([apply(GOLD), look, peek], tools=True)
     records = [
         CallRecord(**{**r, "completion": r["completion"] and Completion(**r["completion"])}) for r in info["gateway"]
     ]
-    turns = turn_records(records)
-    assert [t["action"]["tool"] for t in turns[:2]] == ["bash", "bash"] and turns[2]["action"] is None
+    turns = turn_records(records, info["audit"]["findings"])
+    assert [t["audit"] for t in turns] == [[], [], ["git_history"], []]  # a finding shows on its own turn
+    assert [t["action"]["tool"] for t in turns[:3]] == ["bash"] * 3 and turns[3]["action"] is None
     assert turns[0]["tool_calls"][0]["arguments"]["command"] == apply(GOLD)
     assert turns[0]["observation"].startswith("<returncode>0</returncode>")  # git apply's result
     assert "2:    return a + b" in turns[1]["tool_calls"][0]["observation"]  # the sandbox held the fix
