@@ -38,7 +38,7 @@ EOF"""
 class Instant:
     """Answers every call at once: a 40-token reply."""
 
-    def complete(self, messages, max_tokens, seed):
+    def complete(self, messages, max_tokens, seed, request):
         return Completion(
             text="```bash\nls\n```", prompt_ids=list(range(100)), token_ids=list(range(40)), logprobs=[-0.1] * 40
         )

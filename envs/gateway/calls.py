@@ -29,6 +29,10 @@ class Completion:
     """"stop" (the model ended its turn) or "length" (its token budget ran out)."""
     template: str = ""
     """The chat template that turned the messages into ``prompt_ids`` (the tokenizer's Jinja source)."""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    """The tool calls of the reply, in OpenAI's format (``{"id", "type": "function", "function": {"name",
+    "arguments": <JSON text>}}``); empty for a text reply. The harness runs them and sends each result back as a
+    ``tool`` message naming the call's id."""
 
     def __post_init__(self) -> None:
         if len(self.token_ids) != len(self.logprobs):
@@ -36,8 +40,22 @@ class Completion:
                 f"Completion: expected one logprob per sampled token; found {len(self.token_ids)} "
                 f"tokens and {len(self.logprobs)} logprobs"
             )
-        if self.finish_reason not in ("stop", "length"):
-            raise ValueError(f"Completion.finish_reason: expected 'stop' or 'length', found {self.finish_reason!r}")
+        if self.finish_reason not in ("stop", "length", "tool_calls"):
+            raise ValueError(
+                f"Completion.finish_reason: expected 'stop', 'length' or 'tool_calls', found {self.finish_reason!r}"
+            )
+        for call in self.tool_calls:
+            function = call.get("function") if isinstance(call, dict) else None
+            if not (
+                isinstance(function, dict)
+                and isinstance(call.get("id"), str)
+                and isinstance(function.get("name"), str)
+                and isinstance(function.get("arguments"), str)
+            ):
+                raise ValueError(
+                    "Completion.tool_calls: expected {id, type: 'function', function: {name, arguments: JSON "
+                    f"text}} per call, found {call!r}"
+                )
 
 
 class OverLimit(Exception):
@@ -45,12 +63,29 @@ class OverLimit(Exception):
     gets the gateway's limit error (HTTP 403), as for the gateway's own limits."""
 
 
+TRANSPORT_FIELDS = ("messages", "model", "stream", "stream_options", "user", "metadata", "store")
+"""Request fields that do not change what the model answers: ``messages`` is kept on its own; ``model`` is a
+name (the gateway serves one model whatever the harness calls it); ``stream`` and ``stream_options`` say how
+the answer travels (whole or in chunks), not what it is; ``user``, ``metadata`` and ``store`` are bookkeeping.
+Every other field is kept in :attr:`CallRecord.request` (``tools``, ``tool_choice``, ``max_tokens``, sampling
+parameters, ``response_format``, a server's extra fields such as ``chat_template_kwargs``...): each may change
+the answer, so a replay (replay.py) compares them all."""
+
+
+def request_fields(body: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a chat completions request body, other than :data:`TRANSPORT_FIELDS`."""
+    return {k: v for k, v in body.items() if k not in TRANSPORT_FIELDS}
+
+
 class ChatModel(Protocol):
     """Whoever answers the gateway's calls."""
 
-    def complete(self, messages: list[dict[str, Any]], max_tokens: int | None, seed: int | None) -> Completion:
+    def complete(
+        self, messages: list[dict[str, Any]], max_tokens: int | None, seed: int | None, request: dict[str, Any]
+    ) -> Completion:
         """The assistant's reply to ``messages`` (OpenAI chat format), at most ``max_tokens`` sampled tokens
-        (None: the model's own budget), sampled with ``seed`` (None: the model's own randomness)."""
+        (None: the model's own budget), sampled with ``seed`` (None: the model's own randomness). ``request``:
+        the call's other fields (:func:`request_fields`: ``tools``, sampling parameters...), as sent."""
         ...
 
 
@@ -92,6 +127,12 @@ class CallRecord:
     """How long the model took to answer."""
     error: str = ""
     """Why the call got an error instead of an answer (a limit, a malformed request, a model failure)."""
+    request: dict[str, Any] = field(default_factory=dict)
+    """The request's fields other than the messages and :data:`TRANSPORT_FIELDS`, as sent (``tools``,
+    ``max_tokens``, ``temperature``...)."""
+    limit: str = ""
+    """The limit that refused the call: a :class:`GatewayLimits` field (``max_calls``, ``max_tokens``,
+    ``wall_s``) or ``model`` (the model's own bound, or a replay's pause or divergence); '' otherwise."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

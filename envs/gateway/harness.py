@@ -13,19 +13,19 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import shlex
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from swebox.envs.episodes.episode import EpisodeConfig, SWEEpisode
-from swebox.envs.episodes.turns import turn_record
 from swebox.envs.gateway.calls import CallRecord, ChatModel, GatewayLimits
 from swebox.envs.gateway.server import Gateway
+from swebox.envs.gateway.turns import audit_calls, turn_records
 
 TASK_FILE = "/tmp/swebox-harness/task.md"
 OUTPUT_TAIL_CHARS = 20_000
+__all__ = ["HarnessConfig", "HarnessRun", "end_harness", "end_reason", "play_harness", "run_harness", "turn_records"]
 MINI_SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 """mini-swe-agent's submission command (its text-based config's instance template)."""
 
@@ -113,50 +113,6 @@ def command_line(harness: HarnessConfig, base_url: str) -> str:
     return f"cd {shlex.quote(harness.workdir)} && export {exports} && {program}"
 
 
-_FENCE = re.compile(r"```[^\n`]*\n(.*?)\n?```", re.S)
-
-
-def call_turns(records: list[CallRecord]) -> list[tuple[CallRecord, dict[str, Any] | None, str]]:
-    """Per answered call, as a text turn reads: the record, its action (the commands of the reply's fenced
-    blocks, mini-swe-agent's actions and most text harnesses', as a bash action; None when it has none) and its
-    observation (what the harness sent back next). A harness whose commands travel as tool calls shows text only.
-    """
-    turns = []
-    for i, record in enumerate(records):
-        if record.completion is None:
-            continue
-        commands = "\n".join(_FENCE.findall(record.completion.text))
-        later = records[i + 1].messages if i + 1 < len(records) else []
-        observation = "\n".join(str(m.get("content") or "") for m in later[len(record.messages) + 1 :])
-        turns.append((record, {"tool": "bash", "arguments": {"command": commands}} if commands else None, observation))
-    return turns
-
-
-def turn_records(records: list[CallRecord]) -> list[dict[str, Any]]:
-    """Per answered call, a turn record as the viewer shows it (numbered from 1): the reply, its commands, what
-    the harness sent back next."""
-    return [
-        turn_record(
-            number,
-            record.completion.text,
-            {"action": action},
-            observation,
-            record.seconds,
-            0.0,
-            len(record.completion.token_ids),
-            record.completion.finish_reason,
-        )
-        for number, (record, action, observation) in enumerate(call_turns(records), 1)
-        if record.completion is not None
-    ]
-
-
-def audit_calls(episode: SWEEpisode, records: list[CallRecord]) -> None:
-    """Each answered call through the episode's exploit audit (env.audit), as a text turn is (:func:`call_turns`)."""
-    for number, (_, action, observation) in enumerate(call_turns(records), 1):
-        episode.audit.turn(number, action, observation)
-
-
 @dataclass
 class HarnessRun:
     """A harness's run in an episode's sandbox, before grading."""
@@ -189,12 +145,29 @@ def run_harness(episode: SWEEpisode, model: ChatModel, harness: HarnessConfig, s
     return HarnessRun(gateway.records, result, time.monotonic() - started, gateway.started_at)
 
 
-def end_harness(episode: SWEEpisode, harness: HarnessConfig, run: HarnessRun) -> tuple[float, dict[str, Any]]:
+def end_reason(run: HarnessRun, imposed: tuple[str, ...] = ()) -> str:
+    """Why the run ended, in a text episode's words: ``time_limit`` when the program was stopped or the gateway's
+    ``wall_s`` refused its last call; ``max_turns`` when ``max_calls`` did (the turn limit); ``budget`` when the
+    limit that refused it is one of ``imposed`` (the GatewayLimits fields a search tightened to its own budget,
+    as a search line stopped by its budget ends); ``submitted`` otherwise: the program exited on its own, or
+    after a refusal a text loop has no limit for (``max_tokens``, like a text policy out of room, submits)."""
+    last = run.records[-1] if run.records else None
+    limit = last.limit if last is not None and last.completion is None else ""
+    if limit and limit in imposed:
+        return "budget"
+    if run.result.timed_out or limit == "wall_s":
+        return "time_limit"
+    return "max_turns" if limit == "max_calls" else "submitted"
+
+
+def end_harness(
+    episode: SWEEpisode, harness: HarnessConfig, run: HarnessRun, imposed: tuple[str, ...] = ()
+) -> tuple[float, dict[str, Any]]:
     """Grade what ``run`` left in ``episode``'s sandbox; returns the reward and the final info (the text loop's,
-    plus ``harness`` and ``gateway``: the calls as records)."""
+    plus ``harness`` and ``gateway``: the calls as records). ``imposed``: as :func:`end_reason`'s."""
     result = run.result
-    audit_calls(episode, run.records)
-    reward, info = episode.end("time_limit" if result.timed_out else "submitted")
+    audit_calls(episode.audit, run.records)
+    reward, info = episode.end(end_reason(run, imposed))
     tokens = sum(len(r.completion.token_ids) for r in run.records if r.completion is not None)
     exit_code = -1 if result.exit_code is None else result.exit_code  # None: timed out (float(None) raised)
     episode.metrics.update(

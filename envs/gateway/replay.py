@@ -3,8 +3,12 @@
 A running agent program cannot be copied mid-run (no process checkpointing here), so a search forks a harness
 episode at call k by starting the harness again from the same start state and answering its first k calls
 with the parent's recorded replies. Each replayed call is checked: the messages the child's harness sends must
-equal, exactly, the messages the parent's harness sent at that call. Then the child has seen what the parent
-saw, and (its commands being the same) its sandbox holds what the parent's held. When a prompt differs (a
+equal, exactly, the messages the parent's harness sent at that call, and so must every other request field
+that changes what a model would answer (``CallRecord.request``: ``tools`` and ``tool_choice`` say what it may
+call, ``max_tokens`` where its reply is cut, the sampling parameters and ``response_format`` how it samples;
+only the transport fields of ``calls.TRANSPORT_FIELDS`` are not compared). A recorded reply answers only the
+request it was sampled for. Then the child has seen what the parent saw, and (its commands being the same)
+its sandbox holds what the parent's held. When a prompt differs (a
 harness whose prompts depend on the time, randomness or anything outside the start state; a command whose
 output does), the child has *diverged*: the call is refused (HTTP 403, which OpenAI clients do not retry) and
 :attr:`ReplayModel.diverged` says where. After the replay the child's own model samples, until
@@ -50,7 +54,9 @@ class ReplayModel:
         self.paused = False
         """True once a call past ``stop_after`` was refused."""
 
-    def complete(self, messages: list[dict[str, Any]], max_tokens: int | None, seed: int | None) -> Completion:
+    def complete(
+        self, messages: list[dict[str, Any]], max_tokens: int | None, seed: int | None, request: dict[str, Any]
+    ) -> Completion:
         index, self.calls = self.calls, self.calls + 1
         if self.diverged:  # a harness that goes on after the refusal gets refused again
             raise ReplayDiverged(f"replay diverged: {self.diverged}")
@@ -59,13 +65,16 @@ class ReplayModel:
             if messages != recorded.messages:
                 self.diverged = f"call {index}: {difference(recorded.messages, messages)}"
                 raise ReplayDiverged(f"replay diverged: {self.diverged}")
+            if request != recorded.request:
+                self.diverged = f"call {index}: {field_difference(recorded.request, request)}"
+                raise ReplayDiverged(f"replay diverged: {self.diverged}")
             self.replayed += 1
             assert recorded.completion is not None  # checked in __init__
             return recorded.completion
         if self.stop_after is not None and index >= self.stop_after:
             self.paused = True
             raise ReplayPaused(f"the search paused this line after {self.stop_after} calls")
-        return self.model.complete(messages, max_tokens, seed)
+        return self.model.complete(messages, max_tokens, seed, request)
 
     def finished_replay(self) -> bool:
         """False when the harness exited before it made every call of the prefix (it left the parent's path
@@ -84,3 +93,19 @@ def difference(expected: list[dict[str, Any]], found: list[dict[str, Any]]) -> s
                 "(does the harness's prompt depend on the time, randomness or a command's varying output?)"
             )
     return f"expected {len(expected)} messages, found {len(found)}"
+
+
+def field_difference(expected: dict[str, Any], found: dict[str, Any]) -> str:
+    """The first request field (by name) whose value differs, in one line."""
+    name = sorted(k for k in {*expected, *found} if expected.get(k, _ABSENT) != found.get(k, _ABSENT))[0]
+
+    def shown(request: dict[str, Any]) -> str:
+        return json.dumps(request[name])[:120] if name in request else "absent"
+
+    return (
+        f"request field {name!r} differs: expected {shown(expected)}, found {shown(found)} (a recorded reply "
+        "answers only the request it was sampled for: does the harness's configuration differ from the parent's?)"
+    )
+
+
+_ABSENT = object()

@@ -42,7 +42,9 @@ class ScriptedModel:
             raise ValueError("ScriptedModel: expected at least one reply, found none")
         self.replies, self.tokenizer, self.calls = list(replies), tokenizer, 0
 
-    def complete(self, messages: list[dict[str, Any]], max_tokens: int | None, seed: int | None) -> Completion:
+    def complete(
+        self, messages: list[dict[str, Any]], max_tokens: int | None, seed: int | None, request: dict[str, Any]
+    ) -> Completion:
         played = sum(1 for m in messages if m.get("role") == "assistant")
         text = self.replies[min(played, len(self.replies) - 1)]
         self.calls += 1

@@ -21,7 +21,7 @@ import time
 import uuid
 from typing import Any
 
-from swebox.envs.gateway.calls import CallRecord, ChatModel, Completion, GatewayLimits, OverLimit
+from swebox.envs.gateway.calls import CallRecord, ChatModel, Completion, GatewayLimits, OverLimit, request_fields
 from swebox.envs.sandbox.listen import listen_inside
 
 MODEL_NAME = "swebox-policy"
@@ -31,9 +31,10 @@ MAX_BODY_BYTES = 16 * 1024 * 1024
 class GatewayRefusal(Exception):
     """A call the gateway answers with an HTTP error."""
 
-    def __init__(self, status: int, kind: str, message: str) -> None:
+    def __init__(self, status: int, kind: str, message: str, limit: str = "") -> None:
         super().__init__(message)
-        self.status, self.kind = status, kind
+        self.status, self.kind, self.limit = status, kind, limit
+        """``limit``: the GatewayLimits field that refused the call ('' for any other error)."""
 
 
 class Gateway:
@@ -102,6 +103,7 @@ class Gateway:
             arrived = time.monotonic() - self._started
             index = len(self.records)
             messages = body.get("messages") if isinstance(body, dict) else None
+            request = request_fields(body) if isinstance(body, dict) else {}
             try:
                 max_tokens = self._budget(body, messages)
             except GatewayRefusal as refusal:
@@ -113,6 +115,8 @@ class Gateway:
                         arrived,
                         0.0,
                         f"{refusal.kind}: {refusal}",
+                        request,
+                        refusal.limit,
                     )
                 )
                 raise
@@ -122,12 +126,21 @@ class Gateway:
                 seed = self.seed + index
             t0 = time.monotonic()
             try:
-                completion = self.model.complete(messages, max_tokens, seed)
+                completion = self.model.complete(messages, max_tokens, seed, request)
             except OverLimit as exc:
                 self.records.append(
-                    CallRecord(index, messages, None, arrived, time.monotonic() - t0, f"limit_exceeded: {exc}")
+                    CallRecord(
+                        index,
+                        messages,
+                        None,
+                        arrived,
+                        time.monotonic() - t0,
+                        f"limit_exceeded: {exc}",
+                        request,
+                        "model",
+                    )
                 )
-                raise GatewayRefusal(403, "limit_exceeded", str(exc)) from exc
+                raise GatewayRefusal(403, "limit_exceeded", str(exc), "model") from exc
             except Exception as exc:
                 self.records.append(
                     CallRecord(
@@ -137,11 +150,12 @@ class Gateway:
                         arrived,
                         time.monotonic() - t0,
                         f"model_error: {type(exc).__name__}: {exc}",
+                        request,
                     )
                 )
                 raise GatewayRefusal(500, "model_error", f"the model failed: {type(exc).__name__}: {exc}") from exc
             self.tokens_used += len(completion.token_ids)
-            self.records.append(CallRecord(index, messages, completion, arrived, time.monotonic() - t0))
+            self.records.append(CallRecord(index, messages, completion, arrived, time.monotonic() - t0, "", request))
             return completion
 
     def _budget(self, body: Any, messages: Any) -> int:
@@ -158,12 +172,16 @@ class Gateway:
             )
         limits = self.limits
         if len(self.records) >= limits.max_calls:
-            raise GatewayRefusal(403, "limit_exceeded", f"the episode's {limits.max_calls} model calls are used up")
+            raise GatewayRefusal(
+                403, "limit_exceeded", f"the episode's {limits.max_calls} model calls are used up", "max_calls"
+            )
         left = limits.max_tokens - self.tokens_used
         if left <= 0:
-            raise GatewayRefusal(403, "limit_exceeded", f"the episode's {limits.max_tokens} tokens are used up")
+            raise GatewayRefusal(
+                403, "limit_exceeded", f"the episode's {limits.max_tokens} tokens are used up", "max_tokens"
+            )
         if time.monotonic() - self._started >= limits.wall_s:
-            raise GatewayRefusal(403, "limit_exceeded", f"the episode's {limits.wall_s:g} s are up")
+            raise GatewayRefusal(403, "limit_exceeded", f"the episode's {limits.wall_s:g} s are up", "wall_s")
         asked = body.get("max_completion_tokens", body.get("max_tokens"))
         if asked is not None and (not isinstance(asked, int) or isinstance(asked, bool) or asked < 1):
             raise GatewayRefusal(
@@ -214,7 +232,7 @@ def _handler(gateway: Gateway) -> type[http.server.BaseHTTPRequestHandler]:
             if body.get("stream"):
                 self._stream(completion)
             else:
-                self._json(200, _response(completion, chunk=False))
+                self._json(200, response_body(completion, chunk=False))
 
         def _json(self, status: int, payload: dict[str, Any]) -> None:
             data = json.dumps(payload).encode()
@@ -235,7 +253,7 @@ def _handler(gateway: Gateway) -> type[http.server.BaseHTTPRequestHandler]:
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Cache-Control", "no-cache")
             self.end_headers()
-            for event in (_response(completion, chunk=True), "[DONE]"):
+            for event in (response_body(completion, chunk=True), "[DONE]"):
                 data = event if isinstance(event, str) else json.dumps(event)
                 self.wfile.write(f"data: {data}\n\n".encode())
             self.wfile.flush()
@@ -243,9 +261,12 @@ def _handler(gateway: Gateway) -> type[http.server.BaseHTTPRequestHandler]:
     return Handler
 
 
-def _response(completion: Completion, chunk: bool) -> dict[str, Any]:
+def response_body(completion: Completion, chunk: bool) -> dict[str, Any]:
     """OpenAI's chat.completion (or, streamed, one chat.completion.chunk holding the whole reply)."""
-    message = {"role": "assistant", "content": completion.text}
+    message: dict[str, Any] = {"role": "assistant", "content": completion.text}
+    if completion.tool_calls:  # a streamed delta numbers its tool calls
+        message["content"] = completion.text or None
+        message["tool_calls"] = [{**c, "index": i} if chunk else c for i, c in enumerate(completion.tool_calls)]
     choice: dict[str, Any] = {"index": 0, "finish_reason": completion.finish_reason, "logprobs": None}
     choice["delta" if chunk else "message"] = message
     usage = {

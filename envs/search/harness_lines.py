@@ -77,7 +77,7 @@ class HarnessSearch(TaskSearch):
         model = ReplayModel(prefix, self.policy.model_for(node.index), stop_after)
         seed = None if self.policy.seed is None else self.policy.seed + SEED_STRIDE * self._runs
         self._runs += 1
-        harness = self._limited(len(prefix))
+        harness, imposed = self._limited(len(prefix))
         done = run_harness(episode, model, harness, seed)
         line.records = [r for r in done.records if r.completion is not None]
         if line.records:
@@ -96,21 +96,23 @@ class HarnessSearch(TaskSearch):
             return None
         if model.paused:
             return line
-        reward, info = end_harness(episode, harness, done)
+        reward, info = end_harness(episode, harness, done, imposed)  # cut by the search's limits: "budget"
         self._finish(line, reward, info)
         return None
 
-    def _limited(self, replayed: int) -> HarnessConfig:
-        """The harness with the search's budget folded into its gateway limits: the turns left (replayed calls
-        are not turns) and the seconds left."""
-        limits = self.policy.harness.limits
+    def _limited(self, replayed: int) -> tuple[HarnessConfig, tuple[str, ...]]:
+        """The harness with the search's budget folded into its gateway limits (the turns left, replayed calls
+        not being turns, and the seconds left), and the GatewayLimits fields the budget tightened."""
+        own = limits = self.policy.harness.limits
         if self.budget.max_turns:
             left = max(1, self.budget.max_turns - self.result.turns)
             limits = dataclasses.replace(limits, max_calls=min(limits.max_calls, replayed + left))
         if self.budget.wall_s:
             left_s = max(1.0, self.budget.wall_s - (time.monotonic() - self._t0))
             limits = dataclasses.replace(limits, wall_s=min(limits.wall_s, left_s))
-        return dataclasses.replace(self.policy.harness, limits=limits)
+        tightened = (("max_calls", limits.max_calls < own.max_calls), ("wall_s", limits.wall_s < own.wall_s))
+        imposed = tuple(name for name, tight in tightened if tight)
+        return dataclasses.replace(self.policy.harness, limits=limits), imposed
 
     def retire(self, line: _HarnessLine) -> None:
         """Close a paused line whose node plays on in a new run (kid 0 of its fork)."""

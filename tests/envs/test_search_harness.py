@@ -5,6 +5,7 @@ leaves the parent's (a command whose output is random) is detected and ends the 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from typing import Any
 
@@ -16,9 +17,10 @@ from swebox.envs.gateway.calls import Completion
 from swebox.envs.gateway.harness import HarnessConfig, episode_config, run_harness
 from swebox.envs.gateway.replay import ReplayModel
 from swebox.envs.gateway.scripted import ScriptedModel, giveup_replies, gold_replies, mini_action
-from swebox.envs.search import HarnessPolicy, beam_harness, sample_harness
+from swebox.envs.search import HarnessPolicy, SearchBudget, beam_harness, sample_harness
 
 from tests.calc import GOLD, calc_task
+from tests.envs.gateway.tool_script import ToolScript, apply
 
 WRONG = GOLD.replace("+    return a + b", "+    return a * b")
 LOOK = mini_action("cd /testbed && grep -n 'return a' calc/ops.py")
@@ -45,7 +47,9 @@ class FixLookSubmit:
     def __init__(self, first: list[str]) -> None:
         self.first = itertools.cycle(first)
 
-    def complete(self, messages: list[dict[str, Any]], max_tokens: int | None, seed: int | None) -> Completion:
+    def complete(
+        self, messages: list[dict[str, Any]], max_tokens: int | None, seed: int | None, request: dict[str, Any]
+    ) -> Completion:
         played = sum(m["role"] == "assistant" for m in messages)
         return Completion(text=next(self.first) if played == 0 else LOOK if played == 1 else SUBMIT)
 
@@ -167,3 +171,65 @@ def test_swebox_eval_searches_harness_episodes(calc_layer, tiny_agent_install, t
     out = capsys.readouterr().out
     assert "beam width 2 depth 1, selected by visible_tests: resolved 1/1 (100.0%)" in out
     assert "2 model calls replayed (their commands ran again)" in out
+
+
+@pytest.mark.e2e
+def test_a_replay_compares_the_request_s_fields_and_names_the_one_that_differs(calc_layer, tiny_agent_install):
+    episodes = []
+
+    def run(agent_env: str, model):
+        harness = HarnessConfig(
+            harness=f"command:{agent_env} python3 {tiny_agent_install}/tiny_agent.py", install=tiny_agent_install
+        )
+        config = episode_config(EpisodeConfig(time_limit_s=300), harness)
+        episode = SWEEpisode(calc_task(), StartState([calc_layer], [calc_layer]), config)
+        episodes.append(episode)
+        return run_harness(episode, model, harness, seed=1)
+
+    tools = "TINY_AGENT_TOOLS=1 TINY_AGENT_MAX_TOKENS=100"
+    look = "cd /testbed && grep -n 'return a' calc/ops.py"
+    try:
+        parent = run(tools, ToolScript([apply(GOLD), look]))
+        assert parent.records[0].request["max_tokens"] == 100 and "tools" in parent.records[0].request
+        # the same harness, the same request: the tool-call replies replay and the child goes on after them
+        replay = ReplayModel(parent.records[:2], ToolScript([apply(GOLD), look]))
+        child = run(tools, replay)
+        assert replay.finished_replay() and replay.replayed == 2 and len(child.records) == 3
+        assert "2:    return a + b" in child.records[2].messages[-1]["content"]  # the replayed fix ran
+        # the same messages, another max_tokens: a recorded reply may have been cut where this one would not
+        replay = ReplayModel(parent.records[:2], ToolScript([apply(GOLD), look]))
+        child = run("TINY_AGENT_TOOLS=1 TINY_AGENT_MAX_TOKENS=200", replay)
+        assert not replay.finished_replay() and replay.replayed == 0 and child.result.exit_code == 3
+        assert replay.diverged.startswith("call 0: request field 'max_tokens' differs: expected 100, found 200")
+        assert child.records[0].limit == "model" and child.records[0].error.startswith("limit_exceeded: replay")
+        # no tools offered (the text harness): the model would not have answered with a tool call
+        replay = ReplayModel(parent.records[:1], ToolScript([apply(GOLD), look]))
+        run("TINY_AGENT_MAX_TOKENS=100", replay)
+        assert replay.diverged.startswith("call 0: request field 'tools' differs: expected [{") and "found absent" in (
+            replay.diverged
+        )
+    finally:
+        for episode in episodes:
+            episode.close()
+
+
+@pytest.mark.e2e
+def test_a_line_cut_by_the_search_s_max_turns_ends_as_budget(calc_layer, harness):
+    # fix, look, submit: the search's 2 turns refuse the line's third call; it is graded as it stands (fixed)
+    policy = HarnessPolicy(harness, lambda line: FixLookSubmit([gold_replies(GOLD)[0]]))
+    found = sample_harness(
+        calc_task(), 2, policy, budget=SearchBudget(max_turns=2), **options(calc_layer, harness, "majority")
+    )
+    assert found.budgets_hit == ["max_turns"] and found.turns == 2 and len(found.attempts) == 1
+    assert [(a.reason, a.resolved, a.reward) for a in found.attempts] == [("budget", True, 1.0)]
+    # look first: cut after one turn, nothing fixed, 0
+    policy = HarnessPolicy(harness, lambda line: FixLookSubmit([LOOK]))
+    found = sample_harness(
+        calc_task(), 1, policy, budget=SearchBudget(max_turns=1), **options(calc_layer, harness, "majority")
+    )
+    assert found.budgets_hit == ["max_turns"] and [(a.reason, a.reward) for a in found.attempts] == [("budget", 0.0)]
+    # the harness's own call limit, no search budget: the turn limit, as a text episode's (not the search's)
+    own = dataclasses.replace(harness, limits=GatewayLimits(max_calls=2))
+    policy = HarnessPolicy(own, lambda line: FixLookSubmit([gold_replies(GOLD)[0]]))
+    found = sample_harness(calc_task(), 1, policy, **options(calc_layer, own, "majority"))
+    assert found.budgets_hit == [] and [(a.reason, a.reward) for a in found.attempts] == [("max_turns", 1.0)]

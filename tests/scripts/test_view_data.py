@@ -127,3 +127,17 @@ def test_search_tree_of_plain_and_damaged_records():
     assert action_summary({"action": None}) == "format error: no action"
     assert action_summary({"action": {"tool": "bash", "arguments": {"command": "ls\npwd"}}}) == "bash: ls"
     assert action_summary({"action": {"tool": "submit", "arguments": {}}}) == "submit"
+
+
+def test_a_harness_turn_shows_each_tool_call_with_its_result(tmp_path):
+    calls = [
+        {"tool": "bash", "arguments": {"command": "git apply fix.diff"}, "id": "c0", "observation": "<rc>0</rc>"},
+        {"tool": "bash", "arguments": {"command": "git log --all"}, "id": "c1", "observation": "1234 the fix"},
+    ]
+    turn = {"turn": 1, "text": "", "action": {k: calls[0][k] for k in ("tool", "arguments", "id")}}
+    turn.update(observation="<rc>0</rc>\n1234 the fix", exit_code=None, timed_out=False, tool_calls=calls)
+    record = {"step": 1, "index": 0, "task_id": "t", "reward": 0.0, "num_turns": 1, "turns": [turn], "diff": ""}
+    TrajectoryWriter(tmp_path / "run").write(1, [{**record, "reason": "submitted", "prompt": [], "grade": None}])
+    page = create_app(tmp_path / "run").test_client().get("/rollout/1/0").get_data(as_text=True)
+    assert "tool call 1: <code>bash</code>" in page and "tool call 2: <code>bash</code>" in page
+    assert "git log --all" in page and "1234 the fix" in page

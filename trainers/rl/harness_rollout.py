@@ -33,7 +33,9 @@ class PolicyModel:
         self.backend, self.tokenizer = backend, tokenizer
         self.max_new_tokens, self.max_context_tokens = max_new_tokens, max_context_tokens
 
-    def complete(self, messages: list[dict[str, Any]], max_tokens: int | None, seed: int | None) -> Completion:
+    def complete(
+        self, messages: list[dict[str, Any]], max_tokens: int | None, seed: int | None, request: dict[str, Any]
+    ) -> Completion:
         prompt = encode(self.tokenizer, render(self.tokenizer, _plain(messages), add_generation_prompt=True))
         room = self.max_context_tokens - len(prompt)
         if room <= 0:
@@ -125,7 +127,7 @@ def play_harness_episode(
             for r in info["gateway"]
         ]
         traj, unmerged = trajectory_of(records, tokenizer, task_id, group_id)
-        traj.turns = turn_records(records)
+        traj.turns = turn_records(records, (info.get("audit") or {}).get("findings"))
         traj.reward = float(reward)
         if info.get("error"):
             traj.failed, traj.error = True, str(info["error"])
@@ -188,6 +190,8 @@ class _ServedModel:
     def __init__(self, served: Any) -> None:
         self.served = served
 
-    def complete(self, messages: list[dict[str, Any]], max_tokens: int | None, seed: int | None) -> Completion:
+    def complete(
+        self, messages: list[dict[str, Any]], max_tokens: int | None, seed: int | None, request: dict[str, Any]
+    ) -> Completion:
         text, finish = self.served.chat(_plain(messages), max_tokens)
         return Completion(text=text, finish_reason=finish)

@@ -21,7 +21,7 @@ class Echo:
     def __init__(self) -> None:
         self.asked: list[int | None] = []
 
-    def complete(self, messages, max_tokens, seed):
+    def complete(self, messages, max_tokens, seed, request):
         self.asked.append(max_tokens)
         return Completion(
             text=f"echo {seed} {messages[-1]['content']}", prompt_ids=[1, 2, 3], token_ids=[7, 8], logprobs=[-0.1, -0.2]
@@ -87,11 +87,11 @@ def test_a_model_over_its_own_bound_is_a_limit_and_a_crash_is_a_500():
     from swebox.envs.gateway.server import GatewayRefusal
 
     class Full:
-        def complete(self, messages, max_tokens, seed):
+        def complete(self, messages, max_tokens, seed, request):
             raise OverLimit("the prompt fills the context")
 
     class Broken:
-        def complete(self, messages, max_tokens, seed):
+        def complete(self, messages, max_tokens, seed, request):
             raise RuntimeError("CUDA fell over")
 
     for model, status in ((Full(), 403), (Broken(), 500)):
@@ -224,3 +224,53 @@ def test_the_overhead_benchmark_runs_and_reports_a_table(capsys):
     assert header.startswith("| calls |") and row.startswith("| 5 | 100 |")
     with pytest.raises(SystemExit, match="--calls >= 1"):
         bench_gateway.run(argparse.Namespace(calls=0, prompt_chars=100))
+
+
+def test_a_tool_call_reply_is_returned_in_openai_s_format_and_its_request_recorded():
+    from swebox.envs.gateway.server import response_body
+
+    call = {"id": "call_0", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
+
+    class Tools:
+        def complete(self, messages, max_tokens, seed, request):
+            return Completion(text="", tool_calls=[call], finish_reason="tool_calls")
+
+    gateway = Gateway(Tools())
+    tools = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
+    body = {"model": "x", "stream": False, "messages": USER, "tools": tools, "max_tokens": 9, "temperature": 0.5}
+    completion = gateway.answer(body)
+    (record,) = gateway.records
+    assert record.request == {"tools": tools, "max_tokens": 9, "temperature": 0.5}  # model and stream left out
+    whole = response_body(completion, chunk=False)["choices"][0]
+    assert whole["message"] == {"role": "assistant", "content": None, "tool_calls": [call]}
+    assert whole["finish_reason"] == "tool_calls"
+    assert response_body(completion, chunk=True)["choices"][0]["delta"]["tool_calls"] == [{**call, "index": 0}]
+    with pytest.raises(ValueError, match="expected {id, type: 'function'"):
+        Completion(text="", tool_calls=[{"id": "c", "function": {"name": "bash"}}])
+
+
+def test_a_refused_call_records_the_limit_that_refused_it():
+    gateway = Gateway(Echo(), GatewayLimits(max_calls=1))
+    gateway.answer({"messages": USER})
+    with pytest.raises(Exception, match="model calls are used up"):
+        gateway.answer({"messages": USER})
+    assert [r.limit for r in gateway.records] == ["", "max_calls"]
+
+
+def test_a_replay_refuses_a_call_whose_request_fields_differ_and_names_the_field():
+    from swebox.envs.gateway.calls import CallRecord
+    from swebox.envs.gateway.replay import ReplayDiverged, ReplayModel
+
+    answer = Completion(text="```bash\nls\n```")
+    parent = [CallRecord(0, USER, answer, 0.0, 0.1, request={"max_tokens": 100, "tools": []})]
+    same = ReplayModel(parent, Echo())
+    assert same.complete(USER, 100, None, {"tools": [], "max_tokens": 100}) is answer  # key order does not matter
+    for request, why in (
+        ({"max_tokens": 200, "tools": []}, "call 0: request field 'max_tokens' differs: expected 100, found 200"),
+        ({"max_tokens": 100}, "call 0: request field 'tools' differs: expected [], found absent"),
+        ({"max_tokens": 100, "tools": [], "top_p": 0.9}, "call 0: request field 'top_p' differs: expected absent"),
+    ):
+        replay = ReplayModel(parent, Echo())
+        with pytest.raises(ReplayDiverged):
+            replay.complete(USER, 100, None, request)
+        assert replay.diverged.startswith(why) and not replay.finished_replay()

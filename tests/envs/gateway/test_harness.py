@@ -9,10 +9,12 @@ import pytest
 from swebox.envs.episodes.episode import EpisodeConfig, SWEEpisode
 from swebox.envs.episodes.episode_state import StartState
 from swebox.envs.gateway import GatewayLimits
+from swebox.envs.gateway.calls import Completion
 from swebox.envs.gateway.harness import HarnessConfig, command_line, episode_config, play_harness
 from swebox.envs.gateway.scripted import ScriptedModel, giveup_replies, gold_replies, mini_action
 
 from tests.calc import GOLD, calc_task
+from tests.envs.gateway.tool_script import ToolScript, apply
 
 WRONG = GOLD.replace("+    return a + b", "+    return a * b")
 
@@ -21,19 +23,17 @@ WRONG = GOLD.replace("+    return a + b", "+    return a * b")
 def play(calc_layer, tiny_agent_install):
     episodes = []
 
-    def run(replies, audit="report", **limits):
-        harness = HarnessConfig(
-            harness=f"command:python3 {tiny_agent_install}/tiny_agent.py",
-            install=tiny_agent_install,
-            limits=GatewayLimits(**limits),
-        )
+    def run(replies, audit="report", tools=False, **limits):
+        agent = ("TINY_AGENT_TOOLS=1 " if tools else "") + f"python3 {tiny_agent_install}/tiny_agent.py"
+        harness = HarnessConfig(harness=f"command:{agent}", install=tiny_agent_install, limits=GatewayLimits(**limits))
         episode = SWEEpisode(
             calc_task(),
             StartState([calc_layer], [calc_layer]),
             episode_config(EpisodeConfig(time_limit_s=300, audit=audit), harness),
         )
         episodes.append(episode)
-        return play_harness(episode, ScriptedModel(replies), harness, seed=3)
+        model = ToolScript(replies) if tools else ScriptedModel(replies)
+        return play_harness(episode, model, harness, seed=3)
 
     yield run
     for episode in episodes:
@@ -62,6 +62,7 @@ def test_a_harness_past_its_call_limit_gets_403_and_is_graded_as_it_stands(play)
     reward, info = play([gold_replies(GOLD)[0], look, look, look], max_calls=2)
     assert info["harness"]["exit_code"] == 3 and "gateway refused: 403" in info["harness"]["output"]
     assert [bool(r["error"]) for r in info["gateway"]] == [False, False, True]
+    assert info["gateway"][2]["limit"] == "max_calls" and info["reason"] == "max_turns"  # as a text episode's
     assert reward == 1.0  # the fix was made before the limit: the tree is what is paid
 
 
@@ -113,3 +114,46 @@ def test_the_install_is_bound_read_only_and_the_command_line_sets_the_gateway(tm
     line = command_line(harness, "http://127.0.0.1:5/v1")
     assert line.startswith("cd /testbed && export ") and "OPENAI_BASE_URL=http://127.0.0.1:5/v1" in line
     assert line.endswith("&& my-agent --go")
+
+
+def test_tool_call_commands_are_audited_and_shown_with_their_results(play):
+    peek = "cd /testbed && git log --all --oneline"
+    reward, info = play([apply(GOLD), peek], tools=True)
+    assert reward == 1.0 and info["grade"]["resolved"] and info["reason"] == "submitted"
+    first, second, last = info["gateway"]
+    assert first["request"]["tools"][0]["function"]["name"] == "bash"  # the harness's request, recorded
+    assert first["completion"]["tool_calls"][0]["function"]["name"] == "bash"
+    # the next call carries the harness's own record: the tool call, then the sandbox's result under its id
+    assert second["messages"][2]["tool_calls"] == first["completion"]["tool_calls"]
+    assert second["messages"][3]["role"] == "tool" and second["messages"][3]["tool_call_id"] == "call_0"
+    assert last["completion"]["tool_calls"] == []  # "Done.": the agent stopped
+    # the audit read the tool call's command: flagged, with the command as evidence
+    assert info["audit"]["flagged"] and info["audit"]["rules"] == ["git_history"]
+    (finding,) = info["audit"]["findings"]
+    assert finding["turn"] == 2 and "git log --all" in finding["evidence"]
+    reward, info = play([apply(GOLD), peek], audit="zero", tools=True)
+    assert reward == 0.0 and info["grade"]["resolved"]  # graded, then zeroed by the audit
+
+    reward, info = play([apply(GOLD), "cd /testbed && grep -n 'return a' calc/ops.py"], audit="zero", tools=True)
+    assert reward == 1.0 and not info["audit"]["flagged"]  # an honest tool-calling harness is not flagged
+    reward, info = play([], tools=True)  # no tool call at all: nothing changed
+    assert reward == 0.0 and info["diff"] == "" and not info["audit"]["flagged"]
+    reward, info = play([apply(WRONG)], tools=True)
+    assert reward == 0.0 and not info["grade"]["resolved"]
+
+
+def test_tool_call_turns_hold_each_call_s_command_and_result(play):
+    from swebox.envs.gateway.calls import CallRecord
+    from swebox.envs.gateway.harness import turn_records
+
+    look, peek = "cd /testbed && grep -n 'return a' calc/ops.py", "cd /testbed && git log --all --oneline"
+    reward, info = play([apply(GOLD), look, peek], tools=True)
+    records = [
+        CallRecord(**{**r, "completion": r["completion"] and Completion(**r["completion"])}) for r in info["gateway"]
+    ]
+    turns = turn_records(records, info["audit"]["findings"])
+    assert [t["audit"] for t in turns] == [[], [], ["git_history"], []]  # a finding shows on its own turn
+    assert [t["action"]["tool"] for t in turns[:3]] == ["bash"] * 3 and turns[3]["action"] is None
+    assert turns[0]["tool_calls"][0]["arguments"]["command"] == apply(GOLD)
+    assert turns[0]["observation"].startswith("<returncode>0</returncode>")  # git apply's result
+    assert "2:    return a + b" in turns[1]["tool_calls"][0]["observation"]  # the sandbox held the fix

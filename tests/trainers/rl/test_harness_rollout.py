@@ -33,19 +33,19 @@ class Fixed:
 
 
 def call(model, index, messages):
-    return CallRecord(index, messages, model.complete(messages, None, 9 + index), 0.0, 0.1)
+    return CallRecord(index, messages, model.complete(messages, None, 9 + index, {}), 0.0, 0.1)
 
 
 def test_the_policy_answers_with_the_template_s_ids_and_its_sampled_ids():
     backend = Fixed("ls")
     model = PolicyModel(backend, TOK, max_new_tokens=32, max_context_tokens=4096)
-    out = model.complete([SYSTEM, TASK], max_tokens=8, seed=4)
+    out = model.complete([SYSTEM, TASK], max_tokens=8, seed=4, request={})
     assert out.prompt_ids == encode(TOK, render(TOK, [SYSTEM, TASK], add_generation_prompt=True))
     assert TOK.decode(out.token_ids, skip_special_tokens=True) == out.text == "ls"
     assert out.logprobs == [-0.25] * len(out.token_ids) and out.template == TOK.chat_template
     assert backend.asked == [(out.prompt_ids, 8, [4])]
     with pytest.raises(OverLimit, match="max_context_tokens"):
-        PolicyModel(Fixed("x"), TOK, 32, max_context_tokens=5).complete([SYSTEM, TASK], None, None)
+        PolicyModel(Fixed("x"), TOK, 32, max_context_tokens=5).complete([SYSTEM, TASK], None, None, {})
 
 
 def test_calls_that_extend_each_other_merge_into_one_sequence_with_the_sampled_ids_trained_on():
@@ -91,7 +91,7 @@ def test_a_model_without_tokens_gives_a_trajectory_with_nothing_to_train_on():
 
 def test_scripted_records_hold_ids_that_decode_to_the_replies():
     model = ScriptedModel(gold_replies(GOLD), TOK)
-    out = model.complete([SYSTEM, TASK], None, None)
+    out = model.complete([SYSTEM, TASK], None, None, {})
     assert TOK.decode(out.token_ids) == gold_replies(GOLD)[0]
     assert TOK.decode(out.prompt_ids) == render(TOK, [SYSTEM, TASK], add_generation_prompt=True)
 
