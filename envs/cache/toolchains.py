@@ -231,7 +231,7 @@ _lock = threading.Lock()
 
 
 def _host_fingerprint(spec: ToolchainSpec) -> str:
-    h = hashlib.sha256(json.dumps([spec.packages, spec.own, TOOLCHAIN_LAYOUT]).encode())
+    h = hashlib.sha256(json.dumps([spec.packages, spec.own, TOOLCHAIN_LAYOUT, spec.files]).encode())
     lists = sorted(Path("/var/lib/apt/lists").glob("*Packages*")) + [Path("/var/lib/dpkg/status")]
     for path in lists:
         st = path.stat()
@@ -268,9 +268,10 @@ def resolve(name: str, cache_dir: Path | None = None) -> dict:
         "layout": TOOLCHAIN_LAYOUT,
         "prefix": spec.prefix,
         "aliases": spec.aliases,
-        "files": spec.files,
         "debs": [[d.name, d.version, d.arch, d.sha256] for d in shipped],
     }
+    if spec.files:  # only then: the keys of toolchains without files stay those of their published layers
+        content["files"] = spec.files
     digest = hashlib.sha256(json.dumps(content, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     result = {"key": f"toolchain-{name}-{digest[:20]}", "debs": [d.to_dict() for d in shipped], "from_host": from_host}
     if saved is not None:

@@ -26,8 +26,9 @@ from tests.debian_tools import orig_source, toolchain_store
 from tests.envs.tasks.java_rows import F2P, P2P, POOL_PATH, SHA256, java_multilingual_row, make_java_mirror
 
 LOG = Path(__file__).with_name("data") / "maven_commons_cli.log"
-"""A real log: the row's three test commands run by the grader on the empty patch (the bug in), in a sandbox
-on the jdk layer, between the grading markers (captured from the e2e run below)."""
+"""A real log: the row's ``test_cmd`` (three traced ``mvn test -B -o -Dtest=...`` runs) with its test_patch
+applied and the bug in (the empty patch), in a sandbox over the layers the e2e run below built (the jdk toolchain,
+the env, the task), with the grader's environment and no network."""
 FAKE = {"base": "b" * 40, "fix": "diff --git a/x b/x\n", "test": "t"}
 
 
