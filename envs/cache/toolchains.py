@@ -67,6 +67,9 @@ class ToolchainSpec:
     """More environment variables; ``{prefix}`` is replaced by the toolchain's prefix in the sandbox."""
     check: str = ""
     """A command run in a sandbox on the built tree before publication; a failure fails the build."""
+    files: dict[str, str] = field(default_factory=dict)
+    """Files written below the prefix after the packages are unpacked (path relative to the prefix -> text,
+    ``{prefix}`` replaced), replacing a package's file of that path: part of the layer's key."""
     aliases: dict[str, str] = field(default_factory=dict)
     """Absolute paths compiled into the toolchain's ELF files -> a path of the same length in the layer, a
     symlink to the same folder below the prefix; the ELF files are patched to name it (Debian's node reads
@@ -78,6 +81,32 @@ class ToolchainSpec:
         return f"{PREFIX_ROOT}/{self.name}"
 
 
+_MAVEN_TEST_PACKAGES = (
+    "libmaven-resources-plugin-java",
+    "libmaven-compiler-plugin-java",
+    "libsurefire-java",
+    "junit4",
+    "junit5",
+)
+"""What ``mvn test`` needs beyond Maven itself: the plugins of its lifecycle (resources, compiler, surefire with
+its JUnit 4 and JUnit Platform providers) and JUnit 4/5, each with the versions Debian packages (see
+docs/datasets.md, "SWE-bench Multilingual")."""
+_IGNORE_CHECKSUMS = "<releases><checksumPolicy>ignore</checksumPolicy></releases>"
+_DEBIAN_REPOS = "".join(
+    f"<repository><id>{rid}</id><url>file://{path}</url>{_IGNORE_CHECKSUMS}</repository>"
+    for rid, path in (("debian-toolchain", "{prefix}/usr/share/maven-repo"), ("debian-host", "/usr/share/maven-repo"))
+)
+_MAVEN_SETTINGS = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n'
+    "<!-- swebox jdk toolchain: Debian's Maven repository (this layer's packages, then the host's, whose /usr\n"
+    "     every sandbox has) is searched before Maven Central; Debian ships no checksums, hence 'ignore' -->\n"
+    "<settings><profiles><profile><id>debian</id>"
+    f"<repositories>{_DEBIAN_REPOS}</repositories>"
+    f"<pluginRepositories>{_DEBIAN_REPOS.replace('repository>', 'pluginRepository>')}</pluginRepositories>"
+    "</profile></profiles><activeProfiles><activeProfile>debian</activeProfile></activeProfiles></settings>\n"
+)
+"""The jdk layer's global Maven settings (Maven reads ``$MAVEN_HOME/conf/settings.xml``, Debian's link to
+``/etc/maven/settings.xml``, here the layer's): a profile, always active, with Debian's repositories."""
 _NODE = "{prefix}/usr/share/nodejs:{prefix}/usr/lib/nodejs:{prefix}/usr/lib/x86_64-linux-gnu/nodejs"
 TOOLCHAINS: dict[str, ToolchainSpec] = {
     spec.name: spec
@@ -122,13 +151,16 @@ TOOLCHAINS: dict[str, ToolchainSpec] = {
         ),
         ToolchainSpec(
             "jdk",
-            ("openjdk-17-jdk-headless", "maven"),
+            # Maven Central is not reachable here: Debian's Maven plugins and test libraries (their artifacts in
+            # usr/share/maven-repo) let `mvn test` build and run a JUnit 4/5 project with no network at all
+            ("openjdk-17-jdk-headless", "maven", *_MAVEN_TEST_PACKAGES),
             own=("openjdk-17-*", "maven", "libmaven3-core-java"),
             bin_dirs=("usr/lib/jvm/java-17-openjdk-amd64/bin", "usr/share/maven/bin"),
             env={
                 "JAVA_HOME": "{prefix}/usr/lib/jvm/java-17-openjdk-amd64",
                 "MAVEN_OPTS": f"-Dmaven.repo.local={CACHE_ROOT}/m2/repository",
             },
+            files={"etc/maven/settings.xml": _MAVEN_SETTINGS},
             check="java -version && javac -version && mvn --version",
         ),
         ToolchainSpec(
@@ -199,7 +231,7 @@ _lock = threading.Lock()
 
 
 def _host_fingerprint(spec: ToolchainSpec) -> str:
-    h = hashlib.sha256(json.dumps([spec.packages, spec.own, TOOLCHAIN_LAYOUT]).encode())
+    h = hashlib.sha256(json.dumps([spec.packages, spec.own, TOOLCHAIN_LAYOUT, spec.files]).encode())
     lists = sorted(Path("/var/lib/apt/lists").glob("*Packages*")) + [Path("/var/lib/dpkg/status")]
     for path in lists:
         st = path.stat()
@@ -238,6 +270,8 @@ def resolve(name: str, cache_dir: Path | None = None) -> dict:
         "aliases": spec.aliases,
         "debs": [[d.name, d.version, d.arch, d.sha256] for d in shipped],
     }
+    if spec.files:  # only then: the keys of toolchains without files stay those of their published layers
+        content["files"] = spec.files
     digest = hashlib.sha256(json.dumps(content, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     result = {"key": f"toolchain-{name}-{digest[:20]}", "debs": [d.to_dict() for d in shipped], "from_host": from_host}
     if saved is not None:
@@ -285,6 +319,11 @@ def build_toolchain(store: LayerStore, name: str, *, force: bool = False, work_d
             for path in debs.download(wanted, downloads):
                 debs.extract(path, root)
             log.append(f"# relinked {debs.relink(root, spec.prefix)} absolute symlinks into {spec.prefix}")
+            for rel, text in spec.files.items():
+                (root / rel).parent.mkdir(parents=True, exist_ok=True)
+                (root / rel).unlink(missing_ok=True)  # a package's file (or link) of that path is replaced
+                (root / rel).write_text(text.replace("{prefix}", spec.prefix))
+                log.append(f"# wrote {spec.prefix}/{rel}")
             for compiled, alias in spec.aliases.items():
                 patched = debs.patch_paths(root, compiled, alias)
                 link = tree / alias.lstrip("/")

@@ -35,7 +35,7 @@ from swebox.envs.tasks.schema import LANGUAGES, TaskError
 _HEX = re.compile(r"^[0-9a-f]{7,64}$")
 _ANSI = re.compile(r"\x1B(?:[@-Z\\-_]|\[[0-?]*[ -/]*[@-~])")
 _LANGUAGE_NAMES = {"golang": "go", "c++": "cpp", "rs": "rust"}
-TOOLCHAIN = {"go": "go", "rust": "rust", "c": "cc", "cpp": "cc"}
+TOOLCHAIN = {"go": "go", "rust": "rust", "c": "cc", "cpp": "cc", "java": "jdk"}
 """The toolchain layer (``cache.toolchains``) each language's env is built and graded on."""
 DEFAULT_TEST_CMD = {"go": "go test -v -count=1 ./...", "rust": "cargo test --no-fail-fast"}
 """The test command of a language whose rows do not name one (Multi-SWE-bench's and SWE-smith's Go and Rust).

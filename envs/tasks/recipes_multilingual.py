@@ -1,18 +1,23 @@
-"""Recipes of SWE-bench Multilingual rows (JavaScript/TypeScript, Go, Rust): swebench's specs, or one's own.
+"""Recipes of SWE-bench Multilingual rows (JavaScript/TypeScript, Go, Rust, Java): swebench's specs, or one's own.
 
 SWE-bench Multilingual rows carry SWE-bench's keys; its harness takes everything else from the row's
-repo/version: ``MAP_REPO_VERSION_TO_SPECS_{JS,GO,RUST}`` (``install`` run when the instance image is made,
-``build`` run in the eval script before the tests, ``test_cmd`` a string or a list, ``docker_specs`` naming the
-image's ``node_version``/``go_version``/``rust_version``) and ``MAP_REPO_TO_PARSER`` (the log parser, by
-repository key: :mod:`.graders.log_parsers` for JavaScript, :mod:`.graders.lang_parsers` for Go and Rust). In
+repo/version: ``MAP_REPO_VERSION_TO_SPECS_{JS,GO,RUST,JAVA}`` (``install`` run when the instance image is made,
+``build`` run in the eval script before the tests, ``test_cmd`` a string or a list, ``docker_specs`` naming
+the image's ``node_version``/``go_version``/``rust_version``/``java_version``) and ``MAP_REPO_TO_PARSER`` (the
+log parser, by repository key: :mod:`.graders.log_parsers` for JavaScript, :mod:`.graders.lang_parsers` for Go,
+Rust and Java). In
 swebox's terms: ``install`` builds the env layer (network), ``build`` becomes ``eval_commands``, the test
 commands run one after another like the eval script's lines (``;``, not ``&&``: a failing first command must
-not hide the second's results), and the parser is the repository's. The same keys in a ``$SWEBOX_SWE_SPECS``
-entry with ``"language": "javascript"`` ('typescript', 'go', 'rust') and a ``"log_parser"`` ('tap', 'jest',
-'go_test', 'cargo', ... or a SWE-bench repository key) make a recipe of one's own, e.g. for a repository
-swebench does not know.
+not hide the second's results), and the parser is the repository's. Java's test commands run traced
+(``set -x`` in a subshell), as every line of the harness's ``eval.sh`` (``set -uxo pipefail``) is: SWE-bench's
+``parse_log_maven`` takes a test's name from the traced ``mvn ... -Dtest=Class#method`` line before the
+``BUILD SUCCESS``/``BUILD FAILURE`` that Maven prints. The same keys in a ``$SWEBOX_SWE_SPECS``
+entry with ``"language": "javascript"`` ('typescript', 'go', 'rust', 'java') and a ``"log_parser"`` ('tap',
+'jest', 'go_test', 'cargo', 'maven', ... or a SWE-bench repository key) make a recipe of one's own, e.g. for a
+repository swebench does not know.
 
-The toolchain is a layer (:data:`TOOLCHAINS_OF_LANGUAGE`): Debian bookworm's node 18, Go 1.19 or rustc 1.63,
+The toolchain is a layer (:data:`TOOLCHAINS_OF_LANGUAGE`): Debian bookworm's node 18, Go 1.19, rustc 1.63 or
+OpenJDK 17 with Maven 3.8.7 (and Debian's Maven plugins as a file repository: :mod:`swebox.envs.cache.toolchains`),
 one version for every row. A spec's ``*_version`` is recorded in the task's metadata, not installed; rows
 whose code needs a newer toolchain fail their env build or their tests (see docs/datasets.md).
 """
@@ -24,22 +29,29 @@ from typing import Any
 from swebox.envs.tasks.schema import TaskError
 from swebox.envs.tasks.synth.npm import NODE_TOOLCHAINS
 
-LANGUAGE_OF_EXT = {"js": "javascript", "ts": "typescript", "go": "go", "rs": "rust"}
+LANGUAGE_OF_EXT = {"js": "javascript", "ts": "typescript", "go": "go", "rs": "rust", "java": "java"}
 """swebench's ``MAP_REPO_TO_EXT`` values -> Task.language."""
 TOOLCHAINS_OF_LANGUAGE: dict[str, tuple[str, ...]] = {
     "javascript": NODE_TOOLCHAINS,
     "typescript": NODE_TOOLCHAINS,
     "go": ("go",),
     "rust": ("rust",),
+    "java": ("jdk",),
 }
 """Task.language -> the toolchain layers its env is built and tested on (``EnvSpec.toolchains``)."""
-_TABLES = {"javascript": ("javascript", "JS"), "go": ("go", "GO"), "rust": ("rust", "RUST")}
+_TABLES = {
+    "javascript": ("javascript", "JS"),
+    "go": ("go", "GO"),
+    "rust": ("rust", "RUST"),
+    "java": ("java", "JAVA"),
+}
 """Language -> (swebench's ``harness.constants`` module, its tables' suffix)."""
 _PARSER_HINT = {
     "javascript": "'tap', 'jest', 'vitest'",
     "typescript": "'tap', 'jest', 'vitest'",
     "go": "'go_test'",
     "rust": "'cargo'",
+    "java": "'maven', 'gradle', 'ant'",
 }
 
 
@@ -49,7 +61,7 @@ def _commands(spec: dict, key: str) -> tuple[str, ...]:
 
 
 def is_multilingual_spec(spec: dict) -> bool:
-    """A spec of one's own that names a JavaScript/TypeScript, Go or Rust recipe."""
+    """A spec of one's own that names a JavaScript/TypeScript, Go, Rust or Java recipe."""
     return str(spec.get("language", "python")) in LANGUAGE_OF_EXT.values()
 
 
@@ -69,12 +81,15 @@ def multilingual_recipe(spec: dict, repo: str, default_parser: str = "") -> Any:
             f"Task.repo: expected a log parser for {repo}: swebench has none; name one with "
             f"\"log_parser\" in its $SWEBOX_SWE_SPECS entry ({_PARSER_HINT[language]}, ...)."
         )
+    test_cmd = " ; ".join(tests)
+    if language == "java":  # traced, as eval.sh's lines are: parse_log_maven reads the -Dtest= of each command
+        test_cmd = f"( set -x ; {test_cmd} )"
     versions = tuple((k, str(v)) for k, v in (spec.get("docker_specs") or {}).items() if k.endswith("_version"))
     return Recipe(
         python=str(spec.get("python", "3.11")),
         env_install=(*_commands(spec, "pre_install"), *_commands(spec, "install")),
         repo_commands=(),
-        test_cmd=" ; ".join(tests),
+        test_cmd=test_cmd,
         eval_commands=_commands(spec, "build"),
         language=language,
         log_parser=parser,
@@ -84,7 +99,7 @@ def multilingual_recipe(spec: dict, repo: str, default_parser: str = "") -> Any:
 
 
 def swebench_multilingual_recipe(repo: str, version: str) -> Any:
-    """The recipe swebench's JS, Go or Rust tables give ``repo`` at ``version``; None when ``repo`` is in none."""
+    """The recipe swebench's JS, Go, Rust or Java tables give ``repo`` at ``version``; None when ``repo`` is in none."""
     from swebox.envs.tasks.graders import swebench_harness
 
     for language, (module, suffix) in _TABLES.items():

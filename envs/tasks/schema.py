@@ -38,9 +38,10 @@ LIST_FIELDS = _LIST_FIELDS
 """The fields that hold lists of strings (a loaded row may give them as a JSON string of one)."""
 _ID = re.compile(r"^[^\s/]+$")
 GRADERS = ("junit", "log", "harbor")
-LANGUAGES = frozenset({"python", "javascript", "typescript", "go", "rust", "c", "cpp"})
+LANGUAGES = frozenset({"python", "javascript", "typescript", "go", "rust", "java", "c", "cpp"})
 """Task.language values swebox grades: Python with either grader; the others from their test log (grader='log':
-SWE-bench's JavaScript, Go, Rust and C/C++ parsers read their runners' logs; swebox's JUnit runner is pytest's)."""
+SWE-bench's JavaScript, Go, Rust, Java and C/C++ parsers read their runners' logs; swebox's JUnit runner is
+pytest's)."""
 
 
 class TaskError(ValueError):

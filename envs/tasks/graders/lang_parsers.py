@@ -1,4 +1,4 @@
-"""Log parsers for Go, Rust and C/C++ test logs, by the names the multilingual datasets give them.
+"""Log parsers for Go, Rust, Java and C/C++ test logs, by the names the multilingual datasets give them.
 
 Three naming schemes reach ``Task.log_parser`` for these languages, and all of them resolve here:
 
@@ -31,6 +31,15 @@ CARGO = "cargo"
 """``cargo test`` logs read by SWE-bench's ``parse_log_cargo`` (``test path::name ... ok`` lines)."""
 GOOGLETEST = "googletest"
 """GoogleTest binaries' logs read by SWE-bench's ``parse_log_googletest`` (``[       OK ] Suite.Name (0 ms)``)."""
+MAVEN = "maven"
+"""``mvn test -Dtest=Class#method`` runs, one per test, traced (``set -x``), read by SWE-bench's
+``parse_log_maven``: a test's status is the ``BUILD SUCCESS``/``BUILD FAILURE`` after the last ``-Dtest=`` line
+(Maven prints no line per passing test)."""
+GRADLE = "gradle"
+"""``gradle test`` logs with every test's result printed (``Class > method PASSED``), read by SWE-bench's
+``parse_log_gradle_custom`` (its Gradle rows' ``pre_install`` turns that logging on)."""
+ANT = "ant"
+"""Ant ``<junit>`` logs of lombok's formatter (``[junit] [PASS] name``), read by SWE-bench's ``parse_log_ant``."""
 MSB_GO = "multi_swe_bench_go"
 """Multi-SWE-bench's Go rule (:func:`parse_multi_swe_bench_go`)."""
 MSB_RUST = "multi_swe_bench_rust"
@@ -40,6 +49,11 @@ MSB_RUST = "multi_swe_bench_rust"
 _MODULES = {
     "go": ("go", "MAP_REPO_TO_PARSER_GO", ("parse_log_gotest",)),
     "rust": ("rust", "MAP_REPO_TO_PARSER_RUST", ("parse_log_cargo",)),
+    "java": (
+        "java",
+        "MAP_REPO_TO_PARSER_JAVA",
+        ("parse_log_maven", "parse_log_gradle_custom", "parse_log_ant"),
+    ),
     "c": (
         "c",
         "MAP_REPO_TO_PARSER_C",
@@ -50,6 +64,9 @@ _ALIASES = {
     GO_TEST: ("go", "parse_log_gotest"),
     CARGO: ("rust", "parse_log_cargo"),
     GOOGLETEST: ("c", "parse_log_googletest"),
+    MAVEN: ("java", "parse_log_maven"),
+    GRADLE: ("java", "parse_log_gradle_custom"),
+    ANT: ("java", "parse_log_ant"),
 }
 _CPP_REPOS = frozenset({"nlohmann/json", "fmtlib/fmt"})
 """SWE-bench keeps C and C++ in one module; these of its C map are C++ projects."""
@@ -144,7 +161,7 @@ def offline_names() -> frozenset[str]:
 
 
 def language_of(name: str) -> str:
-    """'go' | 'rust' | 'c' | 'cpp' for a parser name of this module; '' for any other name."""
+    """'go' | 'rust' | 'java' | 'c' | 'cpp' for a parser name of this module; '' for any other name."""
     if name in _OWN:
         return _OWN[name][0]
     if name in _ALIASES:

@@ -22,7 +22,10 @@ reading ``[       OK ] Suite.Name``): a ``TEST(Suite, Name)`` appended to a C++ 
 already holds a ``TEST``/``TEST_F``/``TEST_P`` and that the test command names (so the command compiles it into
 the run; a file only a CMake or make rule builds may be left out of the binary that runs, and a canary missing
 for that reason would score a gold patch 0, so such runs get none). Other C and C++ runners register tests per
-project (a list, a Tcl suite, doctest's XML report), so their runs get none. JavaScript
+project (a list, a Tcl suite, doctest's XML report), so their runs get none. Java runs get none either:
+SWE-bench Multilingual's Java commands name each test they run (``-Dtest=Class#method``, ``--tests``, an Ant
+``<test name=...>`` list), so a test appended to a file would never run and its absence would score a gold
+patch 0. JavaScript
 runs get canary *files* instead (:mod:`.node_canaries`: Node's runner reports per file).
 """
 
@@ -142,6 +145,8 @@ def plant(sb: Sandbox, task: Task, workdir: str) -> LogCanaries:
         return LogCanaries(
             skipped="C/C++ test runners other than GoogleTest register tests per project; no file to add them to"
         )
+    if language == "java":
+        return LogCanaries(skipped="Java test commands name the tests they run; an appended test would not run")
     if task.log_parser == lang_parsers.MSB_GO and any(
         not _GO_TEST_ID.match(t) for t in (*task.FAIL_TO_PASS, *task.PASS_TO_PASS)
     ):

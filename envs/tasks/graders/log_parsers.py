@@ -15,7 +15,7 @@ therefore looked up verbatim first; an id written in another form (a full pytest
 a dataset that did not go through the parser) is then looked up under the key the parser itself gives it,
 obtained by feeding the parser a one-line log that reports that id (:func:`parser_key`).
 
-Go, Rust and C/C++ logs have parsers of their own names (:mod:`.lang_parsers`: SWE-bench Multilingual's
+Go, Rust, Java and C/C++ logs have parsers of their own names (:mod:`.lang_parsers`: SWE-bench Multilingual's
 repository keys, SWE-bench's function names as SWE-rebench-V2 rows give them, and 'go_test', 'cargo', ...).
 """
 

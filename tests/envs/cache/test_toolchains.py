@@ -195,7 +195,10 @@ def test_an_interrupted_build_leaves_nothing_behind(tmp_path, monkeypatch):
             "jdk",
             "javac",
             "cd /work && printf 'class A{public static void main(String[] a){System.out.println(\"hi \"+"
-            "System.getProperty(\"java.home\"));}}' > A.java && javac A.java && java A && mvn --version",
+            "System.getProperty(\"java.home\"));}}' > A.java && javac A.java && java A && mvn --version && "
+            # Maven's global settings (Debian's link to /etc/maven) are the layer's, naming its Debian repository
+            "grep -q file:///opt/toolchains/jdk/usr/share/maven-repo "
+            "/opt/toolchains/jdk/usr/share/maven/conf/settings.xml",
             "hi /opt/toolchains/jdk/",
         ),
     ],

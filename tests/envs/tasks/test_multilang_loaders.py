@@ -81,8 +81,11 @@ def test_multi_swe_bench_transitions_follow_the_statuses_not_the_map_names():
 
 
 def test_multi_swe_bench_rows_of_other_languages_fail_clearly():
-    row = {**multi_swe_bench_row(fake_commits()), "language": "java"}
+    row = {**multi_swe_bench_row(fake_commits()), "language": "php"}
     with pytest.raises(TaskError, match="expected one of"):
+        to_task(row)
+    row = {**multi_swe_bench_row(fake_commits()), "language": "java"}  # a language swebox has, not MSB's rules
+    with pytest.raises(TaskError, match="parser per java repository"):
         to_task(row)
     row = {**multi_swe_bench_row(fake_commits()), "language": "c"}
     with pytest.raises(TaskError, match="parser per c repository"):
