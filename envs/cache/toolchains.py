@@ -27,11 +27,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..sandbox import Layer, Sandbox, SandboxPolicy
+from ..sandbox import Layer
 from ..sandbox.policy import DEFAULT_ENV
 from . import debs
 from .layer_cache import LayerCache, LayerCacheConfig, LayerHandle
-from .store import BuildFailure, LayerStore, Manifest, write_atomic
+from .layer_check import check_layer
+from .store import LayerStore, Manifest, write_atomic
 
 TOOLCHAIN_LAYOUT = "2"
 """Part of every toolchain key: bumped when the tree layout below the prefix changes (2: relative links to
@@ -314,16 +315,10 @@ def build_toolchain(store: LayerStore, name: str, *, force: bool = False, work_d
 def _check(spec: ToolchainSpec, tree: Path, log: list[str]) -> None:
     if not spec.check:
         return
-    policy = SandboxPolicy(network="none", env={**DEFAULT_ENV, **toolchain_env([spec.name])})
-    with Sandbox([Layer(tree, name=f"toolchain-{spec.name}")], policy) as sb:
-        result = sb.exec(spec.check, timeout=300)
-    log += [f"$ {spec.check}", result.output.rstrip("\n")]
-    if result.timed_out or result.exit_code != 0:
-        raise BuildFailure(
-            f"toolchain {spec.name}: its check `{spec.check}` failed (exit {result.exit_code}):\n"
-            + "\n".join(result.output.splitlines()[-15:]),
-            "\n".join(log),
-        )
+    env = {**DEFAULT_ENV, **toolchain_env([spec.name])}
+    check_layer(
+        tree, f"toolchain-{spec.name}", spec.check, env, log, f"toolchain {spec.name}: its check `{spec.check}`"
+    )
 
 
 class ToolchainMissing(LookupError):
