@@ -97,11 +97,6 @@ def layer_name(minor: str) -> str:
     return f"python{minor}"
 
 
-def is_layer_name(name: str) -> bool:
-    """Whether a ``meta["toolchains"]`` name is an interpreter layer's (it brings no environment variables)."""
-    return name.startswith("python")
-
-
 def probe(path: str) -> PythonSource:
     """The installation at ``path`` (a prefix or its interpreter binary), or a one-line error."""
     exe = Path(path)
