@@ -38,7 +38,6 @@ def run_eval(args: argparse.Namespace) -> int:
     from swebox.trainers.policy.sampling import sample_seed
     from swebox.trainers.rl.rollout import play_episode
     from swebox.trainers.run.config import ConfigError, load_config
-    from swebox.trainers.run.trajectories import episode_fields
 
     check_policy(args.policy)
     search = search_options(args)
@@ -149,14 +148,7 @@ def run_eval(args: argparse.Namespace) -> int:
                         task.instance_id,
                         seed=sample_seed(cfg.seed, "eval", task.instance_id),
                     )
-                    m = traj.metrics
-                    rec = {
-                        **episode_fields(traj),
-                        "model_s": m.get("timing/generate_s", 0.0),
-                        "env_s": m.get("timing/env_s", 0.0),
-                    }
-                    if traj.response_ids:
-                        rec.update(prompt_ids=traj.prompt_ids, response_ids=traj.response_ids, loss_mask=traj.loss_mask)
+                    rec = trajectory_record(traj, ids=bool(traj.response_ids))
                 elif args.policy.startswith("hf:"):
                     # its own sampling stream: the tasks play in parallel threads, in any order
                     traj = play_episode(
@@ -168,15 +160,7 @@ def run_eval(args: argparse.Namespace) -> int:
                         task.instance_id,
                         seed=sample_seed(cfg.seed, "eval", task.instance_id),
                     )
-                    m = traj.metrics
-                    rec = {
-                        **episode_fields(traj),
-                        "model_s": m.get("timing/generate_s", 0.0),
-                        "env_s": m.get("timing/env_s", 0.0),
-                        "prompt_ids": traj.prompt_ids,
-                        "response_ids": traj.response_ids,
-                        "loss_mask": traj.loss_mask,
-                    }
+                    rec = trajectory_record(traj, ids=True)
                 else:
                     rec = play_text_episode(g[0], replies_for(task), cfg.env.max_turns)
         except Exception as exc:  # one broken task must not end the evaluation
@@ -229,6 +213,18 @@ def run_eval(args: argparse.Namespace) -> int:
                 results, out=args.out, tasks=args.tasks, policy=args.policy, mode=args.wandb, group=args.wandb_group
             )
     return finish_eval(args, results)
+
+
+def trajectory_record(traj: Any, *, ids: bool) -> dict[str, Any]:
+    """The eval record of a played episode (a harness run's or an hf policy's ``Trajectory``): its episode
+    fields and timings, and with ``ids`` its token ids and loss mask (what swebox sft trains on)."""
+    from swebox.trainers.run.trajectories import episode_fields
+
+    m = traj.metrics
+    rec = {**episode_fields(traj), "model_s": m.get("timing/generate_s", 0.0), "env_s": m.get("timing/env_s", 0.0)}
+    if ids:
+        rec.update(prompt_ids=traj.prompt_ids, response_ids=traj.response_ids, loss_mask=traj.loss_mask)
+    return rec
 
 
 def refuse_missing_layers(tasks: list[Any], source: Any) -> None:

@@ -35,11 +35,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..sandbox import Layer, Sandbox, SandboxPolicy
 from ..sandbox.policy import DEFAULT_ENV
 from .elf_runpath import relocate_runpath
 from .interpreters import matches
-from .store import BuildFailure, LayerStore, Manifest
+from .layer_check import check_layer
+from .store import LayerStore, Manifest
 
 PYTHON_ROOT = "/opt/swebox/python"
 """Where interpreter layers appear in a sandbox: ``/opt/swebox/python/X.Y``."""
@@ -95,11 +95,6 @@ def layer_prefix(minor: str) -> str:
 def layer_name(minor: str) -> str:
     """The name an env layer's ``meta["toolchains"]`` gives the interpreter layer under it: 'python3.9'."""
     return f"python{minor}"
-
-
-def is_layer_name(name: str) -> bool:
-    """Whether a ``meta["toolchains"]`` name is an interpreter layer's (it brings no environment variables)."""
-    return name.startswith("python")
 
 
 def probe(path: str) -> PythonSource:
@@ -209,15 +204,9 @@ _CHECK = (
 
 def _check(tree: Path, minor: str, log: list[str]) -> None:
     command = _CHECK.format(prefix=layer_prefix(minor), minor=minor)
-    with Sandbox([Layer(tree, name=f"python-{minor}-check")], SandboxPolicy(network="none", env=DEFAULT_ENV)) as sb:
-        result = sb.exec(command, timeout=300)
-    log += [f"$ {command}", result.output.rstrip("\n")]
-    if result.timed_out or result.exit_code != 0:
-        raise BuildFailure(
-            f"python {minor}: the relocated interpreter's check failed (exit {result.exit_code}):\n"
-            + "\n".join(result.output.splitlines()[-15:]),
-            "\n".join(log),
-        )
+    check_layer(
+        tree, f"python-{minor}-check", command, DEFAULT_ENV, log, f"python {minor}: the relocated interpreter's check"
+    )
 
 
 def python_layers(store: LayerStore) -> list[Manifest]:

@@ -27,11 +27,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..sandbox import Layer, Sandbox, SandboxPolicy
+from ..sandbox import Layer
 from ..sandbox.policy import DEFAULT_ENV
 from . import debs
 from .layer_cache import LayerCache, LayerCacheConfig, LayerHandle
-from .store import BuildFailure, LayerStore, Manifest, write_atomic
+from .layer_check import check_layer
+from .store import LayerStore, Manifest, write_atomic
 
 TOOLCHAIN_LAYOUT = "2"
 """Part of every toolchain key: bumped when the tree layout below the prefix changes (2: relative links to
@@ -210,8 +211,7 @@ def get_spec(name: str) -> ToolchainSpec:
 def toolchain_env(names: Sequence[str]) -> dict[str, str]:
     """Environment variables a sandbox needs to use the toolchain layers ``names`` (PATH and LD_LIBRARY_PATH
     the toolchains' after /venv/bin, in order, before the system's): what to put over ``SandboxPolicy.env``."""
-    # an interpreter layer (``pythons``: 'python3.9') under an env brings no variables: the venv names its path
-    specs = [get_spec(n) for n in names if not n.startswith("python")]
+    specs = [get_spec(n) for n in names]
     env: dict[str, str] = {}
     for spec in specs:
         env.update({k: v.replace("{prefix}", spec.prefix) for k, v in spec.env.items()})
@@ -353,16 +353,10 @@ def build_toolchain(store: LayerStore, name: str, *, force: bool = False, work_d
 def _check(spec: ToolchainSpec, tree: Path, log: list[str]) -> None:
     if not spec.check:
         return
-    policy = SandboxPolicy(network="none", env={**DEFAULT_ENV, **toolchain_env([spec.name])})
-    with Sandbox([Layer(tree, name=f"toolchain-{spec.name}")], policy) as sb:
-        result = sb.exec(spec.check, timeout=300)
-    log += [f"$ {spec.check}", result.output.rstrip("\n")]
-    if result.timed_out or result.exit_code != 0:
-        raise BuildFailure(
-            f"toolchain {spec.name}: its check `{spec.check}` failed (exit {result.exit_code}):\n"
-            + "\n".join(result.output.splitlines()[-15:]),
-            "\n".join(log),
-        )
+    env = {**DEFAULT_ENV, **toolchain_env([spec.name])}
+    check_layer(
+        tree, f"toolchain-{spec.name}", spec.check, env, log, f"toolchain {spec.name}: its check `{spec.check}`"
+    )
 
 
 class ToolchainMissing(LookupError):
@@ -372,12 +366,31 @@ class ToolchainMissing(LookupError):
         return str(self.args[0])
 
 
-def env_toolchains(store: LayerStore, env_key: str) -> dict[str, str]:
-    """Toolchain name -> layer key of the toolchain layers the env layer ``env_key`` was built on (its manifest
-    names them; {} for an env without any, or one the store lacks). Every sandbox over the env stacks these
-    below it, in this order, with :func:`toolchain_env` of the names: the build's tools are the tests' tools."""
+@dataclass(frozen=True)
+class UnderEnv:
+    """The read-only layers an env layer was built on (its manifest's ``meta["toolchains"]``), which every
+    sandbox over the env stacks below it."""
+
+    interpreter: dict[str, str] = field(default_factory=dict)
+    """Its interpreter layer (:mod:`.pythons`), name -> key ('python3.9'; the one whose key is the manifest's
+    ``meta["python_layer"]``), or empty: it brings no environment variables, the env's venv names its path."""
+    toolchains: dict[str, str] = field(default_factory=dict)
+    """Its toolchain layers (names of :data:`TOOLCHAINS`) -> keys, in order: :func:`toolchain_env` of the names
+    gives a sandbox over the env their variables."""
+
+    @property
+    def layers(self) -> dict[str, str]:
+        """Every layer below the env, lowest first: the interpreter layer, then the toolchains."""
+        return {**self.interpreter, **self.toolchains}
+
+
+def env_toolchains(store: LayerStore, env_key: str) -> UnderEnv:
+    """The interpreter and toolchain layers the env layer ``env_key`` was built on (its manifest names them;
+    none for an env without any, or one the store lacks). Every sandbox over the env stacks ``layers`` below
+    it, in this order, with :func:`toolchain_env` of the toolchains' names: the build's tools are the tests'."""
     manifest = store.get(env_key)
-    tools = dict((manifest.meta.get("toolchains") if manifest is not None else None) or {})
+    meta = manifest.meta if manifest is not None else {}
+    tools = dict(meta.get("toolchains") or {})
     for name, key in tools.items():
         if store.get(key) is None:
             raise ToolchainMissing(
@@ -385,7 +398,8 @@ def env_toolchains(store: LayerStore, env_key: str) -> dict[str, str]:
                 f"{store.root}; found none. Build it with:\n    swebox cache --store "
                 f"{store.root} toolchain build {name}"
             )
-    return tools
+    python = meta.get("python_layer")  # the builder names the interpreter layer here too (builder._stacked)
+    return UnderEnv({n: k for n, k in tools.items() if k == python}, {n: k for n, k in tools.items() if k != python})
 
 
 _caches: dict[str, LayerCache] = {}

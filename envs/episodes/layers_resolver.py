@@ -228,15 +228,17 @@ def _resolve(task: Task, source: LayerSource) -> tuple[str, list[tuple[str, str]
 
 
 def _with_toolchains(store: LayerStore, keys: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """``keys`` with the toolchain layers an env layer was built on (its manifest names them) below it."""
+    """``keys`` with the interpreter and toolchain layers an env layer was built on (its manifest names them)
+    below it: kinds ``python:NAME`` and ``toolchain:NAME`` (only the toolchains bring environment variables)."""
     out: list[tuple[str, str]] = []
     for kind, key in keys:
         if kind == "env":
             try:
-                tools = env_toolchains(store, key)
+                under = env_toolchains(store, key)
             except ToolchainMissing as exc:
                 raise LayersMissing(str(exc)) from None
-            out.extend(("toolchain:" + name, tool_key) for name, tool_key in tools.items())
+            out.extend(("python:" + name, python_key) for name, python_key in under.interpreter.items())
+            out.extend(("toolchain:" + name, tool_key) for name, tool_key in under.toolchains.items())
         out.append((kind, key))
     return out
 

@@ -29,7 +29,7 @@ from swebox.envs.gateway.harness import HarnessConfig, end_harness, run_harness,
 from swebox.envs.gateway.replay import ReplayModel
 from swebox.envs.search.nodes import Node
 from swebox.envs.search.select import pick
-from swebox.envs.search.tree import Attempt, SearchLine, SearchResult, TaskSearch
+from swebox.envs.search.tree import Attempt, SearchLine, SearchResult, TaskSearch, sample_lines
 from swebox.envs.tasks.schema import Task
 
 SEED_STRIDE = 100_003
@@ -145,13 +145,7 @@ def sample_harness(task: Task, n: int, policy: HarnessPolicy, **options: Any) ->
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"sample_harness(n=...): expected a whole number of attempts >= 1; found {n!r}.")
     with HarnessSearch(task, policy, **options) as search:
-        for _ in range(n):
-            hit = search.out_of_budget(more_sandboxes=1)
-            if hit:
-                search.hit(hit)
-                break
-            search.run(search.new_node(None, 0), [], None)
-        return search.finish()
+        return sample_lines(search, n, lambda: search.run(search.new_node(None, 0), [], None))
 
 
 def beam_harness(task: Task, policy: HarnessPolicy, *, width: int, depth: int, **options: Any) -> SearchResult:

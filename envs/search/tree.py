@@ -378,13 +378,20 @@ def sample(task: Task, n: int, reply: Reply, **options: Any) -> SearchResult:
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"sample(n=...): expected a whole number of attempts >= 1; found {n!r}.")
     with TaskSearch(task, reply, **options) as search:
-        for _ in range(n):
-            hit = search.out_of_budget(more_sandboxes=1)
-            if hit:
-                search.hit(hit)
-                break
-            search.play_to_end(search.new_line())
-        return search.finish()
+        return sample_lines(search, n, lambda: search.play_to_end(search.new_line()))
+
+
+def sample_lines(search: TaskSearch, n: int, play_one: Callable[[], object]) -> SearchResult:
+    """``n`` independent lines of ``search``, each started and played to its end by ``play_one`` (a text line,
+    a harness run), fewer when a budget has no room for another sandbox; then the rule's pick. The loop of
+    :func:`sample` and :func:`swebox.envs.search.harness_lines.sample_harness`."""
+    for _ in range(n):
+        hit = search.out_of_budget(more_sandboxes=1)
+        if hit:
+            search.hit(hit)
+            break
+        play_one()
+    return search.finish()
 
 
 def beam(task: Task, reply: Reply, *, width: int, depth: int, **options: Any) -> SearchResult:

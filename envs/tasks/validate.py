@@ -98,7 +98,7 @@ class StoreLayers:
                 "build --tasks TASKS` (or `swebox tasks synth`)."
             )
         # the toolchain layers the env layer was built on (its manifest names them) go below it, as in episodes
-        keys = [*env_toolchains(self.cache.store, task.env_key).values(), *keys]
+        keys = [*env_toolchains(self.cache.store, task.env_key).layers.values(), *keys]
         held, paths = self._held.setdefault(task.instance_id, []), []
         for key in keys:  # held one by one: if the task layer fails, release() still frees the env layer
             handle = self.cache.acquire(key)

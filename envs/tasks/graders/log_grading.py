@@ -51,7 +51,7 @@ from swebox.envs.tasks.graders.junit import MISSING
 from swebox.envs.tasks.graders.log_parsers import UnparsableLog, lookup, normal_status, parse_log
 from swebox.envs.tasks.graders.monitor_loop import shipped
 from swebox.envs.tasks.graders.report import GradeReport, TestOutcome, expected_mismatches
-from swebox.envs.tasks.graders.verdict import CLEAN_PATH
+from swebox.envs.tasks.graders.verdict import clean_vars
 from swebox.envs.tasks.schema import Task
 
 FAILING = frozenset({"failed", "error", MISSING})
@@ -98,14 +98,7 @@ def grading_env(policy: SandboxPolicy, workdir: str, toolchains: tuple[str, ...]
     """
     if policy.env.get("BASH_ENV") == START_SCRIPT:
         return dict(policy.env)
-    env = {
-        "PATH": CLEAN_PATH,
-        "HOME": f"{workdir}/home",
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        "TMPDIR": "/tmp",
-        "TERM": "dumb",
-    }
+    env = clean_vars(workdir)
     return {**env, **toolchain_env(toolchains)} if toolchains else env
 
 

@@ -117,9 +117,10 @@ def prepare(
     return key
 
 
-def clean_env(workdir: str) -> str:
-    """The ``env -i`` assignments grading's processes run under (fixed PATH, HOME in the run's folder)."""
-    env = {
+def clean_vars(workdir: str) -> dict[str, str]:
+    """The fixed environment grading's processes run under (the env layer's /venv first on PATH, HOME in the
+    run's folder): nothing of it comes from the agent's sandbox."""
+    return {
         "PATH": CLEAN_PATH,
         "HOME": f"{workdir}/home",
         "LANG": "C.UTF-8",
@@ -127,7 +128,11 @@ def clean_env(workdir: str) -> str:
         "TMPDIR": "/tmp",
         "TERM": "dumb",
     }
-    return " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+
+
+def clean_env(workdir: str) -> str:
+    """The ``env -i`` assignments of :func:`clean_vars`."""
+    return " ".join(f"{k}={shlex.quote(v)}" for k, v in clean_vars(workdir).items())
 
 
 def command(python: str, workdir: str) -> str:

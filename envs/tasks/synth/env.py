@@ -39,7 +39,8 @@ class CacheEnvironment:
         build_env(store, self.spec)
         # the toolchain layers the env was built on go below it, and their PATH/NODE_PATH/GOROOT... into the
         # policy, as in episodes and grading: the mutants' tests run on the tools the env was built with
-        self.toolchains = env_toolchains(store, self.env_key)
+        under = env_toolchains(store, self.env_key)
+        self.toolchains = under.layers
         self.handles = []
         try:
             for key in [*self.toolchains.values(), self.env_key]:  # one by one: close() frees what was held
@@ -51,7 +52,7 @@ class CacheEnvironment:
             network="none",
             memory_mb=SANDBOX_MEMORY_MB,
             command_timeout_s=recipe.timeout_s + 60,
-            env={**DEFAULT_ENV, **toolchain_env(tuple(self.toolchains))},
+            env={**DEFAULT_ENV, **toolchain_env(tuple(under.toolchains))},
         )
 
     def sandbox(self) -> Sandbox:

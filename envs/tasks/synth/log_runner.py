@@ -14,7 +14,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 
 from swebox.envs.tasks.graders.log_parsers import UnparsableLog, normal_status, parse_log
-from swebox.envs.tasks.synth.runner import RUN_DIR, RunResult
+from swebox.envs.tasks.synth.runner import RUN_DIR, RepoReader, RunResult
 
 OUTPUT = f"{RUN_DIR}/output.txt"
 _RESULT = re.compile(r"^(\s*)(ok|not ok) \d+ (.+)$")
@@ -41,7 +41,7 @@ def failure_details(log: str, ids: set[str]) -> dict[str, tuple[str, str]]:
     return out
 
 
-class LogRunner:
+class LogRunner(RepoReader):
     """Runs one command in one sandbox; not shared between threads (each worker owns one)."""
 
     def __init__(self, sandbox, test_cmd: str, log_parser: str, env: Mapping[str, str] | None = None) -> None:
@@ -82,14 +82,3 @@ class LogRunner:
             return RunResult(statuses, failure_details(log, failed), timed_out, done.duration_s, status)
         finally:
             self.sandbox.reset()
-
-    def read_text(self, rel: str) -> str:
-        """A file of the pristine repository."""
-        return self.sandbox.read_file(f"/testbed/{rel}").decode("utf-8")
-
-    def list_files(self) -> list[str]:
-        """The repository's tracked files (the env layer's /testbed is a one-commit git repository)."""
-        out = self.sandbox.exec("cd /testbed && git ls-files -z", timeout=60)
-        if out.exit_code != 0:
-            raise RuntimeError(f"git ls-files failed in /testbed: {out.output[-500:]}")
-        return sorted(p for p in out.output.split("\0") if p.strip())

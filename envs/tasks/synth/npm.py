@@ -30,6 +30,7 @@ import urllib.request
 from pathlib import Path, PurePosixPath
 
 from swebox.envs.cache import EnvSpec
+from swebox.envs.cache.builder import GIT_IDENTITY
 
 REGISTRY = os.environ.get("SWEBOX_NPM_REGISTRY", "https://registry.npmjs.org")
 """The npm registry the package metadata and tarballs come from (``$SWEBOX_NPM_REGISTRY``)."""
@@ -48,14 +49,6 @@ INSTALL = "npm install --ignore-scripts --no-audit --no-fund --no-package-lock"
 binaries, which no build may need), no lock file written into the tree."""
 _SPEC = re.compile(r"^npm:(?P<name>(@[a-z0-9][\w.-]*/)?[a-z0-9][\w.-]*)@(?P<version>\d[\w.+-]*)$")
 _GITIGNORE = "node_modules/\n"
-_GIT_ENV = {
-    "GIT_AUTHOR_NAME": "swebox",
-    "GIT_AUTHOR_EMAIL": "swebox@localhost",
-    "GIT_COMMITTER_NAME": "swebox",
-    "GIT_COMMITTER_EMAIL": "swebox@localhost",
-    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z",
-    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
-}
 
 
 class NpmError(ValueError):
@@ -142,7 +135,7 @@ def npm_repository(spec: str, cache: str | Path) -> Path:
     if not (partial / "package.json").exists():
         raise NpmError(f"{spec}: expected package/package.json in the tarball; found none. Not an npm package.")
     (partial / ".gitignore").write_text(_GITIGNORE)
-    env = {**os.environ, **_GIT_ENV}
+    env = {**os.environ, **GIT_IDENTITY}  # the env builder's fixed identity: the same package, the same commit id
     for argv in (
         ["git", "init", "-q", "-b", "main"],
         ["git", "add", "-A"],

@@ -11,6 +11,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from swebox.envs.tasks.graders.junit import PASSING, parse_junit
 from swebox.envs.tasks.synth.mutations import is_test_file
@@ -109,7 +110,25 @@ def results_from_junit(
     return statuses, details, defined_in, report.status
 
 
-class SandboxRunner:
+class RepoReader:
+    """What every runner reads of the pristine repository in its sandbox (``self.sandbox``, over the env layer):
+    :class:`SandboxRunner`'s and :class:`swebox.envs.tasks.synth.log_runner.LogRunner`'s."""
+
+    sandbox: Any
+
+    def read_text(self, rel: str) -> str:
+        """A file of the pristine repository."""
+        return self.sandbox.read_file(f"/testbed/{rel}").decode("utf-8")
+
+    def list_files(self) -> list[str]:
+        """The repository's tracked files (the env layer's /testbed is a one-commit git repository)."""
+        out = self.sandbox.exec("cd /testbed && git ls-files -z", timeout=60)
+        if out.exit_code != 0:
+            raise RuntimeError(f"git ls-files failed in /testbed: {out.output[-500:]}")
+        return sorted(p for p in out.output.split("\0") if p.strip())
+
+
+class SandboxRunner(RepoReader):
     """Runs tests in one sandbox; not shared between threads (each worker owns one)."""
 
     def __init__(self, sandbox, pytest_args: Sequence[str] = (), env: Mapping[str, str] | None = None) -> None:
@@ -136,14 +155,3 @@ class SandboxRunner:
             return RunResult(statuses, details, timed_out, done.duration_s, status, defined_in)
         finally:
             self.sandbox.reset()
-
-    def read_text(self, rel: str) -> str:
-        """A file of the pristine repository."""
-        return self.sandbox.read_file(f"/testbed/{rel}").decode("utf-8")
-
-    def list_files(self) -> list[str]:
-        """The repository's tracked files (the env layer's /testbed is a one-commit git repository)."""
-        out = self.sandbox.exec("cd /testbed && git ls-files -z", timeout=60)
-        if out.exit_code != 0:
-            raise RuntimeError(f"git ls-files failed in /testbed: {out.output[-500:]}")
-        return sorted(p for p in out.output.split("\0") if p.strip())

@@ -169,11 +169,12 @@ def test_an_env_layer_built_on_the_layer_runs_pytest_only_over_it(layer_store, t
     finally:
         discover.cache_clear()
     assert env.meta["python_layer"] == manifest.key and env.meta["interpreters"] == []  # nothing bound from the host
-    tools = env_toolchains(store, env.key)
-    assert tools == {"python3.9": manifest.key} and toolchain_env(list(tools)) == {}
+    under = env_toolchains(store, env.key)
+    assert under.interpreter == {"python3.9": manifest.key} and under.toolchains == {}
+    assert under.layers == {"python3.9": manifest.key} and toolchain_env(list(under.toolchains)) == {}
     assert manifest.key in store.toolchain_layers()  # gc keeps it while the env is there
     # episodes and grades stack it below the env layer, as they stack toolchain layers
-    assert _with_toolchains(store, [("env", env.key)]) == [("toolchain:python3.9", manifest.key), ("env", env.key)]
+    assert _with_toolchains(store, [("env", env.key)]) == [("python:python3.9", manifest.key), ("env", env.key)]
     cache = LayerCache(store, LayerCacheConfig(root=str(tmp_path / "node")))
     try:
         with cache.acquire(manifest.key) as python, cache.acquire(env.key) as layer:

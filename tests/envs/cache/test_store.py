@@ -209,9 +209,20 @@ def test_env_toolchains_reads_the_manifest_and_names_a_missing_layer(tmp_path):
             kind="env",
             meta={"toolchains": {"node": "toolchain-node-1"}},
         )
-    assert env_toolchains(store, "env-plain") == {} and env_toolchains(store, "env-absent") == {}
+    assert env_toolchains(store, "env-plain").layers == {} and env_toolchains(store, "env-absent").layers == {}
     with pytest.raises(ToolchainMissing, match="toolchain build node"):  # what every sandbox over it would lack
         env_toolchains(store, "env-node")
     with store.lock("toolchain-node-1"):
         store.publish("toolchain-node-1", make_layer_tree(tmp_path / "node"), kind="toolchain")
-    assert env_toolchains(store, "env-node") == {"node": "toolchain-node-1"}
+    under = env_toolchains(store, "env-node")
+    assert under.toolchains == under.layers == {"node": "toolchain-node-1"} and under.interpreter == {}
+    # an interpreter layer under the env is the one its manifest's python_layer names, below the toolchains
+    with store.lock("python-3.9.18-x"):
+        store.publish("python-3.9.18-x", make_layer_tree(tmp_path / "python"), kind="python")
+    with store.lock("env-py"):
+        tools = {"python3.9": "python-3.9.18-x", "node": "toolchain-node-1"}
+        meta = {"python_layer": "python-3.9.18-x", "toolchains": tools}
+        store.publish("env-py", make_layer_tree(tmp_path / "env-py"), kind="env", meta=meta)
+    under = env_toolchains(store, "env-py")
+    assert under.interpreter == {"python3.9": "python-3.9.18-x"} and under.toolchains == {"node": "toolchain-node-1"}
+    assert list(under.layers.items()) == list(tools.items())

@@ -126,6 +126,8 @@ def test_unknown_name_is_a_one_line_error(tmp_path):
     assert "\n" not in message and "'cobol'" in message and "node, go, rust, jdk, cc" in message
     with pytest.raises(UnknownToolchain):
         toolchain_env(["go", "cobol"])
+    with pytest.raises(UnknownToolchain):  # an interpreter layer's name is not a toolchain's (UnderEnv tells them)
+        toolchain_env(["python3.9"])
     assert not (tmp_path / "manifests").exists()
 
 
