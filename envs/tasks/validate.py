@@ -21,7 +21,6 @@ from swebox.envs.tasks.graders.log_confirm import PREFIX as CONFIRM
 from swebox.envs.tasks.graders.log_parsers import normal_status
 from swebox.envs.tasks.schema import Task
 
-
 CONFIRM_ONLY = (
     "gold resolves by the log but not under the runner: set confirm='off' for this task "
     "(the targeted gap then stays open; docs/tasks.md)"

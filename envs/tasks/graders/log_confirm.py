@@ -23,7 +23,8 @@ What runs, all through the JUnit grader's own steps (:mod:`swebox.envs.tasks.gra
 4. :func:`grading.run_pytest` on the files of the F2P tests plus the two canaries, with the runner's options
    (``-p no:cacheprovider -o addopts= --rootdir=/testbed ...``; ``test_cmd``'s own options are not carried,
    they shape the log, and neither are ``eval_commands``: no pytest-family spec of SWE-bench has any);
-5. the verdict: the run must be complete, signed, untampered and error-free, and every F2P test must come
+5. the verdict: the run must be complete, signed, untampered and error-free, and every F2P test the log did
+   not fail (all of them when it resolved; under ``reward_mode='fraction'`` the ones it counted) must come
    out as the log grader's rule accepts it (passed, xfailed, or skipped: SWE-bench's ``test_passed`` and
    "skipped fails nothing"; failed, error, xpassed or absent fail). So the confirmation changes no honest
    verdict of the harness's rule; it removes what only the log said.
@@ -132,10 +133,10 @@ def _fold(task: Task, report: GradeReport, found: GradeReport) -> None:
         problems.append(PREFIX + "the diff did not apply")
     if found.applied and found.verdict != "ok" and not (found.errors or found.tampered):
         problems.append(PREFIX + f"no signed verdict ({found.verdict or 'the tests did not run'})")
-    for test_id in task.FAIL_TO_PASS:
+    for test_id in task.FAIL_TO_PASS:  # those the log did not fail (all of them, for a resolved verdict)
+        said = report.tests[test_id].status if test_id in report.tests else MISSING
         status = found.tests[test_id].status if test_id in found.tests else MISSING
-        if found.verdict == "ok" and status not in ACCEPTED:
-            said = report.tests[test_id].status if test_id in report.tests else MISSING
+        if found.verdict == "ok" and said not in log_grading.FAILING and status not in ACCEPTED:
             problems.append(PREFIX + f"F2P test {test_id} is {status} there (the log's status: {said})")
     report.errors += problems
     report.tampered += tampered
