@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+from collections import Counter
+from pathlib import Path
 
 import pytest
-from swebox.envs.tasks import Task, TaskError
+from swebox.envs.tasks import Task, TaskError, load
 from swebox.envs.tasks.graders import log_parsers, swebench_harness
 from swebox.envs.tasks.graders.log_confirm import PREFIX, named_python, needed, runner_task
 from swebox.envs.tasks.graders.report import GradeReport
@@ -97,3 +100,13 @@ def test_the_rerun_is_the_f2p_files_under_the_named_python():
     assert rerun.all_test_files() == ("tests/test_ops.py", "tests/test_spaces.py")
     assert rerun.test_cmd == "/venv/bin/python -m pytest" and rerun.pytest_options == []
     assert PREFIX.endswith(": ")
+
+
+def test_verified_rows_are_confirmed_but_django_sympy_and_pytest_s_own():
+    verified = Path(os.environ.get("SWEBOX_VERIFIED_PARQUET", "/work/shared/data/swe-bench-verified.parquet"))
+    if not verified.exists():
+        pytest.skip("needs the Verified parquet")
+    modes = Counter((t.repo, t.confirm_mode) for t in load(verified))
+    off = {repo for repo, mode in modes if mode == "off"}
+    assert off == {"django/django", "sympy/sympy", "pytest-dev/pytest"}, modes
+    assert sum(n for (_, mode), n in modes.items() if mode == "runner") == 500 - 231 - 75 - 19
