@@ -30,7 +30,8 @@ What runs, all through the JUnit grader's own steps (:mod:`swebox.envs.tasks.gra
    verdict of the harness's rule; it removes what only the log said.
 
 Anything else (an F2P test failing there, tampering, no verdict, a crash, a timeout) is reward 0 with the reason
-in ``errors`` or ``tampered`` (each entry starting with :data:`PREFIX`) and ``GradeReport.confirm == 'failed'``.
+in ``errors`` or ``tampered`` (each entry starting with :data:`PREFIX`) and ``GradeReport.confirm`` 'failed'
+('unfinished' when the rerun left no signed verdict or timed out: like such a JUnit grade, it is not memoised).
 The PASS_TO_PASS tests are not run again (the cost): their results stay the log's.
 """
 
@@ -140,6 +141,10 @@ def _fold(task: Task, report: GradeReport, found: GradeReport) -> None:
             problems.append(PREFIX + f"F2P test {test_id} is {status} there (the log's status: {said})")
     report.errors += problems
     report.tampered += tampered
-    report.confirm = "failed" if problems or tampered else "confirmed"
-    if report.confirm == "failed":
+    report.timed_out = report.timed_out or found.timed_out
+    if found.verdict != "ok" or found.timed_out:  # no whole run to judge by (as under the JUnit grader)
+        report.confirm = "unfinished"
+    else:
+        report.confirm = "failed" if problems or tampered else "confirmed"
+    if report.confirm != "confirmed":
         report.resolved, report.reward = False, 0.0
