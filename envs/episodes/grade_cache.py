@@ -72,7 +72,10 @@ def cacheable(report: GradeReport) -> bool:
         return False
     if not report.applied:  # git apply's refusal depends only on the diff and the layers
         return True
-    # the grader read a whole run: the monitor's signed verdict (junit) or a finished, parsed log (log)
+    # the grader read a whole run: the monitor's signed verdict (junit) or a finished, parsed log (log), and
+    # the log verdict's confirmation, when it ran, had one too
+    if report.confirm == "unfinished":
+        return False
     return (report.log_status if report.log_status else report.verdict) == "ok"
 
 

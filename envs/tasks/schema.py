@@ -38,6 +38,8 @@ LIST_FIELDS = _LIST_FIELDS
 """The fields that hold lists of strings (a loaded row may give them as a JSON string of one)."""
 _ID = re.compile(r"^[^\s/]+$")
 GRADERS = ("junit", "log", "harbor")
+CONFIRMS = ("", "runner", "off")
+"""Task.confirm values: '' (the default rule), 'runner', 'off'."""
 LANGUAGES = frozenset({"python", "javascript", "typescript", "go", "rust", "java", "c", "cpp"})
 """Task.language values swebox grades: Python with either grader; the others from their test log (grader='log':
 SWE-bench's JavaScript, Go, Rust, Java and C/C++ parsers read their runners' logs; swebox's JUnit runner is
@@ -100,6 +102,13 @@ class Task:
     eval_commands: tuple[str, ...] = ()
     """With grader='log': shell commands run in /testbed before test_cmd at grading (SWE-bench specs'
     eval_commands, e.g. locale exports)."""
+    confirm: str = ""
+    """With grader='log': how a resolved log verdict is confirmed. 'runner': the FAIL_TO_PASS tests run again
+    in a fresh sandbox under swebox's pytest runner (the JUnit grader's path: pinned report channel, watchdog,
+    canaries) and must not fail there, which closes the log's targeted gap (docs/tasks.md); 'off': the log
+    alone decides. '' (the default) follows the rule of ``log_parsers.default_confirm``: 'runner' for a
+    pytest-family parser, 'off' for the others and for pytest-dev/pytest (see ``confirm_mode``). Part of the
+    record, fixed before any agent acts; never switched at grading time. '' with 'junit' and 'harbor'."""
     expected_status: dict[str, str] = field(default_factory=dict)
     """Test id -> status it must end with (R2E-Gym's expected_output_json, FAILED ones included); when
     non-empty, resolved also needs every one to match."""
@@ -124,7 +133,8 @@ class Task:
                 raise _fail(name, "non-empty strings only", value, "Remove empty or non-string entries.")
             setattr(self, name, tuple(value))
         text_fields = [f for f in SWEBENCH_FIELDS if f not in _LIST_FIELDS]
-        for name in (*text_fields, "task_layer_key", "bug_patch", "test_cmd", "grader", "log_parser", "language"):
+        strings = ("task_layer_key", "bug_patch", "test_cmd", "grader", "log_parser", "confirm", "language")
+        for name in (*text_fields, *strings):
             if not isinstance(getattr(self, name), str):
                 raise _fail(name, "a string", getattr(self, name), "Convert the value to a string.")
         if not _ID.match(self.instance_id):
@@ -222,6 +232,7 @@ class Task:
                     self.test_cmd,
                     "With grader='log' it is SWE-bench's test command with the test directives appended.",
                 )
+        self._check_confirm()
         if not isinstance(self.expected_status, dict):
             raise _fail(
                 "expected_status",
@@ -240,6 +251,26 @@ class Task:
                 f"non-empty test ids mapped to one of {list(log_parsers.STATUS_NAMES)}",
                 bad,
                 "Write statuses as R2E-Gym does (PASSED, FAILED, ...) or swebox's (passed, ...).",
+            )
+
+    def _check_confirm(self) -> None:
+        from swebox.envs.tasks.graders import log_parsers
+
+        if self.confirm not in CONFIRMS:
+            raise _fail("confirm", f"one of {list(CONFIRMS)}", self.confirm, "Use '' for the default rule.")
+        if self.confirm and self.grader != "log":
+            raise _fail(
+                "confirm",
+                f"'' with grader={self.grader!r}",
+                self.confirm,
+                "Only a log-graded task's verdict is confirmed (the JUnit grader runs swebox's runner already).",
+            )
+        if self.confirm == "runner" and self.log_parser not in log_parsers.PYTEST_FAMILY:
+            raise _fail(
+                "confirm",
+                f"'off' or '' for log parser {self.log_parser!r}",
+                self.confirm,
+                "The confirmation reruns pytest; only a pytest-family log (log_parsers.PYTEST_FAMILY) can have it.",
             )
 
     def _check_test_cmd(self) -> None:
@@ -261,6 +292,18 @@ class Task:
     def env_key(self) -> str:
         """The env layer's cache key ('' while env is unknown)."""
         return self.env.key() if self.env is not None else ""
+
+    @property
+    def confirm_mode(self) -> str:
+        """'runner' when a resolved log verdict is confirmed under swebox's runner, else 'off' (junit and
+        harbor tasks: 'off'; they have nothing to confirm)."""
+        if self.grader != "log":
+            return "off"
+        if self.confirm:
+            return self.confirm
+        from swebox.envs.tasks.graders import log_parsers
+
+        return log_parsers.default_confirm(self.log_parser)
 
     @property
     def python(self) -> str:

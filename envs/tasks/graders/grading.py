@@ -24,7 +24,9 @@ The shared steps (any grader kind): :func:`apply_agent_diff`, :func:`restore_pro
    clean and every P2P passed, else 0.
 
 Steps 1-3 are shared by every grader kind. Tasks with ``grader='log'`` (the SWE-bench family) replace steps
-4-5 with the repository's test command read by SWE-bench's log parser (:mod:`swebox.envs.tasks.graders.log_grading`).
+4-5 with the repository's test command read by SWE-bench's log parser (:mod:`swebox.envs.tasks.graders.log_grading`);
+a log verdict that earns a reward is then confirmed, when ``Task.confirm_mode`` says 'runner', by steps 1-5 once
+more for the F2P tests in a second fresh sandbox (:mod:`swebox.envs.tasks.graders.log_confirm`).
 A non-empty ``Task.expected_status`` must match in both. Tasks with ``grader='harbor'`` (Harbor task folders)
 replace them with the task's ``tests/test.sh`` and the reward file it writes
 (:mod:`swebox.envs.tasks.harbor_format.verify`).
@@ -296,7 +298,20 @@ def grade(
             harbor_verify.score(report, harbor_reward)
         elif task.grader == "log":
             log_grading.score(task, report, status_map)
+            _confirm(task, agent_diff or "", report, layers=list(layers), policy=policy, timeout=timeout)
         else:
             score(task, report, results)
     report.durations["total"] = time.monotonic() - started
     return report
+
+
+def _confirm(
+    task: Task, agent_diff: str, report: GradeReport, *, layers: list, policy: SandboxPolicy, timeout: float
+) -> None:
+    """A log verdict that earned a reward, confirmed under the runner when the task says so (log_confirm.py)."""
+    from swebox.envs.tasks.graders import log_confirm  # it builds on this module's steps
+
+    if log_confirm.needed(task, report):
+        log_confirm.confirm(task, agent_diff, report, layers=layers, policy=policy, timeout=timeout)
+    elif report.reward > 0:
+        report.confirm = "off"

@@ -28,9 +28,13 @@ restored test files and ``test_patch`` come first, as for the JUnit grader. Then
 A log is text the code under test can print to, as under the official harness. What swebox adds: the agent
 cannot change the tests, their configuration, the environment or the command that runs them; it cannot
 rewrite the log after the fact, fake the run's end, make every test pass unseen (the canaries) or print a
-pass after pytest's failure. What it can still do is patch pytest's result for the task's own tests only,
-leaving the canaries honest: no swebox code runs inside the repository's test command to see that (the
-JUnit grader's watchdog does); see docs/tasks.md.
+pass after pytest's failure. What the log alone cannot show is targeted forging: code under test that turns
+only the task's own failing tests into passes inside the command (pytest's report patched, or an fd-level
+filter on the log's pipe), leaving the canaries honest. For pytest-family logs (``Task.confirm_mode ==
+'runner'``) a verdict that earns a reward is therefore confirmed by running the F2P tests again under swebox's
+runner, whose channel is pinned and whose watchdog sees report patching (:mod:`.log_confirm`, called by
+:func:`swebox.envs.tasks.graders.grading.grade` after :func:`score`). Django's, sympy's, the JavaScript, Go,
+Rust and C/C++ logs, pytest-dev/pytest's rows and tasks with ``confirm='off'`` keep the gap; see docs/tasks.md.
 """
 
 from __future__ import annotations

@@ -41,6 +41,36 @@ JS_PARSERS = {
 parsers of one output format each (TAP from node --test/tape/node-tap, jest's verbose, vitest's, karma's)."""
 NEEDS_INSTANCE = {"immutable-js/immutable-js": "its SWE-bench parser picks a log format by the instance id"}
 """JavaScript repository keys left out: their parser reads SWE-bench's TestSpec, which a Task does not carry."""
+PYTEST_FAMILY = frozenset(
+    {
+        PYTEST,
+        "astropy/astropy",
+        "marshmallow-code/marshmallow",
+        "matplotlib/matplotlib",
+        "mwaskom/seaborn",
+        "pallets/flask",
+        "psf/requests",
+        "pvlib/pvlib-python",
+        "pydata/xarray",
+        "pydicom/pydicom",
+        "pylint-dev/astroid",
+        "pylint-dev/pylint",
+        "pytest-dev/pytest",
+        "pyvista/pyvista",
+        "scikit-learn/scikit-learn",
+        "sphinx-doc/sphinx",
+        "sqlfluff/sqlfluff",
+    }
+)
+"""Parser names whose logs are pytest's ``-rA`` output: 'pytest' and every repository key of SWE-bench's
+``MAP_REPO_TO_PARSER_PY`` but Django's and sympy's (their own runners). Written out, not read from swebench, so
+that a task's ``Task.confirm_mode`` is fixed by the record alone (tests/envs/tasks/graders/test_log_confirm.py
+checks it against the installed swebench)."""
+RUNNER_UNFIT = {
+    "pytest-dev/pytest": "the repository under test is pytest itself, which swebox's runner hosts and watches"
+}
+"""Pytest-family parsers whose repositories swebox's pytest runner cannot run, with the reason: their tasks'
+``confirm`` defaults to 'off' (the log grader's targeted gap stays open for them; docs/tasks.md)."""
 STATUS_NAMES = {"PASSED": "passed", "FAILED": "failed", "ERROR": "error", "SKIPPED": "skipped", "XFAIL": "xfailed"}
 """SWE-bench's TestStatus values -> swebox's statuses (grading.TestOutcome.status)."""
 _REPO = re.compile(r"^[\w.-]+/[\w.-]+$")
@@ -48,6 +78,12 @@ _REPO = re.compile(r"^[\w.-]+/[\w.-]+$")
 # (pytest, matplotlib, seaborn, sphinx, ...), unittest verbosity 2 (Django), sympy's bin/test, go test -v,
 # cargo test and TAP.
 _PROBES = ("PASSED {id}", "{id} ... ok", "{id} ok", "--- PASS: {id} (0.00s)", "test {id} ... ok", "ok 1 {id}")
+
+
+def default_confirm(log_parser: str) -> str:
+    """``Task.confirm``'s rule for a log-graded task: 'runner' for a pytest-family parser whose repository the
+    runner can run, else 'off' (Django's, sympy's, the JavaScript, Go, Rust and C parsers: no pytest to rerun)."""
+    return "runner" if log_parser in PYTEST_FAMILY and log_parser not in RUNNER_UNFIT else "off"
 
 
 class UnparsableLog(ValueError):

@@ -176,10 +176,11 @@ def layer_record(layer: Any) -> dict[str, Any]:
 
 
 def grader_record(task: Task) -> dict[str, Any]:
-    """The grader: its kind, swebox's version, and for log graders swebench's version and the parser."""
+    """The grader: its kind, swebox's version, and for log graders swebench's version, the parser and whether a
+    rewarded log verdict is confirmed under swebox's runner (``Task.confirm_mode``)."""
     out: dict[str, Any] = {"kind": task.grader, "swebox": swebox_version()}
     if task.grader == "log":
-        out.update(swebench=_version("swebench"), log_parser=task.log_parser)
+        out.update(swebench=_version("swebench"), log_parser=task.log_parser, confirm=task.confirm_mode)
     return out
 
 

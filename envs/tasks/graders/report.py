@@ -73,11 +73,19 @@ class GradeReport:
     log_status: str = ""
     """ok | unfinished (no end marker) | no-results (the parser found no test) | unparsable (the parser raised
     on the log) (grader 'log')."""
+    confirm: str = ""
+    """The log verdict's confirmation under swebox's runner (grader 'log', ``Task.confirm_mode``): '' (not
+    run: another grader, or the log verdict earned nothing) | 'off' (the task opts out; the log alone decided)
+    | 'confirmed' (no F2P test failed under the runner, in a clean signed run) | 'failed' (a signed run of the
+    runner disagreed or saw tampering) | 'unfinished' (the rerun left no signed verdict or timed out). Both
+    of the last give reward 0, the reason in ``errors`` or ``tampered`` (entries start 'confirm under the
+    runner:')."""
     rewritten: dict[str, int] = field(default_factory=dict)
     """The rewritten-test cache in this grade (rewrite_cache): ``entries`` given to pytest, of which
     ``compiled`` were compiled now (the rest were cached); empty when the cache was off."""
     durations: dict[str, float] = field(default_factory=dict)
-    """Seconds per phase: start, apply, rewrite (the rewritten-test cache), tests, total."""
+    """Seconds per phase: start, apply, rewrite (the rewritten-test cache), tests, confirm (the log verdict's
+    confirmation, its own sandbox included), total."""
     output_tail: str = ""
     """The end of pytest's terminal output, for humans; never used for the verdict."""
     usage: dict[str, Any] = field(default_factory=dict)

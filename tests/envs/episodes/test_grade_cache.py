@@ -78,6 +78,9 @@ def test_timing_dependent_verdicts_are_not_kept():
     assert cacheable(GradeReport("t", applied=False, apply_error="corrupt patch"))
     assert not cacheable(GradeReport("t", applied=True, verdict="ok", timed_out=True))
     assert not cacheable(GradeReport("t", applied=True, verdict="missing"))
+    # a log grade: its confirmation under the runner must have had a whole run too (log_confirm.py)
+    assert cacheable(GradeReport("t", applied=True, log_status="ok", confirm="failed"))
+    assert not cacheable(GradeReport("t", applied=True, log_status="ok", confirm="unfinished"))
     cache, runs = GradeCache(), []
 
     def timed_out() -> GradeReport:

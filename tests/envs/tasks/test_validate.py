@@ -8,8 +8,11 @@ import json
 
 from swebox.envs.cache.spec import EnvSpec
 from swebox.envs.tasks import save_jsonl
-from swebox.envs.tasks.validate import StoreLayers, summary, validate, validate_task
+from swebox.envs.tasks.validate import CONFIRM_ONLY, StoreLayers, summary, validate, validate_task
 from swebox.scripts.tasks_cli import add_arguments
+
+from tests.calc import calc_log_task
+from tests.envs.tasks.graders.test_grading_tamper import new_file
 
 
 def run_cli(argv: list[str]) -> int:
@@ -61,6 +64,38 @@ def test_validate_table_summary_and_exit_codes(tmp_path, calc_layer, calc_task, 
     assert [r["passed"] for r in rows] == [True, False, False] and rows[0]["gold"]["resolved"] is True
     assert run_cli(["validate", str(tmp_path / "good.jsonl"), "--layers", str(root), "--jobs", "0"]) == 2
     assert "--jobs: expected a number >= 1; found 0" in capsys.readouterr().err
+
+
+# A hidden test that needs what only the log run's eval_commands give (an exported variable): the log grader's
+# run passes it with the gold patch, swebox's runner (env -i, no eval_commands) does not.
+MODE_TEST = (
+    "import os\n\nfrom calc.ops import add\n\n\ndef test_add_in_mode():\n"
+    "    assert os.environ.get('CALC_MODE') == 'exact' and add(2, 3) == 5\n"
+)
+
+
+def test_gold_failing_only_at_the_confirmation_is_named_with_the_fix(tmp_path, calc_layer, calc_task, capsys):
+    env = EnvSpec(source="/srv/calc", commit="abcdef1")
+    task = dataclasses.replace(
+        calc_log_task(dataclasses.replace(calc_task, env=env)),
+        instance_id="calc-mode",
+        eval_commands=("export CALC_MODE=exact",),
+        test_patch=new_file("tests/test_mode.py", MODE_TEST),
+        test_cmd="/venv/bin/python -m pytest -rA --tb=no -p no:cacheprovider -o addopts= tests/test_ops.py "
+        "tests/test_mode.py",
+        FAIL_TO_PASS=(*calc_task.FAIL_TO_PASS, "tests/test_mode.py::test_add_in_mode"),
+    )
+    assert task.confirm_mode == "runner"
+    root = layer_root(tmp_path, calc_layer, env)
+    save_jsonl([task], tmp_path / "mode.jsonl")
+    assert run_cli(["validate", str(tmp_path / "mode.jsonl"), "--layers", str(root)]) == 1
+    line = capsys.readouterr().out.splitlines()[1]
+    assert CONFIRM_ONLY in line, line
+    assert "F2P test tests/test_mode.py::test_add_in_mode is failed there" in line, line
+    # the opt-out the message names: the log alone decides, gold resolves and the empty diff does not
+    save_jsonl([dataclasses.replace(task, confirm="off")], tmp_path / "off.jsonl")
+    assert run_cli(["validate", str(tmp_path / "off.jsonl"), "--layers", str(root)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "1 passed, 0 failed"
 
 
 def test_missing_layers_and_bad_files_fail_clearly(tmp_path, calc_task, capsys):

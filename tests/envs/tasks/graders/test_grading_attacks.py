@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import pytest
 from swebox.envs.tasks.graders.grading import grade
+from swebox.envs.tasks.graders.log_confirm import PREFIX as CONFIRM
 
 from tests.envs.tasks.graders.test_grading_tamper import (
     PASS_ALL_CONFTEST,
@@ -101,8 +102,8 @@ NEUTRALISE_WATCHDOG_THEN_PATCH = (
     "    if hasattr(_main, _name):\n"
     "        getattr(_main, _name).check = lambda self: []\n" + forged_reports()
 )
-# Targeted: only the task's failing test is forged (the canaries stay honest), after switching the checks
-# off by name in the runner's module.
+# Targeted: only the task's failing tests are forged (the canaries stay honest), after switching the checks
+# off by name in the runner's module (calc's test_add; the log task's test patch adds a second F2P test).
 TARGETED_WITH_CHECKS_OFF = (
     "import sys\n"
     "_main = sys.modules.get('__main__')\n"
@@ -111,7 +112,7 @@ TARGETED_WITH_CHECKS_OFF = (
     "        setattr(_main, _n, lambda *a, **k: [] if _n != '_critical_objects' else {})\n"
     "for _cls in ('Watchdog', 'Reporter'):\n"
     "    if hasattr(_main, _cls):\n"
-    "        getattr(_main, _cls).check = lambda self: []\n" + forged_reports("test_add")
+    "        getattr(_main, _cls).check = lambda self: []\n" + forged_reports("test_add", "test_add_ids[one plus two]")
 )
 # A hook compiled with a file name ending in conftest.py (the old origin check trusted the name).
 HOOK_NAMED_CONFTEST = (
@@ -173,15 +174,14 @@ LOG_CANARY = "canary test tests/test_"
 # The log grader runs the repository's own command: no swebox code is in the tested process, so nothing
 # watches pytest from inside (the JUnit grader's watchdog). A forger that singles out the task's failing
 # test by patching pytest's reports, leaving the canaries honest, prints a genuine-looking log (the official
-# harness believes it too): test_add is reported passed and nothing notices. A known gap, documented in
-# docs/tasks.md ("What the log grader can and cannot guarantee"); strict xfail, so that a fix shows here.
+# harness believes it too): test_add is reported passed in the log. The confirmation (log_confirm.py: the F2P
+# tests again under swebox's runner, for pytest-family logs) is what catches it; docs/tasks.md ("What the log
+# grader can and cannot guarantee").
 LOG_GAP = "targeted forging with the checks switched off"
 
 
 @pytest.mark.parametrize("name", sorted(FORGERS))
-def test_code_under_test_cannot_forge_the_verdict(request, calc_layer, graded_task, name):
-    if graded_task.grader == "log" and name == LOG_GAP:
-        request.applymarker(pytest.mark.xfail(strict=True, reason="the log grader's known gap (LOG_GAP above)"))
+def test_code_under_test_cannot_forge_the_verdict(calc_layer, graded_task, name):
     report = grade(graded_task, new_file_over_empty("calc/__init__.py", FORGERS[name]), layers=[calc_layer])
     assert report.applied and report.dropped == [], report.to_dict()
     # either the forgery changed nothing the verdict sees (the test still fails), or it fooled pytest's own
@@ -189,6 +189,9 @@ def test_code_under_test_cannot_forge_the_verdict(request, calc_layer, graded_ta
     fooled = F2P not in report.tests or report.tests[F2P].status != "failed"
     assert not fooled or report.errors or report.tampered, report.to_dict()
     _no_reward(report)
+    if graded_task.grader == "log" and name == LOG_GAP:  # the log believed it; the runner's rerun did not
+        assert report.tests[F2P].status == "passed" and report.confirm == "failed", report.to_dict()
+        assert CONFIRM + "replaced: _pytest.reports.TestReport.from_item_and_call" in report.tampered, report.tampered
 
 
 def test_forging_all_reports_passed_is_caught_by_the_canaries(calc_layer, graded_task):
@@ -210,7 +213,7 @@ def test_a_hook_compiled_under_a_conftest_name_is_seen_by_the_watchdog(calc_laye
     _no_reward(report)
 
 
-# junit only: this is the watchdog's own check; the log grader has none (LOG_GAP above)
+# junit only: this is the watchdog's own check; the log run has none (its confirmation runs this one: LOG_GAP above)
 def test_targeted_forging_is_seen_by_the_original_checks(calc_layer, calc_task):
     report = grade(calc_task, new_file_over_empty("calc/__init__.py", TARGETED_WITH_CHECKS_OFF), layers=[calc_layer])
     assert report.tests[F2P].status == "passed" and not any("canary" in t for t in report.tampered)

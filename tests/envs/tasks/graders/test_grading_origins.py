@@ -10,9 +10,10 @@ at run time). Class 2: a hash-based ``.pyc`` written at run time for a test pack
 Class 3: grading files the tested process could read (the monitor's canary statuses, the log grader's
 ``canaries.py``). Class 4: state inside the tested interpreter (the watchdog's reference snapshot refreshed,
 the rewritten-test table pointed at a forged entry, an audit hook swapping a test function's code).
-Class 11: the log grader's targeted gap reached by an fd-level filter of pytest's output (documented), and
-the same filter put on the JUnit grader's report channel (refused: the runner pins it, the monitor checks
-who sent each byte).
+Class 11: the log grader's targeted gap reached by an fd-level filter of pytest's output (caught by the log
+verdict's confirmation under swebox's runner, log_confirm.py; believed with ``confirm='off'``), and the same
+filter put on the JUnit grader's report channel (refused: the runner pins it, the monitor checks who sent
+each byte).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import dataclasses
 
 import pytest
 from swebox.envs.tasks.graders.grading import grade
+from swebox.envs.tasks.graders.log_confirm import PREFIX as CONFIRM
 
 from tests.calc import calc_log_task
 from tests.envs.tasks.graders.test_grading_tamper import forged_reports, new_file, new_file_over_empty
@@ -290,11 +292,12 @@ def test_an_empty_diff_does_not_resolve_with_tests_as_a_package(calc_layer, calc
     assert not report.resolved and report.reward == 0.0 and report.tests[F2P].status == "failed", report.to_dict()
 
 
-# -- class 11: the log grader's targeted gap, reached at the fd level (documented in docs/tasks.md) ----------
+# -- class 11: the log grader's targeted gap, reached at the fd level (docs/tasks.md) -------------------------
 # pytest's fd capture saved the script's stdout pipe before the tests imported calc; every fd on that pipe is
 # replaced by a pipe to a forked filter that turns the task's failing lines into passes. No pytest object is
-# touched, so nothing in the tested process can see it, and the log is what pytest itself printed. The same
-# filter on the JUnit grader's channel is refused (below); why the log's stays open: docs/tasks.md.
+# touched, so nothing in the tested process can see it, and the log is what pytest itself printed. The log
+# verdict's confirmation (the F2P tests again under swebox's runner) does not believe it; the same filter on
+# the JUnit grader's channel is refused (below).
 FD_FILTER = (
     "import os, re\n"
     "_target = os.readlink('/proc/%d/fd/1' % os.getppid())\n"
@@ -327,10 +330,21 @@ FD_FILTER = (
 )
 
 
-@pytest.mark.xfail(strict=True, reason="the log grader's documented targeted gap (docs/tasks.md)")
 def test_an_fd_level_filter_of_the_log_is_caught(calc_layer, calc_task):
     report = grade(calc_log_task(calc_task), new_file_over_empty("calc/__init__.py", FD_FILTER), layers=[calc_layer])
     _unresolved(report)
+    # the filter fooled the log (the F2P test reads as passed) and the runner's rerun says otherwise (the
+    # filter's own doing makes that run incomplete there: pytest exits 2, the F2P tests have no report)
+    assert report.log_status == "ok" and report.tests[F2P].status == "passed", report.to_dict()
+    assert report.confirm == "failed", report.to_dict()
+    assert any(e.startswith(f"{CONFIRM}F2P test {F2P} is ") for e in report.errors), report.errors
+
+
+def test_with_confirm_off_the_fd_filter_is_believed_as_documented(calc_layer, calc_task):
+    # the opt-out is what it says: the log alone decides and the gap is open again (docs/tasks.md)
+    task = dataclasses.replace(calc_log_task(calc_task), confirm="off")
+    report = grade(task, new_file_over_empty("calc/__init__.py", FD_FILTER), layers=[calc_layer])
+    assert report.resolved and report.confirm == "off" and "confirm" not in report.durations, report.to_dict()
 
 
 # -- class 11 through the JUnit grader's own channel: a filter between the runner and the monitor ------------

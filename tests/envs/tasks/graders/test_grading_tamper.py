@@ -27,9 +27,10 @@ PASS_ALL_CONFTEST = (
 )
 
 
-def forged_reports(test: str = "") -> str:
-    """Source that patches pytest's report factory: every report (or only test ``test``'s) says passed."""
-    only = f"    if item.name == {test!r}:\n    " if test else ""
+def forged_reports(*tests: str) -> str:
+    """Source that patches pytest's report factory: every report (or only those of the tests named ``tests``)
+    says passed."""
+    only = f"    if item.name in {tests!r}:\n    " if tests else ""
     return (
         "import _pytest.reports as _r\n"
         "_orig = _r.TestReport.from_item_and_call\n"

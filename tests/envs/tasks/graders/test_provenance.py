@@ -77,6 +77,7 @@ def test_grader_and_policy_records():
         "swebox": metadata.version("swebox"),
         "swebench": metadata.version("swebench"),
         "log_parser": "pytest",
+        "confirm": "runner",
     }
     assert policy_digest(SandboxPolicy()) == policy_digest(SandboxPolicy())
     assert policy_digest(SandboxPolicy(memory_mb=1234)) != policy_digest(SandboxPolicy())
@@ -173,6 +174,7 @@ def test_the_predictions_report_carries_provenance_per_instance(tmp_path, calc_l
         "swebox": metadata.version("swebox"),
         "swebench": metadata.version("swebench"),
         "log_parser": "pytest",
+        "confirm": "runner",
     }
     assert two["dataset"]["row"] == 1 and two["layers"][0]["key"] == env.key()
 
