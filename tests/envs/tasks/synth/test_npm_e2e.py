@@ -255,7 +255,15 @@ def test_multilingual_row_from_the_same_repository_validates(synth):
     """A SWE-bench Multilingual row (SWE-bench's keys only) over minimist's history in a local mirror: the env
     at the clean commit, the start at the synthesised bug; node --test read by the TAP parser."""
     task = synth["tasks"][0]
-    work, setup = _history(synth, "tap")
+    work, _ = _history(synth, "tap")
+    # the env commit keeps tape, the one devDependency the tests require: the synthesised env above already
+    # installed all nine (eslint, nyc, ... hundreds of packages from the registry) with the same npm command;
+    # here it would only download them again (into this row's own store) for a suite that never loads them
+    package = json.loads((work / "package.json").read_text())
+    package["devDependencies"] = {"tape": package["devDependencies"]["tape"]}
+    (work / "package.json").write_text(json.dumps(package, indent=2) + "\n")
+    _git(work, "commit", "-qam", "devDependencies: tape only")
+    setup = _git(work, "rev-parse", "HEAD").strip()
     subprocess.run(["git", "-C", str(work), "apply", "-R"], input=task.patch, text=True, check=True)
     _git(work, "commit", "-qam", "a bug")
     recipe = {
