@@ -195,8 +195,11 @@ def _replace_file(synth, task, path: str, text: str) -> str:
 
 def _multilingual(synth, name: str, work: Path, recipe: dict, row: dict) -> Task:
     """Mirror ``work`` as GitHub's minimistjs/minimist, give ``recipe`` through $SWEBOX_SWE_SPECS, then `swebox
-    cache build` and `swebox tasks validate` the row (gold resolves, empty does not); returns the loaded task."""
+    cache build` and `swebox tasks validate` the row (gold resolves, empty does not); returns the loaded task.
+    The row's env is built into the synthesis's store (its own key: another source and commit), where the node
+    toolchain layer already is: a store of its own would download and build that layer again."""
     root = synth["root"] / name
+    store = synth["out"] / "layers"
     mirror = root / "mirror"
     subprocess.run(["git", "clone", "-q", "--bare", str(work), str(mirror / "minimistjs__minimist.git")], check=True)
     row = {
@@ -216,7 +219,7 @@ def _multilingual(synth, name: str, work: Path, recipe: dict, row: dict) -> Task
         **synth["env"],
         "SWEBOX_SWE_SPECS": str(specs),
         "SWEBOX_GIT_MIRROR": str(mirror),
-        "SWEBOX_LAYER_STORE": str(root / "store"),
+        "SWEBOX_LAYER_STORE": str(store),
     }
     built = _cli(["cache", "build", "--tasks", str(rows)], env)
     assert built.returncode == 0, built.stdout + built.stderr
@@ -231,7 +234,7 @@ def _multilingual(synth, name: str, work: Path, recipe: dict, row: dict) -> Task
             "environment_setup_commit"
         ]
         assert loaded.env.toolchains == ("node",)  # built and graded on the node layer, as synthesis's tasks
-        layers = StoreLayers(root / "store")
+        layers = StoreLayers(store)
         try:  # a diff elsewhere: the bug stays
             wrong = (
                 "diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1,2 @@\n"
@@ -258,7 +261,7 @@ def test_multilingual_row_from_the_same_repository_validates(synth):
     work, _ = _history(synth, "tap")
     # the env commit keeps tape, the one devDependency the tests require: the synthesised env above already
     # installed all nine (eslint, nyc, ... hundreds of packages from the registry) with the same npm command;
-    # here it would only download them again (into this row's own store) for a suite that never loads them
+    # here it would only download them again (into the row's own env layer) for a suite that never loads them
     package = json.loads((work / "package.json").read_text())
     package["devDependencies"] = {"tape": package["devDependencies"]["tape"]}
     (work / "package.json").write_text(json.dumps(package, indent=2) + "\n")
