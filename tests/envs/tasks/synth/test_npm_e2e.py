@@ -21,11 +21,16 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from swebox.envs.cache import LayerStore, copy_layers
+from swebox.envs.cache.toolchains import build_toolchain
 from swebox.envs.tasks import load
 from swebox.envs.tasks.graders.grading import grade
 from swebox.envs.tasks.schema import Task
 from swebox.envs.tasks.synth import npm
+from swebox.envs.tasks.synth.env import LAYERS_DIR
 from swebox.envs.tasks.validate import StoreLayers
+
+from tests.debian_tools import toolchain_store
 
 pytestmark = pytest.mark.e2e
 SPEC = "npm:minimist@1.2.8"
@@ -53,6 +58,10 @@ def synth(tmp_path_factory):
     cache = os.environ.get("SWEBOX_TEST_NPM_CACHE") or "/var/tmp/swebox-test-npm"
     env = {**os.environ, "SWEBOX_NPM_CACHE": cache, "SWEBOX_LAYER_CACHE": str(root / "node")}
     out = root / "out"
+    # the node toolchain layer comes from the suite's shared toolchain store (built there once, by this test or
+    # test_toolchains.py) into the store synthesis builds in; with a key it lacks, synthesis builds it as before
+    shared = LayerStore(toolchain_store())
+    copy_layers(shared, LayerStore(out / LAYERS_DIR), [build_toolchain(shared, "node").key])
     made = _cli(
         [
             "tasks",
