@@ -1,5 +1,5 @@
-"""Fixtures of the whole suite: the calc project's env layer (tests/calc.py), built once per test process, and the
-tiny agent program of the harness tests."""
+"""Fixtures of the whole suite: the env layers of the calc project (tests/calc.py) and of the shapes project
+(tests/trainers/shapes.py), each built once per test process, and the tiny agent program of the harness tests."""
 
 from __future__ import annotations
 
@@ -32,3 +32,35 @@ def tiny_agent_install() -> Iterator[str]:
     os.chmod(Path(folder) / "tiny_agent.py", 0o644)
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def shapes_env(tmp_path_factory):
+    """(env layer, tasks, candidates) of tests/trainers/shapes.py: the env layer is built in a real sandbox, like the
+    cache builder does. Once per test process (it was once per module: six modules built the same layer); no test
+    changes it (sandboxes see layers read-only) or the tasks and candidates (tests copy with dataclasses.replace)."""
+    from swebox.envs.tasks import Task
+
+    from tests.trainers.shapes import BUGGY, ORDER, TESTS, _ops, candidate_diffs
+
+    tmp = tmp_path_factory.mktemp("shapes")
+    candidates = candidate_diffs(tmp)
+    files = {
+        "shapes/__init__.py": "",
+        "shapes/ops.py": _ops({name: b for name, (b, _) in BUGGY.items()}),
+        "tests/test_ops.py": TESTS,
+    }
+    layer = build_env_layer(files, "shapes")
+    tasks = [
+        Task(
+            instance_id=f"shapes-{name}",
+            repo="local/shapes",
+            patch=candidates[name][ORDER[i][0]],
+            problem_statement=f"{name} returns the wrong value.",
+            FAIL_TO_PASS=[f"tests/test_ops.py::test_{name}"],
+            PASS_TO_PASS=["tests/test_ops.py::test_double"],
+        )
+        for i, name in enumerate(BUGGY)
+    ]
+    yield layer, tasks, candidates
+    discard_env_layer(layer)

@@ -1,5 +1,5 @@
 """The shapes fixture project of the learning tests: four buggy functions, K candidate fixes for each, shown in
-ORDER (the fix of task i at position ORDER[i][0]); its env layer is tests/trainers/conftest.py's ``shapes_env``."""
+ORDER (the fix of task i at position ORDER[i][0]); its env layer is tests/conftest.py's ``shapes_env``."""
 
 from __future__ import annotations
 

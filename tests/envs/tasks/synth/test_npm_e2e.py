@@ -21,11 +21,16 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from swebox.envs.cache import LayerStore, copy_layers
+from swebox.envs.cache.toolchains import build_toolchain
 from swebox.envs.tasks import load
 from swebox.envs.tasks.graders.grading import grade
 from swebox.envs.tasks.schema import Task
 from swebox.envs.tasks.synth import npm
+from swebox.envs.tasks.synth.env import LAYERS_DIR
 from swebox.envs.tasks.validate import StoreLayers
+
+from tests.debian_tools import toolchain_store
 
 pytestmark = pytest.mark.e2e
 SPEC = "npm:minimist@1.2.8"
@@ -53,6 +58,10 @@ def synth(tmp_path_factory):
     cache = os.environ.get("SWEBOX_TEST_NPM_CACHE") or "/var/tmp/swebox-test-npm"
     env = {**os.environ, "SWEBOX_NPM_CACHE": cache, "SWEBOX_LAYER_CACHE": str(root / "node")}
     out = root / "out"
+    # the node toolchain layer comes from the suite's shared toolchain store (built there once, by this test or
+    # test_toolchains.py) into the store synthesis builds in; with a key it lacks, synthesis builds it as before
+    shared = LayerStore(toolchain_store())
+    copy_layers(shared, LayerStore(out / LAYERS_DIR), [build_toolchain(shared, "node").key])
     made = _cli(
         [
             "tasks",
@@ -195,8 +204,11 @@ def _replace_file(synth, task, path: str, text: str) -> str:
 
 def _multilingual(synth, name: str, work: Path, recipe: dict, row: dict) -> Task:
     """Mirror ``work`` as GitHub's minimistjs/minimist, give ``recipe`` through $SWEBOX_SWE_SPECS, then `swebox
-    cache build` and `swebox tasks validate` the row (gold resolves, empty does not); returns the loaded task."""
+    cache build` and `swebox tasks validate` the row (gold resolves, empty does not); returns the loaded task.
+    The row's env is built into the synthesis's store (its own key: another source and commit), where the node
+    toolchain layer already is: a store of its own would download and build that layer again."""
     root = synth["root"] / name
+    store = synth["out"] / "layers"
     mirror = root / "mirror"
     subprocess.run(["git", "clone", "-q", "--bare", str(work), str(mirror / "minimistjs__minimist.git")], check=True)
     row = {
@@ -216,7 +228,7 @@ def _multilingual(synth, name: str, work: Path, recipe: dict, row: dict) -> Task
         **synth["env"],
         "SWEBOX_SWE_SPECS": str(specs),
         "SWEBOX_GIT_MIRROR": str(mirror),
-        "SWEBOX_LAYER_STORE": str(root / "store"),
+        "SWEBOX_LAYER_STORE": str(store),
     }
     built = _cli(["cache", "build", "--tasks", str(rows)], env)
     assert built.returncode == 0, built.stdout + built.stderr
@@ -231,7 +243,7 @@ def _multilingual(synth, name: str, work: Path, recipe: dict, row: dict) -> Task
             "environment_setup_commit"
         ]
         assert loaded.env.toolchains == ("node",)  # built and graded on the node layer, as synthesis's tasks
-        layers = StoreLayers(root / "store")
+        layers = StoreLayers(store)
         try:  # a diff elsewhere: the bug stays
             wrong = (
                 "diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1,2 @@\n"
@@ -255,7 +267,15 @@ def test_multilingual_row_from_the_same_repository_validates(synth):
     """A SWE-bench Multilingual row (SWE-bench's keys only) over minimist's history in a local mirror: the env
     at the clean commit, the start at the synthesised bug; node --test read by the TAP parser."""
     task = synth["tasks"][0]
-    work, setup = _history(synth, "tap")
+    work, _ = _history(synth, "tap")
+    # the env commit keeps tape, the one devDependency the tests require: the synthesised env above already
+    # installed all nine (eslint, nyc, ... hundreds of packages from the registry) with the same npm command;
+    # here it would only download them again (into the row's own env layer) for a suite that never loads them
+    package = json.loads((work / "package.json").read_text())
+    package["devDependencies"] = {"tape": package["devDependencies"]["tape"]}
+    (work / "package.json").write_text(json.dumps(package, indent=2) + "\n")
+    _git(work, "commit", "-qam", "devDependencies: tape only")
+    setup = _git(work, "rev-parse", "HEAD").strip()
     subprocess.run(["git", "-C", str(work), "apply", "-R"], input=task.patch, text=True, check=True)
     _git(work, "commit", "-qam", "a bug")
     recipe = {
