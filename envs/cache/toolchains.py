@@ -391,14 +391,21 @@ def env_toolchains(store: LayerStore, env_key: str) -> UnderEnv:
     manifest = store.get(env_key)
     meta = manifest.meta if manifest is not None else {}
     tools = dict(meta.get("toolchains") or {})
-    for name, key in tools.items():
-        if store.get(key) is None:
-            raise ToolchainMissing(
-                f"env layer {env_key}: expected its toolchain layer {key} ({name}) in the store "
-                f"{store.root}; found none. Build it with:\n    swebox cache --store "
-                f"{store.root} toolchain build {name}"
-            )
     python = meta.get("python_layer")  # the builder names the interpreter layer here too (builder._stacked)
+    for name, key in tools.items():
+        if store.get(key) is not None:
+            continue
+        if key == python:  # an interpreter layer: imported from an install, not built from Debian's packages
+            raise ToolchainMissing(
+                f"env layer {env_key}: expected its interpreter layer {key} ({name}) in the store {store.root}; "
+                f"found none. Import the same install again (its key is the hash of the relocated tree), e.g.:"
+                f"\n    swebox cache --store {store.root} python import ~/.pyenv/versions/{name[len('python') :]}.N"
+            )
+        raise ToolchainMissing(
+            f"env layer {env_key}: expected its toolchain layer {key} ({name}) in the store "
+            f"{store.root}; found none. Build it with:\n    swebox cache --store "
+            f"{store.root} toolchain build {name}"
+        )
     return UnderEnv({n: k for n, k in tools.items() if k == python}, {n: k for n, k in tools.items() if k != python})
 
 

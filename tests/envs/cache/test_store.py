@@ -226,3 +226,12 @@ def test_env_toolchains_reads_the_manifest_and_names_a_missing_layer(tmp_path):
     under = env_toolchains(store, "env-py")
     assert under.interpreter == {"python3.9": "python-3.9.18-x"} and under.toolchains == {"node": "toolchain-node-1"}
     assert list(under.layers.items()) == list(tools.items())
+    # a missing interpreter layer is imported, not built: the message says so, not `toolchain build python3.9`
+    with store.lock("env-py-gone"):
+        meta = {"python_layer": "python-3.9.18-gone", "toolchains": {"python3.9": "python-3.9.18-gone"}}
+        store.publish("env-py-gone", make_layer_tree(tmp_path / "env-py-gone"), kind="env", meta=meta)
+    with pytest.raises(
+        ToolchainMissing, match=r"(?s)interpreter layer .* python import ~/.pyenv/versions/3\.9\.N"
+    ) as err:
+        env_toolchains(store, "env-py-gone")
+    assert "toolchain build" not in str(err.value)
