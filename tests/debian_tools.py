@@ -130,3 +130,15 @@ def toolchain_store() -> Path:
     """The toolchain layers' store the tests share ($SWEBOX_TEST_TOOLCHAIN_STORE, default
     /var/tmp/swebox-test-toolchains): content-addressed, so one build serves every test and every checkout."""
     return Path(os.environ.get("SWEBOX_TEST_TOOLCHAIN_STORE") or "/var/tmp/swebox-test-toolchains")
+
+
+def row_store(folder: Path, toolchains: tuple[str, ...]) -> Path:
+    """A layer store of one test's own at ``folder``, holding the toolchain layers ``toolchains`` copied from the
+    shared store (built there once). The rows' env and task layers go here, not into the shared store: their
+    mirrors' commits are made afresh each run, so their keys are new every time and would pile up there."""
+    from swebox.envs.cache import LayerStore, copy_layers
+    from swebox.envs.cache.toolchains import build_toolchain
+
+    shared = LayerStore(toolchain_store())
+    copy_layers(shared, LayerStore(folder), [build_toolchain(shared, name).key for name in toolchains])
+    return folder

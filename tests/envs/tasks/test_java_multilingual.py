@@ -22,7 +22,7 @@ from swebox.envs.tasks.recipes_multilingual import swebench_multilingual_recipe
 from swebox.envs.tasks.schema import TaskError
 from swebox.envs.tasks.validate import StoreLayers
 
-from tests.debian_tools import orig_source, toolchain_store
+from tests.debian_tools import orig_source, row_store
 from tests.envs.tasks.java_rows import F2P, P2P, POOL_PATH, SHA256, java_multilingual_row, make_java_mirror
 
 LOG = Path(__file__).with_name("data") / "maven_commons_cli.log"
@@ -84,7 +84,7 @@ def test_java_row_validates_on_the_jdk_layer(tmp_path, monkeypatch):
     commits = make_java_mirror(source, tmp_path / "mirror")
     row, specs = java_multilingual_row(commits)
     (tmp_path / "specs.json").write_text(json.dumps(specs))
-    store = str(toolchain_store())
+    store = str(row_store(tmp_path / "layers", ("jdk",)))
     env = {
         **os.environ,
         "SWEBOX_GIT_MIRROR": str(tmp_path / "mirror"),

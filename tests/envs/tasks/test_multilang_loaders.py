@@ -20,7 +20,7 @@ from swebox.envs.tasks.graders.grading import grade
 from swebox.envs.tasks.schema import TaskError
 from swebox.envs.tasks.validate import StoreLayers
 
-from tests.debian_tools import toolchain_store
+from tests.debian_tools import row_store
 from tests.envs.tasks.multilang_rows import (
     DT_F2P,
     F2P,
@@ -257,12 +257,14 @@ def test_swe_rebench_v2_cpp_row_is_a_googletest_task_on_the_cc_toolchain():
 
 @pytest.mark.e2e
 @pytest.mark.parametrize(
-    "make_rows", [go_rows, hex_rows, gtest_rows, doctest_rows], ids=["go", "rust", "cpp-gtest", "cpp-doctest"]
+    "make_rows, toolchain",
+    [(go_rows, "go"), (hex_rows, "rust"), (gtest_rows, "cc"), (doctest_rows, "cc")],
+    ids=["go", "rust", "cpp-gtest", "cpp-doctest"],
 )
-def test_rows_of_each_format_validate_on_the_toolchain_layer(tmp_path, make_rows):
+def test_rows_of_each_format_validate_on_the_toolchain_layer(tmp_path, make_rows, toolchain):
     rows, commits, (passes, fails) = make_rows(tmp_path)
     assert commits["wrong"] != commits["fix"]
-    store = str(toolchain_store())
+    store = str(row_store(tmp_path / "layers", (toolchain,)))
     env = {
         **os.environ,
         "SWEBOX_GIT_MIRROR": str(tmp_path / "mirror"),
