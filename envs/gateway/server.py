@@ -107,18 +107,8 @@ class Gateway:
             try:
                 max_tokens = self._budget(body, messages)
             except GatewayRefusal as refusal:
-                self.records.append(
-                    CallRecord(
-                        index,
-                        messages if isinstance(messages, list) else [],
-                        None,
-                        arrived,
-                        0.0,
-                        f"{refusal.kind}: {refusal}",
-                        request,
-                        refusal.limit,
-                    )
-                )
+                listed = messages if isinstance(messages, list) else []
+                self._refused(index, listed, arrived, 0.0, f"{refusal.kind}: {refusal}", request, refusal.limit)
                 raise
             assert isinstance(messages, list)  # _budget refused any other body
             seed = body.get("seed") if isinstance(body.get("seed"), int) else None
@@ -128,35 +118,23 @@ class Gateway:
             try:
                 completion = self.model.complete(messages, max_tokens, seed, request)
             except OverLimit as exc:
-                self.records.append(
-                    CallRecord(
-                        index,
-                        messages,
-                        None,
-                        arrived,
-                        time.monotonic() - t0,
-                        f"limit_exceeded: {exc}",
-                        request,
-                        "model",
-                    )
+                self._refused(
+                    index, messages, arrived, time.monotonic() - t0, f"limit_exceeded: {exc}", request, "model"
                 )
                 raise GatewayRefusal(403, "limit_exceeded", str(exc), "model") from exc
             except Exception as exc:
-                self.records.append(
-                    CallRecord(
-                        index,
-                        messages,
-                        None,
-                        arrived,
-                        time.monotonic() - t0,
-                        f"model_error: {type(exc).__name__}: {exc}",
-                        request,
-                    )
-                )
-                raise GatewayRefusal(500, "model_error", f"the model failed: {type(exc).__name__}: {exc}") from exc
+                what = f"{type(exc).__name__}: {exc}"
+                self._refused(index, messages, arrived, time.monotonic() - t0, f"model_error: {what}", request)
+                raise GatewayRefusal(500, "model_error", f"the model failed: {what}") from exc
             self.tokens_used += len(completion.token_ids)
             self.records.append(CallRecord(index, messages, completion, arrived, time.monotonic() - t0, "", request))
             return completion
+
+    def _refused(
+        self, index: int, messages: list, arrived: float, seconds: float, error: str, request: dict, limit: str = ""
+    ) -> None:
+        """Record a call that got no completion (``error`` says why; ``limit``: the limit that refused it)."""
+        self.records.append(CallRecord(index, messages, None, arrived, seconds, error, request, limit))
 
     def _budget(self, body: Any, messages: Any) -> int:
         if (

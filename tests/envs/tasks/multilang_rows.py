@@ -7,7 +7,10 @@ loader tests and the validate run.
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 from tests.envs.tasks.graders.test_lang_logs import (
@@ -327,3 +330,33 @@ def swe_bench_multilingual_row(c: dict[str, str], language: str) -> tuple[dict, 
         "docker_specs": {"go_version": "1.19"} if go else {"rust_version": "1.63"},
     }
     return row, {repo: {"1.0": spec}}
+
+
+def build_and_validate(folder: Path, rows: list[dict], store: str) -> dict[str, dict]:
+    """``swebox cache build`` then ``swebox tasks validate`` of ``rows`` (in one file: rows of one repository at
+    one commit share what they can), as a user runs them, with the git mirror and the specs file under
+    ``folder``; each must exit 0. Returns validate's JSON report by instance id."""
+    env = {**os.environ, "SWEBOX_GIT_MIRROR": str(folder / "mirror"), "SWEBOX_SWE_SPECS": str(folder / "specs.json")}
+    swebox = [sys.executable, "-m", "swebox.scripts.cli"]
+    rows_file, report = str(folder / "rows.jsonl"), folder / "report.jsonl"
+    Path(rows_file).write_text("".join(json.dumps(row) + "\n" for row in rows))
+    for argv in (
+        ["cache", "--store", store, "build", "--tasks", rows_file],
+        ["tasks", "validate", rows_file, "--layers", store, "--json", str(report)],
+    ):
+        done = subprocess.run([*swebox, *argv], env=env, capture_output=True, text=True, timeout=1800)
+        assert done.returncode == 0, (argv[:2], done.stdout[-3000:] + done.stderr[-2000:])
+    return {r["instance_id"]: r for r in map(json.loads, report.read_text().splitlines())}
+
+
+def grade_from_store(store: str, task, diff: str):
+    """``diff`` graded for ``task`` over the store's layers (the ones validate used)."""
+    from swebox.envs.tasks.graders.grading import grade
+    from swebox.envs.tasks.validate import StoreLayers
+
+    resolve = StoreLayers(store)
+    try:
+        return grade(task, diff, layers=resolve(task), timeout=900)
+    finally:
+        resolve.release(task)
+        resolve.close()

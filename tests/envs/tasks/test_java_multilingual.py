@@ -8,22 +8,18 @@ gold resolved, empty not, a wrong fix not.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from swebox.envs.tasks.adapters import to_task
 from swebox.envs.tasks.graders import lang_parsers
-from swebox.envs.tasks.graders.grading import grade
 from swebox.envs.tasks.graders.log_parsers import parse_log
 from swebox.envs.tasks.recipes_multilingual import swebench_multilingual_recipe
 from swebox.envs.tasks.schema import TaskError
-from swebox.envs.tasks.validate import StoreLayers
 
 from tests.debian_tools import orig_source, row_store
 from tests.envs.tasks.java_rows import F2P, P2P, POOL_PATH, SHA256, java_multilingual_row, make_java_mirror
+from tests.envs.tasks.multilang_rows import build_and_validate, grade_from_store
 
 LOG = Path(__file__).with_name("data") / "maven_commons_cli.log"
 """A real log: the row's ``test_cmd`` (three traced ``mvn test -B -o -Dtest=...`` runs) with its test_patch
@@ -85,41 +81,11 @@ def test_java_row_validates_on_the_jdk_layer(tmp_path, monkeypatch):
     row, specs = java_multilingual_row(commits)
     (tmp_path / "specs.json").write_text(json.dumps(specs))
     store = str(row_store(tmp_path / "layers", ("jdk",)))
-    env = {
-        **os.environ,
-        "SWEBOX_GIT_MIRROR": str(tmp_path / "mirror"),
-        "SWEBOX_SWE_SPECS": str(tmp_path / "specs.json"),
-    }
-    swebox = [sys.executable, "-m", "swebox.scripts.cli"]
-    rows_file = str(tmp_path / "rows.jsonl")
-    Path(rows_file).write_text(json.dumps(row) + "\n")
-    built = subprocess.run(
-        [*swebox, "cache", "--store", store, "build", "--tasks", rows_file],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
-    checked = subprocess.run(
-        [*swebox, "tasks", "validate", rows_file, "--layers", store, "--json", str(tmp_path / "report.jsonl")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-2000:]
-    (report,) = map(json.loads, (tmp_path / "report.jsonl").read_text().splitlines())
+    (report,) = build_and_validate(tmp_path, [row], store).values()
     assert report["passed"] and report["gold"]["resolved"] and not report["empty"]["resolved"], report
     # a wrong fix (quotes stripped around text holding quotes) does not resolve, on the same layers
-    monkeypatch.setenv("SWEBOX_SWE_SPECS", env["SWEBOX_SWE_SPECS"])
-    monkeypatch.setenv("SWEBOX_GIT_MIRROR", env["SWEBOX_GIT_MIRROR"])
-    task = to_task(row)
-    resolve = StoreLayers(store)
-    try:
-        bad = grade(task, commits["wrong"], layers=resolve(task), timeout=900)
-    finally:
-        resolve.release(task)
-        resolve.close()
+    monkeypatch.setenv("SWEBOX_SWE_SPECS", str(tmp_path / "specs.json"))
+    monkeypatch.setenv("SWEBOX_GIT_MIRROR", str(tmp_path / "mirror"))
+    bad = grade_from_store(store, to_task(row), commits["wrong"])
     assert bad.applied and not bad.resolved and bad.tampered == [], (bad.errors, bad.output_tail)
     assert bad.tests[P2P[0]].status == "passed" and bad.tests[F2P[0]].status == "failed"

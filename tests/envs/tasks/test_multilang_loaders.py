@@ -8,17 +8,12 @@ doctest's examples, on the cc toolchain layer).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from swebox.envs.tasks.adapters import detect, to_task
 from swebox.envs.tasks.graders import lang_parsers
-from swebox.envs.tasks.graders.grading import grade
 from swebox.envs.tasks.schema import TaskError
-from swebox.envs.tasks.validate import StoreLayers
 
 from tests.debian_tools import row_store
 from tests.envs.tasks.multilang_rows import (
@@ -26,7 +21,9 @@ from tests.envs.tasks.multilang_rows import (
     F2P,
     GT_F2P,
     P2P,
+    build_and_validate,
     doctest_rebench_row,
+    grade_from_store,
     gtest_rebench_row,
     make_doctest_mirror,
     make_gtest_mirror,
@@ -265,44 +262,14 @@ def test_rows_of_each_format_validate_on_the_toolchain_layer(tmp_path, make_rows
     rows, commits, (passes, fails) = make_rows(tmp_path)
     assert commits["wrong"] != commits["fix"]
     store = str(row_store(tmp_path / "layers", (toolchain,)))
-    env = {
-        **os.environ,
-        "SWEBOX_GIT_MIRROR": str(tmp_path / "mirror"),
-        "SWEBOX_SWE_SPECS": str(tmp_path / "specs.json"),
-    }
-    swebox = [sys.executable, "-m", "swebox.scripts.cli"]
-    # every format's row in one file: one build and one validate run for all of them (rows of one repository
-    # at one commit share what they can), each row still built, graded gold and empty, and reported
-    rows_file = str(tmp_path / "rows.jsonl")
-    Path(rows_file).write_text("".join(json.dumps(row) + "\n" for row in rows.values()))
-    built = subprocess.run(
-        [*swebox, "cache", "--store", store, "build", "--tasks", rows_file],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
-    checked = subprocess.run(
-        [*swebox, "tasks", "validate", rows_file, "--layers", store, "--json", str(tmp_path / "report.jsonl")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-2000:]
-    report = {r["instance_id"]: r for r in map(json.loads, (tmp_path / "report.jsonl").read_text().splitlines())}
+    # every format's row in one file: one build and one validate run for all of them, each row still built,
+    # graded gold and empty, and reported
+    report = build_and_validate(tmp_path, list(rows.values()), store)
     assert sorted(report) == sorted(row["instance_id"] for row in rows.values()), sorted(report)
     for r in report.values():
         assert r["passed"] and r["gold"]["resolved"] and not r["empty"]["resolved"], r
     # a wrong fix does not resolve, on the same layers
-    task = to_task(next(iter(rows.values())))  # the first format's row
-    resolve = StoreLayers(store)
-    try:
-        bad = grade(task, commits["wrong"], layers=resolve(task), timeout=900)
-    finally:
-        resolve.release(task)
-        resolve.close()
+    bad = grade_from_store(store, to_task(next(iter(rows.values()))), commits["wrong"])  # the first format's row
     assert bad.applied and not bad.resolved and bad.tampered == [], (bad.errors, bad.output_tail)
     assert bad.tests[passes].status == "passed" and bad.tests[fails].status == "failed"
 
