@@ -103,16 +103,29 @@ static void become_nsinit(int argc, char **argv, const int *fds, int nfds, int g
     nsinit_main(argc, argv, FIRST_FD + nfds, net >= 0 ? FIRST_FD + nfds + 1 : -1);
 }
 
+static void close_all(const int *fds, int n) {
+    for (int i = 0; i < n; i++) close(fds[i]);
+}
+
+/* Serve one spawn request; the request's fds are ours to close, and are closed before the host hears back: once
+ * a sandbox has started, the zygote holds nothing of it */
 static void spawn(int sock, request_t *r, const int *fds, int nfds) {
     if (!nfds || !r->payload.len) {
+        close_all(fds, nfds);
         reply_error(sock, "spawn: expected a sandbox's command line and its control socket%s", "");
         return;
     }
     int argc;
     char **argv = split_args(&r->payload, &argc);
     int go[2];
-    if (pipe2(go, O_CLOEXEC)) { reply_error(sock, "spawn: pipe failed: %s", strerror(errno)); free(argv); return; }
+    if (pipe2(go, O_CLOEXEC)) {
+        close_all(fds, nfds);
+        reply_error(sock, "spawn: pipe failed: %s", strerror(errno));
+        free(argv);
+        return;
+    }
     pid_t pid = fork();
+    if (pid != 0) close_all(fds, nfds); /* the child has its own copies */
     if (pid < 0) { /* e.g. the host is out of processes: this sandbox fails, the zygote serves on */
         reply_error(sock, "spawn: fork failed: %s", strerror(errno));
     } else if (pid == 0) {
@@ -177,7 +190,6 @@ void zygote_main(int sock) {
         int received[MAX_FDS], n;
         if (read_request_fds(sock, &r, received, MAX_FDS, &n)) _exit(0); /* the host is gone */
         spawn(sock, &r, received, n);
-        for (int i = 0; i < n; i++) close(received[i]);
         free_request(&r);
     }
 }
