@@ -17,7 +17,8 @@ PYTEST_ARGS ?=
 # sandboxes, Ray and subprocesses rather than computing, so a second process fills the idle core. --dist loadfile
 # keeps each test file in one worker, so a module's fixtures (env layers, Ray clusters) are made once.
 PYTEST_WORKERS ?= 2
-PYTEST := RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile
+# --durations: every run's log names its 30 slowest tests, the first place to look when the suite grows past its time
+PYTEST := RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=30
 
 .PHONY: setup system-deps venv lint test test-fast test-under-load test-py312 test-py313 test-pythons test-pythons-ci test-skyrl demo bench clean
 
