@@ -12,7 +12,7 @@ import pytest
 import yaml
 from swebox.envs.cache import EnvSpec
 from swebox.envs.tasks import Task
-from swebox.scripts import demo
+from swebox.scripts import demo, demo_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,7 +49,7 @@ def test_time_summary_means_and_shares():
         },
         {"step": 3, "reward/mean": 1.0},  # a record without timing does not count
     ]
-    out = demo.time_summary(records)
+    out = demo_summary.time_summary(records)
     assert out["timing/step_s"] == 8.0 and out["timing/rollout_s"] == 6.0
     assert out["env/reset_s"] == pytest.approx(0.02)
     # means: generate 2, env 0.5, grade 2 -> rollout other 6 - 4.5 = 1.5
@@ -57,7 +57,7 @@ def test_time_summary_means_and_shares():
     assert out["share/env"] == pytest.approx((0.5 + 2.0) / 8.0)
     assert out["share/generate"] == pytest.approx(2.0 / 8.0)
     assert out["share/update"] == pytest.approx(2.0 / 8.0)
-    assert demo.time_summary([{"step": 1}]) == {}
+    assert demo_summary.time_summary([{"step": 1}]) == {}
 
 
 def summary_of(first: float, last: float) -> dict:
@@ -92,7 +92,7 @@ def summary_of(first: float, last: float) -> dict:
 
 
 def test_summary_markdown_shows_what_it_learnt_stages_step_and_eval():
-    text = demo.summary_markdown(summary_of(0.25, 0.8))
+    text = demo_summary.summary_markdown(summary_of(0.25, 0.8))
     # the project that gave nothing is named with why (it used to read "6 from toolz-1.2.0, voluptuous-0.16.0")
     assert "Tasks: 6 from toolz-1.2.0 (6) (3 for training, 3 held out); a warm start of 90 SFT steps" in text
     assert "then 8 GRPO steps on 1 Ray node(s)" in text
@@ -106,7 +106,7 @@ def test_summary_markdown_shows_what_it_learnt_stages_step_and_eval():
     assert "Environment share of a step (resets + commands + grading): **31%**" in text
     assert "### held-out tasks (never trained on)" in text and "- `reward/resolved_rate`: 0.000" in text
     # a flat curve is said to be flat, never "rises"
-    flat = demo.summary_markdown(summary_of(0.3, 0.4))
+    flat = demo_summary.summary_markdown(summary_of(0.3, 0.4))
     assert "does NOT rise clearly in this run, 0.30 over the first 2 steps -> 0.40" in flat and " rises," not in flat
     assert "This run does not show learning by GRPO" in flat and "the loop learns" not in flat
     assert "The demo shows that the loop learns" in text
@@ -126,9 +126,9 @@ def test_split_tasks_holds_out_the_last_task_of_each_repository():
 
 def test_learning_windows_of_the_reward_curve():
     records = [{"reward/mean": r} for r in (0.1, 0.3, 0.5, 0.6, 0.9, 0.7)] + [{"step": 7}]
-    assert demo.learning(records) == {"first": 0.2, "last": 0.8, "steps": 6.0, "window": 2.0}
-    assert demo.learning([{"reward/mean": 0.5}]) == {"first": 0.5, "last": 0.5, "steps": 1.0, "window": 1.0}
-    assert demo.learning([]) == {}
+    assert demo_summary.learning(records) == {"first": 0.2, "last": 0.8, "steps": 6.0, "window": 2.0}
+    assert demo_summary.learning([{"reward/mean": 0.5}]) == {"first": 0.5, "last": 0.5, "steps": 1.0, "window": 1.0}
+    assert demo_summary.learning([]) == {}
 
 
 def test_project_counts_by_task_id():
