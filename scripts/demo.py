@@ -223,18 +223,13 @@ def log_evaluation(cfg: Any, run_dir: Path, evaluation: dict[str, dict[str, floa
     from swebox.trainers.run.tracking import Tracker
 
     values = {f"eval/{split}/{k.replace('/', '_')}": v for split, m in evaluation.items() for k, v in m.items()}
-    with Tracker(
+    with Tracker.for_run(
+        cfg.logging,
         run_dir,
         {"split": sorted(evaluation)},
-        cfg.logging.project,
-        f"{Path(cfg.logging.run_dir).name}-eval",
-        cfg.logging.wandb,
-        cfg.logging.wandb_entity,
-        cfg.logging.tags,
+        "eval",
+        run_name=f"{Path(cfg.logging.run_dir).name}-eval",
         echo=echo,
-        group=cfg.logging.group,
-        job_type="eval",
-        system=cfg.logging.wandb_system,
     ) as tracker:
         tracker.log(cfg.total_steps, values)
 

@@ -115,20 +115,7 @@ def run_sft(
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(cfg, run_dir / "config.yaml")
     ckpt_dir = Path(cfg.checkpoint.dir or run_dir / "checkpoints")
-    tracker = Tracker(
-        run_dir,
-        to_dict(cfg),
-        cfg.logging.project,
-        cfg.logging.run_name,
-        cfg.logging.wandb,
-        cfg.logging.wandb_entity,
-        cfg.logging.tags,
-        None,
-        echo=echo,
-        group=cfg.logging.group,
-        job_type="sft",
-        system=cfg.logging.wandb_system,
-    )
+    tracker = Tracker.for_run(cfg.logging, run_dir, to_dict(cfg), "sft", echo=echo)
     pad = int(tokenizer.pad_token_id)
     records, step = [], 0
     shown = progress.bar(steps, "sft", "step", cfg.logging.progress)

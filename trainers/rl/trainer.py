@@ -217,19 +217,8 @@ class Trainer:
         self.trajectories = trajectories.TrajectoryWriter(
             self.run_dir, cfg.logging.trajectories_every, cfg.logging.trajectories_keep_last
         )
-        self.tracker = Tracker(
-            self.run_dir,
-            to_dict(cfg),
-            cfg.logging.project,
-            cfg.logging.run_name,
-            cfg.logging.wandb,
-            cfg.logging.wandb_entity,
-            cfg.logging.tags,
-            resume_step,
-            echo=echo,
-            group=cfg.logging.group,
-            job_type="grpo",
-            system=cfg.logging.wandb_system,
+        self.tracker = Tracker.for_run(
+            cfg.logging, self.run_dir, to_dict(cfg), "grpo", resume_step=resume_step, echo=echo
         )
 
     def _resume(self) -> int | None:

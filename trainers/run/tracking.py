@@ -22,9 +22,12 @@ import string
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from swebox.envs.episodes.episode_config import METRIC_NAMES
+
+if TYPE_CHECKING:
+    from .config_infra import LoggingConfig
 
 # The names every training step logs (docs/metrics.md); env/* adds the environment's own metrics.
 STEP_METRICS = (
@@ -146,6 +149,35 @@ class Tracker:
         if self.mode != "disabled":
             self._start_wandb(config, project, run_name or self.run_dir.name, entity, tags, resume_step, echo)
             self._backfill(kept)
+
+    @classmethod
+    def for_run(
+        cls,
+        logging: LoggingConfig,
+        run_dir: str | Path,
+        config: Mapping[str, Any],
+        job_type: str,
+        *,
+        run_name: str = "",
+        resume_step: int | None = None,
+        echo=print,
+    ) -> Tracker:
+        """The tracker of one job of a run (``job_type``: grpo, sft, eval) with the run's ``logging`` settings;
+        ``run_name`` overrides ``logging.run_name``."""
+        return cls(
+            run_dir,
+            config,
+            logging.project,
+            run_name or logging.run_name,
+            logging.wandb,
+            logging.wandb_entity,
+            logging.tags,
+            resume_step,
+            echo=echo,
+            group=logging.group,
+            job_type=job_type,
+            system=logging.wandb_system,
+        )
 
     def _start_wandb(self, config, project, name, entity, tags, resume_step, echo) -> None:
         import wandb
