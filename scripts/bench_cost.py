@@ -20,8 +20,8 @@ import time
 from swebox.envs.episodes.layers_resolver import close_shared_caches
 from swebox.envs.sandbox import Sandbox
 from swebox.envs.sandbox.usage import from_procfs
-from swebox.scripts.bench_grade_cache import GoldBackend
-from swebox.scripts.bench_tasks import add_task_arguments, bench_tasks
+from swebox.scripts.bench_grade_cache import GoldRollouts
+from swebox.scripts.bench_tasks import add_task_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,34 +62,15 @@ class TimedUsage:
 
 
 def run(args: argparse.Namespace) -> int:
-    from swebox.envs.episodes.episode import first_messages
-    from swebox.scripts.eval_policies import gold_replies
-    from swebox.trainers.policy.models import build_builtin_tokenizer
-    from swebox.trainers.rl.rollout import RolloutWorker, prompt_ids, swe_episode_factory
-    from swebox.trainers.run.config import load_config
-
-    tasks, source = bench_tasks(args)
-    tokenizer = build_builtin_tokenizer()
-    base = [
-        "generation.max_context_tokens=65536",
-        "model.max_position_embeddings=65536",
-        "generation.max_new_tokens=16384",
-        "env.max_turns=4",
-        "env.grade_cache=false",
-        f"rollout.max_parallel_episodes={args.parallel}",
-    ]
-    config = load_config(None, base).env.episode()
-    prompts = {tokenizer.decode(prompt_ids(tokenizer, first_messages(t, config))): gold_replies(t) for t in tasks}
+    gold = GoldRollouts(args, "env.grade_cache=false")
+    tasks = gold.tasks
     times: dict[str, list[float]] = {"off": [], "on": []}
     per_episode: list[float] = []
     loads = [os.getloadavg()[0]]
     episodes = len(tasks) * args.group_size
 
     def step(mode: str, timer: TimedUsage) -> float:
-        cfg = load_config(None, [*base, f"env.cost={mode == 'on'}"])
-        worker = RolloutWorker(
-            cfg, swe_episode_factory(cfg, source=source), tokenizer=tokenizer, backend=GoldBackend(tokenizer, prompts)
-        )
+        worker = gold.worker(f"env.cost={mode == 'on'}")
         before = len(timer.calls)
         t0 = time.perf_counter()
         trajs = worker.run(list(tasks), args.group_size)

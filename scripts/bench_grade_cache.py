@@ -50,48 +50,67 @@ class GoldBackend:
         pass
 
 
-def run(args: argparse.Namespace) -> int:
-    from swebox.envs.episodes.episode import first_messages
-    from swebox.scripts.eval_policies import gold_replies
-    from swebox.trainers.policy.models import build_builtin_tokenizer
-    from swebox.trainers.rl.rollout import RolloutWorker, prompt_ids, swe_episode_factory
-    from swebox.trainers.run.config import load_config
+class GoldRollouts:
+    """The trainer's rollout path with the scripted gold policy on the bench's tasks: ``worker(overrides)`` is a
+    fresh ``RolloutWorker`` whose config is the bench's base settings plus ``overrides``."""
 
-    tasks, source = bench_tasks(args)
-    tokenizer = build_builtin_tokenizer()
-    base = [
-        "generation.max_context_tokens=65536",
-        "model.max_position_embeddings=65536",
-        "generation.max_new_tokens=16384",
-        "env.max_turns=4",
-        f"rollout.max_parallel_episodes={args.parallel}",
-    ]
-    config = load_config(None, base).env.episode()
-    prompts = {tokenizer.decode(prompt_ids(tokenizer, first_messages(t, config))): gold_replies(t) for t in tasks}
+    def __init__(self, args: argparse.Namespace, *settings: str) -> None:
+        from swebox.envs.episodes.episode import first_messages
+        from swebox.scripts.eval_policies import gold_replies
+        from swebox.trainers.policy.models import build_builtin_tokenizer
+        from swebox.trainers.rl.rollout import prompt_ids
+        from swebox.trainers.run.config import load_config
+
+        self.tasks, self.source = bench_tasks(args)
+        self.tokenizer = build_builtin_tokenizer()
+        self.base = [
+            "generation.max_context_tokens=65536",
+            "model.max_position_embeddings=65536",
+            "generation.max_new_tokens=16384",
+            "env.max_turns=4",
+            f"rollout.max_parallel_episodes={args.parallel}",
+            *settings,
+        ]
+        config = load_config(None, self.base).env.episode()
+        self.prompts = {
+            self.tokenizer.decode(prompt_ids(self.tokenizer, first_messages(t, config))): gold_replies(t)
+            for t in self.tasks
+        }
+
+    def worker(self, *overrides: str) -> Any:
+        from swebox.trainers.rl.rollout import RolloutWorker, swe_episode_factory
+        from swebox.trainers.run.config import load_config
+
+        cfg = load_config(None, [*self.base, *overrides])
+        return RolloutWorker(
+            cfg,
+            swe_episode_factory(cfg, source=self.source),
+            tokenizer=self.tokenizer,
+            backend=GoldBackend(self.tokenizer, self.prompts),
+        )
+
+
+def run(args: argparse.Namespace) -> int:
+    gold = GoldRollouts(args)
+    tasks = gold.tasks
     times: dict[tuple[str, int], list[float]] = {}
     counts: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
     try:
         for rep in range(args.reps):
             for mode in ("off", "on") if rep % 2 == 0 else ("on", "off"):
-                cfg = load_config(None, [*base, f"env.grade_cache={mode == 'on'}"])
-                worker = RolloutWorker(
-                    cfg,
-                    swe_episode_factory(cfg, source=source),
-                    tokenizer=tokenizer,
-                    backend=GoldBackend(tokenizer, prompts),
-                )
+                worker = gold.worker(f"env.grade_cache={mode == 'on'}")
                 for step in (1, 2):
                     t0 = time.perf_counter()
                     trajs = worker.run(list(tasks), args.group_size)
                     times.setdefault((mode, step), []).append(time.perf_counter() - t0)
-                    if any(t["failed"] for t in trajs):
-                        raise SystemExit(f"a rollout failed: {next(t['error'] for t in trajs if t['failed'])}")
-                    hits = sum(t["metrics"].get("env/grade_cache_hits", 0.0) for t in trajs)
+                    if any(t.failed for t in trajs):
+                        raise SystemExit(f"a rollout failed: {next(t.error for t in trajs if t.failed)}")
+                    hits = sum(t.metrics.get("env/grade_cache_hits", 0.0) for t in trajs)
                     counts.setdefault((mode, step), []).append(
                         (
                             hits,
-                            statistics.mean(t["reward"] for t in trajs),
-                            statistics.mean(t["metrics"].get("env/grade_s", 0.0) for t in trajs),
+                            statistics.mean(t.reward for t in trajs),
+                            statistics.mean(t.metrics.get("env/grade_s", 0.0) for t in trajs),
                         )
                     )
     finally:
