@@ -9,8 +9,8 @@ Go and Rust sets. Each becomes a log-graded task (``grader='log'``) of its langu
   and Rust repositories' scripts run, every test binary run), Java rows ``mvn test`` (or ``./gradlew test``
   for its Gradle repositories) after an install that resolves the build's artifacts, read by its rules
   (:mod:`.graders.lang_parsers`; Java ids are test classes, or Gradle's ``Class > method`` and tasks).
-  The language comes from the row's ``language``/``lang`` column (the
-  per-language files' folder names: go, rust, ...).
+  The language comes from the row's ``language``/``lang`` column (the per-language files' folder names: go,
+  rust, java, ...).
 - SWE-rebench-V2 (nebius): SWE-bench's keys plus ``language``, ``image_name`` and ``install_config``
   ({``test_cmd``, ``log_parser``, ``install``, ``base_image_name``, ``docker_specs``}); the row names its
   test command and its parser (SWE-bench's function names; ``parse_log_pytest`` is swebox's 'pytest').
