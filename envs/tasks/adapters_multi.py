@@ -6,9 +6,11 @@ Go and Rust sets. Each becomes a log-graded task (``grader='log'``) of its langu
   ``f2p_tests, p2p_tests, s2p_tests, n2p_tests, fixed_tests`` ({test: {run, test, fix}} with statuses PASS,
   FAIL, SKIP, NONE). Its harness keeps a test command and a parser per repository class, not in the row;
   here Go rows run ``go test -v -count=1 ./...`` and Rust rows ``cargo test --no-fail-fast`` (what its Go
-  and Rust repositories' scripts run, every test binary run), read by its rules
-  (:mod:`.graders.lang_parsers`). The language comes from the row's ``language``/``lang`` column (the
-  per-language files' folder names: go, rust, ...).
+  and Rust repositories' scripts run, every test binary run), Java rows ``mvn test`` (or ``./gradlew test``
+  for its Gradle repositories) after an install that resolves the build's artifacts, read by its rules
+  (:mod:`.graders.lang_parsers`; Java ids are test classes, or Gradle's ``Class > method`` and tasks).
+  The language comes from the row's ``language``/``lang`` column (the per-language files' folder names: go,
+  rust, java, ...).
 - SWE-rebench-V2 (nebius): SWE-bench's keys plus ``language``, ``image_name`` and ``install_config``
   ({``test_cmd``, ``log_parser``, ``install``, ``base_image_name``, ``docker_specs``}); the row names its
   test command and its parser (SWE-bench's function names; ``parse_log_pytest`` is swebox's 'pytest').
@@ -41,7 +43,37 @@ DEFAULT_TEST_CMD = {"go": "go test -v -count=1 ./...", "rust": "cargo test --no-
 """The test command of a language whose rows do not name one (Multi-SWE-bench's and SWE-smith's Go and Rust).
 ``--no-fail-fast``: cargo otherwise stops at the first test binary with a failure, and the tests of the later
 binaries (the canaries among them) go missing; the verdict of the tests that ran is the same."""
-MSB_PARSER = {"go": lang_parsers.MSB_GO, "rust": lang_parsers.MSB_RUST}
+MSB_PARSER = {"go": lang_parsers.MSB_GO, "rust": lang_parsers.MSB_RUST, "java": lang_parsers.MSB_MAVEN}
+MSB_GRADLE_REPOS = frozenset(
+    {
+        "mockito/mockito",
+        "elastic/logstash",
+        "elastic/elasticsearch",
+        "spotbugs/spotbugs",
+        "ReactiveX/RxJava",
+        "junit-team/junit5",
+        "micronaut-projects/micronaut-core",
+    }
+)
+"""Multi-SWE-bench's Java repositories whose harness class runs ``./gradlew`` (its other Java classes run
+Maven: ``mvn`` or the repository's ``./mvnw``)."""
+MSB_JAVA = {
+    lang_parsers.MSB_MAVEN: (
+        "mvn -B -V --no-transfer-progress test -Dmaven.test.failure.ignore=true -DfailIfNoTests=false",
+        "mvn -B -o -V --no-transfer-progress test -Dsurefire.useFile=false -Dmaven.test.skip=false"
+        " -DfailIfNoTests=false",
+    ),
+    lang_parsers.MSB_GRADLE: ("./gradlew testClasses --no-daemon", "./gradlew test --no-daemon --continue"),
+}
+"""Java parser -> (the env build's install command, the test command): its classes' ``run.sh`` command, Maven
+from the jdk layer for ``./mvnw`` (whose wrapper downloads Maven) and offline (``-o``: the install filled the
+env's Maven repository, from Debian's ``maven-repo`` in the jdk layer first, then Maven Central)."""
+_OFFLINE_HINT = (
+    " || {{ echo 'swebox: the env build of {repo} (a Multi-SWE-bench Java row) could not get its build tool,"
+    " plugins or dependencies: the jdk layer holds only Debian'''s Maven and maven-repo artifacts, the rest"
+    " come from Maven Central or Gradle'''s servers; build this env where they are reachable' >&2; exit 1; }}"
+)
+"""Appended to a Java row's install: the build tool's own error names the artifact; this line says why."""
 SWESMITH_PARSER = {"go": lang_parsers.GO_TEST, "rust": lang_parsers.CARGO}
 _PYTEST_NAMES = {"parse_log_pytest": log_parsers.PYTEST}
 """SWE-rebench-V2's parser names that swebox knows under another name."""
@@ -93,8 +125,14 @@ def from_multi_swe_bench(row: dict[str, Any]) -> dict[str, Any]:
     if lang not in MSB_PARSER:
         raise TaskError(
             f"Task.log_parser: Multi-SWE-bench keeps a parser per {lang} repository in its harness, "
-            f"not in the row; swebox reads its Go and Rust rows only. Found language {lang!r}."
+            f"not in the row; swebox reads its Go, Rust and Java rows only. Found language {lang!r}."
         )
+    parser = MSB_PARSER[lang]
+    test_cmd, install = DEFAULT_TEST_CMD.get(lang, ""), tuple[str, ...]()
+    if lang == "java":
+        parser = lang_parsers.MSB_GRADLE if f"{org}/{name}" in MSB_GRADLE_REPOS else parser
+        build, test_cmd = MSB_JAVA[parser]
+        install = (build + _OFFLINE_HINT.format(repo=f"{org}/{name}"),)
     base = row.get("base") or {}
     if isinstance(base, str):
         base = json.loads(base)
@@ -127,11 +165,11 @@ def from_multi_swe_bench(row: dict[str, Any]) -> dict[str, Any]:
         "FAIL_TO_PASS": f2p,
         "PASS_TO_PASS": p2p,
         "grader": "log",
-        "log_parser": MSB_PARSER[lang],
-        "test_cmd": DEFAULT_TEST_CMD[lang],
+        "log_parser": parser,
+        "test_cmd": test_cmd,
         "metadata": {**extra(row, used), "source": "multi-swe-bench", "number": number},
     }
-    _start(fields, fields["repo"], fields["base_commit"], "", lang, ())
+    _start(fields, fields["repo"], fields["base_commit"], "", lang, install)
     return fields
 
 

@@ -8,8 +8,8 @@ Three naming schemes reach ``Task.log_parser`` for these languages, and all of t
   ('parse_log_gotest', 'parse_log_cargo', 'parse_log_googletest', ...; SWE-rebench-V2's table maps these
   names to functions of the same rules as swebench's);
 - generic names for datasets that name none: 'go_test' (``go test -v``), 'cargo' (``cargo test``),
-  'googletest', and the two Multi-SWE-bench rules (:func:`parse_multi_swe_bench_go`,
-  :func:`parse_multi_swe_bench_rust`), whose harness keeps a parser per repository class rather than a name.
+  'googletest', and Multi-SWE-bench's rules (Go, Rust, and Java's Maven and Gradle ones), whose harness
+  keeps a parser per repository class rather than a name.
 
 The swebench ones are swebench's own functions (:mod:`.swebench_harness`), so a status map is the official
 harness's. A parser takes the log text and returns {test id: SWE-bench status}.
@@ -21,7 +21,7 @@ import functools
 import re
 from collections.abc import Callable
 
-from swebox.envs.tasks.graders import swebench_harness
+from swebox.envs.tasks.graders import java_parsers, swebench_harness
 
 Parser = Callable[[str], dict[str, str]]
 
@@ -44,6 +44,10 @@ MSB_GO = "multi_swe_bench_go"
 """Multi-SWE-bench's Go rule (:func:`parse_multi_swe_bench_go`)."""
 MSB_RUST = "multi_swe_bench_rust"
 """Multi-SWE-bench's Rust rule (:func:`parse_multi_swe_bench_rust`)."""
+MSB_MAVEN = "multi_swe_bench_maven"
+"""Multi-SWE-bench's Maven rule (:func:`.java_parsers.parse_multi_swe_bench_maven`): surefire's class lines."""
+MSB_GRADLE = "multi_swe_bench_gradle"
+"""Multi-SWE-bench's Gradle rule (:func:`.java_parsers.parse_multi_swe_bench_gradle`): ``Class > method``."""
 
 # swebench module -> (language, its repo map's name, the functions it defines that rows may name)
 _MODULES = {
@@ -114,6 +118,9 @@ def parse_multi_swe_bench_rust(log: str) -> dict[str, str]:
 _OWN: dict[str, tuple[str, Parser]] = {
     MSB_GO: ("go", parse_multi_swe_bench_go),
     MSB_RUST: ("rust", parse_multi_swe_bench_rust),
+    MSB_MAVEN: ("java", java_parsers.parse_multi_swe_bench_maven),
+    MSB_GRADLE: ("java", java_parsers.parse_multi_swe_bench_gradle),
+    **{name: ("java", fn) for name, fn in java_parsers.REBENCH.items()},
 }
 
 

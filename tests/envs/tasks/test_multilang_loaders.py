@@ -81,8 +81,8 @@ def test_multi_swe_bench_rows_of_other_languages_fail_clearly():
     row = {**multi_swe_bench_row(fake_commits()), "language": "php"}
     with pytest.raises(TaskError, match="expected one of"):
         to_task(row)
-    row = {**multi_swe_bench_row(fake_commits()), "language": "java"}  # a language swebox has, not MSB's rules
-    with pytest.raises(TaskError, match="parser per java repository"):
+    row = {**multi_swe_bench_row(fake_commits()), "language": "typescript"}  # swebox's, not MSB's rules here
+    with pytest.raises(TaskError, match="parser per typescript repository"):
         to_task(row)
     row = {**multi_swe_bench_row(fake_commits()), "language": "c"}
     with pytest.raises(TaskError, match="parser per c repository"):
