@@ -22,6 +22,9 @@ from swebox.trainers.policy.models import build_builtin_tokenizer
 from swebox.trainers.rl.harness_rollout import PolicyModel, trajectory_of
 from swebox.trainers.rl.rollout import encode, render
 
+from tests.calc import GOLD
+from tests.envs.gateway.tool_script import apply
+
 TOK = build_builtin_tokenizer()
 BASH = {
     "type": "function",
@@ -180,3 +183,56 @@ def test_without_tools_or_with_tool_choice_none_the_reply_is_text():
         out = PolicyModel(Fixed(CALLS), TOK, 64, 4096).complete(CHAT, None, None, request)
         assert out.text == CALLS and out.tool_calls == [] and out.finish_reason == "stop"
         assert "<tools>" not in TOK.decode(out.prompt_ids)
+
+
+def hermes(*commands: str) -> str:
+    """One reply calling ``bash`` once per command, as the template writes calls."""
+    return "\n".join(
+        f'<tool_call>\n{{"name": "bash", "arguments": {json.dumps({"command": c})}}}\n</tool_call>' for c in commands
+    )
+
+
+@pytest.mark.parametrize(
+    "first, resolved",
+    [
+        (hermes(apply(GOLD), "cd /testbed && grep -n 'return a' calc/ops.py"), True),
+        (hermes(apply(GOLD.replace("+    return a + b", "+    return a * b"))), False),
+        ('<tool_call>\n{"name": "bash", "arguments": {"command": "cd /testbed &&', False),  # cut: not a call
+    ],
+)
+def test_a_tool_calling_harness_played_by_the_policy_is_graded_and_becomes_one_trajectory(
+    calc_layer, tiny_agent_install, first, resolved
+):
+    """The tiny agent in its OpenAI tool-calling mode, in a real sandbox on the calc task: the policy's first
+    reply holds its tool calls (or a malformed one), its second none ("Done.": the agent stops)."""
+    from swebox.envs.episodes.episode import EpisodeConfig, SWEEpisode
+    from swebox.envs.episodes.episode_state import StartState
+    from swebox.envs.gateway.harness import HarnessConfig, episode_config
+    from swebox.trainers.rl.harness_rollout import play_harness_episode
+
+    from tests.calc import calc_task
+
+    agent = f"command:TINY_AGENT_TOOLS=1 python3 {tiny_agent_install}/tiny_agent.py"
+    harness = HarnessConfig(harness=agent, install=tiny_agent_install)
+    episode = SWEEpisode(
+        calc_task(), StartState([calc_layer], [calc_layer]), episode_config(EpisodeConfig(time_limit_s=300), harness)
+    )
+    model = PolicyModel(Fixed(first, "Done."), TOK, 512, 4096)
+    try:
+        traj = play_harness_episode(episode, model, TOK, harness, "calc", "calc", seed=1)
+    finally:
+        episode.close()
+    assert not traj.failed, traj.error
+    assert traj.reward == (1.0 if resolved else 0.0) and traj.grade["resolved"] is resolved
+    called = traj.turns[0].get("tool_calls") or []
+    assert len(called) == first.count("</tool_call>")  # every call of the reply ran and is in the turn record
+    if resolved:
+        assert called[0]["observation"].startswith("<returncode>0</returncode>")
+        assert "2:    return a + b" in called[1]["observation"]  # the second call saw the first one's fix
+    if not called:
+        assert "without its </tool_call>" in traj.turns[0]["parse_error"] and traj.num_turns == 1
+    # the calls merged: the sampled ids trained on, exactly as sampled, the tool results not
+    assert traj.metrics["gateway/unmerged_calls"] == 0.0
+    sampled = [i for i, m in zip(traj.response_ids, traj.loss_mask, strict=True) if m]
+    replies = [first, "Done."][: traj.num_turns]
+    assert sampled == [i for text in replies for i in [*encode(TOK, text), TOK.eos_token_id]]
