@@ -33,6 +33,9 @@ class Completion:
     """The tool calls of the reply, in OpenAI's format (``{"id", "type": "function", "function": {"name",
     "arguments": <JSON text>}}``); empty for a text reply. The harness runs them and sends each result back as a
     ``tool`` message naming the call's id."""
+    parse_error: str = ""
+    """Why the sampled text's tool calls were not read (envs/gateway/tool_text.py: malformed JSON, no name, a
+    call cut short), in which case the reply went back as text; '' otherwise."""
 
     def __post_init__(self) -> None:
         if len(self.token_ids) != len(self.logprobs):

@@ -12,6 +12,7 @@ from typing import Any
 
 from swebox.envs.gateway.calls import Completion
 from swebox.envs.gateway.harness import MINI_SUBMIT
+from swebox.envs.gateway.tool_text import template_messages, tools_of
 
 
 def mini_action(command: str, thought: str = "") -> str:
@@ -50,7 +51,9 @@ class ScriptedModel:
         self.calls += 1
         if self.tokenizer is None:
             return Completion(text=text)
-        rendered = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        rendered = self.tokenizer.apply_chat_template(
+            template_messages(messages), tools=tools_of(request), tokenize=False, add_generation_prompt=True
+        )
         prompt = self.tokenizer.encode(rendered, add_special_tokens=False)
         ids = self.tokenizer.encode(text, add_special_tokens=False)
         return Completion(

@@ -81,7 +81,8 @@ def _text(message: dict[str, Any]) -> str:
 
 def turn_records(records: list[CallRecord], findings: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Per answered call, a turn record as the viewer shows it (numbered from 1): the reply, its first action
-    (``action``; ``tool_calls`` holds every tool call of the reply with its result), what the harness sent back,
+    (``action``; ``tool_calls`` holds every tool call of the reply with its result, ``parse_error`` why a reply's
+    tool-call text could not be read), what the harness sent back,
     and (``audit``) the rules of ``findings`` (the episode's audit findings, ``info["audit"]["findings"]``) that
     fired on that turn."""
     out = []
@@ -101,6 +102,8 @@ def turn_records(records: list[CallRecord], findings: list[dict[str, Any]] | Non
             len(completion.token_ids),
             completion.finish_reason,
         )
+        if completion.parse_error:  # the reply's tool calls could not be read: it went back as text
+            record["parse_error"] = completion.parse_error
         if completion.tool_calls:
             record["tool_calls"] = [
                 {**a, "observation": o} for a, o in zip(turn.actions, turn.observations, strict=True)

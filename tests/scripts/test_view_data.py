@@ -136,8 +136,13 @@ def test_a_harness_turn_shows_each_tool_call_with_its_result(tmp_path):
     ]
     turn = {"turn": 1, "text": "", "action": {k: calls[0][k] for k in ("tool", "arguments", "id")}}
     turn.update(observation="<rc>0</rc>\n1234 the fix", exit_code=None, timed_out=False, tool_calls=calls)
-    record = {"step": 1, "index": 0, "task_id": "t", "reward": 0.0, "num_turns": 1, "turns": [turn], "diff": ""}
+    unread = {"turn": 2, "text": "<tool_call>{", "action": None, "observation": "", "exit_code": None}
+    unread.update(timed_out=False, parse_error="tool call 0 is not JSON: Expecting value")
+    record = {"step": 1, "index": 0, "task_id": "t", "reward": 0.0, "num_turns": 2, "turns": [turn, unread]}
+    record["diff"] = ""
     TrajectoryWriter(tmp_path / "run").write(1, [{**record, "reason": "submitted", "prompt": [], "grade": None}])
     page = create_app(tmp_path / "run").test_client().get("/rollout/1/0").get_data(as_text=True)
     assert "tool call 1: <code>bash</code>" in page and "tool call 2: <code>bash</code>" in page
     assert "git log --all" in page and "1234 the fix" in page
+    assert "turn 1: bash &times;2" in page  # the turn list counts the reply's calls
+    assert "turn 2: format error" in page and "tool call 0 is not JSON: Expecting value" in page

@@ -2,8 +2,9 @@
 the learner trains on.
 
 :class:`PolicyModel` is the gateway's :class:`~swebox.envs.gateway.calls.ChatModel` for the policy: the chat
-template turns the harness's messages into prompt ids, the generation backend samples, and the record keeps
-the ids exactly as sampled. :func:`trajectory_of` merges the calls into one trajectory by prefix: call k extends
+template turns the harness's messages (and the request's ``tools``) into prompt ids, the generation backend
+samples, and the record keeps the ids exactly as sampled; a reply's Hermes ``<tool_call>`` blocks go back to
+the harness as OpenAI tool calls (envs/gateway/tool_text.py). :func:`trajectory_of` merges the calls into one trajectory by prefix: call k extends
 call k-1 when its messages are call k-1's, then the assistant reply as the model wrote it, then new messages
 (the harness's observation); the reply keeps its sampled ids (trained on, loss mask 1) and only the new
 messages' rendering is encoded (loss mask 0), as in the text loop. A call that does not extend the chain (a
@@ -15,11 +16,13 @@ from __future__ import annotations
 
 import time
 import traceback
+import uuid
 from typing import Any
 
 from swebox.envs.episodes.episode import SWEEpisode
 from swebox.envs.gateway.calls import CallRecord, ChatModel, Completion, OverLimit
 from swebox.envs.gateway.harness import HarnessConfig, play_harness, turn_records
+from swebox.envs.gateway.tool_text import parse_tool_calls, template_messages, tools_of
 from swebox.trainers.policy.generation import GenerationBackend
 from swebox.trainers.rl.token_episode import Trajectory, encode, render
 
@@ -36,7 +39,10 @@ class PolicyModel:
     def complete(
         self, messages: list[dict[str, Any]], max_tokens: int | None, seed: int | None, request: dict[str, Any]
     ) -> Completion:
-        prompt = encode(self.tokenizer, render(self.tokenizer, _plain(messages), add_generation_prompt=True))
+        tools = tools_of(request)
+        prompt = encode(
+            self.tokenizer, render(self.tokenizer, template_messages(messages), add_generation_prompt=True, tools=tools)
+        )
         room = self.max_context_tokens - len(prompt)
         if room <= 0:
             raise OverLimit(
@@ -44,25 +50,36 @@ class PolicyModel:
             )
         budget = min(self.max_new_tokens, room, max_tokens or self.max_new_tokens)
         out = self.backend.generate([prompt], budget, [seed] if seed is not None else None)[0]
-        return Completion(
-            text=self.tokenizer.decode(out.token_ids, skip_special_tokens=True),
+        text = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
+        completion = Completion(
+            text=text,
             prompt_ids=prompt,
             token_ids=list(out.token_ids),
             logprobs=list(out.logprobs),
             finish_reason=out.finish_reason,
             template=self.tokenizer.chat_template or "",
         )
+        # a reply cut short answers as text (OpenAI's "length"); the sampled ids stay as sampled either way
+        if tools is not None and out.finish_reason == "stop":
+            parsed = parse_tool_calls(text, f"call_{uuid.uuid4().hex[:12]}")
+            completion.parse_error = parsed.error
+            if parsed.tool_calls:
+                completion.text, completion.tool_calls = parsed.content, parsed.tool_calls
+                completion.finish_reason = "tool_calls"
+        return completion
 
 
 def _plain(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """Role and text content only (a list of content parts is joined): what the chat template renders."""
-    plain = []
-    for m in messages:
-        content = m.get("content") or ""
-        if isinstance(content, list):
-            content = "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-        plain.append({"role": str(m["role"]), "content": str(content)})
-    return plain
+    """Role and text content only (a list of content parts is joined): what a text-only server is sent."""
+    return [{"role": m["role"], "content": m["content"]} for m in template_messages(messages)]
+
+
+def _said(completion: Completion) -> dict[str, Any]:
+    """The assistant message a harness sends back for ``completion`` (as chat templates take it)."""
+    message: dict[str, Any] = {"role": "assistant", "content": completion.text}
+    if completion.tool_calls:
+        message["tool_calls"] = completion.tool_calls
+    return template_messages([message])[0]
 
 
 def trajectory_of(records: list[CallRecord], tokenizer: Any, task_id: str, group_id: str) -> tuple[Trajectory, int]:
@@ -72,25 +89,30 @@ def trajectory_of(records: list[CallRecord], tokenizer: Any, task_id: str, group
         return Trajectory(
             task_id, group_id, [], num_turns=len(answered), prompt=_plain(answered[0].messages) if answered else []
         ), len(answered)
-    first, previous_text = answered[0], ""
+    first = answered[0]
+    tools = tools_of(first.request)
     traj = Trajectory(task_id, group_id, list(first.completion.prompt_ids), prompt=_plain(first.messages))
-    history = _plain(first.messages)
-    merged = 0
+    history = template_messages(first.messages)
+    merged, previous = 0, first.completion
     for record in answered:
         completion = record.completion
         if record is not first:
-            messages = _plain(record.messages)
-            said = {"role": "assistant", "content": previous_text}
-            if messages[: len(history) + 1] != [*history, said] or len(messages) == len(history) + 1:
+            messages = template_messages(record.messages)
+            said = _said(previous)
+            if (
+                tools_of(record.request) != tools
+                or messages[: len(history) + 1] != [*history, said]
+                or len(messages) == len(history) + 1
+            ):
                 break
-            before = render(tokenizer, [*history, said], add_generation_prompt=False)
-            after = render(tokenizer, messages, add_generation_prompt=True)
+            before = render(tokenizer, [*history, said], add_generation_prompt=False, tools=tools)
+            after = render(tokenizer, messages, add_generation_prompt=True, tools=tools)
             eos = tokenizer.eos_token
             end = before.rfind(eos)
             if not after.startswith(before) or end < 0:
                 break
             delta = encode(tokenizer, before[end + len(eos) :] + after[len(before) :])
-            if completion.finish_reason != "stop":  # the sampled ids lack the end of turn the template writes
+            if previous.finish_reason == "length":  # the sampled ids lack the end of turn the template writes
                 delta = [int(tokenizer.eos_token_id), *delta]
             traj.response_ids += delta
             traj.loss_mask += [0] * len(delta)
@@ -100,7 +122,7 @@ def trajectory_of(records: list[CallRecord], tokenizer: Any, task_id: str, group
         traj.loss_mask += [1] * len(completion.token_ids)
         traj.old_logprobs += completion.logprobs
         traj.num_turns += 1
-        previous_text = completion.text
+        previous = completion
         merged += 1
     return traj, len(answered) - merged
 

@@ -91,8 +91,16 @@ class Trajectory:
 # ------------------------------------------------------------------------------------- chat-template deltas
 
 
-def render(tokenizer: Any, messages: list[dict[str, str]], add_generation_prompt: bool) -> str:
-    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+def render(
+    tokenizer: Any,
+    messages: list[dict[str, Any]],
+    add_generation_prompt: bool,
+    tools: list[dict[str, Any]] | None = None,
+) -> str:
+    """The chat template applied to ``messages`` (and, for a harness's tool-calling request, its ``tools``)."""
+    return tokenizer.apply_chat_template(
+        messages, tools=tools, tokenize=False, add_generation_prompt=add_generation_prompt
+    )
 
 
 def encode(tokenizer: Any, text: str) -> list[int]:

@@ -256,3 +256,27 @@ def test_sft_trains_on_a_resolved_harness_episode_whose_model_gave_no_token_ids(
     sampled = [i for i, m in zip(kept[0].response_ids, kept[0].loss_mask, strict=True) if m]
     assert TOK.decode(sampled) == TOK.eos_token.join(gold_replies(GOLD)) + TOK.eos_token
     assert TOK.decode(kept[0].prompt_ids) == render(TOK, records[0]["prompt"], add_generation_prompt=True)
+
+
+class CutFirst(Fixed):
+    """As Fixed, but the first reply is cut at its budget: no end of turn sampled, finish_reason "length"."""
+
+    def generate(self, prompts, max_new_tokens, seeds=None):
+        (out,) = super().generate(prompts, max_new_tokens, seeds)
+        if len(self.asked) == 1:
+            return [Generated(out.token_ids[:-1], out.logprobs[:-1], "length")]
+        return [out]
+
+
+def test_a_reply_cut_at_its_budget_gets_the_end_of_turn_the_template_writes_unsampled():
+    model = PolicyModel(CutFirst("ls -la", "cat a.py"), TOK, 32, 4096)
+    first = call(model, 0, [SYSTEM, TASK])
+    assert first.completion.finish_reason == "length" and TOK.eos_token_id not in first.completion.token_ids
+    second = call(
+        model, 1, [SYSTEM, TASK, {"role": "assistant", "content": "ls -la"}, {"role": "user", "content": "a"}]
+    )
+    traj, unmerged = trajectory_of([first, second], TOK, "t", "g")
+    assert unmerged == 0
+    assert traj.prompt_ids + traj.response_ids == second.completion.prompt_ids + second.completion.token_ids
+    at = len(first.completion.token_ids)  # the end of turn after the cut reply: not sampled, not trained on
+    assert traj.response_ids[at] == TOK.eos_token_id and traj.loss_mask[at] == 0
