@@ -249,7 +249,7 @@ def test_background_processes_do_not_survive_reset_or_close(base_layer: Path, wo
     assert _eventually_empty(host_pids_of_sleep_marker)
 
 
-def _eventually(condition, seconds: float = 10.0) -> bool:
+def _eventually(condition, seconds: float = 60.0) -> bool:
     """The condition holds within ``seconds`` (processes start and die asynchronously, slower under load)."""
     deadline = time.monotonic() + seconds
     while not condition():
@@ -259,7 +259,7 @@ def _eventually(condition, seconds: float = 10.0) -> bool:
     return True
 
 
-def _eventually_empty(probe, seconds: float = 10.0) -> bool:
+def _eventually_empty(probe, seconds: float = 60.0) -> bool:
     return _eventually(lambda: not probe(), seconds)
 
 
