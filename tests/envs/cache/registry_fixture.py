@@ -68,11 +68,16 @@ def registry(tmp: Path, auth: str = "", users: dict[str, str] | None = None):
         stderr=open(tmp / "registry.log", "wb"),  # noqa: SIM115
     )
     try:
-        for _ in range(200):
+        # polled until it listens, with a deadline a loaded machine meets (the old 200 tries, ~10 s, then went on
+        # as if it were up, and the tests failed later with "connection refused")
+        deadline = time.monotonic() + 60
+        while True:
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 break
             if proc.poll() is not None:
                 raise RuntimeError(f"docker-registry exited: {(tmp / 'registry.log').read_text()[-2000:]}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"docker-registry did not listen on 127.0.0.1:{port} within 60 s")
             time.sleep(0.05)
         with stack:
             yield f"127.0.0.1:{port}"
