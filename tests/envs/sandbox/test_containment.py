@@ -117,9 +117,11 @@ def test_other_sandboxes_are_unreachable(base_layer: Path, work_root: str):
     policy = SandboxPolicy(work_root=work_root)
     with Sandbox([base_layer], policy) as a, Sandbox([base_layer], policy) as b:
         a.exec("echo from-a > /testbed/a-only; echo tmp-a > /tmp/a-only; nohup sleep 600 >/dev/null 2>&1 &")
+        # a's shell returns once it has forked the sleep, which is a bash, then nohup, until its exec of sleep
+        assert _eventually(lambda: "sleep" in a.exec("ps -eo comm").output.split())
         r = b.exec("ls /testbed/a-only /tmp/a-only 2>&1; pgrep sleep; kill -9 -1; echo end")
         assert "No such file" in r.output and r.output.endswith("end\n")
-        assert "sleep" in a.exec("sleep 0.2; ps -eo comm").output
+        assert "sleep" in a.exec("sleep 0.2; ps -eo comm").output.split()
         assert a.read_file("/testbed/a-only") == b"from-a\n"
 
 
