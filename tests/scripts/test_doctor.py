@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from swebox.scripts import doctor
 
 EXPECTED = [
@@ -32,10 +33,10 @@ def run(env: dict[str, str] | None = None, cwd=None) -> subprocess.CompletedProc
     )
 
 
-def test_doctor_checks_this_machine_one_line_each(tmp_path):
+def test_doctor_checks_this_machine_one_line_each(tmp_path, private_tmp):
     import os
 
-    done = run(cwd=tmp_path)
+    done = run({**os.environ, "TMPDIR": private_tmp}, cwd=tmp_path)
     lines = done.stdout.splitlines()
     assert [line.split(":")[0][6:] for line in lines[:-1]] == EXPECTED, done.stdout
     assert all(line[:6].strip() in ("ok", "warn", "FAIL") for line in lines[:-1])
@@ -46,7 +47,7 @@ def test_doctor_checks_this_machine_one_line_each(tmp_path):
         f"{len(failed)} failed" + (": " + ", ".join(f.split(":")[0][6:] for f in failed) if failed else "")
     )
     assert "Traceback" not in done.stderr
-    assert not [p for p in os.listdir(tempfile_root()) if p.startswith("swebox-doctor-")]
+    assert not [p for p in os.listdir(private_tmp) if p.startswith("swebox-doctor-")]
 
     # git off PATH: FAIL with the fix, exit 1
     no_git = tmp_path / "bin"
@@ -62,10 +63,19 @@ def test_doctor_checks_this_machine_one_line_each(tmp_path):
     assert done.returncode == 1 and "failed: " in last and "git" in last.split("failed: ")[1].split(", "), last
 
 
-def tempfile_root() -> str:
+@pytest.fixture
+def private_tmp():
+    """A temporary folder of this test's own for the doctor's TMPDIR: the machine's /tmp is shared with other
+    test workers, one of which may be running `swebox doctor` (test_documented_commands_run) while this test
+    looks for folders the doctor left behind. Reachable by a sandbox's unprivileged ids, like the /tmp it stands for."""
+    import os
+    import shutil
     import tempfile
 
-    return tempfile.gettempdir()
+    root = tempfile.mkdtemp(prefix="swebox-test-doctortmp-")
+    os.chmod(root, 0o1777)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def test_namespaces_off_is_a_failure_with_its_fix_and_skips_the_sandbox(monkeypatch, capsys):

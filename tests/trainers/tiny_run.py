@@ -36,7 +36,9 @@ SMALL = [
     "generation.max_new_tokens=512",
     "generation.max_context_tokens=4096",
     "env.max_turns=4",
-    "env.command_timeout_s=1",
+    # 3 s: the scripted `sleep 30` times out; every other command (git apply, cat, the submission) must not, also
+    # on a loaded machine, where 1 s was a thin margin and a late `git apply` changed the run's rewards
+    "env.command_timeout_s=3",
     "rollout.group_size=4",
     "optim.micro_batch_size=4",
     "logging.wandb=disabled",

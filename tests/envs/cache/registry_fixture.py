@@ -38,22 +38,19 @@ def registry(tmp: Path, auth: str = "", users: dict[str, str] | None = None):
     """Yields ``127.0.0.1:PORT``. ``auth``: '' (anonymous), 'basic' (htpasswd) or 'token' (bearer tokens from
     a token server that checks ``users``' basic credentials, or hands anonymous tokens when ``users`` is None)."""
     tmp.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    lines = [
-        "version: 0.1",
-        "log: {level: error}",
-        "storage:",
-        f"  filesystem: {{rootdirectory: {tmp / 'storage'}}}",
-        "  delete: {enabled: true}",
-        f"http: {{addr: '127.0.0.1:{port}', secret: test}}",
-    ]
     stack = contextlib.ExitStack()
+    auth_lines = []
     if auth == "basic":
         user, password = next(iter((users or {"user": "secret"}).items()))
-        lines += ["auth:", "  htpasswd:", "    realm: test", f"    path: {htpasswd(tmp / 'htpasswd', user, password)}"]
+        auth_lines = [
+            "auth:",
+            "  htpasswd:",
+            "    realm: test",
+            f"    path: {htpasswd(tmp / 'htpasswd', user, password)}",
+        ]
     elif auth == "token":
         issuer = stack.enter_context(token_server(tmp, users))
-        lines += [
+        auth_lines = [
             "auth:",
             "  token:",
             f"    realm: http://{issuer.address}/token",
@@ -61,24 +58,61 @@ def registry(tmp: Path, auth: str = "", users: dict[str, str] | None = None):
             "    issuer: test-issuer",
             f"    rootcertbundle: {issuer.cert}",
         ]
-    (tmp / "config.yml").write_text("\n".join(lines) + "\n")
-    proc = subprocess.Popen(
-        ["docker-registry", "serve", str(tmp / "config.yml")],
-        stdout=subprocess.DEVNULL,
-        stderr=open(tmp / "registry.log", "wb"),  # noqa: SIM115
-    )
-    try:
-        for _ in range(200):
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+    with stack:
+        # free_port() lets the port go before the registry binds it: on a busy machine another process (a
+        # connection's ephemeral port) can take it meanwhile, and the registry exits; a new port is tried then
+        for _attempt in range(5):
+            port, proc = _start_registry(tmp, free_port(), auth_lines)
+            if proc is not None:
                 break
-            if proc.poll() is not None:
-                raise RuntimeError(f"docker-registry exited: {(tmp / 'registry.log').read_text()[-2000:]}")
-            time.sleep(0.05)
-        with stack:
+        else:
+            raise RuntimeError(f"docker-registry found its port taken 5 times: {_log_tail(tmp)}")
+        try:
             yield f"127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _log_tail(tmp: Path) -> str:
+    return (tmp / "registry.log").read_text()[-2000:]
+
+
+def _start_registry(tmp: Path, port: int, auth_lines: list[str]) -> tuple[int, subprocess.Popen | None]:
+    """Start docker-registry on ``port`` and wait until it listens; None if the port was taken meanwhile."""
+    lines = [
+        "version: 0.1",
+        "log: {level: error}",
+        "storage:",
+        f"  filesystem: {{rootdirectory: {tmp / 'storage'}}}",
+        "  delete: {enabled: true}",
+        f"http: {{addr: '127.0.0.1:{port}', secret: test}}",
+        *auth_lines,
+    ]
+    (tmp / "config.yml").write_text("\n".join(lines) + "\n")
+    with open(tmp / "registry.log", "wb") as log:
+        proc = subprocess.Popen(
+            ["docker-registry", "serve", str(tmp / "config.yml")], stdout=subprocess.DEVNULL, stderr=log
+        )
+    # polled until it listens, with a deadline a loaded machine meets (the old 200 tries, ~10 s, then went on as
+    # if it were up, and the tests failed later with "connection refused")
+    deadline = time.monotonic() + 60
+    while True:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return port, proc
+        if proc.poll() is not None:
+            if "address already in use" in _log_tail(tmp):
+                return port, None
+            raise RuntimeError(f"docker-registry exited: {_log_tail(tmp)}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            raise RuntimeError(f"docker-registry did not listen on 127.0.0.1:{port} within 60 s")
+        time.sleep(0.05)
 
 
 # ---- the token server --------------------------------------------------------------------------------

@@ -26,8 +26,12 @@ def test_concurrent_holders_never_exceed_budget():
     rng = random.Random(7)
     sizes = [rng.randint(1, 60) * 1_000_000 for _ in range(40)]
     lock, current, seen = threading.Lock(), [0], []
+    # every holder is started before any asks: started one by one, each could finish its 10 ms hold before the
+    # next one started on a loaded machine, and the holders never ran side by side
+    go = threading.Event()
 
     def worker(nbytes: int) -> None:
+        go.wait()
         with budget.hold(nbytes) as w:
             with lock:
                 current[0] += w
@@ -39,6 +43,7 @@ def test_concurrent_holders_never_exceed_budget():
     threads = [threading.Thread(target=worker, args=(s,)) for s in sizes]
     for t in threads:
         t.start()
+    go.set()
     for t in threads:
         t.join()
     assert max(seen) <= 100 and budget.peak_mb <= 100
@@ -53,4 +58,4 @@ def test_oversized_archive_waits_for_an_empty_budget():
     threading.Thread(target=lambda: (budget.acquire(50_000_000), done.set()), daemon=True).start()
     assert not done.wait(0.1)  # 10 MB would exceed the 4 MB already in flight
     budget.release(first)
-    assert done.wait(2) and budget.in_flight_mb == 10
+    assert done.wait(60) and budget.in_flight_mb == 10  # woken at once; the deadline is for a loaded machine

@@ -99,7 +99,7 @@ def test_malformed_replies_cost_a_turn_and_are_counted(episode):
 
 
 def test_hanging_command_times_out_and_the_episode_continues(episode):
-    ep = episode(command_timeout_s=1.0)
+    ep = episode(command_timeout_s=3.0)  # `echo alive` below must finish within it on a loaded machine too
     ep.reset()
     hung = ep.step(bash("sleep 100"))
     assert hung.info["timed_out"] and "timed out" in hung.observation and not hung.done
@@ -238,7 +238,32 @@ def test_a_sandbox_that_dies_under_the_agents_command_scores_zero_and_is_not_an_
 
 
 def test_gradings_queue_for_a_node_slot_instead_of_running_all_at_once(episode, tmp_path, monkeypatch):
+    import contextlib
+    import time
+
+    from swebox.envs.episodes import episode as episode_module
+
     monkeypatch.setenv("SWEBOX_GRADE_SLOTS_DIR", str(tmp_path / "slots"))
+    # The two submissions reach the slot at times a loaded machine decides (each first stops the agent's
+    # processes and takes the diff): the second could come after the first's grading was half over, or done,
+    # and wait less than the test asks. So the first grading starts only once both have asked for the slot.
+    arrived, real_slot, real_grade = [], episode_module.grade_slot, episode_module.grade
+
+    @contextlib.contextmanager
+    def counted_slot(slots: int):
+        arrived.append(threading.get_ident())
+        with real_slot(slots) as waited:
+            yield waited
+
+    def grade_once_both_asked(*args, **kwargs):
+        deadline = time.monotonic() + 120
+        while len(arrived) < 2:
+            assert time.monotonic() < deadline, "the second submission never asked for a grading slot"
+            time.sleep(0.01)
+        return real_grade(*args, **kwargs)
+
+    monkeypatch.setattr(episode_module, "grade_slot", counted_slot)
+    monkeypatch.setattr(episode_module, "grade", grade_once_both_asked)
     eps = [episode(grade_slots=1) for _ in range(2)]
     for ep in eps:
         ep.reset()

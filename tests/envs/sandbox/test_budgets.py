@@ -19,7 +19,7 @@ EXHAUST_INOTIFY = (
     "python3 -c \"import ctypes, time; libc = ctypes.CDLL(None); fds = []\n"
     "while libc.inotify_init1(0) >= 0: fds.append(1)\n"
     "print(len(fds), flush=True); time.sleep(60)\" > /tmp/n & "
-    "for i in $(seq 100); do [ -s /tmp/n ] && break; sleep 0.1; done; cat /tmp/n"
+    "for i in $(seq 600); do [ -s /tmp/n ] && break; sleep 0.1; done; cat /tmp/n"
 )
 ONE_INOTIFY = "python3 -c \"import ctypes; print(ctypes.CDLL(None).inotify_init1(0) >= 0)\""
 
@@ -27,7 +27,7 @@ ONE_INOTIFY = "python3 -c \"import ctypes; print(ctypes.CDLL(None).inotify_init1
 def test_exhausting_inotify_in_one_sandbox_harms_nobody_else(base_layer: Path, work_root: str):
     policy = SandboxPolicy(work_root=work_root)
     with Sandbox([base_layer], policy) as hog, Sandbox([base_layer], policy) as other:
-        made = int(hog.exec(EXHAUST_INOTIFY, timeout=30).output.split()[0])
+        made = int(hog.exec(EXHAUST_INOTIFY, timeout=90).output.split()[0])
         assert made > 0
         try:
             libc = ctypes.CDLL(None, use_errno=True)
@@ -58,7 +58,7 @@ FILL_PIPES = (
     "    try: err or fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, size)\n"
     "    except OSError as e: err = e.errno\n"
     "print(len(pipes), err, fcntl.fcntl(pipes[-1][1], fcntl.F_GETPIPE_SZ), flush=True); time.sleep(60)\" > /tmp/p & "
-    "for i in $(seq 300); do [ -s /tmp/p ] && break; sleep 0.1; done; cat /tmp/p"
+    "for i in $(seq 600); do [ -s /tmp/p ] && break; sleep 0.1; done; cat /tmp/p"
 )
 ONE_PIPE = (
     "python3 -c \"import fcntl, os; r, w = os.pipe(); default = fcntl.fcntl(w, fcntl.F_GETPIPE_SZ)\n"
@@ -81,7 +81,7 @@ def test_filling_the_pipe_budget_in_one_sandbox_leaves_another_its_pipes(base_la
     policy = SandboxPolicy(work_root=work_root)
     with Sandbox([base_layer], policy) as hog, Sandbox([base_layer], policy) as other:
         try:
-            made, errno_, after = map(int, hog.exec(FILL_PIPES, timeout=60).output.split())
+            made, errno_, after = map(int, hog.exec(FILL_PIPES, timeout=90).output.split())
             hogs = [int(pid) for pid in os.listdir("/proc") if pid.isdigit() and _cmdline_has(pid, b"pipe-hog")]
             hog_uids = {_real_uid(pid) for pid in hogs}
             other_pipe = other.exec(ONE_PIPE).output
@@ -190,7 +190,7 @@ def test_a_cpu_hog_with_many_processes_cannot_starve_another_sandbox(base_layer:
         hog.exec(f"setsid bash -c \"$(cat <<'X'\n{SPIN.format(n=32, seconds=3)}\nX\n)\" > /tmp/cpu 2>&1 &")
         victim_cpu = float(victim.exec(SPIN.format(n=1, seconds=3), timeout=60).output)
         out = hog.exec(
-            "for i in $(seq 100); do [ -s /tmp/cpu ] && break; sleep 0.1; done; cat /tmp/cpu", timeout=30
+            "for i in $(seq 600); do [ -s /tmp/cpu ] && break; sleep 0.1; done; cat /tmp/cpu", timeout=90
         ).output
         hog_cpu = float(out)
         share = hog.limits_in_force().get("cpu_share", "")

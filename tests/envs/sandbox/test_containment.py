@@ -117,9 +117,11 @@ def test_other_sandboxes_are_unreachable(base_layer: Path, work_root: str):
     policy = SandboxPolicy(work_root=work_root)
     with Sandbox([base_layer], policy) as a, Sandbox([base_layer], policy) as b:
         a.exec("echo from-a > /testbed/a-only; echo tmp-a > /tmp/a-only; nohup sleep 600 >/dev/null 2>&1 &")
+        # a's shell returns once it has forked the sleep, which is a bash, then nohup, until its exec of sleep
+        assert _eventually(lambda: "sleep" in a.exec("ps -eo comm").output.split())
         r = b.exec("ls /testbed/a-only /tmp/a-only 2>&1; pgrep sleep; kill -9 -1; echo end")
         assert "No such file" in r.output and r.output.endswith("end\n")
-        assert "sleep" in a.exec("sleep 0.2; ps -eo comm").output
+        assert "sleep" in a.exec("sleep 0.2; ps -eo comm").output.split()
         assert a.read_file("/testbed/a-only") == b"from-a\n"
 
 
@@ -249,7 +251,7 @@ def test_background_processes_do_not_survive_reset_or_close(base_layer: Path, wo
     assert _eventually_empty(host_pids_of_sleep_marker)
 
 
-def _eventually(condition, seconds: float = 10.0) -> bool:
+def _eventually(condition, seconds: float = 60.0) -> bool:
     """The condition holds within ``seconds`` (processes start and die asynchronously, slower under load)."""
     deadline = time.monotonic() + seconds
     while not condition():
@@ -259,7 +261,7 @@ def _eventually(condition, seconds: float = 10.0) -> bool:
     return True
 
 
-def _eventually_empty(probe, seconds: float = 10.0) -> bool:
+def _eventually_empty(probe, seconds: float = 60.0) -> bool:
     return _eventually(lambda: not probe(), seconds)
 
 

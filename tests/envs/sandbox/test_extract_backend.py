@@ -21,6 +21,9 @@ WRITER = (
     "setsid nohup sh -c 'i=0; while :; do i=$((i+1)); mkdir -p /testbed/d0/w$i; echo $i > /testbed/d0/w$i/f;"
     " done' >/dev/null 2>&1 &"
 )
+# until the writer is under way (a fixed 0.2 s was not always enough on a loaded machine for setsid, nohup and sh
+# to start and the first mkdir to land: the count below was then 0); at most 60 s
+WRITING = "for t in $(seq 1200); do [ -s /testbed/d0/w2/f ] && break; sleep 0.05; done"
 
 
 @pytest.fixture
@@ -61,7 +64,7 @@ def test_fifteen_resets_of_thousands_of_files_restore_the_layer_and_leave_nothin
         for rep in range(RESETS):
             r = sb.exec(
                 f"rm -r /testbed/d1 && chmod 000 /testbed/d2 && chmod -R u+w /testbed/locked && "
-                f"echo agent > /testbed/locked/ro.txt && {WRITER} sleep 0.2; ls /testbed/d0 | grep -c ^w"
+                f"echo agent > /testbed/locked/ro.txt && {WRITER} {WRITING}; ls /testbed/d0 | grep -c ^w"
             )
             assert r.exit_code == 0 and int(r.output) > 0, r.output
             sb.reset()

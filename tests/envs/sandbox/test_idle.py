@@ -18,11 +18,27 @@ def wakeups(pid: int) -> int:
     return total
 
 
+def settled(pids: list[int], quiet_s: float = 0.5, timeout_s: float = 60.0) -> dict[int, int]:
+    """The processes' wakeup counts once none of them was woken for `quiet_s`: the sandbox's start-up work (the
+    shell's start-up processes ending, each a SIGCHLD, a wakeup) is over. On a loaded machine that takes a
+    while, so the test waits for it rather than for a fixed time. A process woken by a timer shorter than
+    `quiet_s` never settles: the wait fails, as the test below would."""
+    deadline = time.monotonic() + timeout_s
+    counts = {pid: wakeups(pid) for pid in pids}
+    while time.monotonic() < deadline:
+        time.sleep(quiet_s)
+        now = {pid: wakeups(pid) for pid in pids}
+        if now == counts:
+            return now
+        counts = now
+    raise AssertionError(f"the sandbox's processes were still woken every {quiet_s} s after {timeout_s} s: {counts}")
+
+
 def test_an_idle_sandbox_is_never_woken(base_layer, work_root):
     with Sandbox([base_layer], SandboxPolicy(work_root=work_root)) as sb:
         assert sb.exec("true").exit_code == 0
-        time.sleep(1.0)  # the shell's start-up processes are gone by now (each exit is a SIGCHLD, a wakeup)
         watched = {"nsinit": sb._proc.pid, "session pid 1": sb._session_pid}
+        settled(list(watched.values()))
         before = {name: wakeups(pid) for name, pid in watched.items()}
         time.sleep(5.0)  # polling every 0.2 s (nsinit) and 1 s (pid 1) woke them ~25 and ~5 times here
         after = {name: wakeups(pid) for name, pid in watched.items()}

@@ -62,7 +62,7 @@ def _cgroups() -> int:
     return total
 
 
-def _settled(probe, expected: int, seconds: float = 5.0) -> int:
+def _settled(probe, expected: int, seconds: float = 60.0) -> int:
     deadline = time.monotonic() + seconds
     value = probe()
     while value != expected and time.monotonic() < deadline:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -53,8 +54,11 @@ def test_a_timeout_spares_what_earlier_commands_left_running(sandbox: Sandbox):
         return next(line for line in out.splitlines() if line.startswith("pids:")).split()[1:]
 
     sandbox.exec("sleep 300 >/dev/null 2>&1 &")  # a server an earlier command started
-    survivor = sleeping()
-    assert len(survivor) == 1
+    # the shell returns once it has forked it; it is a bash until its exec of sleep, which can come later
+    deadline = time.monotonic() + 60
+    while len(survivor := sleeping()) != 1:
+        assert time.monotonic() < deadline, f"the background sleep never ran: {survivor}"
+        time.sleep(0.05)
     for _ in range(2):  # the listing is made anew for each command
         assert sandbox.exec("sleep 100 & sleep 200", timeout=1).timed_out
         assert sleeping() == survivor
@@ -91,8 +95,11 @@ def test_output_is_capped_keeping_head_and_tail(base_layer: Path, work_root: str
 
 def test_reset_restores_the_layers_and_kills_everything(sandbox: Sandbox):
     sandbox.exec("cd /testbed && echo x > new && rm README && echo y >> pkg/__init__.py && mkdir d")
-    sandbox.exec("echo t > /tmp/t; nohup sleep 1000 >/dev/null 2>&1 & sleep 0.3")
-    assert "sleep" in sandbox.exec("ps -eo comm").output
+    sandbox.exec("echo t > /tmp/t; nohup sleep 1000 >/dev/null 2>&1 &")
+    deadline = time.monotonic() + 60  # a bash, then nohup, until its exec of sleep, which can come later
+    while "sleep" not in sandbox.exec("ps -eo comm").output.split():
+        assert time.monotonic() < deadline, "the background sleep never ran"
+        time.sleep(0.05)
     sandbox.reset()
     r = sandbox.exec("ls /testbed; cat /testbed/pkg/__init__.py; ls /tmp; ps -eo comm --no-headers")
     assert r.output == "README\ngone.txt\npkg\nVALUE = 1\nbash\nps\n" or r.output.startswith(

@@ -50,7 +50,7 @@ def test_offline_wandb_run_and_metrics_jsonl(tmp_path, wandb_env):
     assert sync_dir.parent == run_dir / "wandb" and sync_dir.name.startswith("offline-run-")
     run_id = (run_dir / "wandb_run_id").read_text().strip()
     data = b""
-    for _ in range(100):  # wandb-core, a separate process, may still be flushing the file after finish()
+    for _ in range(600):  # wandb-core, a separate process, may still be flushing the file after finish()
         data = (sync_dir / f"run-{run_id}.wandb").read_bytes()
         if b"timing/step_s" in data:
             break
@@ -131,7 +131,7 @@ def test_a_run_joins_its_group_with_its_job_type_and_system_metrics_as_asked(tmp
         run_id = (tmp_path / "sft" / "wandb_run_id").read_text().strip()
         sync_dir = tracker.sync_dir
     data = b""
-    for _ in range(100):  # wandb-core, a separate process, may still be flushing the file after finish()
+    for _ in range(600):  # wandb-core, a separate process, may still be flushing the file after finish()
         data = (sync_dir / f"run-{run_id}.wandb").read_bytes()
         if b"demo-x-abc123" in data:
             break

@@ -32,7 +32,7 @@ def test_rollouts_table_in_an_offline_run(tmp_path, wandb_env):
         tracker.log(step, {"reward/mean": 0.5})
     tracker.finish()
     folder = tracker.sync_dir / "files" / "media" / "table"
-    for _ in range(100):  # wandb-core, a separate process, may still be writing after finish()
+    for _ in range(600):  # wandb-core, a separate process, may still be writing after finish()
         files = sorted(folder.glob("rollouts_*.table.json")) if folder.is_dir() else []
         if len(files) == 2:
             break
@@ -46,7 +46,7 @@ def test_rollouts_table_in_an_offline_run(tmp_path, wandb_env):
     assert len(rows[0][4]) < 2100 and rows[0][4].startswith("diff --git") and "[...]" in rows[0][4]
     assert rows[2][4] == "" and rows[2][5] == ""
     log = tracker.sync_dir / f"run-{(tmp_path / 'run' / 'wandb_run_id').read_text().strip()}.wandb"
-    for _ in range(100):
+    for _ in range(600):  # wandb-core may still be flushing the run's record
         if b"table-file" in log.read_bytes():
             break
         time.sleep(0.1)

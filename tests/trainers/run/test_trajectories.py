@@ -31,7 +31,7 @@ def test_a_real_run_writes_every_rollout_with_turns_grades_and_advantages(calc_l
     data = trainer.last
     trainer.close()
     folder = trainer.tracker.sync_dir / "files" / "media" / "table"
-    for _ in range(100):  # wandb-core, a separate process, may still be writing after finish()
+    for _ in range(600):  # wandb-core, a separate process, may still be writing after finish()
         tables = list(folder.glob("rollouts_*.table.json"))
         if tables:
             break
@@ -153,7 +153,7 @@ def test_eval_out_records_hold_the_trajectory_fields_and_a_markdown_table(calc_l
     import wandb
 
     folder = next((tmp_path / "eval" / "gold-wandb" / "wandb").glob("offline-run-*")) / "files" / "media" / "table"
-    for _ in range(100):  # wandb-core, a separate process, may still be writing after finish()
+    for _ in range(600):  # wandb-core, a separate process, may still be writing after finish()
         tables = list(folder.glob("eval_*.table.json")) if folder.is_dir() else []
         if tables:
             break
