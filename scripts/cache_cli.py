@@ -46,7 +46,9 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="layer format (default: squashfs if mksquashfs is installed, else tar.zst)",
     )
-    build.add_argument("--force", action="store_true", help="rebuild layers that failed before")
+    build.add_argument(
+        "--force", action="store_true", help="rebuild layers that failed before, and those the store has (replaced)"
+    )
     build.add_argument(
         "--git-mirror",
         default=None,
