@@ -13,6 +13,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
+from swebox.envs.cache.builder import interpreter_identity
 from swebox.envs.cache.checkout import CheckoutSpec, checkout_from_dict
 from swebox.envs.cache.packing import FORMATS
 from swebox.envs.cache.spec import EnvSpec
@@ -45,7 +46,9 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="layer format (default: squashfs if mksquashfs is installed, else tar.zst)",
     )
-    build.add_argument("--force", action="store_true", help="rebuild layers that failed before")
+    build.add_argument(
+        "--force", action="store_true", help="rebuild layers that failed before, and those the store has (replaced)"
+    )
     build.add_argument(
         "--git-mirror",
         default=None,
@@ -248,10 +251,12 @@ def cmd_ls(args: argparse.Namespace) -> int:
     store = open_store(args)
     manifests = store.ls()
     width = max([26, *(len(m.key) for m in manifests)])
-    print(f"{'key':{width}} {'kind':13} {'format':8} {'MB':>9} {'files':>7}  created")
+    print(f"{'key':{width}} {'kind':13} {'format':8} {'MB':>9} {'files':>7}  {'created':16}  interpreter")
     for m in manifests:
         created = time.strftime("%Y-%m-%d %H:%M", time.localtime(m.created))
-        print(f"{m.key:{width}} {m.kind:13} {m.format:8} {m.size / 1e6:9.2f} {m.files:7}  {created}")
+        # an env layer's interpreter (its layer's key, or the host's binary it binds): not always in its key
+        python = interpreter_identity(m) if m.kind == "env" else ""
+        print(f"{m.key:{width}} {m.kind:13} {m.format:8} {m.size / 1e6:9.2f} {m.files:7}  {created:16}  {python}")
     failed = sorted(p.stem for p in (store.root / "failed").glob("*.json"))
     for key in failed:
         print(f"{key:26} FAILED: {store.failure(key)['error'].splitlines()[0]}")

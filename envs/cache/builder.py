@@ -8,14 +8,21 @@ bytecode of the project (a .pyc of the clean source would leak the fix of a synt
 third-party code is byte-compiled, so grades stop recompiling pytest and its dependencies.
 
 Only the build step has network (``SandboxPolicy(network="user")``: slirp4netns, never the host's network
-namespace). The interpreter is an interpreter layer (:mod:`.pythons`, at ``/opt/swebox/python/X.Y``) when the
-store holds one of the spec's version or the host's install of it cannot be reached by the sandbox (pyenv's
-under root's home: it is imported as a layer first); the venv's ``pyvenv.cfg`` names the layer's path and the
-manifest names the layer in ``meta["toolchains"]``, so every sandbox over the env stacks it below
-(``BuilderConfig.python_layers`` chooses). Otherwise the host's interpreter is bound read-only at its host path:
-the builder records that prefix in the manifest (``meta["interpreters"]``) and the node cache writes it beside
-the layer folder, so later sandboxes bind it; the layer's own tree (written by the spec's untrusted setup code)
-is never read for it.
+namespace). The interpreter is an interpreter layer (:mod:`.pythons`, at ``/opt/swebox/python/X.Y``): the one
+the spec pins (``EnvSpec.interpreter``), else the store's newest of the spec's version, else the host's
+install of it imported as a layer first (reachable or not: an env bound to a host path would need that path on
+every node). The venv's ``pyvenv.cfg`` names the layer's path and the manifest names the layer in
+``meta["toolchains"]``, so every sandbox over the env stacks it below (``BuilderConfig.python_layers``
+chooses). Only a system interpreter (``/usr/bin/python3.X``, which cannot become a layer: its files are spread
+over ``/usr``, bound into every sandbox anyway) or ``python_layers="never"`` binds the host's interpreter
+read-only at its host path: the builder records that prefix in the manifest (``meta["interpreters"]``) and the
+node cache writes it beside the layer folder, so later sandboxes bind it; the layer's own tree (written by the
+spec's untrusted setup code) is never read for it.
+
+An env layer whose spec does not pin the interpreter is keyed by the spec alone, so the builder checks a layer
+the store already has against the interpreter it would build on now (:func:`interpreter_identity`): another
+one (another patch release, another build of the same version) raises :class:`InterpreterMismatch` rather than
+reuse an env made for a different interpreter.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from ..sandbox import Layer, Sandbox, SandboxPolicy
 from ..sandbox.policy import DEFAULT_ENV
 from .interpreters import Interpreter, find_interpreter
 from .pip_settings import PackageSettings, host_package_settings, write_files
-from .pythons import find_python_layer, import_python, layer_name, layer_prefix
+from .pythons import SYSTEM_PREFIXES, find_python_layer, import_python, layer_name, layer_prefix
 from .sources import fetch_source
 from .spec import EnvSpec
 from .store import BUILDER_VERSION, BuildFailure, LayerStore, Manifest
@@ -117,10 +124,11 @@ class BuilderConfig:
     log_tail_lines: int = 40
     """Lines of the build log quoted in errors."""
     python_layers: str = "auto"
-    """Where the env's interpreter comes from. "auto": the store's interpreter layer of the spec's version when
-    it has one, else a layer imported from the host's install when the sandbox cannot reach that install (pyenv
-    under root's home), else the host's install bound at its path. "always": a layer (imported from the host's
-    install when the store has none). "never": the host's install, bound."""
+    """Where the env's interpreter comes from (a spec that pins ``interpreter`` always gets that layer).
+    "auto": the store's interpreter layer of the spec's version when it has one, else a layer imported from the
+    host's install, else (a system interpreter of ``/usr``, which cannot be a layer) the host's install bound at
+    its path. "always": a layer, or an error where the host's install cannot become one. "never": the host's
+    install, bound."""
 
     def __post_init__(self) -> None:
         if self.python_layers not in ("auto", "always", "never"):
@@ -133,6 +141,10 @@ class BuilderConfig:
 
 class EnvBuildError(BuildFailure):
     """A build step failed because of the spec (install, test-runner check)."""
+
+
+class InterpreterMismatch(RuntimeError):
+    """The store's env layer of a spec was built on another interpreter than the one the build would use now."""
 
 
 class _Steps:
@@ -164,12 +176,45 @@ class _Python:
     layer_key: str = ""
     """The interpreter layer's key ('' for the host's install, bound)."""
 
+    @property
+    def identity(self) -> str:
+        """What the env is built on: the interpreter layer's key (a hash of its tree), or the host's binary and
+        version ('host:/usr/bin/python3.11@3.11.2')."""
+        return self.layer_key or f"host:{self.interp.path}@{self.interp.version}"
+
+
+def interpreter_identity(manifest: Manifest) -> str:
+    """The interpreter an env layer was built on, as :attr:`_Python.identity` names it (from its manifest)."""
+    meta = manifest.meta
+    return meta.get("python_layer") or f"host:{meta.get('interpreter', '?')}@{meta.get('python', '?')}"
+
+
+def _pinned(store: LayerStore, spec: EnvSpec, config: BuilderConfig) -> Manifest:
+    if config.python_layers == "never":
+        raise ValueError(
+            f"env {spec.key()}: expected python_layers 'auto' or 'always' for a spec that pins the interpreter "
+            f"layer {spec.interpreter}; found 'never'. Drop --python-layers never, or the spec's interpreter."
+        )
+    manifest = store.get(spec.interpreter)
+    if manifest is None or manifest.kind != "python":
+        raise RuntimeError(
+            f"env {spec.key()}: expected the interpreter layer {spec.interpreter} in the store {store.root}; "
+            f"found {'none' if manifest is None else 'a ' + manifest.kind + ' layer'}. Import the install it was "
+            f"made from: swebox cache --store {store.root} python import PREFIX (`python list` shows the keys)."
+        )
+    return manifest
+
 
 def _python(store: LayerStore, spec: EnvSpec, config: BuilderConfig) -> _Python:
-    manifest = find_python_layer(store, spec.python) if config.python_layers != "never" else None
+    if spec.interpreter:
+        manifest: Manifest | None = _pinned(store, spec, config)
+    else:
+        manifest = find_python_layer(store, spec.python) if config.python_layers != "never" else None
     if manifest is None and config.python_layers != "never":
         host = find_interpreter(spec.python)
-        if config.python_layers == "always" or not host.reachable:
+        # a reachable install is imported too: bound at its host path, the env would need that path on every
+        # node, and which interpreter a spec gets would depend on the host's folders' modes
+        if config.python_layers == "always" or host.prefix not in SYSTEM_PREFIXES:
             manifest = import_python(store, host.path, work_dir=config.work_dir or "/var/tmp")
     if manifest is None:
         return _Python(_interpreter(spec))
@@ -263,9 +308,10 @@ def build_env(
     ``mirror``: a git mirror folder GitHub sources are read from (see :mod:`.sources`)."""
     config = config or BuilderConfig()
     key = spec.key()
+    # chosen before the store is asked: a layer it has is reused only when built on this same interpreter
+    python = _python(store, spec, config)
 
     def build(publish) -> Manifest:
-        python = _python(store, spec, config)
         interp = python.interp
         tools = [toolchain_layer(name, store.root) for name in spec.toolchains]  # built once, held
         under = [held_layer(python.layer_key, store.root)] if python.layer_key else []
@@ -346,7 +392,15 @@ def build_env(
                     },
                 )
 
-    return store.build(key, build, force=force)
+    manifest = store.build(key, build, force=force)
+    if interpreter_identity(manifest) != python.identity:
+        raise InterpreterMismatch(
+            f"env {key}: expected its layer to be built on {python.identity} (what Python {spec.python} resolves "
+            f"to now); found one built on {interpreter_identity(manifest)}. Pin the interpreter in the spec "
+            f"(env.interpreter = an interpreter layer key: `swebox cache python list`), or rebuild it "
+            f"(`swebox cache build --force`)."
+        )
+    return manifest
 
 
 def _stacked(python: _Python, spec: EnvSpec, tools: list[Layer]) -> dict[str, str]:

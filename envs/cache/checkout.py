@@ -24,6 +24,7 @@ import shlex
 import subprocess
 import tarfile
 import tempfile
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ from .sources import git_repository, require_commit, require_objects, source_kin
 from .spec import EnvSpec
 from .store import BuildFailure, LayerStore, Manifest
 from .task_layer import commit_paths, objects_before, remove_unreachable, run_step
+from .toolchains import env_toolchains, toolchain_env
 
 _RESTORE_LIST = "/tmp/swebox-restore-paths"
 """NUL-separated tracked paths :func:`clean_keeping_tracked` checks out again (outside /testbed)."""
@@ -210,13 +212,24 @@ def build_checkout_layer(
             # pip may fetch build dependencies when the install commands run, like the env build
             settings = host_package_settings(spec.env.python) if spec.commands else PackageSettings()
             log.append(f"# the host's package settings: {', '.join(settings.sources) or 'none'}")
+            # the interpreter and toolchain layers the env was built on go below it, as in every sandbox over the
+            # env: its venv's python lives in its interpreter layer, and the commands run it
+            under = env_toolchains(store, env_key)
             policy = SandboxPolicy(
                 network="host" if spec.commands else "none",
                 ro_binds=settings.binds,
                 network_host_loopback=settings.loopback,
-                env={**DEFAULT_ENV, **GIT_IDENTITY, **settings.env, **BUILD_PIP_ENV},
+                env={
+                    **DEFAULT_ENV,
+                    **GIT_IDENTITY,
+                    **settings.env,
+                    **BUILD_PIP_ENV,
+                    **toolchain_env(list(under.toolchains)),
+                },
             )
-            with node.acquire(env_key) as env, Sandbox([env.path], policy) as sb:
+            with ExitStack() as held:
+                lowers = [held.enter_context(node.acquire(k)).path for k in [*under.layers.values(), env_key]]
+                sb = held.enter_context(Sandbox(lowers, policy))
                 write_files(sb, settings)
                 old_objects = objects_before(sb, paths)  # with no paths: the env's commit object only
                 sb.write_file("/swebox-checkout.tar", tar)

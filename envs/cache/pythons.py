@@ -50,6 +50,8 @@ _PROBE = (
     "'prefix': sys.base_prefix, 'venv': sys.prefix != sys.base_prefix, "
     "'executable': os.path.realpath(sys.executable), 'built_for': sysconfig.get_config_var('prefix') or ''}))"
 )
+SYSTEM_PREFIXES = ("/usr", "/usr/local", "/")
+"""Prefixes of system interpreters, whose files are spread over the system's folders: never imported."""
 _SKIPPED = ("test", "tests", "idle_test", "idlelib", "tkinter", "turtledemo", "__phello__", "site-packages")
 _SKIPPED_BIN = ("pip", "easy_install", "idle")
 
@@ -116,7 +118,7 @@ def probe(path: str) -> PythonSource:
             f"python import: expected an installation; found the venv {path!r}. Name its base interpreter "
             f"({info['prefix']})."
         )
-    if info["prefix"] in ("/usr", "/usr/local", "/"):
+    if info["prefix"] in SYSTEM_PREFIXES:
         raise PythonImportError(
             f"python import: expected a self-contained prefix (pyenv, python.org's `make altinstall`, uv); found "
             f"the system interpreter of {info['prefix']!r}, whose files are spread over the system's folders. "

@@ -1,5 +1,8 @@
 """EnvSpec: what identifies a built environment (repository snapshot + interpreter + install recipe).
 
+The interpreter is the spec's ``python`` version and, when pinned, the interpreter layer (``interpreter``: the
+content hash of a relocated install) the env is built on.
+
 Many tasks share one environment; its key is a hash of the canonical JSON of the spec, so two specs that
 would build the same layer get the same key and the layer is built once.
 """
@@ -18,6 +21,7 @@ from swebox.envs.sandbox.strict import strict_from_dict
 _PYPI = re.compile(r"^pypi:(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z0-9][A-Za-z0-9.+!_-]*)$")
 _PYTHON = re.compile(r"^3\.\d+(\.\d+)?$")
 _COMMIT = re.compile(r"^[0-9a-f]{7,64}$")
+_INTERPRETER = re.compile(r"^python-3\.\d+\.\d+-[0-9a-f]{20}$")
 
 
 def source_kind(source: str) -> str:
@@ -73,6 +77,13 @@ class EnvSpec:
     """Toolchain layers (``cache.toolchains``: 'node', 'go', 'rust', 'jdk', 'cc') stacked under the env layer,
     with their environment variables, in its build and in every episode and grade. Part of the key only when
     non-empty, so the keys of specs without toolchains stay what they were."""
+    interpreter: str = ""
+    """The interpreter layer the env is built on, by key ('python-3.9.18-<20 hex>': the hash of its relocated
+    tree, :mod:`.pythons`), or '' (the builder chooses one matching ``python``). Set, it is part of the key:
+    two specs that differ only in the interpreter build (another patch release, the same version built
+    differently) get two env layers, and the build uses exactly that layer. Part of the key only when
+    non-empty, so the keys of specs without it stay what they were (the builder records the interpreter it
+    chose in the manifest and refuses to reuse the layer for another one: ``builder.InterpreterMismatch``)."""
 
     def __post_init__(self) -> None:
         for name in ("install", "test_deps", "setup", "toolchains"):
@@ -92,13 +103,21 @@ class EnvSpec:
             )
         if not _PYTHON.match(self.python):
             raise ValueError(f"EnvSpec.python: expected a version like '3.11' or '3.11.7'; found {self.python!r}.")
+        if self.interpreter:
+            version = self.interpreter.split("-")[1] if _INTERPRETER.match(self.interpreter) else ""
+            if version.split(".")[: len(self.python.split("."))] != self.python.split("."):
+                raise ValueError(
+                    f"EnvSpec.interpreter: expected the key of an interpreter layer of Python {self.python} "
+                    f"('python-{self.python}...-<20 hex>', `swebox cache python list`); found {self.interpreter!r}. "
+                    "Name a layer of the spec's version, or leave it '' for the builder to choose."
+                )
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able dict (tuples become lists; no ``toolchains`` when there are none)."""
+        """Plain JSON-able dict (tuples become lists; no ``toolchains`` or ``interpreter`` when empty)."""
         return {
             f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
             for f in dataclasses.fields(self)
-            if f.name != "toolchains" or self.toolchains
+            if (f.name != "toolchains" or self.toolchains) and (f.name != "interpreter" or self.interpreter)
         }
 
     @classmethod

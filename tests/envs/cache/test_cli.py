@@ -7,6 +7,7 @@ import json
 
 import pytest
 from swebox.envs.cache import EnvSpec, LayerStore
+from swebox.envs.cache.builder import interpreter_identity
 from swebox.scripts.cache_cli import add_arguments, read_env_specs
 
 from .conftest import needs_root
@@ -61,6 +62,10 @@ def test_cli_build_ls_verify_export_import_gc(tmp_path, capsys):
     out, _ = capsys.readouterr()
     lines = out.splitlines()
     assert any(good.key() in line and "tar.zst" in line for line in lines)
+    # the interpreter the env was built on (a host install here, 3.11 the default): not named by an unpinned key
+    python = interpreter_identity(LayerStore(store).require(good.key()))
+    assert python.startswith("python-3.11.") or (python.startswith("host:/") and "@3.11." in python), python
+    assert any(line.startswith(good.key()) and line.endswith(python) for line in lines), out
     assert any(bad.key() in line and "FAILED: env" in line for line in lines)
 
     assert swebox("cache", "--store", store, "verify") == 0

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from swebox.envs.cache import EnvSpec, LayerCache, LayerCacheConfig, LayerStore, builder
-from swebox.envs.cache.builder import BuilderConfig, _Python, _python, build_env
+from swebox.envs.cache.builder import BuilderConfig, InterpreterMismatch, _Python, _python, build_env
 from swebox.envs.cache.elf_runpath import RunpathError, read_runpath, relocate_runpath
 from swebox.envs.cache.interpreters import Interpreter, discover
 from swebox.envs.cache.pythons import (
@@ -213,6 +213,57 @@ def test_env_builds_choose_the_stores_layer_unless_told_never(layer_store, monke
     assert _python(store, spec, BuilderConfig(python_layers="never")) == _Python(reachable)
     with pytest.raises(ValueError, match="python_layers"):
         BuilderConfig(python_layers="sometimes")
+
+
+def test_auto_imports_a_reachable_install_and_binds_only_a_system_one(tmp_path, monkeypatch):
+    """Under "auto" an install the sandbox could reach (tests/pyenv_python.py's readable copy, which
+    $SWEBOX_PYTHONS names) becomes a layer as pyenv's own would: bound at its host path, the env would need that
+    path on every node, and the interpreter a spec gets would hang on the host's folder modes. The system's
+    /usr/bin/python3.X cannot be a layer (its files are all over /usr, bound into every sandbox) and is bound."""
+    copy = readable_python("3.9")
+    store = LayerStore(tmp_path / "store")
+    spec = EnvSpec(source="pypi:toolz==1.0.0", python="3.9")
+    reachable = Interpreter(f"{copy}/bin/python3.9", "3.9.18", str(copy), True)
+    monkeypatch.setattr(builder, "find_interpreter", lambda wanted: reachable)
+    chosen = _python(store, spec, BuilderConfig())
+    assert chosen.layer_key and store.get(chosen.layer_key).meta["source"] == str(copy)
+    assert chosen.interp.prefix == "/opt/swebox/python/3.9" and chosen.identity == chosen.layer_key
+    system = Interpreter("/usr/bin/python3.11", "3.11.2", "/usr", True)
+    monkeypatch.setattr(builder, "find_interpreter", lambda wanted: system)
+    bound = _python(store, EnvSpec(source="pypi:toolz==1.0.0", python="3.11"), BuilderConfig())
+    assert bound == _Python(system) and bound.identity == "host:/usr/bin/python3.11@3.11.2"
+
+
+def test_a_pinned_interpreter_layer_is_used_or_its_absence_named(layer_store, tmp_path):
+    store, manifest = layer_store
+    spec = EnvSpec(source="pypi:toolz==1.0.0", python="3.9", interpreter=manifest.key)
+    assert _python(store, spec, BuilderConfig()).layer_key == manifest.key
+    with pytest.raises(ValueError, match="pins the interpreter layer"):
+        _python(store, spec, BuilderConfig(python_layers="never"))
+    with pytest.raises(RuntimeError, match=rf"expected the interpreter layer {manifest.key} in the store"):
+        _python(LayerStore(tmp_path / "empty"), spec, BuilderConfig())
+
+
+def test_an_env_layer_built_on_another_interpreter_is_not_reused(layer_store, tmp_path):
+    """An unpinned spec is keyed by its recipe alone: the store's layer of that key, made on another interpreter
+    (here: the host's bound install, as builds before interpreter layers made them), is refused, not reused,
+    and left as it was; pinned to the layer the build would use, the spec has another key."""
+    store, manifest = layer_store
+    spec = EnvSpec(source="pypi:toolz==1.0.0", python="3.9")
+    tree = tmp_path / "old-env"
+    (tree / "swebox").mkdir(parents=True)
+    (tree / "swebox" / "env.json").write_text("{}\n")
+    old_python = "/var/tmp/swebox-test-pythons/3.9.18/bin/python3.9"
+    meta = {"spec": spec.to_dict(), "python": "3.9.18", "interpreter": old_python, "interpreters": [old_python]}
+    with store.lock(spec.key()):
+        old = store.publish(spec.key(), tree, kind="env", meta=meta)
+    with pytest.raises(InterpreterMismatch) as err:
+        build_env(store, spec)
+    assert f"expected its layer to be built on {manifest.key}" in str(err.value)
+    assert f"found one built on host:{old_python}@3.9.18" in str(err.value)
+    assert store.get(spec.key()) == old
+    pinned = EnvSpec(source="pypi:toolz==1.0.0", python="3.9", interpreter=manifest.key)
+    assert pinned.key() != spec.key() and store.get(pinned.key()) is None
 
 
 def test_a_copy_moved_by_hand_is_relocated_from_the_prefix_it_was_built_for(tmp_path):

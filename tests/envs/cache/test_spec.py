@@ -68,3 +68,32 @@ def test_from_dict_rejects_unknown_and_missing_keys():
         EnvSpec.from_dict({"python": "3.11"})
     with pytest.raises(ValueError, match="expected a dict"):
         EnvSpec.from_dict(["pypi:a==1"])
+
+
+def test_the_pinned_interpreter_layer_is_part_of_the_key():
+    """Two builds of Python 3.9 (another patch release, or the same one built differently) are two interpreter
+    layers with two keys: pinned, they give two env keys; the same pin gives the same key; no pin keeps the key
+    a spec had before the field existed."""
+    a, b = "python-3.9.18-" + "a" * 20, "python-3.9.18-" + "b" * 20
+    base = dict(source="/repos/demo", commit="a" * 40, python="3.9")
+    unpinned, on_a, on_b = EnvSpec(**base), EnvSpec(**base, interpreter=a), EnvSpec(**base, interpreter=b)
+    assert len({unpinned.key(), on_a.key(), on_b.key()}) == 3
+    assert EnvSpec(**base, interpreter=a).key() == on_a.key()
+    assert EnvSpec(**{**base, "python": "3.9.18"}, interpreter=a).key() != on_a.key()
+    assert "interpreter" not in unpinned.to_dict() and '"interpreter"' not in unpinned.canonical_json()
+    assert on_a.to_dict()["interpreter"] == a
+    assert EnvSpec.from_dict(on_a.to_dict()) == on_a and EnvSpec.from_dict(on_a.to_dict()).key() == on_a.key()
+
+
+@pytest.mark.parametrize(
+    ("python", "interpreter"),
+    [
+        ("3.9", "python-3.10.13-" + "a" * 20),  # another version than the spec's
+        ("3.9.18", "python-3.9.17-" + "a" * 20),
+        ("3.9", "python-3.9.18"),  # no content hash
+        ("3.9", "/root/.pyenv/versions/3.9.18"),  # a path, not a layer
+    ],
+)
+def test_a_pin_that_does_not_name_a_layer_of_the_spec_version_is_refused(python, interpreter):
+    with pytest.raises(ValueError, match=r"EnvSpec\.interpreter: expected the key of an interpreter layer"):
+        EnvSpec(source="pypi:toolz==1.0.0", python=python, interpreter=interpreter)

@@ -4,10 +4,10 @@ tox-current-env runs the tests through a symlink to the venv's interpreter in ``
 venv by resolving every symlink first, so through a venv whose interpreter is itself a symlink it ran the base
 interpreter without the venv's packages: ``No module named pytest`` and ~400 characters of output, "the log
 parser found no test results" (sphinx-10449, sphinx-10673). A real env layer built the way the sphinx recipe
-builds one (Python 3.9 from the machine's pyenv build, relocated as tests/pyenv_python.py does; tox 4.16.0 and
-tox-current-env 0.0.11 from PyPI), over a small project with sphinx's shape of tox.ini (``pytest -rA`` in its
-commands, as the recipe's pre_install makes it), run as the log grader runs the command, read by SWE-bench's
-sphinx parser.
+builds one (Python 3.9 from the machine's pyenv build, relocated as tests/pyenv_python.py does, imported as an
+interpreter layer stacked below the env; tox 4.16.0 and tox-current-env 0.0.11 from PyPI), over a small project
+with sphinx's shape of tox.ini (``pytest -rA`` in its commands, as the recipe's pre_install makes it), run as
+the log grader runs the command, read by SWE-bench's sphinx parser.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import pytest
 from swebox.envs.cache import EnvSpec, LayerCache, LayerCacheConfig, LayerStore
 from swebox.envs.cache.builder import build_env
 from swebox.envs.cache.interpreters import discover
+from swebox.envs.cache.toolchains import env_toolchains
 from swebox.envs.sandbox import Sandbox
 from swebox.envs.tasks.graders.log_parsers import parse_log
 
@@ -61,9 +62,12 @@ def test_tox_current_env_runs_the_venvs_pytest(tmp_path, monkeypatch):
         build_env(store, spec)
     finally:
         discover.cache_clear()
+    # the copy $SWEBOX_PYTHONS names is imported as an interpreter layer (never bound from /var/tmp): stacked
+    # below the env, as every reader of the env's manifest stacks it
+    (python,) = env_toolchains(store, spec.key()).interpreter.values()
     cache = LayerCache(store, LayerCacheConfig(root=str(tmp_path / "node")))
     try:
-        with cache.acquire(spec.key()) as env, Sandbox([env.path]) as sb:
+        with cache.acquire(python) as under, cache.acquire(spec.key()) as env, Sandbox([under.path, env.path]) as sb:
             # the log grader's clean environment (log_grading.grading_env), the recipe's command
             run = sb.exec(
                 "mkdir -p /tmp/home && env -i PATH=/venv/bin:/usr/local/bin:/usr/bin:/bin HOME=/tmp/home "
