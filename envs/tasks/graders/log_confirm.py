@@ -20,19 +20,24 @@ What runs, all through the JUnit grader's own steps (:mod:`swebox.envs.tasks.gra
 3. the interpreter: ``test_cmd``'s own when it reads ``<absolute python> -m pytest ...``, else the
    ``python`` that the log run's environment finds first (:func:`log_grading.grading_env`: the env layer's
    /venv, or the env a container image's ``~/.bashrc`` activates), asked before the diff is applied;
-4. :func:`grading.run_pytest` on the files of the F2P tests plus the two canaries, with the runner's options
-   (``-p no:cacheprovider -o addopts= --rootdir=/testbed ...``; ``test_cmd``'s own options are not carried,
-   they shape the log, and neither are ``eval_commands``: no pytest-family spec of SWE-bench has any);
-5. the verdict: the run must be complete, signed, untampered and error-free, and every F2P test the log did
-   not fail (all of them when it resolved; under ``reward_mode='fraction'`` the ones it counted) must come
-   out as the log grader's rule accepts it (passed, xfailed, or skipped: SWE-bench's ``test_passed`` and
-   "skipped fails nothing"; failed, error, xpassed or absent fail). So the confirmation changes no honest
-   verdict of the harness's rule; it removes what only the log said.
+4. :func:`grading.run_pytest` on the files of the F2P *and* P2P tests plus the two canaries, in one run, with
+   the runner's options (``-p no:cacheprovider -o addopts= --rootdir=/testbed ...``; ``test_cmd``'s own options
+   are not carried, they shape the log, and neither are ``eval_commands``: no pytest-family spec of SWE-bench
+   has any);
+5. the verdict: the run must be complete, signed, untampered and error-free, and every F2P and P2P test the
+   log did not fail (all of them when it resolved; under ``reward_mode='fraction'`` every P2P test and the
+   F2P tests it counted) must come out as the log grader's rule accepts it (passed, xfailed, or skipped:
+   SWE-bench's ``test_passed`` and "skipped fails nothing"; failed, error, xpassed or absent fail). An id
+   the runner's node ids do not give as written (SWE-bench's pytest parser cuts a node id at its first
+   space, so a Verified row may list ``test_x[a`` for ``test_x[a b]``) is matched as the log parser would
+   read the runner's results (:func:`cut_statuses`): every result the parser reads as that id must be
+   accepted. So the confirmation changes no honest verdict of the harness's rule; it removes what only
+   the log said, about P2P tests as much as about F2P ones (a diff that fixes the F2P tests, breaks a P2P
+   test and prints its ``PASSED`` line earns 0).
 
-Anything else (an F2P test failing there, tampering, no verdict, a crash, a timeout) is reward 0 with the reason
+Anything else (a test failing there, tampering, no verdict, a crash, a timeout) is reward 0 with the reason
 in ``errors`` or ``tampered`` (each entry starting with :data:`PREFIX`) and ``GradeReport.confirm`` 'failed'
 ('unfinished' when the rerun left no signed verdict or timed out: like such a JUnit grade, it is not memoised).
-The PASS_TO_PASS tests are not run again (the cost): their results stay the log's.
 """
 
 from __future__ import annotations
@@ -43,11 +48,11 @@ import shlex
 import time
 
 from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy
-from swebox.envs.tasks.graders import grading, log_grading, rewrite_cache
-from swebox.envs.tasks.graders.junit import MISSING
-from swebox.envs.tasks.graders.report import GradeReport
+from swebox.envs.tasks.graders import grading, log_grading, log_parsers, rewrite_cache
+from swebox.envs.tasks.graders.junit import MISSING, TestResult
+from swebox.envs.tasks.graders.report import GradeReport, TestOutcome
 from swebox.envs.tasks.schema import Task
-from swebox.envs.tasks.testids import file_of_test
+from swebox.envs.tasks.testids import Key, file_of_test, node_id_from_junit
 
 ACCEPTED = frozenset({"passed", "xfailed", "skipped"})
 """Statuses under the runner that fail nothing by the log grader's (SWE-bench's) rule."""
@@ -82,12 +87,14 @@ def interpreter(sb: Sandbox, task: Task, workdir: str) -> str:
 
 
 def runner_task(task: Task, python: str) -> Task:
-    """The JUnit-graded task the confirmation runs: the F2P tests (their files), nothing else to match."""
-    files = tuple(dict.fromkeys(f for f in map(file_of_test, task.FAIL_TO_PASS) if f))
+    """The JUnit-graded task the confirmation runs: the F2P and P2P tests (their files, one run)."""
+    ids = (*task.FAIL_TO_PASS, *task.PASS_TO_PASS)
+    files = tuple(dict.fromkeys(f for f in map(file_of_test, ids) if f))
     return Task(
         instance_id=task.instance_id,
         repo=task.repo,
         FAIL_TO_PASS=task.FAIL_TO_PASS,
+        PASS_TO_PASS=task.PASS_TO_PASS,
         test_files=files,
         test_cmd=f"{python} -m pytest",
     )
@@ -120,10 +127,36 @@ def confirm(
                 rerun = runner_task(task, python)
                 results = grading.run_pytest(sb, rerun, workdir, timeout, found, cache if python == expected else None)
                 grading.score(rerun, found, results)
+                recover_cut_ids(task, found, results)
         except (SandboxError, OSError, ValueError, UnicodeError, KeyError, TypeError) as exc:
             found.errors.append(f"stopped by what the diff or its code did: {type(exc).__name__}: {exc}")
     _fold(task, report, found)
     report.durations["confirm"] = time.monotonic() - started
+
+
+def cut_statuses(parser: str, results: dict[Key, TestResult]) -> dict[str, str]:
+    """The runner's results as ``parser`` would key them in a log: log key -> status, the first status the log
+    grader's rule does not accept among the results sharing a key (else the last), so a cut id is at least as
+    strict under the runner as in the log (where the last line of the key wins)."""
+    statuses: dict[str, str] = {}
+    for result in results.values():
+        key = log_parsers.parser_key(parser, node_id_from_junit(result.classname, result.name, result.file))
+        if key is not None and (key not in statuses or statuses[key] in ACCEPTED):
+            statuses[key] = result.status
+    return statuses
+
+
+def recover_cut_ids(task: Task, found: GradeReport, results: dict[Key, TestResult]) -> None:
+    """Give an F2P/P2P id that matched no runner node id (a SWE-bench id cut at a space) the status the log
+    parser's reading of the runner's results gives it; it stays absent when that reading has none either."""
+    cut: dict[str, str] | None = None
+    for test_id in (*task.FAIL_TO_PASS, *task.PASS_TO_PASS):
+        if test_id not in found.tests or found.tests[test_id].status != MISSING:
+            continue
+        cut = cut_statuses(task.log_parser, results) if cut is None else cut
+        key = log_parsers.lookup(task.log_parser, test_id, cut)
+        if key is not None:
+            found.tests[test_id] = TestOutcome(cut[key], 0.0, f"matched as the log parser reads {key!r}")
 
 
 def _fold(task: Task, report: GradeReport, found: GradeReport) -> None:
@@ -134,11 +167,12 @@ def _fold(task: Task, report: GradeReport, found: GradeReport) -> None:
         problems.append(PREFIX + "the diff did not apply")
     if found.applied and found.verdict != "ok" and not (found.errors or found.tampered):
         problems.append(PREFIX + f"no signed verdict ({found.verdict or 'the tests did not run'})")
-    for test_id in task.FAIL_TO_PASS:  # those the log did not fail (all of them, for a resolved verdict)
+    kinds = [("F2P", t) for t in task.FAIL_TO_PASS] + [("P2P", t) for t in task.PASS_TO_PASS]
+    for kind, test_id in kinds:  # those the log did not fail (all of them, for a resolved verdict)
         said = report.tests[test_id].status if test_id in report.tests else MISSING
         status = found.tests[test_id].status if test_id in found.tests else MISSING
         if found.verdict == "ok" and said not in log_grading.FAILING and status not in ACCEPTED:
-            problems.append(PREFIX + f"F2P test {test_id} is {status} there (the log's status: {said})")
+            problems.append(PREFIX + f"{kind} test {test_id} is {status} there (the log's status: {said})")
     report.errors += problems
     report.tampered += tampered
     report.timed_out = report.timed_out or found.timed_out

@@ -31,8 +31,8 @@ rewrite the log after the fact, fake the run's end, make every test pass unseen 
 pass after pytest's failure. What the log alone cannot show is targeted forging: code under test that turns
 only the task's own failing tests into passes inside the command (pytest's report patched, or an fd-level
 filter on the log's pipe), leaving the canaries honest. For pytest-family logs (``Task.confirm_mode ==
-'runner'``) a verdict that earns a reward is therefore confirmed by running the F2P tests again under swebox's
-runner, whose channel is pinned and whose watchdog sees report patching (:mod:`.log_confirm`, called by
+'runner'``) a verdict that earns a reward is therefore confirmed by running the F2P and P2P tests again under
+swebox's runner, whose channel is pinned and whose watchdog sees report patching (:mod:`.log_confirm`, called by
 :func:`swebox.envs.tasks.graders.grading.grade` after :func:`score`). Django's, sympy's, the JavaScript, Go,
 Rust and C/C++ logs, pytest-dev/pytest's rows and tasks with ``confirm='off'`` keep the gap; see docs/tasks.md.
 """

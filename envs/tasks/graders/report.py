@@ -76,8 +76,8 @@ class GradeReport:
     confirm: str = ""
     """The log verdict's confirmation under swebox's runner (grader 'log', ``Task.confirm_mode``): '' (not
     run: another grader, or the log verdict earned nothing) | 'off' (the task opts out; the log alone decided)
-    | 'confirmed' (no F2P test failed under the runner, in a clean signed run) | 'failed' (a signed run of the
-    runner disagreed or saw tampering) | 'unfinished' (the rerun left no signed verdict or timed out). Both
+    | 'confirmed' (no F2P or P2P test failed under the runner, in a clean signed run) | 'failed' (a signed run
+    of the runner disagreed or saw tampering) | 'unfinished' (the rerun left no signed verdict or timed out). Both
     of the last give reward 0, the reason in ``errors`` or ``tampered`` (entries start 'confirm under the
     runner:')."""
     rewritten: dict[str, int] = field(default_factory=dict)

@@ -174,7 +174,7 @@ LOG_CANARY = "canary test tests/test_"
 # The log grader runs the repository's own command: no swebox code is in the tested process, so nothing
 # watches pytest from inside (the JUnit grader's watchdog). A forger that singles out the task's failing
 # test by patching pytest's reports, leaving the canaries honest, prints a genuine-looking log (the official
-# harness believes it too): test_add is reported passed in the log. The confirmation (log_confirm.py: the F2P
+# harness believes it too): test_add is reported passed in the log. The confirmation (log_confirm.py: the F2P and P2P
 # tests again under swebox's runner, for pytest-family logs) is what catches it; docs/tasks.md ("What the log
 # grader can and cannot guarantee").
 LOG_GAP = "targeted forging with the checks switched off"

@@ -296,7 +296,7 @@ def test_an_empty_diff_does_not_resolve_with_tests_as_a_package(calc_layer, calc
 # pytest's fd capture saved the script's stdout pipe before the tests imported calc; every fd on that pipe is
 # replaced by a pipe to a forked filter that turns the task's failing lines into passes. No pytest object is
 # touched, so nothing in the tested process can see it, and the log is what pytest itself printed. The log
-# verdict's confirmation (the F2P tests again under swebox's runner) does not believe it; the same filter on
+# verdict's confirmation (the F2P and P2P tests again under swebox's runner) does not believe it; the same filter on
 # the JUnit grader's channel is refused (below).
 FD_FILTER = (
     "import os, re\n"
