@@ -2,14 +2,14 @@
 the learner trains on.
 
 :class:`PolicyModel` is the gateway's :class:`~swebox.envs.gateway.calls.ChatModel` for the policy: the chat
-template turns the harness's messages (and the request's ``tools``) into prompt ids, the generation backend
-samples, and the record keeps the ids exactly as sampled; a reply's Hermes ``<tool_call>`` blocks go back to
-the harness as OpenAI tool calls (envs/gateway/tool_text.py). :func:`trajectory_of` merges the calls into one trajectory by prefix: call k extends
-call k-1 when its messages are call k-1's, then the assistant reply as the model wrote it, then new messages
-(the harness's observation); the reply keeps its sampled ids (trained on, loss mask 1) and only the new
-messages' rendering is encoded (loss mask 0), as in the text loop. A call that does not extend the chain (a
-harness that rewrote or dropped earlier turns) starts nothing new: the chain ends at the last call that
-extended it, and ``gateway/unmerged_calls`` counts the calls left out of the loss.
+template turns the harness's messages (and the request's ``tools``) into prompt ids, the generation backend samples,
+and the record keeps the ids exactly as sampled; a reply's Hermes ``<tool_call>`` blocks go back to the harness as
+OpenAI tool calls (envs/gateway/tool_text.py). :func:`trajectory_of` merges the calls into one trajectory by prefix:
+call k extends call k-1 when its messages are call k-1's, then the assistant reply as the model wrote it, then new
+messages (the harness's observation); the reply keeps its sampled ids (trained on, loss mask 1) and only the new
+messages' rendering is encoded (loss mask 0), as in the text loop. A call that does not extend the chain (a harness
+that rewrote or dropped earlier turns) starts nothing new: the chain ends at the last call that extended it, and
+``gateway/unmerged_calls`` counts the calls left out of the loss.
 """
 
 from __future__ import annotations

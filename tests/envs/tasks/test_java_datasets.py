@@ -1,8 +1,9 @@
 """Multi-SWE-bench's and SWE-rebench-V2's Java rows. Multi-SWE-bench: its columns become log-graded tasks on the
 jdk toolchain layer, run as its harness classes run them (``mvn test`` of the whole build, or ``./gradlew test``
 for its Gradle repositories) and read by its rules (surefire's line per test class; Gradle's ``Class > method``
-and task lines); its Maven rule on a real log; an env needing Maven Central fails clearly; and (e2e) a row over Apache Commons CLI built offline from Debian's Maven repository passes ``swebox tasks
-validate``: gold resolved, empty not, a wrong fix not. SWE-rebench-V2: a row naming ``parse_java_mvn`` (its Java
+and task lines); its Maven rule on a real log; an env needing Maven Central fails clearly; and (e2e) a row over
+Apache Commons CLI built offline from Debian's Maven repository passes ``swebox tasks validate``:
+gold resolved, empty not, a wrong fix not. SWE-rebench-V2: a row naming ``parse_java_mvn`` (its Java
 rule) runs its own command on the jdk layer, read by that rule, on the same real log and (e2e) the same project.
 """
 
