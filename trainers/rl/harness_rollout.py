@@ -35,11 +35,21 @@ class PolicyModel:
     ) -> None:
         self.backend, self.tokenizer = backend, tokenizer
         self.max_new_tokens, self.max_context_tokens = max_new_tokens, max_context_tokens
+        self._renders_tools: bool | None = None  # asked of the template on the first request with tools
 
     def complete(
         self, messages: list[dict[str, Any]], max_tokens: int | None, seed: int | None, request: dict[str, Any]
     ) -> Completion:
         tools = tools_of(request)
+        if tools is not None and not self.renders_tools():
+            # the model would never see the tools and its calls could not be read: the harness is told (the
+            # gateway answers a model error with HTTP 500 and this message) rather than left to wait for calls
+            raise ValueError(
+                f"the request offers {len(tools)} tools; expected the policy's chat template to render them "
+                f"(apply_chat_template(tools=...)); found a template without a tools branch "
+                f"({getattr(self.tokenizer, 'name_or_path', '') or 'this tokenizer'}). Use a tokenizer whose "
+                "template renders tools (Qwen2.5's, the builtin one), or a harness that sends no tools."
+            )
         prompt = encode(
             self.tokenizer, render(self.tokenizer, template_messages(messages), add_generation_prompt=True, tools=tools)
         )
@@ -67,6 +77,16 @@ class PolicyModel:
                 completion.text, completion.tool_calls = parsed.content, parsed.tool_calls
                 completion.finish_reason = "tool_calls"
         return completion
+
+    def renders_tools(self) -> bool:
+        """Whether the chat template writes a request's tools into the prompt (a template without a tools
+        branch renders the same text with them and without)."""
+        if self._renders_tools is None:
+            chat = [{"role": "user", "content": "?"}]
+            probe = [{"type": "function", "function": {"name": "swebox_probe", "parameters": {"type": "object"}}}]
+            with_tools = render(self.tokenizer, chat, add_generation_prompt=True, tools=probe)
+            self._renders_tools = "swebox_probe" in with_tools
+        return self._renders_tools
 
 
 def _plain(messages: list[dict[str, Any]]) -> list[dict[str, str]]:

@@ -185,6 +185,26 @@ def test_without_tools_or_with_tool_choice_none_the_reply_is_text():
         assert "<tools>" not in TOK.decode(out.prompt_ids)
 
 
+def test_a_template_without_a_tools_branch_is_refused_with_a_clear_error_not_silently_ignored(sandbox):
+    """A pretrained template that has no tools branch would drop the request's tools (the model never sees
+    them): the harness gets the gateway's model error saying so, and a request without tools is still answered."""
+    import copy
+
+    plain = copy.deepcopy(TOK)
+    plain.chat_template = (
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+    model = PolicyModel(Fixed("fine"), plain, 64, 4096)
+    assert not model.renders_tools() and PolicyModel(Fixed(), TOK, 64, 4096).renders_tools()
+    gateway, answers = converse(sandbox, model, calls=1)
+    ((status, answer),) = answers
+    assert status == 500 and "expected the policy's chat template to render them" in answer, answer
+    assert "found a template without a tools branch" in answer, answer
+    assert gateway.records[0].completion is None and "model_error" in gateway.records[0].error
+    assert model.complete(CHAT, None, None, {}).text == "fine"
+
+
 def hermes(*commands: str) -> str:
     """One reply calling ``bash`` once per command, as the template writes calls."""
     return "\n".join(
