@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -218,6 +219,35 @@ def _vllm_model(llm: Any) -> Any:
 # ------------------------------------------------------------------------------------------- OpenAI
 
 
+TOOL_FIELDS = ("tools", "tool_choice", "parallel_tool_calls")
+"""The chat completions request fields that :meth:`OpenAIBackend.chat_reply` passes on to the server as sent: a
+function-calling harness's tools, and its say over whether and how many of them the model calls."""
+
+
+@dataclass
+class ServedReply:
+    """A served model's answer to one chat completions request."""
+
+    text: str
+    """The assistant message's content ('' for null, as with tool calls only)."""
+    tool_calls: list[dict[str, Any]]
+    """The reply's tool calls in OpenAI's format (``{"id", "type": "function", "function": {"name",
+    "arguments"}}``, the arguments the server's JSON text unchanged); empty for a text reply."""
+    finish_reason: str
+    """"stop", "length" or "tool_calls", as the server said ("function_call" read as "tool_calls", any other
+    reason as "stop")."""
+
+
+def _function_call(call: Any, base_url: str) -> dict[str, Any]:
+    function = getattr(call, "function", None)
+    if getattr(call, "type", "function") != "function" or function is None:
+        raise ValueError(
+            f"OpenAI server {base_url}: expected function tool calls; found a {getattr(call, 'type', '?')!r} "
+            "call; offer the model function tools only"
+        )
+    return {"id": call.id, "type": "function", "function": {"name": function.name, "arguments": function.arguments}}
+
+
 class OpenAIBackend:
     """An OpenAI-compatible HTTP server (vLLM, SGLang, TGI, ...) for evaluation; it cannot take weights.
 
@@ -273,14 +303,32 @@ class OpenAIBackend:
 
     def chat(self, messages: list[dict[str, str]], max_new_tokens: int | None = None) -> tuple[str, FinishReason]:
         """The server's reply to a conversation, and why it ended."""
+        reply = self.chat_reply(messages, max_new_tokens)
+        return reply.text, "length" if reply.finish_reason == "length" else "stop"
+
+    def chat_reply(
+        self, messages: list[dict[str, Any]], max_new_tokens: int | None = None, fields: dict[str, Any] | None = None
+    ) -> ServedReply:
+        """The server's whole reply to a conversation (its text, its tool calls, why it ended). ``fields``: the
+        request's function-calling fields (:data:`TOOL_FIELDS`) sent as they are; any other key is refused."""
+        extra = dict(fields or {})
+        unknown = sorted(set(extra) - set(TOOL_FIELDS))
+        if unknown:
+            raise ValueError(f"OpenAIBackend.chat_reply: expected fields among {TOOL_FIELDS}; found {unknown}")
         reply = self._call(
             self.client.chat.completions.create,
             "chat/completions",
             messages=messages,
+            **extra,
             **self._sampling(max_new_tokens or self.cfg.max_new_tokens),
         )
         choice = reply.choices[0]
-        return choice.message.content or "", "length" if choice.finish_reason == "length" else "stop"
+        calls = [_function_call(call, self.base_url) for call in choice.message.tool_calls or []]
+        # OpenAI's finish reasons as the gateway's Completion takes them: the legacy "function_call" is a tool
+        # call; "content_filter" (and any server's own reason) ended the reply like a stop
+        reason = choice.finish_reason
+        finish = reason if reason in ("stop", "length", "tool_calls") else "tool_calls" if calls else "stop"
+        return ServedReply(choice.message.content or "", calls, finish)
 
     def generate(
         self, prompts: list[list[int]], max_new_tokens: int, seeds: list[int] | None = None

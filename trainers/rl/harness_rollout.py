@@ -204,7 +204,8 @@ def play_harness_episode(
 
 def harness_model(args: Any, cfg: Any, task: Any, backend: GenerationBackend | None, tokenizer: Any) -> ChatModel:
     """The gateway's model for ``swebox eval --policy ...`` with a harness: gold and giveup are scripted for
-    mini-swe-agent's text format; hf: is the policy; openai: forwards to the served model (text only)."""
+    mini-swe-agent's text format; hf: is the policy; openai: forwards to the served model,
+    tools and tool calls included."""
     from swebox.envs.gateway.scripted import ScriptedModel, giveup_replies, gold_replies
 
     if args.policy == "gold":
@@ -223,11 +224,15 @@ def harness_model(args: Any, cfg: Any, task: Any, backend: GenerationBackend | N
             gen, backend="openai", openai_base_url=args.policy[len("openai:") :], openai_model=args.model
         )
     )
-    return _ServedModel(served)
+    return ServedModel(served)
 
 
-class _ServedModel:
-    """A served model behind an OpenAI-compatible server, as the gateway's model (text only: no token ids)."""
+class ServedModel:
+    """A served model behind an OpenAI-compatible server, as the gateway's model (no token ids: for evaluation).
+
+    A function-calling harness works through it: the request's ``tools``, ``tool_choice`` and
+    ``parallel_tool_calls`` go to the server as sent, so do the conversation's assistant ``tool_calls`` and
+    ``tool`` messages, and the server's tool calls and finish reason come back in the :class:`Completion`."""
 
     def __init__(self, served: Any) -> None:
         self.served = served
@@ -235,5 +240,23 @@ class _ServedModel:
     def complete(
         self, messages: list[dict[str, Any]], max_tokens: int | None, seed: int | None, request: dict[str, Any]
     ) -> Completion:
-        text, finish = self.served.chat(_plain(messages), max_tokens)
-        return Completion(text=text, finish_reason=finish)
+        from swebox.trainers.policy.backends import TOOL_FIELDS
+
+        fields = {key: request[key] for key in TOOL_FIELDS if key in request}
+        reply = self.served.chat_reply(_served(messages), max_tokens, fields)
+        return Completion(text=reply.text, tool_calls=reply.tool_calls, finish_reason=reply.finish_reason)
+
+
+def _served(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What a server is sent: role and text content (a list of parts joined, as before tools were passed on),
+    and an assistant's ``tool_calls`` and a tool message's ``tool_call_id`` and ``name`` exactly as the harness
+    sent them (the arguments stay JSON text, as OpenAI carries them)."""
+    out = []
+    for m, plain in zip(messages, _plain(messages), strict=True):
+        message: dict[str, Any] = dict(plain)
+        if plain["role"] == "assistant" and isinstance(m.get("tool_calls"), list) and m["tool_calls"]:
+            message["tool_calls"] = m["tool_calls"]
+        if plain["role"] == "tool":
+            message.update({key: m[key] for key in ("tool_call_id", "name") if isinstance(m.get(key), str)})
+        out.append(message)
+    return out
