@@ -25,8 +25,9 @@ from typing import Any, cast
 
 from swebox.envs.episodes.loop import TextPolicy
 from swebox.envs.gateway.calls import CallRecord, ChatModel
-from swebox.envs.gateway.harness import HarnessConfig, end_harness, run_harness, turn_records
+from swebox.envs.gateway.harness import HarnessConfig, HarnessRun, end_harness, run_harness, turn_records
 from swebox.envs.gateway.replay import ReplayModel
+from swebox.envs.gateway.turns import audit_calls
 from swebox.envs.search.nodes import Node
 from swebox.envs.search.select import pick
 from swebox.envs.search.tree import Attempt, SearchLine, SearchResult, TaskSearch, sample_lines
@@ -85,20 +86,30 @@ class HarnessSearch(TaskSearch):
             assert last.completion is not None
             line.policy.messages = [*last.messages, {"role": "assistant", "content": last.completion.text}]
             self.result.prompt = self.result.prompt or [dict(m) for m in line.records[0].messages]
-        new = turn_records(done.records)[len(prefix) :]
-        node.turns += new
-        self.result.turns += len(new)
         self.result.replayed += model.replayed
-        if self.budget.max_turns and self.result.turns >= self.budget.max_turns:
-            self.hit("max_turns")
-        if not model.finished_replay():
-            self._fail(line, f"replay diverged: {model.diverged}")
-            return None
-        if model.paused:
+        if not model.finished_replay() or model.paused:
+            # not graded now: its turns carry the rules that fire on them all the same, read by a copy of the
+            # episode's audit (a paused line's own audit reads its calls when it ends: finish())
+            probe = episode.audit.copy()
+            audit_calls(probe, done.records)
+            self._played(node, done, len(prefix), probe.findings)
+            if not model.finished_replay():
+                self._fail(line, f"replay diverged: {model.diverged}")
+                return None
             return line
         reward, info = end_harness(episode, harness, done, imposed)  # cut by the search's limits: "budget"
+        self._played(node, done, len(prefix), (info.get("audit") or {}).get("findings"))
         self._finish(line, reward, info)
         return None
+
+    def _played(self, node: Node, done: HarnessRun, replayed: int, findings: list[dict[str, Any]] | None) -> None:
+        """Add the calls ``node``'s run sampled itself (past the ``replayed`` prefix) to its turns, each with the
+        rules of the episode's audit ``findings`` that fired on it, as a plain harness episode's turns."""
+        new = turn_records(done.records, findings)[replayed:]
+        node.turns += new
+        self.result.turns += len(new)
+        if self.budget.max_turns and self.result.turns >= self.budget.max_turns:
+            self.hit("max_turns")
 
     def _limited(self, replayed: int) -> tuple[HarnessConfig, tuple[str, ...]]:
         """The harness with the search's budget folded into its gateway limits (the turns left, replayed calls
@@ -130,7 +141,10 @@ class HarnessSearch(TaskSearch):
         )
 
     def finish(self) -> SearchResult:
-        """As a text search's; a diverged attempt is picked only when every attempt diverged."""
+        """As a text search's; a diverged attempt is picked only when every attempt diverged. A paused line
+        ends here graded as it stands, its calls read by its episode's audit first (as end_harness does)."""
+        for line in self._live:
+            audit_calls(line.episode.audit, cast(_HarnessLine, line).records)
         result = super().finish()
         attempts = result.attempts
         played = [i for i, a in enumerate(attempts) if a.reason != "diverged"]

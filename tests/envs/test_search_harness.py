@@ -233,3 +233,67 @@ def test_a_line_cut_by_the_search_s_max_turns_ends_as_budget(calc_layer, harness
     policy = HarnessPolicy(own, lambda line: FixLookSubmit([gold_replies(GOLD)[0]]))
     found = sample_harness(calc_task(), 1, policy, **options(calc_layer, own, "majority"))
     assert found.budgets_hit == [] and [(a.reason, a.reward) for a in found.attempts] == [("max_turns", 1.0)]
+
+
+PEEK = "cd /testbed && git log --all --oneline"  # the audit's git_history rule fires on it
+LOOK_CMD = "cd /testbed && grep -n 'return a' calc/ops.py"
+
+
+def tool_harness(harness: HarnessConfig) -> HarnessConfig:
+    """The tiny agent in its tool mode: every reply is an OpenAI tool call the audit reads as a command."""
+    return dataclasses.replace(harness, harness=harness.harness.replace("command:", "command:TINY_AGENT_TOOLS=1 "))
+
+
+@pytest.mark.e2e
+def test_sampled_harness_lines_carry_the_audit_s_rules_per_turn_and_per_attempt(calc_layer, harness):
+    tools = tool_harness(harness)
+    scripts = [[apply(GOLD), PEEK], [apply(GOLD), LOOK_CMD]]  # both fix; line 0 peeks at the history
+    policy = HarnessPolicy(tools, lambda line: ToolScript(scripts[line % 2]), seed=5)
+    config = episode_config(EpisodeConfig(time_limit_s=300, audit="zero"), tools)
+    result = sample_harness(calc_task(), 2, policy, layers=[calc_layer], config=config, rule="majority")
+    peeked, honest = result.tree
+    assert [t["audit"] for t in peeked.turns] == [[], ["git_history"], []]  # the finding on its own turn
+    assert [t["audit"] for t in honest.turns] == [[], [], []]
+    assert "git log --all" in peeked.turns[1]["tool_calls"][0]["arguments"]["command"]
+    first, second = result.attempts
+    assert first.audit is not None and first.audit["flagged"] and first.audit["rules"] == ["git_history"]
+    assert second.audit is not None and not second.audit["flagged"]
+    # both resolved; the flagged line is zeroed by env.audit=zero, the honest one keeps its reward
+    assert first.resolved and second.resolved and [first.reward, second.reward] == [0.0, 1.0]
+
+
+@pytest.mark.e2e
+def test_beam_harness_lines_carry_the_audit_s_rules_on_paused_and_replayed_turns(calc_layer, harness):
+    tools = tool_harness(harness)
+    # line 0 peeks on its first call (sampled in a run paused after it), then fixes; line 1 fixes at once
+    scripts = [[PEEK, apply(GOLD)], [apply(GOLD)]]
+    policy = HarnessPolicy(tools, lambda line: ToolScript(scripts[line % 2]))
+    config = episode_config(EpisodeConfig(time_limit_s=300), tools)
+    result = beam_harness(calc_task(), policy, width=2, depth=1, layers=[calc_layer], config=config, rule="majority")
+    tree = {n.index: n for n in result.tree}
+    assert [(n.parent, n.forked_at) for n in result.tree] == [(None, 0), (0, 0)]
+    # turn 1 of line 0 came from its paused run, turns 2 and 3 from its replay to the end
+    assert [(t["turn"], t["audit"]) for t in tree[0].turns] == [(1, ["git_history"]), (2, []), (3, [])]
+    assert [(t["turn"], t["audit"]) for t in tree[1].turns] == [(1, []), (2, [])]
+    by_line = {a.index: a for a in result.attempts}
+    assert by_line[0].audit is not None and by_line[0].audit["rules"] == ["git_history"]
+    assert by_line[1].audit is not None and not by_line[1].audit["flagged"]
+    assert by_line[0].resolved and by_line[0].reward == 1.0  # env.audit=report: flagged, not zeroed
+
+
+@pytest.mark.e2e
+def test_paused_harness_lines_ended_by_a_budget_are_audited_before_they_are_graded(calc_layer, harness):
+    tools = tool_harness(harness)
+    scripts = [[PEEK, apply(GOLD)], [apply(GOLD)]]
+    policy = HarnessPolicy(tools, lambda line: ToolScript(scripts[line % 2]))
+    config = episode_config(EpisodeConfig(time_limit_s=300, audit="zero"), tools)
+    # the level's two calls spend the search's 2 turns: both lines stay paused and end in finish(), as they stand
+    result = beam_harness(
+        calc_task(), policy, width=2, depth=1, budget=SearchBudget(max_turns=2), layers=[calc_layer], config=config
+    )
+    by_line = {a.index: a for a in result.attempts}
+    assert "max_turns" in result.budgets_hit and [by_line[i].reason for i in (0, 1)] == ["budget", "budget"]
+    assert by_line[0].audit is not None and by_line[0].audit["rules"] == ["git_history"]
+    assert by_line[0].audit["action"] == "zeroed" and by_line[0].reward == 0.0
+    assert by_line[1].audit is not None and not by_line[1].audit["flagged"]
+    assert by_line[1].resolved and by_line[1].reward == 1.0  # the honest fix, cut by the budget, keeps its reward
