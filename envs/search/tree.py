@@ -80,6 +80,9 @@ class Attempt:
     """The selection rule's score."""
     error: str = ""
     """What went wrong, when the line errored."""
+    audit: dict[str, Any] | None = None
+    """The exploit audit's summary of the line (its episode's ``info["audit"]``: flagged, rules, findings by
+    turn); None when it was not graded or the audit is off."""
 
 
 @dataclass
@@ -330,6 +333,7 @@ class TaskSearch:
             info.get("diff", ""),
             info.get("grade"),
             error=info.get("error", ""),
+            audit=info.get("audit"),
         )
         try:
             if self.rule.scorer is not None:  # scored in place: the diff is taken, the state may change now

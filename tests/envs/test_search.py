@@ -209,6 +209,7 @@ def test_beam_records_its_tree_and_the_chosen_path(calc_layer):
     assert out["resolved"] and out["reward"] == 1.0 and out["num_turns"] == 3 and out["reason"] == "submitted"
     assert [t["turn"] for t in out["turns"]] == [1, 2, 3] and "+    return a + b" in out["diff"]
     assert out["prompt"][0]["role"] == "system" and out["grade"]["resolved"]
+    assert out["audit"] == result.attempts[result.picked].audit and not out["audit"]["flagged"]  # audit "report"
     roles = [m["role"] for m in out["messages"]]
     assert roles == ["system", "user", "assistant", "user", "assistant", "user", "assistant"]
     assert out["messages"][-1]["content"] == SUBMIT and "2:    return a + b" in out["messages"][-2]["content"]

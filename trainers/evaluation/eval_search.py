@@ -162,6 +162,7 @@ def record(result: SearchResult) -> dict[str, Any]:
         "turns": turns,
         "diff": picked.diff if picked else "",
         "grade": picked.grade if picked else None,
+        "audit": picked.audit if picked else None,
         "metrics": {},
         "total_s": result.wall_s,
         "messages": messages,
