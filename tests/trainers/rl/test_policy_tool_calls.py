@@ -7,8 +7,6 @@ recorded. The calls merge into one trajectory and every call of a reply is a tur
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 
 import httpx
 import openai
@@ -16,7 +14,6 @@ import pytest
 from swebox.envs.gateway import Gateway
 from swebox.envs.gateway.tool_text import template_messages
 from swebox.envs.gateway.turns import turn_records
-from swebox.envs.sandbox import Sandbox, SandboxPolicy
 from swebox.trainers.policy.generation import Generated
 from swebox.trainers.policy.models import build_builtin_tokenizer
 from swebox.trainers.rl.harness_rollout import PolicyModel, trajectory_of
@@ -24,49 +21,15 @@ from swebox.trainers.rl.rollout import encode, render
 
 from tests.calc import GOLD
 from tests.envs.gateway.tool_script import apply
+from tests.trainers.rl.tool_chat import BASH, CHAT, talk
 
 TOK = build_builtin_tokenizer()
-BASH = {
-    "type": "function",
-    "function": {
-        "name": "bash",
-        "description": "Run a shell command in the repository.",
-        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
-    },
-}
-CHAT = [{"role": "system", "content": "You fix bugs."}, {"role": "user", "content": "add(2, 3) returns -1."}]
 # two calls exactly as the template writes them, so that the merged sequence can be checked byte for byte
 CALLS = (
     '<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call>\n'
     '<tool_call>\n{"name": "bash", "arguments": {"command": "cat calc/ops.py"}}\n</tool_call>'
 )
 MALFORMED = '<tool_call>\n{"name": "bash", "arguments": {"command": "git diff"\n</tool_call>'
-
-# The sandbox's client: posts {requests} in turn; after a reply with tool calls it sends the assistant message
-# back as received and one tool message per call, as an OpenAI function-calling agent does.
-CLIENT = """python3 - <<'EOF'
-import json, urllib.request, urllib.error
-def post(body):
-    r = urllib.request.Request('{url}/chat/completions', data=json.dumps(body).encode(),
-                               headers={{'Content-Type': 'application/json'}})
-    try:
-        with urllib.request.urlopen(r, timeout=120) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-messages, out = {chat!r}, []
-for _ in range({calls}):
-    status, answer = post({{'messages': messages, 'tools': {tools!r}, 'max_tokens': {max_tokens}}})
-    out.append([status, answer])
-    if status != 200:
-        break
-    message = json.loads(answer)['choices'][0]['message']
-    messages = messages + [message]
-    for call in message.get('tool_calls') or []:
-        result = 'ran ' + call['function']['arguments']
-        messages.append({{'role': 'tool', 'tool_call_id': call['id'], 'content': result}})
-print(json.dumps(out))
-EOF"""
 
 
 class Fixed:
@@ -80,25 +43,10 @@ class Fixed:
         return [Generated(ids, [-0.5] * len(ids), "stop")]
 
 
-@pytest.fixture
-def sandbox():
-    root = tempfile.mkdtemp(prefix="swebox-test-", dir="/tmp")
-    layer = tempfile.mkdtemp(prefix="swebox-test-layer-", dir="/tmp")
-    os.chmod(root, 0o711)
-    os.chmod(layer, 0o755)
-    with Sandbox([layer], SandboxPolicy(work_root=root, command_timeout_s=120)) as box:
-        yield box
-    os.rmdir(layer)
-    os.rmdir(root)
-
-
 def converse(sandbox, model, calls: int, max_tokens: int = 64) -> tuple[Gateway, list[tuple[int, str]]]:
     with Gateway(model, seed=3) as gateway:
-        url = gateway.serve_inside(sandbox.pid)
-        script = CLIENT.format(url=url, chat=CHAT, calls=calls, tools=[BASH], max_tokens=max_tokens)
-        result = sandbox.exec(script, timeout=300)
-    assert result.exit_code == 0, result.output
-    return gateway, [tuple(pair) for pair in json.loads(result.output.strip().splitlines()[-1])]
+        answers = talk(sandbox, gateway, {"tools": [BASH], "max_tokens": max_tokens}, calls)
+    return gateway, answers
 
 
 def openai_parse(answer: str):

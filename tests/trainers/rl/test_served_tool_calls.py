@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import os
-import tempfile
 import threading
 from typing import Any
 
@@ -17,38 +15,11 @@ import pytest
 from swebox.envs.gateway import Gateway
 from swebox.envs.gateway.calls import Completion
 from swebox.envs.gateway.server import _handler
-from swebox.envs.sandbox import Sandbox, SandboxPolicy
 from swebox.trainers.policy.backends import OpenAIBackend
 from swebox.trainers.rl.harness_rollout import ServedModel
 from swebox.trainers.run.config import GenerationConfig
 
-from tests.trainers.rl.test_policy_tool_calls import BASH, CHAT
-
-# The sandbox's client: posts in turn, each request with {fields}; after a reply with tool calls it sends the
-# assistant message back as received and one tool message per call, as an OpenAI function-calling agent does.
-CLIENT = """python3 - <<'EOF'
-import json, urllib.request, urllib.error
-def post(body):
-    r = urllib.request.Request('{url}/chat/completions', data=json.dumps(body).encode(),
-                               headers={{'Content-Type': 'application/json'}})
-    try:
-        with urllib.request.urlopen(r, timeout=120) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-messages, out = {chat!r}, []
-for _ in range({calls}):
-    status, answer = post(dict({fields!r}, messages=messages, max_tokens=32))
-    out.append([status, answer])
-    if status != 200:
-        break
-    message = json.loads(answer)['choices'][0]['message']
-    messages = messages + [message]
-    for call in message.get('tool_calls') or []:
-        result = 'ran ' + call['function']['arguments']
-        messages.append({{'role': 'tool', 'tool_call_id': call['id'], 'content': result}})
-print(json.dumps(out))
-EOF"""
+from tests.trainers.rl.tool_chat import BASH, CHAT, talk
 
 CALLS = [
     {"id": "call_a", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}},
@@ -72,18 +43,6 @@ class Upstream:
 
 
 @pytest.fixture
-def sandbox():
-    root = tempfile.mkdtemp(prefix="swebox-test-", dir="/tmp")
-    layer = tempfile.mkdtemp(prefix="swebox-test-layer-", dir="/tmp")
-    os.chmod(root, 0o711)
-    os.chmod(layer, 0o755)
-    with Sandbox([layer], SandboxPolicy(work_root=root, command_timeout_s=120)) as box:
-        yield box
-    os.rmdir(layer)
-    os.rmdir(root)
-
-
-@pytest.fixture
 def upstream():
     """A second gateway's HTTP server on the host's loopback: the OpenAI-compatible server the model forwards to."""
     gateway = Gateway(Upstream())
@@ -101,10 +60,7 @@ def upstream():
 def converse(sandbox, upstream_url: str, fields: dict[str, Any], calls: int) -> tuple[Gateway, list]:
     cfg = GenerationConfig(backend="openai", openai_base_url=upstream_url, openai_model="served", max_new_tokens=32)
     with Gateway(ServedModel(OpenAIBackend(cfg))) as gateway:
-        url = gateway.serve_inside(sandbox.pid)
-        result = sandbox.exec(CLIENT.format(url=url, chat=CHAT, calls=calls, fields=fields), timeout=300)
-    assert result.exit_code == 0, result.output
-    answers = json.loads(result.output.strip().splitlines()[-1])
+        answers = talk(sandbox, gateway, {**fields, "max_tokens": 32}, calls)
     assert [status for status, _ in answers] == [200] * calls, answers
     return gateway, [json.loads(answer)["choices"][0] for _, answer in answers]
 
