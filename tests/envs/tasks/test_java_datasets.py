@@ -117,23 +117,6 @@ def test_msb_gradle_rule_is_mockito_s():
     }
 
 
-# -- e2e: swebox cache build + swebox tasks validate on the row, offline -----------------------------------------
-@pytest.mark.e2e
-def test_msb_java_row_validates_on_the_jdk_layer(tmp_path, monkeypatch):
-    source = orig_source("commons-cli-1.6.0", POOL_PATH, SHA256)
-    commits = make_java_mirror(source, tmp_path / "mirror")
-    row = msb_java_row(commits)
-    (tmp_path / "specs.json").write_text(json.dumps({}))
-    store = str(row_store(tmp_path / "layers", ("jdk",)))
-    (report,) = build_and_validate(tmp_path, [row], store).values()
-    assert report["passed"] and report["gold"]["resolved"] and not report["empty"]["resolved"], report
-    # a wrong fix (quotes stripped around text holding quotes) fails UtilTest, the other classes still pass
-    monkeypatch.setenv("SWEBOX_GIT_MIRROR", str(tmp_path / "mirror"))
-    bad = grade_from_store(store, to_task(row), commits["wrong"])
-    assert bad.applied and not bad.resolved and bad.tampered == [], (bad.errors, bad.output_tail)
-    assert bad.tests[CLASS].status == "failed" and all(bad.tests[t].status == "passed" for t in P2P)
-
-
 GUAVA = (
     "<dependency><groupId>com.google.guava</groupId><artifactId>guava</artifactId><version>33.0.0-jre</version>"
     "</dependency>"
@@ -221,16 +204,23 @@ def test_rebench_java_mvn_rule_reads_a_real_log():
     assert parse_log("parse_java_mvn", "[INFO] Running a.Only\n") == {"a.Only": "PASSED"}
 
 
+# -- e2e: swebox cache build + swebox tasks validate on the rows, offline ------------------------------------------
 @pytest.mark.e2e
-def test_rebench_java_row_validates_on_the_jdk_layer(tmp_path, monkeypatch):
+def test_msb_and_rebench_java_rows_validate_on_the_jdk_layer(tmp_path, monkeypatch):
+    """A Multi-SWE-bench row and a SWE-rebench-V2 row over the same commits, in one file: one build and one
+    validate run, each row still built on its own recipe, graded gold and empty, and reported."""
     source = orig_source("commons-cli-1.6.0", POOL_PATH, SHA256)
     commits = make_java_mirror(source, tmp_path / "mirror")
-    row = rebench_java_row(commits)
+    rows = [msb_java_row(commits), rebench_java_row(commits)]
     (tmp_path / "specs.json").write_text(json.dumps({}))
     store = str(row_store(tmp_path / "layers", ("jdk",)))
-    (report,) = build_and_validate(tmp_path, [row], store).values()
-    assert report["passed"] and report["gold"]["resolved"] and not report["empty"]["resolved"], report
+    report = build_and_validate(tmp_path, rows, store)
+    assert sorted(report) == sorted(row["instance_id"] for row in rows), sorted(report)
+    for r in report.values():
+        assert r["passed"] and r["gold"]["resolved"] and not r["empty"]["resolved"], r
+    # a wrong fix (quotes stripped around text holding quotes) fails UtilTest, the other classes still pass
     monkeypatch.setenv("SWEBOX_GIT_MIRROR", str(tmp_path / "mirror"))
-    bad = grade_from_store(store, to_task(row), commits["wrong"])
-    assert bad.applied and not bad.resolved and bad.tampered == [], (bad.errors, bad.output_tail)
-    assert bad.tests[CLASS].status == "failed" and all(bad.tests[t].status == "passed" for t in P2P)
+    for row in rows:
+        bad = grade_from_store(store, to_task(row), commits["wrong"])
+        assert bad.applied and not bad.resolved and bad.tampered == [], (row["instance_id"], bad.errors)
+        assert bad.tests[CLASS].status == "failed" and all(bad.tests[t].status == "passed" for t in P2P)
