@@ -1,10 +1,17 @@
 """Fixtures of the whole suite: the env layers of the calc project (tests/calc.py) and of the shapes project
-(tests/trainers/shapes.py), each built once per test process, and the tiny agent program of the harness tests."""
+(tests/trainers/shapes.py), each built once per test process, and the tiny agent program of the harness tests.
+
+A suite started in the background by a shell without job control (``make test &`` in a script, ``nohup``)
+inherits SIGINT ignored, as POSIX has it, and so would every program a test starts: the Ctrl-C tests (eval,
+train, predictions) would then send a signal nobody hears. Each test process takes the default an interactive
+``make test`` has.
+"""
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +20,9 @@ import pytest
 
 from tests.calc import CALC_FILES
 from tests.fixture_env import build_env_layer, discard_env_layer
+
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
