@@ -12,6 +12,8 @@ import pytest
 from swebox.envs.gateway import Completion, Gateway, GatewayLimits, OverLimit
 from swebox.envs.sandbox import Sandbox, SandboxPolicy
 
+from tests.envs.gateway.chat_client import POST
+
 USER = [{"role": "user", "content": "fix it"}]
 
 
@@ -109,20 +111,13 @@ def test_limits_say_what_they_expected(bad):
 
 # ------------------------------------------------------------------------------------- in real sandboxes
 
-CLIENT = """python3 - <<'EOF'
-import json, sys, urllib.request, urllib.error
-def post(body):
-    r = urllib.request.Request('{url}/chat/completions', data=json.dumps(body).encode(),
-                               headers={{'Content-Type': 'application/json'}})
-    try:
-        with urllib.request.urlopen(r, timeout=30) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-print(json.dumps([post({{'messages': [{{'role': 'user', 'content': 'one'}}]}}),
+CLIENT = (
+    POST
+    + """print(json.dumps([post({{'messages': [{{'role': 'user', 'content': 'one'}}]}}),
                   post({{'messages': [{{'role': 'user', 'content': 'two'}}], 'stream': True}}),
                   post({{'messages': [{{'role': 'user', 'content': 'three'}}]}})]))
 EOF"""
+)
 
 CONNECT = """python3 - <<'EOF'
 import socket

@@ -20,8 +20,8 @@ from swebox.trainers.rl.harness_rollout import PolicyModel, trajectory_of
 from swebox.trainers.rl.rollout import encode, render
 
 from tests.calc import GOLD
+from tests.envs.gateway.chat_client import BASH, CHAT, talk
 from tests.envs.gateway.tool_script import apply
-from tests.trainers.rl.tool_chat import BASH, CHAT, talk
 
 TOK = build_builtin_tokenizer()
 # two calls exactly as the template writes them, so that the merged sequence can be checked byte for byte

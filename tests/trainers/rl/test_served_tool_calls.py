@@ -19,7 +19,7 @@ from swebox.trainers.policy.backends import OpenAIBackend
 from swebox.trainers.rl.harness_rollout import ServedModel
 from swebox.trainers.run.config import GenerationConfig
 
-from tests.trainers.rl.tool_chat import BASH, CHAT, talk
+from tests.envs.gateway.chat_client import BASH, CHAT, talk
 
 CALLS = [
     {"id": "call_a", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}},

@@ -1,5 +1,7 @@
-"""What the tool-calling gateway tests share: a ``bash`` tool, a chat, an empty sandbox, and a client inside it
-that talks to a gateway as an OpenAI function-calling agent does (the sandbox: conftest.py's ``sandbox``)."""
+"""What the gateway tests share: a ``bash`` tool, a chat, and the clients that talk to a gateway from inside a
+sandbox (:data:`POST`, their request function; :data:`CLIENT`, an OpenAI function-calling agent's loop).
+tests/envs/gateway/tiny_agent.py keeps its own copy of the tool: it is a program run in the sandbox, not a
+module of the suite."""
 
 from __future__ import annotations
 
@@ -19,9 +21,9 @@ BASH = {
 }
 CHAT = [{"role": "system", "content": "You fix bugs."}, {"role": "user", "content": "add(2, 3) returns -1."}]
 
-# The sandbox's client: posts up to {calls} requests in turn, each with {fields}; after a reply with tool calls it
-# sends the assistant message back as received and one tool message per call; prints [[status, body], ...].
-CLIENT = """python3 - <<'EOF'
+# A client script's start: ``post(body)`` sends one chat completions request to the gateway at {url} and gives
+# (status, body text), an HTTP error included. Scripts append their own lines and close with EOF.
+POST = """python3 - <<'EOF'
 import json, urllib.request, urllib.error
 def post(body):
     r = urllib.request.Request('{url}/chat/completions', data=json.dumps(body).encode(),
@@ -31,7 +33,13 @@ def post(body):
             return resp.status, resp.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
-messages, out = {chat!r}, []
+"""
+
+# The agent's loop: posts up to {calls} requests in turn, each with {fields}; after a reply with tool calls it
+# sends the assistant message back as received and one tool message per call; prints [[status, body], ...].
+CLIENT = (
+    POST
+    + """messages, out = {chat!r}, []
 for _ in range({calls}):
     status, answer = post(dict({fields!r}, messages=messages))
     out.append([status, answer])
@@ -44,6 +52,7 @@ for _ in range({calls}):
         messages.append({{'role': 'tool', 'tool_call_id': call['id'], 'content': result}})
 print(json.dumps(out))
 EOF"""
+)
 
 
 def talk(sandbox: Sandbox, gateway: Gateway, fields: dict[str, Any], calls: int) -> list[tuple[int, str]]:
