@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from swebox.envs.tasks.graders import swebench_harness
+
 _SUREFIRE_CLASS = re.compile(
     r"Tests run: (\d+), Failures: (\d+), Errors: (\d+), Skipped: (\d+), Time elapsed: [\d.]+ .+? in (.+)"
 )
@@ -67,8 +69,6 @@ _FAILED_METHOD = re.compile(r"^\[ERROR\]\s+([A-Za-z0-9_$.]+)\.([A-Za-z0-9_$.]+?)
 _SUMMARY = re.compile(r"Tests run:\s*(\d+),\s*Failures:\s*(\d+),\s*Errors:\s*(\d+),\s*Skipped:\s*(\d+)")
 _TESTCASE = re.compile(r"<testcase\b([^>]*)>", re.DOTALL)
 _ATTR = re.compile(r'(\w+)="([^"]*)"')
-_DTEST = re.compile(r"^.*-Dtest=(\S+).*$")
-_BUILD = re.compile(r"^.*BUILD (SUCCESS|FAILURE)$")
 
 
 def parse_rebench_java_mvn(log: str) -> dict[str, str]:
@@ -131,15 +131,8 @@ def _testcases(log: str) -> dict[str, str]:
 
 
 def _dtest_builds(log: str) -> dict[str, str]:
-    """SWE-bench's ``parse_log_maven``: the status of the ``BUILD`` line after each traced ``-Dtest=``."""
-    found: dict[str, str] = {}
-    current = "---NO TEST NAME FOUND YET---"
-    for line in log.split("\n"):
-        if match := _DTEST.match(line.strip()):
-            current = match[1]
-        if match := _BUILD.match(line.strip()):
-            found[current] = "PASSED" if match[1] == "SUCCESS" else "FAILED"
-    return found
+    """SWE-bench's own ``parse_log_maven`` (the status of the ``BUILD`` line after each traced ``-Dtest=``)."""
+    return swebench_harness.module("harness.log_parsers.java").parse_log_maven(log, None)
 
 
 REBENCH: dict[str, Callable[[str], dict[str, str]]] = {
