@@ -23,6 +23,7 @@ from swebox.envs.episodes.episode import SWEEpisode
 from swebox.envs.gateway.calls import CallRecord, ChatModel, Completion, OverLimit
 from swebox.envs.gateway.harness import HarnessConfig, play_harness, turn_records
 from swebox.envs.gateway.tool_text import parse_tool_calls, template_messages, tools_of
+from swebox.trainers.policy.backends import TOOL_FIELDS
 from swebox.trainers.policy.generation import GenerationBackend
 from swebox.trainers.rl.token_episode import Trajectory, encode, render
 
@@ -240,8 +241,6 @@ class ServedModel:
     def complete(
         self, messages: list[dict[str, Any]], max_tokens: int | None, seed: int | None, request: dict[str, Any]
     ) -> Completion:
-        from swebox.trainers.policy.backends import TOOL_FIELDS
-
         fields = {key: request[key] for key in TOOL_FIELDS if key in request}
         reply = self.served.chat_reply(_served(messages), max_tokens, fields)
         return Completion(text=reply.text, tool_calls=reply.tool_calls, finish_reason=reply.finish_reason)
