@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
 SHELL_SCRIPTS = ["ray_head.sh", "ray_worker.sh", "gpu_smoke.sh"]
@@ -152,12 +154,6 @@ def test_help():
 
 
 # ---------------------------------------------------------------------------------- a real loopback launch
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def session_pids(sid: int) -> list[int]:

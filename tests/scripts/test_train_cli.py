@@ -183,8 +183,6 @@ def test_the_terminal_table_keeps_its_columns_with_long_ids():
 def test_eval_episodes_end_at_the_episode_time_limit(tmp_path, calc_layer):
     """`swebox eval` plays with cfg.env.episode(): env.time_limit_s bounds a whole episode (each
     command is cut to what is left of it), not only each command."""
-    import time
-
     from swebox.envs.episodes.groups import group
     from swebox.scripts.train_cli import play_text_episode
     from swebox.trainers.run.config import load_config
@@ -192,11 +190,12 @@ def test_eval_episodes_end_at_the_episode_time_limit(tmp_path, calc_layer):
     from tests.calc import bash, calc_task
 
     cfg = load_config(None, ["env.time_limit_s=4", "env.max_turns=50", "env.command_timeout_s=30"])
-    started = time.monotonic()
     with group(calc_task(), 1, layers=[calc_layer], config=cfg.env.episode()) as g:
         out = play_text_episode(g[0], lambda messages: bash("sleep 3"), cfg.env.max_turns)
-    assert out["reason"] == "time_limit" and out["num_turns"] <= 3
-    assert time.monotonic() - started < 150  # 50 turns of `sleep 3` would take 150 s
+    # 50 turns were allowed; a `sleep 3` within its own 30 s timeout times out only when cut to what is left of
+    # the episode's 4 s, which ends the episode: exactly one cut command, whatever the machine's load
+    assert out["reason"] == "time_limit" and out["num_turns"] <= 2
+    assert out["metrics"]["env/timeouts"] == 1.0
 
 
 def test_eval_plays_tasks_in_the_calibration_order(tmp_path, calc_layer, capsys):

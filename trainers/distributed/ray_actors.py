@@ -203,8 +203,8 @@ class ActorSet:
                 ray.kill(handle, no_restart=True)
         return None, ""
 
-    def close(self, timeout: float = 60.0) -> None:
-        """Close every live actor's worker (a dead one is skipped) and end the actors."""
+    def close(self, timeout: float | None = 60.0) -> None:
+        """Close every live actor's worker (a dead one is skipped; None: no deadline) and end the actors."""
         import ray
 
         refs = {i: h.close.remote() for i, h in enumerate(self.handles)}

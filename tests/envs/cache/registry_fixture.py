@@ -19,11 +19,7 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.ports import free_port
 
 
 def htpasswd(path: Path, user: str, password: str) -> Path:
@@ -59,8 +55,8 @@ def registry(tmp: Path, auth: str = "", users: dict[str, str] | None = None):
             f"    rootcertbundle: {issuer.cert}",
         ]
     with stack:
-        # free_port() lets the port go before the registry binds it: on a busy machine another process (a
-        # connection's ephemeral port) can take it meanwhile, and the registry exits; a new port is tried then
+        # free_port() lets the port go before the registry binds it: another test's server can bind it
+        # meanwhile (tests/ports.py), and the registry exits; a new port is tried then
         for _attempt in range(5):
             port, proc = _start_registry(tmp, free_port(), auth_lines)
             if proc is not None:

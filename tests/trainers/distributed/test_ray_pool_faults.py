@@ -133,12 +133,15 @@ def test_busy_actor_killed_the_pool_keeps_its_size(cluster, tmp_path):
 
 
 def test_close_tolerates_a_dead_actor(cluster):
+    """A dead actor is skipped, not waited for: with the close's own deadline lifted, a close that waited on the
+    dead actor would hang until the module's pytest timeout, and fail there."""
     pool = make_pool([])
     out = pool.run_groups([task(0, "alpha"), task(1, "beta")], 2)
     os.kill(out[0]["pid"], signal.SIGKILL)
-    started = time.monotonic()
+    close = pool.actor_set.close
+    pool.actor_set.close = lambda: close(timeout=None)
     pool.close()
-    assert time.monotonic() - started < 30 and pool.actors == []
+    assert pool.actors == []
 
 
 def test_a_group_that_kills_every_actor_fails_the_call_naming_the_task(cluster, tmp_path, monkeypatch):

@@ -16,8 +16,8 @@ import pytest
 from swebox.envs.cache import LayerStore
 
 from tests.calc import CALC_ENV, calc_task
+from tests.ports import free_port
 from tests.scripts.test_shell_scripts import (
-    free_port,
     listening_addresses,
     session_pids,
     short_tmp,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -240,7 +241,13 @@ def test_no_node_with_the_servers_gpus_is_a_clear_error(cluster):
     cfg = gen_config(placement="server", server_num_gpus=1)
     with pytest.raises(RayPoolError, match=r"with 1 GPU\(s\) for a generation server.*server_num_gpus"):
         RayWorkerPool(cfg)
-    assert ray.is_initialized() and ray.available_resources().get("CPU") == cpus  # nothing left holding CPUs
+    assert ray.is_initialized()
+    # nothing left holding CPUs: Ray reports a release a moment after it, and the count at the start may still
+    # have been missing a release of the test before, so the count must come back to at least what it was
+    deadline = time.monotonic() + 60
+    while (ray.available_resources().get("CPU") or 0) < cpus:
+        assert time.monotonic() < deadline, f"CPUs still held 60 s later: {ray.available_resources()}"
+        time.sleep(0.2)
 
 
 def test_servers_yaml_loads_with_its_values():
