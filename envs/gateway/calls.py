@@ -34,7 +34,7 @@ class Completion:
     "arguments": <JSON text>}}``); empty for a text reply. The harness runs them and sends each result back as a
     ``tool`` message naming the call's id."""
     parse_error: str = ""
-    """Why the sampled text's tool calls were not read (envs/gateway/tool_text.py: malformed JSON, no name, a
+    """Why the sampled text's tool calls were not read (envs/gateway/tool_parsers.py: malformed JSON, no name, a
     call cut short), in which case the reply went back as text; '' otherwise."""
 
     def __post_init__(self) -> None:
@@ -64,6 +64,12 @@ class Completion:
 class OverLimit(Exception):
     """A model's refusal to answer a call within its own bounds (e.g. the prompt fills its context): the harness
     gets the gateway's limit error (HTTP 403), as for the gateway's own limits."""
+
+
+class BadRequest(Exception):
+    """A request the model cannot answer as asked (a field value it does not support, e.g. a ``tool_choice`` the
+    policy cannot enforce): the harness gets HTTP 400 with an OpenAI error body (``invalid_request_error``),
+    which OpenAI clients do not retry, and the call is recorded as refused."""
 
 
 TRANSPORT_FIELDS = ("messages", "model", "stream", "stream_options", "user", "metadata", "store")

@@ -21,7 +21,15 @@ import time
 import uuid
 from typing import Any
 
-from swebox.envs.gateway.calls import CallRecord, ChatModel, Completion, GatewayLimits, OverLimit, request_fields
+from swebox.envs.gateway.calls import (
+    BadRequest,
+    CallRecord,
+    ChatModel,
+    Completion,
+    GatewayLimits,
+    OverLimit,
+    request_fields,
+)
 from swebox.envs.sandbox.listen import listen_inside
 
 MODEL_NAME = "swebox-policy"
@@ -122,6 +130,9 @@ class Gateway:
                     index, messages, arrived, time.monotonic() - t0, f"limit_exceeded: {exc}", request, "model"
                 )
                 raise GatewayRefusal(403, "limit_exceeded", str(exc), "model") from exc
+            except BadRequest as exc:
+                self._refused(index, messages, arrived, time.monotonic() - t0, f"invalid_request_error: {exc}", request)
+                raise GatewayRefusal(400, "invalid_request_error", str(exc)) from exc
             except Exception as exc:
                 what = f"{type(exc).__name__}: {exc}"
                 self._refused(index, messages, arrived, time.monotonic() - t0, f"model_error: {what}", request)

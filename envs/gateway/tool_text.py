@@ -5,9 +5,10 @@ A model answering the gateway with token ids (the policy, a scripted model with 
 ``tools`` and the conversation's earlier tool calls and results only through its chat template
 (``apply_chat_template(messages, tools=...)``), and writes its own calls as text. The format is the Hermes one
 that Qwen2/2.5/3 chat templates, the builtin tokenizer's among them (trainers/policy/models.py), render and that
-vLLM's ``hermes`` tool parser reads: each call is ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``.
+vLLM's ``hermes`` tool parser reads: each call is ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``;
+Llama 3 JSON and Mistral ``[TOOL_CALLS]`` replies are read too (tool_parsers.py, ``generation.tool_call_parser``).
 transformers (5.x) parses replies only through a ``response_schema`` a tokenizer ships with, which the Qwen
-tokenizers and the builtin one do not, so the parser is here.
+tokenizers and the builtin one do not, so the parsers are here.
 
 Parsing changes only the response the harness gets: the record keeps the sampled ids exactly as sampled. A
 reply whose tool call cannot be read (not JSON, no name) is answered as text, whole, with the reason kept in
@@ -17,62 +18,12 @@ reply whose tool call cannot be read (not JSON, no name) is answered as text, wh
 from __future__ import annotations
 
 import json
-import re
-from dataclasses import dataclass, field
 from typing import Any
 
-_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
-_OPEN = "<tool_call>"
+from swebox.envs.gateway.calls import BadRequest
+from swebox.envs.gateway.tool_parsers import ParsedReply, parse_tool_calls
 
-
-@dataclass
-class ParsedReply:
-    """A sampled reply read as an OpenAI assistant message."""
-
-    content: str
-    """The text outside the tool calls (the whole reply when it holds none or one is malformed)."""
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    """OpenAI ``tool_calls`` (``{"id", "type": "function", "function": {"name", "arguments": JSON text}}``)."""
-    error: str = ""
-    """Why the reply's tool calls were not read ('' when they were, or when it holds none)."""
-
-
-def parse_tool_calls(text: str, call_id_prefix: str = "call") -> ParsedReply:
-    """``text`` (a reply decoded without special tokens) as content and tool calls; call i gets the id
-    ``{call_id_prefix}_{i}``. All or nothing: one malformed call makes the whole reply text."""
-    if _OPEN not in text:
-        return ParsedReply(text)
-    blocks = list(_CALL.finditer(text))
-    if text.count(_OPEN) != len(blocks):
-        return ParsedReply(text, error=f"a {_OPEN} without its </tool_call> (a reply cut short?)")
-    calls = []
-    for i, block in enumerate(blocks):
-        try:
-            call = json.loads(block.group(1))
-        except ValueError as exc:
-            return ParsedReply(text, error=f"tool call {i} is not JSON: {exc}")
-        if not isinstance(call, dict) or not isinstance(call.get("name"), str) or not call["name"]:
-            found = block.group(1).strip()[:120]
-            return ParsedReply(
-                text, error=f'tool call {i}: expected {{"name": ..., "arguments": {{...}}}}, found {found}'
-            )
-        arguments = call.get("arguments", {})
-        if isinstance(arguments, str):  # some models write the arguments as JSON text, as OpenAI sends them
-            try:
-                arguments = json.loads(arguments)
-            except ValueError as exc:
-                return ParsedReply(text, error=f"tool call {i}: its arguments text is not JSON: {exc}")
-        if not isinstance(arguments, dict):
-            return ParsedReply(text, error=f"tool call {i}: expected arguments to be an object, found {arguments!r}")
-        calls.append(
-            {
-                "id": f"{call_id_prefix}_{i}",
-                "type": "function",
-                "function": {"name": call["name"], "arguments": json.dumps(arguments)},
-            }
-        )
-    content = _CALL.sub("", text).strip()
-    return ParsedReply(content, calls)
+__all__ = ["ParsedReply", "check_tool_choice", "parse_tool_calls", "template_messages", "tools_of"]
 
 
 def template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -101,6 +52,23 @@ def tools_of(request: dict[str, Any]) -> list[dict[str, Any]] | None:
     if not isinstance(tools, list) or not tools or request.get("tool_choice") == "none":
         return None
     return tools
+
+
+def check_tool_choice(request: dict[str, Any]) -> None:
+    """Refuse (:class:`BadRequest`, HTTP 400) a ``tool_choice`` a model sampling freely cannot honour.
+
+    "auto" (or none given) lets the model choose, "none" leaves the tools out of the prompt (:func:`tools_of`) and
+    its reply is read as text. "required" and a named function would need the model's sampling constrained (or
+    its turn prefilled, which would put tokens it did not sample into what the trainer learns from), so they are
+    refused rather than silently ignored."""
+    choice = request.get("tool_choice")
+    if choice is None or choice in ("auto", "none"):
+        return
+    raise BadRequest(
+        "tool_choice: expected 'auto' or 'none' (the local policy samples freely; it cannot be made to call a "
+        f"tool), found {json.dumps(choice)}; send tool_choice 'auto' or 'none' (or leave it out) to the local "
+        "policy, or evaluate with an openai: model, whose server enforces tool_choice itself"
+    )
 
 
 def _template_call(call: Any) -> dict[str, Any]:

@@ -3,26 +3,27 @@ the learner trains on.
 
 :class:`PolicyModel` is the gateway's :class:`~swebox.envs.gateway.calls.ChatModel` for the policy: the chat
 template turns the harness's messages (and the request's ``tools``) into prompt ids, the generation backend samples,
-and the record keeps the ids exactly as sampled; a reply's Hermes ``<tool_call>`` blocks go back to the harness as
-OpenAI tool calls (envs/gateway/tool_text.py). :func:`trajectory_of` merges the calls into one trajectory by prefix:
-call k extends call k-1 when its messages are call k-1's, then the assistant reply as the model wrote it, then new
-messages (the harness's observation); the reply keeps its sampled ids (trained on, loss mask 1) and only the new
-messages' rendering is encoded (loss mask 0), as in the text loop. A call that does not extend the chain (a harness
-that rewrote or dropped earlier turns) starts nothing new: the chain ends at the last call that extended it, and
-``gateway/unmerged_calls`` counts the calls left out of the loss.
+and the record keeps the ids exactly as sampled; a reply's tool calls, written in the format
+``generation.tool_call_parser`` names (Hermes ``<tool_call>`` blocks, Llama 3 JSON, Mistral ``[TOOL_CALLS]``), go
+back to the harness as OpenAI tool calls (envs/gateway/tool_parsers.py). :func:`trajectory_of` merges the calls
+into one trajectory by prefix: call k extends call k-1 when its messages are call k-1's, then the assistant reply
+as the model wrote it, then new messages (the harness's observation); the reply keeps its sampled ids (trained on,
+loss mask 1) and only the new messages' rendering is encoded (loss mask 0), as in the text loop. A call that does
+not extend the chain (a harness that rewrote or dropped earlier turns) starts nothing new: the chain ends at the
+last call that extended it, and ``gateway/unmerged_calls`` counts the calls left out of the loss.
 """
 
 from __future__ import annotations
 
 import time
 import traceback
-import uuid
 from typing import Any
 
 from swebox.envs.episodes.episode import SWEEpisode
 from swebox.envs.gateway.calls import CallRecord, ChatModel, Completion, OverLimit
 from swebox.envs.gateway.harness import HarnessConfig, play_harness, turn_records
-from swebox.envs.gateway.tool_text import parse_tool_calls, template_messages, tools_of
+from swebox.envs.gateway.tool_parsers import parse_reply
+from swebox.envs.gateway.tool_text import check_tool_choice, template_messages, tools_of
 from swebox.trainers.policy.backends import TOOL_FIELDS
 from swebox.trainers.policy.generation import GenerationBackend
 from swebox.trainers.rl.token_episode import Trajectory, encode, render
@@ -32,15 +33,23 @@ class PolicyModel:
     """The policy behind a generation backend, as the gateway's model."""
 
     def __init__(
-        self, backend: GenerationBackend, tokenizer: Any, max_new_tokens: int, max_context_tokens: int
+        self,
+        backend: GenerationBackend,
+        tokenizer: Any,
+        max_new_tokens: int,
+        max_context_tokens: int,
+        tool_call_parser: str = "hermes",
     ) -> None:
+        """``tool_call_parser``: the format the policy writes tool calls in (``generation.tool_call_parser``)."""
         self.backend, self.tokenizer = backend, tokenizer
         self.max_new_tokens, self.max_context_tokens = max_new_tokens, max_context_tokens
+        self.tool_call_parser = tool_call_parser
         self._renders_tools: bool | None = None  # asked of the template on the first request with tools
 
     def complete(
         self, messages: list[dict[str, Any]], max_tokens: int | None, seed: int | None, request: dict[str, Any]
     ) -> Completion:
+        check_tool_choice(request)  # "required" or a named function: HTTP 400, never silently ignored
         tools = tools_of(request)
         if tools is not None and not self.renders_tools():
             # the model would never see the tools and its calls could not be read: the harness is told (the
@@ -72,12 +81,20 @@ class PolicyModel:
         )
         # a reply cut short answers as text (OpenAI's "length"); the sampled ids stay as sampled either way
         if tools is not None and out.finish_reason == "stop":
-            parsed = parse_tool_calls(text, f"call_{uuid.uuid4().hex[:12]}")
+            parsed = parse_reply(self._with_markers(out.token_ids), self.tool_call_parser)
             completion.parse_error = parsed.error
             if parsed.tool_calls:
                 completion.text, completion.tool_calls = parsed.content, parsed.tool_calls
                 completion.finish_reason = "tool_calls"
         return completion
+
+    def _with_markers(self, token_ids: list[int]) -> str:
+        """The reply decoded with its special tokens kept (``<|python_tag|>`` and ``[TOOL_CALLS]`` are special
+        tokens, which the content's decoding drops) but without the end-of-turn token that stopped it."""
+        ids = list(token_ids)
+        if ids and ids[-1] in set(self.tokenizer.all_special_ids):
+            ids = ids[:-1]
+        return self.tokenizer.decode(ids, skip_special_tokens=False)
 
     def renders_tools(self) -> bool:
         """Whether the chat template writes a request's tools into the prompt (a template without a tools
@@ -215,7 +232,7 @@ def harness_model(args: Any, cfg: Any, task: Any, backend: GenerationBackend | N
         return ScriptedModel(giveup_replies(), tokenizer)
     gen = cfg.generation
     if args.policy.startswith("hf:"):
-        return PolicyModel(backend, tokenizer, gen.max_new_tokens, gen.max_context_tokens)
+        return PolicyModel(backend, tokenizer, gen.max_new_tokens, gen.max_context_tokens, gen.tool_call_parser)
     import dataclasses
 
     from swebox.trainers.policy.generation import OpenAIBackend

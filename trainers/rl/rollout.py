@@ -216,7 +216,9 @@ class RolloutWorker:
                 from swebox.trainers.rl.harness_rollout import PolicyModel, play_harness_episode
 
                 gen = self.cfg.generation
-                model = PolicyModel(self.backend, self.tokenizer, gen.max_new_tokens, gen.max_context_tokens)
+                model = PolicyModel(
+                    self.backend, self.tokenizer, gen.max_new_tokens, gen.max_context_tokens, gen.tool_call_parser
+                )
                 return play_harness_episode(
                     episode, model, self.tokenizer, self.cfg.env.harness_config(), task_id, group_id, seed
                 )

@@ -108,6 +108,11 @@ class GenerationConfig:
     openai_max_retries: int = 5
     """Retries of a request that timed out, lost its connection or got HTTP 408/409/429/5xx, with exponential
     backoff (the openai client's policy), before the episode errors (backend 'openai')."""
+    tool_call_parser: Literal["hermes", "llama3_json", "mistral"] = "hermes"
+    """The format the policy writes tool calls in when it answers a harness's ``tools`` (envs/gateway/
+    tool_parsers.py; vLLM's ``--tool-call-parser`` of the same name): 'hermes' (``<tool_call>{...}</tool_call>``:
+    Qwen2/2.5/3, the builtin tokenizer), 'llama3_json' (``{"name", "parameters"}`` objects: Llama 3.x), 'mistral'
+    (``[TOOL_CALLS][...]``: Mistral before tokenizer v11). Pick the one the chat template teaches."""
     placement: Literal["actor", "server"] = "actor"
     """Where the policy runs on a Ray cluster. 'actor': every rollout actor owns a backend (and GPUs for vLLM);
     'server': generation.num_servers generation servers own the backends (on GPU nodes) and every rollout actor,

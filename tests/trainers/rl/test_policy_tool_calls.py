@@ -35,24 +35,26 @@ MALFORMED = '<tool_call>\n{"name": "bash", "arguments": {"command": "git diff"\n
 class Fixed:
     """Samples the ids of each text in turn (then the end of turn), logprob -0.5 each."""
 
-    def __init__(self, *texts: str) -> None:
-        self.texts = list(texts)
+    def __init__(self, *texts: str, tok=TOK) -> None:
+        self.texts, self.tok = list(texts), tok
 
     def generate(self, prompts, max_new_tokens, seeds=None):
-        ids = [*encode(TOK, self.texts.pop(0)), TOK.eos_token_id]
+        ids = [*encode(self.tok, self.texts.pop(0)), self.tok.eos_token_id]
         return [Generated(ids, [-0.5] * len(ids), "stop")]
 
 
-def converse(sandbox, model, calls: int, max_tokens: int = 64) -> tuple[Gateway, list[tuple[int, str]]]:
+def converse(sandbox, model, calls: int, max_tokens: int = 64, **fields) -> tuple[Gateway, list[tuple[int, str]]]:
     with Gateway(model, seed=3) as gateway:
-        answers = talk(sandbox, gateway, {"tools": [BASH], "max_tokens": max_tokens}, calls)
+        answers = talk(sandbox, gateway, {"tools": [BASH], "max_tokens": max_tokens, **fields}, calls)
     return gateway, answers
 
 
-def openai_parse(answer: str):
+def openai_parse(answer: str, status: int = 200):
     """``answer`` (the bytes the sandbox's client got) through the real openai client's request path."""
-    transport = httpx.MockTransport(lambda request: httpx.Response(200, content=answer.encode()))
-    client = openai.OpenAI(base_url="http://gateway/v1", api_key="x", http_client=httpx.Client(transport=transport))
+    transport = httpx.MockTransport(lambda request: httpx.Response(status, content=answer.encode()))
+    client = openai.OpenAI(
+        base_url="http://gateway/v1", api_key="x", http_client=httpx.Client(transport=transport), max_retries=0
+    )
     return client.chat.completions.create(model="swebox-policy", messages=CHAT, tools=[BASH])
 
 
@@ -131,6 +133,100 @@ def test_without_tools_or_with_tool_choice_none_the_reply_is_text():
         out = PolicyModel(Fixed(CALLS), TOK, 64, 4096).complete(CHAT, None, None, request)
         assert out.text == CALLS and out.tool_calls == [] and out.finish_reason == "stop"
         assert "<tools>" not in TOK.decode(out.prompt_ids)
+
+
+def marked_tokenizer():
+    """The builtin tokenizer with Llama's ``<|python_tag|>`` and Mistral's ``[TOOL_CALLS]`` as special tokens, as
+    their own tokenizers have them: decoding the content drops them, so the parser must read them from the ids."""
+    import copy
+
+    tok = copy.deepcopy(TOK)
+    tok.add_special_tokens({"additional_special_tokens": ["<|python_tag|>", "[TOOL_CALLS]"]})
+    return tok
+
+
+# per format: a reply with two calls, one with a malformed call, and a check of the ids the format gives calls
+FORMATS = {
+    "llama3_json": (
+        '<|python_tag|>{"name": "bash", "parameters": {"command": "ls"}}; '
+        '{"name": "bash", "parameters": {"command": "cat calc/ops.py"}}',
+        '<|python_tag|>{"name": "bash", "parameters": {"command": "git diff"}',
+        r"call_[0-9a-f]{12}_\d",
+    ),
+    "mistral": (
+        '[TOOL_CALLS][{"name": "bash", "arguments": {"command": "ls"}}, '
+        '{"name": "bash", "arguments": {"command": "cat calc/ops.py"}}]',
+        '[TOOL_CALLS][{"name": "bash", "arguments": {"command": "git diff"}',
+        r"[A-Za-z0-9]{9}",
+    ),
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_llama3_and_mistral_calls_go_back_as_openai_tool_calls_through_the_real_gateway(sandbox, fmt):
+    import re
+
+    tok = marked_tokenizer()
+    good, malformed, id_shape = FORMATS[fmt]
+    model = PolicyModel(Fixed(good, malformed, tok=tok), tok, 64, 4096, tool_call_parser=fmt)
+    gateway, [(status, answer), (status2, answer2)] = converse(sandbox, model, calls=2)
+    assert status == status2 == 200, (answer, answer2)
+    first, second = gateway.records
+    choice = openai_parse(answer).choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.content is None
+    calls = choice.message.tool_calls
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in calls] == [
+        ("bash", {"command": "ls"}),
+        ("bash", {"command": "cat calc/ops.py"}),
+    ]
+    assert all(re.fullmatch(id_shape, c.id) for c in calls) and calls[0].id != calls[1].id
+    # the sampled ids stay as sampled (the marker a special token among them), whatever the parse made of them
+    assert first.completion.token_ids == [*encode(tok, good), tok.eos_token_id] and first.completion.parse_error == ""
+    assert "<tool_response>\nran {\"command\": \"ls\"}\n</tool_response>" in tok.decode(second.completion.prompt_ids)
+
+    reply = openai_parse(answer2).choices[0]
+    plain = tok.decode(second.completion.token_ids, skip_special_tokens=True)  # the content, markers dropped
+    assert "[TOOL_CALLS]" not in plain and "<|python_tag|>" not in plain
+    assert reply.finish_reason == "stop" and not reply.message.tool_calls and reply.message.content == plain
+    assert "not JSON" in second.completion.parse_error and second.completion.text == plain
+    assert second.completion.token_ids == [*encode(tok, malformed), tok.eos_token_id]
+
+    traj, unmerged = trajectory_of(gateway.records, tok, "t", "g")  # the calls merge as Hermes ones do
+    assert unmerged == 0 and traj.num_turns == 2
+    sampled = [i for i, m in zip(traj.response_ids, traj.loss_mask, strict=True) if m]
+    assert sampled == first.completion.token_ids + second.completion.token_ids
+
+
+@pytest.mark.parametrize("fmt", ["hermes", "mistral"])
+def test_with_tool_choice_none_a_reply_holding_a_call_block_stays_plain_content(sandbox, fmt):
+    tok = marked_tokenizer()
+    written = CALLS if fmt == "hermes" else FORMATS[fmt][0]
+    model = PolicyModel(Fixed(written, tok=tok), tok, 64, 4096, tool_call_parser=fmt)
+    gateway, [(status, answer)] = converse(sandbox, model, calls=1, tool_choice="none")
+    assert status == 200, answer
+    choice = openai_parse(answer).choices[0]
+    assert choice.finish_reason == "stop" and not choice.message.tool_calls
+    assert choice.message.content == tok.decode([*encode(tok, written)], skip_special_tokens=True)
+    (record,) = gateway.records
+    assert record.completion.tool_calls == [] and record.completion.parse_error == ""
+    assert "<tools>" not in tok.decode(record.completion.prompt_ids)  # the model was not offered the tools
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "bash"}}])
+def test_a_tool_choice_the_policy_cannot_enforce_gets_a_clear_400_not_silence(sandbox, choice):
+    """The policy samples freely: forcing a call would need constrained sampling or a prefilled turn (tokens the
+    trainer must never count as sampled), so the harness is told, and nothing is sampled."""
+    model = PolicyModel(Fixed("never sampled"), TOK, 64, 4096)
+    gateway, [(status, answer)] = converse(sandbox, model, calls=1, tool_choice=choice)
+    assert status == 400, answer
+    with pytest.raises(openai.BadRequestError) as refused:
+        openai_parse(answer, status)
+    message = refused.value.body["message"]
+    assert "expected 'auto' or 'none'" in message and f"found {json.dumps(choice)}" in message
+    assert "openai: model" in message and refused.value.body["type"] == "invalid_request_error"
+    (record,) = gateway.records
+    assert record.completion is None and record.error.startswith("invalid_request_error")
+    assert record.request["tool_choice"] == choice and model.backend.texts == ["never sampled"]
 
 
 def test_a_template_without_a_tools_branch_is_refused_with_a_clear_error_not_silently_ignored(sandbox):
