@@ -81,7 +81,10 @@ class PolicyModel:
         )
         # a reply cut short answers as text (OpenAI's "length"); the sampled ids stay as sampled either way
         if tools is not None and out.finish_reason == "stop":
-            parsed = parse_reply(self._with_markers(out.token_ids), self.tool_call_parser)
+            # Hermes' <tool_call> is plain text in Qwen's vocabulary: the content as decoded is read, so nothing
+            # of the reply changes; the other formats start with a special token, which that decoding drops
+            source = text if self.tool_call_parser == "hermes" else self._with_markers(out.token_ids)
+            parsed = parse_reply(source, self.tool_call_parser)
             completion.parse_error = parsed.error
             if parsed.tool_calls:
                 completion.text, completion.tool_calls = parsed.content, parsed.tool_calls
