@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
         bench_images,
         bench_sandbox,
         bench_search,
+        verified_cost,
     )
 
     bench = sub.add_parser("bench", help="run a benchmark and print its table")
@@ -49,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
         bench_sub.add_parser(
             "cost-demo", help="the demo's GRPO steps with audit, provenance and cost on vs off (needs a demo run)"
         )
+    )
+
+    verified_cost.add_arguments(
+        bench_sub.add_parser("verified-cost", help="Verified rows: cold start of the whole stack, storage projected")
     )
 
     from swebox.scripts import cache_cli, doctor

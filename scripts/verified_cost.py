@@ -1,7 +1,7 @@
 """What a Verified row costs here, measured as the paper reports it: environment preparation per rollout and
 storage for the split (issue 32, item 4; docs/verified.md).
 
-    python -m swebox.scripts.verified_cost ROWS.parquet STORE [--reps 5] [--verified VERIFIED.parquet]
+    swebox bench verified-cost ROWS.parquet STORE [--reps 5] [--verified VERIFIED.parquet]
 
 For each row of ``ROWS`` whose layers the store holds:
 
@@ -156,19 +156,17 @@ def report(costs: list[RowCost], missing: list[str], verified: str = "", out=Non
         )
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="verified_cost", description=__doc__.split("\n\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("rows", help="the rows measured (a parquet or jsonl of Verified rows)")
     parser.add_argument("store", help="the layer store `swebox cache build` built them into")
     parser.add_argument("--reps", type=int, default=5, help="cold starts per row (default 5)")
     parser.add_argument("--verified", default="", help="the whole split, for the storage projection")
-    args = parser.parse_args(argv)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
     if args.reps < 1:
-        parser.error(f"--reps: expected >= 1, found {args.reps}")
+        raise SystemExit(f"swebox bench verified-cost: --reps: expected >= 1, found {args.reps}")
     costs, missing = measure(args.rows, args.store, args.reps)
     report(costs, missing, args.verified)
     return 0 if costs else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -39,9 +39,11 @@ def test_cold_start_and_storage_of_a_stored_row(tmp_path, calc_layer):
 
 
 def test_nothing_measurable_exits_1(tmp_path, capsys):
+    from swebox.scripts.cli import main
+
     save_jsonl([calc_task()], tmp_path / "rows.jsonl")
     LayerStore(tmp_path / "store")
-    assert verified_cost.main([str(tmp_path / "rows.jsonl"), str(tmp_path / "store"), "--reps", "1"]) == 1
+    assert main(["bench", "verified-cost", str(tmp_path / "rows.jsonl"), str(tmp_path / "store"), "--reps", "1"]) == 1
     assert "not measured (a layer missing from the store): calc-add" in capsys.readouterr().out
 
 
