@@ -119,9 +119,9 @@ class Gateway:
                 completion = self.model.complete(messages, max_tokens, seed, request)
             except OverLimit as exc:
                 self._refused(
-                    index, messages, arrived, time.monotonic() - t0, f"limit_exceeded: {exc}", request, "model"
+                    index, messages, arrived, time.monotonic() - t0, f"limit_exceeded: {exc}", request, exc.limit
                 )
-                raise GatewayRefusal(403, "limit_exceeded", str(exc), "model") from exc
+                raise GatewayRefusal(403, "limit_exceeded", str(exc), exc.limit) from exc
             except Exception as exc:
                 what = f"{type(exc).__name__}: {exc}"
                 self._refused(index, messages, arrived, time.monotonic() - t0, f"model_error: {what}", request)
