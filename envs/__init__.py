@@ -1,6 +1,7 @@
 """swebox.envs: RL environments for software-engineering agents (see docs/envs.md).
 
-Importing this package registers the Gymnasium id ``swebox/SWE-v0`` by entry-point string (nothing heavy is
+Importing this package registers the Gymnasium ids ``swebox/SWE-v0`` (the text loop) and
+``swebox/SWE-Harness-v0`` (the model behind a harness) by entry-point string (nothing heavy is
 imported until ``gymnasium.make``). ``register_skyrl()`` registers the skyrl-gym id ``swebox``; ``group`` makes
 GRPO groups of episodes. Both are imported on first use.
 
@@ -19,23 +20,24 @@ from swebox.envs import old_names
 old_names.install()  # modules moved in issue #30 keep their old names (swebox.envs.old_names)
 
 GYM_ID = "swebox/SWE-v0"
+HARNESS_GYM_ID = "swebox/SWE-Harness-v0"
 SKYRL_ID = "swebox"
 
 
 def _register_gymnasium(gymnasium: Any) -> None:
     # Outputs of real commands vary (timings, pids), so the env is registered as nondeterministic.
     # GradeOnTruncation sits above the TimeLimit that make(max_episode_steps=N) adds, so truncation grades.
-    if GYM_ID in gymnasium.registry:
-        return
     grade_on_truncation = gymnasium.envs.registration.WrapperSpec(
         name="GradeOnTruncation", entry_point="swebox.envs.frameworks.gym_env:GradeOnTruncation", kwargs={}
     )
-    gymnasium.register(
-        id=GYM_ID,
-        entry_point="swebox.envs.frameworks.gym_env:SWEGymEnv",
-        nondeterministic=True,
-        additional_wrappers=(grade_on_truncation,),
-    )
+    for env_id, entry_point in (
+        (GYM_ID, "swebox.envs.frameworks.gym_env:SWEGymEnv"),
+        (HARNESS_GYM_ID, "swebox.envs.frameworks.harness_gym_env:SWEHarnessGymEnv"),
+    ):
+        if env_id not in gymnasium.registry:
+            gymnasium.register(
+                id=env_id, entry_point=entry_point, nondeterministic=True, additional_wrappers=(grade_on_truncation,)
+            )
 
 
 class _WhenGymnasiumLoads:
@@ -86,4 +88,13 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'swebox.envs' has no attribute {name!r}")
 
 
-__all__ = ["GYM_ID", "SKYRL_ID", "EpisodeConfig", "EpisodeGroup", "SWEEpisode", "group", "register_skyrl"]
+__all__ = [
+    "GYM_ID",
+    "HARNESS_GYM_ID",
+    "SKYRL_ID",
+    "EpisodeConfig",
+    "EpisodeGroup",
+    "SWEEpisode",
+    "group",
+    "register_skyrl",
+]

@@ -1,12 +1,12 @@
 """The design's import directions hold, with no exception, and no two modules import each other (docs/architecture.md).
 
 The folders are the layers: ``trainers`` -> ``envs``; inside ``envs``: ``frameworks`` and ``search`` (which also
-imports ``gateway``: harness lines) -> ``episodes`` -> ``agent``, ``audit`` -> ``tasks`` (with ``graders``,
-``harbor_format``, ``synth``) -> ``cache`` -> ``sandbox``; nothing in ``envs/sandbox`` imports anything else of
-swebox; ``scripts`` (the commands) may import everything. Inside a layer any module may import another, but never in
-a loop (A -> B -> ... -> A): a loop means neither module can be read, tested or moved without the other. torch, ray,
-wandb and transformers are never imported at module level in ``envs/`` (only inside functions, lazily). Every import
-statement counts, also one inside a function: an arrow is an arrow.
+import ``gateway``: the Gymnasium env over a harness, harness lines) -> ``episodes`` -> ``agent``, ``audit`` ->
+``tasks`` (with ``graders``, ``harbor_format``, ``synth``) -> ``cache`` -> ``sandbox``; nothing in ``envs/sandbox``
+imports anything else of swebox; ``scripts`` (the commands) may import everything. Inside a layer any module may
+import another, but never in a loop (A -> B -> ... -> A): a loop means neither module can be read, tested or moved
+without the other. torch, ray, wandb and transformers are never imported at module level in ``envs/`` (only inside
+functions, lazily). Every import statement counts, also one inside a function: an arrow is an arrow.
 """
 
 from __future__ import annotations
@@ -34,7 +34,13 @@ ALLOWED = {
     "swebox.envs.agent": ("swebox.envs.agent", "swebox.envs.sandbox"),
     "swebox.envs.audit": ("swebox.envs.audit", "swebox.envs.tasks", "swebox.envs.cache", "swebox.envs.sandbox"),
     "swebox.envs.episodes": ("swebox.envs.episodes", *_BELOW_EPISODES),
-    "swebox.envs.frameworks": ("swebox.envs.frameworks", "swebox.envs.episodes", *_BELOW_EPISODES),
+    # the Gymnasium env over a harness (harness_gym_env.py) plays harness episodes through the model gateway
+    "swebox.envs.frameworks": (
+        "swebox.envs.frameworks",
+        "swebox.envs.gateway",
+        "swebox.envs.episodes",
+        *_BELOW_EPISODES,
+    ),
     # search plays text lines (episodes) and harness lines (episodes through the model gateway)
     "swebox.envs.search": ("swebox.envs.search", "swebox.envs.gateway", "swebox.envs.episodes", *_BELOW_EPISODES),
     # harness episodes: an episode of the episode layer played by an agent program through the model gateway

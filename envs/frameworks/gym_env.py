@@ -189,8 +189,9 @@ class GradeOnTruncation(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
         observation, reward, terminated, truncated, info = self.env.step(action)
         if truncated and not terminated and "reason" not in info:  # ended below us, not by the episode
-            inner = self.env.unwrapped
-            assert isinstance(inner, SWEGymEnv)  # registered with swebox's env ids only: it wraps a SWEGymEnv
-            reward, final = inner.end_episode("step_limit")
+            # registered with swebox's env ids only: it wraps a SWEGymEnv or a SWEHarnessGymEnv
+            end_episode = getattr(self.env.unwrapped, "end_episode", None)
+            assert callable(end_episode), f"GradeOnTruncation wraps swebox envs only, found {self.env.unwrapped!r}"
+            reward, final = end_episode("step_limit")
             info = {**info, **final}
         return observation, float(reward), terminated, truncated, info

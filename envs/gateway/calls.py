@@ -65,6 +65,15 @@ class OverLimit(Exception):
     """A model's refusal to answer a call within its own bounds (e.g. the prompt fills its context): the harness
     gets the gateway's limit error (HTTP 403), as for the gateway's own limits."""
 
+    limit = "model"
+    """The limit the call's record names (:attr:`CallRecord.limit`): ``model`` (the model's own bound) unless the
+    refusal is one of the episode's limits (the handoff model of handoff.py refuses past ``wall_s``)."""
+
+    def __init__(self, message: str = "", limit: str = "") -> None:
+        super().__init__(message)
+        if limit:
+            self.limit = limit
+
 
 class BadRequest(Exception):
     """A request the model cannot answer as asked (a field value it does not support, e.g. a ``tool_choice`` the

@@ -161,13 +161,19 @@ def end_reason(run: HarnessRun, imposed: tuple[str, ...] = ()) -> str:
 
 
 def end_harness(
-    episode: SWEEpisode, harness: HarnessConfig, run: HarnessRun, imposed: tuple[str, ...] = ()
+    episode: SWEEpisode,
+    harness: HarnessConfig,
+    run: HarnessRun,
+    imposed: tuple[str, ...] = (),
+    reason: str = "",
 ) -> tuple[float, dict[str, Any]]:
     """Grade what ``run`` left in ``episode``'s sandbox; returns the reward and the final info (the text loop's,
-    plus ``harness`` and ``gateway``: the calls as records). ``imposed``: as :func:`end_reason`'s."""
+    plus ``harness`` and ``gateway``: the calls as records). ``imposed``: as :func:`end_reason`'s. ``reason``:
+    why the run ended when its driver stopped it (a Gymnasium TimeLimit's ``step_limit``); '' reads it from the
+    run (:func:`end_reason`)."""
     result = run.result
     audit_calls(episode.audit, run.records)
-    reward, info = episode.end(end_reason(run, imposed))
+    reward, info = episode.end(reason or end_reason(run, imposed))
     tokens = sum(len(r.completion.token_ids) for r in run.records if r.completion is not None)
     exit_code = -1 if result.exit_code is None else result.exit_code  # None: timed out (float(None) raised)
     episode.metrics.update(

@@ -127,9 +127,9 @@ class Gateway:
                 completion = self.model.complete(messages, max_tokens, seed, request)
             except OverLimit as exc:
                 self._refused(
-                    index, messages, arrived, time.monotonic() - t0, f"limit_exceeded: {exc}", request, "model"
+                    index, messages, arrived, time.monotonic() - t0, f"limit_exceeded: {exc}", request, exc.limit
                 )
-                raise GatewayRefusal(403, "limit_exceeded", str(exc), "model") from exc
+                raise GatewayRefusal(403, "limit_exceeded", str(exc), exc.limit) from exc
             except BadRequest as exc:
                 self._refused(index, messages, arrived, time.monotonic() - t0, f"invalid_request_error: {exc}", request)
                 raise GatewayRefusal(400, "invalid_request_error", str(exc)) from exc
