@@ -344,6 +344,12 @@ class Reporter:
             why = "is wrapped, but its test file defines it with no decorator other than pytest marks"
         elif code is not None and self.served.get(id(code)) is code:
             why = self._not_its_def(file, within.rpartition("::")[2], func, code)
+        elif within in self.plain.get(REPO + file, ()) and not (
+            code is not None
+            and code.co_name == within.rpartition("::")[2]
+            and os.path.realpath(code.co_filename) == os.path.realpath(REPO + file)
+        ):  # no served code to compare (no cache): a plainly defined test's code bears its own name and file
+            why = f"runs {getattr(code, 'co_name', func)!r} of {getattr(code, 'co_filename', '?')}, not its own def"
         else:
             why = self.origins.why_not(func)
         if why:

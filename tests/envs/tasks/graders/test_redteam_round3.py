@@ -11,8 +11,9 @@ confirmed by the same runner, log_confirm.py), with the task's single F2P test `
 - *Another function of the test file under the test's name* (``test_add = test_sub`` rebound while
   ``class TestMore`` is built, through ``builtins.__build_class__``) earned 1.0 under both graders on main at
   70979d4: the runner's check compared the item's function with the module's binding, which the forger had
-  changed too, and the code was the cached rewrite's. Now caught: the code run for a test must be one its
-  file defines under that name (``Reporter._not_its_def`` in pytest_runner.py).
+  changed too, and the code was the cached rewrite's (or, without the cache, from a trusted file). Now
+  caught: the code run for a test must be one its file defines under that name (``Reporter._not_its_def`` in
+  pytest_runner.py), and a test its file defines plainly must run code bearing its own name and file.
 - *A ``functools.wraps`` layer around the right function* (a lambda, or a standard-library function given
   ``__wrapped__``; planted while ``TestMore`` is built, or by the ``__del__`` of a placeholder the ``def``
   rebinds, which needs no class; on a parametrized test too) earned 1.0 under both graders on main at 70979d4:
@@ -188,6 +189,15 @@ def test_another_function_of_the_test_file_under_the_tests_name_is_seen(calc_lay
     if task.grader == "log":  # the log believed it (test_sub passed under test_add's id); the rerun did not
         assert report.tests[F2P].status == "passed" and report.confirm == "failed", report.to_dict()
     _caught(report, "tests/test_ops.py::test_add: the test function runs test_sub")
+
+
+def test_another_function_under_the_tests_name_is_seen_without_the_rewrite_cache(calc_layer, calc_task):
+    # no cached rewrite, so no served code to compare: the plain def's code must bear its own name and file
+    report = grade(
+        calc_task, new_file_over_empty("calc/__init__.py", SWAP), layers=[calc_layer], rewrite_cache_on=False
+    )
+    assert report.applied and report.rewritten == {}, report.to_dict()
+    _caught(report, "tests/test_ops.py::test_add: the test function runs 'test_sub' of /testbed/tests/test_ops.py")
 
 
 @pytest.mark.parametrize("init", [WRAP, WRAP_ON_BIND, WRAP_STDLIB], ids=["lambda", "on-bind", "stdlib"])
