@@ -121,7 +121,7 @@ _innermost, _shadowed, _executing = origins.innermost, origins.shadowed, origins
 _RELAY_INNER = ("_hook_relay", "_PathAwareHookProxy__hook_caller")
 
 
-def _use_rewritten(table: dict[str, str], send) -> tuple[list[bool], dict[int, object]]:
+def _use_rewritten(table: dict[str, str], send) -> tuple[list[bool], dict[int, object], dict[str, dict]]:
     """pytest takes a task test file's rewritten code from the grader's cache (``rewrite_cache``: a read-only
     folder, entries compiled from the pristine test files) and never reads a pyc from disk (one written during
     the run would be read: pytest checks only its mtime and size).
@@ -129,15 +129,16 @@ def _use_rewritten(table: dict[str, str], send) -> tuple[list[bool], dict[int, o
     Every load of a repository file is reported (file, entry): the monitor holds the true table and says
     when a file was served another entry or none. Returns the switch that ``pytest_configure`` turns on
     (off for good when the ini enables ``enable_assertion_pass_hook``, which the entries are not compiled
-    with), and every code object of the entries served (id -> code: what a test function's code must be)."""
+    with), every code object of the entries served (id -> code: what a test function's code must be), and per
+    file served, each code name to the ids of its code objects of that name (what a test's own ``def`` is)."""
     import importlib.util
     import marshal
 
     from _pytest.assertion import rewrite
 
-    active, served = [False], dict[int, object]()
+    active, served, defs = [False], dict[int, object](), dict[str, dict]()
     if getattr(rewrite, "_read_pyc", None) is None:
-        return active, served
+        return active, served, defs
     magic, table = importlib.util.MAGIC_NUMBER, dict(table)
 
     def _read_pyc(source, pyc, trace=lambda message: None):
@@ -152,10 +153,11 @@ def _use_rewritten(table: dict[str, str], send) -> tuple[list[bool], dict[int, o
                 code = None
             if isinstance(code, _CodeType):
                 trace(f"cached rewritten code for {source} from {entry}")
-                stack = [code]
+                stack, names = [code], defs.setdefault(path, {})
                 while stack:  # the test functions this module defines: their code is one of these objects
                     c = stack.pop()
                     served[id(c)] = c
+                    names.setdefault(c.co_name, set()).add(id(c))
                     stack += [k for k in c.co_consts if isinstance(k, _CodeType)]
             else:
                 code = None
@@ -164,7 +166,7 @@ def _use_rewritten(table: dict[str, str], send) -> tuple[list[bool], dict[int, o
         return code
 
     rewrite._read_pyc = _read_pyc
-    return active, served
+    return active, served, defs
 
 
 def _send(reporter: Reporter, event: dict, _write=_write, _dumps=_dumps, _fd=-1) -> None:
@@ -253,6 +255,8 @@ class Reporter:
         self.before = _critical_objects()  # kept alive: the ids the monitor holds stay theirs
         self.rewrite_on: list[bool] = [False]
         self.served: dict[int, object] = {}
+        self.defs: dict[str, dict] = {}  # file -> code name -> ids of the served code objects of that name
+        self.plain: dict[str, frozenset] = {}  # file -> the tests nothing may wrap (runner_origins.plain_tests)
 
     def pytest_configure(self, config, _send=_send) -> None:
         self.config = self.origins.config = config
@@ -326,19 +330,48 @@ class Reporter:
         # The function about to run is the one the test's module or class defines under the test's name, and
         # its code is the test file's own (from the cached rewrite pytest was served, or checked against the
         # file): an item whose function was swapped after collection runs nothing of the test's.
-        func = _innermost(pyfuncitem.obj)
+        obj = pyfuncitem.obj
+        func = _innermost(obj)
         holder = getattr(getattr(pyfuncitem, "parent", None), "obj", None)
         declared = _innermost(getattr(holder, getattr(pyfuncitem, "originalname", ""), None))
         code = getattr(func, "__code__", None)
+        # The test's name and file come from its node id (what the verdict is about), not from the item.
+        file, _, within = pyfuncitem.nodeid.split("[", 1)[0].partition("::")
         if declared is not None and declared is not func:
             why = "is not the function its test file defines under that name"
+        elif within in self.plain.get(REPO + file, ()) and getattr(obj, "__func__", obj) is not func:
+            # a layer that follows __wrapped__ to the right def need not call it: none is due where nothing wraps
+            why = "is wrapped, but its test file defines it with no decorator other than pytest marks"
         elif code is not None and self.served.get(id(code)) is code:
-            why = ""
+            why = self._not_its_def(file, within.rpartition("::")[2], func, code)
+        elif within in self.plain.get(REPO + file, ()) and not (
+            code is not None
+            and code.co_name == within.rpartition("::")[2]
+            and os.path.realpath(code.co_filename) == os.path.realpath(REPO + file)
+        ):  # no served code to compare (no cache): a plainly defined test's code bears its own name and file
+            why = f"runs {getattr(code, 'co_name', func)!r} of {getattr(code, 'co_filename', '?')}, not its own def"
         else:
             why = self.origins.why_not(func)
         if why:
             _send(self, {"e": "check", "problems": [f"{pyfuncitem.nodeid}: the test function {why}"]})
         yield
+
+    def _not_its_def(self, file: str, name: str, func, code, _innermost=_innermost) -> str:
+        """Why served test code is not one its file defines under the test's name ('' when it is). The module's
+        binding is no witness: code under test can rebind a name of the test file to another function of it
+        while the file runs (through ``builtins.__build_class__``, a placeholder's ``__del__``, ...), before
+        pytest collects it, so the module agrees with the item."""
+        own = self.defs.get(REPO + file, {}).get(name)
+        if not own or id(code) in own:
+            return ""  # a file with no def of that name (an alias, a generated test) is left to the checks above
+        for cell in getattr(func, "__closure__", None) or ():  # a wrapper of the file's own making, no wraps()
+            try:
+                inner = _innermost(cell.cell_contents)
+            except ValueError:  # an empty cell
+                continue
+            if id(getattr(inner, "__code__", None)) in own:
+                return ""
+        return f"runs {code.co_name} (line {code.co_firstlineno}), not the {name} its test file defines"
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_makereport(self, item, call):
@@ -383,10 +416,11 @@ def main(argv: list[str]) -> None:
     missing = [f for f in spec["files"] if not os.path.exists(f)]
     present = [f for f in spec["files"] if f not in missing]
     held: list[Reporter] = []
-    active, served = _use_rewritten(spec.get("rewritten") or {}, lambda event: _send(held[0], event))
+    active, served, defs = _use_rewritten(spec.get("rewritten") or {}, lambda event: _send(held[0], event))
     reporter, send, check = Reporter(fd, spec.get("rewritten")), _send, _check  # the snapshot: after the patches
     held.append(reporter)
-    reporter.rewrite_on, reporter.served = active, served
+    reporter.rewrite_on, reporter.served, reporter.defs = active, served, defs
+    reporter.plain = origins.plain_tests(present)  # before any project code: it may rewrite the files later
     send(reporter, {"e": "pinned", "why": unpinned})  # '' when pinned; the monitor refuses a run that is not
     # The snapshot goes to the monitor before any project code runs: no later refresh in here counts.
     send(reporter, {"e": "baseline", "objects": {name: id(value) for name, value in reporter.before.items()}})

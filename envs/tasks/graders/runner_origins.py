@@ -175,6 +175,53 @@ def refuse_bytecode(start: float = START) -> None:
     external.cache_from_source = cache_from_source  # what SourceLoader.get_code looks up on every import
 
 
+def plain_tests(paths) -> dict:
+    """Per test file (absolute path), the tests nothing may wrap: ``name`` for a module-level ``def`` whose
+    decorators are only ``pytest.mark`` ones (a mark returns the function it marks), ``Class::name`` for one in a
+    top-level class with no decorator, base or keyword, each only when nothing else in the file binds that name.
+    What pytest runs under such an id is the function itself, never a layer whose ``__wrapped__`` leads to it
+    (one the code under test put there while the file ran: a name rebound, or a ``pytest`` whose marks wrap).
+    ``async def`` is left out: pytest-asyncio and the like wrap those as they run them. Read before any project
+    code runs (the code under test may rewrite the files on disk later)."""
+    import ast
+
+    def only_marks(node) -> bool:
+        for deco in node.decorator_list:
+            deco, chain = deco.func if isinstance(deco, ast.Call) else deco, []
+            while isinstance(deco, ast.Attribute):
+                chain.append(deco.attr)
+                deco = deco.value
+            if not (isinstance(deco, ast.Name) and deco.id == "pytest" and len(chain) > 1 and chain[-1] == "mark"):
+                return False
+        return True
+
+    out = {}
+    for rel in paths:
+        path = os.path.normpath(os.path.join(REPO, rel))
+        try:
+            with open(path, "rb") as fh:
+                tree = ast.parse(fh.read(), path)
+        except (OSError, SyntaxError, ValueError):
+            continue
+        bound: dict = {}  # how often each name is bound anywhere in the file
+        for node in ast.walk(tree):
+            names = [node.name] if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else []
+            names += [node.id] if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load) else []
+            aliases = [a for a in getattr(node, "names", ()) if isinstance(a, ast.alias)]  # imports
+            names += [(a.asname or a.name).split(".")[0] for a in aliases]
+            for name in names:
+                bound[name] = bound.get(name, 0) + 1
+        plain = set()
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and only_marks(node) and bound.get(node.name) == 1:
+                plain.add(node.name)
+            elif isinstance(node, ast.ClassDef) and not (node.decorator_list or node.bases or node.keywords):
+                plain.update(node.name + "::" + f.name for f in node.body
+                             if isinstance(f, ast.FunctionDef) and only_marks(f) and bound.get(f.name) == 1)
+        out[path] = frozenset(plain)
+    return out
+
+
 def innermost(obj):
     """The function under a bound method and ``functools.wraps`` layers (a test's decorators), or None."""
     for _ in range(20):
