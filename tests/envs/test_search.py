@@ -8,7 +8,6 @@ import os
 from math import comb
 
 import pytest
-from swebox.envs.sandbox import SandboxPolicy, wait_for_closes
 from swebox.envs.search import (
     SearchBudget,
     beam,
@@ -22,6 +21,7 @@ from swebox.envs.search.nodes import path_turns
 from swebox.envs.search.select import majority_scores, normal_diff, pick
 
 from tests.calc import GOLD, SUBMIT, apply_patch, bash, calc_task
+from tests.sandbox_folders import sandbox_folders
 
 WRONG_MUL = bash("cd /testbed && sed -i '2s/a - b/a * b/' calc/ops.py")  # add(2, 3) == 6: still wrong
 WRONG_NOOP = bash("cd /testbed && echo '# looked at it' >> calc/ops.py")
@@ -79,17 +79,6 @@ class Cycling:
         return next(self.fixes) if len(messages) == 2 else SUBMIT
 
 
-def _sandbox_folders() -> set[str]:
-    """This process's sandbox working folders, once every close handed to the background has finished.
-
-    Only folders named by this process (``PID-...``) count: the work root is shared with every other swebox job
-    of this user on the machine (a demo, another test run), whose sandboxes come and go as they please."""
-    assert wait_for_closes(timeout_s=120)
-    root = SandboxPolicy().resolved_work_root()
-    mine = f"{os.getpid()}-"
-    return {n for n in os.listdir(root) if n.startswith(mine)} if os.path.isdir(root) else set()
-
-
 @pytest.mark.e2e
 def test_best_of_n_with_an_agent_visible_rule_beats_one_sample_and_the_oracle_bounds_it(calc_layer):
     config = {"max_turns": 3}
@@ -139,7 +128,7 @@ def test_a_fork_mid_episode_sees_the_parents_files_and_not_its_siblings(calc_lay
 @pytest.mark.e2e
 def test_beam_search_finds_the_branch_that_solves_it(calc_layer):
     # depth 1, width 3: the first turn is forked into 3 lines; each tries the next fix in the cycle
-    before = _sandbox_folders()
+    before = sandbox_folders()
     result = beam(
         calc_task(),
         Cycling([WRONG_NOOP, apply_patch(GOLD), WRONG_MUL]),
@@ -151,7 +140,7 @@ def test_beam_search_finds_the_branch_that_solves_it(calc_layer):
     )
     assert result.forks == 1 and len(result.attempts) == 3 and result.resolved_count == 1
     assert result.picked_resolved and result.attempts[result.picked].forked_at == 0
-    assert _sandbox_folders() <= before  # every sandbox closed
+    assert sandbox_folders() <= before  # every sandbox closed
 
 
 class FixLookSubmit:
@@ -221,7 +210,7 @@ def test_beam_records_its_tree_and_the_chosen_path(calc_layer):
 
 @pytest.mark.e2e
 def test_budgets_stop_the_search_and_leave_nothing_behind(calc_layer):
-    before = _sandbox_folders()
+    before = sandbox_folders()
 
     def stalling(messages):  # never submits: only budgets end its lines
         return bash("true")
@@ -251,12 +240,12 @@ def test_budgets_stop_the_search_and_leave_nothing_behind(calc_layer):
     assert result.sandboxes <= 3 and all(a.reason == "budget" for a in result.attempts)
     with pytest.raises(ValueError, match="max_sandboxes: expected 0 or >= 2"):
         SearchBudget(max_sandboxes=1)
-    assert _sandbox_folders() <= before
+    assert sandbox_folders() <= before
 
 
 @pytest.mark.e2e
 def test_one_hundred_searches_leak_nothing(calc_layer):
-    before, fds = _sandbox_folders(), len(os.listdir("/proc/self/fd"))
+    before, fds = sandbox_folders(), len(os.listdir("/proc/self/fd"))
     config = {"max_turns": 1, "grade_on_truncation": False}  # sandboxes and forks, not grading, are tested
     for i in range(100):
         if i % 2:
@@ -271,7 +260,7 @@ def test_one_hundred_searches_leak_nothing(calc_layer):
                 config={**config, "max_turns": 2},
                 rule="majority",
             )
-    assert _sandbox_folders() <= before
+    assert sandbox_folders() <= before
     assert len(os.listdir("/proc/self/fd")) <= fds + 2
 
 

@@ -5,7 +5,6 @@ actions, limits, and close mid-episode leaving nothing behind."""
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 
@@ -17,10 +16,10 @@ from swebox.envs.frameworks.harness_gym_env import NO_CALL, SWEHarnessGymEnv
 from swebox.envs.gateway.handoff import completion_of
 from swebox.envs.gateway.harness import MINI_SUBMIT
 from swebox.envs.gateway.scripted import giveup_replies, gold_replies, mini_action
-from swebox.envs.sandbox import SandboxPolicy, wait_for_closes
 
 from tests.calc import GOLD, calc_task
 from tests.envs.gateway.tool_script import apply
+from tests.sandbox_folders import sandbox_folders
 
 WRONG = GOLD.replace("+    return a + b", "+    return a * b")
 
@@ -44,14 +43,6 @@ def make_env(calc_layer, tiny_agent_install):
     yield make
     for env in made:
         env.close()
-
-
-def _sandbox_folders() -> set[str]:
-    """This process's sandbox working folders once every background close has finished (as test_search.py)."""
-    assert wait_for_closes(timeout_s=120)
-    root = SandboxPolicy().resolved_work_root()
-    mine = f"{os.getpid()}-"
-    return {n for n in os.listdir(root) if n.startswith(mine)} if os.path.isdir(root) else set()
 
 
 def _harness_threads() -> list[str]:
@@ -193,15 +184,15 @@ def test_a_harness_that_never_calls_the_model_gets_one_step(make_env):
 
 
 def test_close_mid_episode_leaves_no_sandbox_thread_or_process(make_env, tiny_agent_install):
-    folders = _sandbox_folders()
+    folders = sandbox_folders()
     env = make_env()
     env.reset(seed=0)
     env.step(gold_replies(GOLD)[0])
     nsinit = env._episode.sandbox.pid  # the sandbox's first process: every other one dies with it
-    assert _sandbox_folders() > folders and _harness_threads() and _alive(nsinit)
+    assert sandbox_folders() > folders and _harness_threads() and _alive(nsinit)
     env.close()
     env.close()  # twice is fine
-    assert _sandbox_folders() <= folders and _settled(_harness_threads, []) == []
+    assert sandbox_folders() <= folders and _settled(_harness_threads, []) == []
     assert _settled(lambda: _alive(nsinit), False) is False
     with pytest.raises(RuntimeError, match="after close"):
         env.step("x")
@@ -211,7 +202,7 @@ def test_close_mid_episode_leaves_no_sandbox_thread_or_process(make_env, tiny_ag
     stubborn.reset(seed=0)
     nsinit = stubborn._episode.sandbox.pid
     stubborn.close()
-    assert _sandbox_folders() <= folders and _settled(_harness_threads, []) == []
+    assert sandbox_folders() <= folders and _settled(_harness_threads, []) == []
     assert _settled(lambda: _alive(nsinit), False) is False
 
 
