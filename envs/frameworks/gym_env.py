@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import gymnasium as gym
 from gymnasium import spaces
@@ -175,6 +175,15 @@ class SWEGymEnv(gym.Env[str, str]):
         self._close_episode()
 
 
+@runtime_checkable
+class EndsEpisode(Protocol):
+    """What GradeOnTruncation asks of the env it wraps (SWEGymEnv, SWEHarnessGymEnv): grade the episode now."""
+
+    def end_episode(self, reason: str = "step_limit") -> tuple[float, dict]:
+        """End and grade the running episode as ended by ``reason``; the reward and the final info."""
+        ...
+
+
 class GradeOnTruncation(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Grades an episode that a wrapper below truncated (``gymnasium.make(..., max_episode_steps=N)``'s
     TimeLimit): that step's reward and ``info["grade"]`` are then real, as for any other end of the episode.
@@ -189,9 +198,8 @@ class GradeOnTruncation(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
         observation, reward, terminated, truncated, info = self.env.step(action)
         if truncated and not terminated and "reason" not in info:  # ended below us, not by the episode
-            # registered with swebox's env ids only: it wraps a SWEGymEnv or a SWEHarnessGymEnv
-            end_episode = getattr(self.env.unwrapped, "end_episode", None)
-            assert callable(end_episode), f"GradeOnTruncation wraps swebox envs only, found {self.env.unwrapped!r}"
-            reward, final = end_episode("step_limit")
+            inner = self.env.unwrapped  # registered with swebox's env ids only: a SWEGymEnv or a SWEHarnessGymEnv
+            assert isinstance(inner, EndsEpisode), f"GradeOnTruncation wraps swebox envs only, found {inner!r}"
+            reward, final = inner.end_episode("step_limit")
             info = {**info, **final}
         return observation, float(reward), terminated, truncated, info
