@@ -28,7 +28,7 @@ def to_charset(text: str, max_length: int) -> str:
     return truncate_middle(_OUTSIDE.sub("?", text.replace("\r\n", "\n")), max_length)
 
 
-def _load_tasks(tasks: str | Path | Sequence[Task | dict]) -> list[Task]:
+def load_tasks(tasks: str | Path | Sequence[Task | dict]) -> list[Task]:
     if isinstance(tasks, (str, Path)):
         from swebox.envs.tasks import load
 
@@ -113,7 +113,7 @@ class SWEGymEnv(gym.Env[str, str]):
             )
         base = EpisodeConfig.from_dict(config).to_dict()
         self.config = EpisodeConfig.from_dict({**base, **config_fields})
-        self.tasks = _load_tasks(tasks)
+        self.tasks = load_tasks(tasks)
         self._by_id = {t.instance_id: t for t in self.tasks}
         self._layers = layers if callable(layers) else LayerSource.from_dict(layers)
         self.render_mode = render_mode

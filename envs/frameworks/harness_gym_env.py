@@ -19,7 +19,7 @@ from swebox.envs.agent.observations import truncate_middle
 from swebox.envs.episodes.episode import EpisodeConfig, SWEEpisode
 from swebox.envs.episodes.layers_resolver import LayerSource
 from swebox.envs.episodes.task_episodes import TaskEpisodes, open_task
-from swebox.envs.frameworks.gym_env import CHARSET, _load_tasks
+from swebox.envs.frameworks.gym_env import CHARSET, load_tasks
 from swebox.envs.gateway.handoff import Handoff, PendingCall, completion_of
 from swebox.envs.gateway.harness import HarnessConfig, HarnessRun, end_harness, episode_config, run_harness
 from swebox.envs.tasks.schema import Task
@@ -127,7 +127,7 @@ class SWEHarnessGymEnv(gym.Env[str, str]):
         self.harness = harness if isinstance(harness, HarnessConfig) else HarnessConfig(**harness)
         base = EpisodeConfig.from_dict(config).to_dict()
         self.config = episode_config(EpisodeConfig.from_dict({**base, **config_fields}), self.harness)
-        self.tasks = _load_tasks(tasks)
+        self.tasks = load_tasks(tasks)
         self._by_id = {t.instance_id: t for t in self.tasks}
         self._layers = layers if callable(layers) else LayerSource.from_dict(layers)
         self.render_mode = render_mode
