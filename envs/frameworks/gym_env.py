@@ -29,6 +29,7 @@ def to_charset(text: str, max_length: int) -> str:
 
 
 def load_tasks(tasks: str | Path | Sequence[Task | dict]) -> list[Task]:
+    """A Gymnasium env's tasks: a task file (any format ``swebox.envs.tasks.load`` reads), or Tasks or row dicts."""
     if isinstance(tasks, (str, Path)):
         from swebox.envs.tasks import load
 
