@@ -43,6 +43,24 @@ def load_tasks(tasks: str | Path | Sequence[Task | dict]) -> list[Task]:
     return found
 
 
+def merged_config(config: EpisodeConfig | dict | None, fields: dict[str, Any]) -> EpisodeConfig:
+    """An env's EpisodeConfig: ``config`` with the EpisodeConfig fields given as keywords over it."""
+    return EpisodeConfig.from_dict({**EpisodeConfig.from_dict(config).to_dict(), **fields})
+
+
+def pick_task(tasks: list[Task], by_id: dict[str, Task], options: dict[str, Any] | None, rng: Any) -> Task:
+    """The task of a reset: ``options["task_id"]``'s, else one drawn with the env's ``np_random``."""
+    task_id = (options or {}).get("task_id")
+    if task_id is None:
+        return tasks[int(rng.integers(len(tasks)))]
+    if task_id not in by_id:
+        known = ", ".join(list(by_id)[:5])
+        raise ValueError(
+            f"reset(options={{'task_id': {task_id!r}}}): no such task; the {len(tasks)} tasks include {known}."
+        )
+    return by_id[task_id]
+
+
 class SWEGymEnv(gym.Env[str, str]):
     """Fix a bug in a real Python repository through shell commands; rewarded when the hidden tests pass.
 
@@ -112,8 +130,7 @@ class SWEGymEnv(gym.Env[str, str]):
                 f"SWEGymEnv(render_mode=...): expected None or one of "
                 f"{self.metadata['render_modes']}; found {render_mode!r}."
             )
-        base = EpisodeConfig.from_dict(config).to_dict()
-        self.config = EpisodeConfig.from_dict({**base, **config_fields})
+        self.config = merged_config(config, config_fields)
         self.tasks = load_tasks(tasks)
         self._by_id = {t.instance_id: t for t in self.tasks}
         self._layers = layers if callable(layers) else LayerSource.from_dict(layers)
@@ -125,15 +142,7 @@ class SWEGymEnv(gym.Env[str, str]):
         self._last = ""
 
     def _pick(self, options: dict[str, Any] | None) -> Task:
-        task_id = (options or {}).get("task_id")
-        if task_id is None:
-            return self.tasks[int(self.np_random.integers(len(self.tasks)))]
-        if task_id not in self._by_id:
-            known = ", ".join(list(self._by_id)[:5])
-            raise ValueError(
-                f"reset(options={{'task_id': {task_id!r}}}): no such task; the {len(self.tasks)} tasks include {known}."
-            )
-        return self._by_id[task_id]
+        return pick_task(self.tasks, self._by_id, options, self.np_random)
 
     def _episode_for(self, task: Task) -> SWEEpisode:
         if self._episode is not None and self._episode.task is task:

@@ -19,7 +19,7 @@ from swebox.envs.agent.observations import truncate_middle
 from swebox.envs.episodes.episode import EpisodeConfig, SWEEpisode
 from swebox.envs.episodes.layers_resolver import LayerSource
 from swebox.envs.episodes.task_episodes import TaskEpisodes, open_task
-from swebox.envs.frameworks.gym_env import CHARSET, load_tasks
+from swebox.envs.frameworks.gym_env import CHARSET, load_tasks, merged_config, pick_task
 from swebox.envs.gateway.handoff import Handoff, PendingCall, completion_of
 from swebox.envs.gateway.harness import HarnessConfig, HarnessRun, end_harness, episode_config, run_harness
 from swebox.envs.tasks.schema import Task
@@ -125,8 +125,7 @@ class SWEHarnessGymEnv(gym.Env[str, str]):
                 f"found {render_mode!r}."
             )
         self.harness = harness if isinstance(harness, HarnessConfig) else HarnessConfig(**harness)
-        base = EpisodeConfig.from_dict(config).to_dict()
-        self.config = episode_config(EpisodeConfig.from_dict({**base, **config_fields}), self.harness)
+        self.config = episode_config(merged_config(config, config_fields), self.harness)
         self.tasks = load_tasks(tasks)
         self._by_id = {t.instance_id: t for t in self.tasks}
         self._layers = layers if callable(layers) else LayerSource.from_dict(layers)
@@ -147,15 +146,7 @@ class SWEHarnessGymEnv(gym.Env[str, str]):
 
     # -- episodes --------------------------------------------------------------------------------------
     def _pick(self, options: dict[str, Any] | None) -> Task:
-        task_id = (options or {}).get("task_id")
-        if task_id is None:
-            return self.tasks[int(self.np_random.integers(len(self.tasks)))]
-        if task_id not in self._by_id:
-            known = ", ".join(list(self._by_id)[:5])
-            raise ValueError(
-                f"reset(options={{'task_id': {task_id!r}}}): no such task; the {len(self.tasks)} tasks include {known}."
-            )
-        return self._by_id[task_id]
+        return pick_task(self.tasks, self._by_id, options, self.np_random)
 
     def _episode_for(self, task: Task) -> SWEEpisode:
         if self._episode is not None and self._episode.task is task and not self._killed:

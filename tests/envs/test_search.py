@@ -21,7 +21,7 @@ from swebox.envs.search.nodes import path_turns
 from swebox.envs.search.select import majority_scores, normal_diff, pick
 
 from tests.calc import GOLD, SUBMIT, apply_patch, bash, calc_task
-from tests.sandbox_folders import sandbox_folders
+from tests.leak_checks import sandbox_folders
 
 WRONG_MUL = bash("cd /testbed && sed -i '2s/a - b/a * b/' calc/ops.py")  # add(2, 3) == 6: still wrong
 WRONG_NOOP = bash("cd /testbed && echo '# looked at it' >> calc/ops.py")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import gymnasium
 import pytest
@@ -19,7 +18,7 @@ from swebox.envs.gateway.scripted import giveup_replies, gold_replies, mini_acti
 
 from tests.calc import GOLD, calc_task
 from tests.envs.gateway.tool_script import apply
-from tests.sandbox_folders import sandbox_folders
+from tests.leak_checks import sandbox_folders, settled
 
 WRONG = GOLD.replace("+    return a + b", "+    return a * b")
 
@@ -56,15 +55,6 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
-
-
-def _settled(probe, expected, seconds: float = 60.0):
-    deadline = time.monotonic() + seconds
-    value = probe()
-    while value != expected and time.monotonic() < deadline:
-        time.sleep(0.05)
-        value = probe()
-    return value
 
 
 def test_check_env_passes_directly_and_through_gymnasium_make(make_env):
@@ -168,7 +158,7 @@ def test_limits_truncate_and_the_episode_is_graded_as_it_stands(make_env):
 def test_a_call_left_unanswered_past_wall_s_ends_the_episode_as_a_time_limit(make_env):
     env = make_env(limits={"wall_s": 1.0})
     env.reset(seed=0)
-    assert not _settled(lambda: env._thread.is_alive(), False)  # refused at wall_s: the harness exited
+    assert not settled(lambda: env._thread.is_alive(), False)  # refused at wall_s: the harness exited
     obs, reward, terminated, truncated, info = env.step(gold_replies(GOLD)[0])  # too late: not used
     assert (reward, terminated, truncated, info["reason"]) == (0.0, False, True, "time_limit")
     assert info["gateway"][0]["limit"] == "wall_s" and info["diff"] == ""
@@ -192,8 +182,8 @@ def test_close_mid_episode_leaves_no_sandbox_thread_or_process(make_env, tiny_ag
     assert sandbox_folders() > folders and _harness_threads() and _alive(nsinit)
     env.close()
     env.close()  # twice is fine
-    assert sandbox_folders() <= folders and _settled(_harness_threads, []) == []
-    assert _settled(lambda: _alive(nsinit), False) is False
+    assert sandbox_folders() <= folders and settled(_harness_threads, []) == []
+    assert settled(lambda: _alive(nsinit), False) is False
     with pytest.raises(RuntimeError, match="after close"):
         env.step("x")
 
@@ -202,8 +192,8 @@ def test_close_mid_episode_leaves_no_sandbox_thread_or_process(make_env, tiny_ag
     stubborn.reset(seed=0)
     nsinit = stubborn._episode.sandbox.pid
     stubborn.close()
-    assert sandbox_folders() <= folders and _settled(_harness_threads, []) == []
-    assert _settled(lambda: _alive(nsinit), False) is False
+    assert sandbox_folders() <= folders and settled(_harness_threads, []) == []
+    assert settled(lambda: _alive(nsinit), False) is False
 
 
 @pytest.mark.parametrize(

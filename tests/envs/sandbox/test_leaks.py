@@ -4,11 +4,12 @@ descriptors and files under the sandbox work folder as before."""
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
 from swebox.envs.sandbox import Sandbox, SandboxPolicy
+
+from tests.leak_checks import settled
 
 CYCLES = int(os.environ.get("SWEBOX_LEAK_CYCLES", "1000"))
 
@@ -62,15 +63,6 @@ def _cgroups() -> int:
     return total
 
 
-def _settled(probe, expected: int, seconds: float = 60.0) -> int:
-    deadline = time.monotonic() + seconds
-    value = probe()
-    while value != expected and time.monotonic() < deadline:
-        time.sleep(0.05)
-        value = probe()
-    return value
-
-
 @pytest.mark.e2e
 def test_a_thousand_cycles_leak_nothing(base_layer: Path, work_root: str):
     # host uids of their own, above the whole range of the default policy (host_uid 100000 and 1,024 slots of
@@ -89,12 +81,12 @@ def test_a_thousand_cycles_leak_nothing(base_layer: Path, work_root: str):
         assert sb.exec("ls /testbed/x").exit_code != 0
         sb.close()
     after = (
-        _settled(lambda: _mounts(*folders), before[0]),
-        _settled(_open_fds, before[1]),
-        _settled(_children, before[2]),
-        _settled(lambda: _processes_of(policy), before[3]),
-        _settled(lambda: _files_under(work_root), before[4]),
-        _settled(_cgroups, before[5]),
+        settled(lambda: _mounts(*folders), before[0]),
+        settled(_open_fds, before[1]),
+        settled(_children, before[2]),
+        settled(lambda: _processes_of(policy), before[3]),
+        settled(lambda: _files_under(work_root), before[4]),
+        settled(_cgroups, before[5]),
     )
     names = ("mounts", "open fds", "child processes", "sandbox processes", "files under work root", "cgroups")
     assert dict(zip(names, after, strict=True)) == dict(zip(names, before, strict=True))
