@@ -13,6 +13,7 @@ every later one at once, so that a harness that honours refusals exits.
 
 from __future__ import annotations
 
+import functools
 import json
 import queue
 import threading
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from swebox.envs.gateway.calls import Completion, OverLimit
+from swebox.envs.gateway.tool_parsers import openai_call
 
 _STOP = object()
 """Put in a pending call's answer slot by :meth:`Handoff.stop`: refuse the call."""
@@ -154,23 +156,17 @@ def _read_message(message: dict[str, Any], turn: int) -> tuple[str, list[dict[st
         raise ValueError(f"the action's tool_calls: expected a list, found {type(listed).__name__}")
     calls = []
     for i, call in enumerate(listed):
-        function = call.get("function", call) if isinstance(call, dict) else None
-        name = function.get("name") if isinstance(function, dict) else None
-        if not isinstance(call, dict) or not isinstance(function, dict) or not isinstance(name, str) or not name:
-            raise ValueError(
-                f'tool call {i}: expected {{"function": {{"name": ..., "arguments": {{...}}}}}} or {{"name": ..., '
-                f'"arguments": {{...}}}}, found {json.dumps(call)[:120]}'
-            )
-        arguments = function.get("arguments", {})
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments) if arguments.strip() else {}
-            except ValueError as exc:
-                raise ValueError(f"tool call {i}: its arguments are not JSON: {exc}") from None
-        if not isinstance(arguments, dict):
-            raise ValueError(f"tool call {i}: expected arguments as a JSON object, found {json.dumps(arguments)[:120]}")
-        call_id = call.get("id") if isinstance(call.get("id"), str) and call.get("id") else f"call_{turn}_{i}"
-        calls.append(
-            {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
-        )
+        # OpenAI's nested form or the flat one; the name and arguments are read as a parsed reply's are
+        function = call.get("function", call) if isinstance(call, dict) else call
+        given = call.get("id") if isinstance(call, dict) else None
+        call_id = given if isinstance(given, str) and given else f"call_{turn}_{i}"
+        read = openai_call(i, function, "arguments", json.dumps(call), functools.partial(_given_id, call_id))
+        if isinstance(read, str):
+            raise ValueError(read)
+        calls.append(read)
     return content or "", calls
+
+
+def _given_id(call_id: str, _index: int) -> str:
+    """The id a driver's tool call names (or its default), whatever the call's index."""
+    return call_id

@@ -93,7 +93,7 @@ def parse_hermes(text: str, call_id: CallIds = numbered) -> ParsedReply:
             call = json.loads(block.group(1))
         except ValueError as exc:
             return ParsedReply(text, error=f"tool call {i} is not JSON: {exc}")
-        read = _openai_call(i, call, "arguments", block.group(1), call_id)
+        read = openai_call(i, call, "arguments", block.group(1), call_id)
         if isinstance(read, str):
             return ParsedReply(text, error=read)
         calls.append(read)
@@ -121,7 +121,7 @@ def parse_llama3_json(text: str, call_id: CallIds = numbered) -> ParsedReply:
             call, end = decoder.raw_decode(body, pos)
         except ValueError as exc:
             return ParsedReply(text, error=f"tool call {i} is not JSON: {exc}")
-        read = _openai_call(i, call, "parameters", body[pos:end], call_id)
+        read = openai_call(i, call, "parameters", body[pos:end], call_id)
         if isinstance(read, str):
             return ParsedReply(text, error=read)
         calls.append(read)
@@ -153,7 +153,7 @@ def parse_mistral(text: str, call_id: CallIds = numbered) -> ParsedReply:
             rest = segment[end:].strip()[:40]
             return ParsedReply(text, error=f"after the list of {TOOL_CALLS}: expected the reply's end, found {rest!r}")
         for call in found if isinstance(found, list) else [found]:
-            read = _openai_call(len(calls), call, "arguments", json.dumps(call), call_id)
+            read = openai_call(len(calls), call, "arguments", json.dumps(call), call_id)
             if isinstance(read, str):
                 return ParsedReply(text, error=read)
             calls.append(read)
@@ -169,7 +169,7 @@ PARSERS: dict[str, Callable[[str, CallIds], ParsedReply]] = {
 }
 
 
-def _openai_call(i: int, call: Any, key: str, written: str, call_id: CallIds) -> dict[str, Any] | str:
+def openai_call(i: int, call: Any, key: str, written: str, call_id: CallIds) -> dict[str, Any] | str:
     """Call ``i`` (parsed JSON) as an OpenAI tool call, its arguments under ``key`` (or ``arguments``); or why
     it cannot be one."""
     if not isinstance(call, dict) or not isinstance(call.get("name"), str) or not call["name"]:

@@ -206,7 +206,10 @@ def test_close_mid_episode_leaves_no_sandbox_thread_or_process(make_env, tiny_ag
             {"tool_calls": [{"id": "x", "name": "bash", "arguments": '{"command": "ls"}'}]},
             ("", [{"id": "x", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}], ""),
         ),
-        ('{"tool_calls": [{"function": {"name": "bash", "arguments": "{"}}]}', (None, [], "arguments are not JSON")),
+        (
+            '{"tool_calls": [{"function": {"name": "bash", "arguments": "{"}}]}',
+            (None, [], "arguments text is not JSON"),
+        ),
         ('{"tool_calls": "ls"}', (None, [], "expected a list")),
         ('{"content": "x", "tool_calls": [', (None, [], "not JSON")),
         ({"content": "x", "role": "assistant"}, (None, [], "expected the keys")),
