@@ -36,6 +36,7 @@ import pytest
 
 _write, _dumps = os.write, json.dumps  # captured before the project can replace them
 _FunctionType, _CodeType = types.FunctionType, types.CodeType
+_OPTIMIZED = 1  # inspect.CO_OPTIMIZED: set on a function's code, not on a module's or a class body's
 
 
 def _classes() -> tuple[type, ...]:
@@ -118,6 +119,7 @@ def _load_beside(name: str):
 origins = _load_beside("runner_origins")
 START, REPO, _trusted_file, fingerprint = origins.START, origins.REPO, origins.trusted_file, origins.fingerprint
 _innermost, _shadowed, _executing = origins.innermost, origins.shadowed, origins.executing
+_watch_returns = origins.watch_returns
 _RELAY_INNER = ("_hook_relay", "_PathAwareHookProxy__hook_caller")
 
 
@@ -130,7 +132,8 @@ def _use_rewritten(table: dict[str, str], send) -> tuple[list[bool], dict[int, o
     when a file was served another entry or none. Returns the switch that ``pytest_configure`` turns on
     (off for good when the ini enables ``enable_assertion_pass_hook``, which the entries are not compiled
     with), every code object of the entries served (id -> code: what a test function's code must be), and per
-    file served, each code name to the ids of its code objects of that name (what a test's own ``def`` is)."""
+    file served, each qualified name (``Class.name``) to the ids of its code objects of that name (what a
+    test's own ``def`` is)."""
     import importlib.util
     import marshal
 
@@ -153,12 +156,14 @@ def _use_rewritten(table: dict[str, str], send) -> tuple[list[bool], dict[int, o
                 code = None
             if isinstance(code, _CodeType):
                 trace(f"cached rewritten code for {source} from {entry}")
-                stack, names = [code], defs.setdefault(path, {})
+                stack, names = [(code, "")], defs.setdefault(path, {})
                 while stack:  # the test functions this module defines: their code is one of these objects
-                    c = stack.pop()
+                    c, qualname = stack.pop()
                     served[id(c)] = c
-                    names.setdefault(c.co_name, set()).add(id(c))
-                    stack += [k for k in c.co_consts if isinstance(k, _CodeType)]
+                    names.setdefault(qualname, set()).add(id(c))
+                    # a class body's code is not optimized; a function's names its children <locals>
+                    within = qualname + (".<locals>." if c.co_flags & _OPTIMIZED else ".") if qualname else ""
+                    stack += [(k, within + k.co_name) for k in c.co_consts if isinstance(k, _CodeType)]
             else:
                 code = None
         if path.startswith(REPO):
@@ -255,7 +260,7 @@ class Reporter:
         self.before = _critical_objects()  # kept alive: the ids the monitor holds stay theirs
         self.rewrite_on: list[bool] = [False]
         self.served: dict[int, object] = {}
-        self.defs: dict[str, dict] = {}  # file -> code name -> ids of the served code objects of that name
+        self.defs: dict[str, dict] = {}  # file -> qualified name -> ids of the served code objects
         self.plain: dict[str, frozenset] = {}  # file -> the tests nothing may wrap (runner_origins.plain_tests)
 
     def pytest_configure(self, config, _send=_send) -> None:
@@ -325,7 +330,7 @@ class Reporter:
         yield
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
-    def pytest_pyfunc_call(self, pyfuncitem, _send=_send, _innermost=_innermost):
+    def pytest_pyfunc_call(self, pyfuncitem, _send=_send, _innermost=_innermost, _watch_returns=_watch_returns):
         self._vet("pytest_pyfunc_call")
         # The function about to run is the one the test's module or class defines under the test's name, and
         # its code is the test file's own (from the cached rewrite pytest was served, or checked against the
@@ -343,7 +348,7 @@ class Reporter:
             # a layer that follows __wrapped__ to the right def need not call it: none is due where nothing wraps
             why = "is wrapped, but its test file defines it with no decorator other than pytest marks"
         elif code is not None and self.served.get(id(code)) is code:
-            why = self._not_its_def(file, within.rpartition("::")[2], func, code)
+            why = self._not_its_def(file, within, func, code)
         elif within in self.plain.get(REPO + file, ()) and not (
             code is not None
             and code.co_name == within.rpartition("::")[2]
@@ -354,14 +359,25 @@ class Reporter:
             why = self.origins.why_not(func)
         if why:
             _send(self, {"e": "check", "problems": [f"{pyfuncitem.nodeid}: the test function {why}"]})
-        yield
+        # Wrapped by its file's decorators: the call may pass only if the test's own def ran to its end.
+        stop = None
+        if code is not None and not why and getattr(obj, "__func__", obj) is not func:
+            stop = _watch_returns(code)
+        outcome = yield
+        if stop is not None and not stop() and getattr(outcome, "excinfo", None) is None:
+            why = f"is wrapped, and its own def (line {code.co_firstlineno}) did not run to its end"
+            _send(self, {"e": "check", "problems": [f"{pyfuncitem.nodeid}: the test function {why}"]})
 
-    def _not_its_def(self, file: str, name: str, func, code, _innermost=_innermost) -> str:
-        """Why served test code is not one its file defines under the test's name ('' when it is). The module's
-        binding is no witness: code under test can rebind a name of the test file to another function of it
-        while the file runs (through ``builtins.__build_class__``, a placeholder's ``__del__``, ...), before
-        pytest collects it, so the module agrees with the item."""
-        own = self.defs.get(REPO + file, {}).get(name)
+    def _not_its_def(self, file: str, within: str, func, code, _innermost=_innermost) -> str:
+        """Why served test code is not one its file defines under the test's name ('' when it is): the def in the
+        test's own class when the file has one there (``within``: the node id's ``Class::name``), else any def
+        of that name (an inherited test). The module's binding is no witness: code under test can rebind a name
+        of the test file to another function of it while the file runs (through ``builtins.__build_class__``, a
+        placeholder's ``__del__``, ...), before pytest collects it, so the module agrees with the item."""
+        defs, name = self.defs.get(REPO + file, {}), within.rpartition("::")[2]
+        own = defs.get(within.replace("::", ".")) or {
+            i for qualname, ids in defs.items() if qualname.rpartition(".")[2] == name for i in ids
+        }
         if not own or id(code) in own:
             return ""  # a file with no def of that name (an alias, a generated test) is left to the checks above
         for cell in getattr(func, "__closure__", None) or ():  # a wrapper of the file's own making, no wraps()

@@ -255,3 +255,39 @@ def executing(multicall) -> list:
             return list(impls) if impls is not None else []
         frame = frame.f_back
     return []
+
+
+def watch_returns(code):
+    """Watches ``code``'s frames, in this thread and in threads started from now on, for a normal return:
+    returns ``stop``, which puts back the profile functions it found and says whether one returned.
+
+    Why. A test whose file wraps it (``mock.patch``, hypothesis's ``given``, a project's own decorator) is run
+    by pytest through its decorators' layers, and a layer planted around those looks just like them: following
+    ``__wrapped__`` reaches the test's own ``def`` whether or not anything calls it. What a planted layer cannot
+    fake is that the ``def`` ran to its end: it never calls it, or calls it and swallows its failure. A frame
+    that unwinds is told from one that returns by its last instruction (a return, not the raise or re-raise it
+    left from), and only a frame of that code can present one. On Python 3.6 and 3.7 a ``return`` inside
+    ``with`` or ``finally`` leaves through ``END_FINALLY``, as an exception does, so there that instruction
+    counts as a return: an exception leaving through a ``with`` or ``finally`` is not told apart."""
+    import dis
+    import threading
+
+    ends = {dis.opmap[n] for n in ("RETURN_VALUE", "RETURN_CONST") if n in dis.opmap}
+    if "BREAK_LOOP" in dis.opmap:  # Python < 3.8, where a return may leave through END_FINALLY
+        ends.add(dis.opmap["END_FINALLY"])
+    raw, returned = code.co_code, []
+
+    def profile(frame, event, arg, code=code, raw=raw, ends=frozenset(ends)):
+        if event == "return" and frame.f_code is code and 0 <= frame.f_lasti < len(raw) and raw[frame.f_lasti] in ends:
+            returned.append(True)
+
+    before = sys.getprofile(), getattr(threading, "_profile_hook", None)
+    sys.setprofile(profile)
+    threading.setprofile(profile)
+
+    def stop() -> bool:
+        sys.setprofile(before[0])
+        threading.setprofile(before[1])
+        return bool(returned)
+
+    return stop

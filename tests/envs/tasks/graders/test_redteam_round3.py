@@ -20,8 +20,11 @@ confirmed by the same runner, log_confirm.py), with the task's single F2P test `
   the runner follows ``__wrapped__`` to the file's own ``def`` and never checks that the outer function calls
   it. Now caught where the file gives the test no decorator but ``pytest.mark`` ones (which return the function
   itself): pytest must run the function, not a layer (``runner_origins.plain_tests``, read before project code
-  runs). Still open for tests with a wrapping decorator (``mock.patch``, hypothesis, a project's own): the
-  strict xfail below, and docs/tasks.md ("What remains").
+  runs). For a test its file does wrap (``mock.patch``, hypothesis, a project's own decorator), the same layer,
+  or one that calls the test and swallows its failure, earned 1.0 on main at bbb607e; now caught: such a call
+  passes only if a frame of the test's own code returned normally (``runner_origins.watch_returns``).
+- *The same-named method of another class* (``TestAdd.test_it = TestSub.test_it``, one file) earned 1.0 on main
+  at bbb607e: served code was matched by name only. Now by qualified name (``Reporter._not_its_def``).
 - Contained, kept as regression tests: another module handed to pytest for the test file through
   ``sys.modules``; markers left by one grade for the next (nothing survives a grading sandbox).
 The gold patch resolves in the same fixture (``test_gold_resolves_in_this_fixture``), so none of these
@@ -112,25 +115,33 @@ ADD_IF_SEEN = (
     "diff --git a/calc/ops.py b/calc/ops.py\n--- a/calc/ops.py\n+++ b/calc/ops.py\n"
     "@@ -1,2 +1,4 @@\n def add(a, b):\n+    if __import__('calc').SEEN:\n+        return a + b\n     return a - b\n"
 )
-WRAPS_GAP = (
-    "open gap: a test with a wrapping decorator may run any functools.wraps layer around it; the runner follows "
-    "__wrapped__ to the file's own def and cannot tell a decorator's layer from one planted (docs/tasks.md)"
-)
+# Layers for _wrap_on_bind, expressions of ``inner`` (what the file bound): one that never calls the test, one
+# that calls it and swallows its failure.
+NEVER_CALLS = "lambda *a, **k: None"
+SWALLOWS = "_swallowing(inner)"
 
 
-def _wrap_on_bind(file: str, test: str) -> str:
-    """calc/__init__.py that wraps ``test`` of the test file ``file`` in a layer that never calls it, as soon as
-    the file binds it (after its decorators ran): a placeholder under that name, whose ``__del__`` runs right
-    after the ``def`` replaces it; planted in the file's globals from its import of calc, or through
-    ``__import__`` when another file imported calc first."""
+def _wrap_on_bind(file: str, test: str, layer: str = NEVER_CALLS) -> str:
+    """calc/__init__.py that wraps ``test`` of the test file ``file`` in ``layer`` (by default one that never
+    calls it), as soon as the file binds it (after its decorators ran): a placeholder under that name, whose
+    ``__del__`` runs right after the ``def`` replaces it; planted in the file's globals from its import of calc,
+    or through ``__import__`` when another file imported calc first."""
     return (
         "import builtins, functools, sys\n"
         "_imp = builtins.__import__\n"
+        "def _swallowing(inner):\n"
+        "    def layer(*a, **k):\n"
+        "        try:\n"
+        "            inner(*a, **k)\n"
+        "        except AssertionError:\n"
+        "            pass\n"
+        "    return layer\n"
         "class _Trip:\n"
         "    def __init__(self, mod):\n"
         "        self.mod = mod\n"
         "    def __del__(self):\n"
-        f"        self.mod[{test!r}] = functools.wraps(self.mod[{test!r}])(lambda *a, **k: None)\n"
+        f"        inner = self.mod[{test!r}]\n"
+        f"        self.mod[{test!r}] = functools.wraps(inner)({layer})\n"
         "def _plant(mod):\n"
         f"    if str(mod.get('__file__', '')).endswith({file!r}):\n"
         f"        mod[{test!r}] = _Trip(mod)\n"
@@ -154,6 +165,37 @@ PATCHED_TEST_PATCH = (
     "+@mock.patch('os.sep', '/')\n+def test_add_patched():\n"
 )
 PATCHED_TEST_PATCH = PATCHED_TEST_PATCH.replace("+1,7 @@", "+1,8 @@") + "+    assert add(2, 3) == 5\n"
+# Two classes of one file with a method of the same name; TestAdd's fails with the bug in place.
+TWINS_ID = "tests/test_twins.py::TestAdd::test_it"
+TWINS_LINES = [
+    "from calc.ops import add, sub",
+    "",
+    "",
+    "class TestAdd:",
+    "    def test_it(self):",
+    "        assert add(2, 3) == 5",
+    "",
+    "",
+    "class TestSub:",
+    "    def test_it(self):",
+    "        assert sub(5, 3) == 2",
+]
+TWINS_TEST_PATCH = (
+    "diff --git a/tests/test_twins.py b/tests/test_twins.py\nnew file mode 100644\n--- /dev/null\n"
+    f"+++ b/tests/test_twins.py\n@@ -0,0 +1,{len(TWINS_LINES)} @@\n" + "".join(f"+{line}\n" for line in TWINS_LINES)
+)
+# TestSub's test_it set on TestAdd as soon as TestSub is built
+TWINS_SWAP = (
+    "import builtins, sys\n"
+    "_bc = builtins.__build_class__\n"
+    "def _build(func, name, *a, **k):\n"
+    "    cls = _bc(func, name, *a, **k)\n"
+    "    if name == 'TestSub':\n"
+    "        builtins.__build_class__ = _bc\n"
+    "        sys._getframe(1).f_globals['TestAdd'].test_it = cls.__dict__['test_it']\n"
+    "    return cls\n"
+    "builtins.__build_class__ = _build\n"
+)
 
 
 @pytest.fixture(params=["junit", "log"])
@@ -215,13 +257,48 @@ def test_a_wraps_layer_around_a_parametrized_test_is_seen(calc_layer, calc_task)
     _caught(report, "test_add_ids[one plus two]: the test function is wrapped, but its test file defines it")
 
 
-@pytest.mark.xfail(strict=True, reason=WRAPS_GAP)
-def test_a_wraps_layer_around_a_mock_patched_test_earns_nothing(calc_layer, calc_task):
-    task = dataclasses.replace(calc_task, test_patch=PATCHED_TEST_PATCH, FAIL_TO_PASS=[PATCHED_ID])
-    control = grade(task, "", layers=[calc_layer])  # the test fails with the bug in place
+def _with_test_file(task, patch: str, f2p: str):
+    """``task`` with one more test file (``patch`` adds it), in the log task's command too, and ``f2p`` its only
+    FAIL_TO_PASS test."""
+    return dataclasses.replace(
+        task,
+        test_patch=(task.test_patch if task.grader == "log" else "") + patch,
+        test_cmd=task.test_cmd + (" " + f2p.partition("::")[0] if task.grader == "log" else ""),
+        FAIL_TO_PASS=[f2p],
+    )
+
+
+@pytest.fixture
+def patched_task(task):
+    """``task`` whose only F2P test has a wrapping decorator (``mock.patch``)."""
+    return _with_test_file(task, PATCHED_TEST_PATCH, PATCHED_ID)
+
+
+def test_a_mock_patched_test_is_resolved_by_the_gold_patch_only(calc_layer, patched_task, gold):
+    control = grade(patched_task, "", layers=[calc_layer])  # the test fails with the bug in place
     assert control.tests[PATCHED_ID].status == "failed" and control.reward == 0.0, control.to_dict()
-    report = _graded(task, _wrap_on_bind("tests/test_patched.py", "test_add_patched"), layers=[calc_layer])
-    assert not report.resolved and report.reward == 0.0, report.to_dict()
+    report = grade(patched_task, gold["add"], layers=[calc_layer])  # and its decorator's layer is no alarm
+    assert report.resolved and report.reward == 1.0 and report.tampered == [], report.to_dict()
+
+
+def test_the_same_named_method_of_another_class_under_the_tests_id_is_seen(calc_layer, task, gold):
+    twins = _with_test_file(task, TWINS_TEST_PATCH, TWINS_ID)
+    control = grade(twins, gold["add"], layers=[calc_layer])
+    assert control.resolved and control.reward == 1.0 and control.tampered == [], control.to_dict()
+    report = _graded(twins, TWINS_SWAP, layers=[calc_layer])
+    if twins.grader == "junit":  # TestSub's test ran under TestAdd's id, and passed
+        assert report.tests[TWINS_ID].status == "passed", report.to_dict()
+    _caught(report, f"{TWINS_ID}: the test function runs test_it (line 10), not the test_it its test file defines")
+
+
+@pytest.mark.parametrize("layer", [NEVER_CALLS, SWALLOWS], ids=["never-calls", "swallows-its-failure"])
+def test_a_wraps_layer_around_a_mock_patched_test_earns_nothing(calc_layer, patched_task, layer):
+    report = _graded(
+        patched_task, _wrap_on_bind("tests/test_patched.py", "test_add_patched", layer), layers=[calc_layer]
+    )
+    if patched_task.grader == "junit":  # the layer passed; what the log said is confirmed by the same runner
+        assert report.tests[PATCHED_ID].status == "passed", report.to_dict()
+    _caught(report, f"{PATCHED_ID}: the test function is wrapped, and its own def (line 6) did not run to its end")
 
 
 def test_another_module_for_the_test_file_earns_nothing(calc_layer, task):
