@@ -266,9 +266,10 @@ def watch_returns(code):
     ``__wrapped__`` reaches the test's own ``def`` whether or not anything calls it. What a planted layer cannot
     fake is that the ``def`` ran to its end: it never calls it, or calls it and swallows its failure. A frame
     that unwinds is told from one that returns by its last instruction (a return, not the raise or re-raise it
-    left from), and only a frame of that code can present one. On Python 3.6 and 3.7 a ``return`` inside
-    ``with`` or ``finally`` leaves through ``END_FINALLY``, as an exception does, so there that instruction
-    counts as a return: an exception leaving through a ``with`` or ``finally`` is not told apart."""
+    left from), and only a frame of that code can present one. On Python 3.7 (the oldest the runner runs on)
+    a ``return`` inside ``with`` or ``finally`` leaves through ``END_FINALLY``, as an exception does, so there
+    that instruction counts as a return: an exception leaving through a ``with`` or ``finally`` is not told
+    apart."""
     import dis
     import threading
 

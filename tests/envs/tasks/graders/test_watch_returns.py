@@ -1,0 +1,89 @@
+"""``runner_origins.watch_returns`` under each interpreter the runner runs on (pyenv's 3.7-3.13, and this one):
+a frame of the watched code that returns counts, one that unwinds does not, nor a call that never reaches it.
+The grading path that uses it is proved end to end in test_redteam_round3.py; this pins the bytecode facts it
+rests on (which instruction a frame ends on) for every version, most of which no calc grade runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from swebox.envs.tasks.graders import runner_origins
+
+from tests.pyenv_python import PYENV
+
+SCRIPT = r"""
+import importlib.util, json, sys, threading
+spec = importlib.util.spec_from_file_location("runner_origins", sys.argv[1])
+origins = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(origins)
+
+def test(x):
+    if x == "return in with":
+        with open("/dev/null"):
+            return
+    if x == "caught":
+        try:
+            assert False
+        except AssertionError:
+            return
+    if x == "fails through with":
+        with open("/dev/null"):
+            assert False
+    assert x == "return"
+
+def outcome(x, call=lambda f, x: f(x)):
+    stop = origins.watch_returns(test.__code__)
+    try:
+        call(test, x)
+    except AssertionError:
+        pass
+    return stop()
+
+def in_thread(f, x):
+    t = threading.Thread(target=lambda: f(x))
+    t.start()
+    t.join()
+
+found = {x: outcome(x) for x in ("return", "return in with", "fails", "fails through with")}
+found["caught"] = outcome("caught")
+found["never called"] = outcome("return", lambda f, x: None)
+found["returns in a thread"] = outcome("return", in_thread)
+found["profile put back"] = sys.getprofile() is None and threading._profile_hook is None
+found["version"] = list(sys.version_info[:2])
+print(json.dumps(found))
+"""
+
+
+def _interpreters() -> list[str]:
+    found = [sys.executable]
+    for minor in ("3.7", "3.8", "3.9", "3.10", "3.12", "3.13"):
+        builds = sorted(PYENV.glob(f"{minor}.*"))
+        found += [str(builds[-1] / "bin" / "python3")] if builds else []
+    return found
+
+
+@pytest.mark.parametrize("python", _interpreters(), ids=lambda p: Path(p).parent.parent.name)
+def test_a_return_counts_and_an_unwinding_or_a_missed_call_does_not(python, tmp_path):
+    script = tmp_path / "watch.py"
+    script.write_text(SCRIPT)
+    run = subprocess.run(
+        [python, str(script), runner_origins.__file__], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert run.returncode == 0, run.stderr
+    found = json.loads(run.stdout)
+    version = tuple(found.pop("version"))
+    assert found == {
+        "return": True,
+        "return in with": True,
+        "caught": True,
+        "fails": False,
+        # 3.7 ends a frame unwinding through a with on END_FINALLY, as a return there (docs/tasks.md)
+        "fails through with": version < (3, 8),
+        "never called": False,
+        "returns in a thread": True,
+        "profile put back": True,
+    }, (python, found)
