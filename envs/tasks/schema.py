@@ -38,6 +38,8 @@ LIST_FIELDS = _LIST_FIELDS
 """The fields that hold lists of strings (a loaded row may give them as a JSON string of one)."""
 _ID = re.compile(r"^[^\s/]+$")
 GRADERS = ("junit", "log", "harbor")
+NETWORKS = ("none", "user")
+"""Task.network values: the grading sandbox's network (SandboxPolicy.network's)."""
 CONFIRMS = ("", "runner", "off")
 """Task.confirm values: '' (the default rule), 'runner', 'off'."""
 LANGUAGES = frozenset({"python", "javascript", "typescript", "go", "rust", "java", "c", "cpp"})
@@ -121,6 +123,11 @@ class Task:
     are graded from their test log (grader='log') or by a Harbor task's tests."""
     setup_commands: tuple[str, ...] = ()
     """Shell commands run in /testbed before the agent starts (e.g. apply a recipe); usually empty."""
+    network: str = "none"
+    """The network its tests get when graded, one of NETWORKS: 'none' (loopback only, the default) or 'user'
+    (outbound through a user-mode stack, slirp4netns, as SWE-bench's harness grades every row in a container
+    with network): for a row whose tests fetch from the internet (requests' httpbin.org). The code under test
+    can then reach the internet too. `swebox tasks validate` names a gold patch that fails on network errors."""
     metadata: dict[str, Any] = field(default_factory=dict)
     """Anything else (source dataset, mutation kind, ...); must be JSON-serialisable."""
 
@@ -133,7 +140,7 @@ class Task:
                 raise _fail(name, "non-empty strings only", value, "Remove empty or non-string entries.")
             setattr(self, name, tuple(value))
         text_fields = [f for f in SWEBENCH_FIELDS if f not in _LIST_FIELDS]
-        strings = ("task_layer_key", "bug_patch", "test_cmd", "grader", "log_parser", "confirm", "language")
+        strings = ("task_layer_key", "bug_patch", "test_cmd", "grader", "log_parser", "confirm", "language", "network")
         for name in (*text_fields, *strings):
             if not isinstance(getattr(self, name), str):
                 raise _fail(name, "a string", getattr(self, name), "Convert the value to a string.")
@@ -151,6 +158,8 @@ class Task:
             self.env = EnvSpec.from_dict(self.env)
         if self.env is not None and not isinstance(self.env, EnvSpec):
             raise _fail("env", "an EnvSpec, its dict, or None", self.env, "See swebox.envs.cache.EnvSpec.")
+        if self.network not in NETWORKS:
+            raise _fail("network", f"one of {NETWORKS}", self.network, "Use 'user' for tests that need the internet.")
         if not isinstance(self.hidden_tests, bool):
             raise _fail("hidden_tests", "true or false", self.hidden_tests, "Use a JSON boolean.")
         if not isinstance(self.metadata, dict):

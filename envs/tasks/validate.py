@@ -8,6 +8,7 @@ Tasks are graded ``jobs`` at a time (threads: the tests run in the sandboxes' pr
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -26,6 +27,11 @@ CONFIRM_ONLY = (
     "(the targeted gap then stays open; docs/tasks.md)"
 )
 """The problem shown when the gold patch fails only at the log verdict's confirmation (log_confirm.py)."""
+NETWORK_ERRORS = re.compile(
+    r"Temporary failure in name resolution|Name or service not known|Network is unreachable|No route to host"
+    r"|Failed to establish a new connection|getaddrinfo failed|nodename nor servname"
+)
+"""What a test that reached for the network in a sandbox without one fails with (urllib, requests, socket)."""
 
 
 class LayerResolver(Protocol):
@@ -156,10 +162,27 @@ def validate_task(task: Task, resolve: LayerResolver, *, timeout: float = 900.0)
     elif not gold.resolved:
         why = gold.errors + gold.tampered + [f"{i}: {p}" for i, p in gold.unknown_ids]
         failing = [t for t, o in gold.tests.items() if o.status not in ("passed", "xfailed")]
+        cause = needs_network(task, gold)
+        problems += [cause] if cause else []
         problems.append(f"gold patch does not resolve ({'; '.join((why + failing)[:3]) or 'tests fail'})")
     if empty.resolved:
         problems.append("empty diff resolves (no test fails before the fix)")
     return Validation(task.instance_id, gold, empty, "; ".join(problems))
+
+
+def needs_network(task: Task, report: GradeReport) -> str:
+    """'needs network: ...' when a test that did not pass, or the run's output, failed on a name lookup or a
+    connection (NETWORK_ERRORS); '' otherwise."""
+    texts = [o.message for o in report.tests.values() if o.status not in ("passed", "xfailed")]
+    found = next((m.group(0) for t in [*texts, report.output_tail] for m in [NETWORK_ERRORS.search(t)] if m), "")
+    if not found:
+        return ""
+    if task.network == "user":
+        return f"needs network: its tests failed on {found!r} with network='user': this host reaches no internet"
+    return (
+        f"needs network: its tests failed on {found!r} in a sandbox without network; grade it with the task's "
+        "network='user' where the host has the internet (SWE-bench's harness runs every row with network)"
+    )
 
 
 def validate(

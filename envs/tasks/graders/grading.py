@@ -255,13 +255,15 @@ def grade(
         log_parsers.get_parser(task.log_parser)  # a missing swebench fails here, before a sandbox starts
     started = time.monotonic()
     report = GradeReport(task.instance_id, reward_mode=reward_mode)
-    report.provenance = provenance(task, list(layers), policy or SandboxPolicy(network="none"))
+    policy = policy or SandboxPolicy(network="none")
+    if task.network == "user":  # the row's tests need the internet (Task.network): the harness's containers
+        policy = dataclasses.replace(policy, network="user")
+    report.provenance = provenance(task, list(layers), policy)
     nonce = secrets.token_hex(12)
     workdir = f"/swebox-grade-{nonce}"
     results: dict[Key, TestResult] = {}
     status_map: dict[str, str] = {}
     harbor_reward = 0.0
-    policy = policy or SandboxPolicy(network="none")
     cache = None
     if rewrite_cache_on and task.grader == "junit":
         cache = rewrite_cache.folder_for(list(layers), task.python)
