@@ -6,9 +6,10 @@ from .budget import DEFAULT_BUDGET_MB, IOBudget, weight_mb
 from .builder import BuilderConfig, EnvBuildError, build_env
 from .interpreters import Interpreter, InterpreterNotFound, find_interpreter
 from .layer_cache import LayerCache, LayerCacheConfig, LayerHandle, LayerOwnerError, QuotaError
+from .manifest import Manifest
 from .packing import FORMATS, MAPPED_ROOT_UID, UnsafeArchiveError, pack, unpack
 from .spec import EnvSpec
-from .store import BuildFailure, LayerBuildFailed, LayerCorruptError, LayerStore, Manifest, copy_layers
+from .store import BuildFailure, LayerBuildFailed, LayerCorruptError, LayerStore, copy_layers
 from .task_layer import build_task_layer, task_layer_key
 
 __all__ = [

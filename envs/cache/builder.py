@@ -38,11 +38,12 @@ from pathlib import Path
 from ..sandbox import Layer, Sandbox, SandboxPolicy
 from ..sandbox.policy import DEFAULT_ENV
 from .interpreters import Interpreter, find_interpreter
+from .manifest import BUILDER_VERSION, Manifest
 from .pip_settings import PackageSettings, host_package_settings, write_files
 from .pythons import SYSTEM_PREFIXES, find_python_layer, import_python, layer_name, layer_prefix
 from .sources import fetch_source
 from .spec import EnvSpec
-from .store import BUILDER_VERSION, BuildFailure, LayerStore, Manifest
+from .store import BuildFailure, LayerStore
 from .toolchains import CACHE_ROOT, held_layer, toolchain_env, toolchain_layer
 
 ENV_LAYER_ENTRIES = ("testbed", "venv", "swebox")

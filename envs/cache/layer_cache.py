@@ -35,8 +35,9 @@ from typing import IO, Any
 
 from ..sandbox.layers import interpreter_prefix, read_record, record_path, write_record
 from .budget import DEFAULT_BUDGET_MB, IOBudget
+from .manifest import Manifest
 from .packing import sha256_file, unpack, vet_squashfs
-from .store import LayerCorruptError, LayerStore, Manifest
+from .store import LayerCorruptError, LayerStore
 
 GB = 1_000_000_000
 

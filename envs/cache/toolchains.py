@@ -32,7 +32,8 @@ from ..sandbox.policy import DEFAULT_ENV
 from . import debs
 from .layer_cache import LayerCache, LayerCacheConfig, LayerHandle
 from .layer_check import check_layer
-from .store import LayerStore, Manifest, write_atomic
+from .manifest import Manifest
+from .store import LayerStore, write_atomic
 
 TOOLCHAIN_LAYOUT = "2"
 """Part of every toolchain key: bumped when the tree layout below the prefix changes (2: relative links to
