@@ -9,8 +9,9 @@ from .layer_cache import LayerCache, LayerCacheConfig, LayerHandle, LayerOwnerEr
 from .manifest import Manifest
 from .packing import FORMATS, MAPPED_ROOT_UID, UnsafeArchiveError, pack, unpack
 from .spec import EnvSpec
-from .store import BuildFailure, LayerBuildFailed, LayerCorruptError, LayerStore, copy_layers
+from .store import BuildFailure, LayerBuildFailed, LayerCorruptError, LayerStore
 from .task_layer import build_task_layer, task_layer_key
+from .transfer import copy_layers
 
 __all__ = [
     "DEFAULT_BUDGET_MB",

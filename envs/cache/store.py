@@ -360,48 +360,6 @@ class LayerStore:
                 tmp.unlink(missing_ok=True)
 
 
-def copy_layers(
-    src: LayerStore,
-    dst: LayerStore,
-    keys: Iterable[str] | None = None,
-    on_layer: Callable[[Manifest], None] | None = None,
-) -> list[Manifest]:
-    """Copy layers (blob, log, manifest) from ``src`` to ``dst`` with verification: export and import."""
-    copied = []
-    for m in src.ls() if keys is None else [src.require(k) for k in keys]:
-        with dst.lock(m.key):
-            have = dst.get(m.key)
-            if have is None or have.sha256 != m.sha256:
-                _copy_one(src, dst, m)
-                copied.append(m)
-        if on_layer:
-            on_layer(m)
-    return copied
-
-
-def _copy_one(src: LayerStore, dst: LayerStore, m: Manifest) -> None:
-    tmp = dst.root / "tmp" / f"{m.key}.{os.getpid()}.import.{m.format}"
-    try:
-        shutil.copyfile(src.blob_path(m), tmp)
-        fsync_path(tmp)
-        if sha256_file(tmp) != m.sha256:
-            raise LayerCorruptError(
-                f"{src.blob_path(m)} does not match its manifest (sha256); not copied. "
-                f"Run `swebox cache verify` on {src.root} and rebuild the layer."
-            )
-        blob = dst.blob_path(m)
-        blob.parent.mkdir(exist_ok=True)
-        os.rename(tmp, blob)
-        fsync_path(blob.parent)
-        if m.build_log and (src.root / m.build_log).exists():
-            write_atomic(dst.root / m.build_log, (src.root / m.build_log).read_bytes())
-        dst._write_manifest(m)
-    except OSError as e:
-        raise disk_full_hint(e, f"copying layer {m.key}", dst.root) from e
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def available_formats() -> tuple[str, ...]:
     """Formats this host can pack: squashfs needs mksquashfs; tar formats need tar + zstd/gzip."""
     return tuple(f for f in FORMATS if f != "squashfs" or shutil.which("mksquashfs"))
