@@ -44,7 +44,8 @@ from .pythons import SYSTEM_PREFIXES, find_python_layer, import_python, layer_na
 from .sources import fetch_source
 from .spec import EnvSpec
 from .store import BuildFailure, LayerStore
-from .toolchains import CACHE_ROOT, held_layer, toolchain_env, toolchain_layer
+from .toolchain_specs import CACHE_ROOT
+from .toolchains import held_layer, toolchain_env, toolchain_layer
 
 ENV_LAYER_ENTRIES = ("testbed", "venv", "swebox")
 GIT_IDENTITY = {
