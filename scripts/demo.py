@@ -86,7 +86,8 @@ def build_corpus(
     """Synthesise up to ``max_tasks`` validated tasks per project into ``out``; returns tasks.jsonl and the
     projects whose synthesis failed, with why."""
     from swebox.envs.tasks.synth.env import CacheEnvironments
-    from swebox.envs.tasks.synth.pipeline import TASKS_FILE, SynthConfig, synthesize
+    from swebox.envs.tasks.synth.journal import TASKS_FILE
+    from swebox.envs.tasks.synth.pipeline import SynthConfig, synthesize
 
     environments = CacheEnvironments(out)
     try:
