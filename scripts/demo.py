@@ -195,7 +195,7 @@ def from_policy(cfg: Any, policy: Path, checkpoint: Path | None = None) -> Any:
 
 def evaluate(pool: Any, tasks: Sequence[Any]) -> dict[str, float]:
     """One episode per task with the pool's current weights: resolved rate and per-episode time (means)."""
-    from swebox.trainers.rl.trainer import rollout_metrics
+    from swebox.trainers.rl.step_metrics import rollout_metrics
 
     if not tasks:
         return {"episodes": 0.0}
