@@ -242,7 +242,8 @@ def run_demo(args: argparse.Namespace, echo=print) -> dict[str, Any]:
     """All stages; returns the summary (also written to OUT/summary.json and OUT/summary.md)."""
     from swebox.trainers.distributed.ray_pool import RayWorkerPool, init_ray, swebox_nodes
     from swebox.trainers.finetune.sft import run_sft
-    from swebox.trainers.rl.trainer import Trainer, load_tasks
+    from swebox.trainers.rl.task_order import load_tasks
+    from swebox.trainers.rl.trainer import Trainer
     from swebox.trainers.run.plot import plot_run
     from swebox.trainers.run.tracking import read_metrics
 
