@@ -240,7 +240,8 @@ def log_evaluation(cfg: Any, run_dir: Path, evaluation: dict[str, dict[str, floa
 
 def run_demo(args: argparse.Namespace, echo=print) -> dict[str, Any]:
     """All stages; returns the summary (also written to OUT/summary.json and OUT/summary.md)."""
-    from swebox.trainers.distributed.ray_pool import RayWorkerPool, init_ray, swebox_nodes
+    from swebox.trainers.distributed.ray_cluster import init_ray, swebox_nodes
+    from swebox.trainers.distributed.ray_pool import RayWorkerPool
     from swebox.trainers.finetune.sft import run_sft
     from swebox.trainers.rl.task_order import load_tasks
     from swebox.trainers.rl.trainer import Trainer
