@@ -31,7 +31,7 @@ from typing import Any
 
 from ..sandbox import Sandbox, SandboxPolicy
 from ..sandbox.policy import DEFAULT_ENV
-from .builder import BUILD_PIP_ENV, CLEAN_STEP, GIT_IDENTITY
+from .build_commands import BUILD_PIP_ENV, CLEAN_STEP, GIT_IDENTITY
 from .layer_cache import LayerCache, LayerCacheConfig
 from .manifest import Manifest
 from .pip_settings import PackageSettings, host_package_settings, write_files

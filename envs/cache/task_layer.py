@@ -18,7 +18,7 @@ from collections.abc import Mapping
 
 from ..sandbox import Sandbox, SandboxPolicy
 from ..sandbox.policy import DEFAULT_ENV
-from .builder import GIT_IDENTITY
+from .build_commands import GIT_IDENTITY
 from .layer_cache import LayerCache, LayerCacheConfig
 from .manifest import Manifest
 from .store import BuildFailure, LayerStore
