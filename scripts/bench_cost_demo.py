@@ -91,7 +91,7 @@ def demo_inputs(run_dir: str | Path) -> DemoInputs:
             ids = list(dict.fromkeys(json.loads(line)["task_id"] for line in f if line.strip()))
     else:  # stopped after its warm start: the demo's split (it also moves tasks the warm start left out)
         from swebox.scripts.demo import split_tasks
-        from swebox.trainers.rl.trainer import load_tasks
+        from swebox.trainers.rl.task_order import load_tasks
 
         ids = [t.instance_id for t in split_tasks(load_tasks(str(need["tasks"])))[0]]
     return DemoInputs(
@@ -156,7 +156,8 @@ def timed_places() -> dict[str, list[tuple[Any, str]]]:
 def trainers(args: argparse.Namespace, inputs: DemoInputs, work: Path) -> Iterator[dict[str, Any]]:
     """The two trainers, closed (pools, sandboxes, trackers) however the bench ends."""
     from swebox.scripts.demo import demo_config, from_policy
-    from swebox.trainers.rl.trainer import Trainer, load_tasks
+    from swebox.trainers.rl.task_order import load_tasks
+    from swebox.trainers.rl.trainer import Trainer
 
     tasks = {t.instance_id: t for t in load_tasks(str(inputs.tasks_file))}
     train = [tasks[i] for i in inputs.train_ids if i in tasks]

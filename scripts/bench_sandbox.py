@@ -1,16 +1,16 @@
 """Sandbox start/reset/exec for the overlay backend against the extract (paper-style) backend, side by side.
 
-Builds (once, cached under --work) a realistic environment: a virtualenv with numpy, pytest and requests plus a
-real project's source tree (Django's sdist), about 120 MB in more than 10,000 files; and a copy ten times
-larger. Then measures, in one run, p50/p99 of: start, reset (back to back, and 50 ms apart: time for the overlay
-backend to prepare the next session, SandboxPolicy.warm_reset), exec("true"), and exec of a Python import, for
-both backends, with their ratio; and overlay reset on the 10x environment. Usage: `swebox bench sandbox`.
-`--compare-seccomp` instead measures the cost of the seccomp filter: reset (each new session installs it) and
-exec of commands with the filter on and off (overlay backend), alternating rep by rep. `--compare-cpu-share`
-measures a sandbox's `exec(python -c pass)` while another sandbox runs a CPU hog (16 spinning processes, each in
-a session of its own), with a CPU cgroup per sandbox (cpu_weight=100) and without (cpu_weight=0).
-`--idle N` measures N live, idle sandboxes (`scripts/bench_idle.py`). `--cycles SECONDS` counts start -> exec ->
-close cycles per second, one thread per CPU.
+Builds (once, cached under --work; scripts/bench_env.py) a realistic environment: a virtualenv with numpy, pytest
+and requests plus a real project's source tree (Django's sdist), about 120 MB in more than 10,000 files; and a copy
+ten times larger. Then measures, in one run, p50/p99 of: start, reset (back to back, and 50 ms apart: time for the
+overlay backend to prepare the next session, SandboxPolicy.warm_reset), exec("true"), and exec of a Python import,
+for both backends, with their ratio; and overlay reset on the 10x environment. Usage: `swebox bench sandbox`.
+`--compare-seccomp` instead measures the cost of the seccomp filter: reset (each new session installs it) and exec
+of commands with the filter on and off (overlay backend), alternating rep by rep. `--compare-cpu-share` measures a
+sandbox's `exec(python -c pass)` while another sandbox runs a CPU hog (16 spinning processes, each in a session of
+its own), with a CPU cgroup per sandbox (cpu_weight=100) and without (cpu_weight=0). `--idle N` measures N live,
+idle sandboxes (`scripts/bench_idle.py`). `--cycles SECONDS` counts start -> exec -> close cycles per second, one
+thread per CPU.
 Every full run ends with bubblewrap side by side with swebox (`scripts/bench_bwrap.py`; skipped with a note where
 `bwrap` is absent); `--compare-bwrap` runs only that comparison.
 """
@@ -19,20 +19,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
 
 from swebox.envs.sandbox import Layer, Sandbox, SandboxPolicy, wait_for_closes
-from swebox.envs.sandbox.layers import write_record
 
 from . import bench_bwrap, bench_idle
+from .bench_env import archive, build_environment, scaled_copy, size_of
 
-PACKAGES = ("numpy", "pytest", "requests")
-PROJECT = "django==5.2.8"
 IMPORT_CMD = "/venv/bin/python -c 'import numpy, pytest, requests'"
 # one fstatat per file of the 12k-file environment: the syscall-heaviest common thing a test run does
 STAT_CMD = "du -s /venv /testbed >/dev/null"
@@ -93,81 +88,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="only count start -> exec(true) -> close cycles per second for SECONDS, in as many threads as CPUs",
     )
     parser.set_defaults(func=run)
-
-
-def build_environment(work: Path, python: str) -> Path:
-    """A layer folder with venv/ (numpy, pytest, requests) and testbed/ (a real project's sources)."""
-    layer = work / "env"
-    if (layer / ".complete").exists():
-        return _recorded(layer, python)
-    shutil.rmtree(layer, ignore_errors=True)
-    layer.mkdir(parents=True)
-    subprocess.run([python, "-m", "venv", str(layer / "venv")], check=True)
-    subprocess.run([str(layer / "venv/bin/python"), "-m", "pip", "install", "-q", *PACKAGES], check=True)
-    download = work / "download"
-    subprocess.run(
-        [
-            str(layer / "venv/bin/python"),
-            "-m",
-            "pip",
-            "download",
-            "-q",
-            "--no-deps",
-            "--no-binary",
-            ":all:",
-            "-d",
-            str(download),
-            PROJECT,
-        ],
-        check=True,
-    )
-    sdist = next(download.glob("*.tar.gz"))
-    with tarfile.open(sdist) as tar:
-        tar.extractall(work / "src", filter="data")
-    shutil.move(str(next((work / "src").iterdir())), layer / "testbed")
-    shutil.rmtree(work / "src")
-    (layer / ".complete").touch()
-    return _recorded(layer, python)
-
-
-def _recorded(layer: Path, python: str) -> Path:
-    """Declare, beside the layer, the interpreter its venv needs (as the env builder does in its manifest)."""
-    prefix = subprocess.run(
-        [python, "-c", "import sys; print(sys.base_prefix)"], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    write_record(layer, [prefix])
-    return layer
-
-
-def scaled_copy(layer: Path, work: Path, factor: int) -> Path:
-    """The same environment plus factor-1 more copies of its trees: factor times the bytes and files."""
-    big = work / f"env-x{factor}"
-    if not (big / ".complete").exists():
-        shutil.rmtree(big, ignore_errors=True)
-        subprocess.run(["cp", "-a", str(layer), str(big)], check=True)
-        for i in range(1, factor):
-            subprocess.run(["cp", "-a", str(layer / "venv"), str(big / f"venv-copy{i}")], check=True)
-            subprocess.run(["cp", "-a", str(layer / "testbed"), str(big / f"testbed-copy{i}")], check=True)
-    write_record(big, Layer(layer).interpreters)
-    return big
-
-
-def archive(layer: Path) -> Path:
-    """The paper's format: one tar.gz of the venv and the repository."""
-    target = layer.with_suffix(".tar.gz")
-    if not target.exists():
-        subprocess.run(["tar", "-czf", str(target) + ".tmp", "-C", str(layer), "venv", "testbed"], check=True)
-        os.rename(str(target) + ".tmp", target)
-    return target
-
-
-def size_of(folder: Path) -> tuple[int, int]:
-    files, total = 0, 0
-    for root, _dirs, names in os.walk(folder):
-        for name in names:
-            files += 1
-            total += os.lstat(os.path.join(root, name)).st_size
-    return files, total
 
 
 def timed(fn, reps: int) -> list[float]:

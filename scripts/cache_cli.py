@@ -17,8 +17,10 @@ from swebox.envs.cache.builder import interpreter_identity
 from swebox.envs.cache.checkout import CheckoutSpec, checkout_from_dict
 from swebox.envs.cache.packing import FORMATS
 from swebox.envs.cache.spec import EnvSpec
-from swebox.envs.cache.store import LayerStore, copy_layers
-from swebox.envs.cache.toolchains import TOOLCHAINS, build_toolchain, get_spec, toolchain_key
+from swebox.envs.cache.store import LayerStore
+from swebox.envs.cache.toolchain_specs import TOOLCHAINS, get_spec
+from swebox.envs.cache.toolchains import build_toolchain, toolchain_key
+from swebox.envs.cache.transfer import copy_layers
 from swebox.scripts import cache_images_cli as images_cli
 from swebox.scripts.cache_store import existing_store, open_store
 

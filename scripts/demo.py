@@ -86,7 +86,8 @@ def build_corpus(
     """Synthesise up to ``max_tasks`` validated tasks per project into ``out``; returns tasks.jsonl and the
     projects whose synthesis failed, with why."""
     from swebox.envs.tasks.synth.env import CacheEnvironments
-    from swebox.envs.tasks.synth.pipeline import TASKS_FILE, SynthConfig, synthesize
+    from swebox.envs.tasks.synth.journal import TASKS_FILE
+    from swebox.envs.tasks.synth.pipeline import SynthConfig, synthesize
 
     environments = CacheEnvironments(out)
     try:
@@ -194,7 +195,7 @@ def from_policy(cfg: Any, policy: Path, checkpoint: Path | None = None) -> Any:
 
 def evaluate(pool: Any, tasks: Sequence[Any]) -> dict[str, float]:
     """One episode per task with the pool's current weights: resolved rate and per-episode time (means)."""
-    from swebox.trainers.rl.trainer import rollout_metrics
+    from swebox.trainers.rl.step_metrics import rollout_metrics
 
     if not tasks:
         return {"episodes": 0.0}
@@ -239,9 +240,11 @@ def log_evaluation(cfg: Any, run_dir: Path, evaluation: dict[str, dict[str, floa
 
 def run_demo(args: argparse.Namespace, echo=print) -> dict[str, Any]:
     """All stages; returns the summary (also written to OUT/summary.json and OUT/summary.md)."""
-    from swebox.trainers.distributed.ray_pool import RayWorkerPool, init_ray, swebox_nodes
+    from swebox.trainers.distributed.ray_cluster import init_ray, swebox_nodes
+    from swebox.trainers.distributed.ray_pool import RayWorkerPool
     from swebox.trainers.finetune.sft import run_sft
-    from swebox.trainers.rl.trainer import Trainer, load_tasks
+    from swebox.trainers.rl.task_order import load_tasks
+    from swebox.trainers.rl.trainer import Trainer
     from swebox.trainers.run.plot import plot_run
     from swebox.trainers.run.tracking import read_metrics
 

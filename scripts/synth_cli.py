@@ -77,7 +77,8 @@ def recipes_from_args(args: argparse.Namespace) -> list:
 def run(args: argparse.Namespace) -> int:
     """Run synthesis; prints one summary line per project and a JSON summary; exit 1 if any project failed."""
     from swebox.envs.tasks.synth.env import CacheEnvironments
-    from swebox.envs.tasks.synth.pipeline import Journal, SynthConfig, synthesize
+    from swebox.envs.tasks.synth.journal import Journal
+    from swebox.envs.tasks.synth.pipeline import SynthConfig, synthesize
     from tqdm import tqdm
 
     recipes = recipes_from_args(args)

@@ -31,12 +31,13 @@ from typing import Any
 
 from ..sandbox import Sandbox, SandboxPolicy
 from ..sandbox.policy import DEFAULT_ENV
-from .builder import BUILD_PIP_ENV, CLEAN_STEP, GIT_IDENTITY
+from .build_commands import BUILD_PIP_ENV, CLEAN_STEP, GIT_IDENTITY
 from .layer_cache import LayerCache, LayerCacheConfig
+from .manifest import Manifest
 from .pip_settings import PackageSettings, host_package_settings, write_files
 from .sources import git_repository, require_commit, require_objects, source_kind
 from .spec import EnvSpec
-from .store import BuildFailure, LayerStore, Manifest
+from .store import BuildFailure, LayerStore
 from .task_layer import commit_paths, objects_before, remove_unreachable, run_step
 from .toolchains import env_toolchains, toolchain_env
 

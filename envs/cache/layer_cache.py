@@ -35,8 +35,10 @@ from typing import IO, Any
 
 from ..sandbox.layers import interpreter_prefix, read_record, record_path, write_record
 from .budget import DEFAULT_BUDGET_MB, IOBudget
+from .layer_owner import check_owner
+from .manifest import Manifest
 from .packing import sha256_file, unpack, vet_squashfs
-from .store import LayerCorruptError, LayerStore, Manifest
+from .store import LayerCorruptError, LayerStore
 
 GB = 1_000_000_000
 
@@ -80,22 +82,6 @@ def _node_of(state: dict[str, Any]) -> str:
 
 class QuotaError(RuntimeError):
     """The layers in use on this node leave no room for another one under the quota."""
-
-
-class LayerOwnerError(PermissionError):
-    """A squashfs layer packed for another uid than the one this rootless process maps into its sandboxes."""
-
-
-def check_owner(manifest: Manifest, store_root: Path) -> None:
-    """Refuse a layer whose files a rootless sandbox would see as nobody's (``store`` module docstring)."""
-    owner, uid = manifest.meta.get("owner"), os.geteuid()
-    if manifest.format == "squashfs" and owner is not None and uid != 0 and owner != uid:
-        raise LayerOwnerError(
-            f"layer {manifest.key} in {store_root}: expected files owned by uid {uid} (a rootless sandbox maps "
-            f"only its user's uid); found a layer packed for uid {owner}, whose files the sandbox would show as "
-            f"read-only 'nobody'. Pull or build it again as this user into a store of your own (`swebox cache "
-            f"--store DIR pull IMAGE` or `build`), or run as root."
-        )
 
 
 @dataclass

@@ -39,7 +39,8 @@ from ..sandbox.policy import DEFAULT_ENV
 from .elf_runpath import relocate_runpath
 from .interpreters import matches
 from .layer_check import check_layer
-from .store import LayerStore, Manifest
+from .manifest import Manifest
+from .store import LayerStore
 
 PYTHON_ROOT = "/opt/swebox/python"
 """Where interpreter layers appear in a sandbox: ``/opt/swebox/python/X.Y``."""

@@ -32,19 +32,14 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from swebox.envs.sandbox.layers import read_record
-from swebox.envs.sandbox.strict import strict_from_dict
 
+from .manifest import Manifest
 from .packing import FORMATS, MAPPED_ROOT_UID, PackResult, check_format, fsync_path, pack, sha256_file
 
-BUILDER_VERSION = "2"
-"""Bumped when the builder's output layout changes, so old layers are recognisable (it is recorded in each
-manifest, not part of the key: an old layer stays valid). 1: no bytecode anywhere; 2: the venv's third-party
-code byte-compiled (checked-hash pycs, never the project's)."""
 ORPHAN_GRACE_S = 600.0
 """Unreferenced blobs younger than this may belong to a publish in progress; gc leaves them."""
 
@@ -63,57 +58,6 @@ class LayerBuildFailed(RuntimeError):
 
 class LayerCorruptError(RuntimeError):
     """A packed layer's bytes do not match its manifest."""
-
-
-@dataclass(frozen=True)
-class Manifest:
-    """One complete layer in a store."""
-
-    key: str
-    """The layer's key (``env-...`` or ``task-...``)."""
-    format: str
-    """One of FORMATS."""
-    sha256: str
-    """Hex digest of the packed file; also its name in blobs/."""
-    size: int
-    """Bytes of the packed file."""
-    files: int
-    """Entries in the packed tree."""
-    created: float
-    """Unix time of publication."""
-    tree_bytes: int = 0
-    """Bytes of regular files in the unpacked tree (what a tar format occupies once unpacked)."""
-    builder_version: str = BUILDER_VERSION
-    """BUILDER_VERSION of the code that built it."""
-    build_log: str = ""
-    """Path of the build log relative to the store root ('' when none)."""
-    kind: str = "layer"
-    """'env', 'task' or 'layer'."""
-    parent: str = ""
-    """Key of the layer this one sits on (a task layer's env layer), '' for none."""
-    meta: dict[str, Any] = field(default_factory=dict)
-    """Free-form facts about the layer (e.g. the EnvSpec dict, pip freeze size)."""
-
-    def __post_init__(self) -> None:
-        check_format(self.format)
-
-    @property
-    def blob(self) -> str:
-        """Path of the packed file relative to the store root."""
-        return f"blobs/{self.sha256[:2]}/{self.sha256}.{self.format}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Manifest:
-        return strict_from_dict(cls, d, what="layer manifest", fix=STALE_RECORD)
-
-
-STALE_RECORD = (
-    "it was written by another swebox version; make it again (`swebox cache build`, or `swebox cache "
-    "pull` for an image)"
-)
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -414,48 +358,6 @@ class LayerStore:
                 shutil.rmtree(tmp, ignore_errors=True)
             else:
                 tmp.unlink(missing_ok=True)
-
-
-def copy_layers(
-    src: LayerStore,
-    dst: LayerStore,
-    keys: Iterable[str] | None = None,
-    on_layer: Callable[[Manifest], None] | None = None,
-) -> list[Manifest]:
-    """Copy layers (blob, log, manifest) from ``src`` to ``dst`` with verification: export and import."""
-    copied = []
-    for m in src.ls() if keys is None else [src.require(k) for k in keys]:
-        with dst.lock(m.key):
-            have = dst.get(m.key)
-            if have is None or have.sha256 != m.sha256:
-                _copy_one(src, dst, m)
-                copied.append(m)
-        if on_layer:
-            on_layer(m)
-    return copied
-
-
-def _copy_one(src: LayerStore, dst: LayerStore, m: Manifest) -> None:
-    tmp = dst.root / "tmp" / f"{m.key}.{os.getpid()}.import.{m.format}"
-    try:
-        shutil.copyfile(src.blob_path(m), tmp)
-        fsync_path(tmp)
-        if sha256_file(tmp) != m.sha256:
-            raise LayerCorruptError(
-                f"{src.blob_path(m)} does not match its manifest (sha256); not copied. "
-                f"Run `swebox cache verify` on {src.root} and rebuild the layer."
-            )
-        blob = dst.blob_path(m)
-        blob.parent.mkdir(exist_ok=True)
-        os.rename(tmp, blob)
-        fsync_path(blob.parent)
-        if m.build_log and (src.root / m.build_log).exists():
-            write_atomic(dst.root / m.build_log, (src.root / m.build_log).read_bytes())
-        dst._write_manifest(m)
-    except OSError as e:
-        raise disk_full_hint(e, f"copying layer {m.key}", dst.root) from e
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def available_formats() -> tuple[str, ...]:

@@ -18,9 +18,10 @@ from collections.abc import Mapping
 
 from ..sandbox import Sandbox, SandboxPolicy
 from ..sandbox.policy import DEFAULT_ENV
-from .builder import GIT_IDENTITY
+from .build_commands import GIT_IDENTITY
 from .layer_cache import LayerCache, LayerCacheConfig
-from .store import BuildFailure, LayerStore, Manifest
+from .manifest import Manifest
+from .store import BuildFailure, LayerStore
 
 _PATH_LIST = "/tmp/swebox-commit-paths"
 """Where :func:`commit_paths` writes the NUL-separated paths it commits (outside /testbed, not in the layer)."""

@@ -10,8 +10,9 @@ costs and ``SearchResult.tree`` every line of play (:mod:`.nodes`); :mod:`.passk
 from swebox.envs.search.harness_lines import HarnessPolicy, beam_harness, sample_harness
 from swebox.envs.search.nodes import Node
 from swebox.envs.search.passk import best_of_n_rate, mean_pass_at_k, pass_at_k, report_ks
+from swebox.envs.search.results import Attempt, SearchBudget, SearchResult
 from swebox.envs.search.select import BUILTIN_RULES, Candidate, SelectRule, parse_rule
-from swebox.envs.search.tree import Attempt, Reply, SearchBudget, SearchResult, TaskSearch, beam, sample
+from swebox.envs.search.tree import Reply, TaskSearch, beam, sample
 
 __all__ = [
     "BUILTIN_RULES",

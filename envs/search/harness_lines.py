@@ -29,8 +29,9 @@ from swebox.envs.gateway.harness import HarnessConfig, HarnessRun, end_harness, 
 from swebox.envs.gateway.replay import ReplayModel
 from swebox.envs.gateway.turns import audit_calls
 from swebox.envs.search.nodes import Node
+from swebox.envs.search.results import Attempt, SearchResult
 from swebox.envs.search.select import pick
-from swebox.envs.search.tree import Attempt, SearchLine, SearchResult, TaskSearch, sample_lines
+from swebox.envs.search.tree import SearchLine, TaskSearch, sample_lines
 from swebox.envs.tasks.schema import Task
 
 SEED_STRIDE = 100_003

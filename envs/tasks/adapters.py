@@ -26,8 +26,9 @@ from swebox.envs.cache.spec import EnvSpec
 from swebox.envs.tasks import adapters_multi
 from swebox.envs.tasks.adapters_r2e import from_r2e
 from swebox.envs.tasks.graders.diffs import reverse_diff
-from swebox.envs.tasks.recipes import Recipe, swebench_recipe, swesmith_recipe, system_metadata
+from swebox.envs.tasks.recipes import Recipe, swebench_recipe, system_metadata
 from swebox.envs.tasks.recipes_multilingual import custom_test_cmd
+from swebox.envs.tasks.recipes_swesmith import swesmith_recipe
 from swebox.envs.tasks.rows import TASK_FIELDS, extra, id_list
 from swebox.envs.tasks.schema import LIST_FIELDS, Task, TaskError
 from swebox.envs.tasks.testids import file_of_test

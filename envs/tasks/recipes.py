@@ -7,7 +7,8 @@
   ``swebench/harness/constants/python.py``, is executed: it imports nothing, while importing the
   ``swebench`` package pulls in docker, datasets, modal and more.
 - SWE-smith: ``swesmith``'s per-repo profiles (``python_version``, ``install_cmds``), read from
-  ``swesmith/profiles/python.py`` without importing it (the package imports docker and GitHub clients).
+  ``swesmith/profiles/python.py`` without importing it (the package imports docker and GitHub clients):
+  recipes_swesmith.py.
 - Anything else, or an override: a JSON file named by ``$SWEBOX_SWE_SPECS`` in the table's shape,
   ``{"owner/name": {"version": {spec}}}`` (a spec may add ``"requirements_paths"`` and
   ``"environment_yml_paths"``). SWE-Gym's own specs, which no package ships, go there.
@@ -26,8 +27,6 @@ the dataset's container image as the way to get that environment.
 
 from __future__ import annotations
 
-import ast
-import dataclasses
 import functools
 import importlib.metadata
 import importlib.util
@@ -48,7 +47,8 @@ from swebox.envs.tasks.schema import TaskError
 
 SWEBENCH_VERSION = "4.1.0"
 SPECS_ENV = "SWEBOX_SWE_SPECS"
-_SYSTEM = re.compile(r"^\s*(apt-get|apt|locale-gen|update-locale)\b|>\s*/etc/|\s/etc/locale")
+SYSTEM_LINE = re.compile(r"^\s*(apt-get|apt|locale-gen|update-locale)\b|>\s*/etc/|\s/etc/locale")
+"""A recipe line that changes the system image: replaced (locales) or making the recipe unbuildable."""
 # a system line that only makes a locale: SWE-bench's Django specs (`sed ... /etc/locale.gen && locale-gen`,
 # `echo 'en_US UTF-8' > /etc/locale.gen`, `locale-gen en_US.UTF-8`, `apt-get ... install -y locales`)
 _LOCALE_LINE = re.compile(r"locale-gen|/etc/locale\.gen|^\s*apt-get update && apt-get install -y locales\s*$")
@@ -149,7 +149,7 @@ def _load_file(path: Path, name: str) -> Any:
     return module
 
 
-def _package_dir(package: str, pin: str) -> Path:
+def package_dir(package: str, pin: str) -> Path:
     found = importlib.util.find_spec(package)  # finds the folder without running the package's __init__
     if found is None or not found.submodule_search_locations:
         raise TaskError(
@@ -168,7 +168,7 @@ def _package_dir(package: str, pin: str) -> Path:
 
 @functools.lru_cache(maxsize=1)
 def _swebench_tables() -> tuple[dict, dict, dict]:
-    path = _package_dir("swebench", SWEBENCH_VERSION) / "harness" / "constants" / "python.py"
+    path = package_dir("swebench", SWEBENCH_VERSION) / "harness" / "constants" / "python.py"
     module = _load_file(path, "_swebox_swebench_specs")
     return module.MAP_REPO_VERSION_TO_SPECS_PY, module.MAP_REPO_TO_REQS_PATHS, module.MAP_REPO_TO_ENV_YML_PATHS
 
@@ -284,9 +284,9 @@ def recipe_from_spec(spec: dict, reqs_paths=(), yml_paths=()) -> Recipe:
         env.append("pip install " + " ".join(shlex.quote(p) for p in spec["pip_packages"]))
     lines = [*spec.get("pre_install", ()), *([spec["install"]] if spec.get("install") else [])]
     evals = tuple(spec.get("eval_commands", ()))  # Django's start with `sed ... /etc/locale.gen && locale-gen`
-    skipped = tuple(c for c in (*lines, *evals) if _SYSTEM.search(c))
+    skipped = tuple(c for c in (*lines, *evals) if SYSTEM_LINE.search(c))
     kept = [c for c in lines if c not in skipped]
-    env += _locale_commands(skipped)
+    env += locale_commands(skipped)
     # one script: SWE-bench's pre_install lines share shell variables (matplotlib's QHULL_* ones)
     repo = (_script("set -e\n" + "\n".join(kept)),) if kept else ()
     test_cmd = spec["test_cmd"]
@@ -298,8 +298,8 @@ def recipe_from_spec(spec: dict, reqs_paths=(), yml_paths=()) -> Recipe:
             f"Task.version: a spec's grader must be 'log', or 'junit' with a 'pytest ...' test_cmd; "
             f"found grader {grader!r} with test_cmd {test_cmd!r}."
         )
-    kept_evals = tuple(c for c in evals if not _SYSTEM.search(c))
-    if _locale_commands(skipped):
+    kept_evals = tuple(c for c in evals if not SYSTEM_LINE.search(c))
+    if locale_commands(skipped):
         kept_evals = (f"export LOCPATH={LOCALE_DIR}", *kept_evals)
     return Recipe(
         python=str(spec["python"]),
@@ -309,12 +309,12 @@ def recipe_from_spec(spec: dict, reqs_paths=(), yml_paths=()) -> Recipe:
         eval_commands=kept_evals,
         skipped=skipped,
         grader=grader,
-        unbuildable=_unbuildable(skipped),
+        unbuildable=unbuildable_lines(skipped),
         conda_only=tuple(sorted(CONDA_ONLY)) if packages == "environment.yml" else (),
     )
 
 
-def _locale_commands(skipped: tuple[str, ...]) -> list[str]:
+def locale_commands(skipped: tuple[str, ...]) -> list[str]:
     """What the skipped locale lines make (``locale-gen``), made without root by glibc's ``localedef``."""
     locale_lines = [c for c in skipped if _LOCALE_LINE.search(c)]
     locales = sorted(
@@ -327,7 +327,7 @@ def _locale_commands(skipped: tuple[str, ...]) -> list[str]:
     ]
 
 
-def _unbuildable(skipped: tuple[str, ...]) -> tuple[str, ...]:
+def unbuildable_lines(skipped: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(c for c in skipped if not _LOCALE_LINE.search(c))
 
 
@@ -374,72 +374,4 @@ def unbuildable_error(instance_id: str, lines: list[str], image: str = "") -> st
         f"task {instance_id}: its recipe runs {lines[0]!r}{more}, which installs system packages a "
         f"rootless build cannot install; building without them would give the row another environment. "
         f"Use {use}."
-    )
-
-
-def _literal(node: ast.AST) -> Any:
-    if isinstance(node, ast.Call) and node.keywords:  # field(default_factory=lambda: [...])
-        factory = next((k.value for k in node.keywords if k.arg == "default_factory"), None)
-        if isinstance(factory, ast.Lambda):
-            return ast.literal_eval(factory.body)
-    return ast.literal_eval(node)
-
-
-@functools.lru_cache(maxsize=1)
-def swesmith_profiles() -> dict[tuple[str, str], list[dict]]:
-    """(owner, repo) -> profiles (``commit``, ``python_version``, ``install_cmds``) of swesmith's Python
-    profiles, read from its source with ``ast`` (class fields that are literals; inheritance followed)."""
-    path = _package_dir("swesmith", "0.0.9") / "profiles" / "python.py"
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    classes: dict[str, tuple[list[str], dict]] = {}
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef):
-            fields = {}
-            for stmt in node.body:
-                if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value:
-                    try:
-                        fields[stmt.target.id] = _literal(stmt.value)
-                    except (ValueError, TypeError, SyntaxError):
-                        pass  # computed defaults (f-strings of constants) are not needed here
-            classes[node.name] = ([b.id for b in node.bases if isinstance(b, ast.Name)], fields)
-
-    def resolved(name: str) -> dict:
-        bases, fields = classes.get(name, ([], {}))
-        out: dict = {}
-        for base in bases:
-            out.update(resolved(base))
-        return {**out, **fields}
-
-    profiles: dict[tuple[str, str], list[dict]] = {}
-    for name in classes:
-        fields = resolved(name)
-        if "owner" in fields and "repo" in fields and "commit" in fields:
-            profiles.setdefault((fields["owner"], fields["repo"]), []).append(fields)
-    return profiles
-
-
-def swesmith_recipe(owner: str, name: str, commit: str) -> Recipe:
-    """The recipe of SWE-smith's ``swesmith/OWNER__NAME.COMMIT`` (from $SWEBOX_SWE_SPECS, else swesmith)."""
-    recipe = user_recipe(f"{owner}/{name}", commit)
-    if recipe is not None:
-        # SWE-smith installs the project at its snapshot, which is the env's commit: everything is env work
-        return dataclasses.replace(recipe, env_install=recipe.env_install + recipe.repo_commands, repo_commands=())
-    profiles = [p for p in swesmith_profiles().get((owner, name), []) if str(p["commit"]).startswith(commit)]
-    if not profiles:
-        raise TaskError(
-            f"Task.repo: expected a SWE-smith repository with a profile in swesmith 0.0.9; found none "
-            f"for {owner}/{name} at {commit}. Give its recipe in ${SPECS_ENV} under "
-            f'"{owner}/{name}": {{"{commit}": {{...}}}}.'
-        )
-    p = profiles[0]
-    commands = tuple(p.get("install_cmds", ()))
-    skipped = tuple(c for c in commands if _SYSTEM.search(c))  # 6 of swesmith 0.0.9's profiles run apt-get
-    install = (*_locale_commands(skipped), *(c for c in commands if c not in skipped))
-    return Recipe(
-        python=str(p.get("python_version", "3.10")),
-        env_install=install,
-        repo_commands=(),
-        test_cmd="pytest --disable-warnings --color=no --tb=no --verbose",
-        skipped=skipped,
-        unbuildable=_unbuildable(skipped),
     )

@@ -109,7 +109,7 @@ def test_an_empty_task_file_is_not_a_pass(tmp_path, capsys):
 def test_the_tiny_config_trains_on_what_the_demo_made():
     """docs/training.md's `swebox train --config configs/grpo_tiny_cpu.yaml --resume` runs as written after
     `make demo`: the config's tasks and layer store are where the demo writes them."""
-    from swebox.envs.tasks.synth.pipeline import TASKS_FILE
+    from swebox.envs.tasks.synth.journal import TASKS_FILE
     from swebox.scripts.demo import add_arguments
     from swebox.trainers.run.config import load_config
 

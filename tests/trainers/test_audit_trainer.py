@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 from swebox.envs.episodes.episode import StepResult
-from swebox.trainers.rl.trainer import Trainer, rollout_metrics
+from swebox.trainers.rl.step_metrics import rollout_metrics
+from swebox.trainers.rl.trainer import Trainer
 from swebox.trainers.run import trajectories as tj
 from swebox.trainers.run.config import ConfigError, load_config
 

@@ -23,7 +23,7 @@ from typing import Any
 
 CLUSTER_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 PATH_ENV = ("SWEBOX_LAYER_STORE", "SWEBOX_LAYER_CACHE")
-"""Environment variables holding paths that the rollout actors are given (ray_pool.FORWARDED_ENV)."""
+"""Environment variables holding paths that the rollout actors are given (ray_cluster.FORWARDED_ENV)."""
 
 
 class ConnectError(RuntimeError):

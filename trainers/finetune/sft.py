@@ -37,7 +37,8 @@ from swebox.trainers.finetune.sft_data import (
 from swebox.trainers.policy.models import build_model, build_tokenizer
 from swebox.trainers.rl.learner import Learner, make_batch
 from swebox.trainers.rl.rollout import EpisodeFactory, Trajectory, swe_episode_factory
-from swebox.trainers.rl.trainer import as_tasks, load_tasks, seed_everything
+from swebox.trainers.rl.task_order import as_tasks, load_tasks
+from swebox.trainers.rl.trainer import seed_everything
 from swebox.trainers.run import checkpoint as ckpt
 from swebox.trainers.run.config import ConfigError, TrainConfig, save_config, to_dict
 from swebox.trainers.run.tracking import Tracker

@@ -2,7 +2,7 @@
 
 One step, in the order the code runs it (:meth:`Trainer.step`):
 
-1. take ``rollout.tasks_per_step`` tasks from the seeded task order (its position is checkpointed);
+1. take ``rollout.tasks_per_step`` tasks from the seeded task order (task_order.py; its position is checkpointed);
 2. roll out ``rollout.group_size`` episodes per task through the worker pool (in-process or Ray); with
    dynamic sampling, roll out more tasks until enough groups have differing rewards;
 3. rewards (with DAPO's overlong penalty when configured) -> group-normalised advantages; failed and, per
@@ -10,9 +10,9 @@ One step, in the order the code runs it (:meth:`Trainer.step`):
 4. the learner's epochs x mini-batches of clipped policy-gradient updates (trainers/rl/learner.py);
 5. the new weights go to the pool (``timing/sync_s``);
 6. the step's rollouts go to trajectories/step_NNNNNN.jsonl.gz (trainers/run/trajectories.py), its metrics
-   (docs/metrics.md) to metrics.jsonl and wandb (with a ``rollouts`` Table now and then); then, every
-   ``checkpoint.every_steps``, a complete checkpoint is written atomically, and ``checkpoint.resume`` continues
-   from the newest one.
+   (docs/metrics.md, step_metrics.py) to metrics.jsonl and wandb (with a ``rollouts`` Table now and then);
+   then, every ``checkpoint.every_steps``, a complete checkpoint is written atomically, and
+   ``checkpoint.resume`` continues from the newest one.
 
 Kill-anywhere safety: a step's metrics line is written (and flushed) before its checkpoint, so a checkpoint never
 covers a step whose metrics are missing; a resumed run drops the lines of steps after its checkpoint, redoes
@@ -37,6 +37,8 @@ from swebox.trainers.policy.models import build_model, build_tokenizer
 from swebox.trainers.rl import grpo
 from swebox.trainers.rl.learner import Learner, make_batch
 from swebox.trainers.rl.rollout import LocalWorkerPool, Trajectory, WorkerPool
+from swebox.trainers.rl.step_metrics import rollout_metrics
+from swebox.trainers.rl.task_order import TaskSampler, as_tasks, load_tasks
 from swebox.trainers.run import checkpoint as ckpt
 from swebox.trainers.run import trajectories
 from swebox.trainers.run.config import ConfigError, TrainConfig, save_config, to_dict
@@ -62,93 +64,10 @@ class StepData:
     advantages: torch.Tensor
 
 
-class TaskSampler:
-    """The tasks in a seeded random order, reshuffled every epoch; ``state()`` is the resumable position."""
-
-    def __init__(self, num_tasks: int, seed: int, shuffle: bool = True) -> None:
-        if num_tasks < 1:
-            raise ValueError("TaskSampler: expected at least one task; found none; check env.tasks")
-        self.num_tasks, self.seed, self.shuffle = num_tasks, seed, shuffle
-        self.epoch, self.index = 0, 0
-
-    def _order(self, epoch: int) -> list[int]:
-        order = list(range(self.num_tasks))
-        if self.shuffle:
-            random.Random(self.seed * 1_000_003 + epoch).shuffle(order)
-        return order
-
-    def take(self, k: int) -> list[int]:
-        """The next ``k`` task indices (an epoch boundary may fall inside; a small task set repeats)."""
-        out = []
-        while len(out) < k:
-            out.append(self._order(self.epoch)[self.index])
-            self.index += 1
-            if self.index == self.num_tasks:
-                self.epoch, self.index = self.epoch + 1, 0
-        return out
-
-    def state(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "index": self.index}
-
-    def load(self, state: dict[str, Any]) -> None:
-        self.epoch, self.index = int(state.get("epoch", 0)), int(state.get("index", 0))
-
-
-def union_seconds(spans: list[tuple[float, float]]) -> float:
-    """Length of the union of ``(start, end)`` spans: wall-clock time during which any of them ran."""
-    total, current_start, current_end = 0.0, None, None
-    for start, end in sorted(spans):
-        if current_end is None or start > current_end:
-            if current_end is not None:
-                total += current_end - current_start
-            current_start, current_end = start, end
-        else:
-            current_end = max(current_end, end)
-    if current_end is not None:
-        total += current_end - current_start
-    return total
-
-
-def rollout_metrics(trajs: list[Trajectory]) -> dict[str, float]:
-    """reward/*, tokens/*, env/*, audit/*, and for harness episodes harness/* and gateway/* (means over the step's
-    episodes) and the wall-clock timing/* of the parts."""
-    rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float64)
-    out = {
-        "reward/mean": float(rewards.mean()),
-        "reward/std": float(rewards.std(unbiased=False)) if len(trajs) > 1 else 0.0,
-        "reward/resolved_rate": float(np.mean([t.metrics.get("env/resolved", 0.0) for t in trajs])),
-        "tokens/response_len_mean": float(np.mean([t.num_model_tokens for t in trajs])),
-        "tokens/response_len_max": float(max(t.num_model_tokens for t in trajs)),
-        "tokens/truncated_frac": float(np.mean([t.truncated for t in trajs])),
-    }
-    per_episode = ("env/", "audit/", "harness/", "gateway/")
-    env_names = sorted({k for t in trajs for k in t.metrics if k.startswith(per_episode)})
-    for name in env_names:
-        out[name] = float(np.mean([t.metrics.get(name, 0.0) for t in trajs]))
-    for kind in ("generate", "env", "grade"):
-        out[f"timing/{kind}_s"] = union_seconds([(s, e) for t in trajs for k, s, e in t.intervals if k == kind])
-    out["timing/grade_wait_s"] = float(sum(t.metrics.get("env/grade_wait_s", 0.0) for t in trajs))
-    return out
-
-
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-
-
-def load_tasks(path: str) -> list[Task]:
-    """The task file ``env.tasks`` (the Task objects go to the rollout workers as they are)."""
-    from swebox.envs.tasks import load
-
-    if not path:
-        raise ConfigError("env.tasks: expected a tasks.jsonl file; found ''; set env.tasks=PATH")
-    return list(load(path))
-
-
-def as_tasks(tasks: list[Task | dict[str, Any]]) -> list[Task]:
-    """Tasks given to the trainer, as Task objects (a dict is a task row: Task.to_dict's keys)."""
-    return [t if isinstance(t, Task) else Task.from_dict(dict(t)) for t in tasks]
 
 
 class Trainer:

@@ -40,8 +40,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from ..manifest import Manifest
 from ..packing import MAPPED_ROOT_UID, PackResult, UnsafeArchiveError, fsync_path, sha256_file
-from ..store import LayerStore, Manifest, disk_full_hint
+from ..store import LayerStore, disk_full_hint
 
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"

@@ -22,7 +22,8 @@ from urllib.parse import quote
 from swebox.envs.sandbox.strict import strict_from_dict
 
 from ..budget import IOBudget
-from ..store import STALE_RECORD, LayerStore, write_atomic
+from ..manifest import STALE_RECORD
+from ..store import LayerStore, write_atomic
 from .convert import convert_layer
 from .sources import ImageSource
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from swebox.envs.cache.builder import GIT_IDENTITY
+from swebox.envs.cache.build_commands import GIT_IDENTITY
 from swebox.envs.cache.images import acquire_image, get_image
 from swebox.envs.cache.layer_cache import LayerCache
 from swebox.envs.cache.store import BuildFailure, LayerStore

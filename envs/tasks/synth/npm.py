@@ -30,7 +30,7 @@ import urllib.request
 from pathlib import Path, PurePosixPath
 
 from swebox.envs.cache import EnvSpec
-from swebox.envs.cache.builder import GIT_IDENTITY
+from swebox.envs.cache.build_commands import GIT_IDENTITY
 
 REGISTRY = os.environ.get("SWEBOX_NPM_REGISTRY", "https://registry.npmjs.org")
 """The npm registry the package metadata and tarballs come from (``$SWEBOX_NPM_REGISTRY``)."""

@@ -8,7 +8,7 @@ gives the same split. The task's ``patch`` is the fix (the reverse of the bug) a
 task layer holding the buggy file as a new root commit (``base_commit``).
 
 Validated tasks are appended to ``tasks.jsonl`` as they are found and rejected candidates to
-``rejected.jsonl``, so a restart skips both and a crash keeps everything validated so far.
+``rejected.jsonl`` (journal.py), so a restart skips both and a crash keeps everything validated so far.
 """
 
 from __future__ import annotations
@@ -16,18 +16,17 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import difflib
-import json
-import os
 import queue
 import random
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Protocol
 
 from swebox.envs.tasks.graders.diffs import diff_lines
 from swebox.envs.tasks.schema import Task
+from swebox.envs.tasks.synth.journal import Journal
 from swebox.envs.tasks.synth.languages import BugSite, Runner, bug_sites, grading_fields, make_runner
 from swebox.envs.tasks.synth.mutations import Candidate
 from swebox.envs.tasks.synth.reach import Reach
@@ -35,9 +34,6 @@ from swebox.envs.tasks.synth.recipe import ProjectRecipe, find_test_paths
 from swebox.envs.tasks.synth.runner import RunResult
 from swebox.envs.tasks.synth.statement import Failure, problem_statement
 from swebox.envs.tasks.testids import file_of_test
-
-TASKS_FILE = "tasks.jsonl"
-REJECTED_FILE = "rejected.jsonl"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,57 +133,6 @@ def stable_tests(runs: Sequence[RunResult]) -> set[str]:
     """Tests that passed in every run."""
     passing = [r.passing() for r in runs]
     return set.intersection(*passing) if passing else set()
-
-
-class Journal:
-    """tasks.jsonl and rejected.jsonl: append-only, flushed per line, read back on restart."""
-
-    def __init__(self, out: Path) -> None:
-        out.mkdir(parents=True, exist_ok=True)
-        self.tasks_path = out / TASKS_FILE
-        self.rejected_path = out / REJECTED_FILE
-        self._lock = threading.Lock()
-        self.done: dict[str, str] = {}  # candidate key -> project label
-        self.rejected: set[str] = set()
-        for row in self._read(self.tasks_path):
-            meta = row.get("metadata", {}).get("synth", {})
-            if meta.get("candidate_key"):
-                self.done[meta["candidate_key"]] = meta.get("project", "")
-        self.rejected = {row.get("key", "") for row in self._read(self.rejected_path)}
-
-    @staticmethod
-    def _read(path: Path) -> Iterator[dict]:
-        if not path.exists():
-            return
-        data = path.read_bytes()
-        if data and not data.endswith(b"\n"):  # a crash mid-line: drop the partial row before appending
-            data = data[: data.rfind(b"\n") + 1]
-            path.write_bytes(data)
-        for line in data.decode("utf-8", errors="replace").splitlines():
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError:
-                continue
-
-    def count(self, label: str) -> int:
-        return sum(1 for v in self.done.values() if v == label)
-
-    def seen(self, key: str) -> bool:
-        return key in self.done or key in self.rejected
-
-    def add_task(self, task: Task, key: str, label: str) -> None:
-        self._append(self.tasks_path, task.to_json())
-        self.done[key] = label
-
-    def add_rejected(self, key: str, label: str, reason: str) -> None:
-        self._append(self.rejected_path, json.dumps({"key": key, "project": label, "reason": reason}))
-        self.rejected.add(key)
-
-    def _append(self, path: Path, line: str) -> None:
-        with self._lock, open(path, "a", encoding="utf-8") as f:
-            f.write(line + "\n")
-            f.flush()
-            os.fsync(f.fileno())
 
 
 class ProjectSynth:

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 from swebox.envs.cache.packing import sha256_file
-from swebox.envs.cache.store import BuildFailure, LayerBuildFailed, LayerCorruptError, LayerStore, copy_layers
+from swebox.envs.cache.store import BuildFailure, LayerBuildFailed, LayerCorruptError, LayerStore
+from swebox.envs.cache.transfer import copy_layers
 
 from .conftest import make_layer_tree, needs_root
 

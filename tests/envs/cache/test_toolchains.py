@@ -16,10 +16,8 @@ from pathlib import Path
 import pytest
 from swebox.envs.cache import debs, toolchains
 from swebox.envs.cache.store import BuildFailure, LayerStore
+from swebox.envs.cache.toolchain_specs import TOOLCHAINS, ToolchainSpec, UnknownToolchain
 from swebox.envs.cache.toolchains import (
-    TOOLCHAINS,
-    ToolchainSpec,
-    UnknownToolchain,
     build_toolchain,
     resolve,
     toolchain_env,

@@ -11,7 +11,8 @@ import pytest
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # every Ray address on 127.0.0.1, before ray is imported
 
 ray = pytest.importorskip("ray")
-from swebox.trainers.distributed.ray_pool import RayPoolError, RayWorkerPool, actor_gpus, actor_options  # noqa: E402
+from swebox.trainers.distributed.ray_cluster import actor_gpus, actor_options  # noqa: E402
+from swebox.trainers.distributed.ray_pool import RayPoolError, RayWorkerPool  # noqa: E402
 from swebox.trainers.run.config import TrainConfig  # noqa: E402
 
 from tests.trainers.ray_cluster import swebox_cluster  # noqa: E402

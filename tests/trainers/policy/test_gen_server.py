@@ -16,7 +16,8 @@ os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # every Ray address on 12
 
 ray = pytest.importorskip("ray")
 import torch  # noqa: E402
-from swebox.trainers.distributed.ray_pool import RayPoolError, RayWorkerPool, actor_gpus  # noqa: E402
+from swebox.trainers.distributed.ray_cluster import actor_gpus  # noqa: E402
+from swebox.trainers.distributed.ray_pool import RayPoolError, RayWorkerPool  # noqa: E402
 from swebox.trainers.policy import gen_server  # noqa: E402
 from swebox.trainers.policy.models import build_builtin_tokenizer  # noqa: E402
 from swebox.trainers.run.config import ConfigError, GenerationConfig, TrainConfig, load_config  # noqa: E402

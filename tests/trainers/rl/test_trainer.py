@@ -15,7 +15,9 @@ from swebox.envs.episodes.episode import StepResult
 from swebox.trainers.policy.models import build_builtin_tokenizer, build_model
 from swebox.trainers.rl.learner import Learner, make_batch, token_logprobs
 from swebox.trainers.rl.rollout import Trajectory
-from swebox.trainers.rl.trainer import TaskSampler, Trainer, union_seconds
+from swebox.trainers.rl.step_metrics import union_seconds
+from swebox.trainers.rl.task_order import TaskSampler
+from swebox.trainers.rl.trainer import Trainer
 from swebox.trainers.run.config import load_config
 from swebox.trainers.run.tracking import STEP_METRICS, read_metrics
 

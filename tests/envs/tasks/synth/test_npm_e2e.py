@@ -113,7 +113,8 @@ def test_tests_run_on_the_node_toolchain_layer(synth):
     """The env was built on the node toolchain layer (Debian's node 18, not the host's node), and the task's
     layers (what validate, the grader and episodes stack) run that node: its path is below /opt/toolchains."""
     from swebox.envs.cache import LayerStore
-    from swebox.envs.cache.toolchains import PREFIX_ROOT, toolchain_env
+    from swebox.envs.cache.toolchain_specs import PREFIX_ROOT
+    from swebox.envs.cache.toolchains import toolchain_env
     from swebox.envs.sandbox import Sandbox, SandboxPolicy
     from swebox.envs.sandbox.policy import DEFAULT_ENV
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 from swebox.envs.tasks.schema import Task
+from swebox.envs.tasks.synth.journal import Journal
 from swebox.envs.tasks.synth.mutations import Mutation, mutations
 from swebox.envs.tasks.synth.pipeline import (
-    Journal,
     SynthConfig,
     fix_diff,
     interleave,
