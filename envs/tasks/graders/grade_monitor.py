@@ -43,6 +43,8 @@ from swebox.envs.tasks.graders.monitor_loop import (
 _UCRED = struct.Struct("iII")  # struct ucred: pid, uid, gid
 _RANK = {"error": 5, "failed": 4, "xpassed": 3, "skipped": 2, "xfailed": 1, "passed": 0}
 MAX_PROBLEMS = 50
+READ_PAUSE = 0.01
+"""Seconds between reads of the report channel (monitor_loop.read_until_exit's ``pause``)."""
 
 
 def status_of(when: str, outcome: str, xfail: bool) -> str:
@@ -259,7 +261,8 @@ def run(workdir: str) -> None:
         for line in lines:
             judge.feed(line)
 
-    exit_status = read_until_exit(pid, channel, receive, take, time.monotonic() + float(spec["timeout"]))
+    # read in batches (READ_PAUSE): the runner's ~3 events a test then do not each wake this process
+    exit_status = read_until_exit(pid, channel, receive, take, time.monotonic() + float(spec["timeout"]), READ_PAUSE)
     timed_out = exit_status is None
     if buffer.strip():
         judge.problem("the report channel ended inside an event", True)

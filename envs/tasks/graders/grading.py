@@ -154,12 +154,14 @@ def run_pytest(
     options = pytest_args(task, workdir)
     files = list(task.all_test_files())
     rewritten: dict[str, str] = {}
+    plain: dict[str, list[str]] = {}
     if cache is not None:  # before any code under test runs: the test files are the task's own
         t0 = time.monotonic()
         rewritten, compiled = rewrite_cache.entries(sb, cache, task.python, files, workdir, channel.clean_env(workdir))
+        plain = rewrite_cache.plain_tables(rewritten)
         report.rewritten = {"entries": len(rewritten), "compiled": compiled}
         report.durations["rewrite"] = time.monotonic() - t0
-    key = channel.prepare(sb, workdir, task.python, options, files, timeout, rewritten)
+    key = channel.prepare(sb, workdir, task.python, options, files, timeout, rewritten, plain)
     t0 = time.monotonic()
     # a host command (sb.run): the monitor and the tested process are no children of the sandbox's shell, and
     # grading asks nothing more of that shell after them

@@ -70,13 +70,18 @@ def spawn(argv, stdout_fd, close_fds):
     return pid
 
 
-def read_until_exit(pid, source, read, take, deadline):
+def read_until_exit(pid, source, read, take, deadline, pause=0.0):
     """Feed ``take`` what ``read()`` gives from ``source`` (a file or socket object or fd) until the process
     ``pid`` exits or the monotonic ``deadline`` passes; its exit status, or None when it timed out (then its
     process group is killed and reaped).
 
     Once the process exited, what its processes wrote last is read, but the end of the stream is not waited for:
     a process it left behind may hold the other end open.
+
+    ``pause``: seconds to sleep after each read, so that the writer's many small writes queue in the kernel
+    and are read together instead of each waking this process (and, on a busy machine, each costing the
+    writer its CPU: 0.3-0.7 ms a write at load 7 on 2 cores). What was written stays written: a reader that
+    reads later sees the same bytes, and the same sender of each.
     """
     exit_status, eof = None, False
     while exit_status is None and time.monotonic() < deadline:
@@ -86,6 +91,8 @@ def read_until_exit(pid, source, read, take, deadline):
             data = read()
             eof = not data
             take(data)
+            if pause and data:
+                time.sleep(pause)
             continue
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:

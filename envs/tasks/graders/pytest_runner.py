@@ -3,7 +3,8 @@
 Usage (``grade_monitor.py`` starts it; it is never trusted with the verdict)::
 
     python -I -B pytest_runner.py ARGS_JSON EVENT_FD
-    # ARGS_JSON: {"options": [...], "files": [...], "rewritten": {test file: cached rewritten code}}
+    # ARGS_JSON: {"options": [...], "files": [...], "rewritten": {test file: cached rewritten code},
+    #             "plain": {test file: its tests nothing may wrap}}
 
 The code under test runs in this process, so nothing here is authoritative: the plugin's job is to tell the
 monitor, over the pipe ``EVENT_FD``, what pytest reports *as it happens* (one JSON line per event: start,
@@ -436,7 +437,11 @@ def main(argv: list[str]) -> None:
     reporter, send, check = Reporter(fd, spec.get("rewritten")), _send, _check  # the snapshot: after the patches
     held.append(reporter)
     reporter.rewrite_on, reporter.served, reporter.defs = active, served, defs
-    reporter.plain = origins.plain_tests(present)  # before any project code: it may rewrite the files later
+    # before any project code: it may rewrite the files later; the grader's tables (rewrite_cache) are
+    # computed from the same pristine bytes once per task, and only the files without one are parsed here
+    given = {os.path.normpath(path): frozenset(names) for path, names in (spec.get("plain") or {}).items()}
+    rest = [f for f in present if os.path.normpath(os.path.join(REPO, f)) not in given]
+    reporter.plain = {**origins.plain_tests(rest), **given}
     send(reporter, {"e": "pinned", "why": unpinned})  # '' when pinned; the monitor refuses a run that is not
     # The snapshot goes to the monitor before any project code runs: no later refresh in here counts.
     send(reporter, {"e": "baseline", "objects": {name: id(value) for name, value in reporter.before.items()}})

@@ -21,6 +21,13 @@ half of a graded test command. This cache keeps the result on the host, where no
   for, whatever the file holds by then, so code under test that rewrites a task's test file at run time no
   longer changes the test that runs (it did without the cache).
 
+- **The tests nothing may wrap, once per entry.** The runner's ``runner_origins.plain_tests`` (an ``ast`` walk of
+  every test file, about a tenth of a toolz grade's test command) is a pure function of the same pristine
+  bytes: ``rewrite_tests.py`` runs it with the task's interpreter when it compiles an entry and the host keeps
+  the JSON list beside the entry, named after the entry plus a hash of ``runner_origins.py`` (a changed
+  function never reads an old table). The runner gets the tables in its arguments file (read and deleted
+  before any project code runs, like the entries' table) and parses only the files it was given none for.
+
 The folder per task is ``<root>/<sha256(layers, python)>``: the layers fix the interpreter and pytest (and so
 the magic number and the rewriter's output); root is ``$SWEBOX_REWRITE_CACHE``, else
 ``/var/tmp/swebox-rewritten-<uid>``, and must be the user's alone (grading refuses one others can write).
@@ -42,6 +49,9 @@ from swebox.envs.sandbox import SandboxError
 from swebox.envs.tasks.graders.rewrite_tests import entry_name
 
 REWRITER = Path(__file__).with_name("rewrite_tests.py")
+ORIGINS = Path(__file__).with_name("runner_origins.py")
+PLAIN_SUFFIX = ".plain-" + hashlib.sha256(ORIGINS.read_bytes()).hexdigest()[:16]
+"""An entry's table of plain tests: ``<entry><PLAIN_SUFFIX>``, keyed by the code that computed it."""
 MAX_TEST_FILE_BYTES = 8 * 1024 * 1024
 """Test files larger than this are left to pytest (a cache entry is about 2-4x its source)."""
 
@@ -93,20 +103,37 @@ def entries(sb, folder: Path, python: str, files: list[str], workdir: str, env: 
             names[path] = entry_name(path, sb.read_file(path, max_bytes=MAX_TEST_FILE_BYTES))
         except (OSError, SandboxError):
             continue  # missing, too large or not a regular file: pytest deals with it as before
-    missing = {p: n for p, n in names.items() if not (folder / n).is_file()}
+    missing = {p: n for p, n in names.items() if not all((folder / f).is_file() for f in (n, n + PLAIN_SUFFIX))}
     if missing:
         out = f"{workdir}/rewritten"
         sb.write_file(f"{workdir}/rewrite_tests.py", REWRITER.read_bytes())
-        sb.write_file(f"{workdir}/rewrite.json", json.dumps({"files": missing, "out": out}))
+        sb.write_file(f"{workdir}/runner_origins.py", ORIGINS.read_bytes())
+        spec = {"files": missing, "out": out, "plain": PLAIN_SUFFIX}
+        sb.write_file(f"{workdir}/rewrite.json", json.dumps(spec))
         sb.exec(
             f"mkdir -p {out} && cd / && env -i {env} {shlex.quote(python)} -I -S -B "
             f"{workdir}/rewrite_tests.py {workdir}/rewrite.json",
             timeout=300,
         )
         for name in missing.values():
-            try:
-                data = sb.read_file(f"{out}/{name}", max_bytes=16 * MAX_TEST_FILE_BYTES)
-            except (OSError, SandboxError):
-                continue  # not rewritten (an older pytest, a syntax error): pytest rewrites it in the run
-            _store(folder, name, data)
+            for file in (name + PLAIN_SUFFIX, name):  # the entry last: with it, its table is there too
+                try:
+                    data = sb.read_file(f"{out}/{file}", max_bytes=16 * MAX_TEST_FILE_BYTES)
+                except (OSError, SandboxError):
+                    continue  # not rewritten (an older pytest, a syntax error): pytest rewrites it in the run
+                _store(folder, file, data)
     return {p: str(folder / n) for p, n in names.items() if (folder / n).is_file()}, len(missing)
+
+
+def plain_tables(rewritten: dict[str, str]) -> dict[str, list[str]]:
+    """``{/testbed/<file>: its plain tests}`` for the entries of :func:`entries` that have a table (written with
+    them, from the same pristine bytes); files without one are parsed by the runner itself."""
+    tables: dict[str, list[str]] = {}
+    for path, entry in rewritten.items():
+        try:
+            found = json.loads(Path(entry + PLAIN_SUFFIX).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(found, list) and all(isinstance(name, str) for name in found):
+            tables[path] = found
+    return tables

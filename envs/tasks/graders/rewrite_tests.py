@@ -3,7 +3,8 @@
 Usage (the grader writes it into the run's folder and starts it before the tests, when no code of the agent's
 diff has run in the sandbox yet)::
 
-    python -I -S -B rewrite_tests.py SPEC_JSON   # {"files": {"/testbed/t.py": "<entry name>"}, "out": DIR}
+    python -I -S -B rewrite_tests.py SPEC_JSON
+    # {"files": {"/testbed/t.py": "<entry name>"}, "out": DIR, "plain": "<suffix>" or absent}
 
 ``-S``: no ``.pth`` file runs and no ``sitecustomize`` is imported (an editable install's ``.pth`` would put
 ``/testbed`` on ``sys.path``); the interpreter's own site-packages folders are added by hand, after the
@@ -11,8 +12,11 @@ standard library, so every import resolves to the standard library or installed 
 repository is importable. The test files are only parsed and compiled (``ast.parse`` + ``compile`` inside
 pytest's ``_rewrite_test``), never executed. Each file is compiled only if its bytes still have the name the
 grader gave it (``entry_name``, computed by the host from the bytes it read), and the code object is written
-to ``OUT/<name>`` as the interpreter's magic number plus ``marshal.dumps(code)``. Standalone: the standard
-library and pytest only.
+to ``OUT/<name>`` as the interpreter's magic number plus ``marshal.dumps(code)``. With ``plain`` in the spec,
+the file's tests that nothing may wrap (``runner_origins.plain_tests``, loaded from ``runner_origins.py`` beside
+this file: the runner's own function, run by the task's own interpreter) go to ``OUT/<name><plain>`` as a JSON
+list, so the runner need not parse every test file again in every grade. Standalone: the standard library and
+pytest only.
 """
 
 from __future__ import annotations
@@ -55,9 +59,30 @@ def _add_site_packages() -> None:
             sys.path.append(folder)
 
 
+def _plain_tables(spec: dict) -> None:
+    """``OUT/<name><plain>`` for each file whose bytes still have its name: ``plain_tests`` of that file."""
+    suffix = spec.get("plain")
+    if not suffix:
+        return
+    where = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runner_origins.py")
+    loaded = importlib.util.spec_from_file_location("swebox_runner_origins", where)
+    assert loaded is not None and loaded.loader is not None  # a path ending in .py always has a source loader
+    origins = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(origins)
+    for path, name in spec["files"].items():
+        if entry_name(path, Path(path).read_bytes()) != name:
+            continue
+        # keyed by the normalised path; none for a file it cannot parse (the runner parses that one itself)
+        found = origins.plain_tests([path]).get(os.path.normpath(path))
+        if found is not None:
+            with open(os.path.join(spec["out"], name + suffix), "w", encoding="utf-8") as fh:
+                json.dump(sorted(found), fh)
+
+
 def main(argv: list[str]) -> int:
     with open(argv[1], encoding="utf-8") as fh:
         spec = json.load(fh)
+    _plain_tables(spec)
     _add_site_packages()
     try:
         from _pytest.assertion.rewrite import _rewrite_test

@@ -94,10 +94,13 @@ def prepare(
     files: list[str],
     timeout: float,
     rewritten: dict[str, str] | None = None,
+    plain: dict[str, list[str]] | None = None,
 ) -> bytes:
     """Write the monitor, the runner, their arguments, the key and the canaries; return the run's key.
 
-    ``rewritten``: test file -> its cached rewritten code (rewrite_cache.entries), for the runner."""
+    ``rewritten``: test file -> its cached rewritten code (rewrite_cache.entries), for the runner; ``plain``:
+    test file -> its tests nothing may wrap, computed once from the same pristine bytes (rewrite_cache.plain_tables):
+    the runner parses only the files it is given none for."""
     canaries = plant_canaries()
     sb.exec(f"mkdir -p /testbed/{shlex.quote(canaries.file.split('/')[0])}", timeout=30)
     sb.write_file(f"/testbed/{canaries.file}", canaries.text)
@@ -108,7 +111,7 @@ def prepare(
     sb.write_file(f"{workdir}/pytest_runner.py", RUNNER.read_bytes())
     sb.write_file(f"{workdir}/runner_origins.py", ORIGINS.read_bytes())
     sb.write_file(f"{workdir}/runner_pin.py", PIN.read_bytes())
-    args = {"options": options, "files": files, "rewritten": rewritten or {}}
+    args = {"options": options, "files": files, "rewritten": rewritten or {}, "plain": plain or {}}
     sb.write_file(f"{workdir}/args.json", json.dumps(args))
     runner_argv = [python, "-I", "-B", f"{workdir}/pytest_runner.py", f"{workdir}/args.json"]
     spec = {"argv": runner_argv, "timeout": timeout, "canaries": canaries.expected, "rewritten": rewritten or {}}

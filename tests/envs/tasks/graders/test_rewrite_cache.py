@@ -13,13 +13,17 @@ from pathlib import Path
 
 import pytest
 from _pytest.assertion.rewrite import rewrite_asserts
+from swebox.envs.tasks.graders import runner_origins
 from swebox.envs.tasks.graders.grading import grade
+from swebox.envs.tasks.graders.rewrite_cache import PLAIN_SUFFIX, plain_tables
 from swebox.envs.tasks.graders.rewrite_tests import entry_name
 
 from tests.calc import CALC_TESTS
 
 TEST_FILE = "/testbed/tests/test_ops.py"
 PRISTINE = entry_name(TEST_FILE, CALC_TESTS.encode())
+TABLE = PRISTINE + PLAIN_SUFFIX
+"""The entry's table of tests nothing may wrap (runner_origins.plain_tests of the same pristine bytes)."""
 
 
 @pytest.fixture
@@ -46,7 +50,7 @@ def test_verdicts_are_the_same_with_and_without_the_cache(calc_layer, calc_task,
     assert off["add"].resolved and not off[""].resolved and off["add"].rewritten == {}
     cold = grade(calc_task, gold["add"], layers=[calc_layer])
     assert cold.rewritten == {"entries": 1, "compiled": 1}
-    assert set(entries(cache_root)) == {PRISTINE}
+    assert set(entries(cache_root)) == {PRISTINE, TABLE}
     warm = {diff: grade(calc_task, gold[diff] if diff else "", layers=[calc_layer]) for diff in ("add", "")}
     assert all(r.rewritten == {"entries": 1, "compiled": 0} for r in warm.values())
     for report in (cold, warm["add"]):
@@ -68,7 +72,7 @@ def test_an_entry_holds_only_the_pristine_test_file_whatever_the_diff(
         monkeypatch.setenv("SWEBOX_REWRITE_CACHE", str(tmp_path / name))
         grade(calc_task, diff, layers=[calc_layer])
         made[name] = entries(tmp_path / name)
-    assert made["gold"] == made["empty"] and set(made["gold"]) == {PRISTINE}
+    assert made["gold"] == made["empty"] and set(made["gold"]) == {PRISTINE, TABLE}
     # ... and the entry is pytest's rewrite of the pristine file, for its path in the sandbox
     data = next((tmp_path / "gold").glob(f"*/{PRISTINE}")).read_bytes()
     magic = importlib.util.MAGIC_NUMBER
@@ -147,3 +151,21 @@ def test_a_cache_folder_someone_else_can_write_is_refused(tmp_path, monkeypatch)
     monkeypatch.setenv("SWEBOX_REWRITE_CACHE", str(root))
     with pytest.raises(RuntimeError, match="only it can write"):
         folder_for(["/layers/env"], "/venv/bin/python")
+
+
+def test_the_plain_tests_table_is_the_runners_own_reading_of_the_pristine_file(
+    calc_layer, calc_task, gold, cache_root, tmp_path
+):
+    # The table the runner is handed instead of parsing the test file is what runner_origins.plain_tests reads
+    # from the pristine file (here on the host, there by the task's interpreter), whatever the diff was
+    for diff in (gold["add"], ""):
+        grade(calc_task, diff, layers=[calc_layer])
+    entry = next(cache_root.glob(f"*/{PRISTINE}"))
+    copy = tmp_path / "tests" / "test_ops.py"
+    copy.parent.mkdir()
+    copy.write_text(CALC_TESTS)
+    expected = runner_origins.plain_tests([str(copy)])[str(copy)]
+    assert expected  # the fixture's tests are plain defs: the check has something to compare
+    assert plain_tables({TEST_FILE: str(entry)}) == {TEST_FILE: sorted(expected)}
+    # a missing or unreadable table is no table: the runner parses that file itself
+    assert plain_tables({TEST_FILE: str(tmp_path / "nothing")}) == {}
