@@ -7,6 +7,14 @@ Upstream's ``pom.xml`` inherits ``commons-parent`` and its release plugins, whic
 mirror's first commit replaces it with a pom of the same coordinates that needs only what Debian packages
 (JUnit 4.13.2, JUnit Jupiter's API 5.9.2 for three tests' ``assertThrows``, and the resources, compiler and
 surefire plugins), as Debian's own build of the package does with its Maven rules.
+
+Every Maven run of the tests (the env build, then three or one per graded patch) is a cold JVM compiling the
+project's 29 test classes on a busy 2-core machine, so the mirror's project is set up for short builds, as
+projects with slow CI do, without changing what runs: ``.mvn/jvm.config`` (Maven's own JVM) and surefire's
+``argLine`` (the JVM the tests fork) stop the JIT at its first tier and use the serial collector, and the compiler
+plugin recompiles only stale sources (``useIncrementalCompilation`` false: its "incremental" mode recompiles the
+whole module whenever any file changed, so the second and third ``mvn test -Dtest=`` runs of a grade compiled all
+test classes again).
 """
 
 from __future__ import annotations
@@ -46,6 +54,7 @@ POM = """<?xml version="1.0" encoding="UTF-8"?>
     <project.build.sourceEncoding>UTF-8</project.build.sourceEncoding>
     <maven.compiler.source>8</maven.compiler.source>
     <maven.compiler.target>8</maven.compiler.target>
+    <fast.jvm>-XX:TieredStopAtLevel=1 -XX:+UseSerialGC</fast.jvm>
   </properties>
   <dependencies>
     <dependency><groupId>junit</groupId><artifactId>junit</artifactId><version>4.13.2</version>
@@ -56,20 +65,35 @@ POM = """<?xml version="1.0" encoding="UTF-8"?>
   <build>
     <plugins>
       <plugin><artifactId>maven-resources-plugin</artifactId><version>3.3.0</version></plugin>
-      <plugin><artifactId>maven-compiler-plugin</artifactId><version>3.10.1</version></plugin>
-      <plugin><artifactId>maven-surefire-plugin</artifactId><version>2.22.3</version></plugin>
+      <plugin><artifactId>maven-compiler-plugin</artifactId><version>3.10.1</version>
+        <configuration><useIncrementalCompilation>false</useIncrementalCompilation></configuration></plugin>
+      <plugin><artifactId>maven-surefire-plugin</artifactId><version>2.22.3</version>
+        <configuration><argLine>${fast.jvm}</argLine></configuration></plugin>
     </plugins>
   </build>
 </project>
 """
 
 
+JVM_CONFIG = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC\n"
+"""Maven's JVM options (``.mvn/jvm.config``): C1 only and the serial collector, the usual settings for short
+builds (a Maven run ends before C2's compilations pay back; on two cores they compete with the build)."""
+
+
+def offline_project(work: Path, pom: str = POM) -> None:
+    """Upstream's source at ``work`` made the mirror's project: ``pom`` (default :data:`POM`) and Maven's JVM
+    options."""
+    (work / "pom.xml").write_text(pom)
+    (work / ".mvn").mkdir(exist_ok=True)
+    (work / ".mvn" / "jvm.config").write_text(JVM_CONFIG)
+
+
 def make_java_mirror(source: Path, mirror: Path) -> dict[str, str]:
-    """The mirror (``clean``: the source with the offline pom; ``base``: the bug in, UtilTest out) and the
-    patches the row carries (``fix``, ``test``, ``wrong``)."""
+    """The mirror (``clean``: the source with the offline pom and Maven's JVM options; ``base``: the bug in,
+    UtilTest out) and the patches the row carries (``fix``, ``test``, ``wrong``)."""
 
     def prepare(work: Path) -> None:
-        (work / "pom.xml").write_text(POM)
+        offline_project(work)
 
     tests = (source / TEST_FILE).read_text()
     c = _mirror(source, mirror, f"{OWNER}__{NAME}", FILE, FIX, BUG, TEST_FILE, tests, prepare)

@@ -36,6 +36,7 @@ from tests.envs.tasks.java_rows import (
     SHA256,
     TEST_FILE,
     make_java_mirror,
+    offline_project,
 )
 from tests.envs.tasks.multilang_rows import (
     _mirror,
@@ -131,7 +132,7 @@ def test_msb_java_env_that_needs_maven_central_fails_clearly(tmp_path):
     source = orig_source("commons-cli-1.6.0", POOL_PATH, SHA256)
 
     def prepare(work: Path) -> None:
-        (work / "pom.xml").write_text(POM.replace("<dependencies>", "<dependencies>" + GUAVA))
+        offline_project(work, POM.replace("<dependencies>", "<dependencies>" + GUAVA))
 
     tests = (source / TEST_FILE).read_text()
     c = _mirror(source, tmp_path / "mirror", f"{OWNER}__{NAME}", FILE, FIX, BUG, TEST_FILE, tests, prepare)

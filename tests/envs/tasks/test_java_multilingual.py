@@ -24,7 +24,9 @@ from tests.envs.tasks.multilang_rows import build_and_validate, grade_from_store
 LOG = Path(__file__).with_name("data") / "maven_commons_cli.log"
 """A real log: the row's ``test_cmd`` (three traced ``mvn test -B -o -Dtest=...`` runs) with its test_patch
 applied and the bug in (the empty patch), in a sandbox over the layers the e2e run below built (the jdk toolchain,
-the env, the task), with the grader's environment and no network."""
+the env, the task), with the grader's environment and no network. Captured before the mirror's project got its
+short-build settings (java_rows.JVM_CONFIG, stale-only compiles): hence its full test recompile in the first
+two runs; the lines the rules read (the traced commands, surefire's, Maven's result) have the same form."""
 FAKE = {"base": "b" * 40, "fix": "diff --git a/x b/x\n", "test": "t"}
 
 
