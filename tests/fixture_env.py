@@ -80,15 +80,17 @@ def build_layer(
     return layer.persist()
 
 
-def build_env_layer(files: dict[str, str], package: str) -> Layer:
-    """An env layer: `files` (repository-relative) committed in /testbed, `package` importable from /venv."""
+def build_env_layer(files: dict[str, str], package: str, requirements: tuple[str, ...] = ()) -> Layer:
+    """An env layer: `files` (repository-relative) committed in /testbed, `package` importable from /venv, with
+    pytest and `requirements` (name==version each; their dependencies come from the same wheel folder) installed."""
 
     def prepare(sb: Sandbox) -> None:
         sb.exec("mkdir -p " + " ".join(sorted({str(Path("/testbed", name).parent) for name in files})))
         for name, text in files.items():
             sb.write_file(f"/testbed/{name}", text)
 
-    return build_layer(prepare, [PYTEST], wheels([PYTEST]), f"{package}_editable")
+    needed = [PYTEST, *requirements]
+    return build_layer(prepare, needed, wheels(needed), f"{package}_editable")
 
 
 def discard_env_layer(layer: Layer) -> None:

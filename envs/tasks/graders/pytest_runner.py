@@ -119,7 +119,7 @@ def _load_beside(name: str):
 
 origins = _load_beside("runner_origins")
 START, REPO, _trusted_file, fingerprint = origins.START, origins.REPO, origins.trusted_file, origins.fingerprint
-_innermost, _shadowed, _executing = origins.innermost, origins.shadowed, origins.executing
+_innermost, _layers, _shadowed, _executing = origins.innermost, origins.layers, origins.shadowed, origins.executing
 _watch_returns = origins.watch_returns
 _RELAY_INNER = ("_hook_relay", "_PathAwareHookProxy__hook_caller")
 
@@ -331,13 +331,16 @@ class Reporter:
         yield
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
-    def pytest_pyfunc_call(self, pyfuncitem, _send=_send, _innermost=_innermost, _watch_returns=_watch_returns):
+    def pytest_pyfunc_call(
+        self, pyfuncitem, _send=_send, _innermost=_innermost, _layers=_layers, _watch_returns=_watch_returns
+    ):
         self._vet("pytest_pyfunc_call")
         # The function about to run is the one the test's module or class defines under the test's name, and
         # its code is the test file's own (from the cached rewrite pytest was served, or checked against the
         # file): an item whose function was swapped after collection runs nothing of the test's.
         obj = pyfuncitem.obj
-        func = _innermost(obj)
+        chain = _layers(obj)  # what pytest calls, its decorators' layers (runner_origins.layers), the test's def
+        func = chain[-1]
         holder = getattr(getattr(pyfuncitem, "parent", None), "obj", None)
         declared = _innermost(getattr(holder, getattr(pyfuncitem, "originalname", ""), None))
         code = getattr(func, "__code__", None)
@@ -360,13 +363,18 @@ class Reporter:
             why = self.origins.why_not(func)
         if why:
             _send(self, {"e": "check", "problems": [f"{pyfuncitem.nodeid}: the test function {why}"]})
-        # Wrapped by its file's decorators: the call may pass only if the test's own def ran to its end.
+        # Wrapped by its file's decorators: the call may pass only if the test's own def ran to its end, and so
+        # did every layer on the way (runner_origins.watch_returns says why both).
         stop = None
-        if code is not None and not why and getattr(obj, "__func__", obj) is not func:
-            stop = _watch_returns(code)
+        if code is not None and not why and len(chain) > 1:
+            stop = _watch_returns(code, *[layer.__code__ for layer in chain[:-1]])
         outcome = yield
-        if stop is not None and not stop() and getattr(outcome, "excinfo", None) is None:
-            why = f"is wrapped, and its own def (line {code.co_firstlineno}) did not run to its end"
+        missed = stop() if stop is not None else []
+        if missed and getattr(outcome, "excinfo", None) is None:
+            late = missed[0]
+            why = (f"is wrapped, and its own def (line {code.co_firstlineno}) did not run to its end" if late is code
+                   else f"is wrapped, and its layer {late.co_name} (line {late.co_firstlineno} of "
+                   f"{late.co_filename}) did not return")
             _send(self, {"e": "check", "problems": [f"{pyfuncitem.nodeid}: the test function {why}"]})
 
     def _not_its_def(self, file: str, within: str, func, code, _innermost=_innermost) -> str:

@@ -222,15 +222,37 @@ def plain_tests(paths) -> dict:
     return out
 
 
-def innermost(obj):
-    """The function under a bound method and ``functools.wraps`` layers (a test's decorators), or None."""
+def layers(obj) -> list:
+    """The functions a test's call goes through, from ``obj`` (under a bound method) in to the test's own
+    function, which is last (or whatever the chain ends on: a callable that is no function). Each layer leads
+    to the next by its ``__wrapped__`` (``functools.wraps``: ``mock.patch``, a project's own decorator) or, for
+    hypothesis's ``@given``, which sets no ``__wrapped__``, by its handle's ``inner_test``: ``given`` returns a
+    function of its own making (its code renamed after the test's file and line) whose ``.hypothesis`` handle
+    holds the test, called once per example, and which hypothesis documents for plugins to replace. Stopping
+    there would judge that function as the test (it is no code of the test file: every ``@given`` test would be
+    flagged). Following it grants a layer nothing that ``__wrapped__`` does not: either link is set by whoever
+    made the layer, which is why a wrapped call is watched (``watch_returns``)."""
+    chain = []
     for _ in range(20):
         obj = getattr(obj, "__func__", obj)
-        inner = getattr(obj, "__wrapped__", None) if isinstance(obj, _FunctionType) else None
-        if inner is None:
+        chain.append(obj)
+        if not isinstance(obj, _FunctionType):
+            break
+        inner = obj.__dict__.get("__wrapped__")
+        if inner is None and obj.__dict__.get("hypothesis") is not None:
+            try:
+                inner = getattr(obj.__dict__["hypothesis"], "inner_test", None)
+            except Exception:  # a handle's own attribute lookup is the project's code
+                inner = None
+        if inner is None or any(inner is layer for layer in chain):  # a layer that leads back: no further in
             break
         obj = inner
-    return obj
+    return chain
+
+
+def innermost(obj):
+    """The function under a bound method and its decorators' layers (``layers``): the test's own ``def``."""
+    return layers(obj)[-1]
 
 
 def shadowed(obj) -> list[str]:
@@ -257,18 +279,23 @@ def executing(multicall) -> list:
     return []
 
 
-def watch_returns(code):
-    """Watches ``code``'s frames, in this thread and in threads started from now on, for a normal return:
-    returns ``stop``, which puts back the profile functions it found and says whether one returned.
+def watch_returns(code, *outer):
+    """Watches the frames of ``code`` and of the layers' codes ``outer``, in this thread and in threads started
+    from now on, for a normal return: returns ``stop``, which puts back the profile functions it found and
+    returns the watched codes (``code`` first) none of whose frames returned.
 
-    Why. A test whose file wraps it (``mock.patch``, hypothesis's ``given``, a project's own decorator) is run
-    by pytest through its decorators' layers, and a layer planted around those looks just like them: following
-    ``__wrapped__`` reaches the test's own ``def`` whether or not anything calls it. What a planted layer cannot
-    fake is that the ``def`` ran to its end: it never calls it, or calls it and swallows its failure. A frame
-    that unwinds is told from one that returns by its last instruction (a return, not the raise or re-raise it
-    left from), and only a frame of that code can present one. On Python 3.7 (the oldest the runner runs on)
-    a ``return`` inside ``with`` or ``finally`` leaves through ``END_FINALLY``, as an exception does, so there
-    that instruction counts as a return: an exception leaving through a ``with`` or ``finally`` is not told
+    Why. A test whose file wraps it (``mock.patch``, hypothesis's ``given``, a project's own decorator) is run by
+    pytest through its decorators' layers, and a layer planted around those looks just like them: following the
+    chain (``layers``) reaches the test's own ``def`` whether or not anything calls it. What a planted layer cannot
+    fake is that the ``def`` ran to its end: it never calls it, or calls it and swallows its failure. A frame that
+    unwinds is told from one that returns by its last instruction (a return, not the raise or re-raise it left
+    from), and only a frame of that code can present one. The ``def`` alone is not enough: hypothesis calls it once
+    per example, and it returns on the examples the code under test gets right, so a planted layer that calls
+    ``given``'s layer and swallows the failure that one raises would pass. Every layer of the chain must return too:
+    a planted one calls the next, which (with the ``def`` failing) unwinds. An honest layer returns whenever the
+    test passes; a test that fails (or is marked xfail) is not judged here. On Python 3.7 (the oldest the runner
+    runs on) a ``return`` inside ``with`` or ``finally`` leaves through ``END_FINALLY``, as an exception does, so
+    there that instruction counts as a return: an exception leaving through a ``with`` or ``finally`` is not told
     apart."""
     import dis
     import threading
@@ -276,19 +303,25 @@ def watch_returns(code):
     ends = {dis.opmap[n] for n in ("RETURN_VALUE", "RETURN_CONST") if n in dis.opmap}
     if "BREAK_LOOP" in dis.opmap:  # Python < 3.8, where a return may leave through END_FINALLY
         ends.add(dis.opmap["END_FINALLY"])
-    raw, returned = code.co_code, []
+    watched = (code, *outer)
+    raws = {id(c): (c, c.co_code) for c in watched}  # the codes are kept alive by `watched`: ids stay theirs
+    returned: set = set()
 
-    def profile(frame, event, arg, code=code, raw=raw, ends=frozenset(ends)):
-        if event == "return" and frame.f_code is code and 0 <= frame.f_lasti < len(raw) and raw[frame.f_lasti] in ends:
-            returned.append(True)
+    def profile(frame, event, arg, raws=raws, ends=frozenset(ends)):
+        if event == "return":
+            c = frame.f_code
+            found = raws.get(id(c))
+            if found is not None and found[0] is c and 0 <= frame.f_lasti < len(found[1]) and (
+                    found[1][frame.f_lasti] in ends):
+                returned.add(id(c))
 
     before = sys.getprofile(), getattr(threading, "_profile_hook", None)
     sys.setprofile(profile)
     threading.setprofile(profile)
 
-    def stop() -> bool:
+    def stop() -> list:
         sys.setprofile(before[0])
         threading.setprofile(before[1])
-        return bool(returned)
+        return [c for c in watched if id(c) not in returned]
 
     return stop

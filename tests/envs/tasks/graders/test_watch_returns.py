@@ -1,7 +1,8 @@
 """``runner_origins.watch_returns`` under each interpreter the runner runs on (pyenv's 3.7-3.13, and this one):
-a frame of the watched code that returns counts, one that unwinds does not, nor a call that never reaches it.
-The grading path that uses it is proved end to end in test_redteam_round3.py; this pins the bytecode facts it
-rests on (which instruction a frame ends on) for every version, most of which no calc grade runs."""
+a frame of a watched code (the def, a layer) that returns counts, one that unwinds does not, nor a call that never
+reaches it. The grading path that uses it is proved end to end in test_redteam_round3.py (``mock.patch``) and
+test_watch_hypothesis.py (``@given``); this pins the bytecode facts it rests on (which instruction a frame ends
+on) for every version, most of which no calc grade runs."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def outcome(x, call=lambda f, x: f(x)):
         call(test, x)
     except AssertionError:
         pass
-    return stop()
+    return not stop()  # stop() lists the watched codes none of whose frames returned
 
 def in_thread(f, x):
     t = threading.Thread(target=lambda: f(x))
@@ -53,6 +54,21 @@ found["caught"] = outcome("caught")
 found["never called"] = outcome("return", lambda f, x: None)
 found["returns in a thread"] = outcome("return", in_thread)
 found["profile put back"] = sys.getprofile() is None and threading._profile_hook is None
+
+def layer(x):  # a decorator's layer: calls the test, which returns, then fails itself unless x == "return"
+    test("return")
+    assert x == "return"
+
+def layered(x):
+    stop = origins.watch_returns(test.__code__, layer.__code__)
+    try:
+        layer(x)
+    except AssertionError:
+        pass
+    return [c.co_name for c in stop()]
+
+found["layer returns"] = layered("return")
+found["layer unwinds"] = layered("fails")
 found["version"] = list(sys.version_info[:2])
 print(json.dumps(found))
 """
@@ -86,4 +102,7 @@ def test_a_return_counts_and_an_unwinding_or_a_missed_call_does_not(python, tmp_
         "never called": False,
         "returns in a thread": True,
         "profile put back": True,
+        # a layer is watched like the def: the one whose frames only unwound is named
+        "layer returns": [],
+        "layer unwinds": ["layer"],
     }, (python, found)
