@@ -13,6 +13,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from packaging.tags import sys_tags
+from packaging.utils import parse_wheel_filename
 from swebox.envs.sandbox import Layer, Sandbox, SandboxPolicy
 
 PYTEST = "pytest==8.4.2"
@@ -22,10 +24,19 @@ CACHED_WHEELS = Path(os.path.expanduser("~/.cache/swebox/test-wheels"))
 
 def wheels(requirements: list[str], *, deps: bool = True) -> Path:
     """A folder holding the wheels of ``requirements`` (name==version each; their dependencies too unless
-    ``deps`` is False): the machine's local wheel folder when it has them, else CACHED_WHEELS."""
+    ``deps`` is False): the machine's local wheel folder when it has them for this interpreter (its tags), else
+    CACHED_WHEELS."""
+
+    usable = set(sys_tags())  # a wheel of the right name and version built for another Python is no help
 
     def have(folder: Path) -> bool:
-        return all(any(folder.glob(f"{r.split('==')[0]}-{r.split('==')[1]}-*.whl")) for r in requirements)
+        return all(
+            any(
+                not usable.isdisjoint(parse_wheel_filename(p.name)[3])
+                for p in folder.glob(f"{r.split('==')[0]}-{r.split('==')[1]}-*.whl")
+            )
+            for r in requirements
+        )
 
     if have(LOCAL_WHEELS):
         return LOCAL_WHEELS
