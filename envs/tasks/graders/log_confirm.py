@@ -46,9 +46,11 @@ import dataclasses
 import secrets
 import shlex
 import time
+from collections.abc import Sequence
 
 from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy
-from swebox.envs.tasks.graders import grading, log_grading, log_parsers, rewrite_cache
+from swebox.envs.tasks.graders import confirm_options, grading, log_grading, log_parsers, rewrite_cache
+from swebox.envs.tasks.graders.diffs import changed_paths
 from swebox.envs.tasks.graders.junit import MISSING, TestResult
 from swebox.envs.tasks.graders.report import GradeReport, TestOutcome
 from swebox.envs.tasks.schema import Task
@@ -86,8 +88,9 @@ def interpreter(sb: Sandbox, task: Task, workdir: str) -> str:
     return path[0] if path and path[0].startswith("/") else ""
 
 
-def runner_task(task: Task, python: str) -> Task:
-    """The JUnit-graded task the confirmation runs: the F2P and P2P tests (their files, one run)."""
+def runner_task(task: Task, python: str, options: Sequence[str] = ()) -> Task:
+    """The JUnit-graded task the confirmation runs: the F2P and P2P tests (their files, one run), with
+    ``options`` (:func:`confirm_options.rerun_options`) before the runner's own (:func:`grading.pytest_args`)."""
     ids = (*task.FAIL_TO_PASS, *task.PASS_TO_PASS)
     files = tuple(dict.fromkeys(f for f in map(file_of_test, ids) if f))
     return Task(
@@ -96,7 +99,7 @@ def runner_task(task: Task, python: str) -> Task:
         FAIL_TO_PASS=task.FAIL_TO_PASS,
         PASS_TO_PASS=task.PASS_TO_PASS,
         test_files=files,
-        test_cmd=f"{python} -m pytest",
+        test_cmd=shlex.join([python, "-m", "pytest", *options]),
     )
 
 
@@ -119,12 +122,15 @@ def confirm(
             sb.exec(f"mkdir -p {workdir}/home", timeout=30)
             python = interpreter(sb, task, workdir)
             before = grading.untracked(sb)
+            ini = confirm_options.read_ini_files(sb)  # the record's config, before the diff can change it
             if not python:
                 found.errors.append("no python on the log run's PATH to run pytest with")
             elif grading.apply_agent_diff(sb, task, agent_diff, workdir, found):
                 grading.restore_protected(sb, task, before, found)
                 grading.apply_test_patch(sb, task, workdir, found)
-                rerun = runner_task(task, python)
+                patched = patched_ini(task)  # read again as test_patch leaves them (or drops them)
+                ini = {k: v for k, v in ini.items() if k not in patched} | confirm_options.read_ini_files(sb, patched)
+                rerun = runner_task(task, python, confirm_options.rerun_options(task.test_cmd, ini))
                 results = grading.run_pytest(sb, rerun, workdir, timeout, found, cache if python == expected else None)
                 grading.score(rerun, found, results)
                 recover_cut_ids(task, found, results)
@@ -132,6 +138,12 @@ def confirm(
             found.errors.append(f"stopped by what the diff or its code did: {type(exc).__name__}: {exc}")
     _fold(task, report, found)
     report.durations["confirm"] = time.monotonic() - started
+
+
+def patched_ini(task: Task) -> tuple[str, ...]:
+    """The root config files test_patch writes (protected: restored, then patched, before they are read)."""
+    written = set(changed_paths(task.test_patch))
+    return tuple(name for name in confirm_options.INI_FILES if name in written)
 
 
 def cut_statuses(parser: str, results: dict[Key, TestResult]) -> dict[str, str]:
