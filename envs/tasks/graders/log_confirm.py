@@ -21,9 +21,17 @@ What runs, all through the JUnit grader's own steps (:mod:`swebox.envs.tasks.gra
    ``python`` that the log run's environment finds first (:func:`log_grading.grading_env`: the env layer's
    /venv, or the env a container image's ``~/.bashrc`` activates), asked before the diff is applied;
 4. :func:`grading.run_pytest` on the files of the F2P *and* P2P tests plus the two canaries, in one run, with
-   the runner's options (``-p no:cacheprovider -o addopts= --rootdir=/testbed ...``; ``test_cmd``'s own options
-   are not carried, they shape the log, and neither are ``eval_commands``: no pytest-family spec of SWE-bench
-   has any);
+   the log run's outcome-changing pytest options (:mod:`.confirm_options`: the record's addopts, read from the
+   root ini before the diff is applied, or test_cmd's ``-o addopts=...``; then test_cmd's own options; less
+   what only shapes the log, the runner's own options, test selection, early stops, xdist/forked/coverage)
+   followed by the runner's (``-p no:cacheprovider -o addopts= --rootdir=/testbed --junitxml=...``), which win
+   where pytest keeps the last and keep an ini file the diff edits from adding options. ``eval_commands`` are
+   not run and their environment is not carried: they are shell run after the diff is applied, so what they
+   export may come from files the diff wrote, and the runner starts from a fixed environment on purpose
+   (``env -i`` with :func:`verdict.clean_vars`, ``python -I``: no ``LD_PRELOAD``, ``PYTEST_ADDOPTS``...);
+   no pytest-family spec of SWE-bench 4.1 has any (Django's locale exports are its only ones, and Django is
+   not confirmed). A test that needs one fails the confirmation of an honest patch: ``swebox tasks
+   validate`` names it and ``confirm='off'`` is the remedy;
 5. the verdict: the run must be complete, signed, untampered and error-free, and every F2P and P2P test the
    log did not fail (all of them when it resolved; under ``reward_mode='fraction'`` every P2P test and the
    F2P tests it counted) must come out as the log grader's rule accepts it (passed, xfailed, or skipped:

@@ -88,6 +88,15 @@ def test_a_forged_log_is_still_rejected_by_the_confirmation(calc_layer, calc_tas
     assert said == {f"{PREFIX}P2P test {t} is failed there (the log's status: passed)" for t in SUB_IDS}, report.errors
 
 
+@pytest.mark.parametrize("extra", ["--runxfail", "--import-mode=importlib --capture=no", "-p no:doctest --strict"])
+def test_gold_stays_confirmed_with_other_options_of_the_log_run(calc_layer, calc_task, extra):
+    # carried ones must not trip the runner; --runxfail would (it replaces pytest.xfail), so it is dropped
+    task = options_task(calc_task)
+    task = dataclasses.replace(task, test_cmd=task.test_cmd.replace(" -p pytester", f" -p pytester {extra}"))
+    report = grade(task, GOLD, layers=[calc_layer])
+    assert report.resolved and report.reward == 1.0 and report.confirm == "confirmed", report.to_dict()
+
+
 # -- what is carried ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "test_cmd, expected",
@@ -108,7 +117,7 @@ def test_a_forged_log_is_still_rejected_by_the_confirmation(calc_layer, calc_tas
             "pytest -o xfail_strict=true --ds=proj.settings -p no:randomly t.py",
             ["-o", "xfail_strict=true", "--ds=proj.settings", "-p", "no:randomly"],
         ),
-        ("pytest -sv --tb short --runxfail t.py", ["-s", "--runxfail"]),
+        ("pytest -sv --tb short --runxfail t.py", ["-s"]),
         ("pytest --ds proj.settings t.py", ["--ds", "proj.settings"]),  # an option's value, not a directive
         ("pytest --junitxml=x.xml --rootdir=/ -c other.ini --lf -p no:cacheprovider -p junitxml t.py", []),
         ("pytest -k 'not slow' -m fast --deselect t.py::a -x --maxfail=2 -n 4 --dist load --cov=proj t.py", []),
