@@ -8,22 +8,23 @@ what the log run had, minus what only shapes the log or would fight the runner:
 
 - **test_cmd's options** (the record's, fixed before any agent acts) when test_cmd is a pytest command
   (``pytest ...``, ``py.test ...``, ``<python> -m pytest ...``); a command of another shape (``tox ... --``,
-  ``a && b``, ``VAR=x pytest``) carries nothing: its pytest options are not in the record's text.
+  ``a && b``, ``VAR=x pytest``) carries only the ini's addopts: its pytest options are not in its own words.
 - **the ini's addopts as the record has them**, never the agent's: read before the diff is applied (the
   base commit's file; after ``test_patch`` when test_patch writes that file, as the log run reads it), from
   the file pytest itself would choose at /testbed, the rerun's rootdir (:func:`ini_addopts`). The runner still
   passes ``-o addopts=``, so an ini file the diff edits adds nothing; a ``-o addopts=...`` in test_cmd replaces
   the ini's value, as it does in the log run.
 
-Dropped (:func:`carried`): positional arguments (the test directives: the rerun names its own files), options
-that only shape the log (``-r``, ``-v``, ``-q``, ``--tb``, ``--color``, ``--no-header``, ``--durations``,
-``-o console_output_style=...``, ...), the runner's own (``--junitxml``, ``--rootdir``, ``-c``, the cache
-provider and what needs it, ``-o junit_*``/``cache_dir``), test selection (``-k``, ``-m``, ``--deselect``,
-``--ignore``: they only remove tests, the F2P and P2P tests were selected in the log run by definition, and
-the runner's canaries must not be removed), early stops (``-x``, ``--maxfail``: the rerun runs other tests of
-the files too) and execution shapes that the runner does not host (xdist's ``-n``/``--dist``, ``--forked``,
-coverage's ``--cov...``). Everything else is carried, before the runner's hardening, so the runner's own
-options win where pytest keeps the last.
+Dropped (:func:`carried`): positional arguments (the test directives: the rerun names its own files),
+options that only shape the log (``-r``, ``-v``, ``-q``, ``--tb``, ``--color``, ``--no-header``,
+``--durations``, ``-o console_output_style=...``, ...), the runner's own (``--junitxml``, ``--rootdir``,
+``-c``, the cache provider and what needs it, ``-o junit_*``/``cache_dir``, ``--runxfail``:
+:data:`RUNNER_OWNED`), test selection (``-k``, ``-m``, ``--deselect``, ``--ignore``: they only remove tests,
+the F2P and P2P tests were selected in the log run by definition, and the runner's canaries must not be
+removed), early stops (``-x``, ``--maxfail``: the rerun runs other tests of the files too) and execution
+shapes that the runner does not host (xdist's ``-n``/``--dist``, ``--forked``, coverage's ``--cov...``).
+Everything else is carried, before the runner's hardening, so the runner's own options win where pytest
+keeps the last.
 """
 
 from __future__ import annotations
@@ -114,7 +115,7 @@ def _split(words: list[str]) -> list[tuple[str, str | None, list[str]]]:
             if eq:
                 out.append((name, value, [word]))
             elif i < len(words) and not words[i].startswith("-") and name not in KNOWN_FLAGS:
-                out.append((name, words[i], [word, words[i]]))  # its value (KNOWN_FLAGS)
+                out.append((name, words[i], [word, words[i]]))  # not a known flag: the word is its value
                 i += 1
             else:
                 out.append((name, None, [word]))
