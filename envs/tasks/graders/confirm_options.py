@@ -11,9 +11,10 @@ what the log run had, minus what only shapes the log or would fight the runner:
   ``a && b``, ``VAR=x pytest``) carries only the ini's addopts: its pytest options are not in its own words.
 - **the ini's addopts as the record has them**, never the agent's: read before the diff is applied (the
   base commit's file; after ``test_patch`` when test_patch writes that file, as the log run reads it), from
-  the file pytest itself would choose at /testbed, the rerun's rootdir (:func:`ini_addopts`). The runner still
-  passes ``-o addopts=``, so an ini file the diff edits adds nothing; a ``-o addopts=...`` in test_cmd replaces
-  the ini's value, as it does in the log run.
+  the file pytest itself would choose at /testbed, the rerun's rootdir (:func:`ini_addopts`). A diff's sections
+  on config files are dropped by the diff filter in both runs anyway (``diffs.TEST_CONFIG_FILES``), and the
+  runner still passes ``-o addopts=``, so nothing else reaches the rerun as addopts; a ``-o addopts=...`` in
+  test_cmd replaces the ini's value, as it does in the log run.
 
 Dropped (:func:`carried`): positional arguments (the test directives: the rerun names its own files),
 options that only shape the log (``-r``, ``-v``, ``-q``, ``--tb``, ``--color``, ``--no-header``,
@@ -41,8 +42,9 @@ def _words(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-INI_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
-"""pytest's config files in the order it tries them in a folder (the first that has its section wins)."""
+INI_FILES = ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+"""pytest's config files in the order it tries them in a folder (the first that has its section wins;
+``pytest.toml`` since pytest 9.0, ``pyproject.toml`` since 6.0)."""
 MAX_INI_BYTES = 1 << 20
 SHELL_WORDS = frozenset({"&&", "||", ";", "|", "&", ">", ">>", "<", "2>&1"})
 """Tokens that make test_cmd more than one pytest command: its options are then not read."""
@@ -164,31 +166,45 @@ def addopts_override(words: list[str]) -> str | None:
 
 def ini_addopts(files: dict[str, str]) -> str:
     """The addopts of the config file pytest chooses among ``files`` (name -> text, the ones of /testbed that
-    exist), '' when it has none: pytest.ini always; pyproject.toml, tox.ini, setup.cfg with their section."""
+    exist), '' when it has none: pytest.toml and pytest.ini always (even empty); pyproject.toml, tox.ini and
+    setup.cfg when they have pytest's section."""
     for name in INI_FILES:
         if name not in files:
             continue
-        text = files[name]
-        if name == "pyproject.toml":
-            try:
-                section = tomllib.loads(text).get("tool", {}).get("pytest", {}).get("ini_options")
-            except tomllib.TOMLDecodeError:
-                continue  # pytest would stop on it; the log run then had no tests to reward
+        if name.endswith(".toml"):
+            section = _toml_section(name, files[name])
             if section is None:
                 continue
             value = section.get("addopts", "")
             return " ".join(shlex.quote(str(v)) for v in value) if isinstance(value, list) else str(value)
         parser = configparser.RawConfigParser(strict=False, interpolation=None)
         try:
-            parser.read_string(text)
+            parser.read_string(files[name])
         except configparser.Error:
-            continue
-        wanted = {"pytest.ini": "pytest", ".pytest.ini": "pytest", "tox.ini": "pytest", "setup.cfg": "tool:pytest"}
-        if parser.has_section(wanted[name]):
-            return " ".join(parser.get(wanted[name], "addopts", fallback="").split("\n")).strip()
+            continue  # pytest would stop on it; the log run then had no tests to reward
+        wanted = "tool:pytest" if name == "setup.cfg" else "pytest"
+        if parser.has_section(wanted):
+            return " ".join(parser.get(wanted, "addopts", fallback="").split("\n")).strip()
         if name in ("pytest.ini", ".pytest.ini"):
             return ""  # a pytest.ini is pytest's config file even without its section
     return ""
+
+
+def _toml_section(name: str, text: str) -> dict | None:
+    """pytest's table of a TOML config file: ``[pytest]`` of pytest.toml ({} when absent: the file still
+    wins), ``[tool.pytest.ini_options]`` or pytest 9's ``[tool.pytest]`` of pyproject.toml; None: not pytest's."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return None
+    if name != "pyproject.toml":
+        table = data.get("pytest", {})
+        return table if isinstance(table, dict) else {}
+    tool = data.get("tool", {}).get("pytest")
+    if not isinstance(tool, dict):
+        return None
+    legacy = tool.get("ini_options")
+    return legacy if isinstance(legacy, dict) else tool
 
 
 def rerun_options(test_cmd: str, ini_files: dict[str, str]) -> list[str]:

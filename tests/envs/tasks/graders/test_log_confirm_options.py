@@ -150,6 +150,9 @@ def test_the_ini_s_addopts_come_first_and_test_cmd_s_override_replaces_them():
         ({"tox.ini": "[tox]\nenvlist = py\n", "setup.cfg": INI["setup.cfg"]}, "-p pytester --color=yes -rN"),
         ({"setup.cfg": "[flake8]\nmax-line-length = 99\n"}, ""),
         ({}, ""),
+        ({"pytest.toml": "[pytest]\naddopts = ['-p', 'f']\n", "pytest.ini": "[pytest]\naddopts = -p a\n"}, "-p f"),
+        ({".pytest.toml": "", "setup.cfg": INI["setup.cfg"]}, ""),  # pytest 9: it wins even when empty
+        ({"pyproject.toml": "[tool.pytest]\naddopts = ['-p', 'g']\n", "setup.cfg": INI["setup.cfg"]}, "-p g"),
     ],
 )
 def test_the_ini_pytest_chooses_at_the_root(files, expected):
@@ -160,3 +163,38 @@ def test_the_rerun_task_takes_the_options_before_the_runner_s_hardening():
     rerun = runner_task(calc_log_task(calc_task()), "/venv/bin/python", ["-p", "pytester", "-W", "error::UserWarning"])
     assert rerun.test_cmd == "/venv/bin/python -m pytest -p pytester -W error::UserWarning"
     assert rerun.pytest_options == ["-p", "pytester", "-W", "error::UserWarning"]
+
+
+# -- the root ini's addopts are the record's ---------------------------------------------------------------
+# A task whose log run reads calc's own pytest.ini (no -o addopts= in test_cmd, no test_patch hunk on it). Its
+# F2P test has no 'add' in its name, so calc's `-k 'not add'` keeps it in the log run; the rerun drops -k.
+PLUS_TEST = "from calc.ops import add\n\n\ndef test_plus():\n    assert add(2, 3) == 5\n"
+# a diff may not change what the rerun reads: its config-file sections are dropped (diffs.TEST_CONFIG_FILES),
+# and the rerun reads the config before the diff is applied anyway
+INI_EDIT = (
+    "diff --git a/pytest.ini b/pytest.ini\n--- a/pytest.ini\n+++ b/pytest.ini\n@@ -1,2 +1,2 @@\n [pytest]\n"
+    "-addopts = -k 'not add'\n+addopts = -k 'not add' -p calc.fixplugin\n"
+)
+
+
+def plus_task(calc_task):
+    base = calc_log_task(calc_task)
+    return dataclasses.replace(
+        base,
+        instance_id="calc-plus",
+        test_cmd="/venv/bin/python -m pytest -rA --tb=no -p no:cacheprovider tests/test_ops.py tests/test_plus.py",
+        test_patch=new_file("tests/test_plus.py", PLUS_TEST),
+        FAIL_TO_PASS=("tests/test_plus.py::test_plus",),
+    )
+
+
+def test_the_base_ini_s_selection_is_not_carried_and_gold_is_confirmed(calc_layer, calc_task):
+    report = grade(plus_task(calc_task), GOLD, layers=[calc_layer])
+    assert report.resolved and report.reward == 1.0 and report.confirm == "confirmed", report.to_dict()
+    assert not grade(plus_task(calc_task), "", layers=[calc_layer]).resolved
+
+
+def test_a_diff_s_config_edit_reaches_neither_run(calc_layer, calc_task):
+    report = grade(plus_task(calc_task), GOLD + INI_EDIT, layers=[calc_layer])
+    assert report.dropped == [("pytest.ini", "test configuration: pytest.ini")], report.to_dict()
+    assert report.resolved and report.confirm == "confirmed", report.to_dict()
