@@ -26,7 +26,8 @@ The shared steps (any grader kind): :func:`apply_agent_diff`, :func:`restore_pro
 Steps 1-3 are shared by every grader kind. Tasks with ``grader='log'`` (the SWE-bench family) replace steps
 4-5 with the repository's test command read by SWE-bench's log parser (:mod:`swebox.envs.tasks.graders.log_grading`);
 a log verdict that earns a reward is then confirmed, when ``Task.confirm_mode`` says 'runner', by steps 1-5 once
-more for the F2P and P2P tests in a second fresh sandbox (:mod:`swebox.envs.tasks.graders.log_confirm`).
+more for the F2P and P2P tests in a second fresh sandbox (:mod:`swebox.envs.tasks.graders.log_confirm`), with the
+log run's outcome-changing pytest options first (:mod:`swebox.envs.tasks.graders.confirm_options`).
 A non-empty ``Task.expected_status`` must match in both. Tasks with ``grader='harbor'`` (Harbor task folders)
 replace them with the task's ``tests/test.sh`` and the reward file it writes
 (:mod:`swebox.envs.tasks.harbor_format.verify`).

@@ -21,9 +21,17 @@ What runs, all through the JUnit grader's own steps (:mod:`swebox.envs.tasks.gra
    ``python`` that the log run's environment finds first (:func:`log_grading.grading_env`: the env layer's
    /venv, or the env a container image's ``~/.bashrc`` activates), asked before the diff is applied;
 4. :func:`grading.run_pytest` on the files of the F2P *and* P2P tests plus the two canaries, in one run, with
-   the runner's options (``-p no:cacheprovider -o addopts= --rootdir=/testbed ...``; ``test_cmd``'s own options
-   are not carried, they shape the log, and neither are ``eval_commands``: no pytest-family spec of SWE-bench
-   has any);
+   the log run's outcome-changing pytest options (:mod:`.confirm_options`: the record's addopts, read from the
+   root ini before the diff is applied, or test_cmd's ``-o addopts=...``; then test_cmd's own options; less
+   what only shapes the log, the runner's own options, test selection, early stops, xdist/forked/coverage)
+   followed by the runner's (``-p no:cacheprovider -o addopts= --rootdir=/testbed --junitxml=...``), which win
+   where pytest keeps the last and keep an ini file the diff edits from adding options. ``eval_commands`` are
+   not run and their environment is not carried: they are shell run after the diff is applied, so what they
+   export may come from files the diff wrote, and the runner starts from a fixed environment on purpose
+   (``env -i`` with :func:`verdict.clean_vars`, ``python -I``: no ``LD_PRELOAD``, ``PYTEST_ADDOPTS``...);
+   no pytest-family spec of SWE-bench 4.1 has any (Django's locale exports are its only ones, and Django is
+   not confirmed). A test that needs one fails the confirmation of an honest patch: ``swebox tasks
+   validate`` names it and ``confirm='off'`` is the remedy;
 5. the verdict: the run must be complete, signed, untampered and error-free, and every F2P and P2P test the
    log did not fail (all of them when it resolved; under ``reward_mode='fraction'`` every P2P test and the
    F2P tests it counted) must come out as the log grader's rule accepts it (passed, xfailed, or skipped:
@@ -46,9 +54,11 @@ import dataclasses
 import secrets
 import shlex
 import time
+from collections.abc import Sequence
 
 from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy
-from swebox.envs.tasks.graders import grading, log_grading, log_parsers, rewrite_cache
+from swebox.envs.tasks.graders import confirm_options, grading, log_grading, log_parsers, rewrite_cache
+from swebox.envs.tasks.graders.diffs import changed_paths
 from swebox.envs.tasks.graders.junit import MISSING, TestResult
 from swebox.envs.tasks.graders.report import GradeReport, TestOutcome
 from swebox.envs.tasks.schema import Task
@@ -86,8 +96,9 @@ def interpreter(sb: Sandbox, task: Task, workdir: str) -> str:
     return path[0] if path and path[0].startswith("/") else ""
 
 
-def runner_task(task: Task, python: str) -> Task:
-    """The JUnit-graded task the confirmation runs: the F2P and P2P tests (their files, one run)."""
+def runner_task(task: Task, python: str, options: Sequence[str] = ()) -> Task:
+    """The JUnit-graded task the confirmation runs: the F2P and P2P tests (their files, one run), with
+    ``options`` (:func:`confirm_options.rerun_options`) before the runner's own (:func:`grading.pytest_args`)."""
     ids = (*task.FAIL_TO_PASS, *task.PASS_TO_PASS)
     files = tuple(dict.fromkeys(f for f in map(file_of_test, ids) if f))
     return Task(
@@ -96,7 +107,7 @@ def runner_task(task: Task, python: str) -> Task:
         FAIL_TO_PASS=task.FAIL_TO_PASS,
         PASS_TO_PASS=task.PASS_TO_PASS,
         test_files=files,
-        test_cmd=f"{python} -m pytest",
+        test_cmd=shlex.join([python, "-m", "pytest", *options]),
     )
 
 
@@ -119,12 +130,15 @@ def confirm(
             sb.exec(f"mkdir -p {workdir}/home", timeout=30)
             python = interpreter(sb, task, workdir)
             before = grading.untracked(sb)
+            ini = confirm_options.read_ini_files(sb)  # the record's config, before the diff can change it
             if not python:
                 found.errors.append("no python on the log run's PATH to run pytest with")
             elif grading.apply_agent_diff(sb, task, agent_diff, workdir, found):
                 grading.restore_protected(sb, task, before, found)
                 grading.apply_test_patch(sb, task, workdir, found)
-                rerun = runner_task(task, python)
+                patched = patched_ini(task)  # read again as test_patch leaves them (or drops them)
+                ini = {k: v for k, v in ini.items() if k not in patched} | confirm_options.read_ini_files(sb, patched)
+                rerun = runner_task(task, python, confirm_options.rerun_options(task.test_cmd, ini))
                 results = grading.run_pytest(sb, rerun, workdir, timeout, found, cache if python == expected else None)
                 grading.score(rerun, found, results)
                 recover_cut_ids(task, found, results)
@@ -132,6 +146,12 @@ def confirm(
             found.errors.append(f"stopped by what the diff or its code did: {type(exc).__name__}: {exc}")
     _fold(task, report, found)
     report.durations["confirm"] = time.monotonic() - started
+
+
+def patched_ini(task: Task) -> tuple[str, ...]:
+    """The root config files test_patch writes (protected: restored, then patched, before they are read)."""
+    written = set(changed_paths(task.test_patch))
+    return tuple(name for name in confirm_options.INI_FILES if name in written)
 
 
 def cut_statuses(parser: str, results: dict[Key, TestResult]) -> dict[str, str]:
