@@ -24,7 +24,7 @@ import shlex
 from dataclasses import dataclass
 
 from swebox.envs.sandbox import Sandbox, SandboxPolicy
-from swebox.envs.tasks.graders.diffs import parse_diff
+from swebox.envs.tasks.graders.diff_parse import parse_diff
 from swebox.envs.tasks.schema import Task
 from swebox.envs.tasks.testids import file_of_test
 

@@ -6,7 +6,8 @@ Knows nothing of RL or tasks; imports nothing else of swebox. See docs/sandbox.m
 from .closer import wait_for_closes
 from .layers import Layer
 from .policy import SandboxError, SandboxPolicy
-from .sandbox import ExecResult, Sandbox
+from .sandbox import Sandbox
+from .shell_session import ExecResult
 from .usage import Usage
 
 __all__ = ["ExecResult", "Layer", "Sandbox", "SandboxError", "SandboxPolicy", "Usage", "wait_for_closes"]

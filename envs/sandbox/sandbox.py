@@ -2,7 +2,8 @@
 
 The host side of the mechanism. It has the zygote fork nsinit (the process that owns the namespaces and mounts,
 csrc/nsinit.c) with the command line nsinit_args.py builds, writes its id maps, hands it id-mapped lower layers,
-and talks to the shell session's supervisor.
+and talks to the shell session's supervisor through a ShellSession (shell_session.py); it owns the lifecycle
+(start, reset, close, and the cleanup of a start that failed half-way) and the host's view of the files.
 Thread-safe per instance: SkyRL runs env calls in a thread pool.
 """
 
@@ -13,10 +14,8 @@ import itertools
 import os
 import socket
 import threading
-import time
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from . import closer, hostfs, hostrun, idmap, nsinit_args, protocol, rootfs, snapcopy, spawner, uidslots, workdirs
@@ -24,32 +23,16 @@ from .layers import Layer
 from .limits import Limits, pid_namespace, sweep_stale_cgroups
 from .policy import SandboxError, SandboxPolicy
 from .probe import choose_backend
+from .shell_session import STARTUP_TIMEOUT_S, ExecResult, ShellSession, recv_checked
 from .usage import Usage, read_usage
 from .usage import reset_peak as reset_usage_peak
 from .usernet import UserNet
 
 CGROUP_PREFIX = "swebox-"
-STARTUP_TIMEOUT_S = 60.0
 MAX_READ_BYTES = 256 * 1024 * 1024
 MB = 1024 * 1024
 _counter = itertools.count()
 _swept: set[str] = set()
-
-
-@dataclass
-class ExecResult:
-    """What one command did."""
-
-    output: str
-    """stdout and stderr interleaved, invalid UTF-8 replaced; head and tail kept when over the limit."""
-    exit_code: int | None
-    """The command's exit status; None when it timed out or the shell died under it."""
-    timed_out: bool
-    """The command hit its wall-clock limit and its processes were killed."""
-    truncated: bool
-    """The output was longer than the policy's max_output_bytes; the middle was cut."""
-    duration_s: float
-    """Wall-clock seconds from sending the command to its end."""
 
 
 class Sandbox:
@@ -70,9 +53,7 @@ class Sandbox:
         self._state = "new"
         self._proc: spawner.Child | None = None
         self._ctl: socket.socket | None = None
-        self._session: socket.socket | None = None
-        self._upper = ""
-        self._session_pid = 0
+        self._shell: ShellSession | None = None  # the current shell session; made with the control socket
         self._dir = ""
         self._dir_lock = -1
         self._limits: Limits | None = None
@@ -181,7 +162,7 @@ class Sandbox:
         )
         host_end.settimeout(STARTUP_TIMEOUT_S)
         if not self._rootless:  # nsinit's user namespace exists: we write its maps (rootless, it maps itself)
-            reply = self._recv(host_end, "the sandbox did not start")
+            reply = recv_checked(host_end, "the sandbox did not start")
             if reply.get("op") != "userns_ready":
                 raise SandboxError(f"the sandbox did not start: expected its user namespace, found {reply}")
             assert self._slot is not None  # acquired above: a sandbox that is not rootless has a block of ids
@@ -194,7 +175,8 @@ class Sandbox:
                 for fd in fds:
                     os.close(fd)
         # nsinit mounts the root and starts the first session without being asked
-        self._take_session(
+        self._shell = ShellSession(host_end, limits.enforced_by)  # before take(): its socket closes with ours
+        self._shell.take(
             "the sandbox did not start",
             "; see docs/sandbox.md for the host features each backend needs, or try SandboxPolicy(backend='extract')",
         )
@@ -204,60 +186,21 @@ class Sandbox:
         if self.policy.network == "user":  # attached to nsinit's network namespace before the first command
             self._net = UserNet(proc.pid, self.policy)
 
-    def _recv(self, sock: socket.socket, doing: str) -> dict:
-        try:
-            reply, fds = protocol.recv(sock)
-        except (protocol.ProtocolError, OSError) as exc:
-            raise SandboxError(f"{doing}: the sandbox process went away ({exc})") from None
-        for fd in fds:
-            os.close(fd)
-        if "error" in reply:
-            raise SandboxError(f"{doing}: {reply['error']}")
-        return reply
-
     def _started(self) -> tuple[spawner.Child, socket.socket, Limits]:
         """nsinit, its control socket and its limits: every started sandbox has them (start() made them)."""
         assert self._proc is not None and self._ctl is not None and self._limits is not None, "not started"
         return self._proc, self._ctl, self._limits
 
-    def _live_session(self) -> socket.socket:
-        """The shell session's socket; a running sandbox always has one (_require_running checked the state)."""
-        assert self._session is not None, "no shell session"
-        return self._session
-
-    def _new_session(self, request: dict) -> None:
-        protocol.send(self._started()[1], request)
-        self._take_session(request["op"])
-
-    def _take_session(self, doing: str, hint: str = "") -> None:
-        """Receive a new shell session from nsinit and wait until it is ready; errors say `doing` and `hint`."""
-        try:
-            reply, fds = protocol.recv(self._started()[1])
-        except (protocol.ProtocolError, OSError) as exc:
-            raise SandboxError(f"{doing}: the sandbox process went away ({exc})") from None
-        if "error" in reply or not fds:
-            for fd in fds:
-                os.close(fd)
-            raise SandboxError(f"{doing}: {reply.get('error', 'no session was started')}{hint}")
-        if self._session is not None:
-            self._session.close()
-        self._session = session = socket.socket(fileno=fds[0])
-        session.settimeout(STARTUP_TIMEOUT_S)
-        # the supervisor says when it has pivoted into the sandbox's root: until then its /proc/PID/root
-        # is still the host's, and host-side file helpers must not use it
-        ready = self._recv(session, f"{doing}: starting the shell session")
-        # what the supervisor actually installed (or why nothing), not what the policy asked for
-        self._started()[2].enforced_by["syscalls"] = ready.get("seccomp", "unknown")
-        self._upper = reply["upper"]
-        self._session_pid = reply["pid"]
-        for fd in fds[1:]:
-            os.close(fd)
+    def _live_shell(self) -> ShellSession:
+        """The shell session; a running sandbox always has one (_require_running checked the state)."""
+        assert self._shell is not None, "no shell session"
+        return self._shell
 
     def reset(self) -> None:
         """Back to exactly the layers' state: the writable layer is dropped and every process is gone."""
         with self._lock:
             self._require_running("reset")
-            self._new_session({"op": "reset"})
+            self._live_shell().renew({"op": "reset"})
 
     def close(self, wait: bool = True) -> None:
         """Stop everything and remove every trace; safe to call twice.
@@ -277,9 +220,9 @@ class Sandbox:
 
     def _hang_up(self) -> None:
         """Close both sockets: nsinit and the session take that as the order to stop."""
-        if self._session is not None:
-            self._session.close()
-            self._session = None
+        if self._shell is not None:
+            self._shell.close()
+            self._shell = None
         if self._ctl is not None:
             try:
                 protocol.send(self._ctl, {"op": "close"})
@@ -319,31 +262,7 @@ class Sandbox:
             raise SandboxError(f"exec(timeout={timeout}): expected a positive number of seconds")
         with self._lock:
             self._require_running("exec")
-            started = time.monotonic()
-            try:
-                session = self._live_session()
-                protocol.send(session, {"op": "exec", "command": command, "timeout": timeout})
-                session.settimeout(timeout + 30.0)
-                reply, output = protocol.recv_reply(session, "output_bytes")
-            except (protocol.ProtocolError, OSError) as exc:
-                # the supervisor itself died (e.g. chosen by the OOM killer): new shell, same files
-                self._new_session({"op": "session"})
-                return ExecResult(
-                    f"[swebox: the sandbox's shell session died ({exc}); a new one was started on the same files]\n",
-                    None,
-                    False,
-                    False,
-                    time.monotonic() - started,
-                )
-            if "error" in reply:
-                raise SandboxError(f"exec: {reply['error']}")
-            return ExecResult(
-                output.decode("utf-8", "replace"),
-                reply["exit_code"],
-                reply["timed_out"],
-                reply["truncated"],
-                reply["duration_s"],
-            )
+            return self._live_shell().exec(command, timeout)
 
     def run(
         self,
@@ -361,22 +280,12 @@ class Sandbox:
             raise SandboxError(f"run(timeout={timeout}, max_stdout={max_stdout}): expected positive numbers")
         with self._lock:
             self._require_running("run")
-            try:
-                session = self._live_session()
-                protocol.send(session, hostrun.request(command, timeout, max_stdout, quiesce, freeze))
-                session.settimeout(timeout + 30.0)
-                reply, output = protocol.recv_reply(session, "output_bytes")
-            except (protocol.ProtocolError, OSError) as exc:
-                self._new_session({"op": "session"})  # the files are still there; the host's command is not done
-                raise SandboxError(f"run: the sandbox's shell session died ({exc}); a new one was started") from None
-            if "error" in reply:
-                raise SandboxError(reply["error"])
-            return hostrun.result(reply, output)
+            return self._live_shell().run(command, timeout, max_stdout, quiesce, freeze)
 
     # -- files --------------------------------------------------------------------------------------------
     def _root_view(self) -> str:
         """The session's root as the host reaches it: the sandbox's own view, read-only binds included."""
-        return f"/proc/{self._session_pid}/root"
+        return f"/proc/{self._live_shell().pid}/root"
 
     def read_file(self, path: str, max_bytes: int = MAX_READ_BYTES) -> bytes:
         """Read a file as the sandbox sees it; links never lead out of the sandbox."""
@@ -409,7 +318,7 @@ class Sandbox:
             # what the writable layer (a tmpfs of that size and nr_inodes; extract: no delta, the whole private
             # copy is the state) can hold: a snapshot never adds more to the host's disk and inodes
             cap, entries = self._upper_size_mb * MB, self._upper_inodes
-            source = f"/proc/{self._started()[0].pid}/root{self._upper}"
+            source = f"/proc/{self._started()[0].pid}/root{self._live_shell().upper}"
             base, count = (os.getuid(), 1) if self._rootless else (self.host_uid, self.policy.uid_count)
             try:
                 snapcopy.copy_tree(source, target, base, count, cap, entries)
@@ -446,7 +355,8 @@ class Sandbox:
         with self._lock:
             self._require_running("usage")
             proc, _, limits = self._started()
-            upper = f"/proc/{proc.pid}/root{self._upper}" if self._upper else ""
+            shell = self._live_shell()
+            upper = f"/proc/{proc.pid}/root{shell.upper}" if shell.upper else ""
             found = read_usage(list(limits.cgroup_dirs), proc.pid, upper)
             if reset_peak:
                 reset_usage_peak(list(limits.cgroup_dirs))

@@ -25,7 +25,7 @@ from swebox.envs.cache.checkout import CheckoutSpec
 from swebox.envs.cache.spec import EnvSpec
 from swebox.envs.tasks import adapters_multi
 from swebox.envs.tasks.adapters_r2e import from_r2e
-from swebox.envs.tasks.graders.diffs import reverse_diff
+from swebox.envs.tasks.graders.diff_reverse import reverse_diff
 from swebox.envs.tasks.recipes import Recipe, swebench_recipe, system_metadata
 from swebox.envs.tasks.recipes_multilingual import custom_test_cmd
 from swebox.envs.tasks.recipes_swesmith import swesmith_recipe

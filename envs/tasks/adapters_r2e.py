@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from swebox.envs.cache.spec import EnvSpec
-from swebox.envs.tasks.graders.diffs import diff_lines
+from swebox.envs.tasks.graders.diff_parse import diff_lines
 from swebox.envs.tasks.recipes import system_metadata, user_recipe
 from swebox.envs.tasks.rows import extra, id_list, loads
 from swebox.envs.tasks.schema import TaskError

@@ -24,7 +24,8 @@ import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from swebox.envs.tasks.graders.diffs import FilePatch, FilteredDiff, parse_diff, protected_reason, special_mode
+from swebox.envs.tasks.graders.diff_parse import FilePatch, parse_diff
+from swebox.envs.tasks.graders.diffs import FilteredDiff, protected_reason, special_mode
 
 _MODE_LINE = re.compile(r"^ (?:create|delete) mode (\d+) |^ mode change (\d+) => (\d+)", re.MULTILINE)
 _SUMMARY_LINE = re.compile(r"^ (create|delete) mode (\d+) |^ mode change (\d+) => (\d+)", re.MULTILINE)

@@ -44,8 +44,9 @@ from pathlib import Path
 from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy
 from swebox.envs.tasks.graders import rewrite_cache
 from swebox.envs.tasks.graders import verdict as channel
+from swebox.envs.tasks.graders.diff_parse import changed_paths
 from swebox.envs.tasks.graders.diff_truth import encode_diff, judge
-from swebox.envs.tasks.graders.diffs import changed_paths, filter_diff, own_modules, protected_reason
+from swebox.envs.tasks.graders.diffs import filter_diff, own_modules, protected_reason
 from swebox.envs.tasks.graders.junit import MISSING, TestResult
 from swebox.envs.tasks.graders.provenance import provenance
 from swebox.envs.tasks.graders.report import GradeReport, TestOutcome, expected_mismatches

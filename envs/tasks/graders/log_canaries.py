@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 from swebox.envs.sandbox import Sandbox
 from swebox.envs.tasks.graders import lang_parsers, node_canaries
-from swebox.envs.tasks.graders.diffs import changed_paths
+from swebox.envs.tasks.graders.diff_parse import changed_paths
 from swebox.envs.tasks.graders.verdict import word
 from swebox.envs.tasks.schema import Task
 

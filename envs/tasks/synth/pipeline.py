@@ -24,7 +24,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Protocol
 
-from swebox.envs.tasks.graders.diffs import diff_lines
+from swebox.envs.tasks.graders.diff_parse import diff_lines
 from swebox.envs.tasks.schema import Task
 from swebox.envs.tasks.synth.journal import Journal
 from swebox.envs.tasks.synth.languages import BugSite, Runner, bug_sites, grading_fields, make_runner

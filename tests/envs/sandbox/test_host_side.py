@@ -32,7 +32,7 @@ def test_file_helpers_refuse_fifos_without_blocking(sandbox: Sandbox):
     """A FIFO at a path the host reads or writes must not block the host thread (it holds the sandbox's lock)."""
     r = sandbox.exec("mkfifo /testbed/fifo /testbed/wfifo && ln -s /testbed/fifo /testbed/to_fifo && echo ok")
     assert r.output == "ok\n", r.output
-    host_view = f"/proc/{sandbox._session_pid}/root/testbed"
+    host_view = f"/proc/{sandbox._live_shell().pid}/root/testbed"
     for call, unblock in (
         (lambda: sandbox.read_file("/testbed/fifo"), ("fifo", os.O_WRONLY)),
         (lambda: sandbox.read_file("/testbed/to_fifo"), ("fifo", os.O_WRONLY)),
@@ -64,7 +64,7 @@ def test_the_editor_view_of_a_fifo_fails_at_once(sandbox: Sandbox):
     sandbox.exec("mkfifo /testbed/pipe")
     finished, value, thread = _in_thread(lambda: Editor(sandbox).view("/testbed/pipe"), timeout=10.0)
     if not finished:
-        os.close(os.open(f"/proc/{sandbox._session_pid}/root/testbed/pipe", os.O_WRONLY | os.O_NONBLOCK))
+        os.close(os.open(f"/proc/{sandbox._live_shell().pid}/root/testbed/pipe", os.O_WRONLY | os.O_NONBLOCK))
         thread.join(10.0)
     assert finished, "the editor's view blocked on a FIFO"
     assert isinstance(value, EditorError) and "FIFO" in str(value), value
@@ -208,7 +208,7 @@ def test_snapshot_copies_at_most_the_cap(sandbox: Sandbox, tmp_path: Path):
     from swebox.envs.sandbox import snapcopy
 
     sandbox.exec("head -c 100000 /dev/urandom > /testbed/blob")
-    upper = f"/proc/{sandbox.pid}/root{sandbox._upper}"
+    upper = f"/proc/{sandbox.pid}/root{sandbox._live_shell().upper}"
     with pytest.raises(SandboxError, match="at most 50000 bytes"):
         snapcopy.copy_tree(upper, str(tmp_path / "capped"), sandbox.host_uid, 65536, 50000)
     assert snapcopy.copy_tree(upper, str(tmp_path / "whole"), sandbox.host_uid, 65536, 200000) >= 2

@@ -37,7 +37,7 @@ def settled(pids: list[int], quiet_s: float = 0.5, timeout_s: float = 60.0) -> d
 def test_an_idle_sandbox_is_never_woken(base_layer, work_root):
     with Sandbox([base_layer], SandboxPolicy(work_root=work_root)) as sb:
         assert sb.exec("true").exit_code == 0
-        watched = {"nsinit": sb._proc.pid, "session pid 1": sb._session_pid}
+        watched = {"nsinit": sb._proc.pid, "session pid 1": sb._live_shell().pid}
         settled(list(watched.values()))
         before = {name: wakeups(pid) for name, pid in watched.items()}
         time.sleep(5.0)  # polling every 0.2 s (nsinit) and 1 s (pid 1) woke them ~25 and ~5 times here

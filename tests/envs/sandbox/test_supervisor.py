@@ -68,18 +68,18 @@ def test_output_without_a_final_newline_and_a_marker_split_across_reads(sandbox:
 
 def test_requests_other_than_exec_are_refused_and_the_session_goes_on(sandbox: Sandbox):
     sandbox.exec("true")
-    protocol.send(sandbox._session, {"op": "nope", "nested": {"x": [1, 2]}, "n": 1.5})
+    protocol.send(sandbox._live_shell()._live(), {"op": "nope", "nested": {"x": [1, 2]}, "n": 1.5})
     with pytest.raises(protocol.ProtocolError):  # not a flat object: the supervisor hangs up, like on garbage
-        protocol.recv(sandbox._session)
+        protocol.recv(sandbox._live_shell()._live())
     r = sandbox.exec("echo again")  # a new session on the same files
     assert "session died" in r.output and sandbox.exec("echo again").output == "again\n"
-    protocol.send(sandbox._session, {"op": "nope", "flag": True, "none": None})
-    assert protocol.recv(sandbox._session)[0] == {"error": "unknown request 'nope'"}
+    protocol.send(sandbox._live_shell()._live(), {"op": "nope", "flag": True, "none": None})
+    assert protocol.recv(sandbox._live_shell()._live())[0] == {"error": "unknown request 'nope'"}
     assert sandbox.exec("echo still").output == "still\n"
 
 
 def test_an_idle_session_holds_no_python(sandbox: Sandbox):
-    pid = sandbox._session_pid  # the session's pid 1 (sandbox.pid is nsinit)
+    pid = sandbox._live_shell().pid  # the session's pid 1 (sandbox.pid is nsinit)
     with open(f"/proc/{pid}/maps") as f:
         maps = f.read()
     assert "libpython" not in maps and "python3" not in maps
@@ -217,7 +217,13 @@ def test_a_starter_that_starts_no_session_is_a_clear_error(
     # a session command line the starter cannot use: it exits at once, before pid 1 exists, without a word
     from swebox.envs.sandbox import nsinit_args
 
+    with Sandbox([base_layer], SandboxPolicy(work_root=work_root)) as warm:  # the zygote and lazily-made folders
+        warm.exec("true")
+    fds = sorted(os.listdir("/proc/self/fd"))
     real = nsinit_args._session
     monkeypatch.setattr(nsinit_args, "_session", lambda *args: [*real(*args), "--no-such-option"])
     with pytest.raises(SandboxError, match="did not start: the session program exited without starting a session"):
         Sandbox([base_layer], SandboxPolicy(work_root=work_root)).start()
+    # the start failed after nsinit, its sockets and its folder existed: all of them are gone again
+    assert [name for name in os.listdir(work_root) if not name.startswith(".")] == []
+    assert sorted(os.listdir("/proc/self/fd")) == fds

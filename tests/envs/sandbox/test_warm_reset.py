@@ -53,7 +53,7 @@ def session_children(pid: int) -> set[int]:
 def sessions(sb: Sandbox, expect_prepared: int) -> tuple[int, set[int]]:
     """The live session's process (its pid 1, the shell's supervisor, nsinit's child) and the other sessions'
     pid 1s, once the killed session's processes (orphans of nsinit, the subreaper, for a moment) are gone."""
-    live = sb._session_pid
+    live = sb._live_shell().pid
     assert parent(live) == sb.pid
     deadline = time.monotonic() + 60
     while len(others := session_children(sb.pid) - {live}) != expect_prepared and time.monotonic() < deadline:
@@ -85,7 +85,7 @@ def test_every_reset_gives_the_layers_state_warm_or_not(base_layer: Path, work_r
         for round_ in range(4):
             dirty(sb, round_)
             sb.reset()
-            uppers.add(sb._upper)
+            uppers.add(sb._live_shell().upper)
             assert_pristine(sb)
             live, prepared = sessions(sb, 1 if warm else 0)
             assert len(prepared) == (1 if warm else 0), (live, prepared)

@@ -63,7 +63,7 @@ def test_nsinit_is_forked_by_the_zygote_and_holds_none_of_its_fds(base_layer: Pa
             memberships = f.read()
         for path in sb._limits.cgroup_dirs:
             assert path.rsplit("/", 1)[1] in memberships, (path, memberships)
-        with open(f"/proc/{sb._session_pid}/cgroup") as f:
+        with open(f"/proc/{sb._live_shell().pid}/cgroup") as f:
             assert f.read() == memberships
 
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 from swebox.envs.tasks import LoadError, Task, load, save_jsonl
 from swebox.envs.tasks.adapters import detect
-from swebox.envs.tasks.graders.diffs import reverse_diff
+from swebox.envs.tasks.graders.diff_reverse import reverse_diff
 
 FIX = (
     "diff --git a/pkg/m.py b/pkg/m.py\n--- a/pkg/m.py\n+++ b/pkg/m.py\n"

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from swebox.envs.tasks.graders import diffs
+from swebox.envs.tasks.graders import diff_parse
+from swebox.envs.tasks.graders.diff_parse import parse_diff
 from swebox.envs.tasks.graders.diff_truth import disagreement, judge, read_with_git, refusal
-from swebox.envs.tasks.graders.diffs import FilteredDiff, filter_diff, parse_diff
+from swebox.envs.tasks.graders.diffs import FilteredDiff, filter_diff
 
 
 @dataclass
@@ -120,7 +121,7 @@ def test_the_cross_check_compares_line_counts_not_only_paths(repo, git, monkeypa
     assert reading.paths == ["m.py"] and reading.counts == [("1", "1")]
     assert disagreement(text, reading).startswith("git reads the diff's sections differently from the filter (counts)")
     # a splitting bug like the old one (str.splitlines) is caught by the counts even where every path agrees
-    monkeypatch.setattr(diffs, "diff_lines", lambda t: t.splitlines(keepends=True))
+    monkeypatch.setattr(diff_parse, "diff_lines", lambda t: t.splitlines(keepends=True))
     cut = CUT.format(sep="\f")
     assert sorted(p.new_path for p in parse_diff(cut)) == sorted(_reading(repo, cut).paths)
     assert "(counts)" in disagreement(cut, _reading(repo, cut))

@@ -6,7 +6,9 @@ import os
 from pathlib import Path
 
 import pytest
-from swebox.envs.tasks.graders.diffs import changed_paths, filter_diff, parse_diff, protected_reason, reverse_diff
+from swebox.envs.tasks.graders.diff_parse import changed_paths, parse_diff
+from swebox.envs.tasks.graders.diff_reverse import reverse_diff
+from swebox.envs.tasks.graders.diffs import filter_diff, protected_reason
 
 
 def _write(repo: Path, files: dict[str, str | bytes]) -> None:
