@@ -120,7 +120,7 @@ def _load_beside(name: str):
 origins = _load_beside("runner_origins")
 START, REPO, _trusted_file, fingerprint = origins.START, origins.REPO, origins.trusted_file, origins.fingerprint
 _innermost, _layers, _shadowed, _executing = origins.innermost, origins.layers, origins.shadowed, origins.executing
-_watch_returns = origins.watch_returns
+_watch_returns, _lift_timing_checks = origins.watch_returns, origins.lift_timing_checks
 _RELAY_INNER = ("_hook_relay", "_PathAwareHookProxy__hook_caller")
 
 
@@ -332,7 +332,8 @@ class Reporter:
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_pyfunc_call(
-        self, pyfuncitem, _send=_send, _innermost=_innermost, _layers=_layers, _watch_returns=_watch_returns
+        self, pyfuncitem, _send=_send, _innermost=_innermost, _layers=_layers, _watch_returns=_watch_returns,
+        _lift_timing_checks=_lift_timing_checks,
     ):
         self._vet("pytest_pyfunc_call")
         # The function about to run is the one the test's module or class defines under the test's name, and
@@ -365,11 +366,14 @@ class Reporter:
             _send(self, {"e": "check", "problems": [f"{pyfuncitem.nodeid}: the test function {why}"]})
         # Wrapped by its file's decorators: the call may pass only if the test's own def ran to its end, and so
         # did every layer on the way (runner_origins.watch_returns says why both).
-        stop = None
+        stop = restore = None
         if code is not None and not why and len(chain) > 1:
+            restore = _lift_timing_checks(chain)  # the watch slows the call: hypothesis's clock would fail it
             stop = _watch_returns(code, *[layer.__code__ for layer in chain[:-1]])
         outcome = yield
         missed = stop() if stop is not None else []
+        if restore is not None:
+            restore()
         if missed and getattr(outcome, "excinfo", None) is None:
             late = missed[0]
             why = (f"is wrapped, and its own def (line {code.co_firstlineno}) did not run to its end" if late is code

@@ -118,6 +118,38 @@ def test_the_gold_patch_resolves_the_hypothesis_tests_with_no_alarm(hyp_layer, h
     assert report.confirm == ("confirmed" if hyp_task.grader == "log" else ""), report.to_dict()
 
 
+# A @given test with a deadline its examples meet unwatched (about 15 ms each here) but not under the watch's
+# profile function (4-7x slower, docs/tasks.md): the harness passes it with the gold patch, and so must the runner.
+TIMED_FILE = "tests/test_timed.py"
+TIMED_TEST = """from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from calc.ops import add
+
+
+@settings(deadline=25, max_examples=5, database=None)
+@given(st.integers(0, 10))
+def test_add_in_time(a):
+    for i in range(120000):
+        assert add(a, i) == a + i
+"""
+TIMED_ID = f"{TIMED_FILE}::test_add_in_time"
+
+
+def test_hypothesis_timing_checks_do_not_fail_a_watched_test(hyp_layer, calc_task, gold):
+    lines = TIMED_TEST.splitlines(keepends=True)
+    patch = (
+        f"diff --git a/{TIMED_FILE} b/{TIMED_FILE}\nnew file mode 100644\n--- /dev/null\n+++ b/{TIMED_FILE}\n"
+        f"@@ -0,0 +1,{len(lines)} @@\n" + "".join("+" + line for line in lines)
+    )
+    task = dataclasses.replace(calc_task, test_patch=patch, FAIL_TO_PASS=[TIMED_ID], PASS_TO_PASS=[])
+    report = grade(task, gold["add"], layers=[hyp_layer])
+    assert report.tests[TIMED_ID].status == "passed", report.to_dict()
+    assert report.resolved and report.reward == 1.0 and report.tampered == [], report.to_dict()
+    control = grade(task, "", layers=[hyp_layer])  # the lifted clock passes nothing the assertion fails
+    assert control.tests[TIMED_ID].status == "failed" and control.reward == 0.0, control.to_dict()
+
+
 PARAM_IDS = F2P[2:]
 
 

@@ -69,6 +69,15 @@ def layered(x):
 
 found["layer returns"] = layered("return")
 found["layer unwinds"] = layered("fails")
+
+class Mimic:  # what code under test could hand the profile function it gets from sys.getprofile()
+    f_code = test.__code__
+    f_lasti = max(i.offset for i in __import__("dis").get_instructions(test) if i.opname.startswith("RETURN"))
+
+def forged(f, x):
+    sys.getprofile()(Mimic(), "return", None)
+
+found["forged return"] = outcome("fails", forged)
 found["version"] = list(sys.version_info[:2])
 print(json.dumps(found))
 """
@@ -105,4 +114,6 @@ def test_a_return_counts_and_an_unwinding_or_a_missed_call_does_not(python, tmp_
         # a layer is watched like the def: the one whose frames only unwound is named
         "layer returns": [],
         "layer unwinds": ["layer"],
+        # only the interpreter's own call, from the frame it leaves, counts
+        "forged return": False,
     }, (python, found)
