@@ -76,6 +76,8 @@ class ShellSession:
         if self._sock is not None:
             self._sock.close()
         self._sock = session = socket.socket(fileno=fds[0])
+        for fd in fds[1:]:  # nothing else of the session's is used here: closed before a failed start can leak it
+            os.close(fd)
         session.settimeout(STARTUP_TIMEOUT_S)
         # the supervisor says when it has pivoted into the sandbox's root: until then its /proc/PID/root
         # is still the host's, and host-side file helpers must not use it
@@ -84,8 +86,6 @@ class ShellSession:
         self._enforced_by["syscalls"] = ready.get("seccomp", "unknown")
         self.upper = reply["upper"]
         self.pid = reply["pid"]
-        for fd in fds[1:]:
-            os.close(fd)
 
     def renew(self, request: dict) -> None:
         """Ask nsinit for a new session (`request`: {"op": "session"} or {"op": "reset"}) and take it."""

@@ -176,7 +176,9 @@ def test_the_starter_waits_while_the_process_limit_is_full(tmp_path: Path):
     import threading
     import time
 
-    uid = 4242  # an id no sandbox uses: sandboxes' host ids start at SandboxPolicy.host_uid
+    # an id no sandbox uses (their host ids start at SandboxPolicy.host_uid), and no other run of this test on the
+    # machine (another checkout's suite): the process limit counts every process of the uid
+    uid = 40000 + os.getpid() % 50000
     hog = subprocess.Popen(["sleep", "1"], user=uid, group=uid)  # with the starter: the limit of 2 is full
     reaper = threading.Thread(target=hog.wait)  # reaped as it exits: a zombie would still count
     reaper.start()
@@ -205,6 +207,7 @@ def test_the_starter_waits_while_the_process_limit_is_full(tmp_path: Path):
             pid = int(f.read() or 0)
         waited = time.monotonic() - started
         assert starter.wait(timeout=30) == 0 and pid > 0
+        reaper.join(timeout=30)  # the hog's exit status is set by the reaper thread just after the kernel reaps it
         assert hog.returncode == 0 and waited >= 0.5, waited  # it forked pid 1 only once the hog had exited
     finally:
         host_end.close()  # EOF: pid 1 exits before its setup
