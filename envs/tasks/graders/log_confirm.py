@@ -58,7 +58,7 @@ from collections.abc import Sequence
 
 from swebox.envs.sandbox import Sandbox, SandboxError, SandboxPolicy
 from swebox.envs.tasks.graders import confirm_options, grading, log_grading, log_parsers, rewrite_cache
-from swebox.envs.tasks.graders.diffs import changed_paths
+from swebox.envs.tasks.graders.diff_parse import changed_paths
 from swebox.envs.tasks.graders.junit import MISSING, TestResult
 from swebox.envs.tasks.graders.report import GradeReport, TestOutcome
 from swebox.envs.tasks.schema import Task

@@ -18,7 +18,7 @@ from swebox.envs.tasks.graders.grading import grade
 from swebox.envs.tasks.graders.log_confirm import PREFIX, runner_task
 
 from tests.calc import CALC_TEST_PATCH, GOLD, calc_log_task, calc_task
-from tests.envs.tasks.graders.test_grading_tamper import new_file_over_empty
+from tests.envs.tasks.graders.test_grading_tamper import new_file, new_file_over_empty
 from tests.envs.tasks.graders.test_log_confirm import BREAK_SUB, P2P_FILTER, SUB_IDS
 
 OPTIONS_TESTS = """\
@@ -39,12 +39,6 @@ def test_add_warns_as_an_error():
     assert add(2, 3) == 5
 """
 NEEDS = ("tests/test_options.py::test_add_with_pytester", "tests/test_options.py::test_add_warns_as_an_error")
-
-
-def new_file(path: str, text: str) -> str:
-    lines = text.splitlines(keepends=True)
-    head = f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
-    return head + f"@@ -0,0 +1,{len(lines)} @@\n" + "".join("+" + line for line in lines)
 
 
 # test_patch: calc's (test_spaces.py), the tests above, and pytest.ini's addopts (calc's deselects add)

@@ -28,6 +28,7 @@ import pytest
 from swebox.envs.tasks.graders.grading import grade
 
 from tests.calc import CALC_FILES, calc_log_task
+from tests.envs.tasks.graders.test_grading_tamper import new_file
 from tests.envs.tasks.graders.test_redteam_round3 import NEVER_CALLS, SWALLOWS, _caught, _graded, _wrap_on_bind
 from tests.fixture_env import build_env_layer, discard_env_layer
 
@@ -74,10 +75,7 @@ HYP_LINES = [
     "def test_div_given(a, b):",
     "    assert div(a, b) * b == a",
 ]
-HYP_TEST_PATCH = (
-    f"diff --git a/{FILE} b/{FILE}\nnew file mode 100644\n--- /dev/null\n"
-    f"+++ b/{FILE}\n@@ -0,0 +1,{len(HYP_LINES)} @@\n" + "".join(f"+{line}\n" for line in HYP_LINES)
-)
+HYP_TEST_PATCH = new_file(FILE, "".join(line + "\n" for line in HYP_LINES))
 GIVEN_ID = f"{FILE}::test_add_given"
 F2P = [GIVEN_ID, f"{FILE}::test_add_settings", f"{FILE}::test_add_param[1]", f"{FILE}::test_add_param[7]"]
 P2P = [f"{FILE}::test_sub_given", f"{FILE}::test_div_given", "tests/test_ops.py::test_sub"]
@@ -137,12 +135,9 @@ TIMED_ID = f"{TIMED_FILE}::test_add_in_time"
 
 
 def test_hypothesis_timing_checks_do_not_fail_a_watched_test(hyp_layer, calc_task, gold):
-    lines = TIMED_TEST.splitlines(keepends=True)
-    patch = (
-        f"diff --git a/{TIMED_FILE} b/{TIMED_FILE}\nnew file mode 100644\n--- /dev/null\n+++ b/{TIMED_FILE}\n"
-        f"@@ -0,0 +1,{len(lines)} @@\n" + "".join("+" + line for line in lines)
+    task = dataclasses.replace(
+        calc_task, test_patch=new_file(TIMED_FILE, TIMED_TEST), FAIL_TO_PASS=[TIMED_ID], PASS_TO_PASS=[]
     )
-    task = dataclasses.replace(calc_task, test_patch=patch, FAIL_TO_PASS=[TIMED_ID], PASS_TO_PASS=[])
     report = grade(task, gold["add"], layers=[hyp_layer])
     assert report.tests[TIMED_ID].status == "passed", report.to_dict()
     assert report.resolved and report.reward == 1.0 and report.tampered == [], report.to_dict()
